@@ -1,0 +1,349 @@
+//! Map layouts shared by the XDP program (`gslb-ebpf`) and the controller (`gslb-user`).
+//!
+//! Every struct is `#[repr(C)]` with explicit reserved fields instead of implicit padding, so the
+//! kernel side and the user side agree byte for byte and hash keys never contain uninitialised
+//! bytes. Sizes are asserted at compile time.
+#![no_std]
+
+/// Longest query name, in wire bytes (length octets and the terminating root label included),
+/// that the fast path answers. Longer names go to the responder.
+pub const QNAME_MAX: usize = 128;
+
+/// Most addresses in one answer set (NetScaler's multiple-IP response is capped the same way).
+pub const MAX_ADDRS: usize = 8;
+
+/// View used when no client prefix matches.
+pub const DEFAULT_VIEW: u32 = 0;
+
+/// DNS types the fast path answers.
+pub const QTYPE_A: u16 = 1;
+pub const QTYPE_AAAA: u16 = 28;
+
+/// Fixed part of every answer record: name pointer (2), type (2), class (2), TTL (4), RDLENGTH (2).
+pub const RR_FIXED_LEN: usize = 12;
+/// An OPT record without options: root name (1), type (2), class (2), TTL (4), RDLENGTH (2).
+pub const OPT_RR_LEN: usize = 11;
+/// DNS message header.
+pub const DNS_HEADER_LEN: usize = 12;
+
+/// The largest reply the fast path can build. It fits in the 512 bytes every client accepts,
+/// so the fast path never has to truncate: "answer does not fit" cannot happen there.
+pub const MAX_REPLY_DNS_LEN: usize =
+    DNS_HEADER_LEN + QNAME_MAX + 4 + MAX_ADDRS * (RR_FIXED_LEN + 16) + OPT_RR_LEN;
+const _: () = assert!(MAX_REPLY_DNS_LEN <= 512);
+
+/// Global settings, slot 0 of the `CONFIG` array.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Config {
+    /// Generation of the `VIEWS`, `DOMAINS` and `ANSWERS` entries the program reads. The
+    /// controller writes a complete new generation beside the old one, then flips this.
+    pub generation: u32,
+    /// UDP port the program answers on, host byte order.
+    pub dns_port: u16,
+    /// UDP payload size announced in our OPT record.
+    pub edns_udp_size: u16,
+}
+const _: () = assert!(core::mem::size_of::<Config>() == 8);
+
+/// Key of `LISTEN`: a destination address we serve. IPv4 is stored IPv4-mapped (`::ffff:a.b.c.d`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ListenKey {
+    pub addr: [u8; 16],
+}
+const _: () = assert!(core::mem::size_of::<ListenKey>() == 16);
+
+/// Data part of the `VIEWS` LPM trie key. The generation comes first so that a prefix length
+/// of `32 + 96 + n` (IPv4, mapped) or `32 + n` (IPv6) matches one generation only.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ViewKey {
+    /// Big-endian, so that it forms the leading bits of the trie key.
+    pub generation: [u8; 4],
+    pub addr: [u8; 16],
+}
+const _: () = assert!(core::mem::size_of::<ViewKey>() == 20);
+
+/// Number of leading key bits taken by the generation in `VIEWS` keys.
+pub const VIEW_KEY_GENERATION_BITS: u32 = 32;
+/// Extra prefix bits an IPv4 prefix gets from being IPv4-mapped.
+pub const V4_MAPPED_BITS: u32 = 96;
+
+/// Key of `DOMAINS`: the query name exactly as on the wire but lower-cased, zero-padded, and the
+/// query type. Wire form is self-delimiting, so padding cannot make two names collide.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DomainKey {
+    pub name: [u8; QNAME_MAX],
+    pub qtype: u16,
+    pub reserved: u16,
+    pub generation: u32,
+}
+const _: () = assert!(core::mem::size_of::<DomainKey>() == QNAME_MAX + 8);
+
+impl Default for DomainKey {
+    fn default() -> Self {
+        Self { name: [0; QNAME_MAX], qtype: 0, reserved: 0, generation: 0 }
+    }
+}
+
+/// Value of `DOMAINS`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DomainValue {
+    pub domain_id: u32,
+    pub reserved: u32,
+}
+const _: () = assert!(core::mem::size_of::<DomainValue>() == 8);
+
+/// Key of `ANSWERS`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct AnswerKey {
+    pub generation: u32,
+    pub domain_id: u32,
+    pub view: u32,
+}
+const _: () = assert!(core::mem::size_of::<AnswerKey>() == 12);
+
+/// `AnswerSet::flags`: answer one address per query, rotating, instead of all of them.
+pub const ANSWER_ROTATE: u8 = 1;
+
+/// Value of `ANSWERS`: the records to answer with. The controller also stores each record's
+/// contribution to the UDP checksum, so the fast path never sums the answer bytes itself.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AnswerSet {
+    pub ttl: u32,
+    /// Number of valid entries in `addrs`, 1..=MAX_ADDRS.
+    pub count: u8,
+    pub flags: u8,
+    /// `QTYPE_A` or `QTYPE_AAAA`: 4 or 16 bytes of each `addrs` entry are used.
+    pub qtype: u16,
+    /// Ones' complement sum (folded to 16 bits) of each answer record as it is put on the
+    /// wire, taken as if the record began at an even offset.
+    pub rr_csum: [u32; MAX_ADDRS],
+    /// The same sum over all `count` records together.
+    pub all_csum: u32,
+    pub addrs: [[u8; 16]; MAX_ADDRS],
+}
+const _: () = assert!(core::mem::size_of::<AnswerSet>() == 8 + 4 * MAX_ADDRS + 4 + 16 * MAX_ADDRS);
+
+impl Default for AnswerSet {
+    fn default() -> Self {
+        Self {
+            ttl: 0,
+            count: 0,
+            flags: 0,
+            qtype: 0,
+            rr_csum: [0; MAX_ADDRS],
+            all_csum: 0,
+            addrs: [[0; 16]; MAX_ADDRS],
+        }
+    }
+}
+
+impl AnswerSet {
+    /// RDATA length of one record.
+    pub const fn rdata_len(&self) -> usize {
+        if self.qtype == QTYPE_AAAA { 16 } else { 4 }
+    }
+}
+
+/// Slots of the per-CPU `COUNTERS` array: hits by qtype and transport, then one per reason a
+/// packet was passed to the stack.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counter {
+    HitAV4 = 0,
+    HitAaaaV4,
+    HitAV6,
+    HitAaaaV6,
+    /// Not IPv4 or IPv6 (after at most one VLAN tag), or a frame too short for its headers.
+    NotIp,
+    /// IPv4 header with options (IHL != 5).
+    Ipv4Options,
+    /// IPv6 with an extension header before UDP.
+    Ipv6ExtHeader,
+    /// IPv4 fragment (MF or offset set).
+    Fragment,
+    NotUdp,
+    /// UDP to a port other than the DNS port.
+    OtherPort,
+    /// UDP to the DNS port but an address we do not serve.
+    OtherDestination,
+    /// IP or UDP lengths inconsistent with the frame, or the DNS message shorter than its parts.
+    Malformed,
+    /// QR=1: a response, not a query.
+    NotQuery,
+    /// OPCODE other than QUERY, or TC set in the query.
+    Opcode,
+    /// QDCOUNT != 1, ANCOUNT != 0 or NSCOUNT != 0.
+    Sections,
+    /// ARCOUNT > 1, or the one additional record is not an OPT at the root.
+    Additional,
+    /// EDNS version above 0 (the responder answers BADVERS).
+    EdnsVersion,
+    /// EDNS Client Subnet present (the responder uses the subnet as the client).
+    ClientSubnet,
+    /// A compression pointer or reserved label type inside the question name.
+    NameCompressed,
+    /// Question name longer than `QNAME_MAX` wire bytes.
+    NameTooLong,
+    /// QCLASS other than IN.
+    Qclass,
+    /// QTYPE other than A or AAAA.
+    Qtype,
+    /// Bytes after the question and the OPT record.
+    TrailingData,
+    /// Name (with this qtype) not in `DOMAINS`.
+    UnknownName,
+    /// Domain known but no answer set for the client's view nor the default view.
+    NoAnswer,
+    /// The kernel refused to grow the frame for the reply.
+    NoTailroom,
+}
+
+impl Counter {
+    pub const COUNT: u32 = Counter::NoTailroom as u32 + 1;
+
+    /// Every counter, in slot order.
+    pub const ALL: [Counter; Counter::COUNT as usize] = [
+        Counter::HitAV4,
+        Counter::HitAaaaV4,
+        Counter::HitAV6,
+        Counter::HitAaaaV6,
+        Counter::NotIp,
+        Counter::Ipv4Options,
+        Counter::Ipv6ExtHeader,
+        Counter::Fragment,
+        Counter::NotUdp,
+        Counter::OtherPort,
+        Counter::OtherDestination,
+        Counter::Malformed,
+        Counter::NotQuery,
+        Counter::Opcode,
+        Counter::Sections,
+        Counter::Additional,
+        Counter::EdnsVersion,
+        Counter::ClientSubnet,
+        Counter::NameCompressed,
+        Counter::NameTooLong,
+        Counter::Qclass,
+        Counter::Qtype,
+        Counter::TrailingData,
+        Counter::UnknownName,
+        Counter::NoAnswer,
+        Counter::NoTailroom,
+    ];
+
+    /// Stable snake_case name for logs, metrics and the CLI.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Counter::HitAV4 => "hit_a_v4",
+            Counter::HitAaaaV4 => "hit_aaaa_v4",
+            Counter::HitAV6 => "hit_a_v6",
+            Counter::HitAaaaV6 => "hit_aaaa_v6",
+            Counter::NotIp => "not_ip",
+            Counter::Ipv4Options => "ipv4_options",
+            Counter::Ipv6ExtHeader => "ipv6_ext_header",
+            Counter::Fragment => "fragment",
+            Counter::NotUdp => "not_udp",
+            Counter::OtherPort => "other_port",
+            Counter::OtherDestination => "other_destination",
+            Counter::Malformed => "malformed",
+            Counter::NotQuery => "not_query",
+            Counter::Opcode => "opcode",
+            Counter::Sections => "sections",
+            Counter::Additional => "additional",
+            Counter::EdnsVersion => "edns_version",
+            Counter::ClientSubnet => "client_subnet",
+            Counter::NameCompressed => "name_compressed",
+            Counter::NameTooLong => "name_too_long",
+            Counter::Qclass => "qclass",
+            Counter::Qtype => "qtype",
+            Counter::TrailingData => "trailing_data",
+            Counter::UnknownName => "unknown_name",
+            Counter::NoAnswer => "no_answer",
+            Counter::NoTailroom => "no_tailroom",
+        }
+    }
+
+    pub const fn is_hit(self) -> bool {
+        (self as u32) <= Counter::HitAaaaV6 as u32
+    }
+}
+
+/// Map names, shared so the loader and the pins agree with the program.
+pub mod maps {
+    pub const CONFIG: &str = "CONFIG";
+    pub const LISTEN: &str = "LISTEN";
+    pub const VIEWS: &str = "VIEWS";
+    pub const DOMAINS: &str = "DOMAINS";
+    pub const ANSWERS: &str = "ANSWERS";
+    pub const COUNTERS: &str = "COUNTERS";
+    pub const ROTOR: &str = "ROTOR";
+}
+
+/// Program names in the object file.
+pub mod programs {
+    /// The DNS fast path.
+    pub const ANSWER: &str = "gslb_xdp";
+    /// Returns XDP_PASS for every frame; attached to the far end of a veth pair so that native
+    /// XDP_TX frames are received there (veth drops them otherwise).
+    pub const PASS: &str = "gslb_pass";
+}
+
+/// Map capacities. Each holds two generations during a republish.
+pub const LISTEN_MAX: u32 = 256;
+pub const VIEWS_MAX: u32 = 1 << 20;
+pub const DOMAINS_MAX: u32 = 1 << 16;
+pub const ANSWERS_MAX: u32 = 1 << 20;
+
+#[cfg(feature = "user")]
+mod pod {
+    use super::*;
+    // SAFETY: all of these are repr(C), Copy, without padding (sizes asserted above), and every
+    // bit pattern is a valid value.
+    unsafe impl aya::Pod for Config {}
+    unsafe impl aya::Pod for ListenKey {}
+    unsafe impl aya::Pod for ViewKey {}
+    unsafe impl aya::Pod for DomainKey {}
+    unsafe impl aya::Pod for DomainValue {}
+    unsafe impl aya::Pod for AnswerKey {}
+    unsafe impl aya::Pod for AnswerSet {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_are_listed_in_slot_order_with_unique_names() {
+        for (i, c) in Counter::ALL.iter().enumerate() {
+            assert_eq!(*c as usize, i);
+            for other in &Counter::ALL[..i] {
+                assert_ne!(c.name(), other.name());
+            }
+        }
+        assert_eq!(Counter::ALL.iter().filter(|c| c.is_hit()).count(), 4);
+    }
+
+    #[test]
+    fn shared_struct_sizes() {
+        use core::mem::size_of;
+        let table: [(usize, usize); 7] = [
+            (size_of::<Config>(), 8),
+            (size_of::<ListenKey>(), 16),
+            (size_of::<ViewKey>(), 20),
+            (size_of::<DomainKey>(), 136),
+            (size_of::<DomainValue>(), 8),
+            (size_of::<AnswerKey>(), 12),
+            (size_of::<AnswerSet>(), 172),
+        ];
+        for (got, want) in table {
+            assert_eq!(got, want);
+        }
+    }
+}

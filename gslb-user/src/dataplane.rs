@@ -1,0 +1,512 @@
+//! The kernel side as the rest of the code sees it: loads the XDP object built by build.rs,
+//! attaches and pins it, and hides the raw maps behind [`AnswerTable::publish`] and
+//! [`Dataplane::counters`].
+
+use std::{
+    net::IpAddr,
+    path::{Path, PathBuf},
+};
+
+use aya::{
+    Ebpf, EbpfError,
+    maps::{Array, HashMap, LpmTrie, Map, MapData, MapError, PerCpuArray, lpm_trie::Key},
+    pin::PinError,
+    programs::{ProgramError, Xdp, XdpMode as AyaXdpMode},
+};
+use gslb_common::{
+    ANSWER_ROTATE, AnswerKey, AnswerSet, Config, Counter, DomainKey, DomainValue, ListenKey,
+    MAX_ADDRS, QNAME_MAX, QTYPE_AAAA, V4_MAPPED_BITS, VIEW_KEY_GENERATION_BITS, ViewKey, maps,
+    programs,
+};
+use hickory_proto::{rr::Name, serialize::binary::BinEncodable};
+use tracing::{info, warn};
+
+use crate::{
+    compile::{Answer, Snapshot},
+    config::{AnswerMode, XdpMode},
+};
+
+/// The XDP object, compiled for bpfel by build.rs.
+pub static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/gslb"));
+
+#[derive(Debug, thiserror::Error)]
+pub enum DataplaneError {
+    #[error("loading the XDP object: {0}")]
+    Load(#[from] EbpfError),
+    #[error("XDP program {name}: {source}")]
+    Program { name: &'static str, source: ProgramError },
+    #[error("the XDP object has no {kind} named {name}")]
+    Missing { kind: &'static str, name: &'static str },
+    #[error("map {name}: {source}")]
+    Map { name: &'static str, source: MapError },
+    #[error("attaching XDP to {interface} ({mode:?} mode): {source}")]
+    Attach { interface: String, mode: XdpMode, source: ProgramError },
+    #[error("pinning {what} at {path}: {source}")]
+    Pin { what: &'static str, path: PathBuf, source: PinError },
+    #[error("pin directory {path}: {source}")]
+    PinDir { path: PathBuf, source: std::io::Error },
+    #[error("name {name:?} cannot be encoded: {reason}")]
+    Name { name: String, reason: String },
+}
+
+type Result<T, E = DataplaneError> = std::result::Result<T, E>;
+
+fn map_err(name: &'static str) -> impl FnOnce(MapError) -> DataplaneError {
+    move |source| DataplaneError::Map { name, source }
+}
+
+/// The loaded XDP object: both programs verified and loaded, maps created.
+pub struct Dataplane {
+    ebpf: Ebpf,
+    pub table: AnswerTable,
+    counters: PerCpuArray<MapData, u64>,
+    /// Maps taken out of `ebpf` as typed wrappers, kept as untyped handles only for pinning.
+    pinned: Vec<PathBuf>,
+}
+
+impl Dataplane {
+    /// Loads the embedded object into the kernel (needs CAP_BPF, i.e. root) and, given a
+    /// bpffs directory, pins the answering program and every map there (stale pins of an
+    /// earlier run are replaced).
+    pub fn load(pin_dir: Option<&Path>) -> Result<Self> {
+        let mut ebpf = Ebpf::load(OBJECT)?;
+        let mut pinned = Vec::new();
+        if let Some(dir) = pin_dir {
+            std::fs::create_dir_all(dir)
+                .map_err(|source| DataplaneError::PinDir { path: dir.into(), source })?;
+        }
+        let mut pin_at = |what: &'static str, pin: &mut dyn FnMut(&Path) -> Result<(), PinError>| {
+            let Some(dir) = pin_dir else { return Ok(()) };
+            let path = dir.join(what);
+            if path.exists() {
+                warn!(path = %path.display(), "replacing a stale pin");
+                std::fs::remove_file(&path)
+                    .map_err(|source| DataplaneError::PinDir { path: path.clone(), source })?;
+            }
+            pin(&path).map_err(|source| DataplaneError::Pin { what, path: path.clone(), source })?;
+            pinned.push(path);
+            Ok::<_, DataplaneError>(())
+        };
+        for name in [programs::ANSWER, programs::PASS] {
+            let program = program_mut(&mut ebpf, name)?;
+            program.load().map_err(|source| DataplaneError::Program { name, source })?;
+            if name == programs::ANSWER {
+                pin_at(name, &mut |p| program.pin(p))?;
+            }
+        }
+        let mut take = |name: &'static str| {
+            let map = ebpf.take_map(name).ok_or(DataplaneError::Missing { kind: "map", name })?;
+            pin_at(name, &mut |p| map.pin(p))?;
+            Ok::<_, DataplaneError>(map)
+        };
+        let table = AnswerTable {
+            config: Array::try_from(take(maps::CONFIG)?).map_err(map_err(maps::CONFIG))?,
+            listen: HashMap::try_from(take(maps::LISTEN)?).map_err(map_err(maps::LISTEN))?,
+            views: LpmTrie::try_from(take(maps::VIEWS)?).map_err(map_err(maps::VIEWS))?,
+            domains: HashMap::try_from(take(maps::DOMAINS)?).map_err(map_err(maps::DOMAINS))?,
+            answers: HashMap::try_from(take(maps::ANSWERS)?).map_err(map_err(maps::ANSWERS))?,
+        };
+        let counters =
+            PerCpuArray::try_from(take(maps::COUNTERS)?).map_err(map_err(maps::COUNTERS))?;
+        Ok(Self { ebpf, table, counters, pinned })
+    }
+
+    /// The answering program, e.g. for `BPF_PROG_TEST_RUN`.
+    pub fn program(&self) -> &Xdp {
+        self.ebpf
+            .program(programs::ANSWER)
+            .and_then(|p| p.try_into().ok())
+            .expect("loaded in Dataplane::load")
+    }
+
+    /// Attaches the answering program. `Auto` tries native mode and falls back to generic (SKB)
+    /// mode, which every interface supports. Returns the mode in force.
+    pub fn attach(&mut self, interface: &str, mode: XdpMode) -> Result<XdpMode> {
+        self.attach_program(programs::ANSWER, interface, mode)
+    }
+
+    /// Attaches the pass-through program, for the far end of a veth pair (see gslb-ebpf).
+    pub fn attach_pass(&mut self, interface: &str, mode: XdpMode) -> Result<XdpMode> {
+        self.attach_program(programs::PASS, interface, mode)
+    }
+
+    fn attach_program(
+        &mut self,
+        name: &'static str,
+        interface: &str,
+        mode: XdpMode,
+    ) -> Result<XdpMode> {
+        let program = program_mut(&mut self.ebpf, name)?;
+        let tries: &[XdpMode] = match mode {
+            XdpMode::Auto => &[XdpMode::Native, XdpMode::Skb],
+            XdpMode::Native => &[XdpMode::Native],
+            XdpMode::Skb => &[XdpMode::Skb],
+        };
+        let mut last = None;
+        for &m in tries {
+            let flags = if m == XdpMode::Native { AyaXdpMode::Driver } else { AyaXdpMode::Skb };
+            let name_c = std::ffi::CString::new(interface).map_err(|_| DataplaneError::Attach {
+                interface: interface.into(),
+                mode: m,
+                source: ProgramError::UnexpectedProgramType,
+            })?;
+            match program.attach(name_c.as_c_str(), flags) {
+                Ok(_id) => {
+                    info!(program = name, interface, mode = %m, "XDP attached");
+                    return Ok(m);
+                }
+                Err(source) => {
+                    if tries.len() > 1 {
+                        warn!(program = name, interface, mode = %m, error = %source, "XDP attach failed, trying the next mode");
+                    }
+                    last = Some(DataplaneError::Attach { interface: interface.into(), mode: m, source });
+                }
+            }
+        }
+        Err(last.expect("at least one mode tried"))
+    }
+
+    /// Detaches the answering program from every interface it was attached to.
+    pub fn detach(&mut self) -> Result<()> {
+        let name = programs::ANSWER;
+        let program = program_mut(&mut self.ebpf, name)?;
+        // Unloading drops the program's links, which detaches it; it is loaded again so the
+        // dataplane stays usable (test_run, a later attach).
+        program.unload().map_err(|source| DataplaneError::Program { name, source })?;
+        program.load().map_err(|source| DataplaneError::Program { name, source })
+    }
+
+    /// Removes the pins this process made.
+    pub fn unpin(&mut self) {
+        for path in self.pinned.drain(..) {
+            if let Err(error) = std::fs::remove_file(&path) {
+                warn!(path = %path.display(), %error, "could not remove pin");
+            }
+        }
+    }
+
+    /// The per-CPU counters, summed over CPUs.
+    pub fn counters(&self) -> Result<Counters> {
+        read_counters(&self.counters)
+    }
+}
+
+fn program_mut<'a>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut Xdp> {
+    ebpf.program_mut(name)
+        .and_then(|p| p.try_into().ok())
+        .ok_or(DataplaneError::Missing { kind: "program", name })
+}
+
+/// Hit and miss counters, one per [`Counter`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters(pub [u64; Counter::COUNT as usize]);
+
+impl Counters {
+    pub fn get(&self, counter: Counter) -> u64 {
+        self.0[counter as usize]
+    }
+
+    pub fn hits(&self) -> u64 {
+        Counter::ALL.iter().filter(|c| c.is_hit()).map(|c| self.get(*c)).sum()
+    }
+
+    /// Counters that rose from `earlier` to `self`, by how much.
+    pub fn delta(&self, earlier: &Counters) -> Vec<(Counter, u64)> {
+        Counter::ALL
+            .iter()
+            .map(|c| (*c, self.get(*c).wrapping_sub(earlier.get(*c))))
+            .filter(|(_, d)| *d != 0)
+            .collect()
+    }
+}
+
+/// Reads counters from a pinned `COUNTERS` map, e.g. of a running gslbd.
+pub fn pinned_counters(dir: &Path) -> Result<Counters> {
+    let data = MapData::from_pin(dir.join(maps::COUNTERS)).map_err(map_err(maps::COUNTERS))?;
+    let map: PerCpuArray<MapData, u64> =
+        PerCpuArray::try_from(Map::PerCpuArray(data)).map_err(map_err(maps::COUNTERS))?;
+    read_counters(&map)
+}
+
+fn read_counters(map: &PerCpuArray<MapData, u64>) -> Result<Counters> {
+    let mut out = Counters::default();
+    for c in Counter::ALL {
+        let values = map.get(&(c as u32), 0).map_err(map_err(maps::COUNTERS))?;
+        out.0[c as usize] = values.iter().sum();
+    }
+    Ok(out)
+}
+
+/// The fast path's answer tables.
+pub struct AnswerTable {
+    config: Array<MapData, Config>,
+    listen: HashMap<MapData, ListenKey, u8>,
+    views: LpmTrie<MapData, ViewKey, u32>,
+    domains: HashMap<MapData, DomainKey, DomainValue>,
+    answers: HashMap<MapData, AnswerKey, AnswerSet>,
+}
+
+/// What a publish wrote.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PublishStats {
+    pub generation: u32,
+    pub prefixes: usize,
+    pub domains: usize,
+    pub answers: usize,
+    /// Names longer than the fast path's key: answered by the responder only.
+    pub too_long: usize,
+    /// Entries of older generations removed.
+    pub removed: usize,
+}
+
+impl AnswerTable {
+    /// Makes `snapshot` what the fast path answers. The new generation is written beside the
+    /// current one and switched to with one write of `CONFIG`, so a packet sees either the old
+    /// tables or the new ones, never a mix; the old generation is removed afterwards.
+    pub fn publish(&mut self, snapshot: &Snapshot) -> Result<PublishStats> {
+        let current = self.config.get(&0, 0).map_err(map_err(maps::CONFIG))?;
+        let generation = current.generation.wrapping_add(1);
+        let mut stats = PublishStats { generation, ..Default::default() };
+
+        for addr in &snapshot.listen {
+            self.listen
+                .insert(&ListenKey { addr: mapped(*addr) }, &1, 0)
+                .map_err(map_err(maps::LISTEN))?;
+        }
+        for (net, view) in &snapshot.views {
+            self.views
+                .insert(&view_key(generation, net.network(), net.prefix_len()), view, 0)
+                .map_err(map_err(maps::VIEWS))?;
+            stats.prefixes += 1;
+        }
+        for domain in &snapshot.domains {
+            let Some(key) = domain_key(&domain.name, domain.qtype, generation)? else {
+                stats.too_long += 1;
+                continue;
+            };
+            self.domains
+                .insert(&key, &DomainValue { domain_id: domain.id, reserved: 0 }, 0)
+                .map_err(map_err(maps::DOMAINS))?;
+            stats.domains += 1;
+            for (view, answer) in &domain.answers {
+                let key = AnswerKey { generation, domain_id: domain.id, view: *view };
+                self.answers.insert(&key, &answer_set(answer), 0).map_err(map_err(maps::ANSWERS))?;
+                stats.answers += 1;
+            }
+        }
+
+        let config = Config {
+            generation,
+            dns_port: snapshot.dns_port,
+            edns_udp_size: snapshot.edns_udp_size,
+        };
+        self.config.set(0, &config, 0).map_err(map_err(maps::CONFIG))?;
+        stats.removed = self.remove_other_generations(generation, snapshot)?;
+        Ok(stats)
+    }
+
+    fn remove_other_generations(&mut self, generation: u32, snapshot: &Snapshot) -> Result<usize> {
+        let mut removed = 0;
+        let keep: Vec<ListenKey> =
+            snapshot.listen.iter().map(|a| ListenKey { addr: mapped(*a) }).collect();
+        let stale: Vec<ListenKey> =
+            self.listen.keys().filter_map(|k| k.ok()).filter(|k| !keep.contains(k)).collect();
+        for k in stale {
+            self.listen.remove(&k).map_err(map_err(maps::LISTEN))?;
+            removed += 1;
+        }
+        let gen_be = generation.to_be_bytes();
+        let stale: Vec<Key<ViewKey>> = self
+            .views
+            .keys()
+            .filter_map(|k| k.ok())
+            .filter(|k| k.data().generation != gen_be)
+            .collect();
+        for k in stale {
+            self.views.remove(&k).map_err(map_err(maps::VIEWS))?;
+            removed += 1;
+        }
+        let stale: Vec<DomainKey> =
+            self.domains.keys().filter_map(|k| k.ok()).filter(|k| k.generation != generation).collect();
+        for k in stale {
+            self.domains.remove(&k).map_err(map_err(maps::DOMAINS))?;
+            removed += 1;
+        }
+        let stale: Vec<AnswerKey> =
+            self.answers.keys().filter_map(|k| k.ok()).filter(|k| k.generation != generation).collect();
+        for k in stale {
+            self.answers.remove(&k).map_err(map_err(maps::ANSWERS))?;
+            removed += 1;
+        }
+        Ok(removed)
+    }
+}
+
+/// IPv4 as IPv4-mapped IPv6, the one address form of the maps.
+pub fn mapped(addr: IpAddr) -> [u8; 16] {
+    match addr {
+        IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
+        IpAddr::V6(a) => a.octets(),
+    }
+}
+
+/// The `VIEWS` trie key for a client prefix in one generation.
+pub fn view_key(generation: u32, network: IpAddr, prefix_len: u8) -> Key<ViewKey> {
+    let bits = match network {
+        IpAddr::V4(_) => V4_MAPPED_BITS + prefix_len as u32,
+        IpAddr::V6(_) => prefix_len as u32,
+    };
+    Key::new(
+        VIEW_KEY_GENERATION_BITS + bits,
+        ViewKey { generation: generation.to_be_bytes(), addr: mapped(network) },
+    )
+}
+
+/// A name in uncompressed wire form, lower-cased: what the fast path builds from a query.
+pub fn wire_name(name: &str) -> Result<Vec<u8>> {
+    let err = |reason: String| DataplaneError::Name { name: name.into(), reason };
+    let fqdn = Name::from_ascii(name).map_err(|e| err(e.to_string()))?.to_lowercase();
+    let mut fqdn = fqdn;
+    fqdn.set_fqdn(true);
+    fqdn.to_bytes().map_err(|e| err(e.to_string()))
+}
+
+/// The `DOMAINS` key for (name, qtype) in one generation; `None` when the name is longer than
+/// the fast path's key, so only the responder can answer it.
+pub fn domain_key(name: &str, qtype: u16, generation: u32) -> Result<Option<DomainKey>> {
+    let wire = wire_name(name)?;
+    if wire.len() > QNAME_MAX {
+        return Ok(None);
+    }
+    let mut key = DomainKey { qtype, generation, ..Default::default() };
+    key.name[..wire.len()].copy_from_slice(&wire);
+    Ok(Some(key))
+}
+
+/// The ones' complement sum of `bytes` as 16-bit big-endian words from an even offset, folded.
+pub fn ones_sum(bytes: &[u8]) -> u16 {
+    let mut sum: u32 = bytes
+        .chunks(2)
+        .map(|w| u32::from(w[0]) << 8 | u32::from(*w.get(1).unwrap_or(&0)))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
+}
+
+/// One answer record exactly as the fast path writes it: a pointer to the question name at
+/// offset 12, then type, class IN, TTL, RDLENGTH and the address.
+pub fn answer_record(qtype: u16, ttl: u32, addr: IpAddr) -> Vec<u8> {
+    let rdata = match addr {
+        IpAddr::V4(a) => a.octets().to_vec(),
+        IpAddr::V6(a) => a.octets().to_vec(),
+    };
+    let mut rr = vec![0xc0, 12];
+    rr.extend_from_slice(&qtype.to_be_bytes());
+    rr.extend_from_slice(&1u16.to_be_bytes());
+    rr.extend_from_slice(&ttl.to_be_bytes());
+    rr.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
+    rr.extend_from_slice(&rdata);
+    rr
+}
+
+/// The map value for one answer, with the checksum sums the fast path adds instead of summing
+/// the records itself.
+pub fn answer_set(answer: &Answer) -> AnswerSet {
+    let qtype = match answer.addrs.first() {
+        Some(IpAddr::V6(_)) => QTYPE_AAAA,
+        _ => gslb_common::QTYPE_A,
+    };
+    let mut set = AnswerSet {
+        ttl: answer.ttl,
+        count: answer.addrs.len().min(MAX_ADDRS) as u8,
+        flags: if answer.mode == AnswerMode::Rotate { ANSWER_ROTATE } else { 0 },
+        qtype,
+        ..Default::default()
+    };
+    let mut all = Vec::new();
+    for (i, addr) in answer.addrs.iter().take(MAX_ADDRS).enumerate() {
+        let rr = answer_record(qtype, answer.ttl, *addr);
+        set.rr_csum[i] = ones_sum(&rr) as u32;
+        set.addrs[i] = match addr {
+            IpAddr::V4(a) => {
+                let mut b = [0; 16];
+                b[..4].copy_from_slice(&a.octets());
+                b
+            }
+            IpAddr::V6(a) => a.octets(),
+        };
+        all.extend_from_slice(&rr);
+    }
+    set.all_csum = ones_sum(&all) as u32;
+    set
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    use super::*;
+
+    #[test]
+    fn qname_key_encoding() {
+        let table: &[(&str, &[u8])] = &[
+            ("www.example.com", b"\x03www\x07example\x03com\x00"),
+            ("WWW.Example.COM.", b"\x03www\x07example\x03com\x00"),
+            ("a", b"\x01a\x00"),
+            ("_dns.x-y.example", b"\x04_dns\x03x-y\x07example\x00"),
+        ];
+        for (name, wire) in table {
+            let key = domain_key(name, 1, 7).unwrap().unwrap();
+            assert_eq!(&key.name[..wire.len()], *wire, "{name}");
+            assert!(key.name[wire.len()..].iter().all(|b| *b == 0), "{name}: padding");
+            assert_eq!((key.qtype, key.generation, key.reserved), (1, 7, 0));
+        }
+    }
+
+    #[test]
+    fn names_longer_than_the_key_are_left_to_the_responder() {
+        // 2 labels of 63 + root: 1+63+1+63+1 = 129 wire bytes, one over the key.
+        let long = format!("{}.{}", "a".repeat(63), "b".repeat(63));
+        assert_eq!(wire_name(&long).unwrap().len(), QNAME_MAX + 1);
+        assert!(domain_key(&long, 1, 0).unwrap().is_none());
+        let fits = format!("{}.{}", "a".repeat(63), "b".repeat(62));
+        assert!(domain_key(&fits, 1, 0).unwrap().is_some());
+    }
+
+    #[test]
+    fn view_keys_put_the_generation_first_and_map_ipv4() {
+        let table = [
+            (IpAddr::V4(Ipv4Addr::new(198, 51, 100, 0)), 24, 32 + 96 + 24),
+            (IpAddr::V6("2001:db8:100::".parse::<Ipv6Addr>().unwrap()), 48, 32 + 48),
+            (IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0, 32 + 96),
+        ];
+        for (net, len, bits) in table {
+            let key = view_key(0x01020304, net, len);
+            assert_eq!(key.prefix_len(), bits, "{net}/{len}");
+            assert_eq!(key.data().generation, [1, 2, 3, 4]);
+            assert_eq!(key.data().addr, mapped(net));
+        }
+    }
+
+    #[test]
+    fn answer_set_checksums_match_the_records() {
+        let answer = Answer {
+            ttl: 300,
+            mode: AnswerMode::Rotate,
+            addrs: vec!["192.0.2.10".parse().unwrap(), "192.0.2.11".parse().unwrap()],
+        };
+        let set = answer_set(&answer);
+        assert_eq!((set.count, set.flags, set.qtype, set.ttl), (2, ANSWER_ROTATE, 1, 300));
+        let rr0 = answer_record(1, 300, answer.addrs[0]);
+        assert_eq!(rr0, [0xc0, 12, 0, 1, 0, 1, 0, 0, 1, 44, 0, 4, 192, 0, 2, 10]);
+        // Sum by hand: c00c + 0001 + 0001 + 0000 + 012c + 0004 + c000 + 020a.
+        let by_hand: u32 = 0xc00c + 1 + 1 + 0x012c + 4 + 0xc000 + 0x020a;
+        let folded = (by_hand & 0xffff) + (by_hand >> 16);
+        assert_eq!(set.rr_csum[0], folded);
+        let both = [rr0, answer_record(1, 300, answer.addrs[1])].concat();
+        assert_eq!(set.all_csum, ones_sum(&both) as u32);
+        assert_eq!(&set.addrs[1][..4], &[192, 0, 2, 11]);
+    }
+}

@@ -1,0 +1,5 @@
+//! gslb: the controller and responder side of the GSLB DNS server. See ARCHITECTURE.md.
+
+pub mod compile;
+pub mod config;
+pub mod dataplane;

@@ -1,0 +1,36 @@
+use anyhow::Result;
+use clap::ValueEnum;
+
+use crate::{setup, util};
+
+/// Benchmarks; each prints lines `bench <name> <value> <unit>`.
+// To add one (dnsperf against a running gslbd, pure controller logic, ...): add a variant here
+// with a doc comment (shown by `cargo xtask bench`) and an arm in `run`.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Bench {
+    /// XDP program timed in the kernel with BPF_PROG_TEST_RUN (needs root)
+    Xdp,
+}
+
+pub fn run(name: Option<Bench>) -> Result<()> {
+    let Some(bench) = name else {
+        println!("available benches (cargo xtask bench <name>):");
+        for b in Bench::value_variants() {
+            let v = b.to_possible_value().expect("no skipped variants");
+            println!(
+                "  {:<8} {}",
+                v.get_name(),
+                v.get_help().map(|h| h.to_string()).unwrap_or_default()
+            );
+        }
+        return Ok(());
+    };
+    let env = setup::run()?;
+    match bench {
+        Bench::Xdp => {
+            let mut cmd = env.cargo();
+            cmd.args(["bench", "-p", "gslb-user", "--bench", "xdp"]);
+            util::run_inherit("bench xdp", &mut cmd)
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! Developer tasks: `cargo xtask <command>`. Every command first runs `setup`, so a fresh
+//! Debian 12 machine (as root) goes from nothing to built and tested with one command.
+
+mod bench;
+mod demo;
+mod setup;
+mod util;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(about = "gslb developer tasks")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Install system packages, the pinned toolchain and bpf-linker; mount bpffs.
+    Setup,
+    /// Setup, then build the default workspace members.
+    Build {
+        #[arg(long)]
+        release: bool,
+    },
+    /// Setup, then run the tests with privileged tests required.
+    Test {
+        /// Extra arguments for `cargo test` (after `--`).
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
+    /// Setup, then run a benchmark; without a name, list them.
+    Bench { name: Option<bench::Bench> },
+    /// Setup, build and run the demo on examples/demo.toml.
+    Demo {
+        /// Run the demo once and exit instead of serving.
+        #[arg(long)]
+        once: bool,
+    },
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().cmd {
+        Cmd::Setup => setup::run().map(drop),
+        Cmd::Build { release } => build(release),
+        Cmd::Test { args } => test(&args),
+        Cmd::Bench { name } => bench::run(name),
+        Cmd::Demo { once } => demo::run(once),
+    }
+}
+
+fn build(release: bool) -> Result<()> {
+    let env = setup::run()?;
+    let mut cmd = env.cargo();
+    cmd.arg("build");
+    if release {
+        cmd.arg("--release");
+    }
+    util::run_inherit("build", &mut cmd)
+}
+
+fn test(args: &[String]) -> Result<()> {
+    let env = setup::run()?;
+    let mut cmd = env.cargo();
+    // Without it the privileged tests skip themselves when they lack root or a kernel feature,
+    // which would let a broken machine pass.
+    cmd.arg("test")
+        .args(args)
+        .env("GSLB_REQUIRE_PRIVILEGED", "1");
+    util::run_inherit("test", &mut cmd)
+}
