@@ -201,7 +201,7 @@ pub enum Counter {
     UnknownName,
     /// Domain known but no answer set for the client's view nor the default view.
     NoAnswer,
-    /// The kernel refused to grow the frame for the reply.
+    /// The kernel refused to grow the frame for the reply, at the tail and at the head.
     NoTailroom,
 }
 

@@ -9,7 +9,7 @@ mod hdr;
 
 use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, xdp_action},
-    helpers::bpf_xdp_adjust_tail,
+    helpers::{bpf_xdp_adjust_head, bpf_xdp_adjust_tail, bpf_xdp_load_bytes, bpf_xdp_store_bytes},
     macros::{map, xdp},
     maps::{Array, HashMap, LpmTrie, PerCpuArray, lpm_trie::Key},
     programs::XdpContext,
@@ -50,6 +50,8 @@ struct Scratch {
     /// See [`launder`].
     len: u32,
     reserved: u32,
+    /// See [`grow_at_head`]: room for every header and the longest question.
+    frame: [u8; 256],
 }
 
 const KEY_WORDS: usize = core::mem::size_of::<DomainKey>() / 8;
@@ -385,6 +387,30 @@ fn unknown_name_reason(key: &DomainKey) -> Miss {
     Miss::UnknownName
 }
 
+/// Makes room for the answers when the frame has no tailroom (veth, and drivers that size
+/// buffers to the packet): the frame grows at the head instead and everything before the answers
+/// (headers and question, `keep` bytes) moves to the new start.
+#[inline(always)]
+fn grow_at_head(ctx: &XdpContext, keep: usize, delta: i32) -> Result<(), Miss> {
+    let scratch = SCRATCH.get_ptr_mut(0).ok_or(Miss::NoTailroom)?;
+    // SAFETY: per-CPU slot, only this CPU uses it while the program runs.
+    let buf = unsafe { &mut (*scratch).frame };
+    if keep > buf.len() || delta <= 0 {
+        return Err(Miss::NoTailroom);
+    }
+    let buf = buf.as_mut_ptr() as *mut core::ffi::c_void;
+    // SAFETY: helper calls on our own context with a buffer of at least `keep` bytes.
+    unsafe {
+        if bpf_xdp_load_bytes(ctx.ctx, 0, buf, keep as u32) != 0
+            || bpf_xdp_adjust_head(ctx.ctx, -delta) != 0
+            || bpf_xdp_store_bytes(ctx.ctx, 0, buf, keep as u32) != 0
+        {
+            return Err(Miss::NoTailroom);
+        }
+    }
+    Ok(())
+}
+
 /// The client address as a view key: IPv4 mapped into IPv6.
 #[inline(always)]
 fn client_addr(ctx: &XdpContext, q: &Query) -> Result<[u8; 16], Miss> {
@@ -435,7 +461,7 @@ fn reply(ctx: &XdpContext, q: &Query, config: &Config, set: &AnswerSet) -> Resul
     let delta = msg_end as i32 - (ctx.data_end() - ctx.data()) as i32;
     // SAFETY: plain helper call on our own context; every pointer is re-derived afterwards.
     if unsafe { bpf_xdp_adjust_tail(ctx.ctx, delta) } != 0 {
-        return Err(Miss::NoTailroom);
+        grow_at_head(ctx, answers_off, delta)?;
     }
 
     // Answers: a pointer to the question name, then the precomputed fields and address.

@@ -11,7 +11,7 @@ use aya::{
     Ebpf, EbpfError,
     maps::{Array, HashMap, LpmTrie, Map, MapData, MapError, PerCpuArray, lpm_trie::Key},
     pin::PinError,
-    programs::{ProgramError, Xdp, XdpMode as AyaXdpMode},
+    programs::{ProgramError, Xdp, XdpMode as AyaXdpMode, links::FdLink, xdp::XdpLinkId},
 };
 use gslb_common::{
     ANSWER_ROTATE, AnswerKey, AnswerSet, Config, Counter, DomainKey, DomainValue, ListenKey,
@@ -60,8 +60,10 @@ pub struct Dataplane {
     ebpf: Ebpf,
     pub table: AnswerTable,
     counters: PerCpuArray<MapData, u64>,
-    /// Maps taken out of `ebpf` as typed wrappers, kept as untyped handles only for pinning.
+    /// Pins this process made, removed by [`Dataplane::unpin`].
     pinned: Vec<PathBuf>,
+    /// Links of the answering program, for [`Dataplane::keep_attached`].
+    links: Vec<XdpLinkId>,
 }
 
 impl Dataplane {
@@ -108,7 +110,7 @@ impl Dataplane {
         };
         let counters =
             PerCpuArray::try_from(take(maps::COUNTERS)?).map_err(map_err(maps::COUNTERS))?;
-        Ok(Self { ebpf, table, counters, pinned })
+        Ok(Self { ebpf, table, counters, pinned, links: Vec::new() })
     }
 
     /// The answering program, e.g. for `BPF_PROG_TEST_RUN`.
@@ -122,12 +124,14 @@ impl Dataplane {
     /// Attaches the answering program. `Auto` tries native mode and falls back to generic (SKB)
     /// mode, which every interface supports. Returns the mode in force.
     pub fn attach(&mut self, interface: &str, mode: XdpMode) -> Result<XdpMode> {
-        self.attach_program(programs::ANSWER, interface, mode)
+        let (mode, id) = self.attach_program(programs::ANSWER, interface, mode)?;
+        self.links.push(id);
+        Ok(mode)
     }
 
     /// Attaches the pass-through program, for the far end of a veth pair (see gslb-ebpf).
     pub fn attach_pass(&mut self, interface: &str, mode: XdpMode) -> Result<XdpMode> {
-        self.attach_program(programs::PASS, interface, mode)
+        self.attach_program(programs::PASS, interface, mode).map(|(mode, _)| mode)
     }
 
     fn attach_program(
@@ -135,7 +139,7 @@ impl Dataplane {
         name: &'static str,
         interface: &str,
         mode: XdpMode,
-    ) -> Result<XdpMode> {
+    ) -> Result<(XdpMode, XdpLinkId)> {
         let program = program_mut(&mut self.ebpf, name)?;
         let tries: &[XdpMode] = match mode {
             XdpMode::Auto => &[XdpMode::Native, XdpMode::Skb],
@@ -151,9 +155,9 @@ impl Dataplane {
                 source: ProgramError::UnexpectedProgramType,
             })?;
             match program.attach(name_c.as_c_str(), flags) {
-                Ok(_id) => {
+                Ok(id) => {
                     info!(program = name, interface, mode = %m, "XDP attached");
-                    return Ok(m);
+                    return Ok((m, id));
                 }
                 Err(source) => {
                     if tries.len() > 1 {
@@ -174,6 +178,23 @@ impl Dataplane {
         // dataplane stays usable (test_run, a later attach).
         program.unload().map_err(|source| DataplaneError::Program { name, source })?;
         program.load().map_err(|source| DataplaneError::Program { name, source })
+    }
+
+    /// Pins the answering program's links under `dir` and forgets the dataplane, so XDP keeps
+    /// answering from the pinned maps after this process exits.
+    pub fn keep_attached(mut self, dir: &Path) -> Result<()> {
+        let name = programs::ANSWER;
+        let program = program_mut(&mut self.ebpf, name)?;
+        for (i, id) in std::mem::take(&mut self.links).into_iter().enumerate() {
+            let link = program.take_link(id).map_err(|source| DataplaneError::Program { name, source })?;
+            let path = dir.join(format!("link{i}"));
+            let fd_link = FdLink::try_from(link)
+                .map_err(|source| DataplaneError::Program { name, source: source.into() })?;
+            fd_link
+                .pin(&path)
+                .map_err(|source| DataplaneError::Pin { what: "link", path: path.clone(), source })?;
+        }
+        Ok(())
     }
 
     /// Removes the pins this process made.

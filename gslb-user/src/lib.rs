@@ -2,4 +2,5 @@
 
 pub mod compile;
 pub mod config;
+pub mod daemon;
 pub mod dataplane;

@@ -1,1 +1,64 @@
-fn main(){}
+//! gslbd: the GSLB DNS server daemon. Everything lives in the library; this parses flags.
+
+use std::{path::PathBuf, process::ExitCode};
+
+use clap::Parser;
+use gslb_user::{
+    config::XdpMode,
+    daemon::{self, Overrides},
+};
+
+#[derive(Parser)]
+#[command(name = "gslbd", version, about = "GSLB authoritative DNS server with an XDP fast path")]
+struct Args {
+    /// Configuration file (TOML).
+    #[arg(long, short)]
+    config: PathBuf,
+    /// Interface to attach the XDP fast path to (overrides server.interface).
+    #[arg(long)]
+    interface: Option<String>,
+    /// auto (native, falling back to skb), native or skb (overrides server.xdp_mode).
+    #[arg(long)]
+    xdp_mode: Option<XdpMode>,
+    /// bpffs directory for the pins (overrides server.pin_path).
+    #[arg(long)]
+    pin_path: Option<PathBuf>,
+    /// Leave XDP attached and pinned on exit, so answers continue without gslbd.
+    #[arg(long)]
+    keep_attached: bool,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    match serve(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("gslbd: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn serve(args: Args) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let overrides = Overrides {
+            interface: args.interface,
+            xdp_mode: args.xdp_mode,
+            pin_path: args.pin_path,
+            keep_attached: args.keep_attached,
+        };
+        let shutdown = daemon::signals().await?;
+        // Tests and scripts wait for this line on stdout.
+        let ready = || println!("gslbd: ready");
+        daemon::run(args.config, overrides, ready, shutdown).await?;
+        Ok(())
+    })
+}

@@ -1,0 +1,97 @@
+//! gslbd's life cycle: load the configuration, load and pin the fast path, publish the answers,
+//! attach, serve until told to stop, then detach and unpin.
+
+use std::path::PathBuf;
+
+use tracing::{info, warn};
+
+use crate::{
+    compile::Snapshot,
+    config::{Config, ConfigError, XdpMode},
+    dataplane::{Dataplane, DataplaneError},
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Dataplane(#[from] DataplaneError),
+    #[error("gslbd needs root (CAP_BPF and CAP_NET_ADMIN) to load and attach XDP programs")]
+    NotRoot,
+    #[error("waiting for signals: {0}")]
+    Signal(std::io::Error),
+}
+
+/// What the command line can override in the configuration's `[server]` section.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub interface: Option<String>,
+    pub xdp_mode: Option<XdpMode>,
+    pub pin_path: Option<PathBuf>,
+    /// Leave XDP attached and the pins in place on exit.
+    pub keep_attached: bool,
+}
+
+/// Runs gslbd until `shutdown` resolves. `ready` is called once the fast path answers.
+pub async fn run(
+    config_path: PathBuf,
+    overrides: Overrides,
+    ready: impl FnOnce(),
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), DaemonError> {
+    let config = Config::load(&config_path)?;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(DaemonError::NotRoot);
+    }
+    let server = &config.server;
+    let interface = overrides.interface.clone().or_else(|| server.interface.clone());
+    let mode = overrides.xdp_mode.unwrap_or(server.xdp_mode);
+    let pin_path = overrides.pin_path.clone().unwrap_or_else(|| server.pin_path.clone());
+
+    let mut dataplane = Dataplane::load(Some(&pin_path))?;
+    let stats = dataplane.table.publish(&Snapshot::from_config(&config))?;
+    info!(
+        config = %config_path.display(),
+        generation = stats.generation,
+        prefixes = stats.prefixes,
+        domains = stats.domains,
+        answers = stats.answers,
+        responder_only = stats.too_long,
+        "answers published"
+    );
+    let attached = match &interface {
+        Some(interface) => Some(dataplane.attach(interface, mode)?),
+        None => {
+            warn!("no interface configured: the fast path is loaded but not attached");
+            None
+        }
+    };
+    info!(pin_path = %pin_path.display(), ?attached, "gslbd ready");
+    ready();
+
+    shutdown.await;
+    info!("shutting down");
+    if overrides.keep_attached {
+        info!(pin_path = %pin_path.display(), "leaving XDP attached and pinned");
+        dataplane.keep_attached(&pin_path)?;
+    } else {
+        dataplane.detach()?;
+        dataplane.unpin();
+    }
+    Ok(())
+}
+
+/// Resolves on the first SIGINT or SIGTERM.
+pub async fn signals() -> Result<impl Future<Output = ()>, DaemonError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut int = signal(SignalKind::interrupt()).map_err(DaemonError::Signal)?;
+    let mut term = signal(SignalKind::terminate()).map_err(DaemonError::Signal)?;
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+    })
+}
