@@ -283,6 +283,13 @@ fn parse(
             qlen = i + 1;
             break;
         }
+        // A compression pointer ends a name without a zero byte, so scanning on would take
+        // QTYPE and QCLASS for name bytes and misreport the miss. A byte with both top bits
+        // set is in no name we serve (configured names are letters, digits, '-' and '_'), so
+        // wherever it is, the query is a miss.
+        if b & 0xc0 == 0xc0 {
+            return Err(Miss::NameCompressed);
+        }
         // Always Some (limit == QNAME_MAX); checked because LLVM cannot see the limit.
         let Some(slot) = key.name.get_mut(i) else { break };
         *slot = b.to_ascii_lowercase();
