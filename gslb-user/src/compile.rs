@@ -1,13 +1,18 @@
 //! Turns the configuration into the flat tables the fast path reads: client prefixes → view ids,
 //! (name, qtype) → domain ids, (domain id, view id) → answer sets. Pure data, no maps: the
 //! `dataplane` module writes a [`Snapshot`] into the kernel.
+//!
+//! A GSLB domain answers with its services' answer addresses ([`Service::answer_ip`], the public
+//! IP behind NAT). Health is not tracked yet, so every service is up and a domain's backup
+//! addresses and down response are not used here.
 
+use std::collections::HashMap;
 use std::net::IpAddr;
 
 use gslb_common::{DEFAULT_VIEW, QTYPE_A, QTYPE_AAAA};
 use ipnet::IpNet;
 
-use crate::config::{AddrSet, AnswerMode, Config};
+use crate::config::{AnswerMode, Config, Service};
 
 /// One complete state of the fast-path tables.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -52,24 +57,32 @@ impl Snapshot {
             .flat_map(|(i, v)| v.prefixes.iter().map(move |p| (*p, i as u32 + 1)))
             .collect();
 
+        let services: HashMap<&str, &Service> =
+            config.services.iter().map(|s| (s.name.as_str(), s)).collect();
         let mut domains = Vec::new();
-        for domain in &config.domains {
+        for domain in &config.gslb_domains {
             for qtype in [QTYPE_A, QTYPE_AAAA] {
-                let answer = |set: &AddrSet| {
-                    let addrs: Vec<IpAddr> = if qtype == QTYPE_A {
-                        set.a.iter().map(|a| IpAddr::V4(*a)).collect()
-                    } else {
-                        set.aaaa.iter().map(|a| IpAddr::V6(*a)).collect()
-                    };
+                // The answer addresses of `names` of this qtype's family, in order, each once
+                // (two services may share an address on different ports).
+                let answer = |names: &[String]| {
+                    let mut addrs: Vec<IpAddr> = Vec::new();
+                    for service in names.iter().filter_map(|n| services.get(n.as_str())) {
+                        let ip = service.answer_ip();
+                        if ip.is_ipv6() == (qtype == QTYPE_AAAA) && !addrs.contains(&ip) {
+                            addrs.push(ip);
+                        }
+                    }
                     (!addrs.is_empty())
-                        .then(|| Answer { ttl: domain.ttl, mode: domain.answer, addrs })
+                        .then_some(Answer { ttl: domain.ttl, mode: domain.answer, addrs })
                 };
                 let mut answers: Vec<(u32, Answer)> = Vec::new();
-                if let Some(a) = answer(&domain.addrs) {
+                if let Some(a) = answer(&domain.services) {
                     answers.push((DEFAULT_VIEW, a));
                 }
-                for (view, set) in &domain.views {
-                    if let (Some(id), Some(a)) = (view_id(view), answer(set)) {
+                // A view without services of this family gets no entry: its clients fall back
+                // to the default view's answer.
+                for (view, names) in &domain.views {
+                    if let (Some(id), Some(a)) = (view_id(view), answer(names)) {
                         answers.push((id, a));
                     }
                 }
@@ -112,15 +125,54 @@ mod tests {
             [[view]]
             name = "us"
             prefixes = ["203.0.113.0/24"]
-            [[domain]]
+            [[zone]]
+            name = "example.com"
+            ns = ["ns.example.net"]
+            soa.rname = "hostmaster.example.com"
+            [[site]]
+            name = "s"
+            ip = "192.0.2.200"
+            [[service]]
+            name = "w10"
+            ip = "192.0.2.10"
+            site = "s"
+            [[service]]
+            name = "w10-8080"
+            ip = "192.0.2.10"
+            port = 8080
+            site = "s"
+            [[service]]
+            name = "w11"
+            ip = "192.0.2.11"
+            site = "s"
+            [[service]]
+            name = "w30"
+            ip = "192.0.2.30"
+            site = "s"
+            [[service]]
+            name = "w30v6"
+            ip = "2001:db8::30"
+            site = "s"
+            [[service]]
+            name = "nat"
+            ip = "10.0.0.5"
+            public_ip = "192.0.2.50"
+            site = "s"
+            [[gslb_domain]]
             name = "WWW.Example.com."
             ttl = 60
             answer = "all"
-            a = ["192.0.2.10", "192.0.2.11"]
-            [[domain.view]]
+            services = ["w10", "w11"]
+            backup_ip = ["192.0.2.99"]
+            [[gslb_domain.view]]
             view = "us"
-            a = ["192.0.2.30"]
-            aaaa = ["2001:db8::30"]
+            services = ["w30", "w30v6"]
+            [[gslb_domain.view]]
+            view = "eu"
+            services = ["w30v6"]
+            [[gslb_domain]]
+            name = "nat.example.com"
+            services = ["nat", "w10-8080", "w10"]
             "#,
         );
         assert_eq!(
@@ -132,11 +184,12 @@ mod tests {
             ]
         );
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
-        let all = |addrs: &[&str]| Answer {
-            ttl: 60,
-            mode: AnswerMode::All,
+        let answer = |ttl, mode, addrs: &[&str]| Answer {
+            ttl,
+            mode,
             addrs: addrs.iter().map(|a| ip(a)).collect(),
         };
+        let all = |addrs: &[&str]| answer(60, AnswerMode::All, addrs);
         assert_eq!(
             s.domains,
             vec![
@@ -144,17 +197,28 @@ mod tests {
                     name: "www.example.com".into(),
                     qtype: QTYPE_A,
                     id: 0,
+                    // "eu" has no IPv4 service: no entry, its clients get the default view's.
                     answers: vec![
                         (DEFAULT_VIEW, all(&["192.0.2.10", "192.0.2.11"])),
                         (2, all(&["192.0.2.30"]))
                     ],
                 },
-                // No default-view AAAA: only the "us" view has one.
+                // No default-view AAAA: the domain's own services are all IPv4.
                 DomainEntry {
                     name: "www.example.com".into(),
                     qtype: QTYPE_AAAA,
                     id: 1,
-                    answers: vec![(2, all(&["2001:db8::30"]))],
+                    answers: vec![(2, all(&["2001:db8::30"])), (1, all(&["2001:db8::30"]))],
+                },
+                // The public IP is answered; an address shared by two services appears once.
+                DomainEntry {
+                    name: "nat.example.com".into(),
+                    qtype: QTYPE_A,
+                    id: 2,
+                    answers: vec![(
+                        DEFAULT_VIEW,
+                        answer(30, AnswerMode::Rotate, &["192.0.2.50", "192.0.2.10"])
+                    )],
                 },
             ]
         );

@@ -5,16 +5,21 @@
 //! reject; [`Validator`] then checks and converts them. That way every error,
 //! syntactic or semantic, names `file:line:column` of the offending value.
 //!
-//! To add a section (zones, sites, services, monitors, policies, …): add a `Raw*`
-//! struct and a field to [`RawConfig`], a typed struct and a field to [`Config`],
-//! and a `Validator` method called from [`Validator::config`].
+//! Sections, in NetScaler / BIG-IP DNS vocabulary (`examples/` has a commented file per feature):
+//! `[server]`, `[[view]]` (static client-prefix views), `[[zone]]` (authoritative zones with SOA,
+//! NS and static records), `[[site]]` (GSLB sites), `[[service]]` (GSLB services, the answer
+//! candidates) and `[[gslb_domain]]` (names answered from services).
+//!
+//! To add a section (monitors, policies, …): add a `Raw*` struct and a field to [`RawConfig`], a
+//! typed struct and a field to [`Config`], and a `Validator` method called from
+//! [`Validator::config`].
 
-use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::hash::Hash;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::ops::Range;
+use std::ops::{Range, RangeInclusive};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
@@ -24,25 +29,80 @@ use toml::Spanned;
 
 /// Most addresses per family in one answer set; keeps "all" responses small
 /// enough for the XDP fast path to build in place.
-pub const MAX_ADDRS: usize = 8;
+pub const MAX_ADDRS: usize = gslb_common::MAX_ADDRS;
+/// Most qualifiers in a [`Service::location`]: `continent.country.region.city.isp.org`.
+pub const MAX_LOCATION_QUALIFIERS: usize = 6;
+/// Longest character-string in a TXT record (RFC 1035 §3.3); longer text is split.
+pub const MAX_TXT_STRING: usize = 255;
 
 const DEFAULT_DNS_PORT: u16 = 53;
 const DEFAULT_EDNS_UDP_SIZE: u16 = 1232;
-const EDNS_UDP_SIZE_RANGE: std::ops::RangeInclusive<i64> = 512..=4096;
+const EDNS_UDP_SIZE_RANGE: RangeInclusive<i64> = 512..=4096;
 const DEFAULT_PIN_PATH: &str = "/sys/fs/bpf/gslb";
-const DEFAULT_TTL: u32 = 30;
+const DEFAULT_ZONE_TTL: u32 = 3600;
+const DEFAULT_GSLB_TTL: u32 = 30;
+const DEFAULT_SOA_SERIAL: u32 = 1;
+const DEFAULT_SOA_REFRESH: u32 = 3600;
+const DEFAULT_SOA_RETRY: u32 = 600;
+const DEFAULT_SOA_EXPIRE: u32 = 604_800;
+const DEFAULT_SOA_MINIMUM: u32 = 60;
+const DEFAULT_SERVICE_PORT: u16 = 80;
+const DEFAULT_WEIGHT: u32 = 1;
 const MAX_TTL: i64 = i32::MAX as i64; // RFC 2181 §8
-/// Implicit view of clients matching no `[[view]]`; answered from a domain's own `a`/`aaaa`.
+const TTL_RANGE: RangeInclusive<i64> = 0..=MAX_TTL;
+const SERIAL_RANGE: RangeInclusive<i64> = 0..=u32::MAX as i64;
+const PORT_RANGE: RangeInclusive<i64> = 1..=u16::MAX as i64;
+const WEIGHT_RANGE: RangeInclusive<i64> = 1..=100;
+/// Implicit view of clients matching no `[[view]]`; answered from a domain's own services.
 const DEFAULT_VIEW: &str = "default";
+/// How many names an "unknown X" error lists.
+const LIST_NAMES: usize = 10;
 
-/// The whole validated configuration.
+/// The whole validated configuration. Every name a section refers to (a service's site, a
+/// domain's services and views) exists, so the lookups below only return `None` for names
+/// that come from outside the configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     pub server: Server,
     /// Static client-prefix views, in file order.
     pub views: Vec<View>,
-    /// GSLB domains, in file order.
-    pub domains: Vec<Domain>,
+    /// Authoritative zones, in file order; no zone is inside another.
+    pub zones: Vec<Zone>,
+    /// GSLB sites, in file order.
+    pub sites: Vec<Site>,
+    /// GSLB services, in file order.
+    pub services: Vec<Service>,
+    /// GSLB domains, in file order; each is inside one of `zones`.
+    pub gslb_domains: Vec<GslbDomain>,
+}
+
+impl Config {
+    /// The service called `name` (names are case-sensitive).
+    pub fn service(&self, name: &str) -> Option<&Service> {
+        self.services.iter().find(|s| s.name == name)
+    }
+
+    /// The site called `name` (names are case-sensitive).
+    pub fn site(&self, name: &str) -> Option<&Site> {
+        self.sites.iter().find(|s| s.name == name)
+    }
+
+    /// The GSLB domain `name` (case-insensitive, trailing dot optional).
+    pub fn gslb_domain(&self, name: &str) -> Option<&GslbDomain> {
+        let name = name.strip_suffix('.').unwrap_or(name);
+        self.gslb_domains
+            .iter()
+            .find(|d| d.name.eq_ignore_ascii_case(name))
+    }
+
+    /// The zone `name` belongs to: the one with the longest apex that is `name` or an ancestor
+    /// of it (case-insensitive, trailing dot optional); `None` outside every zone.
+    pub fn zone_of(&self, name: &str) -> Option<&Zone> {
+        self.zones
+            .iter()
+            .filter(|z| z.contains(name))
+            .max_by_key(|z| z.name.len())
+    }
 }
 
 /// `[server]`: where and how DNS is served.
@@ -118,7 +178,149 @@ pub struct View {
     pub prefixes: Vec<IpNet>,
 }
 
-/// How a domain's addresses are handed out.
+/// `[[zone]]`: a zone we are authoritative for.
+///
+/// Every name in it (apex, record owners and targets, NS, SOA names) is absolute, lower-case and
+/// without the trailing dot; the root is `""` (only as an MX exchange or SRV target, "none").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Zone {
+    /// The apex; unique, neither inside nor above another zone.
+    pub name: String,
+    /// Default TTL of the zone's records, and the TTL of its SOA and apex NS records.
+    pub ttl: u32,
+    /// The apex NS records' targets; non-empty, no duplicates. A target inside a configured zone
+    /// has an address (a static A/AAAA record or a GSLB domain).
+    pub ns: Vec<String>,
+    pub soa: Soa,
+    /// Static records, in file order; all inside the zone, none at a GSLB domain's name, no apex
+    /// NS (that is [`Zone::ns`]), a CNAME alone at its name and never at the apex, one TTL per
+    /// RRset, at and below a delegation (an NS record below the apex) only NS and glue A/AAAA.
+    pub records: Vec<StaticRecord>,
+}
+
+impl Zone {
+    /// Whether `name` (any case, trailing dot optional) is the apex or below it.
+    pub fn contains(&self, name: &str) -> bool {
+        in_zone(name, &self.name)
+    }
+}
+
+/// `[zone.soa]`: the zone's SOA record (RFC 1035 §3.3.13).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Soa {
+    /// Primary name server; defaults to the first of [`Zone::ns`].
+    pub mname: String,
+    /// Mailbox of the person responsible, as a name (`hostmaster.example.com`).
+    pub rname: String,
+    pub serial: u32,
+    pub refresh: u32,
+    pub retry: u32,
+    pub expire: u32,
+    /// Negative-caching TTL (RFC 2308).
+    pub minimum: u32,
+}
+
+/// `[[zone.record]]`: one static resource record.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct StaticRecord {
+    /// Owner: absolute, lower-case, without the trailing dot.
+    pub name: String,
+    pub ttl: u32,
+    pub data: RecordData,
+}
+
+/// The data of a static record. Names are absolute, lower-case, without trailing dot.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum RecordData {
+    A(Ipv4Addr),
+    Aaaa(Ipv6Addr),
+    Cname(String),
+    /// The character-strings, each at most [`MAX_TXT_STRING`] bytes (a longer text is split on
+    /// character boundaries); at least one, possibly empty.
+    Txt(Vec<String>),
+    /// `exchange` is `""` for a null MX (RFC 7505, "this domain accepts no mail").
+    Mx {
+        preference: u16,
+        exchange: String,
+    },
+    /// A delegation (below the apex only).
+    Ns(String),
+    /// `target` is `""` when the service is decidedly not available (RFC 2782).
+    Srv {
+        priority: u16,
+        weight: u16,
+        port: u16,
+        target: String,
+    },
+}
+
+impl RecordData {
+    /// The RR TYPE number (RFC 1035, 2782, 3596).
+    pub fn rtype(&self) -> u16 {
+        match self {
+            RecordData::A(_) => 1,
+            RecordData::Ns(_) => 2,
+            RecordData::Cname(_) => 5,
+            RecordData::Mx { .. } => 15,
+            RecordData::Txt(_) => 16,
+            RecordData::Aaaa(_) => 28,
+            RecordData::Srv { .. } => 33,
+        }
+    }
+
+    /// The type's mnemonic, as written in the configuration ("A", "AAAA", …).
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            RecordData::A(_) => "A",
+            RecordData::Ns(_) => "NS",
+            RecordData::Cname(_) => "CNAME",
+            RecordData::Mx { .. } => "MX",
+            RecordData::Txt(_) => "TXT",
+            RecordData::Aaaa(_) => "AAAA",
+            RecordData::Srv { .. } => "SRV",
+        }
+    }
+}
+
+/// `[[site]]`: a GSLB site (data centre or edge node).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Site {
+    /// Unique; letters, digits, '-', '_' and '.', starting with a letter, digit or '_'.
+    pub name: String,
+    /// Its metric-exchange (MEP) address; unique among sites.
+    pub ip: IpAddr,
+    /// Its address as seen from other sites when it sits behind NAT; same family as `ip`.
+    pub public_ip: Option<IpAddr>,
+}
+
+/// `[[service]]`: a GSLB service, one answer candidate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Service {
+    /// Unique; letters, digits, '-', '_' and '.', starting with a letter, digit or '_'.
+    pub name: String,
+    /// The address monitors and metrics use; (`ip`, `port`) is unique among services.
+    pub ip: IpAddr,
+    /// 1..=65535.
+    pub port: u16,
+    /// The [`Site`] it belongs to (exists).
+    pub site: String,
+    /// Dotted location qualifiers as written (`Europe.UK.London`, quoted qualifiers allowed);
+    /// valid for [`parse_location`].
+    pub location: Option<String>,
+    /// 1..=100.
+    pub weight: u32,
+    /// The address DNS answers carry when the service sits behind NAT; same family as `ip`.
+    pub public_ip: Option<IpAddr>,
+}
+
+impl Service {
+    /// The address a DNS answer carries: the public IP if set, else the IP.
+    pub fn answer_ip(&self) -> IpAddr {
+        self.public_ip.unwrap_or(self.ip)
+    }
+}
+
+/// How a GSLB domain's addresses are handed out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AnswerMode {
@@ -129,30 +331,101 @@ pub enum AnswerMode {
     All,
 }
 
-/// The A and AAAA answers for one domain in one view; each at most [`MAX_ADDRS`], no duplicates.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct AddrSet {
-    pub a: Vec<Ipv4Addr>,
-    pub aaaa: Vec<Ipv6Addr>,
+/// What a GSLB domain answers when every one of its services is down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DownResponse {
+    /// The domain's [`GslbDomain::backup_ip`] addresses (never empty with this mode).
+    Backup,
+    /// An empty NOERROR answer (NODATA; NetScaler "empty down response").
+    Nodata,
 }
 
-impl AddrSet {
-    pub fn is_empty(&self) -> bool {
-        self.a.is_empty() && self.aaaa.is_empty()
-    }
-}
-
-/// `[[domain]]`: a GSLB domain and its static answers.
+/// `[[gslb_domain]]`: a name answered from GSLB services.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Domain {
-    /// Lower-case, without trailing dot; unique.
+pub struct GslbDomain {
+    /// Lower-case, without trailing dot; unique; inside a zone, not at or below one of its
+    /// delegations, not the name of a static record. The apex may be one (its SOA and NS still
+    /// come from the zone).
     pub name: String,
     pub ttl: u32,
     pub answer: AnswerMode,
-    /// Answers for clients in no `[[view]]` (the default view).
-    pub addrs: AddrSet,
-    /// Per-view answers, in file order; each view name refers to a [`Config::views`] entry.
-    pub views: Vec<(String, AddrSet)>,
+    /// Services answered to clients in no view (the default view), in order; non-empty, no
+    /// duplicates, each exists, at most [`MAX_ADDRS`] per address family.
+    pub services: Vec<String>,
+    /// Answered when every service is down; no duplicates, at most [`MAX_ADDRS`] per family.
+    pub backup_ip: Vec<IpAddr>,
+    /// `Backup` exactly when `backup_ip` is non-empty.
+    pub down_response: DownResponse,
+    /// Per-view services, in file order; each view exists (never "default") and appears once,
+    /// its services follow the same rules as `services`.
+    pub views: Vec<(String, Vec<String>)>,
+}
+
+/// Splits a location (`Europe.UK."St. Albans"`) into its qualifiers, unquoted.
+///
+/// Qualifiers are separated by '.'; a qualifier containing '.' or a space is double-quoted.
+/// There are 1..=[`MAX_LOCATION_QUALIFIERS`], none empty; `*` is a wildcard, and so is an
+/// omitted trailing qualifier (matching is a later concern; this only checks the syntax).
+pub fn parse_location(location: &str) -> Result<Vec<String>, String> {
+    let mut qualifiers = Vec::new();
+    let mut chars = location.chars().peekable();
+    loop {
+        let mut q = String::new();
+        if chars.peek() == Some(&'"') {
+            chars.next();
+            loop {
+                match chars.next() {
+                    Some('"') => break,
+                    Some(c) => q.push(c),
+                    None => {
+                        return Err(format!(
+                            "unterminated quote in qualifier {}",
+                            qualifiers.len() + 1
+                        ));
+                    }
+                }
+            }
+            if !matches!(chars.peek(), None | Some('.')) {
+                return Err(format!(
+                    "qualifier {} continues after its closing quote",
+                    qualifiers.len() + 1
+                ));
+            }
+        } else {
+            while let Some(&c) = chars.peek() {
+                if c == '.' {
+                    break;
+                }
+                if c == '"' || c.is_whitespace() {
+                    return Err(format!(
+                        "qualifier {} contains {c:?}; double-quote a qualifier with spaces or dots",
+                        qualifiers.len() + 1
+                    ));
+                }
+                q.push(c);
+                chars.next();
+            }
+        }
+        if q.trim().is_empty() {
+            return Err(format!(
+                "qualifier {} is empty (use * for any)",
+                qualifiers.len() + 1
+            ));
+        }
+        qualifiers.push(q);
+        // The next character, if any, is the '.' that ended the qualifier.
+        if chars.next().is_none() {
+            break;
+        }
+    }
+    if qualifiers.len() > MAX_LOCATION_QUALIFIERS {
+        return Err(format!(
+            "{} qualifiers, at most {MAX_LOCATION_QUALIFIERS} (continent.country.region.city.isp.org)",
+            qualifiers.len()
+        ));
+    }
+    Ok(qualifiers)
 }
 
 /// Why a configuration could not be loaded.
@@ -195,6 +468,7 @@ impl Config {
 
 type Str = Spanned<String>;
 type List = Spanned<Vec<Str>>;
+type Int = Spanned<i64>;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -202,8 +476,17 @@ struct RawConfig {
     server: RawServer,
     #[serde(default, rename = "view")]
     views: Vec<RawView>,
-    #[serde(default, rename = "domain")]
-    domains: Vec<RawDomain>,
+    #[serde(default, rename = "zone")]
+    zones: Vec<RawZone>,
+    #[serde(default, rename = "site")]
+    sites: Vec<RawSite>,
+    #[serde(default, rename = "service")]
+    services: Vec<RawService>,
+    #[serde(default, rename = "gslb_domain")]
+    gslb_domains: Vec<RawGslbDomain>,
+    /// The schema before zones and services; only read to say what replaced it.
+    #[serde(rename = "domain")]
+    old_domain: Option<Spanned<toml::Value>>,
 }
 
 // Integers are read as i64 (TOML's integer type) so out-of-range values get our
@@ -211,9 +494,9 @@ struct RawConfig {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawServer {
-    dns_port: Option<Spanned<i64>>,
+    dns_port: Option<Int>,
     listen: List,
-    edns_udp_size: Option<Spanned<i64>>,
+    edns_udp_size: Option<Int>,
     interface: Option<Str>,
     #[serde(default)]
     xdp_mode: XdpMode,
@@ -229,23 +512,76 @@ struct RawView {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawDomain {
+struct RawZone {
     name: Str,
-    ttl: Option<Spanned<i64>>,
-    #[serde(default)]
-    answer: AnswerMode,
-    a: Option<List>,
-    aaaa: Option<List>,
-    #[serde(default, rename = "view")]
-    views: Vec<RawDomainView>,
+    ttl: Option<Int>,
+    ns: List,
+    soa: RawSoa,
+    #[serde(default, rename = "record")]
+    records: Vec<RawRecord>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawDomainView {
+struct RawSoa {
+    mname: Option<Str>,
+    rname: Str,
+    serial: Option<Int>,
+    refresh: Option<Int>,
+    retry: Option<Int>,
+    expire: Option<Int>,
+    minimum: Option<Int>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRecord {
+    name: Str,
+    #[serde(rename = "type")]
+    rtype: Str,
+    value: Str,
+    ttl: Option<Int>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSite {
+    name: Str,
+    ip: Str,
+    public_ip: Option<Str>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawService {
+    name: Str,
+    ip: Str,
+    port: Option<Int>,
+    site: Str,
+    location: Option<Str>,
+    weight: Option<Int>,
+    public_ip: Option<Str>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGslbDomain {
+    name: Str,
+    ttl: Option<Int>,
+    #[serde(default)]
+    answer: AnswerMode,
+    services: List,
+    backup_ip: Option<List>,
+    down_response: Option<Spanned<DownResponse>>,
+    #[serde(default, rename = "view")]
+    views: Vec<RawGslbView>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGslbView {
     view: Str,
-    a: Option<List>,
-    aaaa: Option<List>,
+    services: List,
 }
 
 // ---- Validation ----
@@ -272,6 +608,63 @@ impl<K: Eq + Hash> Seen<K> {
                 None
             }
         }
+    }
+}
+
+/// What later checks need to know about one zone's records.
+#[derive(Default)]
+struct ZoneFacts {
+    /// Owner name → line of its first record.
+    owners: HashMap<String, usize>,
+    /// Delegation point (owner of an NS record below the apex) → line of its first NS record.
+    delegations: HashMap<String, usize>,
+    /// Every name server (apex `ns` and NS records) and where it was written.
+    ns_targets: Vec<(String, Range<usize>)>,
+}
+
+impl ZoneFacts {
+    /// The topmost delegation `name` is at or below, with its line.
+    fn delegation_of(&self, name: &str) -> Option<(&str, usize)> {
+        self.delegations
+            .iter()
+            .filter(|(d, _)| in_zone(name, d))
+            .min_by_key(|(d, _)| d.len())
+            .map(|(d, line)| (d.as_str(), *line))
+    }
+}
+
+/// The defined objects of one kind, for "unknown X" messages.
+struct Names<'a> {
+    kind: &'a str,
+    set: HashSet<&'a str>,
+    order: Vec<&'a str>,
+}
+
+impl<'a> Names<'a> {
+    fn new(kind: &'a str, names: impl IntoIterator<Item = &'a str>) -> Self {
+        let order: Vec<&str> = names.into_iter().collect();
+        Names {
+            kind,
+            set: order.iter().copied().collect(),
+            order,
+        }
+    }
+
+    fn contains(&self, name: &str) -> bool {
+        self.set.contains(name)
+    }
+
+    /// "unknown site "x" (defined sites: a, b)".
+    fn unknown(&self, name: &str) -> String {
+        let kind = self.kind;
+        if self.order.is_empty() {
+            return format!("unknown {kind} {name:?} (no {kind}s are defined)");
+        }
+        let mut list = self.order[..self.order.len().min(LIST_NAMES)].join(", ");
+        if self.order.len() > LIST_NAMES {
+            list += &format!(", … ({} more)", self.order.len() - LIST_NAMES);
+        }
+        format!("unknown {kind} {name:?} (defined {kind}s: {list})")
     }
 }
 
@@ -303,14 +696,127 @@ impl Validator<'_> {
     }
 
     fn config(&self, raw: RawConfig) -> Result<Config, ConfigError> {
+        if let Some(old) = raw.old_domain {
+            return Err(self.error(
+                old.span(),
+                "[[domain]] is no longer supported: declare the addresses as [[service]]s at a \
+                 [[site]] and bind them to a [[gslb_domain]] inside a [[zone]] (see examples/)",
+            ));
+        }
         let server = self.server(raw.server)?;
         let views = self.views(raw.views)?;
-        let domains = self.domains(raw.domains, &views)?;
+        let (zones, facts) = self.zones(raw.zones)?;
+        let sites = self.sites(raw.sites)?;
+        let services = self.services(raw.services, &sites)?;
+        let gslb_domains =
+            self.gslb_domains(raw.gslb_domains, &zones, &facts, &views, &services)?;
+        self.name_servers_have_addresses(&zones, &facts, &gslb_domains)?;
         Ok(Config {
             server,
             views,
-            domains,
+            zones,
+            sites,
+            services,
+            gslb_domains,
         })
+    }
+
+    /// An integer setting: `default` when absent, else checked against `range`.
+    fn int<T>(
+        &self,
+        owner: &str,
+        key: &str,
+        raw: Option<Int>,
+        range: RangeInclusive<i64>,
+        default: T,
+    ) -> Result<T, ConfigError>
+    where
+        T: TryFrom<i64>,
+        T::Error: fmt::Debug,
+    {
+        match raw {
+            None => Ok(default),
+            Some(v) if range.contains(v.get_ref()) => {
+                Ok(T::try_from(*v.get_ref()).expect("range fits the type"))
+            }
+            Some(v) => Err(self.error(
+                v.span(),
+                format!("{owner}: {key} {} out of range {range:?}", v.get_ref()),
+            )),
+        }
+    }
+
+    fn ttl(&self, owner: &str, raw: Option<Int>, default: u32) -> Result<u32, ConfigError> {
+        self.int(owner, "ttl", raw, TTL_RANGE, default)
+    }
+
+    /// A DNS name checked by `check`; errors read "{what} "as written": reason".
+    fn dns_name(
+        &self,
+        raw: &Str,
+        what: &str,
+        check: impl FnOnce(&str) -> Result<String, String>,
+    ) -> Result<String, ConfigError> {
+        check(raw.get_ref()).map_err(|reason| {
+            self.error(raw.span(), format!("{what} {:?}: {reason}", raw.get_ref()))
+        })
+    }
+
+    fn ip(&self, owner: &str, key: &str, raw: &Str) -> Result<IpAddr, ConfigError> {
+        raw.get_ref().parse().map_err(|_| {
+            self.error(
+                raw.span(),
+                format!("{owner}: {key} {:?} is not an IP address", raw.get_ref()),
+            )
+        })
+    }
+
+    /// The optional `public_ip` of something whose `ip` is `ip`: same family.
+    fn public_ip(
+        &self,
+        owner: &str,
+        ip: IpAddr,
+        raw: Option<Str>,
+    ) -> Result<Option<IpAddr>, ConfigError> {
+        let Some(raw) = raw else {
+            return Ok(None);
+        };
+        let public = self.ip(owner, "public_ip", &raw)?;
+        if public.is_ipv4() != ip.is_ipv4() {
+            return Err(self.error(
+                raw.span(),
+                format!(
+                    "{owner}: public_ip {public} is {} but ip {ip} is {}; they must be of one family",
+                    family(public),
+                    family(ip)
+                ),
+            ));
+        }
+        Ok(Some(public))
+    }
+
+    /// The name of a site or service, unique among `seen`.
+    fn object_name(
+        &self,
+        kind: &str,
+        raw: &Str,
+        seen: &mut Seen<String>,
+    ) -> Result<String, ConfigError> {
+        let name = raw.get_ref();
+        let err = |reason: &str| self.error(raw.span(), format!("{kind} name {name:?}: {reason}"));
+        let mut chars = name.chars();
+        let first_ok = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) {
+            return Err(err(
+                "only letters, digits, '-', '_' and '.' are allowed, starting with a letter, digit or '_'",
+            ));
+        }
+        if let Some(first) = seen.first(name.clone(), self.line(raw.span())) {
+            return Err(err(&format!("defined twice (first on line {first})")));
+        }
+        Ok(name.clone())
     }
 
     fn server(&self, raw: RawServer) -> Result<Server, ConfigError> {
@@ -483,36 +989,473 @@ impl Validator<'_> {
         Ok(views)
     }
 
-    fn domains(&self, raw: Vec<RawDomain>, views: &[View]) -> Result<Vec<Domain>, ConfigError> {
+    fn zones(&self, raw: Vec<RawZone>) -> Result<(Vec<Zone>, Vec<ZoneFacts>), ConfigError> {
+        let mut apexes: Vec<(String, usize)> = Vec::new();
+        let mut zones = Vec::new();
+        let mut all_facts = Vec::new();
+        for rz in raw {
+            let name = self.dns_name(&rz.name, "zone name", domain_name)?;
+            for (other, line) in &apexes {
+                let reason = if *other == name {
+                    format!("zone {name:?} defined twice (first on line {line})")
+                } else if in_zone(&name, other) {
+                    format!(
+                        "zone {name:?} is inside zone {other:?} (line {line}); nested zones are not \
+                         supported: put its records in {other:?}, or delegate it there with NS records"
+                    )
+                } else if in_zone(other, &name) {
+                    format!(
+                        "zone {name:?} contains zone {other:?} (line {line}); nested zones are not \
+                         supported: merge them into one"
+                    )
+                } else {
+                    continue;
+                };
+                return Err(self.error(rz.name.span(), reason));
+            }
+            apexes.push((name.clone(), self.line(rz.name.span())));
+            let owner = format!("zone {name:?}");
+            let ttl = self.ttl(&owner, rz.ttl, DEFAULT_ZONE_TTL)?;
+
+            if rz.ns.get_ref().is_empty() {
+                return Err(self.error(
+                    rz.ns.span(),
+                    format!("{owner}: ns is empty; list the zone's name servers"),
+                ));
+            }
+            let mut facts = ZoneFacts::default();
+            let mut seen = Seen::new();
+            let mut ns = Vec::new();
+            for s in rz.ns.get_ref() {
+                let target = self.dns_name(s, &format!("{owner}: ns"), host_name)?;
+                if let Some(first) = seen.first(target.clone(), self.line(s.span())) {
+                    return Err(self.error(
+                        s.span(),
+                        format!("{owner}: ns {target} listed twice (first on line {first})"),
+                    ));
+                }
+                facts.ns_targets.push((target.clone(), s.span()));
+                ns.push(target);
+            }
+            let soa = self.soa(&owner, rz.soa, &ns[0])?;
+            let records = self.records(&owner, &name, ttl, rz.records, &mut facts)?;
+            zones.push(Zone {
+                name,
+                ttl,
+                ns,
+                soa,
+                records,
+            });
+            all_facts.push(facts);
+        }
+        Ok((zones, all_facts))
+    }
+
+    fn soa(&self, owner: &str, raw: RawSoa, first_ns: &str) -> Result<Soa, ConfigError> {
+        let mname = match raw.mname {
+            None => first_ns.to_owned(),
+            Some(m) => self.dns_name(&m, &format!("{owner}: soa.mname"), host_name)?,
+        };
+        let rname = self.dns_name(&raw.rname, &format!("{owner}: soa.rname"), |r| {
+            if r.contains('@') {
+                return Err(format!(
+                    "write the mailbox as a name, with '.' for '@' ({:?})",
+                    r.replace('@', ".")
+                ));
+            }
+            host_name(r)
+        })?;
+        let key = |k: &str| format!("soa.{k}");
+        Ok(Soa {
+            mname,
+            rname,
+            serial: self.int(
+                owner,
+                &key("serial"),
+                raw.serial,
+                SERIAL_RANGE,
+                DEFAULT_SOA_SERIAL,
+            )?,
+            refresh: self.int(
+                owner,
+                &key("refresh"),
+                raw.refresh,
+                TTL_RANGE,
+                DEFAULT_SOA_REFRESH,
+            )?,
+            retry: self.int(
+                owner,
+                &key("retry"),
+                raw.retry,
+                TTL_RANGE,
+                DEFAULT_SOA_RETRY,
+            )?,
+            expire: self.int(
+                owner,
+                &key("expire"),
+                raw.expire,
+                TTL_RANGE,
+                DEFAULT_SOA_EXPIRE,
+            )?,
+            minimum: self.int(
+                owner,
+                &key("minimum"),
+                raw.minimum,
+                TTL_RANGE,
+                DEFAULT_SOA_MINIMUM,
+            )?,
+        })
+    }
+
+    /// One zone's static records; fills `facts` (owners, delegations, NS targets).
+    fn records(
+        &self,
+        owner: &str,
+        apex: &str,
+        default_ttl: u32,
+        raw: Vec<RawRecord>,
+        facts: &mut ZoneFacts,
+    ) -> Result<Vec<StaticRecord>, ConfigError> {
+        let mut records = Vec::new();
+        let mut written = Vec::new();
+        for rr in raw {
+            let name = self.dns_name(&rr.name, &format!("{owner}: record name"), |n| {
+                owner_name(n, apex)
+            })?;
+            let data = self.record_data(owner, apex, &name, &rr)?;
+            let ttl = self.ttl(
+                &format!("{owner}, record {name} {}", data.type_name()),
+                rr.ttl.clone(),
+                default_ttl,
+            )?;
+            records.push(StaticRecord { name, ttl, data });
+            written.push(rr);
+        }
+
+        // Delegations first: a record written before its delegation's NS is still below it.
+        for (r, rr) in records.iter().zip(&written) {
+            if let RecordData::Ns(target) = &r.data {
+                facts.ns_targets.push((target.clone(), rr.value.span()));
+                if r.name != apex {
+                    facts
+                        .delegations
+                        .entry(r.name.clone())
+                        .or_insert(self.line(rr.name.span()));
+                }
+            }
+        }
+
+        let mut seen = Seen::new();
+        // (owner, type) → (TTL, line): an RRset has one TTL (RFC 2181 §5.2).
+        let mut rrsets: HashMap<(&str, u16), (u32, usize)> = HashMap::new();
+        // Owner → (line, type) of its first record and of its CNAME.
+        let mut first_at: HashMap<&str, (usize, &str)> = HashMap::new();
+        let mut cname_at: HashMap<&str, usize> = HashMap::new();
+        for (r, rr) in records.iter().zip(&written) {
+            let (name, rtype) = (r.name.as_str(), r.data.type_name());
+            let line = self.line(rr.name.span());
+            let what = format!("{owner}, record {name} {rtype}");
+            let at_name = |reason: String| self.error(rr.name.span(), format!("{what}: {reason}"));
+
+            if name == apex {
+                match r.data {
+                    RecordData::Ns(_) => {
+                        return Err(at_name(
+                            "the apex NS records are the zone's ns list; add the name server there"
+                                .into(),
+                        ));
+                    }
+                    RecordData::Cname(_) => {
+                        return Err(at_name(
+                            "a CNAME cannot be at the apex, which has SOA and NS records".into(),
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(first) = seen.first(r.clone(), line) {
+                return Err(self.error(
+                    rr.value.span(),
+                    format!(
+                        "{what}: {:?} listed twice (first on line {first})",
+                        rr.value.get_ref()
+                    ),
+                ));
+            }
+            let is_cname = matches!(r.data, RecordData::Cname(_));
+            if let Some(&(first, first_type)) = first_at.get(name) {
+                let clash = if is_cname {
+                    Some((first, first_type))
+                } else {
+                    cname_at.get(name).map(|&l| (l, "CNAME"))
+                };
+                if let Some((other, other_type)) = clash {
+                    return Err(at_name(format!(
+                        "a CNAME must be the only record at its name ({other_type} on line {other})"
+                    )));
+                }
+            }
+            first_at.entry(name).or_insert((line, rtype));
+            facts.owners.entry(name.to_owned()).or_insert(line);
+            if is_cname {
+                cname_at.insert(name, line);
+            }
+            match rrsets.entry((name, r.data.rtype())) {
+                Entry::Occupied(e) if e.get().0 != r.ttl => {
+                    let (ttl, first) = *e.get();
+                    let span = rr.ttl.as_ref().map_or(rr.name.span(), |t| t.span());
+                    return Err(self.error(
+                        span,
+                        format!(
+                            "{what}: TTL {} differs from TTL {ttl} of the {name} {rtype} record on \
+                             line {first}; the records of one name and type share one TTL",
+                            r.ttl
+                        ),
+                    ));
+                }
+                Entry::Occupied(_) => {}
+                Entry::Vacant(e) => {
+                    e.insert((r.ttl, line));
+                }
+            }
+            if let Some((cut, cut_line)) = facts.delegation_of(name) {
+                let allowed = match r.data {
+                    RecordData::A(_) | RecordData::Aaaa(_) => true,
+                    RecordData::Ns(_) => name == cut,
+                    _ => false,
+                };
+                if !allowed {
+                    return Err(at_name(format!(
+                        "{name} is at or below the delegation of {cut} (NS on line {cut_line}), \
+                         where only NS records and glue A/AAAA records belong"
+                    )));
+                }
+            }
+        }
+        Ok(records)
+    }
+
+    /// The data of one record; errors point at its type or value.
+    fn record_data(
+        &self,
+        owner: &str,
+        apex: &str,
+        name: &str,
+        rr: &RawRecord,
+    ) -> Result<RecordData, ConfigError> {
+        let rtype = rr.rtype.get_ref().to_ascii_uppercase();
+        let value = rr.value.get_ref();
+        let what = format!("{owner}, record {name} {rtype}");
+        let err = |reason: String| self.error(rr.value.span(), format!("{what}: {reason}"));
+        let target = |raw: &str, allow_root: bool| {
+            target_name(raw, apex, allow_root).map_err(|reason| err(format!("{raw:?}: {reason}")))
+        };
+        let number = |raw: &str, field: &str| {
+            raw.parse::<u16>()
+                .map_err(|_| err(format!("{field} {raw:?} is not a number in 0..=65535")))
+        };
+        let fields: Vec<&str> = value.split_whitespace().collect();
+        Ok(match rtype.as_str() {
+            "A" | "AAAA" => {
+                let ip: IpAddr = value
+                    .parse()
+                    .map_err(|_| err(format!("{value:?} is not an IP address")))?;
+                match (ip, rtype.as_str()) {
+                    (IpAddr::V4(v4), "A") => RecordData::A(v4),
+                    (IpAddr::V6(v6), "AAAA") => RecordData::Aaaa(v6),
+                    (IpAddr::V4(_), _) => {
+                        return Err(err(format!("{ip} is an IPv4 address (use type A)")));
+                    }
+                    (IpAddr::V6(_), _) => {
+                        return Err(err(format!("{ip} is an IPv6 address (use type AAAA)")));
+                    }
+                }
+            }
+            "CNAME" => RecordData::Cname(target(value, false)?),
+            "NS" => RecordData::Ns(target(value, false)?),
+            "TXT" => {
+                let strings = txt_strings(value);
+                let rdata_len = value.len() + strings.len();
+                if rdata_len > usize::from(u16::MAX) {
+                    return Err(err(format!(
+                        "{} bytes of text in {} strings make {rdata_len} bytes of record data, at \
+                         most 65535",
+                        value.len(),
+                        strings.len(),
+                    )));
+                }
+                RecordData::Txt(strings)
+            }
+            "MX" => match fields[..] {
+                [preference, exchange] => RecordData::Mx {
+                    preference: number(preference, "preference")?,
+                    exchange: target(exchange, true)?,
+                },
+                _ => {
+                    return Err(err(format!(
+                        "{value:?} is not \"preference exchange\" (e.g. \"10 mail.example.com.\")"
+                    )));
+                }
+            },
+            "SRV" => match fields[..] {
+                [priority, weight, port, srv_target] => RecordData::Srv {
+                    priority: number(priority, "priority")?,
+                    weight: number(weight, "weight")?,
+                    port: number(port, "port")?,
+                    target: target(srv_target, true)?,
+                },
+                _ => {
+                    return Err(err(format!(
+                        "{value:?} is not \"priority weight port target\" (e.g. \"10 5 443 sip.example.com.\")"
+                    )));
+                }
+            },
+            "SOA" => {
+                return Err(self.error(
+                    rr.rtype.span(),
+                    format!("{what}: the SOA record is [zone.soa]"),
+                ));
+            }
+            _ => {
+                return Err(self.error(
+                    rr.rtype.span(),
+                    format!(
+                        "{owner}, record {name}: unknown type {:?} (supported: A, AAAA, CNAME, TXT, MX, NS, SRV)",
+                        rr.rtype.get_ref()
+                    ),
+                ));
+            }
+        })
+    }
+
+    fn sites(&self, raw: Vec<RawSite>) -> Result<Vec<Site>, ConfigError> {
+        let mut names = Seen::new();
+        let mut ips: HashMap<IpAddr, (String, usize)> = HashMap::new();
+        let mut sites = Vec::new();
+        for rs in raw {
+            let name = self.object_name("site", &rs.name, &mut names)?;
+            let owner = format!("site {name:?}");
+            let ip = self.ip(&owner, "ip", &rs.ip)?;
+            if let Some((other, line)) = ips.get(&ip) {
+                return Err(self.error(
+                    rs.ip.span(),
+                    format!("{owner}: ip {ip} is already site {other:?}'s (line {line})"),
+                ));
+            }
+            ips.insert(ip, (name.clone(), self.line(rs.ip.span())));
+            let public_ip = self.public_ip(&owner, ip, rs.public_ip)?;
+            sites.push(Site {
+                name,
+                ip,
+                public_ip,
+            });
+        }
+        Ok(sites)
+    }
+
+    fn services(&self, raw: Vec<RawService>, sites: &[Site]) -> Result<Vec<Service>, ConfigError> {
+        let site_names = Names::new("site", sites.iter().map(|s| s.name.as_str()));
+        let mut names = Seen::new();
+        let mut endpoints: HashMap<(IpAddr, u16), (String, usize)> = HashMap::new();
+        let mut services = Vec::new();
+        for rs in raw {
+            let name = self.object_name("service", &rs.name, &mut names)?;
+            let owner = format!("service {name:?}");
+            let ip = self.ip(&owner, "ip", &rs.ip)?;
+            let port_span = rs.port.as_ref().map_or(rs.ip.span(), |p| p.span());
+            let port = self.int(&owner, "port", rs.port, PORT_RANGE, DEFAULT_SERVICE_PORT)?;
+            if let Some((other, line)) = endpoints.get(&(ip, port)) {
+                return Err(self.error(
+                    port_span,
+                    format!(
+                        "{owner}: {} port {port} is already service {other:?} (line {line})",
+                        ip
+                    ),
+                ));
+            }
+            endpoints.insert((ip, port), (name.clone(), self.line(rs.name.span())));
+            if !site_names.contains(rs.site.get_ref()) {
+                return Err(self.error(
+                    rs.site.span(),
+                    format!("{owner}: {}", site_names.unknown(rs.site.get_ref())),
+                ));
+            }
+            if let Some(l) = &rs.location {
+                parse_location(l.get_ref()).map_err(|reason| {
+                    self.error(
+                        l.span(),
+                        format!("{owner}: location {:?}: {reason}", l.get_ref()),
+                    )
+                })?;
+            }
+            let weight = self.int(&owner, "weight", rs.weight, WEIGHT_RANGE, DEFAULT_WEIGHT)?;
+            let public_ip = self.public_ip(&owner, ip, rs.public_ip)?;
+            services.push(Service {
+                name,
+                ip,
+                port,
+                site: rs.site.into_inner(),
+                location: rs.location.map(Spanned::into_inner),
+                weight,
+                public_ip,
+            });
+        }
+        Ok(services)
+    }
+
+    fn gslb_domains(
+        &self,
+        raw: Vec<RawGslbDomain>,
+        zones: &[Zone],
+        facts: &[ZoneFacts],
+        views: &[View],
+        services: &[Service],
+    ) -> Result<Vec<GslbDomain>, ConfigError> {
+        let view_names = Names::new("view", views.iter().map(|v| v.name.as_str()));
+        let by_name: HashMap<&str, &Service> =
+            services.iter().map(|s| (s.name.as_str(), s)).collect();
+        let service_names = Names::new("service", services.iter().map(|s| s.name.as_str()));
         let mut names = Seen::new();
         let mut domains = Vec::new();
         for rd in raw {
-            let name = domain_name(rd.name.get_ref()).map_err(|reason| {
-                self.error(
-                    rd.name.span(),
-                    format!("domain name {:?}: {reason}", rd.name.get_ref()),
-                )
-            })?;
+            let name = self.dns_name(&rd.name, "gslb_domain name", domain_name)?;
+            let owner = format!("gslb_domain {name:?}");
+            let err = |reason: String| self.error(rd.name.span(), format!("{owner}: {reason}"));
             if let Some(first) = names.first(name.clone(), self.line(rd.name.span())) {
-                return Err(self.error(
-                    rd.name.span(),
-                    format!("domain {name:?} defined twice (first on line {first})"),
-                ));
+                return Err(err(format!("defined twice (first on line {first})")));
             }
-            let owner = format!("domain {name:?}");
-
-            let ttl = match rd.ttl {
-                None => DEFAULT_TTL,
-                Some(t) if (0..=MAX_TTL).contains(t.get_ref()) => *t.get_ref() as u32,
-                Some(t) => {
-                    return Err(self.error(
-                        t.span(),
-                        format!("{owner}: ttl {} out of range 0..={MAX_TTL}", t.get_ref()),
-                    ));
-                }
+            let Some(z) = zones
+                .iter()
+                .enumerate()
+                .filter(|(_, z)| z.contains(&name))
+                .max_by_key(|(_, z)| z.name.len())
+                .map(|(i, _)| i)
+            else {
+                let apexes: Vec<&str> = zones.iter().map(|z| z.name.as_str()).collect();
+                return Err(err(if apexes.is_empty() {
+                    "not inside any zone (no [[zone]] is defined)".into()
+                } else {
+                    format!("not inside any zone (zones: {})", apexes.join(", "))
+                }));
             };
+            let zone = &zones[z].name;
+            if let Some(line) = facts[z].owners.get(&name) {
+                return Err(err(format!(
+                    "zone {zone:?} has a static record of this name (line {line}); a name is either \
+                     static or GSLB"
+                )));
+            }
+            if let Some((cut, line)) = facts[z].delegation_of(&name) {
+                return Err(err(format!(
+                    "at or below the delegation of {cut} (NS on line {line}); it is not ours to answer"
+                )));
+            }
 
-            let addrs = self.addr_set(&owner, rd.a, rd.aaaa)?;
+            let ttl = self.ttl(&owner, rd.ttl, DEFAULT_GSLB_TTL)?;
+            let bound = self.bound_services(&owner, rd.services, &service_names, &by_name)?;
+
+            let (backup_ip, down_response) =
+                self.down_response(&owner, rd.backup_ip, rd.down_response)?;
 
             let mut seen = Seen::new();
             let mut domain_views = Vec::new();
@@ -521,120 +1464,200 @@ impl Validator<'_> {
                 let err = |reason: String| self.error(dv.view.span(), format!("{owner}: {reason}"));
                 if view.eq_ignore_ascii_case(DEFAULT_VIEW) {
                     return Err(err(format!(
-                        "view {view:?} is implicit; put its addresses in the domain's own a/aaaa"
+                        "view {view:?} is implicit; its services are the domain's own services"
                     )));
                 }
-                if !views.iter().any(|v| v.name == *view) {
-                    let defined = if views.is_empty() {
-                        "no views are defined".to_owned()
-                    } else {
-                        let names: Vec<&str> = views.iter().map(|v| v.name.as_str()).collect();
-                        format!("defined views: {}", names.join(", "))
-                    };
-                    return Err(err(format!("unknown view {view:?} ({defined})")));
+                if !view_names.contains(view) {
+                    return Err(err(view_names.unknown(view)));
                 }
                 if let Some(first) = seen.first(view.clone(), self.line(dv.view.span())) {
                     return Err(err(format!(
                         "view {view:?} listed twice (first on line {first})"
                     )));
                 }
-                let set = self.addr_set(&format!("{owner}, view {view:?}"), dv.a, dv.aaaa)?;
-                // An entry without addresses would silently turn the view into NODATA.
-                if set.is_empty() {
-                    return Err(err(format!(
-                        "view {view:?} has no addresses (give a and/or aaaa)"
-                    )));
-                }
-                domain_views.push((dv.view.into_inner(), set));
+                let bound = self.bound_services(
+                    &format!("{owner}, view {view:?}"),
+                    dv.services,
+                    &service_names,
+                    &by_name,
+                )?;
+                domain_views.push((dv.view.into_inner(), bound));
             }
 
-            if addrs.is_empty() && domain_views.is_empty() {
-                return Err(self.error(
-                    rd.name.span(),
-                    format!("{owner}: no addresses (give a, aaaa or [[domain.view]])"),
-                ));
-            }
-            domains.push(Domain {
+            domains.push(GslbDomain {
                 name,
                 ttl,
                 answer: rd.answer,
-                addrs,
+                services: bound,
+                backup_ip,
+                down_response,
                 views: domain_views,
             });
         }
         Ok(domains)
     }
 
-    fn addr_set(
+    /// A GSLB domain's backup addresses, and what it answers when every service is down.
+    fn down_response(
         &self,
         owner: &str,
-        a: Option<List>,
-        aaaa: Option<List>,
-    ) -> Result<AddrSet, ConfigError> {
-        let v4 = |ip| match ip {
-            IpAddr::V4(ip) => Some(ip),
-            IpAddr::V6(_) => None,
+        backup: Option<List>,
+        response: Option<Spanned<DownResponse>>,
+    ) -> Result<(Vec<IpAddr>, DownResponse), ConfigError> {
+        let mut backup_ip = Vec::new();
+        let mut backup_span = None;
+        if let Some(list) = backup {
+            backup_span = Some(list.span());
+            let mut seen = Seen::new();
+            let mut per_family = [0; 2];
+            for s in list.get_ref() {
+                let ip = self.ip(owner, "backup_ip", s)?;
+                if let Some(first) = seen.first(ip, self.line(s.span())) {
+                    return Err(self.error(
+                        s.span(),
+                        format!("{owner}: backup_ip {ip} listed twice (first on line {first})"),
+                    ));
+                }
+                let count = &mut per_family[usize::from(ip.is_ipv6())];
+                *count += 1;
+                if *count > MAX_ADDRS {
+                    return Err(self.error(
+                        s.span(),
+                        format!(
+                            "{owner}: more than {MAX_ADDRS} {} backup_ip addresses",
+                            family(ip)
+                        ),
+                    ));
+                }
+                backup_ip.push(ip);
+            }
+        }
+        let response = match response {
+            None if backup_ip.is_empty() => DownResponse::Nodata,
+            None => DownResponse::Backup,
+            Some(r) => match (*r.get_ref(), backup_span) {
+                (DownResponse::Backup, _) if backup_ip.is_empty() => {
+                    return Err(self.error(
+                        r.span(),
+                        format!("{owner}: down_response \"backup\" needs backup_ip addresses"),
+                    ));
+                }
+                (DownResponse::Nodata, Some(span)) if !backup_ip.is_empty() => {
+                    return Err(self.error(
+                        span,
+                        format!(
+                            "{owner}: backup_ip is never answered with down_response \"nodata\" \
+                             (line {}); remove one of them",
+                            self.line(r.span())
+                        ),
+                    ));
+                }
+                (response, _) => response,
+            },
         };
-        let v6 = |ip| match ip {
-            IpAddr::V6(ip) => Some(ip),
-            IpAddr::V4(_) => None,
-        };
-        Ok(AddrSet {
-            a: self.addr_list(owner, ("a", "IPv4", "aaaa"), a, v4)?,
-            aaaa: self.addr_list(owner, ("aaaa", "IPv6", "a"), aaaa, v6)?,
-        })
+        Ok((backup_ip, response))
     }
 
-    /// Parses one `a`/`aaaa` list; `(key, family, other_key)` phrase the errors.
-    fn addr_list<T: Copy + Eq + Hash + fmt::Display>(
+    /// The services bound to a GSLB domain (or one of its views).
+    fn bound_services(
         &self,
         owner: &str,
-        (key, family, other_key): (&str, &str, &str),
-        raw: Option<List>,
-        pick: impl Fn(IpAddr) -> Option<T>,
-    ) -> Result<Vec<T>, ConfigError> {
-        let Some(raw) = raw else {
-            return Ok(Vec::new());
-        };
-        let raw = raw.into_inner();
-        if let Some(extra) = raw.get(MAX_ADDRS) {
+        raw: List,
+        names: &Names,
+        by_name: &HashMap<&str, &Service>,
+    ) -> Result<Vec<String>, ConfigError> {
+        if raw.get_ref().is_empty() {
             return Err(self.error(
-                extra.span(),
-                format!(
-                    "{owner}: {} addresses in {key}, at most {MAX_ADDRS}",
-                    raw.len()
-                ),
+                raw.span(),
+                format!("{owner}: services is empty; bind at least one [[service]]"),
             ));
         }
         let mut seen = Seen::new();
+        let mut per_family = [0; 2];
         let mut out = Vec::new();
-        for s in &raw {
+        for s in raw.into_inner() {
+            let name = s.get_ref();
             let err = |reason: String| self.error(s.span(), format!("{owner}: {reason}"));
-            let ip: IpAddr = s
-                .get_ref()
-                .parse()
-                .map_err(|_| err(format!("{:?} in {key} is not an IP address", s.get_ref())))?;
-            let ip = pick(ip).ok_or_else(|| {
-                err(format!(
-                    "{ip} in {key} is not an {family} address (put it in {other_key})"
-                ))
-            })?;
-            if let Some(first) = seen.first(ip, self.line(s.span())) {
+            let Some(service) = by_name.get(name.as_str()) else {
+                return Err(err(names.unknown(name)));
+            };
+            if let Some(first) = seen.first(name.clone(), self.line(s.span())) {
                 return Err(err(format!(
-                    "{ip} listed twice in {key} (first on line {first})"
+                    "service {name:?} listed twice (first on line {first})"
                 )));
             }
-            out.push(ip);
+            let ip = service.answer_ip();
+            let count = &mut per_family[usize::from(ip.is_ipv6())];
+            *count += 1;
+            if *count > MAX_ADDRS {
+                return Err(err(format!(
+                    "service {name:?} is the {}th {} service; at most {MAX_ADDRS} per address \
+                     family (the fast path's answer limit)",
+                    *count,
+                    family(ip)
+                )));
+            }
+            out.push(s.into_inner());
         }
         Ok(out)
     }
+
+    /// A name server inside a zone served here needs an address there, or nobody can reach it.
+    fn name_servers_have_addresses(
+        &self,
+        zones: &[Zone],
+        facts: &[ZoneFacts],
+        gslb_domains: &[GslbDomain],
+    ) -> Result<(), ConfigError> {
+        let addressed: HashSet<&str> = zones
+            .iter()
+            .flat_map(|z| &z.records)
+            .filter(|r| matches!(r.data, RecordData::A(_) | RecordData::Aaaa(_)))
+            .map(|r| r.name.as_str())
+            .chain(gslb_domains.iter().map(|d| d.name.as_str()))
+            .collect();
+        for (zone, facts) in zones.iter().zip(facts) {
+            for (target, span) in &facts.ns_targets {
+                if zones.iter().any(|z| z.contains(target)) && !addressed.contains(target.as_str())
+                {
+                    return Err(self.error(
+                        span.clone(),
+                        format!(
+                            "zone {:?}: name server {target} is inside a zone served here but has \
+                             no address; add an A or AAAA [[zone.record]] for it",
+                            zone.name
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
-/// Checks a GSLB domain name and returns it lower-cased without trailing dot.
+fn family(ip: IpAddr) -> &'static str {
+    if ip.is_ipv4() { "IPv4" } else { "IPv6" }
+}
+
+/// Whether `name` (any case, trailing dot optional) is `apex` (lower-case, no trailing dot) or
+/// below it.
+fn in_zone(name: &str, apex: &str) -> bool {
+    let name = name.strip_suffix('.').unwrap_or(name).as_bytes();
+    let apex = apex.as_bytes();
+    if apex.is_empty() {
+        return true;
+    }
+    let Some(cut) = name.len().checked_sub(apex.len()) else {
+        return false;
+    };
+    name[cut..].eq_ignore_ascii_case(apex) && (cut == 0 || name[cut - 1] == b'.')
+}
+
+/// Checks a domain name and returns it lower-cased without trailing dot.
 fn domain_name(raw: &str) -> Result<String, String> {
     let name = raw.strip_suffix('.').unwrap_or(raw);
     if name.is_empty() {
-        return Err("the root cannot be a GSLB domain".into());
+        return Err("the root is not allowed here".into());
     }
     let mut wire_len = 1; // root label
     for label in name.split('.') {
@@ -666,6 +1689,80 @@ fn domain_name(raw: &str) -> Result<String, String> {
     Ok(name.to_ascii_lowercase())
 }
 
+/// An absolute host or mailbox name (NS, SOA mname and rname): trailing dot optional, but never
+/// one label, which would almost always be a relative name by mistake.
+fn host_name(raw: &str) -> Result<String, String> {
+    let name = domain_name(raw)?;
+    if !name.contains('.') {
+        return Err(
+            "a single label; write the full name (e.g. ns1.example.com), relative names are not \
+             allowed here"
+                .into(),
+        );
+    }
+    Ok(name)
+}
+
+/// A name in a zone's records: "@" is the apex, a name with a trailing dot is absolute, any
+/// other is relative to the apex.
+fn zone_name(raw: &str, apex: &str) -> Result<String, String> {
+    if raw == "@" {
+        return Ok(apex.to_owned());
+    }
+    if raw.ends_with('.') {
+        return domain_name(raw);
+    }
+    let relative = domain_name(raw)?;
+    // "www.example.com" in zone example.com means www.example.com.example.com: surely a
+    // forgotten trailing dot.
+    if in_zone(&relative, apex) {
+        let instead = match relative.len().checked_sub(apex.len() + 1) {
+            Some(len) => format!("\"{}\" or \"{raw}.\"", &relative[..len]),
+            None => "\"@\"".to_owned(),
+        };
+        return Err(format!(
+            "relative names are relative to the zone, so this is {relative}.{apex}; write {instead}"
+        ));
+    }
+    domain_name(&format!("{relative}.{apex}"))
+}
+
+/// A record's owner: a [`zone_name`] inside the zone.
+fn owner_name(raw: &str, apex: &str) -> Result<String, String> {
+    let name = zone_name(raw, apex)?;
+    if !in_zone(&name, apex) {
+        return Err(format!("{name} is outside the zone {apex}"));
+    }
+    Ok(name)
+}
+
+/// A name in record data: a [`zone_name`], or `""` for "." (the root) where `allow_root`.
+fn target_name(raw: &str, apex: &str, allow_root: bool) -> Result<String, String> {
+    if raw == "." {
+        return if allow_root {
+            Ok(String::new())
+        } else {
+            Err("the root is not allowed here".into())
+        };
+    }
+    zone_name(raw, apex)
+}
+
+/// `text` as TXT character-strings of at most [`MAX_TXT_STRING`] bytes, split on character
+/// boundaries; `""` gives one empty string.
+fn txt_strings(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    loop {
+        let (chunk, tail) = rest.split_at(rest.floor_char_boundary(MAX_TXT_STRING));
+        out.push(chunk.to_owned());
+        rest = tail;
+        if rest.is_empty() {
+            return out;
+        }
+    }
+}
+
 /// 1-based line and column (in characters) of byte `offset` in `text`.
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..text.floor_char_boundary(offset)];
@@ -681,6 +1778,8 @@ mod tests {
     use super::*;
 
     const SERVER: &str = "[server]\nlisten = [\"192.0.2.1\"]\n";
+    /// Lines 3–6 after SERVER; its name server is outside every zone, so it needs no glue.
+    const ZONE: &str = "[[zone]]\nname = \"example.com\"\nns = [\"ns.example.net\"]\nsoa.rname = \"hostmaster.example.com\"\n";
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
         Config::parse(text, Path::new("test.toml"))
@@ -697,26 +1796,75 @@ mod tests {
         }
     }
 
-    fn addrs(a: &[&str], aaaa: &[&str]) -> AddrSet {
-        AddrSet {
-            a: a.iter().map(|s| s.parse().unwrap()).collect(),
-            aaaa: aaaa.iter().map(|s| s.parse().unwrap()).collect(),
+    fn empty() -> Config {
+        Config {
+            server: server(&["192.0.2.1"]),
+            views: vec![],
+            zones: vec![],
+            sites: vec![],
+            services: vec![],
+            gslb_domains: vec![],
         }
     }
 
-    fn domain(name: &str, a: &[&str]) -> Domain {
-        Domain {
+    /// A zone with every default and an out-of-zone name server, as [`ZONE`] writes it.
+    fn zone(name: &str) -> Zone {
+        Zone {
+            name: name.into(),
+            ttl: 3600,
+            ns: vec!["ns.example.net".into()],
+            soa: Soa {
+                mname: "ns.example.net".into(),
+                rname: "hostmaster.example.com".into(),
+                serial: 1,
+                refresh: 3600,
+                retry: 600,
+                expire: 604800,
+                minimum: 60,
+            },
+            records: vec![],
+        }
+    }
+
+    fn rec(name: &str, ttl: u32, data: RecordData) -> StaticRecord {
+        StaticRecord {
+            name: name.into(),
+            ttl,
+            data,
+        }
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    fn service(name: &str, addr: &str, site: &str) -> Service {
+        Service {
+            name: name.into(),
+            ip: ip(addr),
+            port: 80,
+            site: site.into(),
+            location: None,
+            weight: 1,
+            public_ip: None,
+        }
+    }
+
+    fn gslb(name: &str, services: &[&str]) -> GslbDomain {
+        GslbDomain {
             name: name.into(),
             ttl: 30,
             answer: AnswerMode::Rotate,
-            addrs: addrs(a, &[]),
+            services: services.iter().map(|s| s.to_string()).collect(),
+            backup_ip: vec![],
+            down_response: DownResponse::Nodata,
             views: vec![],
         }
     }
 
     #[test]
     fn valid() {
-        let full = r#"
+        let server_and_views = r#"
             [server]
             dns_port = 5353
             listen = ["192.0.2.1", "2001:db8::1"]
@@ -732,52 +1880,244 @@ mod tests {
             [[view]]
             name = "us-east_1"
             prefixes = ["203.0.113.0/25"]
+        "#;
+        let long_txt = "x".repeat(300);
+        let utf8_txt = "é".repeat(200); // 400 bytes: split after 127 characters (254 bytes)
+        let zones = format!(
+            r#"
+            [server]
+            listen = ["192.0.2.1"]
 
-            [[domain]]
-            name = "WWW.Example.COM."
+            [[zone]]
+            name = "Example.COM."
+            ttl = 600
+            ns = ["NS1.example.com.", "ns2.example.net"]
+              [zone.soa]
+              mname = "ns0.example.com"
+              rname = "hostmaster.example.com."
+              serial = 4294967295
+              refresh = 1
+              retry = 2
+              expire = 3
+              minimum = 0
+              [[zone.record]]
+              name = "ns1"
+              type = "A"
+              value = "192.0.2.53"
+              [[zone.record]]
+              name = "NS1.Example.com."
+              type = "aaaa"
+              value = "2001:db8::53"
+              [[zone.record]]
+              name = "@"
+              type = "TXT"
+              value = "{long_txt}"
+              [[zone.record]]
+              name = "@"
+              type = "TXT"
+              value = "{utf8_txt}"
+              [[zone.record]]
+              name = "empty"
+              type = "TXT"
+              value = ""
+              [[zone.record]]
+              name = "@"
+              type = "MX"
+              value = "10  mail"
+              [[zone.record]]
+              name = "nomail"
+              type = "MX"
+              value = "0 ."
+              [[zone.record]]
+              name = "alias"
+              type = "CNAME"
+              value = "WWW.example.net."
+              [[zone.record]]
+              name = "_sip._tcp"
+              type = "SRV"
+              value = "10 5 5060 sip"
+              ttl = 60
+              [[zone.record]]
+              name = "_none._tcp"
+              type = "SRV"
+              value = "0 0 0 ."
+              # Glue may come before its delegation.
+              [[zone.record]]
+              name = "ns.sub"
+              type = "A"
+              value = "192.0.2.54"
+              [[zone.record]]
+              name = "sub"
+              type = "NS"
+              value = "ns.sub"
+
+            # Its name server is in another zone served here, which has its address.
+            [[zone]]
+            name = "example.org"
+            ns = ["ns1.example.com"]
+            soa.rname = "hostmaster.example.org"
+        "#
+        );
+        let gslb_text = r#"
+            [server]
+            listen = ["192.0.2.1"]
+            [[view]]
+            name = "europe"
+            prefixes = ["198.51.100.0/24"]
+            [[zone]]
+            name = "example.com"
+            ns = ["ns.example.net"]
+            soa.rname = "hostmaster.example.com"
+            [[site]]
+            name = "eu-west"
+            ip = "192.0.2.201"
+            public_ip = "203.0.113.201"
+            [[site]]
+            name = "us_east.1"
+            ip = "2001:db8::201"
+            [[service]]
+            name = "web-eu-1"
+            ip = "10.0.0.10"
+            port = 8080
+            site = "eu-west"
+            location = 'Europe.UK."St. Albans".*'
+            weight = 100
+            public_ip = "198.51.100.10"
+            [[service]]
+            name = "web-us-1"
+            ip = "192.0.2.10"
+            site = "us_east.1"
+            [[service]]
+            name = "web6"
+            ip = "2001:db8::10"
+            site = "eu-west"
+            [[gslb_domain]]
+            name = "WWW.example.com."
             ttl = 0
             answer = "all"
-            a = ["192.0.2.10", "192.0.2.11"]
-            aaaa = ["2001:db8::10"]
-
-              [[domain.view]]
-              view = "us-east_1"
-              aaaa = ["2001:db8::30"]
-
-              [[domain.view]]
+            services = ["web-eu-1", "web6"]
+            backup_ip = ["192.0.2.99", "2001:db8::99"]
+              [[gslb_domain.view]]
               view = "europe"
-              a = ["192.0.2.20"]
-
-            [[domain]]
-            name = "_srv.api-1.example.com"
+              services = ["web-us-1"]
+            [[gslb_domain]]
+            name = "example.com"
             ttl = 2147483647
-
-              [[domain.view]]
-              view = "europe"
-              a = ["192.0.2.40"]
+            services = ["web-us-1"]
+            down_response = "nodata"
+            [[gslb_domain]]
+            name = "api.example.com"
+            services = ["web-us-1"]
+            backup_ip = ["192.0.2.99"]
+            down_response = "backup"
         "#;
+
+        let zones_want = {
+            let mut com = zone("example.com");
+            com.ttl = 600;
+            com.ns = vec!["ns1.example.com".into(), "ns2.example.net".into()];
+            com.soa = Soa {
+                mname: "ns0.example.com".into(),
+                rname: "hostmaster.example.com".into(),
+                serial: u32::MAX,
+                refresh: 1,
+                retry: 2,
+                expire: 3,
+                minimum: 0,
+            };
+            let name = |n: &str| n.to_owned();
+            com.records = vec![
+                rec(
+                    "ns1.example.com",
+                    600,
+                    RecordData::A("192.0.2.53".parse().unwrap()),
+                ),
+                rec(
+                    "ns1.example.com",
+                    600,
+                    RecordData::Aaaa("2001:db8::53".parse().unwrap()),
+                ),
+                rec(
+                    "example.com",
+                    600,
+                    RecordData::Txt(vec!["x".repeat(255), "x".repeat(45)]),
+                ),
+                rec(
+                    "example.com",
+                    600,
+                    RecordData::Txt(vec!["é".repeat(127), "é".repeat(73)]),
+                ),
+                rec(
+                    "empty.example.com",
+                    600,
+                    RecordData::Txt(vec![String::new()]),
+                ),
+                rec(
+                    "example.com",
+                    600,
+                    RecordData::Mx {
+                        preference: 10,
+                        exchange: name("mail.example.com"),
+                    },
+                ),
+                rec(
+                    "nomail.example.com",
+                    600,
+                    RecordData::Mx {
+                        preference: 0,
+                        exchange: String::new(),
+                    },
+                ),
+                rec(
+                    "alias.example.com",
+                    600,
+                    RecordData::Cname(name("www.example.net")),
+                ),
+                rec(
+                    "_sip._tcp.example.com",
+                    60,
+                    RecordData::Srv {
+                        priority: 10,
+                        weight: 5,
+                        port: 5060,
+                        target: name("sip.example.com"),
+                    },
+                ),
+                rec(
+                    "_none._tcp.example.com",
+                    600,
+                    RecordData::Srv {
+                        priority: 0,
+                        weight: 0,
+                        port: 0,
+                        target: String::new(),
+                    },
+                ),
+                rec(
+                    "ns.sub.example.com",
+                    600,
+                    RecordData::A("192.0.2.54".parse().unwrap()),
+                ),
+                rec(
+                    "sub.example.com",
+                    600,
+                    RecordData::Ns(name("ns.sub.example.com")),
+                ),
+            ];
+            let mut org = zone("example.org");
+            org.ns = vec!["ns1.example.com".into()];
+            org.soa.mname = "ns1.example.com".into();
+            org.soa.rname = "hostmaster.example.org".into();
+            Config {
+                zones: vec![com, org],
+                ..empty()
+            }
+        };
+
         let cases: Vec<(&str, Config)> = vec![
+            (SERVER, empty()),
             (
-                SERVER,
-                Config {
-                    server: server(&["192.0.2.1"]),
-                    views: vec![],
-                    domains: vec![],
-                },
-            ),
-            (
-                "[server]\nlisten = [\"192.0.2.1\"]\n[[domain]]\nname = \"a.example\"\na = [\"192.0.2.1\"]\n[[domain]]\nname = \"B\"\na = [\"192.0.2.1\"]",
-                Config {
-                    server: server(&["192.0.2.1"]),
-                    views: vec![],
-                    domains: vec![
-                        domain("a.example", &["192.0.2.1"]),
-                        domain("b", &["192.0.2.1"]),
-                    ],
-                },
-            ),
-            (
-                full,
+                server_and_views,
                 Config {
                     server: Server {
                         dns_port: 5353,
@@ -800,25 +2140,61 @@ mod tests {
                             prefixes: vec!["203.0.113.0/25".parse().unwrap()],
                         },
                     ],
-                    domains: vec![
-                        Domain {
-                            name: "www.example.com".into(),
-                            ttl: 0,
-                            answer: AnswerMode::All,
-                            addrs: addrs(&["192.0.2.10", "192.0.2.11"], &["2001:db8::10"]),
-                            views: vec![
-                                ("us-east_1".into(), addrs(&[], &["2001:db8::30"])),
-                                ("europe".into(), addrs(&["192.0.2.20"], &[])),
-                            ],
+                    ..empty()
+                },
+            ),
+            (&zones, zones_want),
+            (
+                gslb_text,
+                Config {
+                    views: vec![View {
+                        name: "europe".into(),
+                        prefixes: vec!["198.51.100.0/24".parse().unwrap()],
+                    }],
+                    zones: vec![zone("example.com")],
+                    sites: vec![
+                        Site {
+                            name: "eu-west".into(),
+                            ip: ip("192.0.2.201"),
+                            public_ip: Some(ip("203.0.113.201")),
                         },
-                        Domain {
-                            name: "_srv.api-1.example.com".into(),
-                            ttl: 2147483647,
-                            answer: AnswerMode::Rotate,
-                            addrs: AddrSet::default(),
-                            views: vec![("europe".into(), addrs(&["192.0.2.40"], &[]))],
+                        Site {
+                            name: "us_east.1".into(),
+                            ip: ip("2001:db8::201"),
+                            public_ip: None,
                         },
                     ],
+                    services: vec![
+                        Service {
+                            port: 8080,
+                            location: Some("Europe.UK.\"St. Albans\".*".into()),
+                            weight: 100,
+                            public_ip: Some(ip("198.51.100.10")),
+                            ..service("web-eu-1", "10.0.0.10", "eu-west")
+                        },
+                        service("web-us-1", "192.0.2.10", "us_east.1"),
+                        service("web6", "2001:db8::10", "eu-west"),
+                    ],
+                    gslb_domains: vec![
+                        GslbDomain {
+                            ttl: 0,
+                            answer: AnswerMode::All,
+                            backup_ip: vec![ip("192.0.2.99"), ip("2001:db8::99")],
+                            down_response: DownResponse::Backup,
+                            views: vec![("europe".into(), vec!["web-us-1".into()])],
+                            ..gslb("www.example.com", &["web-eu-1", "web6"])
+                        },
+                        GslbDomain {
+                            ttl: 2147483647,
+                            ..gslb("example.com", &["web-us-1"])
+                        },
+                        GslbDomain {
+                            backup_ip: vec![ip("192.0.2.99")],
+                            down_response: DownResponse::Backup,
+                            ..gslb("api.example.com", &["web-us-1"])
+                        },
+                    ],
+                    ..empty()
                 },
             ),
         ];
@@ -831,22 +2207,146 @@ mod tests {
         }
     }
 
+    #[test]
+    fn lookups() {
+        let config = parse(&format!(
+            "{SERVER}{ZONE}[[zone]]\nname = \"sub.example.org\"\nns = [\"ns.example.net\"]\nsoa.rname = \"h.example.org\"\n\
+             [[site]]\nname = \"s\"\nip = \"192.0.2.9\"\n\
+             [[service]]\nname = \"nat\"\nip = \"10.0.0.1\"\npublic_ip = \"192.0.2.1\"\nsite = \"s\"\n\
+             [[service]]\nname = \"plain\"\nip = \"2001:db8::1\"\nsite = \"s\"\n\
+             [[gslb_domain]]\nname = \"www.example.com\"\nservices = [\"nat\"]\n"
+        ))
+        .unwrap();
+        assert_eq!(config.service("nat").unwrap().answer_ip(), ip("192.0.2.1"));
+        assert_eq!(
+            config.service("plain").unwrap().answer_ip(),
+            ip("2001:db8::1")
+        );
+        assert!(config.service("NAT").is_none());
+        assert_eq!(config.site("s").unwrap().ip, ip("192.0.2.9"));
+        assert!(config.site("t").is_none());
+        let zone = |name: &str| config.zone_of(name).map(|z| z.name.as_str());
+        assert_eq!(zone("example.com"), Some("example.com"));
+        assert_eq!(zone("A.B.Example.COM."), Some("example.com"));
+        assert_eq!(zone("x.sub.example.org"), Some("sub.example.org"));
+        assert_eq!(zone("example.org"), None);
+        assert_eq!(zone("badexample.com"), None);
+        assert_eq!(zone("com"), None);
+        assert_eq!(
+            config
+                .gslb_domain("WWW.example.com.")
+                .map(|d| d.name.as_str()),
+            Some("www.example.com")
+        );
+        assert!(config.gslb_domain("example.com").is_none());
+        assert_eq!(
+            RecordData::Srv {
+                priority: 0,
+                weight: 0,
+                port: 0,
+                target: String::new()
+            }
+            .rtype(),
+            33
+        );
+        assert_eq!(RecordData::Aaaa(Ipv6Addr::LOCALHOST).type_name(), "AAAA");
+    }
+
+    #[test]
+    fn zone_of_prefers_the_longest_apex() {
+        // Validation forbids nested zones, but the lookup does not rely on it.
+        let mut config = empty();
+        config.zones = vec![zone("example.com"), zone("a.example.com")];
+        assert_eq!(
+            config.zone_of("x.a.example.com").unwrap().name,
+            "a.example.com"
+        );
+        assert_eq!(config.zone_of("x.example.com").unwrap().name, "example.com");
+    }
+
+    #[test]
+    fn locations() {
+        let ok = |s: &str| parse_location(s).unwrap_or_else(|e| panic!("{s}: {e}"));
+        assert_eq!(ok("Europe"), ["Europe"]);
+        assert_eq!(ok("Europe.UK.London"), ["Europe", "UK", "London"]);
+        assert_eq!(
+            ok("NA.US.\"New York\".\"N.Y.C\".*.org"),
+            ["NA", "US", "New York", "N.Y.C", "*", "org"]
+        );
+        for (bad, reason) in [
+            ("", "qualifier 1 is empty"),
+            ("a..b", "qualifier 2 is empty"),
+            ("a.", "qualifier 2 is empty"),
+            ("a.b.c.d.e.f.g", "7 qualifiers, at most 6"),
+            ("a.\"b", "unterminated quote in qualifier 2"),
+            ("\"a\"b", "continues after its closing quote"),
+            ("New York", "contains ' '"),
+            ("a.b\"c\"", "contains '\"'"),
+            ("\"\"", "qualifier 1 is empty"),
+        ] {
+            let got = parse_location(bad).expect_err(bad);
+            assert!(got.contains(reason), "{bad:?}: {got:?} lacks {reason:?}");
+        }
+    }
+
+    #[test]
+    fn txt_splits_on_character_boundaries() {
+        assert_eq!(txt_strings(""), [""]);
+        assert_eq!(txt_strings(&"a".repeat(255)), ["a".repeat(255)]);
+        assert_eq!(txt_strings(&"a".repeat(256)), ["a".repeat(255), "a".into()]);
+        let s = format!("{}€", "a".repeat(254)); // the euro sign (3 bytes) would straddle 255
+        assert_eq!(txt_strings(&s), ["a".repeat(254), "€".into()]);
+    }
+
     /// Each case marks the offending line with `#<`; the error must point there.
     #[test]
     fn rejected() {
         const VIEW: &str = "[[view]]\nname = \"europe\"\nprefixes = [\"198.51.100.0/24\"]\n";
-        let long_label = format!("{}.example", "a".repeat(64));
-        let long_name = vec!["a".repeat(63); 4].join(".");
-        let nine: Vec<String> = (1..=9).map(|i| format!("\"192.0.2.{i}\"")).collect();
-        let dom =
-            |body: &str| format!("{SERVER}{VIEW}[[domain]]\nname = \"www.example.com\"\n{body}\n");
+        const SITE: &str = "[[site]]\nname = \"eu\"\nip = \"192.0.2.201\"\n";
+        const SERVICES: &str = "[[service]]\nname = \"web1\"\nip = \"192.0.2.10\"\nsite = \"eu\"\n\
+            [[service]]\nname = \"web2\"\nip = \"192.0.2.11\"\nsite = \"eu\"\n\
+            [[service]]\nname = \"web6\"\nip = \"2001:db8::10\"\nsite = \"eu\"\n";
+        let long_label = format!("{}.example.com", "a".repeat(64));
+        let long_name = format!("{}.example.com", vec!["a".repeat(63); 4].join("."));
+        // Body of a record in ZONE: its first line is line 8.
+        let record = |body: &str| format!("{SERVER}{ZONE}[[zone.record]]\n{body}\n");
+        // Body of a gslb_domain www.example.com: its first line is line 27.
+        let dom = |body: &str| {
+            format!(
+                "{SERVER}{VIEW}{ZONE}{SITE}{SERVICES}[[gslb_domain]]\nname = \"www.example.com\"\n{body}\n"
+            )
+        };
+        let svc = |body: &str| format!("{SERVER}{SITE}[[service]]\nname = \"web\"\n{body}\n");
+        let nine_services: String = (1..=9)
+            .map(|i| format!("[[service]]\nname = \"s{i}\"\nip = \"192.0.2.{i}\"\nsite = \"eu\"\n"))
+            .collect();
+        let nine_names: Vec<String> = (1..=9).map(|i| format!("\"s{i}\"")).collect();
+        let nine_v6: Vec<String> = (1..=9).map(|i| format!("\"2001:db8::{i}\"")).collect();
 
         let cases: Vec<(String, &str)> = vec![
+            // ---- syntax and schema ----
             (format!("{SERVER}bogus = 1 #<"), "unknown field `bogus`"),
             (
-                format!("{SERVER}{VIEW}[[domain]]\nname = \"x.example\"\nip = 1 #<"),
-                "unknown field `ip`",
+                "[server]\nlisten = [\"192.0.2.1\"\n[view] #<\n".into(),
+                "expected",
             ),
+            (
+                format!("{SERVER}dns_port = 1\ndns_port = 2 #<"),
+                "duplicate key `dns_port`",
+            ),
+            (
+                format!("{VIEW}{SERVER}[server] #<"),
+                "duplicate key `server`",
+            ),
+            (
+                "# comment\n\n[server] #<\ndns_port = 53".into(),
+                "missing field `listen`",
+            ),
+            (
+                format!("{SERVER}[[domain]] #<\nname = \"www.example.com\"\na = [\"192.0.2.1\"]"),
+                "[[domain]] is no longer supported",
+            ),
+            // ---- [server] ----
             ("[server]\nlisten = [] #<\n".into(), "at least one address"),
             (
                 "[server]\nlisten = [\n  \"192.0.2.1\",\n  \"192.0.2.300\", #<\n]\n".into(),
@@ -877,6 +2377,7 @@ mod tests {
                 format!("{SERVER}interface = \"eth0:1\" #<"),
                 "not a valid interface name",
             ),
+            // ---- [[view]] ----
             (
                 format!(
                     "{SERVER}{VIEW}[[view]]\nname = \"europe\" #<\nprefixes = [\"10.0.0.0/8\"]"
@@ -916,127 +2417,566 @@ mod tests {
                 "listed twice",
             ),
             (
-                dom(
-                    "a = [\"192.0.2.1\"]\n[[domain]]\nname = \"WWW.example.com.\" #<\na = [\"192.0.2.1\"]",
+                format!("{SERVER}[[view]] #<\nname = \"eu\""),
+                "missing field `prefixes`",
+            ),
+            // ---- [[zone]] ----
+            (
+                format!(
+                    "{SERVER}{ZONE}[[zone]]\nname = \"EXAMPLE.com.\" #<\nns = [\"ns.example.net\"]\nsoa.rname = \"h.example.com\""
                 ),
-                "domain \"www.example.com\" defined twice (first on line 7)",
+                "zone \"example.com\" defined twice (first on line 4)",
             ),
             (
-                format!("{SERVER}[[domain]]\nname = \"{long_label}\" #<"),
+                format!(
+                    "{SERVER}{ZONE}[[zone]]\nname = \"sub.example.com\" #<\nns = [\"ns.example.net\"]\nsoa.rname = \"h.example.com\""
+                ),
+                "zone \"sub.example.com\" is inside zone \"example.com\" (line 4); nested zones are not supported",
+            ),
+            (
+                format!(
+                    "{SERVER}[[zone]]\nname = \"sub.example.com\"\nns = [\"ns.example.net\"]\nsoa.rname = \"h.example.com\"\n\
+                     [[zone]]\nname = \"example.com\" #<\nns = [\"ns.example.net\"]\nsoa.rname = \"h.example.com\""
+                ),
+                "zone \"example.com\" contains zone \"sub.example.com\" (line 4)",
+            ),
+            (
+                format!(
+                    "{SERVER}[[zone]]\nname = \"exa mple.com\" #<\nns = [\"ns.example.net\"]\nsoa.rname = \"h.example.com\""
+                ),
+                "zone name \"exa mple.com\": invalid character ' '",
+            ),
+            (
+                format!(
+                    "{SERVER}[[zone]]\nname = \".\" #<\nns = [\"ns.example.net\"]\nsoa.rname = \"h.example.com\""
+                ),
+                "the root is not allowed",
+            ),
+            (
+                format!("{SERVER}{ZONE}ttl = -1 #<"),
+                "zone \"example.com\": ttl -1 out of range 0..=2147483647",
+            ),
+            (
+                format!(
+                    "{SERVER}[[zone]]\nname = \"example.com\"\nns = [] #<\nsoa.rname = \"h.example.com\""
+                ),
+                "zone \"example.com\": ns is empty",
+            ),
+            (
+                format!(
+                    "{SERVER}[[zone]]\nname = \"example.com\"\nns = [\"ns1\"] #<\nsoa.rname = \"h.example.com\""
+                ),
+                "ns \"ns1\": a single label",
+            ),
+            (
+                format!(
+                    "{SERVER}[[zone]]\nname = \"example.com\"\nns = [\"ns.example.net\",\n \"NS.example.net.\"] #<\nsoa.rname = \"h.example.com\""
+                ),
+                "ns ns.example.net listed twice (first on line 5)",
+            ),
+            (
+                format!("{SERVER}[[zone]] #<\nname = \"example.com\"\nns = [\"ns.example.net\"]"),
+                "missing field `soa`",
+            ),
+            (
+                format!(
+                    "{SERVER}[[zone]]\nname = \"example.com\"\nns = [\"ns.example.net\"]\n[zone.soa] #<\nserial = 1"
+                ),
+                "missing field `rname`",
+            ),
+            (
+                format!(
+                    "{SERVER}[[zone]]\nname = \"example.com\"\nns = [\"ns.example.net\"]\nsoa.rname = \"hostmaster@example.com\" #<"
+                ),
+                "write the mailbox as a name, with '.' for '@' (\"hostmaster.example.com\")",
+            ),
+            (
+                format!("{SERVER}{ZONE}soa.mname = \"ns..example.com\" #<"),
+                "soa.mname \"ns..example.com\": empty label",
+            ),
+            (
+                format!("{SERVER}{ZONE}soa.serial = 4294967296 #<"),
+                "soa.serial 4294967296 out of range 0..=4294967295",
+            ),
+            (
+                format!("{SERVER}{ZONE}soa.minimum = -5 #<"),
+                "soa.minimum -5 out of range",
+            ),
+            (
+                format!("{SERVER}{ZONE}soa.bogus = 1 #<"),
+                "unknown field `bogus`",
+            ),
+            (
+                format!(
+                    "{SERVER}[[zone]]\nname = \"example.com\"\nns = [\"ns1.example.com\"] #<\nsoa.rname = \"h.example.com\""
+                ),
+                "name server ns1.example.com is inside a zone served here but has no address",
+            ),
+            // ---- [[zone.record]] ----
+            (
+                record("name = \"x\"\ntype = \"PTR\" #<\nvalue = \"x\""),
+                "record x.example.com: unknown type \"PTR\" (supported: A, AAAA, CNAME, TXT, MX, NS, SRV)",
+            ),
+            (
+                record("name = \"@\"\ntype = \"soa\" #<\nvalue = \"x\""),
+                "the SOA record is [zone.soa]",
+            ),
+            (
+                record("name = \"x\"\ntype = \"A\"\ndata = \"192.0.2.1\" #<"),
+                "unknown field `data`",
+            ),
+            (
+                format!("{SERVER}{ZONE}[[zone.record]] #<\nname = \"x\"\ntype = \"A\""),
+                "missing field `value`",
+            ),
+            (
+                record("name = \"www.example.net.\" #<\ntype = \"A\"\nvalue = \"192.0.2.1\""),
+                "www.example.net is outside the zone example.com",
+            ),
+            (
+                record("name = \"www.Example.com\" #<\ntype = \"A\"\nvalue = \"192.0.2.1\""),
+                "so this is www.example.com.example.com; write \"www\" or \"www.Example.com.\"",
+            ),
+            (
+                record("name = \"example.com\" #<\ntype = \"A\"\nvalue = \"192.0.2.1\""),
+                "write \"@\"",
+            ),
+            (
+                record("name = \"*\" #<\ntype = \"A\"\nvalue = \"192.0.2.1\""),
+                "wildcard names are not supported",
+            ),
+            (
+                record(&format!(
+                    "name = \"{}\" #<\ntype = \"A\"\nvalue = \"192.0.2.1\"",
+                    "a".repeat(64)
+                )),
                 "is 64 bytes, at most 63",
             ),
             (
-                format!("{SERVER}[[domain]]\nname = \"{long_name}\" #<"),
-                "257 bytes in wire format",
+                record("name = \"x\"\ntype = \"A\"\nvalue = \"2001:db8::1\" #<"),
+                "record x.example.com A: 2001:db8::1 is an IPv6 address (use type AAAA)",
             ),
             (
-                format!("{SERVER}[[domain]]\nname = \"www.exa$mple.com\" #<"),
-                "invalid character '$'",
+                record("name = \"x\"\ntype = \"AAAA\"\nvalue = \"192.0.2.1\" #<"),
+                "192.0.2.1 is an IPv4 address (use type A)",
             ),
             (
-                format!("{SERVER}[[domain]]\nname = \"*.example.com\" #<"),
-                "wildcard",
+                record("name = \"x\"\ntype = \"A\"\nvalue = \"192.0.2\" #<"),
+                "\"192.0.2\" is not an IP address",
             ),
             (
-                format!("{SERVER}[[domain]]\nname = \"a..example\" #<"),
+                record("name = \"x\"\ntype = \"CNAME\"\nvalue = \".\" #<"),
+                "the root is not allowed here",
+            ),
+            (
+                record("name = \"x\"\ntype = \"CNAME\"\nvalue = \"www.example.com\" #<"),
+                "\"www.example.com\": relative names are relative to the zone",
+            ),
+            (
+                record("name = \"x\"\ntype = \"NS\"\nvalue = \"ns..example.net.\" #<"),
                 "empty label",
             ),
             (
-                format!("{SERVER}[[domain]]\nname = \"x.example\" #<"),
-                "no addresses",
+                record("name = \"@\"\ntype = \"MX\"\nvalue = \"mail.example.com.\" #<"),
+                "is not \"preference exchange\"",
             ),
             (
-                dom(&format!("a = [{},\n{}] #<", nine[..8].join(", "), nine[8])),
-                "domain \"www.example.com\": 9 addresses in a, at most 8",
+                record("name = \"@\"\ntype = \"MX\"\nvalue = \"70000 mail\" #<"),
+                "preference \"70000\" is not a number in 0..=65535",
             ),
             (
-                dom("a = [\"192.0.2.1\",\n \"2001:db8::1\"] #<"),
-                "2001:db8::1 in a is not an IPv4 address (put it in aaaa)",
+                record("name = \"_x._tcp\"\ntype = \"SRV\"\nvalue = \"1 2 sip.example.com.\" #<"),
+                "is not \"priority weight port target\"",
             ),
             (
-                dom("aaaa = [\"192.0.2.1\"] #<"),
-                "192.0.2.1 in aaaa is not an IPv6 address (put it in a)",
+                record("name = \"_x._tcp\"\ntype = \"SRV\"\nvalue = \"1 2 http sip\" #<"),
+                "port \"http\" is not a number",
             ),
             (
-                dom("aaaa = [\"2001:db8::1\",\n \"2001:db8:0::1\"] #<"),
-                "2001:db8::1 listed twice in aaaa",
+                record(&format!(
+                    "name = \"big\"\ntype = \"TXT\"\nvalue = \"{}\" #<",
+                    "x".repeat(65_300)
+                )),
+                "65300 bytes of text in 257 strings make 65557 bytes of record data",
             ),
             (
-                dom("ttl = 2147483648 #<\na = [\"192.0.2.1\"]"),
-                "ttl 2147483648 out of range 0..=2147483647",
+                record("name = \"x\"\ntype = \"A\"\nvalue = \"192.0.2.1\"\nttl = 2147483648 #<"),
+                "record x.example.com A: ttl 2147483648 out of range",
             ),
             (
-                dom("ttl = -1 #<\na = [\"192.0.2.1\"]"),
-                "ttl -1 out of range",
+                record("name = \"@\" #<\ntype = \"NS\"\nvalue = \"ns2.example.net.\""),
+                "the apex NS records are the zone's ns list",
             ),
-            (dom("answer = \"first\" #<"), "unknown variant `first`"),
             (
-                dom("[[domain.view]]\nview = \"asia\" #<\na = [\"192.0.2.1\"]"),
+                record("name = \"@\" #<\ntype = \"CNAME\"\nvalue = \"www.example.net.\""),
+                "a CNAME cannot be at the apex",
+            ),
+            (
+                record(
+                    "name = \"x\"\ntype = \"A\"\nvalue = \"192.0.2.1\"\n[[zone.record]]\nname = \"x\"\ntype = \"A\"\nvalue = \"192.0.2.1\" #<",
+                ),
+                "\"192.0.2.1\" listed twice (first on line 8)",
+            ),
+            (
+                record(
+                    "name = \"x\"\ntype = \"A\"\nvalue = \"192.0.2.1\"\n[[zone.record]]\nname = \"x\" #<\ntype = \"CNAME\"\nvalue = \"y\"",
+                ),
+                "record x.example.com CNAME: a CNAME must be the only record at its name (A on line 8)",
+            ),
+            (
+                record(
+                    "name = \"x\"\ntype = \"CNAME\"\nvalue = \"y\"\n[[zone.record]]\nname = \"X.example.com.\" #<\ntype = \"TXT\"\nvalue = \"t\"",
+                ),
+                "a CNAME must be the only record at its name (CNAME on line 8)",
+            ),
+            (
+                record(
+                    "name = \"x\"\ntype = \"CNAME\"\nvalue = \"y\"\n[[zone.record]]\nname = \"x\" #<\ntype = \"CNAME\"\nvalue = \"z\"",
+                ),
+                "(CNAME on line 8)",
+            ),
+            (
+                record(
+                    "name = \"x\"\ntype = \"A\"\nvalue = \"192.0.2.1\"\nttl = 60\n[[zone.record]]\nname = \"x\"\ntype = \"A\"\nvalue = \"192.0.2.2\"\nttl = 120 #<",
+                ),
+                "TTL 120 differs from TTL 60 of the x.example.com A record on line 8",
+            ),
+            (
+                record(
+                    "name = \"x\"\ntype = \"TXT\"\nvalue = \"a\"\nttl = 60\n[[zone.record]]\nname = \"x\" #<\ntype = \"TXT\"\nvalue = \"b\"",
+                ),
+                "TTL 3600 differs from TTL 60",
+            ),
+            (
+                record(
+                    "name = \"sub\"\ntype = \"NS\"\nvalue = \"ns.example.net.\"\n[[zone.record]]\nname = \"x.sub\" #<\ntype = \"TXT\"\nvalue = \"t\"",
+                ),
+                "x.sub.example.com is at or below the delegation of sub.example.com (NS on line 8)",
+            ),
+            (
+                record(
+                    "name = \"sub\" #<\ntype = \"TXT\"\nvalue = \"t\"\n[[zone.record]]\nname = \"sub\"\ntype = \"NS\"\nvalue = \"ns.example.net.\"",
+                ),
+                "is at or below the delegation of sub.example.com (NS on line 12)",
+            ),
+            (
+                record(
+                    "name = \"sub\"\ntype = \"NS\"\nvalue = \"ns.example.net.\"\n[[zone.record]]\nname = \"a.sub\" #<\ntype = \"NS\"\nvalue = \"ns.example.net.\"",
+                ),
+                "below the delegation of sub.example.com",
+            ),
+            (
+                record("name = \"sub\"\ntype = \"NS\"\nvalue = \"ns.sub\" #<"),
+                "name server ns.sub.example.com is inside a zone served here but has no address",
+            ),
+            // ---- [[site]] ----
+            (
+                format!("{SERVER}[[site]]\nname = \"eu west\" #<\nip = \"192.0.2.1\""),
+                "site name \"eu west\": only letters, digits, '-', '_' and '.'",
+            ),
+            (
+                format!("{SERVER}[[site]]\nname = \"-eu\" #<\nip = \"192.0.2.1\""),
+                "starting with a letter, digit or '_'",
+            ),
+            (
+                format!("{SERVER}{SITE}[[site]]\nname = \"eu\" #<\nip = \"192.0.2.2\""),
+                "site name \"eu\": defined twice (first on line 4)",
+            ),
+            (
+                format!("{SERVER}[[site]]\nname = \"eu\"\nip = \"eu.example.com\" #<"),
+                "site \"eu\": ip \"eu.example.com\" is not an IP address",
+            ),
+            (
+                format!("{SERVER}{SITE}[[site]]\nname = \"us\"\nip = \"192.0.2.201\" #<"),
+                "site \"us\": ip 192.0.2.201 is already site \"eu\"'s (line 5)",
+            ),
+            (
+                format!("{SERVER}{SITE}public_ip = \"2001:db8::1\" #<"),
+                "site \"eu\": public_ip 2001:db8::1 is IPv6 but ip 192.0.2.201 is IPv4",
+            ),
+            (
+                format!("{SERVER}{SITE}role = \"parent\" #<"),
+                "unknown field `role`",
+            ),
+            (
+                format!("{SERVER}[[site]] #<\nname = \"eu\""),
+                "missing field `ip`",
+            ),
+            // ---- [[service]] ----
+            (
+                svc("ip = \"192.0.2.10\"\nsite = \"asia\" #<"),
+                "service \"web\": unknown site \"asia\" (defined sites: eu)",
+            ),
+            (
+                format!(
+                    "{SERVER}[[service]]\nname = \"web\"\nip = \"192.0.2.10\"\nsite = \"eu\" #<"
+                ),
+                "unknown site \"eu\" (no sites are defined)",
+            ),
+            (
+                format!("{SERVER}[[service]] #<\nname = \"web\"\nip = \"192.0.2.10\""),
+                "missing field `site`",
+            ),
+            (
+                svc("ip = \"192.0.2.10\"\nsite = \"eu\"\nport = 0 #<"),
+                "service \"web\": port 0 out of range 1..=65535",
+            ),
+            (
+                svc("ip = \"192.0.2.10\"\nsite = \"eu\"\nport = 65536 #<"),
+                "port 65536 out of range",
+            ),
+            (
+                svc("ip = \"192.0.2.10\"\nsite = \"eu\"\nweight = 0 #<"),
+                "weight 0 out of range 1..=100",
+            ),
+            (
+                svc("ip = \"192.0.2.10\"\nsite = \"eu\"\nweight = 101 #<"),
+                "weight 101 out of range 1..=100",
+            ),
+            (
+                svc("ip = \"192.0.2.10\"\nsite = \"eu\"\nlocation = \"a.b.c.d.e.f.g\" #<"),
+                "service \"web\": location \"a.b.c.d.e.f.g\": 7 qualifiers, at most 6",
+            ),
+            (
+                svc("ip = \"192.0.2.10\"\nsite = \"eu\"\nlocation = \"Europe..London\" #<"),
+                "qualifier 2 is empty",
+            ),
+            (
+                svc("ip = \"192.0.2.10\"\nsite = \"eu\"\nlocation = 'Europe.\"St. Albans' #<"),
+                "unterminated quote",
+            ),
+            (
+                svc("ip = \"10.0.0.1\"\nsite = \"eu\"\npublic_ip = \"2001:db8::1\" #<"),
+                "public_ip 2001:db8::1 is IPv6 but ip 10.0.0.1 is IPv4",
+            ),
+            (
+                svc("ip = \"10.0.0.1\"\nsite = \"eu\"\npublic_ip = \"any\" #<"),
+                "public_ip \"any\" is not an IP address",
+            ),
+            (
+                svc(
+                    "ip = \"10.0.0.1\"\nsite = \"eu\"\n[[service]]\nname = \"web\" #<\nip = \"10.0.0.2\"\nsite = \"eu\"",
+                ),
+                "service name \"web\": defined twice (first on line 7)",
+            ),
+            (
+                svc(
+                    "ip = \"10.0.0.1\"\nsite = \"eu\"\n[[service]]\nname = \"web2\"\nip = \"10.0.0.1\" #<\nsite = \"eu\"",
+                ),
+                "service \"web2\": 10.0.0.1 port 80 is already service \"web\" (line 7)",
+            ),
+            (
+                svc(
+                    "ip = \"10.0.0.1\"\nport = 443\nsite = \"eu\"\n[[service]]\nname = \"web2\"\nip = \"10.0.0.1\"\nport = 443 #<\nsite = \"eu\"",
+                ),
+                "10.0.0.1 port 443 is already service \"web\"",
+            ),
+            (
+                svc("ip = \"10.0.0.1\"\nsite = \"eu\"\nprotocol = \"HTTP\" #<"),
+                "unknown field `protocol`",
+            ),
+            // ---- [[gslb_domain]] ----
+            (
+                format!(
+                    "{SERVER}{SITE}{SERVICES}[[gslb_domain]]\nname = \"www.example.com\" #<\nservices = [\"web1\"]"
+                ),
+                "gslb_domain \"www.example.com\": not inside any zone (no [[zone]] is defined)",
+            ),
+            (
+                format!(
+                    "{SERVER}{ZONE}{SITE}{SERVICES}[[gslb_domain]]\nname = \"www.example.org\" #<\nservices = [\"web1\"]"
+                ),
+                "not inside any zone (zones: example.com)",
+            ),
+            (
+                dom(
+                    "services = [\"web1\"]\n[[gslb_domain]]\nname = \"WWW.example.com.\" #<\nservices = [\"web1\"]",
+                ),
+                "gslb_domain \"www.example.com\": defined twice (first on line 26)",
+            ),
+            (
+                format!(
+                    "{SERVER}{ZONE}[[zone.record]]\nname = \"www\"\ntype = \"TXT\"\nvalue = \"t\"\n{SITE}{SERVICES}\
+                     [[gslb_domain]]\nname = \"www.example.com\" #<\nservices = [\"web1\"]"
+                ),
+                "zone \"example.com\" has a static record of this name (line 8); a name is either static or GSLB",
+            ),
+            (
+                format!(
+                    "{SERVER}{ZONE}[[zone.record]]\nname = \"sub\"\ntype = \"NS\"\nvalue = \"ns.example.net.\"\n{SITE}{SERVICES}\
+                     [[gslb_domain]]\nname = \"www.sub.example.com\" #<\nservices = [\"web1\"]"
+                ),
+                "at or below the delegation of sub.example.com (NS on line 8)",
+            ),
+            (
+                format!(
+                    "{SERVER}{ZONE}[[gslb_domain]]\nname = \"{long_label}\" #<\nservices = [\"x\"]"
+                ),
+                "is 64 bytes, at most 63",
+            ),
+            (
+                format!(
+                    "{SERVER}{ZONE}[[gslb_domain]]\nname = \"{long_name}\" #<\nservices = [\"x\"]"
+                ),
+                "269 bytes in wire format",
+            ),
+            (
+                format!(
+                    "{SERVER}{ZONE}[[gslb_domain]]\nname = \"www.exa$mple.com\" #<\nservices = [\"x\"]"
+                ),
+                "gslb_domain name \"www.exa$mple.com\": invalid character '$'",
+            ),
+            (
+                format!(
+                    "{SERVER}{ZONE}[[gslb_domain]]\nname = \"*.example.com\" #<\nservices = [\"x\"]"
+                ),
+                "wildcard",
+            ),
+            (
+                format!(
+                    "{SERVER}{ZONE}[[gslb_domain]]\nname = \"a..example.com\" #<\nservices = [\"x\"]"
+                ),
+                "empty label",
+            ),
+            (
+                format!("{SERVER}{ZONE}[[gslb_domain]] #<\nname = \"www.example.com\""),
+                "missing field `services`",
+            ),
+            (dom("services = [] #<"), "services is empty"),
+            (
+                dom("services = [\"web1\", \"nope\"] #<"),
+                "gslb_domain \"www.example.com\": unknown service \"nope\" (defined services: web1, web2, web6)",
+            ),
+            (
+                dom("services = [\"web1\",\n \"web1\"] #<"),
+                "service \"web1\" listed twice (first on line 27)",
+            ),
+            (
+                format!(
+                    "{SERVER}{ZONE}{SITE}{nine_services}[[gslb_domain]]\nname = \"www.example.com\"\nservices = [{},\n {}] #<",
+                    nine_names[..8].join(", "),
+                    nine_names[8]
+                ),
+                "service \"s9\" is the 9th IPv4 service; at most 8 per address family",
+            ),
+            (
+                dom("services = [\"web1\"]\nttl = 2147483648 #<"),
+                "gslb_domain \"www.example.com\": ttl 2147483648 out of range 0..=2147483647",
+            ),
+            (
+                dom("services = [\"web1\"]\nanswer = \"first\" #<"),
+                "unknown variant `first`",
+            ),
+            (
+                dom("services = [\"web1\"]\na = [\"192.0.2.1\"] #<"),
+                "unknown field `a`",
+            ),
+            (
+                dom("services = [\"web1\"]\ndown_response = \"backup\" #<"),
+                "down_response \"backup\" needs backup_ip addresses",
+            ),
+            (
+                dom(
+                    "services = [\"web1\"]\nbackup_ip = [\"192.0.2.99\"] #<\ndown_response = \"nodata\"",
+                ),
+                "backup_ip is never answered with down_response \"nodata\" (line 29)",
+            ),
+            (
+                dom("services = [\"web1\"]\ndown_response = \"empty\" #<"),
+                "unknown variant `empty`",
+            ),
+            (
+                dom("services = [\"web1\"]\nbackup_ip = [\"backup.example.net\"] #<"),
+                "backup_ip \"backup.example.net\" is not an IP address",
+            ),
+            (
+                dom(
+                    "services = [\"web1\"]\nbackup_ip = [\"2001:db8::99\",\n \"2001:db8:0::99\"] #<",
+                ),
+                "backup_ip 2001:db8::99 listed twice (first on line 28)",
+            ),
+            (
+                dom(&format!(
+                    "services = [\"web1\"]\nbackup_ip = [{},\n {}] #<",
+                    nine_v6[..8].join(", "),
+                    nine_v6[8]
+                )),
+                "more than 8 IPv6 backup_ip addresses",
+            ),
+            (
+                dom(
+                    "services = [\"web1\"]\n[[gslb_domain.view]]\nview = \"asia\" #<\nservices = [\"web2\"]",
+                ),
                 "unknown view \"asia\" (defined views: europe)",
             ),
             (
-                dom("[[domain.view]]\nview = \"default\" #<\na = [\"192.0.2.1\"]"),
+                dom(
+                    "services = [\"web1\"]\n[[gslb_domain.view]]\nview = \"default\" #<\nservices = [\"web2\"]",
+                ),
                 "implicit",
             ),
             (
                 dom(
-                    "[[domain.view]]\nview = \"europe\"\na = [\"192.0.2.1\"]\n[[domain.view]]\nview = \"europe\" #<\na = [\"192.0.2.2\"]",
+                    "services = [\"web1\"]\n[[gslb_domain.view]]\nview = \"europe\"\nservices = [\"web2\"]\n\
+                     [[gslb_domain.view]]\nview = \"europe\" #<\nservices = [\"web6\"]",
                 ),
-                "view \"europe\" listed twice (first on line 9)",
+                "view \"europe\" listed twice (first on line 29)",
             ),
             (
-                dom("[[domain.view]]\nview = \"europe\" #<"),
-                "view \"europe\" has no addresses",
+                dom(
+                    "services = [\"web1\"]\n[[gslb_domain.view]]\nview = \"europe\"\nservices = [] #<",
+                ),
+                "gslb_domain \"www.example.com\", view \"europe\": services is empty",
             ),
             (
-                dom("[[domain.view]]\nview = \"europe\"\na = [\"2001:db8::1\"] #<"),
-                "domain \"www.example.com\", view \"europe\": 2001:db8::1 in a",
+                dom(
+                    "services = [\"web1\"]\n[[gslb_domain.view]]\nview = \"europe\"\nservices = [\"web9\"] #<",
+                ),
+                "view \"europe\": unknown service \"web9\"",
             ),
             (
-                "[server]\nlisten = [\"192.0.2.1\"\n[view] #<\n".into(),
-                "expected",
-            ),
-            (
-                format!("{SERVER}dns_port = 1\ndns_port = 2 #<"),
-                "duplicate key `dns_port`",
-            ),
-            (
-                format!("{VIEW}{SERVER}[server] #<"),
-                "duplicate key `server`",
-            ),
-            (
-                "# comment\n\n[server] #<\ndns_port = 53".into(),
-                "missing field `listen`",
-            ),
-            (
-                format!("{SERVER}[[view]] #<\nname = \"eu\""),
-                "missing field `prefixes`",
+                dom("services = [\"web1\"]\n[[gslb_domain.view]] #<\nview = \"europe\""),
+                "missing field `services`",
             ),
         ];
+        // Every failing case is reported, not only the first.
+        let mut failures = Vec::new();
         for (text, reason) in &cases {
             let want_line = text
                 .lines()
                 .position(|l| l.contains("#<"))
                 .expect("case has a #< marker")
                 + 1;
-            match parse(text) {
-                Ok(_) => panic!("accepted:\n{text}"),
+            let failure = match parse(text) {
+                Ok(_) => "accepted".to_owned(),
                 Err(ConfigError::Invalid {
                     line,
                     reason: got,
                     file,
                     ..
                 }) => {
-                    assert!(
-                        got.contains(reason),
-                        "reason {got:?} lacks {reason:?}\n{text}"
-                    );
-                    assert_eq!(line, want_line, "wrong line for {got:?}\n{text}");
-                    assert_eq!(file, Path::new("test.toml"));
+                    if !got.contains(reason) {
+                        format!("reason {got:?} lacks {reason:?}")
+                    } else if line != want_line {
+                        format!("line {line} instead of {want_line} for {got:?}")
+                    } else if file != Path::new("test.toml") {
+                        format!("file {}", file.display())
+                    } else {
+                        continue;
+                    }
                 }
-                Err(e) => panic!("unexpected {e:?}"),
-            }
+                Err(e) => format!("unexpected {e:?}"),
+            };
+            let shown = &text[..text.floor_char_boundary(2000)];
+            failures.push(format!("{failure}\n{shown}"));
         }
+        assert!(
+            failures.is_empty(),
+            "{} of {} cases failed:\n\n{}",
+            failures.len(),
+            cases.len(),
+            failures.join("\n\n")
+        );
     }
 
     #[test]

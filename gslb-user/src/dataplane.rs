@@ -115,10 +115,16 @@ impl Dataplane {
 
     /// The answering program, e.g. for `BPF_PROG_TEST_RUN`.
     pub fn program(&self) -> &Xdp {
-        self.ebpf
-            .program(programs::ANSWER)
-            .and_then(|p| p.try_into().ok())
-            .expect("loaded in Dataplane::load")
+        self.loaded(programs::ANSWER)
+    }
+
+    /// The pass-through program, e.g. as a baseline for timing the answering one.
+    pub fn pass_program(&self) -> &Xdp {
+        self.loaded(programs::PASS)
+    }
+
+    fn loaded(&self, name: &str) -> &Xdp {
+        self.ebpf.program(name).and_then(|p| p.try_into().ok()).expect("loaded in Dataplane::load")
     }
 
     /// Attaches the answering program. `Auto` tries native mode and falls back to generic (SKB)

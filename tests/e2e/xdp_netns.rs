@@ -14,11 +14,33 @@ const CONFIG: &str = r#"
 [server]
 listen = ["192.0.2.53", "2001:db8::53"]
 
-[[domain]]
+[[zone]]
+name = "example.com"
+ns = ["ns1.example.com"]
+soa.rname = "hostmaster.example.com"
+  [[zone.record]]
+  name = "ns1"
+  type = "A"
+  value = "192.0.2.53"
+
+[[site]]
+name = "lab"
+ip = "192.0.2.1"
+
+[[service]]
+name = "web-v4"
+ip = "198.51.100.10"
+site = "lab"
+
+[[service]]
+name = "web-v6"
+ip = "2001:db8:100::10"
+site = "lab"
+
+[[gslb_domain]]
 name = "www.example.com"
 ttl = 45
-a = ["198.51.100.10"]
-aaaa = ["2001:db8:100::10"]
+services = ["web-v4", "web-v6"]
 "#;
 
 fn answered_by_xdp(mode: XdpMode) {

@@ -101,35 +101,116 @@ edns_udp_size = 1232
 name = "v1"
 prefixes = ["198.51.100.0/24", "2001:db8:1::/48"]
 
-[[domain]]
+[[zone]]
+name = "example.com"
+ns = ["ns.example.net"]
+soa.rname = "hostmaster.example.com"
+
+[[zone]]
+name = "LONGEST_ZONE"
+ns = ["ns.example.net"]
+soa.rname = "hostmaster.example.com"
+
+[[site]]
+name = "s"
+ip = "192.0.2.1"
+
+[[service]]
+name = "www-a1"
+ip = "192.0.2.10"
+site = "s"
+[[service]]
+name = "www-a2"
+ip = "192.0.2.11"
+site = "s"
+[[service]]
+name = "www-6a"
+ip = "2001:db8:10::10"
+site = "s"
+[[service]]
+name = "www-6b"
+ip = "2001:db8:10::11"
+site = "s"
+[[service]]
+name = "v1-a1"
+ip = "192.0.2.20"
+site = "s"
+[[service]]
+name = "v1-a2"
+ip = "192.0.2.21"
+site = "s"
+[[service]]
+name = "v1-6a"
+ip = "2001:db8:20::20"
+site = "s"
+[[service]]
+name = "v1-6b"
+ip = "2001:db8:20::21"
+site = "s"
+[[service]]
+name = "all-1"
+ip = "192.0.2.31"
+site = "s"
+[[service]]
+name = "all-2"
+ip = "192.0.2.32"
+site = "s"
+[[service]]
+name = "all-3"
+ip = "192.0.2.33"
+site = "s"
+[[service]]
+name = "all-6a"
+ip = "2001:db8:30::1"
+site = "s"
+[[service]]
+name = "all-6b"
+ip = "2001:db8:30::2"
+site = "s"
+[[service]]
+name = "longest"
+ip = "LONGEST_A"
+site = "s"
+
+[[gslb_domain]]
 name = "www.example.com"
 ttl = 300
 answer = "rotate"
-a = ["192.0.2.10", "192.0.2.11"]
-aaaa = ["2001:db8:10::10", "2001:db8:10::11"]
-[[domain.view]]
+services = ["www-a1", "www-a2", "www-6a", "www-6b"]
+[[gslb_domain.view]]
 view = "v1"
-a = ["192.0.2.20", "192.0.2.21"]
-aaaa = ["2001:db8:20::20", "2001:db8:20::21"]
+services = ["v1-a1", "v1-a2", "v1-6a", "v1-6b"]
 
-[[domain]]
+[[gslb_domain]]
 name = "all.example.com"
 ttl = 60
 answer = "all"
-a = ["192.0.2.31", "192.0.2.32", "192.0.2.33"]
-aaaa = ["2001:db8:30::1", "2001:db8:30::2"]
+services = ["all-1", "all-2", "all-3", "all-6a", "all-6b"]
 
-# Answers for view v1 only: a default-view client has no answer here.
-[[domain]]
+# Answers for view v1 only in A: a default-view client has no A answer here.
+[[service]]
+name = "v1only-a"
+ip = "192.0.2.50"
+site = "s"
+[[service]]
+name = "v1only-6"
+ip = "2001:db8:50::50"
+site = "s"
+[[gslb_domain]]
 name = "v1only.example.com"
-[[domain.view]]
+services = ["v1only-6"]
+[[gslb_domain.view]]
 view = "v1"
-a = ["192.0.2.50"]
+services = ["v1only-a"]
 "#;
 
-/// [`CONFIG`] plus the longest name the fast path answers, to probe the boundary of its key.
+/// [`CONFIG`] plus the longest name the fast path answers (in a zone of its own), to probe the
+/// boundary of its key.
 pub fn config_text() -> String {
-    format!("{CONFIG}\n[[domain]]\nname = \"{}\"\na = [\"{LONGEST_A}\"]\n", longest_name())
+    let name = longest_name();
+    let zone = name.split_once('.').expect("two labels").1;
+    let text = CONFIG.replace("LONGEST_ZONE", zone).replace("LONGEST_A", LONGEST_A);
+    format!("{text}\n[[gslb_domain]]\nname = \"{name}\"\nservices = [\"longest\"]\n")
 }
 
 pub fn ips(addrs: &[&str]) -> Vec<IpAddr> {

@@ -1,0 +1,88 @@
+//! `cargo xtask bench xdp`: nanoseconds per query of the XDP program, measured in the kernel
+//! with BPF_PROG_TEST_RUN.
+//!
+//! Every run must do the full work. With `repeat` > 1 the kernel reruns the program on the
+//! buffer the previous run rewrote, i.e. on our own reply, which the program passes at once;
+//! so each sample is one run (`repeat` = 1) on a fresh copy of the query, timed by the kernel
+//! around that run only. The kernel's timer adds a fixed cost to every sample: the pass-through
+//! program, measured the same way on the same frame, shows it, and each result is also given
+//! with it subtracted. Results are medians, cases interleaved so that noise from the shared
+//! machine hits all of them alike.
+
+#[path = "../gslb-user/tests/common/mod.rs"]
+mod common;
+
+use aya::programs::{TestRun, TestRunOptions, Xdp};
+use common::{Frame, WWW, edns, query, wire};
+use hickory_proto::rr::RecordType;
+
+const ROUNDS: usize = 50;
+const RUNS_PER_ROUND: usize = 2_000;
+const XDP_TX: u32 = 3;
+const XDP_PASS: u32 = 2;
+
+struct Case {
+    name: &'static str,
+    frame: Vec<u8>,
+    want: u32,
+    pass_program: bool,
+    samples: Vec<u64>,
+}
+
+fn main() {
+    let Some(dp) = common::dataplane() else { return };
+
+    let mut edns_query = query(1, WWW, RecordType::A);
+    edns_query.set_edns(edns());
+    let a = wire(&query(1, WWW, RecordType::A));
+    let mut other_port = Frame::v4(a.clone());
+    other_port.dst_port = 5353;
+    let case = |name, frame: Vec<u8>, want, pass_program| Case {
+        name,
+        frame,
+        want,
+        pass_program,
+        samples: Vec::with_capacity(ROUNDS * RUNS_PER_ROUND),
+    };
+    let mut cases = vec![
+        case("xdp_pass_program", Frame::v4(a.clone()).bytes(), XDP_PASS, true),
+        case("xdp_a_hit_v4", Frame::v4(a.clone()).bytes(), XDP_TX, false),
+        case("xdp_aaaa_hit_v6", Frame::v6(wire(&query(1, WWW, RecordType::AAAA))).bytes(), XDP_TX, false),
+        case("xdp_a_hit_v4_edns", Frame::v4(wire(&edns_query)).bytes(), XDP_TX, false),
+        case("xdp_early_pass_other_port", other_port.bytes(), XDP_PASS, false),
+    ];
+
+    let answer = dp.program();
+    let pass = dp.pass_program();
+    let mut out = vec![0u8; 4096];
+    for _ in 0..ROUNDS {
+        for case in &mut cases {
+            let program: &Xdp = if case.pass_program { pass } else { answer };
+            for _ in 0..RUNS_PER_ROUND {
+                let result = program
+                    .test_run(TestRunOptions {
+                        data_in: Some(&case.frame),
+                        data_out: Some(&mut out),
+                        ..TestRunOptions::new()
+                    })
+                    .expect("BPF_PROG_TEST_RUN");
+                assert_eq!(result.return_value, case.want, "{}: unexpected XDP action", case.name);
+                case.samples.push(result.duration.as_nanos() as u64);
+            }
+        }
+    }
+
+    let median = |s: &mut Vec<u64>| {
+        s.sort_unstable();
+        s[s.len() / 2]
+    };
+    let baseline = median(&mut cases[0].samples);
+    println!("# {ROUNDS} rounds x {RUNS_PER_ROUND} runs per case, interleaved; medians");
+    for case in &mut cases {
+        let m = median(&mut case.samples);
+        println!("bench {} {} ns/query", case.name, m);
+        if !case.pass_program {
+            println!("bench {}_net {} ns/query", case.name, m.saturating_sub(baseline));
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! Every configuration in the workspace's examples/ folder is valid: each file is parsed and
+//! compiled as gslbd would at start, so a new example is covered by just being added there.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use gslb_common::{DEFAULT_VIEW, QTYPE_A, QTYPE_AAAA};
+use gslb_user::compile::Snapshot;
+use gslb_user::config::{AnswerMode, Config, RecordData, XdpMode};
+
+fn examples_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    dir.canonicalize().unwrap_or(dir)
+}
+
+/// The `.toml` files in examples/, sorted.
+fn examples() -> Vec<PathBuf> {
+    let dir = examples_dir();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+        .map(|entry| entry.expect("reading examples/").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn every_example_is_valid() {
+    let files = examples();
+    let names: Vec<String> =
+        files.iter().map(|f| f.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    for expected in
+        ["demo.toml", "gslb-domain.toml", "nat-public-ip.toml", "static-zone.toml", "views.toml"]
+    {
+        assert!(names.iter().any(|n| n == expected), "examples/{expected} is missing: {names:?}");
+    }
+
+    let mut failures = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("reading an example");
+        if !text.starts_with('#') {
+            failures.push(format!("{}: does not start with a comment", file.display()));
+        }
+        match Config::load(file) {
+            // Compiling must not panic either.
+            Ok(config) => drop(Snapshot::from_config(&config)),
+            Err(e) => failures.push(e.to_string()),
+        }
+    }
+    assert!(failures.is_empty(), "invalid examples:\n{}", failures.join("\n"));
+}
+
+/// `cargo xtask demo` and the tests built on it rely on these properties of demo.toml.
+#[test]
+fn demo_has_what_the_demo_uses() {
+    let config = Config::load(&examples_dir().join("demo.toml")).unwrap_or_else(|e| panic!("{e}"));
+    let server = &config.server;
+    let ips = |list: &[&str]| list.iter().map(|a| a.parse().unwrap()).collect::<Vec<IpAddr>>();
+    assert_eq!(server.listen, ips(&["192.0.2.53", "2001:db8::53"]));
+    assert_eq!(server.dns_port, 53);
+    assert_eq!(server.interface.as_deref(), Some("gslb0"));
+    assert_eq!(server.xdp_mode, XdpMode::Auto);
+    assert_eq!(server.pin_path, Path::new("/sys/fs/bpf/gslb-demo"));
+
+    let zone = config.zone_of("example.com").expect("zone example.com");
+    assert_eq!(zone.ns, ["ns1.example.com"]);
+    let has = |name: &str, pred: &dyn Fn(&RecordData) -> bool| {
+        zone.records.iter().any(|r| r.name == name && pred(&r.data))
+    };
+    assert!(has("ns1.example.com", &|d| matches!(d, RecordData::A(_))));
+    assert!(has("txt.example.com", &|d| matches!(d, RecordData::Txt(_))));
+    assert!(has("example.com", &|d| matches!(d, RecordData::Mx { .. })));
+    assert!(has("alias.example.com", &|d| *d == RecordData::Cname("www.example.com".into())));
+
+    let snapshot = Snapshot::from_config(&config);
+    let answers = |name: &str, qtype: u16| {
+        snapshot
+            .domains
+            .iter()
+            .find(|d| d.name == name && d.qtype == qtype)
+            .unwrap_or_else(|| panic!("{name} {qtype}"))
+            .answers
+            .clone()
+    };
+    let lab = config.views.iter().position(|v| v.name == "lab").expect("view lab") as u32 + 1;
+
+    // www: rotates over two addresses per family; the lab view gets other ones.
+    for qtype in [QTYPE_A, QTYPE_AAAA] {
+        let www = answers("www.example.com", qtype);
+        let default = &www.iter().find(|(v, _)| *v == DEFAULT_VIEW).expect("default view").1;
+        let in_lab = &www.iter().find(|(v, _)| *v == lab).expect("lab view").1;
+        assert_eq!(default.mode, AnswerMode::Rotate);
+        assert_eq!(default.addrs.len(), 2, "{qtype}: {default:?}");
+        assert!(in_lab.addrs.iter().all(|a| !default.addrs.contains(a)), "{www:?}");
+    }
+
+    // all: eight A records in every answer, the most an answer set holds (truncation tests).
+    let all = answers("all.example.com", QTYPE_A);
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(all[0].0, DEFAULT_VIEW);
+    assert_eq!(all[0].1.mode, AnswerMode::All);
+    assert_eq!(all[0].1.addrs.len(), gslb_user::config::MAX_ADDRS);
+}
