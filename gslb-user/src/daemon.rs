@@ -1,14 +1,25 @@
 //! gslbd's life cycle: load the configuration, load and pin the fast path, publish the answers,
 //! attach, serve until told to stop, then detach and unpin.
 
-use std::path::PathBuf;
+use std::{
+    net::SocketAddr,
+    path::PathBuf,
+    sync::Arc,
+};
 
+use tokio::{
+    net::{TcpListener, UdpSocket},
+    sync::watch,
+    task::JoinSet,
+};
 use tracing::{info, warn};
 
 use crate::{
     compile::Snapshot,
     config::{Config, ConfigError, XdpMode},
     dataplane::{Dataplane, DataplaneError},
+    responder::Responder,
+    server::{self, TcpLimits},
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -21,6 +32,8 @@ pub enum DaemonError {
     NotRoot,
     #[error("waiting for signals: {0}")]
     Signal(std::io::Error),
+    #[error("listening on {addr} ({transport}): {source}")]
+    Bind { addr: SocketAddr, transport: &'static str, source: std::io::Error },
 }
 
 /// What the command line can override in the configuration's `[server]` section.
@@ -50,8 +63,24 @@ pub async fn run(
     let mode = overrides.xdp_mode.unwrap_or(server.xdp_mode);
     let pin_path = overrides.pin_path.clone().unwrap_or_else(|| server.pin_path.clone());
 
+    // Sockets first: a port in use is the most common start-up failure, and nothing has been
+    // loaded into the kernel yet when it happens.
+    let mut sockets = Vec::new();
+    for ip in &server.listen {
+        let addr = SocketAddr::new(*ip, server.dns_port);
+        let udp = UdpSocket::bind(addr)
+            .await
+            .map_err(|source| DaemonError::Bind { addr, transport: "udp", source })?;
+        let tcp = TcpListener::bind(addr)
+            .await
+            .map_err(|source| DaemonError::Bind { addr, transport: "tcp", source })?;
+        sockets.push((udp, tcp));
+    }
+
+    let snapshot = Snapshot::from_config(&config);
+    let responder = Arc::new(Responder::new(&config, &snapshot));
     let mut dataplane = Dataplane::load(Some(&pin_path))?;
-    let stats = dataplane.table.publish(&Snapshot::from_config(&config))?;
+    let stats = dataplane.table.publish(&snapshot)?;
     info!(
         config = %config_path.display(),
         generation = stats.generation,
@@ -68,17 +97,30 @@ pub async fn run(
             None
         }
     };
-    info!(pin_path = %pin_path.display(), ?attached, "gslbd ready");
+    let (stop, stopped) = watch::channel(false);
+    let mut servers = JoinSet::new();
+    for (udp, tcp) in sockets {
+        let wait = |mut rx: watch::Receiver<bool>| async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        };
+        servers.spawn(server::run_udp(udp, responder.clone(), wait(stopped.clone())));
+        servers.spawn(server::run_tcp(tcp, responder.clone(), TcpLimits::default(), wait(stopped.clone())));
+    }
+    info!(pin_path = %pin_path.display(), ?attached, listen = ?server.listen, port = server.dns_port, "gslbd ready");
     ready();
 
     shutdown.await;
     info!("shutting down");
+    let _ = stop.send(true);
+    while servers.join_next().await.is_some() {}
     if overrides.keep_attached {
         info!(pin_path = %pin_path.display(), "leaving XDP attached and pinned");
         dataplane.keep_attached(&pin_path)?;
     } else {
         dataplane.detach()?;
         dataplane.unpin();
+        // The directory too, if nothing else is pinned there.
+        let _ = std::fs::remove_dir(&pin_path);
     }
     Ok(())
 }

@@ -4,3 +4,5 @@ pub mod compile;
 pub mod config;
 pub mod daemon;
 pub mod dataplane;
+pub mod responder;
+pub mod server;
