@@ -44,6 +44,9 @@ pub struct Overrides {
     pub pin_path: Option<PathBuf>,
     /// Leave XDP attached and the pins in place on exit.
     pub keep_attached: bool,
+    /// Serve with the responder alone: load nothing into the kernel (no root needed then,
+    /// given a port above 1023).
+    pub no_xdp: bool,
 }
 
 /// Runs gslbd until `shutdown` resolves. `ready` is called once the fast path answers.
@@ -54,13 +57,11 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), DaemonError> {
     let config = Config::load(&config_path)?;
+    let server = &config.server;
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !overrides.no_xdp && unsafe { libc::geteuid() } != 0 {
         return Err(DaemonError::NotRoot);
     }
-    let server = &config.server;
-    let interface = overrides.interface.clone().or_else(|| server.interface.clone());
-    let mode = overrides.xdp_mode.unwrap_or(server.xdp_mode);
     let pin_path = overrides.pin_path.clone().unwrap_or_else(|| server.pin_path.clone());
 
     // Sockets first: a port in use is the most common start-up failure, and nothing has been
@@ -79,24 +80,13 @@ pub async fn run(
 
     let snapshot = Snapshot::from_config(&config);
     let responder = Arc::new(Responder::new(&config, &snapshot));
-    let mut dataplane = Dataplane::load(Some(&pin_path))?;
-    let stats = dataplane.table.publish(&snapshot)?;
-    info!(
-        config = %config_path.display(),
-        generation = stats.generation,
-        prefixes = stats.prefixes,
-        domains = stats.domains,
-        answers = stats.answers,
-        responder_only = stats.too_long,
-        "answers published"
-    );
-    let attached = match &interface {
-        Some(interface) => Some(dataplane.attach(interface, mode)?),
-        None => {
-            warn!("no interface configured: the fast path is loaded but not attached");
-            None
-        }
+    let dataplane = if overrides.no_xdp {
+        info!("--no-xdp: the responder answers everything");
+        None
+    } else {
+        Some(start_fast_path(&config, &snapshot, &overrides, &pin_path)?)
     };
+
     let (stop, stopped) = watch::channel(false);
     let mut servers = JoinSet::new();
     for (udp, tcp) in sockets {
@@ -106,23 +96,56 @@ pub async fn run(
         servers.spawn(server::run_udp(udp, responder.clone(), wait(stopped.clone())));
         servers.spawn(server::run_tcp(tcp, responder.clone(), TcpLimits::default(), wait(stopped.clone())));
     }
-    info!(pin_path = %pin_path.display(), ?attached, listen = ?server.listen, port = server.dns_port, "gslbd ready");
+    info!(config = %config_path.display(), listen = ?server.listen, port = server.dns_port, "gslbd ready");
     ready();
 
     shutdown.await;
     info!("shutting down");
     let _ = stop.send(true);
     while servers.join_next().await.is_some() {}
-    if overrides.keep_attached {
-        info!(pin_path = %pin_path.display(), "leaving XDP attached and pinned");
-        dataplane.keep_attached(&pin_path)?;
-    } else {
-        dataplane.detach()?;
-        dataplane.unpin();
-        // The directory too, if nothing else is pinned there.
-        let _ = std::fs::remove_dir(&pin_path);
+    match dataplane {
+        Some(dataplane) if overrides.keep_attached => {
+            info!(pin_path = %pin_path.display(), "leaving XDP attached and pinned");
+            dataplane.keep_attached(&pin_path)?;
+        }
+        Some(mut dataplane) => {
+            dataplane.detach()?;
+            dataplane.unpin();
+            // The directory too, if nothing else is pinned there.
+            let _ = std::fs::remove_dir(&pin_path);
+        }
+        None => {}
     }
     Ok(())
+}
+
+/// Loads and pins the fast path, publishes the answers and attaches it to the interface.
+fn start_fast_path(
+    config: &Config,
+    snapshot: &Snapshot,
+    overrides: &Overrides,
+    pin_path: &std::path::Path,
+) -> Result<Dataplane, DaemonError> {
+    let interface = overrides.interface.clone().or_else(|| config.server.interface.clone());
+    let mode = overrides.xdp_mode.unwrap_or(config.server.xdp_mode);
+    let mut dataplane = Dataplane::load(Some(pin_path))?;
+    let stats = dataplane.table.publish(snapshot)?;
+    info!(
+        generation = stats.generation,
+        prefixes = stats.prefixes,
+        domains = stats.domains,
+        answers = stats.answers,
+        responder_only = stats.too_long,
+        pin_path = %pin_path.display(),
+        "answers published"
+    );
+    match &interface {
+        Some(interface) => {
+            dataplane.attach(interface, mode)?;
+        }
+        None => warn!("no interface configured: the fast path is loaded but not attached"),
+    }
+    Ok(dataplane)
 }
 
 /// Resolves on the first SIGINT or SIGTERM.

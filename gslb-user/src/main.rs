@@ -26,6 +26,9 @@ struct Args {
     /// Leave XDP attached and pinned on exit, so answers continue without gslbd.
     #[arg(long)]
     keep_attached: bool,
+    /// Serve with the responder alone, loading nothing into the kernel.
+    #[arg(long, conflicts_with_all = ["interface", "xdp_mode", "keep_attached"])]
+    no_xdp: bool,
 }
 
 fn main() -> ExitCode {
@@ -54,6 +57,7 @@ fn serve(args: Args) -> anyhow::Result<()> {
             xdp_mode: args.xdp_mode,
             pin_path: args.pin_path,
             keep_attached: args.keep_attached,
+            no_xdp: args.no_xdp,
         };
         let shutdown = daemon::signals().await?;
         // Tests and scripts wait for this line on stdout.

@@ -43,10 +43,10 @@ pub async fn run_udp(socket: UdpSocket, responder: Arc<Responder>, shutdown: imp
                 }
             },
         };
-        if let Some(response) = responder.respond(&buf[..len], peer.ip(), Transport::Udp) {
-            if let Err(error) = socket.send_to(&response, peer).await {
-                debug!(%error, %peer, "udp send");
-            }
+        if let Some(response) = responder.respond(&buf[..len], peer.ip(), Transport::Udp)
+            && let Err(error) = socket.send_to(&response, peer).await
+        {
+            debug!(%error, %peer, "udp send");
         }
     }
 }

@@ -3,8 +3,8 @@
 //! test panics.
 
 use std::{
-    io::{BufRead, BufReader},
-    net::{IpAddr, Ipv4Addr, Ipv6Addr},
+    io::{BufRead, BufReader, Read, Write},
+    net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, UdpSocket},
     path::{Path, PathBuf},
     process::{Child, Command, Output, Stdio},
     sync::atomic::{AtomicU32, Ordering},
@@ -116,8 +116,9 @@ impl Lab {
         })
     }
 
-    /// Starts a long-running process (killed on drop) and waits for `ready` on its stdout.
-    pub fn spawn_until(&mut self, mut cmd: Command, ready: &str, timeout: Duration) -> &mut Child {
+    /// Starts a long-running process (stopped on drop, or by [`Lab::stop`] with the returned
+    /// pid) and waits for `ready` on its stdout.
+    pub fn spawn_until(&mut self, mut cmd: Command, ready: &str, timeout: Duration) -> u32 {
         cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
         let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
         let stdout = child.stdout.take().expect("piped");
@@ -141,8 +142,16 @@ impl Lab {
             }
             assert!(start.elapsed() < timeout, "{cmd:?} not ready after {timeout:?}");
         }
+        let pid = child.id();
         self.children.push(child);
-        self.children.last_mut().expect("just pushed")
+        pid
+    }
+
+    /// Stops a process started by [`Lab::spawn_until`]: SIGTERM, then SIGKILL after 5 s.
+    pub fn stop(&mut self, pid: u32) {
+        if let Some(i) = self.children.iter().position(|c| c.id() == pid) {
+            stop(&mut self.children.remove(i));
+        }
     }
 
     /// `dig` from the client namespace; returns its output, also when it got no answer (the
@@ -155,26 +164,84 @@ impl Lab {
     }
 }
 
+impl Lab {
+    /// Sends one UDP datagram from the client namespace and waits up to `wait` for the reply.
+    /// For what `dig` cannot send (malformed queries, responses).
+    pub fn udp_exchange(&self, server: SocketAddr, request: &[u8], wait: Duration) -> Option<Vec<u8>> {
+        self.in_netns(&self.client_ns, || {
+            let any: SocketAddr = match server {
+                SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+                SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+            };
+            let socket = UdpSocket::bind(any).expect("bind in the client namespace");
+            socket.set_read_timeout(Some(wait)).expect("read timeout");
+            socket.send_to(request, server).expect("send");
+            let mut buf = vec![0; 65535];
+            let (len, _) = socket.recv_from(&mut buf).ok()?;
+            buf.truncate(len);
+            Some(buf)
+        })
+    }
+
+    /// Opens a TCP connection from the client namespace, writes every request at once
+    /// (pipelined, each with its length prefix), then reads replies until there are as many or
+    /// `wait` passes without one.
+    pub fn tcp_exchange(&self, server: SocketAddr, requests: &[Vec<u8>], wait: Duration) -> Vec<Vec<u8>> {
+        let mut stream = self.tcp_connect(server);
+        stream.set_read_timeout(Some(wait)).expect("read timeout");
+        let framed: Vec<u8> = requests
+            .iter()
+            .flat_map(|r| (r.len() as u16).to_be_bytes().into_iter().chain(r.iter().copied()))
+            .collect();
+        stream.write_all(&framed).expect("write");
+        let mut replies = Vec::new();
+        while replies.len() < requests.len() {
+            let mut len = [0u8; 2];
+            if stream.read_exact(&mut len).is_err() {
+                break;
+            }
+            let mut reply = vec![0; u16::from_be_bytes(len) as usize];
+            if stream.read_exact(&mut reply).is_err() {
+                break;
+            }
+            replies.push(reply);
+        }
+        replies
+    }
+
+    /// A TCP connection from the client namespace (the socket keeps its namespace after the
+    /// thread that made it is gone); open until dropped.
+    pub fn tcp_connect(&self, server: SocketAddr) -> TcpStream {
+        self.in_netns(&self.client_ns, || {
+            TcpStream::connect_timeout(&server, Duration::from_secs(5)).expect("connect")
+        })
+    }
+}
+
 impl Drop for Lab {
     fn drop(&mut self) {
         for child in &mut self.children {
-            // SIGTERM first so a daemon can detach and unpin; then make sure.
-            // SAFETY: kill(2) on our own child's pid.
-            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-            let start = Instant::now();
-            while start.elapsed() < Duration::from_secs(5) {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
+            stop(child);
         }
         for ns in [&self.server_ns, &self.client_ns] {
             let _ = Command::new("ip").args(["netns", "del", ns]).status();
         }
     }
+}
+
+/// SIGTERM first so that a daemon can detach and unpin; SIGKILL if it has not exited in 5 s.
+fn stop(child: &mut Child) {
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(5) {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// The answer section of a `dig` output: (name, type, data) triples.
@@ -206,4 +273,260 @@ pub fn dig_flags(out: &str) -> Vec<String> {
         .and_then(|l| l.split(';').next())
         .map(|f| f.split_whitespace().map(str::to_owned).collect())
         .unwrap_or_default()
+}
+
+/// A `dig` output, section by section; records as "owner TTL TYPE data" (the class left out).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DigReply {
+    pub opcode: String,
+    /// The RCODE's mnemonic: NOERROR, NXDOMAIN, BADVERS, …
+    pub status: String,
+    /// The header flags, e.g. ["qr", "aa"].
+    pub flags: Vec<String>,
+    pub answer: Vec<String>,
+    pub authority: Vec<String>,
+    pub additional: Vec<String>,
+    /// The UDP size of the reply's OPT record; `None` without one.
+    pub edns_udp: Option<u16>,
+}
+
+impl DigReply {
+    pub fn parse(out: &str) -> DigReply {
+        let header = out.lines().find_map(|l| l.strip_prefix(";; ->>HEADER<<- ")).unwrap_or("");
+        let field = |name: &str| {
+            header.split(", ").find_map(|f| f.strip_prefix(name)).unwrap_or("").to_owned()
+        };
+        let section = |name: &str| {
+            let title = format!(";; {name} SECTION:");
+            out.lines()
+                .skip_while(|l| *l != title)
+                .skip(1)
+                .take_while(|l| !l.trim().is_empty())
+                .map(|l| match l.split_whitespace().collect::<Vec<_>>().as_slice() {
+                    [owner, ttl, _class, rtype, data @ ..] => {
+                        format!("{owner} {ttl} {rtype} {}", data.join(" "))
+                    }
+                    _ => l.to_owned(),
+                })
+                .collect()
+        };
+        DigReply {
+            opcode: field("opcode: "),
+            status: field("status: "),
+            flags: dig_flags(out),
+            answer: section("ANSWER"),
+            authority: section("AUTHORITY"),
+            additional: section("ADDITIONAL"),
+            edns_udp: out
+                .lines()
+                .find_map(|l| l.strip_prefix("; EDNS: "))
+                .and_then(|l| l.rsplit_once("udp: "))
+                .and_then(|(_, size)| size.trim().parse().ok()),
+        }
+    }
+
+    pub fn has_flag(&self, flag: &str) -> bool {
+        self.flags.iter().any(|f| f == flag)
+    }
+}
+
+// ---- The responder tests' shared configuration ----
+
+/// Length of the text of `big.example.com` TXT: its response is over 512 bytes, the most a
+/// client without EDNS accepts, and under the 1232 the server advertises.
+pub const BIG_TXT_LEN: usize = 700;
+/// Length of the text of `huge.example.com` TXT: its response is over 1232 bytes, so it is
+/// truncated over UDP even for a client offering 4096.
+pub const HUGE_TXT_LEN: usize = 1500;
+
+/// The configuration shared by the responder's tests (the handler table, the loopback socket
+/// tests and the netns end-to-end test): one name for every case the responder treats
+/// differently, served on the lab's server addresses. The lab's IPv4 client (192.0.2.10) is
+/// in view "host" (longest prefix over "wide"), its IPv6 client in no view (the default view).
+pub fn responder_config() -> String {
+    let big = "b".repeat(BIG_TXT_LEN);
+    let huge = "h".repeat(HUGE_TXT_LEN);
+    format!(
+        r#"
+[server]
+listen = ["{SERVER_V4}", "{SERVER_V6}"]
+edns_udp_size = 1232
+
+[[view]]
+name = "wide"
+prefixes = ["192.0.2.0/24"]
+
+[[view]]
+name = "host"
+prefixes = ["192.0.2.10/32"]
+
+[[zone]]
+name = "example.com"
+ttl = 3600
+ns = ["ns1.example.com", "ns2.example.net"]
+  [zone.soa]
+  rname = "hostmaster.example.com"
+  serial = 7
+  minimum = 60
+
+  [[zone.record]]
+  name = "ns1"
+  type = "A"
+  value = "192.0.2.53"
+  [[zone.record]]
+  name = "ns1"
+  type = "AAAA"
+  value = "2001:db8::53"
+  [[zone.record]]
+  name = "@"
+  type = "MX"
+  value = "10 mail"
+  [[zone.record]]
+  name = "mail"
+  type = "A"
+  value = "192.0.2.25"
+  ttl = 300
+  [[zone.record]]
+  name = "txt"
+  type = "TXT"
+  value = "hello"
+  [[zone.record]]
+  name = "big"
+  type = "TXT"
+  value = "{big}"
+  [[zone.record]]
+  name = "huge"
+  type = "TXT"
+  value = "{huge}"
+  [[zone.record]]
+  name = "_sip._tcp"
+  type = "SRV"
+  value = "10 60 5060 sip"
+  [[zone.record]]
+  name = "sip"
+  type = "A"
+  value = "192.0.2.60"
+  [[zone.record]]
+  name = "host.dept"
+  type = "A"
+  value = "192.0.2.61"
+  [[zone.record]]
+  name = "host.dept"
+  type = "AAAA"
+  value = "2001:db8::61"
+  [[zone.record]]
+  name = "alias"
+  type = "CNAME"
+  value = "www"
+  [[zone.record]]
+  name = "chain"
+  type = "CNAME"
+  value = "alias"
+  [[zone.record]]
+  name = "to-org"
+  type = "CNAME"
+  value = "www.example.org."
+  [[zone.record]]
+  name = "cdn"
+  type = "CNAME"
+  value = "edge.cdn.example.net."
+  [[zone.record]]
+  name = "dangling"
+  type = "CNAME"
+  value = "nowhere"
+  [[zone.record]]
+  name = "loop1"
+  type = "CNAME"
+  value = "loop2"
+  [[zone.record]]
+  name = "loop2"
+  type = "CNAME"
+  value = "loop1"
+  [[zone.record]]
+  name = "into-lab"
+  type = "CNAME"
+  value = "host.lab"
+  [[zone.record]]
+  name = "lab"
+  type = "NS"
+  value = "ns.lab"
+  [[zone.record]]
+  name = "ns.lab"
+  type = "A"
+  value = "192.0.2.70"
+
+[[zone]]
+name = "example.org"
+ttl = 30
+ns = ["ns1.example.com"]
+  [zone.soa]
+  rname = "hostmaster.example.org"
+  minimum = 300
+
+  [[zone.record]]
+  name = "www"
+  type = "A"
+  value = "192.0.2.90"
+
+[[site]]
+name = "dc"
+ip = "198.51.100.1"
+
+[[service]]
+name = "web-1"
+ip = "198.51.100.10"
+site = "dc"
+[[service]]
+name = "web-2"
+ip = "198.51.100.11"
+site = "dc"
+[[service]]
+name = "web-1-v6"
+ip = "2001:db8:100::10"
+site = "dc"
+[[service]]
+name = "web-2-v6"
+ip = "2001:db8:100::11"
+site = "dc"
+[[service]]
+name = "wide-web"
+ip = "192.0.2.81"
+site = "dc"
+[[service]]
+name = "host-web"
+ip = "192.0.2.80"
+site = "dc"
+[[service]]
+name = "host-web-v6"
+ip = "2001:db8::80"
+site = "dc"
+{apps}
+# One address per answer, rotating; per-view services ("wide" has no IPv6 service, so its
+# AAAA answer is the default view's).
+[[gslb_domain]]
+name = "www.example.com"
+ttl = 30
+answer = "rotate"
+services = ["web-1", "web-2", "web-1-v6", "web-2-v6"]
+  [[gslb_domain.view]]
+  view = "wide"
+  services = ["wide-web"]
+  [[gslb_domain.view]]
+  view = "host"
+  services = ["host-web", "host-web-v6"]
+
+# Every address at once; no IPv6 service, so AAAA is NODATA.
+[[gslb_domain]]
+name = "all.example.com"
+ttl = 20
+answer = "all"
+services = ["app-1", "app-2", "app-3", "app-4", "app-5", "app-6", "app-7", "app-8"]
+"#,
+        apps = (1..=8)
+            .map(|i| format!(
+                "[[service]]\nname = \"app-{i}\"\nip = \"203.0.113.{}\"\nsite = \"dc\"\n",
+                20 + i
+            ))
+            .collect::<String>(),
+    )
 }

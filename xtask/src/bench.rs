@@ -10,6 +10,8 @@ use crate::{setup, util};
 pub enum Bench {
     /// XDP program timed in the kernel with BPF_PROG_TEST_RUN (needs root)
     Xdp,
+    /// Whole-server qps with dnsperf in a namespace lab: XDP attached vs responder only (needs root)
+    Dnsperf,
 }
 
 pub fn run(name: Option<Bench>) -> Result<()> {
@@ -26,11 +28,8 @@ pub fn run(name: Option<Bench>) -> Result<()> {
         return Ok(());
     };
     let env = setup::run()?;
-    match bench {
-        Bench::Xdp => {
-            let mut cmd = env.cargo();
-            cmd.args(["bench", "-p", "gslb-user", "--bench", "xdp"]);
-            util::run_inherit("bench xdp", &mut cmd)
-        }
-    }
+    let name = bench.to_possible_value().expect("no skipped variants").get_name().to_owned();
+    let mut cmd = env.cargo();
+    cmd.args(["bench", "-p", "gslb-user", "--bench", &name]);
+    util::run_inherit(&format!("bench {name}"), &mut cmd)
 }

@@ -1,0 +1,410 @@
+//! The responder's sockets on loopback (port 0, no privileges): UDP, TCP with several queries
+//! per connection, truncation then retry over TCP, and the TCP limits (idle timeout, connection
+//! cap, slow clients). The answers themselves are the responder's unit tests' business.
+
+use std::{
+    net::{Ipv4Addr, SocketAddr},
+    path::Path,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use gslb_tests::responder_config;
+use gslb_user::{
+    compile::Snapshot,
+    config::Config,
+    responder::Responder,
+    server::{TcpLimits, run_tcp, run_udp},
+};
+use hickory_proto::{
+    op::{Edns, Message, MessageType, OpCode, Query, ResponseCode},
+    rr::{Name, RecordType},
+};
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::{TcpListener, TcpStream, UdpSocket},
+    sync::oneshot,
+    task::JoinHandle,
+    time::timeout,
+};
+
+/// Long enough for any answer on loopback, even in a loaded debug build.
+const ANSWER_WAIT: Duration = Duration::from_secs(5);
+/// How long "not answered" is waited for.
+const SILENCE: Duration = Duration::from_millis(300);
+
+/// A UDP and a TCP server on 127.0.0.1, stopped by [`Server::stop`].
+struct Server {
+    udp: SocketAddr,
+    tcp: SocketAddr,
+    stop: oneshot::Sender<()>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+async fn start(limits: TcpLimits) -> Server {
+    let config = Config::parse(&responder_config(), Path::new("responder.toml")).unwrap();
+    let responder = Arc::new(Responder::new(&config, &Snapshot::from_config(&config)));
+    let udp = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+    let tcp = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+    let (udp_addr, tcp_addr) = (udp.local_addr().unwrap(), tcp.local_addr().unwrap());
+    let (stop, stopped) = oneshot::channel::<()>();
+    // Both servers stop on the one signal.
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let wait = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let tasks = vec![
+        tokio::spawn(run_udp(udp, responder.clone(), wait(rx.clone()))),
+        tokio::spawn(run_tcp(tcp, responder, limits, wait(rx))),
+        tokio::spawn(async move {
+            let _ = stopped.await;
+            let _ = tx.send(true);
+        }),
+    ];
+    Server {
+        udp: udp_addr,
+        tcp: tcp_addr,
+        stop,
+        tasks,
+    }
+}
+
+impl Server {
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        for task in self.tasks {
+            timeout(ANSWER_WAIT, task)
+                .await
+                .expect("servers stop on shutdown")
+                .unwrap();
+        }
+    }
+}
+
+fn limits(max_connections: usize, idle_timeout: Duration) -> TcpLimits {
+    TcpLimits {
+        max_connections,
+        idle_timeout,
+    }
+}
+
+fn query(id: u16, name: &str, qtype: RecordType) -> Vec<u8> {
+    let mut m = Message::new();
+    m.set_id(id)
+        .set_message_type(MessageType::Query)
+        .set_op_code(OpCode::Query);
+    m.add_query(Query::query(Name::from_ascii(name).unwrap(), qtype));
+    m.to_vec().unwrap()
+}
+
+fn parse(bytes: &[u8]) -> Message {
+    Message::from_vec(bytes).expect("the reply parses")
+}
+
+// ---- UDP ----
+
+async fn udp_client() -> UdpSocket {
+    UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap()
+}
+
+/// Sends `request` and waits up to `wait` for a reply.
+async fn ask_udp(
+    client: &UdpSocket,
+    server: SocketAddr,
+    request: &[u8],
+    wait: Duration,
+) -> Option<Message> {
+    client.send_to(request, server).await.unwrap();
+    let mut buf = vec![0; 65535];
+    let (len, _) = timeout(wait, client.recv_from(&mut buf))
+        .await
+        .ok()?
+        .unwrap();
+    Some(parse(&buf[..len]))
+}
+
+#[tokio::test]
+async fn udp_query_is_answered() {
+    let server = start(TcpLimits::default()).await;
+    let client = udp_client().await;
+    let reply = ask_udp(
+        &client,
+        server.udp,
+        &query(7, "txt.example.com", RecordType::TXT),
+        ANSWER_WAIT,
+    )
+    .await
+    .expect("a reply");
+    assert_eq!(
+        (reply.id(), reply.response_code(), reply.answers().len()),
+        (7, ResponseCode::NoError, 1)
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn udp_response_and_runt_get_no_reply_and_the_server_keeps_serving() {
+    let server = start(TcpLimits::default()).await;
+    let client = udp_client().await;
+    let mut response = query(1, "txt.example.com", RecordType::TXT);
+    response[2] |= 0x80; // QR
+    for (what, request) in [("a response", response), ("11 bytes", vec![0; 11])] {
+        assert!(
+            ask_udp(&client, server.udp, &request, SILENCE)
+                .await
+                .is_none(),
+            "{what} answered"
+        );
+    }
+    let reply = ask_udp(
+        &client,
+        server.udp,
+        &query(2, "txt.example.com", RecordType::TXT),
+        ANSWER_WAIT,
+    )
+    .await;
+    assert_eq!(reply.map(|r| r.id()), Some(2));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn udp_truncated_answer_comes_whole_over_tcp() {
+    let server = start(TcpLimits::default()).await;
+    let request = query(3, "big.example.com", RecordType::TXT);
+    let reply = ask_udp(&udp_client().await, server.udp, &request, ANSWER_WAIT)
+        .await
+        .expect("a reply");
+    assert!(
+        reply.truncated() && reply.answers().is_empty(),
+        "TC without EDNS: {reply:?}"
+    );
+
+    let mut tcp = TcpStream::connect(server.tcp).await.unwrap();
+    write_framed(&mut tcp, &[request]).await;
+    let reply = read_framed(&mut tcp).await.expect("a reply over TCP");
+    assert!(!reply.truncated(), "{reply:?}");
+    assert_eq!(reply.answers().len(), 1);
+    assert!(reply.to_vec().unwrap().len() > 512);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn udp_honours_edns_size_up_to_ours() {
+    let server = start(TcpLimits::default()).await;
+    let client = udp_client().await;
+    for (payload, name, truncated) in [
+        (512, "big.example.com", true),
+        (1232, "big.example.com", false),
+        (4096, "huge.example.com", true), // over our 1232
+    ] {
+        let mut m = parse(&query(4, name, RecordType::TXT));
+        let mut edns = Edns::new();
+        edns.set_max_payload(payload);
+        m.set_edns(edns);
+        let reply = ask_udp(&client, server.udp, &m.to_vec().unwrap(), ANSWER_WAIT)
+            .await
+            .expect("a reply");
+        assert_eq!(reply.truncated(), truncated, "{name} with EDNS {payload}");
+        assert_eq!(
+            reply.extensions().as_ref().map(|e| e.max_payload()),
+            Some(1232),
+            "our size"
+        );
+    }
+    server.stop().await;
+}
+
+// ---- TCP ----
+
+async fn write_framed(stream: &mut TcpStream, messages: &[Vec<u8>]) {
+    let mut out = Vec::new();
+    for m in messages {
+        out.extend_from_slice(&(m.len() as u16).to_be_bytes());
+        out.extend_from_slice(m);
+    }
+    stream.write_all(&out).await.unwrap();
+}
+
+/// The next reply, or `None` at EOF.
+async fn read_framed(stream: &mut TcpStream) -> Option<Message> {
+    let len = stream.read_u16().await.ok()? as usize;
+    let mut buf = vec![0; len];
+    stream.read_exact(&mut buf).await.unwrap();
+    Some(parse(&buf))
+}
+
+async fn read_framed_within(stream: &mut TcpStream, wait: Duration) -> Option<Message> {
+    timeout(wait, read_framed(stream)).await.ok().flatten()
+}
+
+#[tokio::test]
+async fn tcp_pipelined_queries_are_answered_in_order_on_one_connection() {
+    let server = start(TcpLimits::default()).await;
+    let mut tcp = TcpStream::connect(server.tcp).await.unwrap();
+    let names = [
+        "txt.example.com",
+        "www.example.com",
+        "nope.example.com",
+        "www.example.net",
+    ];
+    // All in one write, before reading anything.
+    let queries: Vec<Vec<u8>> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| query(100 + i as u16, n, RecordType::A))
+        .collect();
+    write_framed(&mut tcp, &queries).await;
+    let mut got = Vec::new();
+    for _ in names {
+        let reply = read_framed_within(&mut tcp, ANSWER_WAIT)
+            .await
+            .expect("a reply");
+        got.push((reply.id(), reply.response_code()));
+    }
+    use ResponseCode::*;
+    assert_eq!(
+        got,
+        vec![
+            (100, NoError),
+            (101, NoError),
+            (102, NXDomain),
+            (103, Refused)
+        ]
+    );
+    // The connection stays open for more.
+    write_framed(&mut tcp, &[query(200, "txt.example.com", RecordType::TXT)]).await;
+    assert_eq!(
+        read_framed_within(&mut tcp, ANSWER_WAIT)
+            .await
+            .map(|r| r.id()),
+        Some(200)
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn tcp_idle_connection_is_closed_after_the_idle_timeout() {
+    let idle = Duration::from_millis(300);
+    let server = start(limits(16, idle)).await;
+    // Silent from the start, and silent after a query.
+    let mut silent = TcpStream::connect(server.tcp).await.unwrap();
+    let mut after_query = TcpStream::connect(server.tcp).await.unwrap();
+    write_framed(
+        &mut after_query,
+        &[query(1, "txt.example.com", RecordType::TXT)],
+    )
+    .await;
+    assert!(
+        read_framed_within(&mut after_query, ANSWER_WAIT)
+            .await
+            .is_some()
+    );
+    let start = Instant::now();
+    for stream in [&mut silent, &mut after_query] {
+        let mut byte = [0u8; 1];
+        let read = timeout(ANSWER_WAIT, stream.read(&mut byte))
+            .await
+            .expect("closed by the server");
+        assert!(matches!(read, Ok(0) | Err(_)), "EOF or reset, got {read:?}");
+    }
+    let waited = start.elapsed();
+    assert!(
+        waited >= idle / 2,
+        "closed after {waited:?}, before the idle timeout {idle:?}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn tcp_connections_over_the_cap_wait_until_one_closes() {
+    let server = start(limits(2, Duration::from_secs(30))).await;
+    let mut first = TcpStream::connect(server.tcp).await.unwrap();
+    let mut second = TcpStream::connect(server.tcp).await.unwrap();
+    for (id, stream) in [(1, &mut first), (2, &mut second)] {
+        write_framed(stream, &[query(id, "txt.example.com", RecordType::TXT)]).await;
+        assert!(
+            read_framed_within(stream, ANSWER_WAIT).await.is_some(),
+            "connection {id} served"
+        );
+    }
+    // The third connects (the kernel's backlog) but is not served while two are open.
+    let mut third = TcpStream::connect(server.tcp).await.unwrap();
+    write_framed(&mut third, &[query(3, "txt.example.com", RecordType::TXT)]).await;
+    assert!(
+        read_framed_within(&mut third, SILENCE).await.is_none(),
+        "a third connection served"
+    );
+    drop(first);
+    let reply = read_framed_within(&mut third, ANSWER_WAIT).await;
+    assert_eq!(
+        reply.map(|r| r.id()),
+        Some(3),
+        "served once the first closed"
+    );
+    // The second was never disturbed.
+    write_framed(&mut second, &[query(4, "txt.example.com", RecordType::TXT)]).await;
+    assert_eq!(
+        read_framed_within(&mut second, ANSWER_WAIT)
+            .await
+            .map(|r| r.id()),
+        Some(4)
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn slow_and_silent_tcp_clients_block_nobody() {
+    let server = start(limits(16, Duration::from_secs(30))).await;
+    // One client connected and silent, one that sent half a length prefix.
+    let _silent = TcpStream::connect(server.tcp).await.unwrap();
+    let mut half = TcpStream::connect(server.tcp).await.unwrap();
+    half.write_all(&[0]).await.unwrap();
+    // One that sends its query a byte at a time.
+    let slow_query = query(9, "txt.example.com", RecordType::TXT);
+    let mut slow = TcpStream::connect(server.tcp).await.unwrap();
+    let slow_task = tokio::spawn(async move {
+        let mut framed = (slow_query.len() as u16).to_be_bytes().to_vec();
+        framed.extend_from_slice(&slow_query);
+        for byte in framed {
+            slow.write_all(&[byte]).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        read_framed_within(&mut slow, ANSWER_WAIT)
+            .await
+            .map(|r| r.id())
+    });
+
+    // Meanwhile everybody else is answered at once, over TCP and UDP.
+    let started = Instant::now();
+    let mut other = TcpStream::connect(server.tcp).await.unwrap();
+    for id in 10..15 {
+        write_framed(&mut other, &[query(id, "www.example.com", RecordType::A)]).await;
+        assert_eq!(
+            read_framed_within(&mut other, ANSWER_WAIT)
+                .await
+                .map(|r| r.id()),
+            Some(id)
+        );
+    }
+    let client = udp_client().await;
+    let reply = ask_udp(
+        &client,
+        server.udp,
+        &query(20, "www.example.com", RecordType::A),
+        ANSWER_WAIT,
+    )
+    .await;
+    assert_eq!(reply.map(|r| r.id()), Some(20));
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "others waited {:?}",
+        started.elapsed()
+    );
+
+    assert_eq!(
+        slow_task.await.unwrap(),
+        Some(9),
+        "the slow client is answered too"
+    );
+    server.stop().await;
+}
