@@ -32,7 +32,7 @@ pub enum DaemonError {
     NotRoot,
     #[error("waiting for signals: {0}")]
     Signal(std::io::Error),
-    #[error("listening on {addr} ({transport}): {source}")]
+    #[error("listening on {addr} ({transport})")]
     Bind { addr: SocketAddr, transport: &'static str, source: std::io::Error },
 }
 
@@ -47,6 +47,10 @@ pub struct Overrides {
     /// Serve with the responder alone: load nothing into the kernel (no root needed then,
     /// given a port above 1023).
     pub no_xdp: bool,
+    /// Addresses to answer on, instead of server.listen.
+    pub listen: Vec<std::net::IpAddr>,
+    /// DNS port, instead of server.dns_port.
+    pub port: Option<u16>,
 }
 
 /// Runs gslbd until `shutdown` resolves. `ready` is called once the fast path answers.
@@ -56,7 +60,14 @@ pub async fn run(
     ready: impl FnOnce(),
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), DaemonError> {
-    let config = Config::load(&config_path)?;
+    let mut config = Config::load(&config_path)?;
+    // The overrides apply to the fast path too, so they change the configuration itself.
+    if !overrides.listen.is_empty() {
+        config.server.listen = overrides.listen.clone();
+    }
+    if let Some(port) = overrides.port {
+        config.server.dns_port = port;
+    }
     let server = &config.server;
     // SAFETY: geteuid has no preconditions.
     if !overrides.no_xdp && unsafe { libc::geteuid() } != 0 {

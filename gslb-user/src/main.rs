@@ -26,6 +26,12 @@ struct Args {
     /// Leave XDP attached and pinned on exit, so answers continue without gslbd.
     #[arg(long)]
     keep_attached: bool,
+    /// Address to answer DNS on (repeatable; replaces server.listen).
+    #[arg(long)]
+    listen: Vec<std::net::IpAddr>,
+    /// DNS port (replaces server.dns_port).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    port: Option<u16>,
     /// Serve with the responder alone, loading nothing into the kernel.
     #[arg(long, conflicts_with_all = ["interface", "xdp_mode", "keep_attached"])]
     no_xdp: bool,
@@ -58,6 +64,8 @@ fn serve(args: Args) -> anyhow::Result<()> {
             pin_path: args.pin_path,
             keep_attached: args.keep_attached,
             no_xdp: args.no_xdp,
+            listen: args.listen,
+            port: args.port,
         };
         let shutdown = daemon::signals().await?;
         // Tests and scripts wait for this line on stdout.

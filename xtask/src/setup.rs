@@ -18,6 +18,8 @@ const APT_PACKAGES: &[&str] = &[
     "dnsutils",
     "knot-dnsutils",
     "dnsperf",
+    // Measured beside gslb by `cargo xtask bench dnsperf`, on the same lab and zone.
+    "knot",
     "iproute2",
     "tcpdump",
     "util-linux",
