@@ -80,9 +80,15 @@ pub async fn run(
     let mut sockets = Vec::new();
     for ip in &server.listen {
         let addr = SocketAddr::new(*ip, server.dns_port);
-        let udp = UdpSocket::bind(addr)
-            .await
-            .map_err(|source| DaemonError::Bind { addr, transport: "udp", source })?;
+        // One UDP socket per core, sharing the port (SO_REUSEPORT): the kernel spreads clients
+        // over them, so one busy receive loop does not drop what others could answer.
+        let mut udp = Vec::new();
+        for _ in 0..udp_workers() {
+            udp.push(
+                reuseport_udp(addr)
+                    .map_err(|source| DaemonError::Bind { addr, transport: "udp", source })?,
+            );
+        }
         let tcp = TcpListener::bind(addr)
             .await
             .map_err(|source| DaemonError::Bind { addr, transport: "tcp", source })?;
@@ -104,7 +110,9 @@ pub async fn run(
         let wait = |mut rx: watch::Receiver<bool>| async move {
             let _ = rx.wait_for(|stop| *stop).await;
         };
-        servers.spawn(server::run_udp(udp, responder.clone(), wait(stopped.clone())));
+        for udp in udp {
+            servers.spawn(server::run_udp(udp, responder.clone(), wait(stopped.clone())));
+        }
         servers.spawn(server::run_tcp(tcp, responder.clone(), TcpLimits::default(), wait(stopped.clone())));
     }
     info!(config = %config_path.display(), listen = ?server.listen, port = server.dns_port, "gslbd ready");
@@ -128,6 +136,22 @@ pub async fn run(
         None => {}
     }
     Ok(())
+}
+
+fn udp_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+fn reuseport_udp(addr: SocketAddr) -> std::io::Result<UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.set_reuse_port(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    UdpSocket::from_std(socket.into())
 }
 
 /// Loads and pins the fast path, publishes the answers and attaches it to the interface.

@@ -13,6 +13,7 @@ use std::{
 use gslb_common::{DEFAULT_VIEW, QTYPE_A, QTYPE_AAAA};
 use hickory_proto::{
     op::{Edns, Header, Message, MessageType, OpCode, Query, ResponseCode},
+    rr::rdata::opt::{ClientSubnet, EdnsCode, EdnsOption},
     rr::{
         DNSClass, Name, RData, Record, RecordType,
         rdata::{A, AAAA, CNAME, MX, NS, SOA, SRV, TXT},
@@ -103,6 +104,49 @@ impl GslbIndex {
         let find = |v| entry.answers.iter().find(|(view, _)| *view == v).map(|(_, a)| a);
         find(view).or_else(|| find(DEFAULT_VIEW))
     }
+}
+
+impl GslbIndex {
+    fn is_gslb(&self, name: &str) -> bool {
+        [QTYPE_A, QTYPE_AAAA].iter().any(|t| self.domains.contains_key(&(name.to_owned(), *t)))
+    }
+
+    /// The ECS scope of a GSLB answer to `client` (RFC 7871 §7.2.1): the longest prefix length
+    /// at which every address shares the client's view. That is at least the view prefix that
+    /// matched, and long enough to leave out every view prefix that does not contain the client.
+    fn scope(&self, client: IpAddr) -> u8 {
+        let client = canonical(client);
+        let bits = if client.is_ipv4() { 32 } else { 128 };
+        let mut scope = 0;
+        for (net, _) in &self.views {
+            if net.addr().is_ipv4() != client.is_ipv4() {
+                continue;
+            }
+            scope = scope.max(if net.contains(&client) {
+                net.prefix_len()
+            } else {
+                common_prefix(client, net.addr()) + 1
+            });
+        }
+        scope.min(bits)
+    }
+}
+
+fn common_prefix(a: IpAddr, b: IpAddr) -> u8 {
+    match (a, b) {
+        (IpAddr::V4(a), IpAddr::V4(b)) => (u32::from(a) ^ u32::from(b)).leading_zeros() as u8,
+        (IpAddr::V6(a), IpAddr::V6(b)) => (u128::from(a) ^ u128::from(b)).leading_zeros() as u8,
+        _ => 0,
+    }
+}
+
+/// A client subnet as RFC 7871 §7.1 allows it in a query: a known family, a source prefix
+/// within it, no address bits beyond the prefix, and a zero scope.
+fn valid_ecs(ecs: &ClientSubnet) -> bool {
+    let bits = if ecs.addr().is_ipv4() { 32 } else { 128 };
+    ecs.scope_prefix() == 0
+        && ecs.source_prefix() <= bits
+        && IpNet::new(ecs.addr(), ecs.source_prefix()).is_ok_and(|n| n.trunc().addr() == ecs.addr())
 }
 
 /// Prefix length as the fast path's trie sees it (IPv4 is IPv4-mapped), so that ordering by it
@@ -301,6 +345,11 @@ impl Responder {
             ours.set_dnssec_ok(e.flags().dnssec_ok);
             response.set_edns(ours);
         }
+        // EDNS Client Subnet: the subnet, not the resolver, is the client (RFC 7871).
+        let ecs = edns.and_then(|e| match e.option(EdnsCode::Subnet) {
+            Some(EdnsOption::Subnet(ecs)) => Some(*ecs),
+            _ => None,
+        });
         // Over UDP the smaller of the client's size and ours, so that answers stay below the
         // size we chose to avoid fragmentation (RFC 9715 R5), but never below 512.
         let limit = match (transport, edns) {
@@ -316,9 +365,25 @@ impl Responder {
             response.set_response_code(ResponseCode::FormErr);
         } else if edns.is_some_and(|e| e.version() > 0) {
             response.set_response_code(ResponseCode::BADVERS);
+        } else if ecs.is_some_and(|ecs| !valid_ecs(&ecs)) {
+            response.set_response_code(ResponseCode::FormErr);
         } else {
             let question = &query.queries()[0];
+            let client = ecs.map_or(client, |ecs| ecs.addr());
             let found = self.lookup(question, client);
+            if let (Some(ecs), Some(edns)) = (ecs, response.extensions_mut()) {
+                // Scope 0 (valid for every client) unless a GSLB name, whose answer depends on
+                // the client's view, took part.
+                let gslb = std::iter::once(question.name())
+                    .chain(found.answers.iter().map(|r| r.name()))
+                    .any(|n| self.gslb.is_gslb(&key(n)));
+                let scope = if gslb { self.gslb.scope(client) } else { 0 };
+                edns.options_mut().insert(EdnsOption::Subnet(ClientSubnet::new(
+                    ecs.addr(),
+                    ecs.source_prefix(),
+                    scope,
+                )));
+            }
             response
                 .set_response_code(found.rcode)
                 .set_authoritative(found.authoritative);
@@ -1364,6 +1429,54 @@ mod tests {
                 n * share >= iterations,
                 "only {n} {rcode} replies: {rcodes:?}"
             );
+        }
+    }
+
+    #[test]
+    fn client_subnet_is_the_client_and_is_echoed_with_its_scope() {
+        use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsCode, EdnsOption};
+        let r = responder();
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let ask = |name: &str, qtype: RecordType, subnet: &str, source: u8, scope: u8| {
+            let mut m = query(name, qtype);
+            let mut edns = Edns::new();
+            edns.set_max_payload(1232);
+            edns.options_mut().insert(EdnsOption::Subnet(ClientSubnet::new(ip(subnet), source, scope)));
+            m.set_edns(edns);
+            let bytes = r.respond(&wire(&m), OUTSIDE, Transport::Udp).expect("a reply");
+            Message::from_vec(&bytes).expect("reply parses")
+        };
+        // (what, name, qtype, subnet, source, expected answer, expected scope): views are
+        // "wide" 192.0.2.0/24 and "host" 192.0.2.10/32, both IPv4 only; the resolver itself is
+        // in no view. `None`: a rotating default-view answer, not checked here.
+        let table: [(&str, &str, RecordType, &str, u8, Option<&str>, u8); 4] = [
+            ("host view by subnet", "www.example.com", RecordType::A, "192.0.2.10", 32, Some(WWW_HOST_A), 32),
+            // 192.0.2.0/29 is all "wide" and leaves out 192.0.2.10.
+            ("wide view, scope excludes host", "www.example.com", RecordType::A, "192.0.2.0", 24, Some("www.example.com. 30 A 192.0.2.81"), 29),
+            // Static data is the same for every client.
+            ("static record", "txt.example.com", RecordType::TXT, "192.0.2.10", 32, Some("txt.example.com. 3600 TXT hello"), 0),
+            // No IPv6 view: the default view holds for every IPv6 client.
+            ("default view, v6", "www.example.com", RecordType::AAAA, "2001:db8::", 48, None, 0),
+        ];
+        for (what, name, qtype, subnet, source, answer, scope) in table {
+            let reply = ask(name, qtype, subnet, source, 0);
+            assert_eq!(reply.response_code(), ResponseCode::NoError, "{what}");
+            if let Some(answer) = answer {
+                assert_eq!(reply.answers().iter().map(show).collect::<Vec<_>>(), strings(&[answer]), "{what}");
+            }
+            let echoed = reply.extensions().as_ref().and_then(|e| e.option(EdnsCode::Subnet).cloned());
+            let Some(EdnsOption::Subnet(echoed)) = echoed else { panic!("{what}: ECS not echoed") };
+            assert_eq!(
+                (echoed.addr(), echoed.source_prefix(), echoed.scope_prefix()),
+                (ip(subnet), source, scope),
+                "{what}"
+            );
+        }
+        // Invalid in a query (RFC 7871 §7.1): a scope, or address bits beyond the prefix.
+        // (Only whole bytes of the address are sent, so the stray bits sit in a partial byte.)
+        for (subnet, source, scope) in [("192.0.2.0", 24, 8), ("192.0.2.10", 28, 0), ("2001:db8::1", 127, 0)] {
+            let reply = ask("www.example.com", RecordType::A, subnet, source, scope);
+            assert_eq!(reply.response_code(), ResponseCode::FormErr, "{subnet}/{source} scope {scope}");
         }
     }
 }

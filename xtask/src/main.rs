@@ -69,5 +69,26 @@ fn test(args: &[String]) -> Result<()> {
     cmd.arg("test")
         .args(args)
         .env("GSLB_REQUIRE_PRIVILEGED", "1");
-    util::run_inherit("test", &mut cmd)
+    util::run_inherit("test", &mut cmd)?;
+    if args.is_empty() {
+        fuzz(&env)?;
+    }
+    Ok(())
+}
+
+/// A bounded libFuzzer run of every fuzz target (fuzz/). The pinned toolchain is a stable
+/// release: RUSTC_BOOTSTRAP lets cargo-fuzz pass its -Z flags; no sanitizer, whose runtime only
+/// nightly toolchains ship (a panic is what the targets look for).
+fn fuzz(env: &setup::Env) -> Result<()> {
+    const SECONDS: &str = "30";
+    for target in ["responder"] {
+        let mut cmd = env.cargo();
+        cmd.current_dir(env.root.join("fuzz"))
+            .env("RUSTC_BOOTSTRAP", "1")
+            .args(["fuzz", "run", target, "--sanitizer", "none", "--"])
+            .arg(format!("-max_total_time={SECONDS}"));
+        util::run_inherit(&format!("fuzz {target}"), &mut cmd)?;
+        println!("fuzz {target}: {SECONDS} s without a crash");
+    }
+    Ok(())
 }

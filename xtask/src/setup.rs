@@ -30,6 +30,7 @@ const APT_PACKAGES: &[&str] = &[
 ];
 
 const BPF_LINKER: &str = "bpf-linker@0.13.0";
+const CARGO_FUZZ: &str = "cargo-fuzz@0.13.2";
 const BPFFS: &str = "/sys/fs/bpf";
 
 /// What later steps need to know about the machine once it is set up.
@@ -75,8 +76,28 @@ pub fn run() -> Result<Env> {
     apt()?;
     let sysroot = toolchain(&channel)?;
     bpf_linker(&channel, &sysroot, &cargo_home)?;
+    cargo_fuzz(&channel, &cargo_home)?;
     bpffs()?;
     Ok(Env { root, cargo_home })
+}
+
+/// cargo-fuzz, for the bounded fuzz run of `cargo xtask test`.
+fn cargo_fuzz(channel: &str, cargo_home: &Path) -> Result<()> {
+    const STEP: &str = "cargo-fuzz";
+    let bin = cargo_home.join("bin/cargo-fuzz");
+    if bin.exists() {
+        say(STEP, &format!("{} present, skipped", bin.display()));
+        return Ok(());
+    }
+    say(STEP, &format!("installing {CARGO_FUZZ}"));
+    run_captured(
+        STEP,
+        rustup_run(channel, "cargo")
+            .args(["install", "--locked", "--root"])
+            .arg(cargo_home)
+            .arg(CARGO_FUZZ),
+    )?;
+    Ok(())
 }
 
 fn say(step: &str, what: &str) {
