@@ -46,13 +46,41 @@ pub struct Config {
 }
 const _: () = assert!(core::mem::size_of::<Config>() == 8);
 
-/// Key of `LISTEN`: a destination address we serve. IPv4 is stored IPv4-mapped (`::ffff:a.b.c.d`).
+/// Key of `LISTEN` (an LPM trie used as an exact-match set: every entry is a /128): a
+/// destination address we serve. IPv4 is stored IPv4-mapped (`::ffff:a.b.c.d`). A trie, not a
+/// hash: on the test machine a trie lookup costs about 15 ns, a hash lookup about 35 ns (the
+/// hash map also calls `memcmp`, and every call pays for the return-thunk mitigations).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ListenKey {
     pub addr: [u8; 16],
 }
 const _: () = assert!(core::mem::size_of::<ListenKey>() == 16);
+
+/// Prefix length of every `LISTEN` entry and lookup: the whole address.
+pub const LISTEN_PREFIX_LEN: u32 = 128;
+
+/// Listen addresses a [`ListenSet`] holds inline.
+pub const LISTEN_INLINE: usize = 8;
+
+/// `ListenSet::count` when there are more addresses than fit inline: the program looks the
+/// destination up in `LISTEN` instead.
+pub const LISTEN_IN_TRIE: u32 = u32::MAX;
+
+/// Value of `LISTEN_SET`, an array of two indexed by `generation & 1`: the addresses we serve
+/// in that generation, compared inline (an array lookup is inlined by the verifier; a trie
+/// lookup costs a call, about 15 ns). IPv4 is stored IPv4-mapped. The controller writes the
+/// slot of the new generation before switching to it, so it never rewrites the slot packets
+/// of the current generation read.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ListenSet {
+    /// Number of valid `addrs`, or [`LISTEN_IN_TRIE`].
+    pub count: u32,
+    pub reserved: u32,
+    pub addrs: [[u8; 16]; LISTEN_INLINE],
+}
+const _: () = assert!(core::mem::size_of::<ListenSet>() == 8 + 16 * LISTEN_INLINE);
 
 /// Data part of the `VIEWS` LPM trie key. The generation comes first so that a prefix length
 /// of `32 + 96 + n` (IPv4, mapped) or `32 + n` (IPv6) matches one generation only.
@@ -72,6 +100,9 @@ pub const V4_MAPPED_BITS: u32 = 96;
 
 /// Key of `DOMAINS`: the query name exactly as on the wire but lower-cased, zero-padded, and the
 /// query type. Wire form is self-delimiting, so padding cannot make two names collide.
+///
+/// The fast path looks answers up by [`name_hash`] in `ANSWERS` and reads `DOMAINS` only on a
+/// miss, to tell a known name without an answer (`NoAnswer`) from an unknown one.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct DomainKey {
@@ -97,38 +128,86 @@ pub struct DomainValue {
 }
 const _: () = assert!(core::mem::size_of::<DomainValue>() == 8);
 
-/// Key of `ANSWERS`.
+/// Question names are hashed and compared in little-endian 64-bit words.
+pub const QNAME_WORDS: usize = QNAME_MAX / 8;
+const _: () = assert!(QNAME_MAX % 8 == 0);
+
+/// Seed of [`name_hash`].
+pub const NAME_HASH_SEED: u64 = 0x243f_6a88_85a3_08d3;
+
+/// One step of [`name_hash`], for the XDP program, which hashes the name word by word as it
+/// reads it.
+#[inline(always)]
+pub const fn name_hash_step(hash: u64, word: u64) -> u64 {
+    let h = (hash ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    h ^ (h >> 29)
+}
+
+/// The `ANSWERS` key hash of a lower-cased wire name (its terminating zero included): the name
+/// as little-endian 64-bit words, the last one zero-padded. It only spreads keys: the fast path
+/// compares the whole name stored in the [`AnswerSet`], and the controller leaves names whose
+/// hashes collide to the responder, so a collision can never give a wrong answer.
+pub fn name_hash(wire: &[u8]) -> u64 {
+    let mut hash = NAME_HASH_SEED;
+    for chunk in wire.chunks(8) {
+        let mut word = [0u8; 8];
+        word[..chunk.len()].copy_from_slice(chunk);
+        hash = name_hash_step(hash, u64::from_le_bytes(word));
+    }
+    hash
+}
+
+/// Key of `ANSWERS`: (name, qtype, view) of one generation. The name is represented by its
+/// [`name_hash`]; the value holds the name itself, which the program compares.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct AnswerKey {
+    pub name_hash: u64,
     pub generation: u32,
-    pub domain_id: u32,
     pub view: u32,
+    pub qtype: u16,
+    /// Reserved fields are zero. (Word-sized, so the program zeroes them in word stores.)
+    pub reserved: u16,
+    pub reserved2: u32,
 }
-const _: () = assert!(core::mem::size_of::<AnswerKey>() == 12);
+const _: () = assert!(core::mem::size_of::<AnswerKey>() == 24);
 
 /// `AnswerSet::flags`: answer one address per query, rotating, instead of all of them.
 pub const ANSWER_ROTATE: u8 = 1;
 
-/// Value of `ANSWERS`: the records to answer with. The controller also stores each record's
-/// contribution to the UDP checksum, so the fast path never sums the answer bytes itself.
+/// Longest answer record: name pointer, fixed fields and an IPv6 address.
+pub const RR_MAX_LEN: usize = RR_FIXED_LEN + 16;
+
+/// Value of `ANSWERS`: the records to answer with, exactly as they go on the wire, and the name
+/// they answer. The controller also stores each record's contribution to the UDP checksum, so
+/// the fast path never sums the answer bytes itself.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AnswerSet {
     pub ttl: u32,
-    /// Number of valid entries in `addrs`, 1..=MAX_ADDRS.
+    /// Number of valid records, 1..=MAX_ADDRS.
     pub count: u8,
     pub flags: u8,
-    /// `QTYPE_A` or `QTYPE_AAAA`: 4 or 16 bytes of each `addrs` entry are used.
+    /// `QTYPE_A` or `QTYPE_AAAA`: records of `RR_FIXED_LEN` + 4 or + 16 bytes.
     pub qtype: u16,
     /// Ones' complement sum (folded to 16 bits) of each answer record as it is put on the
     /// wire, taken as if the record began at an even offset.
     pub rr_csum: [u32; MAX_ADDRS],
     /// The same sum over all `count` records together.
     pub all_csum: u32,
-    pub addrs: [[u8; 16]; MAX_ADDRS],
+    /// Wire length of `name`.
+    pub name_len: u32,
+    /// The lower-cased wire name this set answers, zero-padded: the program compares it word
+    /// by word with the query's (the key only holds its hash). 8-byte aligned.
+    pub name: [u8; QNAME_MAX],
+    /// `count` records back to back, each `rr_len()` bytes: a pointer to the question name
+    /// (0xc00c), type, class IN, TTL, RDLENGTH, address.
+    pub records: [u8; MAX_ADDRS * RR_MAX_LEN],
 }
-const _: () = assert!(core::mem::size_of::<AnswerSet>() == 8 + 4 * MAX_ADDRS + 4 + 16 * MAX_ADDRS);
+const _: () = assert!(
+    core::mem::size_of::<AnswerSet>() == 48 + QNAME_MAX + MAX_ADDRS * RR_MAX_LEN
+);
+const _: () = assert!(core::mem::offset_of!(AnswerSet, name) % 8 == 0);
 
 impl Default for AnswerSet {
     fn default() -> Self {
@@ -139,7 +218,9 @@ impl Default for AnswerSet {
             qtype: 0,
             rr_csum: [0; MAX_ADDRS],
             all_csum: 0,
-            addrs: [[0; 16]; MAX_ADDRS],
+            name_len: 0,
+            name: [0; QNAME_MAX],
+            records: [0; MAX_ADDRS * RR_MAX_LEN],
         }
     }
 }
@@ -148,6 +229,11 @@ impl AnswerSet {
     /// RDATA length of one record.
     pub const fn rdata_len(&self) -> usize {
         if self.qtype == QTYPE_AAAA { 16 } else { 4 }
+    }
+
+    /// Wire length of one record.
+    pub const fn rr_len(&self) -> usize {
+        RR_FIXED_LEN + self.rdata_len()
     }
 }
 
@@ -279,6 +365,7 @@ impl Counter {
 pub mod maps {
     pub const CONFIG: &str = "CONFIG";
     pub const LISTEN: &str = "LISTEN";
+    pub const LISTEN_SET: &str = "LISTEN_SET";
     pub const VIEWS: &str = "VIEWS";
     pub const DOMAINS: &str = "DOMAINS";
     pub const ANSWERS: &str = "ANSWERS";
@@ -308,6 +395,7 @@ mod pod {
     // bit pattern is a valid value.
     unsafe impl aya::Pod for Config {}
     unsafe impl aya::Pod for ListenKey {}
+    unsafe impl aya::Pod for ListenSet {}
     unsafe impl aya::Pod for ViewKey {}
     unsafe impl aya::Pod for DomainKey {}
     unsafe impl aya::Pod for DomainValue {}
@@ -333,17 +421,36 @@ mod tests {
     #[test]
     fn shared_struct_sizes() {
         use core::mem::size_of;
-        let table: [(usize, usize); 7] = [
+        let table: [(usize, usize); 8] = [
             (size_of::<Config>(), 8),
             (size_of::<ListenKey>(), 16),
+            (size_of::<ListenSet>(), 136),
             (size_of::<ViewKey>(), 20),
             (size_of::<DomainKey>(), 136),
             (size_of::<DomainValue>(), 8),
-            (size_of::<AnswerKey>(), 12),
-            (size_of::<AnswerSet>(), 172),
+            (size_of::<AnswerKey>(), 24),
+            (size_of::<AnswerSet>(), 400),
         ];
         for (got, want) in table {
             assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn name_hash_pads_the_last_word_and_depends_on_every_byte() {
+        let www = b"\x03www\x07example\x03com\x00";
+        assert_eq!(www.len(), 17);
+        let mut padded = [0u8; 24];
+        padded[..17].copy_from_slice(www);
+        let mut by_words = NAME_HASH_SEED;
+        for w in padded.chunks(8) {
+            by_words = name_hash_step(by_words, u64::from_le_bytes(w.try_into().unwrap()));
+        }
+        assert_eq!(name_hash(www), by_words);
+        for i in 0..www.len() {
+            let mut other = *www;
+            other[i] ^= 1;
+            assert_ne!(name_hash(&other), name_hash(www), "byte {i}");
         }
     }
 }

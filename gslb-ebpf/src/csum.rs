@@ -1,12 +1,5 @@
-//! Internet checksum arithmetic (RFC 1071). Sums are kept in u32 and folded once at the end;
-//! every input here is far too short to overflow 32 bits.
-
-use crate::hdr::Ipv4Hdr;
-
-#[inline(always)]
-pub fn word(hi: u8, lo: u8) -> u32 {
-    ((hi as u32) << 8) | lo as u32
-}
+//! Internet checksum arithmetic (RFC 1071). Sums are kept in u64 (packet words) or u32 and
+//! folded once at the end; every input here is far too short to overflow.
 
 /// Sum of `b` as big-endian 16-bit words from an even offset; an odd last byte is the high half.
 #[inline(always)]
@@ -24,6 +17,17 @@ pub fn bytes<const N: usize>(b: &[u8; N]) -> u32 {
 }
 
 #[inline(always)]
+pub fn word(hi: u8, lo: u8) -> u32 {
+    ((hi as u32) << 8) | lo as u32
+}
+
+/// The sum of a native 64-bit word (four 16-bit words of the same byte order).
+#[inline(always)]
+pub fn w64(x: u64) -> u64 {
+    (x & 0xffff_ffff) + (x >> 32)
+}
+
+#[inline(always)]
 pub fn fold(mut sum: u32) -> u16 {
     sum = (sum & 0xffff) + (sum >> 16);
     sum = (sum & 0xffff) + (sum >> 16);
@@ -31,13 +35,8 @@ pub fn fold(mut sum: u32) -> u16 {
 }
 
 #[inline(always)]
-pub fn ipv4_header(ip: &Ipv4Hdr) -> u32 {
-    word(ip.version_ihl, ip.tos)
-        + bytes(&ip.tot_len)
-        + bytes(&ip.id)
-        + bytes(&ip.frag_off)
-        + word(ip.ttl, ip.protocol)
-        + bytes(&ip.check)
-        + bytes(&ip.saddr)
-        + bytes(&ip.daddr)
+pub fn fold64(sum: u64) -> u16 {
+    let sum = (sum & 0xffff_ffff) + (sum >> 32);
+    let sum = (sum & 0xffff_ffff) + (sum >> 32);
+    fold(sum as u32)
 }

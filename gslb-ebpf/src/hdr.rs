@@ -1,4 +1,11 @@
-//! Wire headers as byte arrays: packet data is unaligned, so every field is read byte-wise.
+//! Wire headers, and word-sized loads and stores of packet data.
+//!
+//! Packet data is unaligned, so header fields are byte arrays and multi-byte access goes
+//! through [`ld`]/[`st`]: one BPF load or store of 2, 4 or 8 bytes each. The verifier accepts
+//! unaligned packet and map-value access unless the program is loaded with
+//! BPF_F_STRICT_ALIGNMENT or the architecture lacks efficient unaligned access (x86-64 has it;
+//! every test loads the program). Words are native, i.e. little-endian: checksums are summed in
+//! that byte order and swapped once (RFC 1071, section 2(B)).
 
 #[inline(always)]
 pub fn be16(b: [u8; 2]) -> u16 {
@@ -42,6 +49,8 @@ pub struct Ipv4Hdr {
 
 impl Ipv4Hdr {
     pub const LEN: usize = 20;
+    /// Offset of `saddr` (followed by `daddr`).
+    pub const ADDRS: usize = 12;
 }
 
 #[repr(C)]
@@ -56,6 +65,8 @@ pub struct Ipv6Hdr {
 
 impl Ipv6Hdr {
     pub const LEN: usize = 40;
+    /// Offset of `saddr` (followed by `daddr`).
+    pub const ADDRS: usize = 8;
 }
 
 #[repr(C)]
@@ -100,54 +111,35 @@ const _: () = {
     assert!(core::mem::size_of::<EthHdr>() == EthHdr::LEN);
     assert!(core::mem::size_of::<VlanHdr>() == VlanHdr::LEN);
     assert!(core::mem::size_of::<Ipv4Hdr>() == Ipv4Hdr::LEN);
+    assert!(core::mem::offset_of!(Ipv4Hdr, saddr) == Ipv4Hdr::ADDRS);
     assert!(core::mem::size_of::<Ipv6Hdr>() == Ipv6Hdr::LEN);
+    assert!(core::mem::offset_of!(Ipv6Hdr, saddr) == Ipv6Hdr::ADDRS);
     assert!(core::mem::size_of::<UdpHdr>() == UdpHdr::LEN);
     assert!(core::mem::size_of::<DnsHdr>() == gslb_common::DNS_HEADER_LEN);
     assert!(core::mem::size_of::<OptHdr>() == OptHdr::LEN);
 };
 
-/// Copies N bytes one at a time. Volatile, so that LLVM keeps each load next to its store:
-/// hoisting all loads first needs N live registers, and BPF has ten, so it spills them and
-/// overflows the 512-byte stack. It also keeps the loop from becoming a call to memcpy.
+/// An integer the wire can be loaded into or stored from in one instruction.
+pub trait Word: Copy {}
+impl Word for u8 {}
+impl Word for u16 {}
+impl Word for u32 {}
+impl Word for u64 {}
+
+/// Loads a native-endian `T` from `p`, which may be unaligned.
+///
+/// A volatile access of the full width: `read_unaligned` would be split into byte loads by
+/// the BPF backend (it does not assume unaligned access is cheap), and volatile also keeps LLVM
+/// from merging or hoisting loads, which spills registers (BPF has ten).
 #[inline(always)]
-pub unsafe fn copy<const N: usize>(dst: *mut [u8; N], src: *const [u8; N]) {
-    let (dst, src) = (dst as *mut u8, src as *const u8);
-    let mut i = 0;
-    while i < N {
-        unsafe { core::ptr::write_volatile(dst.add(i), core::ptr::read_volatile(src.add(i))) };
-        i += 1;
-    }
+pub unsafe fn ld<T: Word>(p: *const u8) -> T {
+    // SAFETY (for the kernel, not for Rust's model): the caller bounds-checked `p`; the BPF
+    // machine has no alignment requirement for packet and map-value access on this target.
+    unsafe { core::ptr::read_volatile(p as *const T) }
 }
 
-/// Writes `bytes` to `dst` one at a time (no call to memcpy).
+/// Stores `v` native-endian at `p`, which may be unaligned. See [`ld`].
 #[inline(always)]
-pub unsafe fn put<const N: usize>(dst: *mut [u8; N], bytes: [u8; N]) {
-    let dst = dst as *mut u8;
-    let mut i = 0;
-    while i < N {
-        unsafe { *dst.add(i) = bytes[i] };
-        i += 1;
-    }
-}
-
-/// Swaps two N-byte fields byte by byte (volatile, see [`copy`]) and returns the ones'
-/// complement sum of both as 16-bit words from an even offset. Summing here, as each byte goes
-/// by, keeps LLVM from holding all the bytes for a later checksum pass (which spills them).
-#[inline(always)]
-pub unsafe fn swap<const N: usize>(a: *mut [u8; N], b: *mut [u8; N]) -> u32 {
-    let (a, b) = (a as *mut u8, b as *mut u8);
-    let mut sum = 0u32;
-    let mut i = 0;
-    while i < N {
-        unsafe {
-            let x = core::ptr::read_volatile(a.add(i));
-            let y = core::ptr::read_volatile(b.add(i));
-            core::ptr::write_volatile(a.add(i), y);
-            core::ptr::write_volatile(b.add(i), x);
-            let pair = x as u32 + y as u32;
-            sum += if i & 1 == 0 { pair << 8 } else { pair };
-        }
-        i += 1;
-    }
-    sum
+pub unsafe fn st<T: Word>(p: *mut u8, v: T) {
+    unsafe { core::ptr::write_volatile(p as *mut T, v) }
 }

@@ -14,9 +14,9 @@ use aya::{
     programs::{ProgramError, Xdp, XdpMode as AyaXdpMode, links::FdLink, xdp::XdpLinkId},
 };
 use gslb_common::{
-    ANSWER_ROTATE, AnswerKey, AnswerSet, Config, Counter, DomainKey, DomainValue, ListenKey,
-    MAX_ADDRS, QNAME_MAX, QTYPE_AAAA, V4_MAPPED_BITS, VIEW_KEY_GENERATION_BITS, ViewKey, maps,
-    programs,
+    ANSWER_ROTATE, AnswerKey, AnswerSet, Config, Counter, DomainKey, DomainValue, LISTEN_IN_TRIE,
+    LISTEN_INLINE, LISTEN_PREFIX_LEN, ListenKey, ListenSet, MAX_ADDRS, QNAME_MAX, QTYPE_AAAA, V4_MAPPED_BITS,
+    VIEW_KEY_GENERATION_BITS, ViewKey, maps, name_hash, programs,
 };
 use hickory_proto::{rr::Name, serialize::binary::BinEncodable};
 use tracing::{info, warn};
@@ -103,7 +103,9 @@ impl Dataplane {
         };
         let table = AnswerTable {
             config: Array::try_from(take(maps::CONFIG)?).map_err(map_err(maps::CONFIG))?,
-            listen: HashMap::try_from(take(maps::LISTEN)?).map_err(map_err(maps::LISTEN))?,
+            listen: LpmTrie::try_from(take(maps::LISTEN)?).map_err(map_err(maps::LISTEN))?,
+            listen_set: Array::try_from(take(maps::LISTEN_SET)?)
+                .map_err(map_err(maps::LISTEN_SET))?,
             views: LpmTrie::try_from(take(maps::VIEWS)?).map_err(map_err(maps::VIEWS))?,
             domains: HashMap::try_from(take(maps::DOMAINS)?).map_err(map_err(maps::DOMAINS))?,
             answers: HashMap::try_from(take(maps::ANSWERS)?).map_err(map_err(maps::ANSWERS))?,
@@ -267,7 +269,8 @@ fn read_counters(map: &PerCpuArray<MapData, u64>) -> Result<Counters> {
 /// The fast path's answer tables.
 pub struct AnswerTable {
     config: Array<MapData, Config>,
-    listen: HashMap<MapData, ListenKey, u8>,
+    listen: LpmTrie<MapData, ListenKey, u8>,
+    listen_set: Array<MapData, ListenSet>,
     views: LpmTrie<MapData, ViewKey, u32>,
     domains: HashMap<MapData, DomainKey, DomainValue>,
     answers: HashMap<MapData, AnswerKey, AnswerSet>,
@@ -282,6 +285,9 @@ pub struct PublishStats {
     pub answers: usize,
     /// Names longer than the fast path's key: answered by the responder only.
     pub too_long: usize,
+    /// Names whose `ANSWERS` key hash equals an earlier name's (for 64-bit hashes of a real
+    /// configuration, practically never): answered by the responder only.
+    pub collisions: usize,
     /// Entries of older generations removed.
     pub removed: usize,
 }
@@ -296,28 +302,42 @@ impl AnswerTable {
         let mut stats = PublishStats { generation, ..Default::default() };
 
         for addr in &snapshot.listen {
-            self.listen
-                .insert(&ListenKey { addr: mapped(*addr) }, &1, 0)
-                .map_err(map_err(maps::LISTEN))?;
+            self.listen.insert(&listen_key(*addr), &1, 0).map_err(map_err(maps::LISTEN))?;
         }
+        // The slot of the new generation; packets of the current one read the other.
+        self.listen_set
+            .set(generation & 1, &listen_set(&snapshot.listen), 0)
+            .map_err(map_err(maps::LISTEN_SET))?;
         for (net, view) in &snapshot.views {
             self.views
                 .insert(&view_key(generation, net.network(), net.prefix_len()), view, 0)
                 .map_err(map_err(maps::VIEWS))?;
             stats.prefixes += 1;
         }
+        // Name hash of each name published, to leave a colliding name to the responder: its
+        // queries then find the other name's sets, fail the name compare and are passed.
+        let mut hashed: std::collections::HashMap<u64, Vec<u8>> = std::collections::HashMap::new();
         for domain in &snapshot.domains {
             let Some(key) = domain_key(&domain.name, domain.qtype, generation)? else {
                 stats.too_long += 1;
                 continue;
             };
+            let wire = wire_name(&domain.name)?;
+            let hash = name_hash(&wire);
+            if hashed.get(&hash).is_some_and(|other| *other != wire) {
+                warn!(name = %domain.name, "name hash collides with another name's; left to the responder");
+                stats.collisions += 1;
+                continue;
+            }
+            hashed.insert(hash, wire.clone());
             self.domains
                 .insert(&key, &DomainValue { domain_id: domain.id, reserved: 0 }, 0)
                 .map_err(map_err(maps::DOMAINS))?;
             stats.domains += 1;
             for (view, answer) in &domain.answers {
-                let key = AnswerKey { generation, domain_id: domain.id, view: *view };
-                self.answers.insert(&key, &answer_set(answer), 0).map_err(map_err(maps::ANSWERS))?;
+                let key = answer_key(hash, domain.qtype, generation, *view);
+                let set = answer_set(answer, &wire);
+                self.answers.insert(&key, &set, 0).map_err(map_err(maps::ANSWERS))?;
                 stats.answers += 1;
             }
         }
@@ -336,8 +356,12 @@ impl AnswerTable {
         let mut removed = 0;
         let keep: Vec<ListenKey> =
             snapshot.listen.iter().map(|a| ListenKey { addr: mapped(*a) }).collect();
-        let stale: Vec<ListenKey> =
-            self.listen.keys().filter_map(|k| k.ok()).filter(|k| !keep.contains(k)).collect();
+        let stale: Vec<Key<ListenKey>> = self
+            .listen
+            .keys()
+            .filter_map(|k| k.ok())
+            .filter(|k| !keep.contains(&k.data()))
+            .collect();
         for k in stale {
             self.listen.remove(&k).map_err(map_err(maps::LISTEN))?;
             removed += 1;
@@ -375,6 +399,32 @@ pub fn mapped(addr: IpAddr) -> [u8; 16] {
         IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
         IpAddr::V6(a) => a.octets(),
     }
+}
+
+/// The `LISTEN_SET` value for the addresses we serve: inline when they fit, otherwise a
+/// pointer to the `LISTEN` trie.
+pub fn listen_set(listen: &[IpAddr]) -> ListenSet {
+    let mut set = ListenSet::default();
+    let mut distinct: Vec<[u8; 16]> = listen.iter().map(|a| mapped(*a)).collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    if distinct.len() > LISTEN_INLINE {
+        set.count = LISTEN_IN_TRIE;
+        return set;
+    }
+    set.count = distinct.len() as u32;
+    set.addrs[..distinct.len()].copy_from_slice(&distinct);
+    set
+}
+
+/// The `LISTEN` trie key of an address we serve: the whole address.
+pub fn listen_key(addr: IpAddr) -> Key<ListenKey> {
+    Key::new(LISTEN_PREFIX_LEN, ListenKey { addr: mapped(addr) })
+}
+
+/// The `ANSWERS` key of (name, qtype, view) in one generation, the name given by its hash.
+pub fn answer_key(name_hash: u64, qtype: u16, generation: u32, view: u32) -> AnswerKey {
+    AnswerKey { name_hash, generation, view, qtype, reserved: 0, reserved2: 0 }
 }
 
 /// The `VIEWS` trie key for a client prefix in one generation.
@@ -438,9 +488,10 @@ pub fn answer_record(qtype: u16, ttl: u32, addr: IpAddr) -> Vec<u8> {
     rr
 }
 
-/// The map value for one answer, with the checksum sums the fast path adds instead of summing
-/// the records itself.
-pub fn answer_set(answer: &Answer) -> AnswerSet {
+/// The map value for one answer to the name `wire` (lower-cased wire form, at most
+/// `QNAME_MAX` bytes): the records as the fast path copies them to the wire, with the checksum
+/// sums it adds instead of summing the records itself.
+pub fn answer_set(answer: &Answer, wire: &[u8]) -> AnswerSet {
     let qtype = match answer.addrs.first() {
         Some(IpAddr::V6(_)) => QTYPE_AAAA,
         _ => gslb_common::QTYPE_A,
@@ -450,23 +501,18 @@ pub fn answer_set(answer: &Answer) -> AnswerSet {
         count: answer.addrs.len().min(MAX_ADDRS) as u8,
         flags: if answer.mode == AnswerMode::Rotate { ANSWER_ROTATE } else { 0 },
         qtype,
+        name_len: wire.len() as u32,
         ..Default::default()
     };
+    set.name[..wire.len()].copy_from_slice(wire);
     let mut all = Vec::new();
     for (i, addr) in answer.addrs.iter().take(MAX_ADDRS).enumerate() {
         let rr = answer_record(qtype, answer.ttl, *addr);
         set.rr_csum[i] = ones_sum(&rr) as u32;
-        set.addrs[i] = match addr {
-            IpAddr::V4(a) => {
-                let mut b = [0; 16];
-                b[..4].copy_from_slice(&a.octets());
-                b
-            }
-            IpAddr::V6(a) => a.octets(),
-        };
         all.extend_from_slice(&rr);
     }
     set.all_csum = ones_sum(&all) as u32;
+    set.records[..all.len()].copy_from_slice(&all);
     set
 }
 
@@ -517,6 +563,124 @@ mod tests {
         }
     }
 
+    const WWW: &str = "www.example.com";
+
+    #[test]
+    fn answer_keys_hash_the_lower_case_wire_name() {
+        let wire = wire_name("WWW.Example.COM").unwrap();
+        assert_eq!(wire, b"\x03www\x07example\x03com\x00");
+        let key = answer_key(name_hash(&wire), QTYPE_AAAA, 7, 3);
+        assert_eq!((key.name_hash, key.qtype, key.generation, key.view), (name_hash(&wire), 28, 7, 3));
+        assert_eq!((key.reserved, key.reserved2), (0, 0));
+    }
+
+    #[test]
+    fn listen_sets_hold_up_to_eight_addresses_inline() {
+        let v4 = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 53));
+        let v6: IpAddr = "2001:db8::53".parse().unwrap();
+        let set = listen_set(&[v4, v6, v4]);
+        assert_eq!(set.count, 2, "distinct addresses");
+        assert!(set.addrs[..2].contains(&mapped(v4)) && set.addrs[..2].contains(&mapped(v6)));
+        assert!(set.addrs[2..].iter().all(|a| *a == [0; 16]));
+        let many: Vec<IpAddr> =
+            (1..=LISTEN_INLINE as u8 + 1).map(|i| IpAddr::V4(Ipv4Addr::new(192, 0, 2, i))).collect();
+        assert_eq!(listen_set(&many[..LISTEN_INLINE]).count, LISTEN_INLINE as u32);
+        assert_eq!(listen_set(&many).count, LISTEN_IN_TRIE);
+    }
+
+    /// An A query for www.example.com from 203.0.113.7 to `dst`, port 53, as an Ethernet frame
+    /// (checksums zero: the fast path does not check them).
+    fn v4_query_frame(dst: Ipv4Addr) -> Vec<u8> {
+        use hickory_proto::op::{Message, MessageType, OpCode, Query};
+        use hickory_proto::rr::RecordType;
+        let mut msg = Message::new();
+        msg.set_id(7).set_message_type(MessageType::Query).set_op_code(OpCode::Query).add_query(
+            Query::query(Name::from_ascii(WWW).unwrap(), RecordType::A),
+        );
+        let dns = msg.to_bytes().unwrap();
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+        let total = (20 + 8 + dns.len()) as u16;
+        f.extend_from_slice(&[0x45, 0]);
+        f.extend_from_slice(&total.to_be_bytes());
+        f.extend_from_slice(&[0, 0, 0, 0, 64, 17, 0, 0, 203, 0, 113, 7]);
+        f.extend_from_slice(&dst.octets());
+        f.extend_from_slice(&40000u16.to_be_bytes());
+        f.extend_from_slice(&53u16.to_be_bytes());
+        f.extend_from_slice(&((8 + dns.len()) as u16).to_be_bytes());
+        f.extend_from_slice(&[0, 0]);
+        f.extend_from_slice(&dns);
+        f
+    }
+
+    #[test]
+    fn more_listen_addresses_than_fit_inline_are_looked_up_in_the_trie() {
+        use aya::programs::{TestRun, TestRunOptions};
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            assert_ne!(std::env::var("GSLB_REQUIRE_PRIVILEGED").as_deref(), Ok("1"), "needs root");
+            eprintln!("skipped: loading XDP programs needs root");
+            return;
+        }
+        let listen: Vec<String> =
+            (1..=LISTEN_INLINE as u8 + 1).map(|i| format!("\"192.0.2.{i}\"")).collect();
+        let text = format!(
+            r#"
+[server]
+listen = [{}]
+
+[[zone]]
+name = "example.com"
+ns = ["ns.example.net"]
+soa.rname = "hostmaster.example.com"
+
+[[site]]
+name = "lab"
+ip = "192.0.2.1"
+
+[[service]]
+name = "web"
+ip = "198.51.100.10"
+site = "lab"
+
+[[gslb_domain]]
+name = "www.example.com"
+services = ["web"]
+"#,
+            listen.join(", ")
+        );
+        let config = crate::config::Config::parse(&text, Path::new("listen.toml")).unwrap();
+        let snapshot = Snapshot::from_config(&config);
+        assert_eq!(listen_set(&snapshot.listen).count, LISTEN_IN_TRIE);
+        let mut dp = Dataplane::load(None).expect("loading the XDP object");
+        dp.table.publish(&snapshot).expect("publishing");
+        let last = Ipv4Addr::new(192, 0, 2, LISTEN_INLINE as u8 + 1);
+        for (dst, action, counter) in [
+            (last, 3, Counter::HitAV4), // XDP_TX
+            (Ipv4Addr::new(192, 0, 2, 99), 2, Counter::OtherDestination), // XDP_PASS
+        ] {
+            let before = dp.counters().unwrap();
+            let frame = v4_query_frame(dst);
+            let mut out = vec![0u8; 4096];
+            let result = dp
+                .program()
+                .test_run(TestRunOptions {
+                    data_in: Some(&frame),
+                    data_out: Some(&mut out),
+                    ..TestRunOptions::new()
+                })
+                .expect("BPF_PROG_TEST_RUN");
+            assert_eq!(result.return_value, action, "to {dst}");
+            assert_eq!(dp.counters().unwrap().delta(&before), [(counter, 1)], "to {dst}");
+        }
+    }
+
+    #[test]
+    fn listen_keys_are_whole_mapped_addresses() {
+        let key = listen_key(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 53)));
+        assert_eq!(key.prefix_len(), 128);
+        assert_eq!(key.data().addr, Ipv4Addr::new(192, 0, 2, 53).to_ipv6_mapped().octets());
+    }
+
     #[test]
     fn answer_set_checksums_match_the_records() {
         let answer = Answer {
@@ -524,8 +688,12 @@ mod tests {
             mode: AnswerMode::Rotate,
             addrs: vec!["192.0.2.10".parse().unwrap(), "192.0.2.11".parse().unwrap()],
         };
-        let set = answer_set(&answer);
+        let wire = wire_name(WWW).unwrap();
+        let set = answer_set(&answer, &wire);
         assert_eq!((set.count, set.flags, set.qtype, set.ttl), (2, ANSWER_ROTATE, 1, 300));
+        assert_eq!(set.name_len as usize, wire.len());
+        assert_eq!(&set.name[..wire.len()], &wire[..]);
+        assert!(set.name[wire.len()..].iter().all(|b| *b == 0), "name padding");
         let rr0 = answer_record(1, 300, answer.addrs[0]);
         assert_eq!(rr0, [0xc0, 12, 0, 1, 0, 1, 0, 0, 1, 44, 0, 4, 192, 0, 2, 10]);
         // Sum by hand: c00c + 0001 + 0001 + 0000 + 012c + 0004 + c000 + 020a.
@@ -534,6 +702,8 @@ mod tests {
         assert_eq!(set.rr_csum[0], folded);
         let both = [rr0, answer_record(1, 300, answer.addrs[1])].concat();
         assert_eq!(set.all_csum, ones_sum(&both) as u32);
-        assert_eq!(&set.addrs[1][..4], &[192, 0, 2, 11]);
+        assert_eq!(set.rr_len(), 16);
+        assert_eq!(&set.records[..32], &both[..], "records back to back, as on the wire");
+        assert!(set.records[32..].iter().all(|b| *b == 0));
     }
 }
