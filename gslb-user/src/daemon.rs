@@ -171,6 +171,7 @@ fn start_fast_path(
         domains = stats.domains,
         answers = stats.answers,
         responder_only = stats.too_long,
+        hash_collisions = stats.collisions,
         pin_path = %pin_path.display(),
         "answers published"
     );

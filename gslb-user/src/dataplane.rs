@@ -31,19 +31,20 @@ pub static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), 
 
 #[derive(Debug, thiserror::Error)]
 pub enum DataplaneError {
-    #[error("loading the XDP object: {0}")]
+    /// Display shows only the context: the cause follows in the error chain (`{:#}`).
+    #[error("loading the XDP object")]
     Load(#[from] EbpfError),
-    #[error("XDP program {name}: {source}")]
+    #[error("XDP program {name}")]
     Program { name: &'static str, source: ProgramError },
     #[error("the XDP object has no {kind} named {name}")]
     Missing { kind: &'static str, name: &'static str },
-    #[error("map {name}: {source}")]
+    #[error("map {name}")]
     Map { name: &'static str, source: MapError },
-    #[error("attaching XDP to {interface} ({mode:?} mode): {source}")]
+    #[error("attaching XDP to {interface} ({mode:?} mode)")]
     Attach { interface: String, mode: XdpMode, source: ProgramError },
-    #[error("pinning {what} at {path}: {source}")]
+    #[error("pinning {what} at {path}")]
     Pin { what: &'static str, path: PathBuf, source: PinError },
-    #[error("pin directory {path}: {source}")]
+    #[error("pin directory {path}")]
     PinDir { path: PathBuf, source: std::io::Error },
     #[error("name {name:?} cannot be encoded: {reason}")]
     Name { name: String, reason: String },

@@ -33,7 +33,8 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             }
             Err(error) => {
-                eprintln!("gslbctl: {error} (is gslbd running with pin_path {}?)", args.pin_path.display());
+                let error = anyhow::Error::from(error);
+                eprintln!("gslbctl: {error:#} (is gslbd running with pin_path {}?)", args.pin_path.display());
                 ExitCode::FAILURE
             }
         },
