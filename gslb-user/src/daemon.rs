@@ -125,7 +125,7 @@ pub async fn run(
     match dataplane {
         Some(dataplane) if overrides.keep_attached => {
             info!(pin_path = %pin_path.display(), "leaving XDP attached and pinned");
-            dataplane.keep_attached(&pin_path)?;
+            dataplane.keep_attached();
         }
         Some(mut dataplane) => {
             dataplane.detach()?;

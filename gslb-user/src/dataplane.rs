@@ -8,10 +8,14 @@ use std::{
 };
 
 use aya::{
-    Ebpf, EbpfError,
+    Ebpf, EbpfError, EbpfLoader,
     maps::{Array, HashMap, LpmTrie, Map, MapData, MapError, PerCpuArray, lpm_trie::Key},
     pin::PinError,
-    programs::{ProgramError, Xdp, XdpMode as AyaXdpMode, links::FdLink, xdp::XdpLinkId},
+    programs::{
+        ProgramError, Xdp, XdpMode as AyaXdpMode,
+        links::{FdLink, PinnedLink},
+        xdp::{XdpLink, XdpLinkId},
+    },
 };
 use gslb_common::{
     ANSWER_ROTATE, AnswerKey, AnswerSet, Config, Counter, DomainKey, DomainValue, LISTEN_IN_TRIE,
@@ -26,6 +30,18 @@ use crate::{
     config::{AnswerMode, XdpMode},
 };
 
+/// The maps shared between the program and the controller, pinned and adopted across restarts.
+/// (`ROTOR` and `SCRATCH` are the program's own working memory.)
+const PINNED_MAPS: [&str; 7] = [
+    maps::CONFIG,
+    maps::LISTEN,
+    maps::LISTEN_SET,
+    maps::VIEWS,
+    maps::DOMAINS,
+    maps::ANSWERS,
+    maps::COUNTERS,
+];
+
 /// The XDP object, compiled for bpfel by build.rs.
 pub static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/gslb"));
 
@@ -38,6 +54,10 @@ pub enum DataplaneError {
     Program { name: &'static str, source: ProgramError },
     #[error("the XDP object has no {kind} named {name}")]
     Missing { kind: &'static str, name: &'static str },
+    #[error("adopting the pinned maps in {dir} (left by a gslbd of another version? stop it, then remove the directory)")]
+    Adopt { dir: PathBuf, source: EbpfError },
+    #[error("link pinned at {path}")]
+    Link { path: PathBuf, source: aya::programs::links::LinkError },
     #[error("map {name}")]
     Map { name: &'static str, source: MapError },
     #[error("attaching XDP to {interface} ({mode:?} mode)")]
@@ -61,46 +81,50 @@ pub struct Dataplane {
     ebpf: Ebpf,
     pub table: AnswerTable,
     counters: PerCpuArray<MapData, u64>,
-    /// Pins this process made, removed by [`Dataplane::unpin`].
+    pin_dir: Option<PathBuf>,
+    /// Map pins, removed by [`Dataplane::unpin`].
     pinned: Vec<PathBuf>,
-    /// Links of the answering program, for [`Dataplane::keep_attached`].
+    /// Links of the answering program without a pin directory (tests): detached on drop.
     links: Vec<XdpLinkId>,
+    /// Links pinned in the pin directory (`link-<interface>`), which keep XDP attached when
+    /// gslbd dies; the pin is removed on a clean detach.
+    pinned_links: Vec<(PathBuf, FdLink)>,
+    adopted: bool,
 }
 
 impl Dataplane {
-    /// Loads the embedded object into the kernel (needs CAP_BPF, i.e. root) and, given a
-    /// bpffs directory, pins the answering program and every map there (stale pins of an
-    /// earlier run are replaced).
+    /// Loads the embedded object into the kernel (needs CAP_BPF, i.e. root). Given a bpffs
+    /// directory, every shared map is pinned there, or, when an earlier gslbd left pins there
+    /// (it was killed, or told to keep XDP attached), those maps are adopted: the new program
+    /// reads the very tables the running one does, so answers continue across the restart.
     pub fn load(pin_dir: Option<&Path>) -> Result<Self> {
-        let mut ebpf = Ebpf::load(OBJECT)?;
+        let mut loader = EbpfLoader::new();
         let mut pinned = Vec::new();
+        let mut adopted = false;
         if let Some(dir) = pin_dir {
             std::fs::create_dir_all(dir)
                 .map_err(|source| DataplaneError::PinDir { path: dir.into(), source })?;
-        }
-        let mut pin_at = |what: &'static str, pin: &mut dyn FnMut(&Path) -> Result<(), PinError>| {
-            let Some(dir) = pin_dir else { return Ok(()) };
-            let path = dir.join(what);
-            if path.exists() {
-                warn!(path = %path.display(), "replacing a stale pin");
-                std::fs::remove_file(&path)
-                    .map_err(|source| DataplaneError::PinDir { path: path.clone(), source })?;
+            adopted = dir.join(maps::CONFIG).exists();
+            for name in PINNED_MAPS {
+                let path = dir.join(name);
+                loader.map_pin_path(name, path.clone());
+                pinned.push(path);
             }
-            pin(&path).map_err(|source| DataplaneError::Pin { what, path: path.clone(), source })?;
-            pinned.push(path);
-            Ok::<_, DataplaneError>(())
-        };
+        }
+        let mut ebpf = loader.load(OBJECT).map_err(|source| match pin_dir {
+            // The likeliest cause: pins of a build with other map layouts.
+            Some(dir) if adopted => DataplaneError::Adopt { dir: dir.into(), source },
+            _ => DataplaneError::Load(source),
+        })?;
+        if adopted {
+            info!(pin_path = %pin_dir.expect("adopted implies a pin dir").display(), "adopted the pinned maps of an earlier gslbd");
+        }
         for name in [programs::ANSWER, programs::PASS] {
             let program = program_mut(&mut ebpf, name)?;
             program.load().map_err(|source| DataplaneError::Program { name, source })?;
-            if name == programs::ANSWER {
-                pin_at(name, &mut |p| program.pin(p))?;
-            }
         }
         let mut take = |name: &'static str| {
-            let map = ebpf.take_map(name).ok_or(DataplaneError::Missing { kind: "map", name })?;
-            pin_at(name, &mut |p| map.pin(p))?;
-            Ok::<_, DataplaneError>(map)
+            ebpf.take_map(name).ok_or(DataplaneError::Missing { kind: "map", name })
         };
         let table = AnswerTable {
             config: Array::try_from(take(maps::CONFIG)?).map_err(map_err(maps::CONFIG))?,
@@ -113,7 +137,21 @@ impl Dataplane {
         };
         let counters =
             PerCpuArray::try_from(take(maps::COUNTERS)?).map_err(map_err(maps::COUNTERS))?;
-        Ok(Self { ebpf, table, counters, pinned, links: Vec::new() })
+        Ok(Self {
+            ebpf,
+            table,
+            counters,
+            pin_dir: pin_dir.map(Path::to_path_buf),
+            pinned,
+            links: Vec::new(),
+            pinned_links: Vec::new(),
+            adopted,
+        })
+    }
+
+    /// Whether [`Dataplane::load`] adopted the pins of an earlier gslbd.
+    pub fn adopted(&self) -> bool {
+        self.adopted
     }
 
     /// The answering program, e.g. for `BPF_PROG_TEST_RUN`.
@@ -133,9 +171,60 @@ impl Dataplane {
     /// Attaches the answering program. `Auto` tries native mode and falls back to generic (SKB)
     /// mode, which every interface supports. Returns the mode in force.
     pub fn attach(&mut self, interface: &str, mode: XdpMode) -> Result<XdpMode> {
-        let (mode, id) = self.attach_program(programs::ANSWER, interface, mode)?;
-        self.links.push(id);
+        let Some(dir) = self.pin_dir.clone() else {
+            let (mode, id) = self.attach_program(programs::ANSWER, interface, mode)?;
+            self.links.push(id);
+            return Ok(mode);
+        };
+        self.detach_stale_links(&dir, interface);
+        let name = programs::ANSWER;
+        let path = dir.join(format!("link-{interface}"));
+        let program = program_mut(&mut self.ebpf, name)?;
+        let (mode, id) = if path.exists() {
+            // The interface runs an earlier gslbd's program through a pinned link: swap the
+            // program in that link (one atomic update, no moment without XDP).
+            let link = PinnedLink::from_pin(&path)
+                .map_err(|source| DataplaneError::Link { path: path.clone(), source })?;
+            let link = XdpLink::try_from(FdLink::from(link))
+                .map_err(|source| DataplaneError::Link { path: path.clone(), source })?;
+            let id = program
+                .attach_to_link(link)
+                .map_err(|source| DataplaneError::Program { name, source })?;
+            info!(interface, pin = %path.display(), "XDP program replaced in the pinned link");
+            (mode, id)
+        } else {
+            self.attach_program(name, interface, mode)?
+        };
+        let program = program_mut(&mut self.ebpf, name)?;
+        let link = program.take_link(id).map_err(|source| DataplaneError::Program { name, source })?;
+        let fd_link = FdLink::try_from(link)
+            .map_err(|source| DataplaneError::Link { path: path.clone(), source })?;
+        let fd_link = if path.exists() {
+            fd_link
+        } else {
+            FdLink::from(
+                fd_link
+                    .pin(&path)
+                    .map_err(|source| DataplaneError::Pin { what: "link", path: path.clone(), source })?,
+            )
+        };
+        self.pinned_links.push((path, fd_link));
         Ok(mode)
+    }
+
+    /// Links pinned for other interfaces are from an earlier configuration: detach them.
+    fn detach_stale_links(&self, dir: &Path, interface: &str) {
+        let ours = format!("link-{interface}");
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with("link-") && name != ours {
+                warn!(pin = %entry.path().display(), "detaching XDP from an interface no longer configured");
+                if let Err(error) = std::fs::remove_file(entry.path()) {
+                    warn!(pin = %entry.path().display(), %error, "could not remove the link pin");
+                }
+            }
+        }
     }
 
     /// Attaches the pass-through program, for the far end of a veth pair (see gslb-ebpf).
@@ -181,29 +270,27 @@ impl Dataplane {
 
     /// Detaches the answering program from every interface it was attached to.
     pub fn detach(&mut self) -> Result<()> {
+        for (path, link) in self.pinned_links.drain(..) {
+            // The pin holds the link too: without it, closing our fd detaches.
+            if let Err(error) = std::fs::remove_file(&path) {
+                warn!(pin = %path.display(), %error, "could not remove the link pin");
+            }
+            drop(link);
+        }
         let name = programs::ANSWER;
         let program = program_mut(&mut self.ebpf, name)?;
-        // Unloading drops the program's links, which detaches it; it is loaded again so the
-        // dataplane stays usable (test_run, a later attach).
+        // Unloading drops the program's own links; it is loaded again so the dataplane stays
+        // usable (test_run, a later attach).
         program.unload().map_err(|source| DataplaneError::Program { name, source })?;
         program.load().map_err(|source| DataplaneError::Program { name, source })
     }
 
-    /// Pins the answering program's links under `dir` and forgets the dataplane, so XDP keeps
-    /// answering from the pinned maps after this process exits.
-    pub fn keep_attached(mut self, dir: &Path) -> Result<()> {
-        let name = programs::ANSWER;
-        let program = program_mut(&mut self.ebpf, name)?;
-        for (i, id) in std::mem::take(&mut self.links).into_iter().enumerate() {
-            let link = program.take_link(id).map_err(|source| DataplaneError::Program { name, source })?;
-            let path = dir.join(format!("link{i}"));
-            let fd_link = FdLink::try_from(link)
-                .map_err(|source| DataplaneError::Program { name, source: source.into() })?;
-            fd_link
-                .pin(&path)
-                .map_err(|source| DataplaneError::Pin { what: "link", path: path.clone(), source })?;
+    /// Leaves XDP attached through the pinned links and the maps pinned, so the fast path keeps
+    /// answering after this process exits and the next gslbd adopts it.
+    pub fn keep_attached(self) {
+        if self.pin_dir.is_none() && !self.links.is_empty() {
+            warn!("no pin directory: XDP is detached when gslbd exits");
         }
-        Ok(())
     }
 
     /// Removes the pins this process made.

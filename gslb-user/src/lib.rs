@@ -4,5 +4,7 @@ pub mod compile;
 pub mod config;
 pub mod daemon;
 pub mod dataplane;
+pub mod health;
+pub mod location;
 pub mod responder;
 pub mod server;

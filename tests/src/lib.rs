@@ -147,6 +147,15 @@ impl Lab {
         pid
     }
 
+    /// Kills a process started by [`Lab::spawn_until`] with SIGKILL, as a crash would.
+    pub fn kill(&mut self, pid: u32) {
+        if let Some(i) = self.children.iter().position(|c| c.id() == pid) {
+            let mut child = self.children.remove(i);
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
     /// Stops a process started by [`Lab::spawn_until`]: SIGTERM, then SIGKILL after 5 s.
     pub fn stop(&mut self, pid: u32) {
         if let Some(i) = self.children.iter().position(|c| c.id() == pid) {

@@ -1,0 +1,80 @@
+//! DNS monitor: one query over UDP; the response's code, and optionally an address among its
+//! answers, are checked.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use hickory_proto::{
+    op::{Message, MessageType, OpCode, Query, ResponseCode},
+    rr::{Name, RData, RecordType},
+};
+use tokio::net::UdpSocket;
+
+use super::{DnsCheck, ProbeError, random_u64};
+
+pub(super) struct DnsProbe {
+    addr: SocketAddr,
+    query: Query,
+    expect_rcode: ResponseCode,
+    expect_answer: Option<IpAddr>,
+}
+
+impl DnsProbe {
+    pub(super) fn new(addr: SocketAddr, check: &DnsCheck) -> Result<Self, String> {
+        let mut name =
+            Name::from_utf8(&check.qname).map_err(|e| format!("query name {:?}: {e}", check.qname))?;
+        name.set_fqdn(true);
+        if check.expect_answer.is_some() && !matches!(check.qtype, RecordType::A | RecordType::AAAA) {
+            return Err(format!("an expected answer address needs qtype A or AAAA, not {}", check.qtype));
+        }
+        Ok(DnsProbe {
+            addr,
+            query: Query::query(name, check.qtype),
+            expect_rcode: check.expect_rcode,
+            expect_answer: check.expect_answer,
+        })
+    }
+
+    pub(super) async fn check(&self) -> Result<(), ProbeError> {
+        let id = random_u64() as u16;
+        let mut message = Message::new();
+        message
+            .set_id(id)
+            .set_message_type(MessageType::Query)
+            .set_op_code(OpCode::Query)
+            .set_recursion_desired(false)
+            .add_query(self.query.clone());
+        let query = message.to_vec().map_err(|e| ProbeError::Dns(e.to_string()))?;
+
+        let local: IpAddr =
+            if self.addr.is_ipv4() { Ipv4Addr::UNSPECIFIED.into() } else { Ipv6Addr::UNSPECIFIED.into() };
+        let io = |e: std::io::Error| ProbeError::Dns(e.to_string());
+        let socket = UdpSocket::bind((local, 0)).await.map_err(io)?;
+        // Connected: only the target's datagrams are received, and a closed port is reported
+        // (ECONNREFUSED) instead of waited out.
+        socket.connect(self.addr).await.map_err(io)?;
+        socket.send(&query).await.map_err(io)?;
+        let mut buf = vec![0u8; 4096];
+        let response = loop {
+            let len = socket.recv(&mut buf).await.map_err(io)?;
+            match Message::from_vec(&buf[..len]) {
+                Ok(m) if m.id() == id && m.message_type() == MessageType::Response => break m,
+                // Not an answer to this query (a late one to an earlier check, garbage): wait on.
+                _ => continue,
+            }
+        };
+        if response.response_code() != self.expect_rcode {
+            return Err(ProbeError::Rcode { got: response.response_code(), expected: self.expect_rcode });
+        }
+        if let Some(want) = self.expect_answer {
+            let found = response.answers().iter().any(|record| match record.data() {
+                RData::A(a) => IpAddr::V4(a.0) == want,
+                RData::AAAA(a) => IpAddr::V6(a.0) == want,
+                _ => false,
+            });
+            if !found {
+                return Err(ProbeError::Answer(want));
+            }
+        }
+        Ok(())
+    }
+}

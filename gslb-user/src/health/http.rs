@@ -1,0 +1,305 @@
+//! HTTP and HTTPS GET monitors: one fresh HTTP/1.1 connection per check (hyper's connection
+//! API, driven inside the check so that aborting the check closes the connection), TLS by
+//! rustls with the ring provider.
+
+use std::{
+    net::SocketAddr,
+    path::Path,
+    pin::pin,
+    sync::{Arc, OnceLock},
+};
+
+use http_body_util::{BodyExt, Empty};
+use hyper::{
+    Request, Uri,
+    body::Bytes,
+    header::{self, HeaderValue},
+};
+use hyper_util::rt::TokioIo;
+use tokio::{
+    io::{AsyncRead, AsyncWrite},
+    net::TcpStream,
+};
+use tokio_rustls::{
+    TlsConnector,
+    rustls::{
+        self, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
+        client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier},
+        crypto::CryptoProvider,
+        pki_types::{CertificateDer, ServerName, UnixTime, pem::PemObject},
+    },
+};
+use tracing::debug;
+
+use super::{HttpCheck, ProbeError, TlsCheck};
+
+/// Body bytes searched for `body_contains`; the rest is not read.
+const BODY_LIMIT: usize = 64 * 1024;
+
+pub(super) struct HttpProbe {
+    addr: SocketAddr,
+    path: Uri,
+    host: HeaderValue,
+    expect_status: Vec<u16>,
+    body_contains: Option<Vec<u8>>,
+    tls: Option<(TlsConnector, ServerName<'static>)>,
+}
+
+impl HttpProbe {
+    pub(super) fn new(addr: SocketAddr, check: &HttpCheck, tls: Option<&TlsCheck>) -> Result<Self, String> {
+        if !check.path.starts_with('/') {
+            return Err(format!("path {:?} does not start with /", check.path));
+        }
+        let path: Uri = check.path.parse().map_err(|e| format!("path {:?}: {e}", check.path))?;
+        let host = check.host.clone().unwrap_or_else(|| addr.to_string());
+        let host_header =
+            HeaderValue::from_str(&host).map_err(|_| format!("host {host:?} is not a header value"))?;
+        let tls = match tls {
+            None => None,
+            Some(tls) => {
+                let name = match (&tls.sni, &check.host) {
+                    (Some(sni), _) => sni.clone(),
+                    (None, Some(host)) => strip_port(host).to_owned(),
+                    (None, None) => addr.ip().to_string(),
+                };
+                let name =
+                    ServerName::try_from(name.clone()).map_err(|_| format!("TLS server name {name:?}"))?;
+                Some((TlsConnector::from(client_config(tls)?), name))
+            }
+        };
+        Ok(HttpProbe {
+            addr,
+            path,
+            host: host_header,
+            expect_status: check.expect_status.clone(),
+            body_contains: check.body_contains.as_ref().map(|s| s.as_bytes().to_vec()),
+            tls,
+        })
+    }
+
+    pub(super) async fn check(&self) -> Result<(), ProbeError> {
+        let tcp = TcpStream::connect(self.addr).await.map_err(ProbeError::Connect)?;
+        let _ = tcp.set_nodelay(true);
+        match &self.tls {
+            None => self.exchange(tcp).await,
+            Some((connector, name)) => {
+                let stream = connector.connect(name.clone(), tcp).await.map_err(ProbeError::Tls)?;
+                self.exchange(stream).await
+            }
+        }
+    }
+
+    /// Sends the request over `stream` and checks the response.
+    async fn exchange<S>(&self, stream: S) -> Result<(), ProbeError>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let http_error = |e: hyper::Error| ProbeError::Http(e.to_string());
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(http_error)?;
+        let request = Request::get(self.path.clone())
+            .header(header::HOST, self.host.clone())
+            .header(header::USER_AGENT, "gslb-health")
+            .header(header::ACCEPT, "*/*")
+            .header(header::CONNECTION, "close")
+            .body(Empty::<Bytes>::new())
+            .map_err(|e| ProbeError::Http(e.to_string()))?;
+        let work = async {
+            let response = sender.send_request(request).await.map_err(http_error)?;
+            let status = response.status().as_u16();
+            let status_ok = if self.expect_status.is_empty() {
+                (200..300).contains(&status)
+            } else {
+                self.expect_status.contains(&status)
+            };
+            if !status_ok {
+                let expected = if self.expect_status.is_empty() {
+                    "2xx".to_owned()
+                } else {
+                    format!("{:?}", self.expect_status)
+                };
+                return Err(ProbeError::Status { got: status, expected });
+            }
+            let Some(needle) = &self.body_contains else { return Ok(()) };
+            let mut body = response.into_body();
+            let mut seen = Vec::new();
+            while seen.len() < BODY_LIMIT {
+                let Some(frame) = body.frame().await else { break };
+                if let Ok(data) = frame.map_err(http_error)?.into_data() {
+                    seen.extend_from_slice(&data);
+                    if contains(&seen, needle) {
+                        return Ok(());
+                    }
+                }
+            }
+            Err(ProbeError::Body(String::from_utf8_lossy(needle).into_owned()))
+        };
+        // The connection is driven here, not in a task of its own, so that it ends with the
+        // check. When it ends first, what it read is already queued for `work`.
+        let mut conn = pin!(conn);
+        let mut work = pin!(work);
+        tokio::select! {
+            result = &mut work => result,
+            ended = &mut conn => {
+                if let Err(error) = ended {
+                    debug!(%error, addr = %self.addr, "http connection");
+                }
+                work.await
+            }
+        }
+    }
+}
+
+/// `host` without a `:port` (an IPv6 literal in brackets loses its brackets).
+fn strip_port(host: &str) -> &str {
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    match host.rsplit_once(':') {
+        Some((name, port)) if !name.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+fn provider() -> Arc<CryptoProvider> {
+    static PROVIDER: OnceLock<Arc<CryptoProvider>> = OnceLock::new();
+    PROVIDER.get_or_init(|| Arc::new(rustls::crypto::ring::default_provider())).clone()
+}
+
+/// The client configuration of `tls`; the common ones are built once and shared.
+fn client_config(tls: &TlsCheck) -> Result<Arc<ClientConfig>, String> {
+    static VERIFIED: OnceLock<Arc<ClientConfig>> = OnceLock::new();
+    static INSECURE: OnceLock<Arc<ClientConfig>> = OnceLock::new();
+    if tls.insecure {
+        return Ok(INSECURE.get_or_init(|| build_config(None, true).expect("no CA file")).clone());
+    }
+    match &tls.ca_file {
+        None => Ok(VERIFIED.get_or_init(|| build_config(None, false).expect("no CA file")).clone()),
+        Some(path) => build_config(Some(path), false),
+    }
+}
+
+fn build_config(ca_file: Option<&Path>, insecure: bool) -> Result<Arc<ClientConfig>, String> {
+    let builder = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS: {e}"))?;
+    let mut config = if insecure {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider())))
+            .with_no_client_auth()
+    } else {
+        let mut roots = system_roots().clone();
+        if let Some(path) = ca_file {
+            let certs = CertificateDer::pem_file_iter(path)
+                .map_err(|e| format!("CA file {}: {e}", path.display()))?;
+            let mut added = 0;
+            for cert in certs {
+                let cert = cert.map_err(|e| format!("CA file {}: {e}", path.display()))?;
+                roots.add(cert).map_err(|e| format!("CA file {}: {e}", path.display()))?;
+                added += 1;
+            }
+            if added == 0 {
+                return Err(format!("CA file {}: no certificate", path.display()));
+            }
+        }
+        builder.with_root_certificates(roots).with_no_client_auth()
+    };
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// The system's trusted roots, loaded once.
+fn system_roots() -> &'static RootCertStore {
+    static ROOTS: OnceLock<RootCertStore> = OnceLock::new();
+    ROOTS.get_or_init(|| {
+        let found = rustls_native_certs::load_native_certs();
+        for error in &found.errors {
+            debug!(%error, "system root certificates");
+        }
+        let mut roots = RootCertStore::empty();
+        let (added, ignored) = roots.add_parsable_certificates(found.certs);
+        debug!(added, ignored, "system root certificates loaded");
+        roots
+    })
+}
+
+/// `insecure` mode: any certificate is accepted; the handshake signatures are still checked,
+/// so the peer does hold the key of the certificate it sent.
+#[derive(Debug)]
+struct AcceptAnyCertificate(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AcceptAnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_without_port() {
+        assert_eq!(strip_port("www.example.com"), "www.example.com");
+        assert_eq!(strip_port("www.example.com:8443"), "www.example.com");
+        assert_eq!(strip_port("192.0.2.1:80"), "192.0.2.1");
+        assert_eq!(strip_port("[2001:db8::1]:443"), "2001:db8::1");
+        assert_eq!(strip_port("[2001:db8::1]"), "2001:db8::1");
+        assert_eq!(strip_port("2001:db8::1"), "2001:db8::1");
+    }
+
+    #[test]
+    fn substring() {
+        assert!(contains(b"hello world", b"lo w"));
+        assert!(contains(b"abc", b""));
+        assert!(!contains(b"ab", b"abc"));
+        assert!(!contains(b"hello", b"world"));
+    }
+
+    #[test]
+    fn invalid_checks_are_refused() {
+        let addr: SocketAddr = "192.0.2.1:80".parse().unwrap();
+        assert!(HttpProbe::new(addr, &HttpCheck::get("health"), None).is_err());
+        let bad_host = HttpCheck { host: Some("a\nb".into()), ..HttpCheck::get("/") };
+        assert!(HttpProbe::new(addr, &bad_host, None).is_err());
+        let tls = TlsCheck { sni: Some("not a name".into()), ..TlsCheck::default() };
+        assert!(HttpProbe::new(addr, &HttpCheck::get("/"), Some(&tls)).is_err());
+        let missing_ca = TlsCheck { ca_file: Some("/nonexistent/ca.pem".into()), ..TlsCheck::default() };
+        assert!(HttpProbe::new(addr, &HttpCheck::get("/"), Some(&missing_ca)).is_err());
+        assert!(HttpProbe::new(addr, &HttpCheck::get("/healthz?full=1"), Some(&TlsCheck::default())).is_ok());
+    }
+}

@@ -1,0 +1,14 @@
+//! TCP connect monitor: the target accepts a connection.
+
+use std::net::SocketAddr;
+
+use tokio::net::TcpStream;
+
+use super::ProbeError;
+
+/// Connects to `addr` and closes the connection at once.
+pub(super) async fn connect(addr: SocketAddr) -> Result<(), ProbeError> {
+    let stream = TcpStream::connect(addr).await.map_err(ProbeError::Connect)?;
+    drop(stream);
+    Ok(())
+}
