@@ -9,10 +9,10 @@ use std::{
 
 use tokio::{
     net::{TcpListener, UdpSocket},
-    sync::watch,
+    sync::{mpsc, watch},
     task::JoinSet,
 };
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::{
     compile::Snapshot,
@@ -59,16 +59,11 @@ pub async fn run(
     overrides: Overrides,
     ready: impl FnOnce(),
     shutdown: impl Future<Output = ()>,
+    mut reloads: mpsc::Receiver<()>,
 ) -> Result<(), DaemonError> {
-    let mut config = Config::load(&config_path)?;
-    // The overrides apply to the fast path too, so they change the configuration itself.
-    if !overrides.listen.is_empty() {
-        config.server.listen = overrides.listen.clone();
-    }
-    if let Some(port) = overrides.port {
-        config.server.dns_port = port;
-    }
-    let server = &config.server;
+    let mut config = load_config(&config_path, &overrides)?;
+    let server = config.server.clone();
+    let server = &server;
     // SAFETY: geteuid has no preconditions.
     if !overrides.no_xdp && unsafe { libc::geteuid() } != 0 {
         return Err(DaemonError::NotRoot);
@@ -97,7 +92,7 @@ pub async fn run(
 
     let snapshot = Snapshot::from_config(&config);
     let responder = Arc::new(Responder::new(&config, &snapshot));
-    let dataplane = if overrides.no_xdp {
+    let mut dataplane = if overrides.no_xdp {
         info!("--no-xdp: the responder answers everything");
         None
     } else {
@@ -118,7 +113,19 @@ pub async fn run(
     info!(config = %config_path.display(), listen = ?server.listen, port = server.dns_port, "gslbd ready");
     ready();
 
-    shutdown.await;
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            Some(()) = reloads.recv() => {
+                // A burst of reload requests is one reload: the file is read once, latest wins.
+                while reloads.try_recv().is_ok() {}
+                if let Some(new) = reload(&config_path, &overrides, &config, dataplane.as_mut(), &responder) {
+                    config = new;
+                }
+            }
+        }
+    }
     info!("shutting down");
     let _ = stop.send(true);
     while servers.join_next().await.is_some() {}
@@ -136,6 +143,93 @@ pub async fn run(
         None => {}
     }
     Ok(())
+}
+
+/// The configuration file with the command line's overrides applied (they apply to the fast
+/// path too, so they change the configuration itself).
+fn load_config(path: &std::path::Path, overrides: &Overrides) -> Result<Config, ConfigError> {
+    let mut config = Config::load(path)?;
+    if !overrides.listen.is_empty() {
+        config.server.listen = overrides.listen.clone();
+    }
+    if let Some(port) = overrides.port {
+        config.server.dns_port = port;
+    }
+    Ok(config)
+}
+
+/// Reloads the configuration: the new one is validated in full, published to the fast path as
+/// one new generation, then given to the responder. A configuration that does not load, or that
+/// changes what only a restart can (sockets, interface, pins), is refused and the running one
+/// stays in force.
+fn reload(
+    path: &std::path::Path,
+    overrides: &Overrides,
+    running: &Config,
+    dataplane: Option<&mut Dataplane>,
+    responder: &Responder,
+) -> Option<Config> {
+    let config = match load_config(path, overrides) {
+        Ok(config) => config,
+        Err(error) => {
+            error!(error = anyhow_like(&error), "reload refused; the running configuration stays in force");
+            return None;
+        }
+    };
+    let (old, new) = (&running.server, &config.server);
+    let restart_only = [
+        ("listen", old.listen != new.listen),
+        ("dns_port", old.dns_port != new.dns_port),
+        ("interface", old.interface != new.interface),
+        ("xdp_mode", old.xdp_mode != new.xdp_mode),
+        ("pin_path", old.pin_path != new.pin_path),
+    ];
+    let changed: Vec<&str> = restart_only.iter().filter(|(_, c)| *c).map(|(n, _)| *n).collect();
+    if !changed.is_empty() {
+        error!(fields = ?changed, "reload refused: [server] changes need a restart; the running configuration stays in force");
+        return None;
+    }
+    let snapshot = Snapshot::from_config(&config);
+    if let Some(dataplane) = dataplane {
+        match dataplane.table.publish(&snapshot) {
+            Ok(stats) => info!(generation = stats.generation, domains = stats.domains, answers = stats.answers, "fast path republished"),
+            Err(error) => {
+                // The old generation is still the one in force (the switch is the last write).
+                error!(error = anyhow_like(&error), "reload refused: publishing to the fast path failed");
+                return None;
+            }
+        }
+    }
+    responder.replace(&config, &snapshot);
+    info!(config = %path.display(), "configuration reloaded");
+    Some(config)
+}
+
+/// `error` with its causes, as `{:#}` prints an anyhow error (thiserror enums print only their
+/// own context).
+fn anyhow_like(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
+
+/// Reload requests, one per SIGHUP.
+pub fn reload_signals() -> Result<mpsc::Receiver<()>, DaemonError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hup = signal(SignalKind::hangup()).map_err(DaemonError::Signal)?;
+    let (tx, rx) = mpsc::channel(1);
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            // Full means a reload is already pending, which will read the latest file.
+            let _ = tx.try_send(());
+        }
+    });
+    Ok(rx)
 }
 
 fn udp_workers() -> usize {

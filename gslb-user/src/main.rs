@@ -70,7 +70,8 @@ fn serve(args: Args) -> anyhow::Result<()> {
         let shutdown = daemon::signals().await?;
         // Tests and scripts wait for this line on stdout.
         let ready = || println!("gslbd: ready");
-        daemon::run(args.config, overrides, ready, shutdown).await?;
+        let reloads = daemon::reload_signals()?;
+        daemon::run(args.config, overrides, ready, shutdown, reloads).await?;
         Ok(())
     })
 }

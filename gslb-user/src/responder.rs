@@ -7,6 +7,7 @@
 use std::{
     collections::{HashMap, HashSet},
     net::IpAddr,
+    sync::Arc,
     sync::atomic::{AtomicU32, Ordering},
 };
 
@@ -20,6 +21,7 @@ use hickory_proto::{
     },
     serialize::binary::{BinDecodable, BinDecoder, BinEncodable},
 };
+use arc_swap::ArcSwap;
 use ipnet::IpNet;
 
 use crate::{
@@ -52,10 +54,26 @@ const CLASSIC_UDP_SIZE: usize = 512;
 const MAX_CNAME_CHAIN: usize = 8;
 
 pub struct Responder {
+    /// Replaced whole on a configuration reload; a query in flight keeps the data it started
+    /// with.
+    data: ArcSwap<Authority>,
+    rotor: AtomicU32,
+}
+
+/// Everything the responder answers from, built from one configuration.
+struct Authority {
     zones: Vec<ZoneData>,
     gslb: GslbIndex,
     edns_udp_size: u16,
-    rotor: AtomicU32,
+}
+
+impl Authority {
+    fn new(config: &Config, snapshot: &Snapshot) -> Self {
+        let mut zones: Vec<ZoneData> = config.zones.iter().map(|z| ZoneData::new(z, config)).collect();
+        // Longest apex first: the first zone that contains a name is its zone.
+        zones.sort_by_key(|z| std::cmp::Reverse(z.apex.len()));
+        Authority { zones, gslb: GslbIndex::new(snapshot), edns_udp_size: snapshot.edns_udp_size }
+    }
 }
 
 /// One zone, indexed for lookups. Keys are lower-case names without the trailing dot.
@@ -288,15 +306,15 @@ struct Lookup {
 
 impl Responder {
     pub fn new(config: &Config, snapshot: &Snapshot) -> Self {
-        let mut zones: Vec<ZoneData> = config.zones.iter().map(|z| ZoneData::new(z, config)).collect();
-        // Longest apex first: the first zone that contains a name is its zone.
-        zones.sort_by_key(|z| std::cmp::Reverse(z.apex.len()));
         Responder {
-            zones,
-            gslb: GslbIndex::new(snapshot),
-            edns_udp_size: snapshot.edns_udp_size,
+            data: ArcSwap::from_pointee(Authority::new(config, snapshot)),
             rotor: AtomicU32::new(0),
         }
+    }
+
+    /// Answers from `config` and `snapshot` from now on (a configuration reload).
+    pub fn replace(&self, config: &Config, snapshot: &Snapshot) {
+        self.data.store(Arc::new(Authority::new(config, snapshot)));
     }
 
     /// Answers `request` from `client` into `sink`; sends nothing for what must not be answered
@@ -327,6 +345,7 @@ impl Responder {
             Ok(q) if decoder.is_empty() => q,
             _ => return Some(formerr(request)),
         };
+        let data = self.data.load();
         let mut response = Message::new();
         response
             .set_id(query.id())
@@ -340,7 +359,7 @@ impl Responder {
         let edns = query.extensions().as_ref();
         if let Some(e) = edns {
             let mut ours = Edns::new();
-            ours.set_max_payload(self.edns_udp_size.max(CLASSIC_UDP_SIZE as u16));
+            ours.set_max_payload(data.edns_udp_size.max(CLASSIC_UDP_SIZE as u16));
             ours.set_version(0);
             ours.set_dnssec_ok(e.flags().dnssec_ok);
             response.set_edns(ours);
@@ -355,7 +374,7 @@ impl Responder {
         let limit = match (transport, edns) {
             (Transport::Tcp, _) => u16::MAX as usize,
             (Transport::Udp, None) => CLASSIC_UDP_SIZE,
-            (Transport::Udp, Some(e)) => usize::from(e.max_payload().min(self.edns_udp_size))
+            (Transport::Udp, Some(e)) => usize::from(e.max_payload().min(data.edns_udp_size))
                 .max(CLASSIC_UDP_SIZE),
         };
 
@@ -370,14 +389,14 @@ impl Responder {
         } else {
             let question = &query.queries()[0];
             let client = ecs.map_or(client, |ecs| ecs.addr());
-            let found = self.lookup(question, client);
+            let found = self.lookup(&data, question, client);
             if let (Some(ecs), Some(edns)) = (ecs, response.extensions_mut()) {
                 // Scope 0 (valid for every client) unless a GSLB name, whose answer depends on
                 // the client's view, took part.
                 let gslb = std::iter::once(question.name())
                     .chain(found.answers.iter().map(|r| r.name()))
-                    .any(|n| self.gslb.is_gslb(&key(n)));
-                let scope = if gslb { self.gslb.scope(client) } else { 0 };
+                    .any(|n| data.gslb.is_gslb(&key(n)));
+                let scope = if gslb { data.gslb.scope(client) } else { 0 };
                 edns.options_mut().insert(EdnsOption::Subnet(ClientSubnet::new(
                     ecs.addr(),
                     ecs.source_prefix(),
@@ -407,7 +426,7 @@ impl Responder {
         truncated.to_vec().ok()
     }
 
-    fn lookup(&self, question: &Query, client: IpAddr) -> Lookup {
+    fn lookup(&self, data: &Authority, question: &Query, client: IpAddr) -> Lookup {
         let mut out = Lookup {
             rcode: ResponseCode::NoError,
             authoritative: true,
@@ -417,7 +436,7 @@ impl Responder {
         };
         let qname = key(question.name());
         let Some(zone) = (question.query_class() == DNSClass::IN)
-            .then(|| self.zones.iter().find(|z| z.contains(&qname)))
+            .then(|| data.zones.iter().find(|z| z.contains(&qname)))
             .flatten()
         else {
             out.rcode = ResponseCode::Refused;
@@ -444,7 +463,7 @@ impl Responder {
         let mut current = qname;
         let mut visited = HashSet::from([current.clone()]);
         for _ in 0..MAX_CNAME_CHAIN {
-            let Some(z) = self.zones.iter().find(|z| z.contains(&current)) else {
+            let Some(z) = data.zones.iter().find(|z| z.contains(&current)) else {
                 return out; // the chain left our zones: the resolver follows it
             };
             if z.cut_above(&current).is_some() {
@@ -456,7 +475,7 @@ impl Responder {
                 out.authority.push(z.negative_soa());
                 return out;
             }
-            let rrs = self.rrset(z, &current, &owner, qtype, client);
+            let rrs = self.rrset(data, z, &current, &owner, qtype, client);
             if !rrs.is_empty() {
                 out.answers.extend(rrs);
                 return out;
@@ -490,7 +509,7 @@ impl Responder {
 
     /// The records of `qtype` at `name` in `zone` (GSLB, apex or static), owned by `owner` (the
     /// name as asked, so the answer compresses to the question).
-    fn rrset(&self, zone: &ZoneData, name: &str, owner: &Name, qtype: RecordType, client: IpAddr) -> Vec<Record> {
+    fn rrset(&self, data: &Authority, zone: &ZoneData, name: &str, owner: &Name, qtype: RecordType, client: IpAddr) -> Vec<Record> {
         let mut rrs: Vec<Record> = Vec::new();
         let want = |t: RecordType| qtype == t || qtype == RecordType::ANY;
         if name == zone.apex {
@@ -507,7 +526,7 @@ impl Responder {
         if zone.gslb.contains(name) {
             for (t, code) in [(RecordType::A, QTYPE_A), (RecordType::AAAA, QTYPE_AAAA)] {
                 if want(t) {
-                    rrs.extend(self.gslb_records(name, code, client));
+                    rrs.extend(self.gslb_records(data, name, code, client));
                 }
             }
         }
@@ -523,8 +542,8 @@ impl Responder {
     }
 
     /// The GSLB answer, exactly as the fast path gives it: one rotating address or all of them.
-    fn gslb_records(&self, name: &str, qtype: u16, client: IpAddr) -> Vec<Record> {
-        let Some(answer) = self.gslb.answer(name, qtype, client) else {
+    fn gslb_records(&self, data: &Authority, name: &str, qtype: u16, client: IpAddr) -> Vec<Record> {
+        let Some(answer) = data.gslb.answer(name, qtype, client) else {
             return Vec::new();
         };
         let addrs: Vec<IpAddr> = match answer.mode {

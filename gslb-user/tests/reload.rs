@@ -1,0 +1,176 @@
+//! Configuration reload: a new configuration takes effect without a restart; a bad one is
+//! refused and the running one stays in force. The daemon runs in-process with the responder
+//! alone (`no_xdp`) on a loopback port, so no privileges are needed.
+
+use std::{
+    net::{IpAddr, SocketAddr, UdpSocket},
+    time::Duration,
+};
+
+use gslb_user::daemon::{self, Overrides};
+use hickory_proto::{
+    op::{Message, Query},
+    rr::{Name, RData, RecordType},
+};
+use tokio::sync::{mpsc, oneshot};
+
+fn config(port: u16, web_ip: &str) -> String {
+    format!(
+        r#"
+[server]
+listen = ["127.0.0.1"]
+dns_port = {port}
+
+[[zone]]
+name = "example.com"
+ns = ["ns1.example.com"]
+  [zone.soa]
+  rname = "hostmaster.example.com"
+  [[zone.record]]
+  name = "ns1"
+  type = "A"
+  value = "127.0.0.1"
+
+[[site]]
+name = "dc"
+ip = "192.0.2.1"
+
+[[service]]
+name = "web"
+ip = "{web_ip}"
+site = "dc"
+
+[[gslb_domain]]
+name = "www.example.com"
+services = ["web"]
+"#
+    )
+}
+
+/// The A answer for www.example.com from the server on `port`.
+fn ask(port: u16) -> Vec<IpAddr> {
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut query = Message::new();
+    query.set_id(7).add_query(Query::query(Name::from_ascii("www.example.com.").unwrap(), RecordType::A));
+    socket.send_to(&query.to_vec().unwrap(), SocketAddr::from(([127, 0, 0, 1], port))).unwrap();
+    let mut buf = [0u8; 1500];
+    let len = socket.recv(&mut buf).expect("an answer");
+    let reply = Message::from_vec(&buf[..len]).unwrap();
+    reply
+        .answers()
+        .iter()
+        .filter_map(|r| match r.data() {
+            RData::A(a) => Some(IpAddr::V4(a.0)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn free_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Sends a reload and waits until `ask` gives `want` (the reload is applied asynchronously),
+/// or panics after 5 s.
+async fn reload_until(reloads: &mpsc::Sender<()>, port: u16, want: &str) {
+    reloads.send(()).await.unwrap();
+    let want: IpAddr = want.parse().unwrap();
+    for _ in 0..100 {
+        if tokio::task::spawn_blocking(move || ask(port)).await.unwrap() == vec![want] {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("answer never became {want}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_applies_a_good_config_and_refuses_a_bad_one() {
+    let dir = std::env::temp_dir().join(format!("gslb-reload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("gslb.toml");
+    let port = free_port();
+    std::fs::write(&path, config(port, "198.51.100.1")).unwrap();
+
+    let (ready_tx, ready_rx) = oneshot::channel();
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let (reload_tx, reload_rx) = mpsc::channel(1);
+    let overrides = Overrides { no_xdp: true, ..Overrides::default() };
+    let daemon = tokio::spawn(daemon::run(
+        path.clone(),
+        overrides,
+        move || {
+            let _ = ready_tx.send(());
+        },
+        async move {
+            let _ = stop_rx.await;
+        },
+        reload_rx,
+    ));
+    ready_rx.await.expect("gslbd ready");
+    let before = tokio::task::spawn_blocking(move || ask(port)).await.unwrap();
+    assert_eq!(before, vec!["198.51.100.1".parse::<IpAddr>().unwrap()]);
+
+    // A new service address takes effect.
+    std::fs::write(&path, config(port, "198.51.100.2")).unwrap();
+    reload_until(&reload_tx, port, "198.51.100.2").await;
+
+    // Refused, each with the running configuration kept: a file that does not parse, one that
+    // does not validate, and one that changes what needs a restart (the port).
+    let bad = [
+        "[server\nlisten = [".to_owned(),
+        config(port, "not-an-address"),
+        config(port + 1, "198.51.100.3"),
+    ];
+    for text in bad {
+        std::fs::write(&path, &text).unwrap();
+        reload_tx.send(()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let now = tokio::task::spawn_blocking(move || ask(port)).await.unwrap();
+        assert_eq!(now, vec!["198.51.100.2".parse::<IpAddr>().unwrap()], "after refusing:\n{text}");
+    }
+
+    // And a good one after the refusals still applies.
+    std::fs::write(&path, config(port, "198.51.100.4")).unwrap();
+    reload_until(&reload_tx, port, "198.51.100.4").await;
+
+    stop_tx.send(()).unwrap();
+    daemon.await.unwrap().expect("clean shutdown");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The same through the real signal: SIGHUP to a running gslbd.
+#[test]
+fn sighup_reloads_a_running_gslbd() {
+    use std::io::{BufRead, BufReader};
+    let dir = std::env::temp_dir().join(format!("gslb-hup-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("gslb.toml");
+    let port = free_port();
+    std::fs::write(&path, config(port, "198.51.100.1")).unwrap();
+    let mut gslbd = std::process::Command::new(env!("CARGO_BIN_EXE_gslbd"))
+        .args(["--no-xdp", "--config"])
+        .arg(&path)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(gslbd.stdout.take().unwrap()).lines();
+    assert!(lines.next().is_some_and(|l| l.unwrap().contains("gslbd: ready")), "gslbd started");
+    assert_eq!(ask(port), vec!["198.51.100.1".parse::<IpAddr>().unwrap()]);
+
+    std::fs::write(&path, config(port, "198.51.100.9")).unwrap();
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(gslbd.id() as i32, libc::SIGHUP) };
+    let want = vec!["198.51.100.9".parse::<IpAddr>().unwrap()];
+    let reloaded = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(50));
+        ask(port) == want
+    });
+    // SAFETY: as above.
+    unsafe { libc::kill(gslbd.id() as i32, libc::SIGTERM) };
+    let status = gslbd.wait().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(reloaded, "SIGHUP did not reload");
+    assert!(status.success(), "gslbd exit: {status}");
+}
