@@ -42,6 +42,9 @@ const PINNED_MAPS: [&str; 7] = [
     maps::COUNTERS,
 ];
 
+/// How long an old generation stays after the switch; see [`AnswerTable::publish`].
+const GENERATION_GRACE: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// The XDP object, compiled for bpfel by build.rs.
 pub static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/gslb"));
 
@@ -157,6 +160,13 @@ impl Dataplane {
     /// The answering program, e.g. for `BPF_PROG_TEST_RUN`.
     pub fn program(&self) -> &Xdp {
         self.loaded(programs::ANSWER)
+    }
+
+    /// The answering program and the answer table at once, e.g. to run the program while
+    /// publishing.
+    pub fn program_and_table(&mut self) -> (&Xdp, &mut AnswerTable) {
+        let program = self.ebpf.program(programs::ANSWER).and_then(|p| p.try_into().ok()).expect("loaded in Dataplane::load");
+        (program, &mut self.table)
     }
 
     /// The pass-through program, e.g. as a baseline for timing the answering one.
@@ -436,6 +446,10 @@ impl AnswerTable {
             edns_udp_size: snapshot.edns_udp_size,
         };
         self.config.set(0, &config, 0).map_err(map_err(maps::CONFIG))?;
+        // A packet that read the old generation just before the switch may still be looking
+        // its entries up. A program run takes well under a microsecond and cannot be preempted,
+        // so after this pause none can be: only then are the old entries deleted.
+        std::thread::sleep(GENERATION_GRACE);
         stats.removed = self.remove_other_generations(generation, snapshot)?;
         Ok(stats)
     }

@@ -379,7 +379,7 @@ fn answers_by_the_clients_view() {
 fn rotates_one_address_per_query() {
     let Some(dp) = dataplane() else { return };
     // The rotor is per CPU: stay on one so that consecutive runs take consecutive turns.
-    pin_to_current_cpu();
+    common::pin_to_current_cpu();
     for (server, rtype) in [(V4, RecordType::A), (V6, RecordType::AAAA)] {
         let expect = www_default(rtype);
         let got: Vec<IpAddr> = (0..4)
@@ -394,17 +394,6 @@ fn rotates_one_address_per_query() {
     }
 }
 
-fn pin_to_current_cpu() {
-    // SAFETY: plain syscalls for this thread, with a zero-initialised cpu_set_t.
-    unsafe {
-        let cpu = libc::sched_getcpu();
-        assert!(cpu >= 0, "sched_getcpu: {}", std::io::Error::last_os_error());
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu as usize, &mut set);
-        let rc = libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-        assert_eq!(rc, 0, "sched_setaffinity: {}", std::io::Error::last_os_error());
-    }
-}
 
 #[test]
 fn answers_every_address_in_all_mode() {

@@ -49,6 +49,27 @@ pub fn dataplane() -> Option<Dataplane> {
     Some(dp)
 }
 
+/// Keeps this thread on the CPU it runs on (per-CPU maps such as the rotor then stay put).
+pub fn pin_to_current_cpu() {
+    // SAFETY: plain syscalls for this thread, with a zero-initialised cpu_set_t.
+    unsafe {
+        let cpu = libc::sched_getcpu();
+        assert!(cpu >= 0, "sched_getcpu: {}", std::io::Error::last_os_error());
+        pin_to_cpu(cpu as usize);
+    }
+}
+
+/// Keeps this thread on `cpu`.
+pub fn pin_to_cpu(cpu: usize) {
+    // SAFETY: plain syscall for this thread, with a zero-initialised cpu_set_t.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        let rc = libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        assert_eq!(rc, 0, "sched_setaffinity: {}", std::io::Error::last_os_error());
+    }
+}
+
 pub fn snapshot() -> Snapshot {
     let config =
         Config::parse(&config_text(), Path::new("xdp-test.toml")).expect("test configuration");
