@@ -8,7 +8,10 @@
 //! Sections, in NetScaler / BIG-IP DNS vocabulary (`examples/` has a commented file per feature):
 //! `[server]`, `[[view]]` (static client-prefix views), `[[zone]]` (authoritative zones with SOA,
 //! NS and static records), `[[site]]` (GSLB sites), `[[service]]` (GSLB services, the answer
-//! candidates) and `[[gslb_domain]]` (names answered from services).
+//! candidates), `[[gslb_domain]]` (names answered from services, with their load-balancing
+//! method chain), `[[topology]]` (BIG-IP DNS topology records), `[[action]]` and `[[policy]]`
+//! (NetScaler DNS actions with preferred locations, and the policies that apply them) and
+//! `[engine]` (decision-engine settings). The semantics are those of [`crate::policy`].
 //!
 //! To add a section (monitors, policies, …): add a `Raw*` struct and a field to [`RawConfig`], a
 //! typed struct and a field to [`Config`], and a `Validator` method called from
@@ -26,6 +29,9 @@ use std::str::FromStr;
 use ipnet::IpNet;
 use serde::Deserialize;
 use toml::Spanned;
+
+use crate::location::{Location, WildcardMode};
+use crate::policy::{Expr, Ldns, MAX_PREFERRED_LOCATIONS, Method, Persistence, SourceMask};
 
 /// Most addresses per family in one answer set; keeps "all" responses small
 /// enough for the XDP fast path to build in place.
@@ -53,6 +59,18 @@ const TTL_RANGE: RangeInclusive<i64> = 0..=MAX_TTL;
 const SERIAL_RANGE: RangeInclusive<i64> = 0..=u32::MAX as i64;
 const PORT_RANGE: RangeInclusive<i64> = 1..=u16::MAX as i64;
 const WEIGHT_RANGE: RangeInclusive<i64> = 1..=100;
+const LIMIT_RANGE: RangeInclusive<i64> = 1..=i64::MAX;
+/// RTT tolerance, in milliseconds (NetScaler allows up to 100; a little slack here).
+const TOLERANCE_RANGE: RangeInclusive<i64> = 0..=10_000;
+const MASK_V4_RANGE: RangeInclusive<i64> = 1..=32;
+const MASK_V6_RANGE: RangeInclusive<i64> = 1..=128;
+/// Persistence timeout, in seconds (NetScaler: 2 to 1440 minutes).
+const PERSISTENCE_TIMEOUT_RANGE: RangeInclusive<i64> = 1..=86_400;
+/// NetScaler's default persistence timeout, 2 minutes.
+const DEFAULT_PERSISTENCE_TIMEOUT: u32 = 120;
+const SCORE_RANGE: RangeInclusive<i64> = 1..=u32::MAX as i64;
+/// NetScaler bind priorities.
+const PRIORITY_RANGE: RangeInclusive<i64> = 1..=i32::MAX as i64;
 /// Implicit view of clients matching no `[[view]]`; answered from a domain's own services.
 const DEFAULT_VIEW: &str = "default";
 /// How many names an "unknown X" error lists.
@@ -74,6 +92,13 @@ pub struct Config {
     pub services: Vec<Service>,
     /// GSLB domains, in file order; each is inside one of `zones`.
     pub gslb_domains: Vec<GslbDomain>,
+    /// Topology records, in file order.
+    pub topology: Vec<TopologyRecord>,
+    /// DNS actions, in file order.
+    pub actions: Vec<DnsAction>,
+    /// DNS policies, in file order (evaluation follows `priority`).
+    pub policies: Vec<DnsPolicy>,
+    pub engine: EngineSettings,
 }
 
 impl Config {
@@ -311,6 +336,10 @@ pub struct Service {
     pub weight: u32,
     /// The address DNS answers carry when the service sits behind NAT; same family as `ip`.
     pub public_ip: Option<IpAddr>,
+    /// Spillover: at this many connections the service takes no new clients (≥ 1).
+    pub max_connections: Option<u64>,
+    /// Spillover: at this bandwidth (kbit/s) the service takes no new clients (≥ 1).
+    pub max_bandwidth_kbps: Option<u64>,
 }
 
 impl Service {
@@ -360,6 +389,72 @@ pub struct GslbDomain {
     /// Per-view services, in file order; each view exists (never "default") and appears once,
     /// its services follow the same rules as `services`.
     pub views: Vec<(String, Vec<String>)>,
+    /// The load-balancing method (BIG-IP DNS "preferred"); default round robin.
+    pub method: Method,
+    /// Used when `method` cannot decide (BIG-IP DNS "alternate", NetScaler backup method).
+    /// Never after a method that always decides, never a repeat.
+    pub alternate: Option<Method>,
+    /// Used when `method` and `alternate` cannot decide (BIG-IP DNS "fallback"); same rules.
+    pub fallback: Option<Method>,
+    /// RTT: sites within the lowest RTT plus this many milliseconds share the answers; only
+    /// set (non-zero) when the chain has `rtt`.
+    pub tolerance_ms: u32,
+    /// Source-IP hash grouping; only set (not /32, /128) when the chain has `sourceiphash`.
+    pub sourceip_mask: SourceMask,
+    pub persistence: Option<Persistence>,
+    /// Another GSLB domain (exists, not this one, no cycle) that answers when this one has no
+    /// available service (NetScaler backup virtual server).
+    pub backup_domain: Option<String>,
+}
+
+impl GslbDomain {
+    /// The method chain: `method`, then `alternate` and `fallback` if set.
+    pub fn chain(&self) -> Vec<Method> {
+        [Some(self.method), self.alternate, self.fallback]
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+}
+
+/// `[[topology]]`: a BIG-IP DNS topology record, `dc."NAME" <ldns> <score>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopologyRecord {
+    /// A [`Site`] (exists).
+    pub destination: String,
+    /// A prefix (host bits zero) or a location pattern (`*` for any client); (destination,
+    /// ldns) is unique.
+    pub ldns: Ldns,
+    /// 1..=4294967295.
+    pub score: u32,
+}
+
+/// `[[action]]`: a NetScaler DNS action with a preferred-location list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DnsAction {
+    /// Unique; letters, digits, '-', '_' and '.'.
+    pub name: String,
+    /// 1..=[`MAX_PREFERRED_LOCATIONS`], highest priority first, no duplicates.
+    pub preferred_locations: Vec<Location>,
+}
+
+/// `[[policy]]`: a NetScaler DNS policy, bound globally.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DnsPolicy {
+    /// Unique; letters, digits, '-', '_' and '.'.
+    pub name: String,
+    pub expression: Expr,
+    /// A [`DnsAction`] (exists).
+    pub action: String,
+    /// 1..=2147483647, unique; lower is evaluated first.
+    pub priority: u32,
+}
+
+/// `[engine]`: decision-engine settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EngineSettings {
+    /// NetScaler `matchWildcardtoany`.
+    pub wildcard_mode: WildcardMode,
 }
 
 /// Splits a location (`Europe.UK."St. Albans"`) into its qualifiers, unquoted.
@@ -484,6 +579,14 @@ struct RawConfig {
     services: Vec<RawService>,
     #[serde(default, rename = "gslb_domain")]
     gslb_domains: Vec<RawGslbDomain>,
+    #[serde(default)]
+    topology: Vec<RawTopology>,
+    #[serde(default, rename = "action")]
+    actions: Vec<RawAction>,
+    #[serde(default, rename = "policy")]
+    policies: Vec<RawPolicy>,
+    #[serde(default)]
+    engine: RawEngine,
     /// The schema before zones and services; only read to say what replaced it.
     #[serde(rename = "domain")]
     old_domain: Option<Spanned<toml::Value>>,
@@ -561,6 +664,8 @@ struct RawService {
     location: Option<Str>,
     weight: Option<Int>,
     public_ip: Option<Str>,
+    max_connections: Option<Int>,
+    max_bandwidth_kbps: Option<Int>,
 }
 
 #[derive(Deserialize)]
@@ -575,6 +680,68 @@ struct RawGslbDomain {
     down_response: Option<Spanned<DownResponse>>,
     #[serde(default, rename = "view")]
     views: Vec<RawGslbView>,
+    method: Option<Spanned<Method>>,
+    alternate: Option<Spanned<Method>>,
+    fallback: Option<Spanned<Method>>,
+    tolerance_ms: Option<Int>,
+    sourceip_mask: Option<Spanned<RawMask>>,
+    persistence: Option<Spanned<RawPersistence>>,
+    backup_domain: Option<Str>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMask {
+    mask_v4: Option<Int>,
+    mask_v6: Option<Int>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPersistence {
+    mask_v4: Option<Int>,
+    mask_v6: Option<Int>,
+    timeout_s: Option<Int>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTopology {
+    destination: Str,
+    ldns: Str,
+    score: Int,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAction {
+    name: Str,
+    preferred_locations: List,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    name: Str,
+    expression: Str,
+    action: Str,
+    priority: Int,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawEngine {
+    #[serde(default)]
+    wildcard_mode: RawWildcardMode,
+}
+
+#[derive(Deserialize, Default, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum RawWildcardMode {
+    #[default]
+    Yes,
+    No,
+    Expression,
 }
 
 #[derive(Deserialize)]
@@ -585,6 +752,28 @@ struct RawGslbView {
 }
 
 // ---- Validation ----
+
+/// A domain's load-balancing settings as written (borrowed: the domain is partly moved by then).
+#[derive(Clone, Copy)]
+struct RawLb<'a> {
+    name: &'a Str,
+    method: &'a Option<Spanned<Method>>,
+    alternate: &'a Option<Spanned<Method>>,
+    fallback: &'a Option<Spanned<Method>>,
+    tolerance_ms: &'a Option<Int>,
+    sourceip_mask: &'a Option<Spanned<RawMask>>,
+    persistence: &'a Option<Spanned<RawPersistence>>,
+}
+
+/// A domain's load-balancing settings, validated.
+struct LbSettings {
+    method: Method,
+    alternate: Option<Method>,
+    fallback: Option<Method>,
+    tolerance_ms: u32,
+    sourceip_mask: SourceMask,
+    persistence: Option<Persistence>,
+}
 
 struct Validator<'a> {
     text: &'a str,
@@ -708,9 +897,25 @@ impl Validator<'_> {
         let (zones, facts) = self.zones(raw.zones)?;
         let sites = self.sites(raw.sites)?;
         let services = self.services(raw.services, &sites)?;
-        let gslb_domains =
-            self.gslb_domains(raw.gslb_domains, &zones, &facts, &views, &services)?;
+        let topology = self.topology(raw.topology, &sites)?;
+        let gslb_domains = self.gslb_domains(
+            raw.gslb_domains,
+            &zones,
+            &facts,
+            &views,
+            &services,
+            &topology,
+        )?;
         self.name_servers_have_addresses(&zones, &facts, &gslb_domains)?;
+        let actions = self.actions(raw.actions)?;
+        let policies = self.policies(raw.policies, &actions)?;
+        let engine = EngineSettings {
+            wildcard_mode: match raw.engine.wildcard_mode {
+                RawWildcardMode::Yes => WildcardMode::Yes,
+                RawWildcardMode::No => WildcardMode::No,
+                RawWildcardMode::Expression => WildcardMode::Expression,
+            },
+        };
         Ok(Config {
             server,
             views,
@@ -718,6 +923,10 @@ impl Validator<'_> {
             sites,
             services,
             gslb_domains,
+            topology,
+            actions,
+            policies,
+            engine,
         })
     }
 
@@ -1390,6 +1599,14 @@ impl Validator<'_> {
             }
             let weight = self.int(&owner, "weight", rs.weight, WEIGHT_RANGE, DEFAULT_WEIGHT)?;
             let public_ip = self.public_ip(&owner, ip, rs.public_ip)?;
+            let max_connections = rs
+                .max_connections
+                .map(|m| self.int(&owner, "max_connections", Some(m), LIMIT_RANGE, 0))
+                .transpose()?;
+            let max_bandwidth_kbps = rs
+                .max_bandwidth_kbps
+                .map(|m| self.int(&owner, "max_bandwidth_kbps", Some(m), LIMIT_RANGE, 0))
+                .transpose()?;
             services.push(Service {
                 name,
                 ip,
@@ -1398,6 +1615,8 @@ impl Validator<'_> {
                 location: rs.location.map(Spanned::into_inner),
                 weight,
                 public_ip,
+                max_connections,
+                max_bandwidth_kbps,
             });
         }
         Ok(services)
@@ -1410,6 +1629,7 @@ impl Validator<'_> {
         facts: &[ZoneFacts],
         views: &[View],
         services: &[Service],
+        topology: &[TopologyRecord],
     ) -> Result<Vec<GslbDomain>, ConfigError> {
         let view_names = Names::new("view", views.iter().map(|v| v.name.as_str()));
         let by_name: HashMap<&str, &Service> =
@@ -1417,6 +1637,8 @@ impl Validator<'_> {
         let service_names = Names::new("service", services.iter().map(|s| s.name.as_str()));
         let mut names = Seen::new();
         let mut domains = Vec::new();
+        // (domain index, written backup_domain) for the checks once every domain is known.
+        let mut backups: Vec<(usize, Str)> = Vec::new();
         for rd in raw {
             let name = self.dns_name(&rd.name, "gslb_domain name", domain_name)?;
             let owner = format!("gslb_domain {name:?}");
@@ -1484,6 +1706,19 @@ impl Validator<'_> {
                 domain_views.push((dv.view.into_inner(), bound));
             }
 
+            let lb_raw = RawLb {
+                name: &rd.name,
+                method: &rd.method,
+                alternate: &rd.alternate,
+                fallback: &rd.fallback,
+                tolerance_ms: &rd.tolerance_ms,
+                sourceip_mask: &rd.sourceip_mask,
+                persistence: &rd.persistence,
+            };
+            let lb = self.lb_settings(&owner, lb_raw, &bound, &by_name, topology)?;
+            if let Some(b) = rd.backup_domain {
+                backups.push((domains.len(), b));
+            }
             domains.push(GslbDomain {
                 name,
                 ttl,
@@ -1492,9 +1727,414 @@ impl Validator<'_> {
                 backup_ip,
                 down_response,
                 views: domain_views,
+                method: lb.method,
+                alternate: lb.alternate,
+                fallback: lb.fallback,
+                tolerance_ms: lb.tolerance_ms,
+                sourceip_mask: lb.sourceip_mask,
+                persistence: lb.persistence,
+                backup_domain: None,
             });
         }
+        self.backup_domains(&mut domains, backups)?;
         Ok(domains)
+    }
+
+    /// A domain's method chain and the settings that go with it.
+    fn lb_settings(
+        &self,
+        owner: &str,
+        rd: RawLb<'_>,
+        bound: &[String],
+        by_name: &HashMap<&str, &Service>,
+        topology: &[TopologyRecord],
+    ) -> Result<LbSettings, ConfigError> {
+        let method = rd
+            .method
+            .as_ref()
+            .map_or(Method::RoundRobin, |m| *m.get_ref());
+        let (alternate, fallback) = (rd.alternate, rd.fallback);
+        // Each later method must be reachable: not a repeat, and not after one that always
+        // decides (only staticproximity, rtt and topology can decline).
+        let mut chain: Vec<(&str, Method)> = vec![("method", method)];
+        for (key, raw) in [("alternate", alternate), ("fallback", fallback)] {
+            let Some(m) = raw else { continue };
+            let m_name = m.get_ref().name();
+            if let Some((earlier, _)) = chain.iter().find(|(_, e)| e == m.get_ref()) {
+                return Err(self.error(
+                    m.span(),
+                    format!("{owner}: {key} \"{m_name}\" repeats the {earlier}"),
+                ));
+            }
+            if let Some((earlier, e)) = chain.iter().find(|(_, e)| e.always_decides()) {
+                return Err(self.error(
+                    m.span(),
+                    format!(
+                        "{owner}: {key} \"{m_name}\" is never used: {earlier} \"{}\" always \
+                         decides (only staticproximity, rtt and topology fall through)",
+                        e.name()
+                    ),
+                ));
+            }
+            chain.push((key, *m.get_ref()));
+        }
+        let has = |m: Method| chain.iter().any(|(_, c)| *c == m);
+        // Where to point for a problem with a method in the chain.
+        let method_span = |m: Method| {
+            [rd.method, alternate, fallback]
+                .into_iter()
+                .find_map(|r| r.as_ref().filter(|r| *r.get_ref() == m).map(|r| r.span()))
+                .unwrap_or(rd.name.span())
+        };
+        if has(Method::StaticProximity)
+            && !bound.iter().any(|s| by_name[s.as_str()].location.is_some())
+        {
+            return Err(self.error(
+                method_span(Method::StaticProximity),
+                format!(
+                    "{owner}: staticproximity needs services with a location, and none of this \
+                     domain's has one"
+                ),
+            ));
+        }
+        if has(Method::Topology) {
+            let sites: HashSet<&str> = bound
+                .iter()
+                .map(|s| by_name[s.as_str()].site.as_str())
+                .collect();
+            if !topology
+                .iter()
+                .any(|r| sites.contains(r.destination.as_str()))
+            {
+                return Err(self.error(
+                    method_span(Method::Topology),
+                    format!(
+                        "{owner}: topology needs [[topology]] records whose destination is a site \
+                         of this domain's services, and there are none"
+                    ),
+                ));
+            }
+        }
+
+        let tolerance_ms = self.int(
+            owner,
+            "tolerance_ms",
+            rd.tolerance_ms.clone(),
+            TOLERANCE_RANGE,
+            0,
+        )?;
+        if let Some(t) = rd.tolerance_ms
+            && !has(Method::Rtt)
+        {
+            return Err(self.error(t.span(), format!("{owner}: tolerance_ms is only used by the rtt method, which this domain does not use")));
+        }
+
+        let sourceip_mask = match rd.sourceip_mask {
+            None => SourceMask::default(),
+            Some(m) => {
+                if !has(Method::SourceIpHash) {
+                    return Err(self.error(
+                        m.span(),
+                        format!("{owner}: sourceip_mask is only used by the sourceiphash method, which this domain does not use"),
+                    ));
+                }
+                let key = |k: &str| format!("sourceip_mask.{k}");
+                SourceMask {
+                    v4: self.int(
+                        owner,
+                        &key("mask_v4"),
+                        m.get_ref().mask_v4.clone(),
+                        MASK_V4_RANGE,
+                        32,
+                    )?,
+                    v6: self.int(
+                        owner,
+                        &key("mask_v6"),
+                        m.get_ref().mask_v6.clone(),
+                        MASK_V6_RANGE,
+                        128,
+                    )?,
+                }
+            }
+        };
+
+        let persistence = match rd.persistence {
+            None => None,
+            Some(p) => {
+                let p = p.get_ref();
+                let key = |k: &str| format!("persistence.{k}");
+                Some(Persistence {
+                    mask: SourceMask {
+                        v4: self.int(
+                            owner,
+                            &key("mask_v4"),
+                            p.mask_v4.clone(),
+                            MASK_V4_RANGE,
+                            32,
+                        )?,
+                        v6: self.int(
+                            owner,
+                            &key("mask_v6"),
+                            p.mask_v6.clone(),
+                            MASK_V6_RANGE,
+                            128,
+                        )?,
+                    },
+                    timeout_s: self.int(
+                        owner,
+                        &key("timeout_s"),
+                        p.timeout_s.clone(),
+                        PERSISTENCE_TIMEOUT_RANGE,
+                        DEFAULT_PERSISTENCE_TIMEOUT,
+                    )?,
+                })
+            }
+        };
+        Ok(LbSettings {
+            method,
+            alternate: alternate.as_ref().map(|m| *m.get_ref()),
+            fallback: fallback.as_ref().map(|m| *m.get_ref()),
+            tolerance_ms,
+            sourceip_mask,
+            persistence,
+        })
+    }
+
+    /// Resolves each domain's backup domain: it exists, is another domain, and following
+    /// backups never comes back (a down domain would loop).
+    fn backup_domains(
+        &self,
+        domains: &mut [GslbDomain],
+        backups: Vec<(usize, Str)>,
+    ) -> Result<(), ConfigError> {
+        let names = Names::new("gslb_domain", domains.iter().map(|d| d.name.as_str()));
+        let mut next: HashMap<usize, usize> = HashMap::new();
+        for (i, raw) in &backups {
+            let owner = format!("gslb_domain {:?}", domains[*i].name);
+            let written = raw.get_ref();
+            let target = written.strip_suffix('.').unwrap_or(written);
+            let Some(b) = domains
+                .iter()
+                .position(|d| d.name.eq_ignore_ascii_case(target))
+            else {
+                return Err(self.error(
+                    raw.span(),
+                    format!("{owner}: backup_domain: {}", names.unknown(written)),
+                ));
+            };
+            if b == *i {
+                return Err(self.error(
+                    raw.span(),
+                    format!("{owner}: backup_domain is the domain itself"),
+                ));
+            }
+            next.insert(*i, b);
+        }
+        for (i, raw) in &backups {
+            let mut path = vec![domains[*i].name.as_str()];
+            let mut at = next[i];
+            while let Some(&n) = next.get(&at) {
+                path.push(domains[at].name.as_str());
+                if n == *i {
+                    path.push(domains[*i].name.as_str());
+                    return Err(self.error(
+                        raw.span(),
+                        format!(
+                            "gslb_domain {:?}: backup domains form a cycle ({})",
+                            domains[*i].name,
+                            path.join(" → ")
+                        ),
+                    ));
+                }
+                if path.len() > domains.len() {
+                    break; // a cycle further on, reported from one of its own members
+                }
+                at = n;
+            }
+        }
+        for (i, b) in next {
+            domains[i].backup_domain = Some(domains[b].name.clone());
+        }
+        Ok(())
+    }
+
+    fn topology(
+        &self,
+        raw: Vec<RawTopology>,
+        sites: &[Site],
+    ) -> Result<Vec<TopologyRecord>, ConfigError> {
+        let site_names = Names::new("site", sites.iter().map(|s| s.name.as_str()));
+        let mut seen: Seen<(String, String)> = Seen::new();
+        let mut records = Vec::new();
+        for rt in raw {
+            let destination = rt.destination.get_ref();
+            let owner = format!("topology record {destination:?} {:?}", rt.ldns.get_ref());
+            if !site_names.contains(destination) {
+                return Err(self.error(
+                    rt.destination.span(),
+                    format!(
+                        "topology record: destination: {}",
+                        site_names.unknown(destination)
+                    ),
+                ));
+            }
+            let written = rt.ldns.get_ref();
+            let err =
+                |reason: String| self.error(rt.ldns.span(), format!("{owner}: ldns {reason}"));
+            let ldns = if let Ok(net) = written.parse::<IpNet>() {
+                if net.trunc() != net {
+                    return Err(err(format!(
+                        "{net} has host bits set (did you mean {}?)",
+                        net.trunc()
+                    )));
+                }
+                Ldns::Prefix(net)
+            } else if let Ok(ip) = written.parse::<IpAddr>() {
+                let len = if ip.is_ipv4() { 32 } else { 128 };
+                return Err(err(format!(
+                    "{ip} is an address; write a prefix ({ip}/{len})"
+                )));
+            } else if written.contains('/') {
+                return Err(err(format!(
+                    "{written:?} is not a prefix (e.g. 202.106.0.0/16)"
+                )));
+            } else {
+                let location = Location::parse(written).map_err(|reason| {
+                    err(format!(
+                        "{written:?}: not a prefix, nor a location: {reason}"
+                    ))
+                })?;
+                Ldns::Location(location)
+            };
+            let key = match &ldns {
+                Ldns::Prefix(net) => net.to_string(),
+                Ldns::Location(l) => l.to_string(),
+            };
+            if let Some(first) = seen.first((destination.clone(), key), self.line(rt.ldns.span())) {
+                return Err(err(format!(
+                    "for this destination is already on line {first}"
+                )));
+            }
+            let score = self.int(&owner, "score", Some(rt.score), SCORE_RANGE, 0)?;
+            records.push(TopologyRecord {
+                destination: destination.clone(),
+                ldns,
+                score,
+            });
+        }
+        Ok(records)
+    }
+
+    fn actions(&self, raw: Vec<RawAction>) -> Result<Vec<DnsAction>, ConfigError> {
+        let mut names = Seen::new();
+        let mut actions = Vec::new();
+        for ra in raw {
+            let name = self.object_name("action", &ra.name, &mut names)?;
+            let owner = format!("action {name:?}");
+            let list = ra.preferred_locations.get_ref();
+            if list.is_empty() {
+                return Err(self.error(
+                    ra.preferred_locations.span(),
+                    format!("{owner}: preferred_locations is empty; list 1 to {MAX_PREFERRED_LOCATIONS} locations"),
+                ));
+            }
+            let mut seen = Seen::new();
+            let mut preferred = Vec::new();
+            for (i, l) in list.iter().enumerate() {
+                if i == MAX_PREFERRED_LOCATIONS {
+                    return Err(self.error(
+                        l.span(),
+                        format!(
+                            "{owner}: {} preferred locations, at most {MAX_PREFERRED_LOCATIONS}",
+                            list.len()
+                        ),
+                    ));
+                }
+                let location = Location::parse(l.get_ref()).map_err(|reason| {
+                    self.error(
+                        l.span(),
+                        format!("{owner}: location {:?}: {reason}", l.get_ref()),
+                    )
+                })?;
+                if let Some(first) = seen.first(location.clone(), self.line(l.span())) {
+                    return Err(self.error(
+                        l.span(),
+                        format!(
+                            "{owner}: location {:?} listed twice (first on line {first})",
+                            l.get_ref()
+                        ),
+                    ));
+                }
+                preferred.push(location);
+            }
+            actions.push(DnsAction {
+                name,
+                preferred_locations: preferred,
+            });
+        }
+        Ok(actions)
+    }
+
+    fn policies(
+        &self,
+        raw: Vec<RawPolicy>,
+        actions: &[DnsAction],
+    ) -> Result<Vec<DnsPolicy>, ConfigError> {
+        let action_names = Names::new("action", actions.iter().map(|a| a.name.as_str()));
+        let mut names = Seen::new();
+        let mut priorities: HashMap<u32, (String, usize)> = HashMap::new();
+        let mut policies = Vec::new();
+        for rp in raw {
+            let name = self.object_name("policy", &rp.name, &mut names)?;
+            let owner = format!("policy {name:?}");
+            let expression = Expr::parse(rp.expression.get_ref()).map_err(|e| {
+                let at = self.expression_offset(&rp.expression, e.offset);
+                self.error(at..at, format!("{owner}: expression: {e}"))
+            })?;
+            if !action_names.contains(rp.action.get_ref()) {
+                return Err(self.error(
+                    rp.action.span(),
+                    format!("{owner}: {}", action_names.unknown(rp.action.get_ref())),
+                ));
+            }
+            let span = rp.priority.span();
+            let priority: u32 =
+                self.int(&owner, "priority", Some(rp.priority), PRIORITY_RANGE, 0)?;
+            if let Some((other, line)) = priorities.get(&priority) {
+                return Err(self.error(
+                    span,
+                    format!(
+                        "{owner}: priority {priority} is already policy {other:?}'s (line {line}); \
+                         priorities decide the order, so they are unique"
+                    ),
+                ));
+            }
+            priorities.insert(priority, (name.clone(), self.line(span)));
+            policies.push(DnsPolicy {
+                name,
+                expression,
+                action: rp.action.into_inner(),
+                priority,
+            });
+        }
+        Ok(policies)
+    }
+
+    /// The file offset of byte `offset` of an expression string. Exact when the string is
+    /// written on one line without escapes (a literal '…' string, the usual way since the
+    /// expression has quotes of its own); otherwise the string's start.
+    fn expression_offset(&self, raw: &Str, offset: usize) -> usize {
+        let span = raw.span();
+        let written = &self.text[span.clone()];
+        let simple = (written.starts_with('\'') && !written.starts_with("'''"))
+            || (written.starts_with('"')
+                && !written.starts_with("\"\"\"")
+                && !written.contains('\\'));
+        if simple && written.len() == raw.get_ref().len() + 2 {
+            span.start + 1 + offset
+        } else {
+            span.start
+        }
     }
 
     /// A GSLB domain's backup addresses, and what it answers when every service is down.
@@ -1804,6 +2444,10 @@ mod tests {
             sites: vec![],
             services: vec![],
             gslb_domains: vec![],
+            topology: vec![],
+            actions: vec![],
+            policies: vec![],
+            engine: EngineSettings::default(),
         }
     }
 
@@ -1847,6 +2491,8 @@ mod tests {
             location: None,
             weight: 1,
             public_ip: None,
+            max_connections: None,
+            max_bandwidth_kbps: None,
         }
     }
 
@@ -1859,6 +2505,13 @@ mod tests {
             backup_ip: vec![],
             down_response: DownResponse::Nodata,
             views: vec![],
+            method: Method::RoundRobin,
+            alternate: None,
+            fallback: None,
+            tolerance_ms: 0,
+            sourceip_mask: SourceMask::default(),
+            persistence: None,
+            backup_domain: None,
         }
     }
 
@@ -2939,9 +3592,14 @@ mod tests {
                 "missing field `services`",
             ),
         ];
-        // Every failing case is reported, not only the first.
+        assert_rejected(&cases);
+    }
+
+    /// Each case marks the offending line with `#<`; the error must point there and contain the
+    /// reason. Every failing case is reported, not only the first.
+    fn assert_rejected(cases: &[(String, &str)]) {
         let mut failures = Vec::new();
-        for (text, reason) in &cases {
+        for (text, reason) in cases {
             let want_line = text
                 .lines()
                 .position(|l| l.contains("#<"))
@@ -2976,6 +3634,448 @@ mod tests {
             failures.len(),
             cases.len(),
             failures.join("\n\n")
+        );
+    }
+
+    /// Sites, services (two with locations, one without) for the load-balancing sections.
+    const LB: &str = "[[site]]\nname = \"eu\"\nip = \"192.0.2.201\"\n\
+        [[site]]\nname = \"us\"\nip = \"192.0.2.202\"\n\
+        [[service]]\nname = \"web1\"\nip = \"192.0.2.10\"\nsite = \"eu\"\nlocation = \"Europe.UK\"\n\
+        [[service]]\nname = \"web2\"\nip = \"192.0.2.11\"\nsite = \"us\"\nlocation = \"NorthAmerica.US\"\n\
+        [[service]]\nname = \"plain\"\nip = \"192.0.2.12\"\nsite = \"us\"\n";
+
+    #[test]
+    fn load_balancing_sections() {
+        let text = format!(
+            r#"{SERVER}{ZONE}{LB}
+            [engine]
+            wildcard_mode = "expression"
+
+            [[service]]
+            name = "busy"
+            ip = "192.0.2.13"
+            site = "eu"
+            max_connections = 1000
+            max_bandwidth_kbps = 50000
+
+            [[gslb_domain]]
+            name = "www.example.com"
+            services = ["web1", "web2", "plain"]
+            method = "rtt"
+            alternate = "topology"
+            fallback = "globalavailability"
+            tolerance_ms = 5
+            persistence = {{ mask_v4 = 24, mask_v6 = 56, timeout_s = 300 }}
+            backup_domain = "Backup.example.com."
+
+            [[gslb_domain]]
+            name = "backup.example.com"
+            services = ["busy"]
+            method = "sourceiphash"
+            sourceip_mask = {{ mask_v4 = 16 }}
+            persistence = {{}}
+
+            [[gslb_domain]]
+            name = "near.example.com"
+            services = ["web1", "plain"]
+            method = "staticproximity"
+            alternate = "ratio"
+
+            [[topology]]
+            destination = "eu"
+            ldns = "202.106.0.0/16"
+            score = 100
+            [[topology]]
+            destination = "us"
+            ldns = "Asia.CN"
+            score = 4294967295
+            [[topology]]
+            destination = "us"
+            ldns = "*"
+            score = 1
+
+            [[action]]
+            name = "prefer-asia"
+            preferred_locations = ["Asia.HK", "Europe.UK", 'Europe.UK."St. Albans"']
+
+            [[policy]]
+            name = "zmb"
+            expression = 'CLIENT.IP.SRC.MATCHES_LOCATION("*.ZMB.*.*")'
+            action = "prefer-asia"
+            priority = 100
+
+            [[policy]]
+            name = "lab"
+            expression = "CLIENT.IP.SRC.IN_SUBNET(10.0.0.0/8) && DNS.REQ.QUESTION.TYPE.EQ(A)"
+            action = "prefer-asia"
+            priority = 1
+            "#
+        );
+        let config = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(config.engine.wildcard_mode, WildcardMode::Expression);
+        let busy = config.service("busy").unwrap();
+        assert_eq!(
+            (busy.max_connections, busy.max_bandwidth_kbps),
+            (Some(1000), Some(50000))
+        );
+        assert_eq!(config.service("web1").unwrap().max_connections, None);
+
+        let www = config.gslb_domain("www.example.com").unwrap();
+        assert_eq!(
+            www.chain(),
+            [Method::Rtt, Method::Topology, Method::GlobalAvailability]
+        );
+        assert_eq!(www.tolerance_ms, 5);
+        assert_eq!(
+            www.persistence,
+            Some(Persistence {
+                mask: SourceMask { v4: 24, v6: 56 },
+                timeout_s: 300
+            })
+        );
+        assert_eq!(www.backup_domain.as_deref(), Some("backup.example.com"));
+        assert_eq!(www.sourceip_mask, SourceMask::default());
+
+        let backup = config.gslb_domain("backup.example.com").unwrap();
+        assert_eq!(backup.chain(), [Method::SourceIpHash]);
+        assert_eq!(backup.sourceip_mask, SourceMask { v4: 16, v6: 128 });
+        // Every persistence setting has a default (NetScaler's: one address, two minutes).
+        assert_eq!(
+            backup.persistence,
+            Some(Persistence {
+                mask: SourceMask::default(),
+                timeout_s: 120
+            })
+        );
+        assert_eq!(backup.backup_domain, None);
+        let near = config.gslb_domain("near.example.com").unwrap();
+        assert_eq!(near.chain(), [Method::StaticProximity, Method::Ratio]);
+        assert_eq!(near.tolerance_ms, 0);
+        assert_eq!(near.persistence, None);
+
+        let loc = |s: &str| Location::parse(s).unwrap();
+        assert_eq!(
+            config.topology,
+            [
+                TopologyRecord {
+                    destination: "eu".into(),
+                    ldns: Ldns::Prefix("202.106.0.0/16".parse().unwrap()),
+                    score: 100
+                },
+                TopologyRecord {
+                    destination: "us".into(),
+                    ldns: Ldns::Location(loc("Asia.CN")),
+                    score: u32::MAX
+                },
+                TopologyRecord {
+                    destination: "us".into(),
+                    ldns: Ldns::Location(loc("*")),
+                    score: 1
+                },
+            ]
+        );
+        assert_eq!(
+            config.actions,
+            [DnsAction {
+                name: "prefer-asia".into(),
+                preferred_locations: vec![
+                    loc("Asia.HK"),
+                    loc("Europe.UK"),
+                    loc("Europe.UK.\"St. Albans\"")
+                ],
+            }]
+        );
+        assert_eq!(config.policies.len(), 2);
+        assert_eq!(
+            config.policies[0],
+            DnsPolicy {
+                name: "zmb".into(),
+                expression: Expr::parse("CLIENT.IP.SRC.MATCHES_LOCATION(\"*.ZMB\")").unwrap(),
+                action: "prefer-asia".into(),
+                priority: 100,
+            }
+        );
+        assert_eq!(config.policies[1].priority, 1);
+
+        // And the engine takes it as it is.
+        let engine = crate::policy::Engine::from_config(&config).unwrap();
+        assert_eq!(engine.policies()[0].name, "lab");
+        assert_eq!(engine.domain(0).backup_domain, Some(1));
+        assert_eq!(engine.domain(0).tolerance_us, 5000);
+        assert_eq!(engine.topology().len(), 3);
+    }
+
+    #[test]
+    fn load_balancing_sections_rejected() {
+        let lb = |body: &str| format!("{SERVER}{ZONE}{LB}{body}\n");
+        // A domain over web1 (eu, located) and web2 (us, located).
+        let dom = |body: &str| {
+            lb(&format!(
+                "[[gslb_domain]]\nname = \"www.example.com\"\nservices = [\"web1\", \"web2\"]\n{body}"
+            ))
+        };
+        let topo = |body: &str| lb(&format!("[[topology]]\n{body}"));
+        let action = |body: &str| lb(&format!("[[action]]\nname = \"prefer\"\n{body}"));
+        let policy = |body: &str| {
+            lb(&format!(
+                "[[action]]\nname = \"prefer\"\npreferred_locations = [\"Asia\"]\n\
+                 [[policy]]\nname = \"p\"\nexpression = \"TRUE\"\naction = \"prefer\"\npriority = 10\n{body}"
+            ))
+        };
+        let nine: Vec<String> = (1..=9).map(|i| format!("\"Asia.C{i}\"")).collect();
+        let cases: Vec<(String, &str)> = vec![
+            // ---- [[service]] limits ----
+            (
+                lb(
+                    "[[service]]\nname = \"s\"\nip = \"192.0.2.50\"\nsite = \"eu\"\nmax_connections = 0 #<",
+                ),
+                "service \"s\": max_connections 0 out of range 1..=",
+            ),
+            (
+                lb(
+                    "[[service]]\nname = \"s\"\nip = \"192.0.2.50\"\nsite = \"eu\"\nmax_bandwidth_kbps = -5 #<",
+                ),
+                "max_bandwidth_kbps -5 out of range",
+            ),
+            // ---- [[gslb_domain]] method chain ----
+            (
+                dom("method = \"fastest\" #<"),
+                "unknown variant `fastest`, expected one of `roundrobin`",
+            ),
+            (
+                dom("method = \"roundrobin\"\nalternate = \"rtt\" #<"),
+                "alternate \"rtt\" is never used: method \"roundrobin\" always decides",
+            ),
+            (
+                dom("fallback = \"rtt\" #<"),
+                "fallback \"rtt\" is never used: method \"roundrobin\"",
+            ),
+            (
+                dom("method = \"rtt\"\nalternate = \"rtt\" #<"),
+                "alternate \"rtt\" repeats the method",
+            ),
+            (
+                dom(
+                    "method = \"rtt\"\nalternate = \"staticproximity\"\nfallback = \"staticproximity\" #<",
+                ),
+                "fallback \"staticproximity\" repeats the alternate",
+            ),
+            (
+                dom(
+                    "method = \"rtt\"\nalternate = \"ratio\"\nfallback = \"globalavailability\" #<",
+                ),
+                "fallback \"globalavailability\" is never used: alternate \"ratio\" always decides",
+            ),
+            (
+                lb(
+                    "[[gslb_domain]]\nname = \"www.example.com\"\nservices = [\"plain\"]\nmethod = \"rtt\"\nalternate = \"staticproximity\" #<",
+                ),
+                "staticproximity needs services with a location",
+            ),
+            (
+                dom("method = \"topology\" #<"),
+                "topology needs [[topology]] records",
+            ),
+            (
+                lb(
+                    "[[topology]]\ndestination = \"eu\"\nldns = \"10.0.0.0/8\"\nscore = 1\n\
+                    [[gslb_domain]]\nname = \"www.example.com\"\nservices = [\"web2\"]\nmethod = \"topology\" #<",
+                ),
+                "whose destination is a site of this domain's services",
+            ),
+            (
+                dom("tolerance_ms = 5 #<"),
+                "tolerance_ms is only used by the rtt method",
+            ),
+            (
+                dom("method = \"rtt\"\ntolerance_ms = 10001 #<"),
+                "tolerance_ms 10001 out of range 0..=10000",
+            ),
+            (
+                dom("sourceip_mask = { mask_v4 = 24 } #<"),
+                "sourceip_mask is only used by the sourceiphash method",
+            ),
+            (
+                dom("method = \"sourceiphash\"\nsourceip_mask = { mask_v4 = 33 } #<"),
+                "sourceip_mask.mask_v4 33 out of range 1..=32",
+            ),
+            (
+                dom("method = \"sourceiphash\"\nsourceip_mask = { mask_v4 = 24, bits = 3 } #<"),
+                "unknown field `bits`",
+            ),
+            (
+                dom("persistence = { mask_v6 = 129 } #<"),
+                "persistence.mask_v6 129 out of range 1..=128",
+            ),
+            (
+                dom("persistence = { mask_v4 = 0 } #<"),
+                "persistence.mask_v4 0 out of range 1..=32",
+            ),
+            (
+                dom("persistence = { timeout_s = 0 } #<"),
+                "persistence.timeout_s 0 out of range 1..=86400",
+            ),
+            (
+                dom("persistence = { mask = 24 } #<"),
+                "unknown field `mask`",
+            ),
+            // ---- backup_domain ----
+            (
+                dom("backup_domain = \"nope.example.com\" #<"),
+                "backup_domain: unknown gslb_domain \"nope.example.com\" (defined gslb_domains: www.example.com)",
+            ),
+            (
+                dom("backup_domain = \"WWW.example.com\" #<"),
+                "backup_domain is the domain itself",
+            ),
+            (
+                dom("backup_domain = \"api.example.com\" #<\n\
+                     [[gslb_domain]]\nname = \"api.example.com\"\nservices = [\"web1\"]\nbackup_domain = \"www.example.com\""),
+                "backup domains form a cycle (www.example.com → api.example.com → www.example.com)",
+            ),
+            // ---- [[topology]] ----
+            (
+                topo("destination = \"asia\" #<\nldns = \"10.0.0.0/8\"\nscore = 1"),
+                "destination: unknown site \"asia\" (defined sites: eu, us)",
+            ),
+            (
+                topo("destination = \"eu\"\nldns = \"10.0.0.1/8\" #<\nscore = 1"),
+                "10.0.0.1/8 has host bits set (did you mean 10.0.0.0/8?)",
+            ),
+            (
+                topo("destination = \"eu\"\nldns = \"10.0.0.1\" #<\nscore = 1"),
+                "10.0.0.1 is an address; write a prefix (10.0.0.1/32)",
+            ),
+            (
+                topo("destination = \"eu\"\nldns = \"10.0.0.0/33\" #<\nscore = 1"),
+                "\"10.0.0.0/33\" is not a prefix",
+            ),
+            (
+                topo("destination = \"eu\"\nldns = \"a.b.c.d.e.f.g\" #<\nscore = 1"),
+                "not a prefix, nor a location: 7 qualifiers",
+            ),
+            (
+                topo("destination = \"eu\"\nldns = \"Asia\"\nscore = 0 #<"),
+                "score 0 out of range 1..=4294967295",
+            ),
+            (
+                topo("destination = \"eu\"\nldns = \"Asia\"\nscore = 4294967296 #<"),
+                "score 4294967296 out of range",
+            ),
+            (
+                topo("destination = \"eu\"\nldns = \"Asia\"\nscore = 1\nweight = 2 #<"),
+                "unknown field `weight`",
+            ),
+            (
+                lb("[[topology]] #<\ndestination = \"eu\"\nscore = 1"),
+                "missing field `ldns`",
+            ),
+            (
+                topo(
+                    "destination = \"eu\"\nldns = \"asia.*\"\nscore = 1\n[[topology]]\ndestination = \"eu\"\nldns = \"ASIA\" #<\nscore = 2",
+                ),
+                "for this destination is already on line",
+            ),
+            // ---- [[action]] ----
+            (
+                action("preferred_locations = [] #<"),
+                "action \"prefer\": preferred_locations is empty",
+            ),
+            (
+                action(&format!(
+                    "preferred_locations = [{},\n {}] #<",
+                    nine[..8].join(", "),
+                    nine[8]
+                )),
+                "action \"prefer\": 9 preferred locations, at most 8",
+            ),
+            (
+                action("preferred_locations = [\"a..b\"] #<"),
+                "location \"a..b\": qualifier 2 is empty",
+            ),
+            (
+                action("preferred_locations = [\"Asia.HK\",\n \"asia.hk.*\"] #<"),
+                "location \"asia.hk.*\" listed twice",
+            ),
+            (
+                action(
+                    "preferred_locations = [\"Asia\"]\n[[action]]\nname = \"prefer\" #<\npreferred_locations = [\"Asia\"]",
+                ),
+                "action name \"prefer\": defined twice",
+            ),
+            // ---- [[policy]] ----
+            (
+                policy(
+                    "[[policy]]\nname = \"q\"\nexpression = 'CLIENT.IP.SRC.IN_SUBNET(10.0.0.1/8)' #<\naction = \"prefer\"\npriority = 11",
+                ),
+                "policy \"q\": expression: column 25: IN_SUBNET: 10.0.0.1/8 has host bits set",
+            ),
+            (
+                policy(
+                    "[[policy]]\nname = \"q\"\nexpression = \"\" #<\naction = \"prefer\"\npriority = 11",
+                ),
+                "expression: column 1: the expression is empty",
+            ),
+            (
+                policy(
+                    "[[policy]]\nname = \"q\"\nexpression = \"TRUE\"\naction = \"nope\" #<\npriority = 11",
+                ),
+                "policy \"q\": unknown action \"nope\" (defined actions: prefer)",
+            ),
+            (
+                policy(
+                    "[[policy]]\nname = \"q\"\nexpression = \"TRUE\"\naction = \"prefer\"\npriority = 0 #<",
+                ),
+                "priority 0 out of range 1..=2147483647",
+            ),
+            (
+                policy(
+                    "[[policy]]\nname = \"q\"\nexpression = \"TRUE\"\naction = \"prefer\"\npriority = 10 #<",
+                ),
+                "policy \"q\": priority 10 is already policy \"p\"'s",
+            ),
+            (
+                policy(
+                    "[[policy]]\nname = \"p\" #<\nexpression = \"TRUE\"\naction = \"prefer\"\npriority = 11",
+                ),
+                "policy name \"p\": defined twice",
+            ),
+            (
+                policy("[[policy]] #<\nname = \"q\"\nexpression = \"TRUE\"\naction = \"prefer\""),
+                "missing field `priority`",
+            ),
+            // ---- [engine] ----
+            (
+                lb("[engine]\nwildcard_mode = \"maybe\" #<"),
+                "unknown variant `maybe`, expected one of `yes`, `no`, `expression`",
+            ),
+            (lb("[engine]\nbogus = 1 #<"), "unknown field `bogus`"),
+        ];
+        assert_rejected(&cases);
+    }
+
+    #[test]
+    fn expression_errors_point_into_the_expression() {
+        let text = format!(
+            "{SERVER}[[action]]\nname = \"a\"\npreferred_locations = [\"Asia\"]\n\
+             [[policy]]\nname = \"p\"\naction = \"a\"\npriority = 1\n\
+             expression = 'TRUE && CLIENT.IP.SRC.MATCHES_LOCATION(\"Asia..x\")'\n"
+        );
+        let err = parse(&text).unwrap_err().to_string();
+        // Line 10; the string opens at column 14, the bad argument is its 40th character.
+        assert!(
+            err.starts_with("test.toml:10:54: policy \"p\": expression: column 40: "),
+            "{err}"
+        );
+        // With escapes in a basic string, the error points at the string.
+        let escaped = text.replace(
+            "'TRUE && CLIENT.IP.SRC.MATCHES_LOCATION(\"Asia..x\")'",
+            "\"TRUE && CLIENT.IP.SRC.MATCHES_LOCATION(\\\"Asia..x\\\")\"",
+        );
+        let err = parse(&escaped).unwrap_err().to_string();
+        assert!(
+            err.starts_with("test.toml:10:14: policy \"p\": expression: column 40: "),
+            "{err}"
         );
     }
 

@@ -6,5 +6,6 @@ pub mod daemon;
 pub mod dataplane;
 pub mod health;
 pub mod location;
+pub mod policy;
 pub mod responder;
 pub mod server;
