@@ -99,6 +99,7 @@ pub struct Config {
     /// DNS policies, in file order (evaluation follows `priority`).
     pub policies: Vec<DnsPolicy>,
     pub engine: EngineSettings,
+    pub locations: LocationSources,
 }
 
 impl Config {
@@ -450,6 +451,23 @@ pub struct DnsPolicy {
     pub priority: u32,
 }
 
+/// `[locations]` and `[[location]]`: where client locations come from (static proximity).
+/// Files are as written (relative to gslbd's working directory); they are read when the
+/// location database is built, so a missing file is reported then, with its name.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LocationSources {
+    /// NetScaler static proximity files ("netscaler" CSV format).
+    pub netscaler: Vec<PathBuf>,
+    /// A MaxMind GeoIP2/GeoLite2 City database.
+    pub mmdb_city: Option<PathBuf>,
+    /// A MaxMind ASN database, for the ISP qualifier.
+    pub mmdb_asn: Option<PathBuf>,
+    /// Continent qualifiers from the mmdb as codes (`EU`) instead of names (`Europe`).
+    pub continent_codes: bool,
+    /// Custom entries, which win over the files: (line in the config, from, to, location).
+    pub custom: Vec<(usize, IpAddr, IpAddr, Location)>,
+}
+
 /// `[engine]`: decision-engine settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct EngineSettings {
@@ -587,6 +605,10 @@ struct RawConfig {
     policies: Vec<RawPolicy>,
     #[serde(default)]
     engine: RawEngine,
+    #[serde(default, rename = "locations")]
+    location_files: RawLocationFiles,
+    #[serde(default, rename = "location")]
+    custom_locations: Vec<RawCustomLocation>,
     /// The schema before zones and services; only read to say what replaced it.
     #[serde(rename = "domain")]
     old_domain: Option<Spanned<toml::Value>>,
@@ -726,6 +748,33 @@ struct RawPolicy {
     expression: Str,
     action: Str,
     priority: Int,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLocationFiles {
+    #[serde(default)]
+    netscaler: Vec<String>,
+    mmdb_city: Option<String>,
+    mmdb_asn: Option<String>,
+    #[serde(default)]
+    continent: RawContinent,
+}
+
+#[derive(Deserialize, Default, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum RawContinent {
+    #[default]
+    Name,
+    Code,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCustomLocation {
+    from: Str,
+    to: Str,
+    location: Str,
 }
 
 #[derive(Deserialize, Default)]
@@ -916,6 +965,7 @@ impl Validator<'_> {
                 RawWildcardMode::Expression => WildcardMode::Expression,
             },
         };
+        let locations = self.locations(raw.location_files, raw.custom_locations)?;
         Ok(Config {
             server,
             views,
@@ -927,6 +977,7 @@ impl Validator<'_> {
             actions,
             policies,
             engine,
+            locations,
         })
     }
 
@@ -968,6 +1019,41 @@ impl Validator<'_> {
     ) -> Result<String, ConfigError> {
         check(raw.get_ref()).map_err(|reason| {
             self.error(raw.span(), format!("{what} {:?}: {reason}", raw.get_ref()))
+        })
+    }
+
+    fn locations(
+        &self,
+        files: RawLocationFiles,
+        custom: Vec<RawCustomLocation>,
+    ) -> Result<LocationSources, ConfigError> {
+        let mut entries = Vec::new();
+        for c in custom {
+            let owner = format!("location {:?}", c.location.get_ref());
+            let from = self.ip(&owner, "from", &c.from)?;
+            let to = self.ip(&owner, "to", &c.to)?;
+            if from.is_ipv4() != to.is_ipv4() {
+                return Err(self.error(c.to.span(), format!("{owner}: from {from} and to {to} are of different families")));
+            }
+            let ordered = match (from, to) {
+                (IpAddr::V4(a), IpAddr::V4(b)) => a <= b,
+                (IpAddr::V6(a), IpAddr::V6(b)) => a <= b,
+                _ => false,
+            };
+            if !ordered {
+                return Err(self.error(c.to.span(), format!("{owner}: to {to} is below from {from}")));
+            }
+            let location = Location::parse(c.location.get_ref()).map_err(|reason| {
+                self.error(c.location.span(), format!("{owner}: {reason}"))
+            })?;
+            entries.push((self.line(c.location.span()), from, to, location));
+        }
+        Ok(LocationSources {
+            netscaler: files.netscaler.into_iter().map(PathBuf::from).collect(),
+            mmdb_city: files.mmdb_city.map(PathBuf::from),
+            mmdb_asn: files.mmdb_asn.map(PathBuf::from),
+            continent_codes: files.continent == RawContinent::Code,
+            custom: entries,
         })
     }
 
@@ -2448,6 +2534,7 @@ mod tests {
             actions: vec![],
             policies: vec![],
             engine: EngineSettings::default(),
+            locations: LocationSources::default(),
         }
     }
 
@@ -2978,6 +3065,13 @@ mod tests {
 
         let cases: Vec<(String, &str)> = vec![
             // ---- syntax and schema ----
+            // ---- client locations ----
+            (format!("{SERVER}[[location]]\nfrom = \"192.0.2.0\"\nto = \"nope\" #<\nlocation = \"Europe\""), "to \"nope\" is not an IP address"),
+            (format!("{SERVER}[[location]]\nfrom = \"192.0.2.9\"\nto = \"192.0.2.1\" #<\nlocation = \"Europe\""), "is below from"),
+            (format!("{SERVER}[[location]]\nfrom = \"192.0.2.0\"\nto = \"2001:db8::1\" #<\nlocation = \"Europe\""), "different families"),
+            (format!("{SERVER}[[location]]\nfrom = \"192.0.2.0\"\nto = \"192.0.2.9\"\nlocation = \"a.b.c.d.e.f.g\" #<"), "qualifiers, at most 6"),
+            (format!("{SERVER}[locations]\nmaxmind = \"x.mmdb\" #<"), "unknown field `maxmind`"),
+            (format!("{SERVER}[locations]\ncontinent = \"short\" #<"), "unknown variant `short`"),
             (format!("{SERVER}bogus = 1 #<"), "unknown field `bogus`"),
             (
                 "[server]\nlisten = [\"192.0.2.1\"\n[view] #<\n".into(),

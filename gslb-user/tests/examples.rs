@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use gslb_common::{DEFAULT_VIEW, QTYPE_A, QTYPE_AAAA};
 use gslb_user::compile::Snapshot;
+use gslb_user::location::db::LocationDb;
 use gslb_user::config::{AnswerMode, Config, RecordData, XdpMode};
 
 fn examples_dir() -> PathBuf {
@@ -43,8 +44,17 @@ fn every_example_is_valid() {
             failures.push(format!("{}: does not start with a comment", file.display()));
         }
         match Config::load(file) {
-            // Compiling must not panic either.
-            Ok(config) => drop(Snapshot::from_config(&config)),
+            Ok(config) => {
+                // Compiling must not panic either.
+                drop(Snapshot::from_config(&config));
+                // Location files are relative to where gslbd runs: the workspace root here.
+                let mut sources = config.locations.clone();
+                let root = examples_dir().join("..");
+                sources.netscaler = sources.netscaler.iter().map(|f| root.join(f)).collect();
+                if let Err(e) = LocationDb::from_sources(&sources, file) {
+                    failures.push(format!("{}: location database: {e}", file.display()));
+                }
+            }
             Err(e) => failures.push(e.to_string()),
         }
     }

@@ -173,6 +173,28 @@ impl fmt::Debug for LocationDb {
 }
 
 impl LocationDb {
+    /// The database a configuration's `[locations]` and `[[location]]` sections describe;
+    /// custom entries are named `config_file:line` in errors.
+    pub fn from_sources(
+        sources: &crate::config::LocationSources,
+        config_file: &Path,
+    ) -> Result<LocationDb, LocationDbError> {
+        let mut builder = LocationDb::builder();
+        for file in &sources.netscaler {
+            builder = builder.netscaler_csv(file.clone());
+        }
+        if let Some(file) = &sources.mmdb_city {
+            builder = builder.mmdb_city(file.clone());
+        }
+        if let Some(file) = &sources.mmdb_asn {
+            builder = builder.mmdb_asn(file.clone());
+        }
+        if sources.continent_codes {
+            builder = builder.continent_style(ContinentStyle::Code);
+        }
+        builder.custom_at(config_file, sources.custom.iter().cloned()).build()
+    }
+
     /// An empty database: every lookup answers `None`.
     pub fn empty() -> LocationDb {
         LocationDb::default()
@@ -2083,5 +2105,30 @@ ffff::,ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff,World6,Top
             .unwrap();
         assert!(db.is_empty());
         assert_eq!(format!("{db:?}").lines().count(), 1);
+    }
+
+    #[test]
+    fn a_configuration_describes_the_database() {
+        let dir = std::env::temp_dir().join(format!("gslb-locdb-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let csv = dir.join("proximity.csv");
+        std::fs::write(&csv, "192.0.2.0,192.0.2.255,Europe,UK,London,*,*,*\n").unwrap();
+        let text = format!(
+            "[server]\nlisten = [\"192.0.2.53\"]\n[locations]\nnetscaler = [{csv:?}]\n\
+             [[location]]\nfrom = \"192.0.2.128\"\nto = \"192.0.2.255\"\nlocation = \"Asia.HK\"\n"
+        );
+        let config = crate::config::Config::parse(&text, Path::new("gslb.toml")).unwrap();
+        let db = LocationDb::from_sources(&config.locations, Path::new("gslb.toml")).unwrap();
+        let at = |ip: &str| db.lookup(ip.parse().unwrap()).map(|l| l.to_string());
+        // The custom entry wins over the file where they overlap.
+        assert_eq!(at("192.0.2.1").as_deref(), Some("europe.uk.london"));
+        assert_eq!(at("192.0.2.200").as_deref(), Some("asia.hk"));
+        assert_eq!(at("198.51.100.1"), None);
+        // A file that is not there is named in the error.
+        let missing = text.replace("proximity.csv", "missing.csv");
+        let config = crate::config::Config::parse(&missing, Path::new("gslb.toml")).unwrap();
+        let error = LocationDb::from_sources(&config.locations, Path::new("gslb.toml")).unwrap_err();
+        assert!(error.to_string().contains("missing.csv"), "{error}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
