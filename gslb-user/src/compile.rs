@@ -12,7 +12,7 @@ use std::net::IpAddr;
 use gslb_common::{DEFAULT_VIEW, QTYPE_A, QTYPE_AAAA};
 use ipnet::IpNet;
 
-use crate::config::{AnswerMode, Config, Service};
+use crate::config::{DownResponse, AnswerMode, Config, Service};
 
 /// One complete state of the fast-path tables.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -45,7 +45,16 @@ pub struct Answer {
 }
 
 impl Snapshot {
+    /// Every service up.
     pub fn from_config(config: &Config) -> Snapshot {
+        Snapshot::with_health(config, |_| true)
+    }
+
+    /// The answers while only the services for which `up` says so are up. Down services are
+    /// left out; a view left without services of a family falls back to the default view; a
+    /// domain with none up answers its backup addresses of that family (down_response =
+    /// "backup") or nothing (NODATA).
+    pub fn with_health(config: &Config, up: impl Fn(&str) -> bool) -> Snapshot {
         // View ids follow configuration order after the reserved default view.
         let view_id = |name: &str| {
             config.views.iter().position(|v| v.name == name).map(|i| i as u32 + 1)
@@ -66,7 +75,8 @@ impl Snapshot {
                 // (two services may share an address on different ports).
                 let answer = |names: &[String]| {
                     let mut addrs: Vec<IpAddr> = Vec::new();
-                    for service in names.iter().filter_map(|n| services.get(n.as_str())) {
+                    let live = names.iter().filter(|n| up(n.as_str()));
+                    for service in live.filter_map(|n| services.get(n.as_str())) {
                         let ip = service.answer_ip();
                         if ip.is_ipv6() == (qtype == QTYPE_AAAA) && !addrs.contains(&ip) {
                             addrs.push(ip);
@@ -76,8 +86,23 @@ impl Snapshot {
                         .then_some(Answer { ttl: domain.ttl, mode: domain.answer, addrs })
                 };
                 let mut answers: Vec<(u32, Answer)> = Vec::new();
-                if let Some(a) = answer(&domain.services) {
-                    answers.push((DEFAULT_VIEW, a));
+                let family = |ip: &&IpAddr| ip.is_ipv6() == (qtype == QTYPE_AAAA);
+                let backup: Vec<IpAddr> = domain.backup_ip.iter().filter(family).copied().collect();
+                let family_configured = domain
+                    .services
+                    .iter()
+                    .filter_map(|n| services.get(n.as_str()))
+                    .any(|s| family(&&s.answer_ip()));
+                match answer(&domain.services) {
+                    Some(a) => answers.push((DEFAULT_VIEW, a)),
+                    // Every service of the family is down: the backup addresses, if any.
+                    None if family_configured
+                        && domain.down_response == DownResponse::Backup
+                        && !backup.is_empty() =>
+                    {
+                        answers.push((DEFAULT_VIEW, Answer { ttl: domain.ttl, mode: domain.answer, addrs: backup }))
+                    }
+                    None => {}
                 }
                 // A view without services of this family gets no entry: its clients fall back
                 // to the default view's answer.
@@ -222,5 +247,73 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn down_services_leave_the_answers() {
+        let config = Config::parse(
+            r#"
+            [server]
+            listen = ["192.0.2.53"]
+            [[view]]
+            name = "lab"
+            prefixes = ["192.0.2.0/24"]
+            [[zone]]
+            name = "example.com"
+            ns = ["ns.example.net"]
+            soa.rname = "hostmaster.example.com"
+            [[site]]
+            name = "s"
+            ip = "192.0.2.1"
+            [[service]]
+            name = "a"
+            ip = "198.51.100.1"
+            site = "s"
+            [[service]]
+            name = "b"
+            ip = "198.51.100.2"
+            site = "s"
+            [[service]]
+            name = "lab"
+            ip = "192.0.2.80"
+            site = "s"
+            [[gslb_domain]]
+            name = "www.example.com"
+            answer = "all"
+            services = ["a", "b"]
+            backup_ip = ["203.0.113.99"]
+              [[gslb_domain.view]]
+              view = "lab"
+              services = ["lab"]
+            [[gslb_domain]]
+            name = "empty.example.com"
+            services = ["a"]
+            "#,
+            Path::new("test.toml"),
+        )
+        .unwrap();
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        // (services down, www default view, www lab view, empty.example.com default view)
+        let table: [(&[&str], Option<Vec<IpAddr>>, Option<Vec<IpAddr>>, Option<Vec<IpAddr>>); 4] = [
+            (&[], Some(vec![ip("198.51.100.1"), ip("198.51.100.2")]), Some(vec![ip("192.0.2.80")]), Some(vec![ip("198.51.100.1")])),
+            (&["a"], Some(vec![ip("198.51.100.2")]), Some(vec![ip("192.0.2.80")]), None),
+            // The lab view's only service down: its clients get the default view's answer.
+            (&["lab"], Some(vec![ip("198.51.100.1"), ip("198.51.100.2")]), None, Some(vec![ip("198.51.100.1")])),
+            // Everything down: the backup address; no backup: nothing (NODATA).
+            (&["a", "b", "lab"], Some(vec![ip("203.0.113.99")]), None, None),
+        ];
+        for (down, www, lab, empty) in table {
+            let s = Snapshot::with_health(&config, |name| !down.contains(&name));
+            let get = |name: &str, view: u32| {
+                s.domains
+                    .iter()
+                    .find(|d| d.name == name && d.qtype == QTYPE_A)
+                    .and_then(|d| d.answers.iter().find(|(v, _)| *v == view))
+                    .map(|(_, a)| a.addrs.clone())
+            };
+            assert_eq!(get("www.example.com", DEFAULT_VIEW), www, "down {down:?}: www");
+            assert_eq!(get("www.example.com", 1), lab, "down {down:?}: www, lab view");
+            assert_eq!(get("empty.example.com", DEFAULT_VIEW), empty, "down {down:?}: empty");
+        }
     }
 }

@@ -25,6 +25,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::ops::{Range, RangeInclusive};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::time::Duration;
 
 use ipnet::IpNet;
 use serde::Deserialize;
@@ -100,6 +101,8 @@ pub struct Config {
     pub policies: Vec<DnsPolicy>,
     pub engine: EngineSettings,
     pub locations: LocationSources,
+    /// `[[monitor]]`s, by name.
+    pub monitors: Vec<crate::health::MonitorSpec>,
 }
 
 impl Config {
@@ -341,6 +344,11 @@ pub struct Service {
     pub max_connections: Option<u64>,
     /// Spillover: at this bandwidth (kbit/s) the service takes no new clients (≥ 1).
     pub max_bandwidth_kbps: Option<u64>,
+    /// Health monitors bound to it (`[[monitor]]` names); none: always up.
+    pub monitors: Vec<String>,
+    /// NetScaler monThreshold: UP when the weights of its UP monitors add up to this; 0 means
+    /// every monitor must be UP.
+    pub monitor_threshold: u32,
 }
 
 impl Service {
@@ -609,6 +617,8 @@ struct RawConfig {
     location_files: RawLocationFiles,
     #[serde(default, rename = "location")]
     custom_locations: Vec<RawCustomLocation>,
+    #[serde(default, rename = "monitor")]
+    monitors: Vec<RawMonitor>,
     /// The schema before zones and services; only read to say what replaced it.
     #[serde(rename = "domain")]
     old_domain: Option<Spanned<toml::Value>>,
@@ -688,6 +698,47 @@ struct RawService {
     public_ip: Option<Str>,
     max_connections: Option<Int>,
     max_bandwidth_kbps: Option<Int>,
+    monitors: Option<List>,
+    monitor_threshold: Option<Int>,
+}
+
+/// `[[monitor]]`: a health monitor, bound to services by name. Times in milliseconds.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMonitor {
+    name: Str,
+    #[serde(rename = "type")]
+    kind: Spanned<RawMonitorType>,
+    port: Option<Int>,
+    interval_ms: Option<Int>,
+    timeout_ms: Option<Int>,
+    fall: Option<Int>,
+    rise: Option<Int>,
+    weight: Option<Int>,
+    // http, https
+    path: Option<Str>,
+    host: Option<Str>,
+    expect_status: Option<Spanned<Vec<i64>>>,
+    body_contains: Option<Str>,
+    // https
+    insecure: Option<Spanned<bool>>,
+    sni: Option<Str>,
+    ca_file: Option<Str>,
+    // dns
+    qname: Option<Str>,
+    qtype: Option<Str>,
+    expect_rcode: Option<Str>,
+    expect_answer: Option<Str>,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum RawMonitorType {
+    Tcp,
+    Http,
+    Https,
+    Dns,
+    Icmp,
 }
 
 #[derive(Deserialize)]
@@ -945,7 +996,8 @@ impl Validator<'_> {
         let views = self.views(raw.views)?;
         let (zones, facts) = self.zones(raw.zones)?;
         let sites = self.sites(raw.sites)?;
-        let services = self.services(raw.services, &sites)?;
+        let monitors = self.monitors(raw.monitors)?;
+        let services = self.services(raw.services, &sites, &monitors)?;
         let topology = self.topology(raw.topology, &sites)?;
         let gslb_domains = self.gslb_domains(
             raw.gslb_domains,
@@ -967,6 +1019,7 @@ impl Validator<'_> {
         };
         let locations = self.locations(raw.location_files, raw.custom_locations)?;
         Ok(Config {
+            monitors,
             server,
             views,
             zones,
@@ -1020,6 +1073,103 @@ impl Validator<'_> {
         check(raw.get_ref()).map_err(|reason| {
             self.error(raw.span(), format!("{what} {:?}: {reason}", raw.get_ref()))
         })
+    }
+
+    fn monitors(&self, raw: Vec<RawMonitor>) -> Result<Vec<crate::health::MonitorSpec>, ConfigError> {
+        use crate::health::{DnsCheck, HttpCheck, MonitorKind, MonitorSpec, TlsCheck};
+        let mut names = Seen::new();
+        let mut out = Vec::new();
+        for rm in raw {
+            let name = self.object_name("monitor", &rm.name, &mut names)?;
+            let owner = format!("monitor {name:?}");
+            let kind = *rm.kind.get_ref();
+            // A setting of another monitor type is a mistake worth saying, not ignoring.
+            let only = |present: bool, span: Option<Range<usize>>, key: &str, types: &[RawMonitorType], label: &str| {
+                if present && !types.contains(&kind) {
+                    return Err(self.error(span.unwrap_or(rm.kind.span()), format!("{owner}: {key} applies to {label} monitors only")));
+                }
+                Ok(())
+            };
+            use RawMonitorType::*;
+            only(rm.path.is_some(), rm.path.as_ref().map(|v| v.span()), "path", &[Http, Https], "http and https")?;
+            only(rm.host.is_some(), rm.host.as_ref().map(|v| v.span()), "host", &[Http, Https], "http and https")?;
+            only(rm.expect_status.is_some(), rm.expect_status.as_ref().map(|v| v.span()), "expect_status", &[Http, Https], "http and https")?;
+            only(rm.body_contains.is_some(), rm.body_contains.as_ref().map(|v| v.span()), "body_contains", &[Http, Https], "http and https")?;
+            only(rm.insecure.is_some(), rm.insecure.as_ref().map(|v| v.span()), "insecure", &[Https], "https")?;
+            only(rm.sni.is_some(), rm.sni.as_ref().map(|v| v.span()), "sni", &[Https], "https")?;
+            only(rm.ca_file.is_some(), rm.ca_file.as_ref().map(|v| v.span()), "ca_file", &[Https], "https")?;
+            for (v, key) in [(&rm.qname, "qname"), (&rm.qtype, "qtype"), (&rm.expect_rcode, "expect_rcode"), (&rm.expect_answer, "expect_answer")] {
+                only(v.is_some(), v.as_ref().map(|v| v.span()), key, &[Dns], "dns")?;
+            }
+            let mut expect_status = Vec::new();
+            if let Some(list) = &rm.expect_status {
+                for code in list.get_ref() {
+                    let Ok(code) = u16::try_from(*code).map_err(drop).and_then(|c| if (100..=599).contains(&c) { Ok(c) } else { Err(()) }) else {
+                        return Err(self.error(list.span(), format!("{owner}: expect_status {code} is not an HTTP status (100-599)")));
+                    };
+                    expect_status.push(code);
+                }
+            }
+            let http = || HttpCheck {
+                path: rm.path.as_ref().map_or("/".to_owned(), |p| p.get_ref().clone()),
+                host: rm.host.as_ref().map(|h| h.get_ref().clone()),
+                expect_status: expect_status.clone(),
+                body_contains: rm.body_contains.as_ref().map(|b| b.get_ref().clone()),
+            };
+            let kind = match kind {
+                Tcp => MonitorKind::Tcp,
+                Icmp => MonitorKind::Icmp,
+                Http => MonitorKind::Http(http()),
+                Https => MonitorKind::Https(
+                    http(),
+                    TlsCheck {
+                        insecure: rm.insecure.as_ref().is_some_and(|i| *i.get_ref()),
+                        sni: rm.sni.as_ref().map(|s| s.get_ref().clone()),
+                        ca_file: rm.ca_file.as_ref().map(|f| PathBuf::from(f.get_ref())),
+                    },
+                ),
+                Dns => {
+                    let Some(qname) = &rm.qname else {
+                        return Err(self.error(rm.kind.span(), format!("{owner}: a dns monitor needs qname")));
+                    };
+                    let qtype = match &rm.qtype {
+                        Some(t) => t.get_ref().to_uppercase().parse().map_err(|_| self.error(t.span(), format!("{owner}: qtype {:?} is not a DNS type", t.get_ref())))?,
+                        None => hickory_proto::rr::RecordType::A,
+                    };
+                    let mut check = DnsCheck::new(qname.get_ref().clone(), qtype);
+                    if let Some(r) = &rm.expect_rcode {
+                        check.expect_rcode = match r.get_ref().to_uppercase().as_str() {
+                            "NOERROR" => hickory_proto::op::ResponseCode::NoError,
+                            "NXDOMAIN" => hickory_proto::op::ResponseCode::NXDomain,
+                            "REFUSED" => hickory_proto::op::ResponseCode::Refused,
+                            "SERVFAIL" => hickory_proto::op::ResponseCode::ServFail,
+                            other => return Err(self.error(r.span(), format!("{owner}: expect_rcode {other:?}: one of NOERROR, NXDOMAIN, REFUSED, SERVFAIL"))),
+                        };
+                    }
+                    if let Some(a) = &rm.expect_answer {
+                        check.expect_answer = Some(self.ip(&owner, "expect_answer", a)?);
+                    }
+                    MonitorKind::Dns(check)
+                }
+            };
+            let mut spec = MonitorSpec::new(name, kind);
+            if rm.port.is_some() {
+                spec.port = Some(self.int(&owner, "port", rm.port, PORT_RANGE, 0)?);
+            }
+            let ms = |v: Option<Int>, key: &str, default: Duration| -> Result<Duration, ConfigError> {
+                Ok(match v {
+                    None => default,
+                    v => Duration::from_millis(self.int(&owner, key, v, 1..=3_600_000, 0)?),
+                })
+            };
+            spec.interval = ms(rm.interval_ms, "interval_ms", spec.interval)?;
+            spec.timeout = ms(rm.timeout_ms, "timeout_ms", spec.timeout)?;
+            spec.fall = self.int(&owner, "fall", rm.fall, 1..=100, spec.fall)?;
+            spec.rise = self.int(&owner, "rise", rm.rise, 1..=100, spec.rise)?;
+            spec.weight = self.int(&owner, "weight", rm.weight, 1..=100, spec.weight)?;
+            out.push(spec);
+        }
+        Ok(out)
     }
 
     fn locations(
@@ -1648,7 +1798,13 @@ impl Validator<'_> {
         Ok(sites)
     }
 
-    fn services(&self, raw: Vec<RawService>, sites: &[Site]) -> Result<Vec<Service>, ConfigError> {
+    fn services(
+        &self,
+        raw: Vec<RawService>,
+        sites: &[Site],
+        monitors: &[crate::health::MonitorSpec],
+    ) -> Result<Vec<Service>, ConfigError> {
+        let monitor_names = Names::new("monitor", monitors.iter().map(|m| m.name.as_str()));
         let site_names = Names::new("site", sites.iter().map(|s| s.name.as_str()));
         let mut names = Seen::new();
         let mut endpoints: HashMap<(IpAddr, u16), (String, usize)> = HashMap::new();
@@ -1693,7 +1849,30 @@ impl Validator<'_> {
                 .max_bandwidth_kbps
                 .map(|m| self.int(&owner, "max_bandwidth_kbps", Some(m), LIMIT_RANGE, 0))
                 .transpose()?;
+            let mut bound = Vec::new();
+            if let Some(list) = &rs.monitors {
+                for m in list.get_ref() {
+                    if !monitor_names.contains(m.get_ref()) {
+                        return Err(self.error(m.span(), format!("{owner}: {}", monitor_names.unknown(m.get_ref()))));
+                    }
+                    if bound.contains(m.get_ref()) {
+                        return Err(self.error(m.span(), format!("{owner}: monitor {:?} bound twice", m.get_ref())));
+                    }
+                    bound.push(m.get_ref().clone());
+                }
+            }
+            let weights: u32 = monitors.iter().filter(|m| bound.contains(&m.name)).map(|m| m.weight).sum();
+            let threshold_span = rs.monitor_threshold.as_ref().map(|t| t.span());
+            let monitor_threshold = self.int(&owner, "monitor_threshold", rs.monitor_threshold, 0..=1_000_000, 0)?;
+            if monitor_threshold > weights {
+                return Err(self.error(
+                    threshold_span.expect("a threshold above 0 was written"),
+                    format!("{owner}: monitor_threshold {monitor_threshold} is more than the {weights} its monitors' weights add up to: it could never be UP"),
+                ));
+            }
             services.push(Service {
+                monitors: bound,
+                monitor_threshold,
                 name,
                 ip,
                 port,
@@ -2535,6 +2714,7 @@ mod tests {
             policies: vec![],
             engine: EngineSettings::default(),
             locations: LocationSources::default(),
+            monitors: vec![],
         }
     }
 
@@ -2580,6 +2760,8 @@ mod tests {
             public_ip: None,
             max_connections: None,
             max_bandwidth_kbps: None,
+            monitors: vec![],
+            monitor_threshold: 0,
         }
     }
 
@@ -3065,6 +3247,14 @@ mod tests {
 
         let cases: Vec<(String, &str)> = vec![
             // ---- syntax and schema ----
+            // ---- health monitors ----
+            (format!("{SERVER}{SITE}[[service]]\nname = \"web\"\nip = \"192.0.2.10\"\nsite = \"eu\"\nmonitors = [\"nope\"] #<"), "unknown monitor \"nope\""),
+            (format!("{SERVER}[[monitor]]\nname = \"m\"\ntype = \"tcp\"\npath = \"/\" #<"), "path applies to http and https monitors only"),
+            (format!("{SERVER}[[monitor]]\nname = \"m\"\ntype = \"dns\" #<"), "a dns monitor needs qname"),
+            (format!("{SERVER}[[monitor]]\nname = \"m\"\ntype = \"http\"\nexpect_status = [200, 700] #<"), "is not an HTTP status"),
+            (format!("{SERVER}[[monitor]]\nname = \"m\"\ntype = \"smtp\" #<"), "unknown variant `smtp`"),
+            (format!("{SERVER}[[monitor]]\nname = \"m\"\ntype = \"tcp\"\nfall = 0 #<"), "fall"),
+            (format!("{SERVER}[[monitor]]\nname = \"m\"\ntype = \"tcp\"\n{SITE}[[service]]\nname = \"web\"\nip = \"192.0.2.10\"\nsite = \"eu\"\nmonitors = [\"m\"]\nmonitor_threshold = 2 #<"), "could never be UP"),
             // ---- client locations ----
             (format!("{SERVER}[[location]]\nfrom = \"192.0.2.0\"\nto = \"nope\" #<\nlocation = \"Europe\""), "to \"nope\" is not an IP address"),
             (format!("{SERVER}[[location]]\nfrom = \"192.0.2.9\"\nto = \"192.0.2.1\" #<\nlocation = \"Europe\""), "is below from"),

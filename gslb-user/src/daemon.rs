@@ -9,7 +9,7 @@ use std::{
 
 use tokio::{
     net::{TcpListener, UdpSocket},
-    sync::{mpsc, watch},
+    sync::{broadcast, mpsc, watch},
     task::JoinSet,
 };
 use tracing::{error, info, warn};
@@ -18,6 +18,7 @@ use crate::{
     compile::Snapshot,
     config::{Config, ConfigError, XdpMode},
     dataplane::{Dataplane, DataplaneError},
+    health::{HealthSupervisor, ServiceMonitors},
     responder::Responder,
     server::{self, TcpLimits},
 };
@@ -32,6 +33,8 @@ pub enum DaemonError {
     NotRoot,
     #[error("waiting for signals: {0}")]
     Signal(std::io::Error),
+    #[error("health monitors")]
+    Health(#[from] crate::health::HealthError),
     #[error("listening on {addr} ({transport})")]
     Bind { addr: SocketAddr, transport: &'static str, source: std::io::Error },
 }
@@ -90,7 +93,10 @@ pub async fn run(
         sockets.push((udp, tcp));
     }
 
-    let snapshot = Snapshot::from_config(&config);
+    let health = HealthSupervisor::new();
+    health.set_services(service_monitors(&config)).await?;
+    let mut health_events = health.subscribe();
+    let snapshot = answers(&config, &health);
     let responder = Arc::new(Responder::new(&config, &snapshot));
     let mut dataplane = if overrides.no_xdp {
         info!("--no-xdp: the responder answers everything");
@@ -120,9 +126,19 @@ pub async fn run(
             Some(()) = reloads.recv() => {
                 // A burst of reload requests is one reload: the file is read once, latest wins.
                 while reloads.try_recv().is_ok() {}
-                if let Some(new) = reload(&config_path, &overrides, &config, dataplane.as_mut(), &responder) {
+                if let Some(new) = reload(&config_path, &overrides, &config, &health, dataplane.as_mut(), &responder).await {
                     config = new;
                 }
+            }
+            event = health_events.recv() => {
+                match event {
+                    Ok(e) => info!(service = e.service, up = e.up, reason = e.reason, transitions = e.transitions, "service health changed"),
+                    Err(broadcast::error::RecvError::Lagged(n)) => warn!(missed = n, "health events coalesced"),
+                    Err(broadcast::error::RecvError::Closed) => continue,
+                }
+                // Later events of a burst are in the state read below: one republish for all.
+                while health_events.try_recv().is_ok() {}
+                republish(&config, &answers(&config, &health), dataplane.as_mut(), &responder);
             }
         }
     }
@@ -162,10 +178,11 @@ fn load_config(path: &std::path::Path, overrides: &Overrides) -> Result<Config, 
 /// one new generation, then given to the responder. A configuration that does not load, or that
 /// changes what only a restart can (sockets, interface, pins), is refused and the running one
 /// stays in force.
-fn reload(
+async fn reload(
     path: &std::path::Path,
     overrides: &Overrides,
     running: &Config,
+    health: &HealthSupervisor,
     dataplane: Option<&mut Dataplane>,
     responder: &Responder,
 ) -> Option<Config> {
@@ -189,20 +206,61 @@ fn reload(
         error!(fields = ?changed, "reload refused: [server] changes need a restart; the running configuration stays in force");
         return None;
     }
-    let snapshot = Snapshot::from_config(&config);
+    if let Err(error) = health.set_services(service_monitors(&config)).await {
+        error!(error = anyhow_like(&error), "reload refused: health monitors");
+        return None;
+    }
+    if !republish(&config, &answers(&config, health), dataplane, responder) {
+        return None;
+    }
+    info!(config = %path.display(), "configuration reloaded");
+    Some(config)
+}
+
+/// The answers of `config` with the services the monitors hold down left out.
+fn answers(config: &Config, health: &HealthSupervisor) -> Snapshot {
+    Snapshot::with_health(config, |service| health.is_up(service).unwrap_or(true))
+}
+
+/// Makes `snapshot` what the fast path and the responder answer. False when the fast path
+/// refused it; the old generation then stays in force there and in the responder.
+fn republish(
+    config: &Config,
+    snapshot: &Snapshot,
+    dataplane: Option<&mut Dataplane>,
+    responder: &Responder,
+) -> bool {
     if let Some(dataplane) = dataplane {
-        match dataplane.table.publish(&snapshot) {
+        match dataplane.table.publish(snapshot) {
             Ok(stats) => info!(generation = stats.generation, domains = stats.domains, answers = stats.answers, "fast path republished"),
             Err(error) => {
-                // The old generation is still the one in force (the switch is the last write).
-                error!(error = anyhow_like(&error), "reload refused: publishing to the fast path failed");
-                return None;
+                // The switch is the last write, so the old generation is still in force.
+                error!(error = anyhow_like(&error), "publishing to the fast path failed");
+                return false;
             }
         }
     }
-    responder.replace(&config, &snapshot);
-    info!(config = %path.display(), "configuration reloaded");
-    Some(config)
+    responder.replace(config, snapshot);
+    true
+}
+
+/// What the health supervisor watches: every service with monitors bound, probed at its own
+/// address (not the public one answers carry).
+fn service_monitors(config: &Config) -> Vec<ServiceMonitors> {
+    config
+        .services
+        .iter()
+        .filter(|s| !s.monitors.is_empty())
+        .map(|s| {
+            let mut watched = ServiceMonitors::new(&s.name, s.ip, s.port);
+            watched.threshold = s.monitor_threshold;
+            for name in &s.monitors {
+                let spec = config.monitors.iter().find(|m| &m.name == name).expect("validated");
+                watched = watched.monitor(spec.clone());
+            }
+            watched
+        })
+        .collect()
 }
 
 /// `error` with its causes, as `{:#}` prints an anyhow error (thiserror enums print only their

@@ -1,6 +1,7 @@
-//! Configuration reload: a new configuration takes effect without a restart; a bad one is
-//! refused and the running one stays in force. The daemon runs in-process with the responder
-//! alone (`no_xdp`) on a loopback port, so no privileges are needed.
+//! gslbd's reactions, in-process with the responder alone (`no_xdp`) on a loopback port, so no
+//! privileges are needed: a configuration reload takes effect without a restart and a bad one is
+//! refused with the running one kept; a service whose monitor fails leaves the answers and
+//! comes back when it recovers.
 
 use std::{
     net::{IpAddr, SocketAddr, UdpSocket},
@@ -173,4 +174,115 @@ fn sighup_reloads_a_running_gslbd() {
     let _ = std::fs::remove_dir_all(&dir);
     assert!(reloaded, "SIGHUP did not reload");
     assert!(status.success(), "gslbd exit: {status}");
+}
+
+/// A configuration whose www.example.com has two services with TCP monitors on loopback ports
+/// (answering their public addresses) and a backup address.
+fn monitored_config(port: u16, backend_a: u16, backend_b: u16) -> String {
+    format!(
+        r#"
+[server]
+listen = ["127.0.0.1"]
+dns_port = {port}
+
+[[zone]]
+name = "example.com"
+ns = ["ns1.example.com"]
+  [zone.soa]
+  rname = "hostmaster.example.com"
+  [[zone.record]]
+  name = "ns1"
+  type = "A"
+  value = "127.0.0.1"
+
+[[monitor]]
+name = "tcp"
+type = "tcp"
+interval_ms = 50
+timeout_ms = 200
+fall = 2
+rise = 1
+
+[[site]]
+name = "dc"
+ip = "192.0.2.1"
+
+[[service]]
+name = "a"
+ip = "127.0.0.1"
+port = {backend_a}
+public_ip = "198.51.100.1"
+site = "dc"
+monitors = ["tcp"]
+
+[[service]]
+name = "b"
+ip = "127.0.0.2"
+port = {backend_b}
+public_ip = "198.51.100.2"
+site = "dc"
+monitors = ["tcp"]
+
+[[gslb_domain]]
+name = "www.example.com"
+answer = "all"
+services = ["a", "b"]
+backup_ip = ["203.0.113.99"]
+"#
+    )
+}
+
+/// Polls until the answer is `want` (monitors take a few intervals), or panics after 5 s.
+async fn answer_becomes(port: u16, want: &[&str]) {
+    let want: Vec<IpAddr> = want.iter().map(|a| a.parse().unwrap()).collect();
+    let mut last = Vec::new();
+    for _ in 0..100 {
+        last = tokio::task::spawn_blocking(move || ask(port)).await.unwrap();
+        if last == want {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("answer stayed {last:?}, expected {want:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_service_leaves_the_answers_and_returns() {
+    let dir = std::env::temp_dir().join(format!("gslb-health-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("gslb.toml");
+    let port = free_port();
+    let backend_a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let backend_b = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
+    let (pa, pb) = (backend_a.local_addr().unwrap().port(), backend_b.local_addr().unwrap().port());
+    std::fs::write(&path, monitored_config(port, pa, pb)).unwrap();
+
+    let (ready_tx, ready_rx) = oneshot::channel();
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let (_reload_tx, reload_rx) = mpsc::channel(1);
+    let daemon = tokio::spawn(daemon::run(
+        path.clone(),
+        Overrides { no_xdp: true, ..Overrides::default() },
+        move || {
+            let _ = ready_tx.send(());
+        },
+        async move {
+            let _ = stop_rx.await;
+        },
+        reload_rx,
+    ));
+    ready_rx.await.expect("gslbd ready");
+    answer_becomes(port, &["198.51.100.1", "198.51.100.2"]).await;
+
+    drop(backend_a); // a's backend stops: a leaves the answer
+    answer_becomes(port, &["198.51.100.2"]).await;
+    drop(backend_b); // both down: the backup address
+    answer_becomes(port, &["203.0.113.99"]).await;
+    // a's backend returns on the same port: a is answered again.
+    let _backend_a = std::net::TcpListener::bind(("127.0.0.1", pa)).unwrap();
+    answer_becomes(port, &["198.51.100.1"]).await;
+
+    stop_tx.send(()).unwrap();
+    daemon.await.unwrap().expect("clean shutdown");
+    let _ = std::fs::remove_dir_all(&dir);
 }
