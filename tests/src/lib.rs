@@ -147,6 +147,26 @@ impl Lab {
         pid
     }
 
+    /// A TCP server at `addr` inside `ns` that accepts and closes connections (what a TCP
+    /// health monitor checks), until the returned handle is dropped. `addr` must be an address
+    /// of that namespace.
+    pub fn tcp_backend(&self, ns: &str, addr: SocketAddr) -> TcpBackend {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let listener = self.in_netns(ns, || std::net::TcpListener::bind(addr));
+        let listener = listener.unwrap_or_else(|e| panic!("backend {addr} in {ns}: {e}"));
+        listener.set_nonblocking(true).expect("nonblocking listener");
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !flag.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((conn, _)) => drop(conn),
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        });
+        TcpBackend { stop, thread: Some(thread) }
+    }
+
     /// Kills a process started by [`Lab::spawn_until`] with SIGKILL, as a crash would.
     pub fn kill(&mut self, pid: u32) {
         if let Some(i) = self.children.iter().position(|c| c.id() == pid) {
@@ -234,6 +254,21 @@ impl Drop for Lab {
         }
         for ns in [&self.server_ns, &self.client_ns] {
             let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+/// A backend started by [`Lab::tcp_backend`]; dropping it closes the listening socket.
+pub struct TcpBackend {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for TcpBackend {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
         }
     }
 }

@@ -17,6 +17,8 @@ use gslb_tests::{Lab, SERVER_V4, SERVER_V6, dig_answers, dig_flags};
 use crate::{setup, util};
 
 const CONFIG: &str = "examples/demo.toml";
+/// The lab service web-lab's address and port in examples/demo.toml.
+const BACKEND: &str = "192.0.2.80:8080";
 /// `server.pin_path` of examples/demo.toml.
 const PIN_PATH: &str = "/sys/fs/bpf/gslb-demo";
 
@@ -32,6 +34,9 @@ pub fn run(once: bool) -> Result<()> {
     let bin = target_dir(&env.root).join("debug");
 
     let mut lab = Lab::new("demo");
+    // The backend of the lab view's service web-lab, watched by a TCP monitor.
+    gslb_tests::run(lab.exec(&lab.server_ns, "ip").args(["addr", "add", "192.0.2.80/32", "dev", "lo"]));
+    let backend = lab.tcp_backend(&lab.server_ns, BACKEND.parse().expect("an address"));
     // The lab is a veth pair: generic (SKB) XDP needs nothing from the peer, while native XDP_TX
     // on veth needs an XDP program on the client end too. On a real NIC, "auto" picks native.
     let mut gslbd = lab.nsenter(&lab.server_ns, &bin.join("gslbd"));
@@ -61,6 +66,18 @@ pub fn run(once: bool) -> Result<()> {
         show(q, &out, &before, &after);
     }
 
+    // Health: the backend stops, its monitor takes web-lab down, the answers move to the
+    // default view's services (in the maps too: XDP answers the new answer); then it returns.
+    let www = Query { what: "GSLB domain, A over IPv4", server: v4, args: &["www.example.com", "A"] };
+    println!();
+    println!("== web-lab's backend ({BACKEND}) stops; its TCP monitor takes the service down");
+    drop(backend);
+    wait_for_answer(&lab, &bin, &www, |a| a != "192.0.2.80")?;
+    println!();
+    println!("== web-lab's backend comes back; the service is answered again");
+    let _backend = lab.tcp_backend(&lab.server_ns, BACKEND.parse().expect("an address"));
+    wait_for_answer(&lab, &bin, &www, |a| a == "192.0.2.80")?;
+
     if once {
         println!("demo: done (--once); removing the lab");
         return Ok(());
@@ -77,6 +94,27 @@ pub fn run(once: bool) -> Result<()> {
     let _ = rx.recv();
     println!("demo: stopping");
     Ok(())
+}
+
+/// Repeats `q` until its first answer satisfies `want` (monitors take a few intervals), then
+/// shows it; fails after 10 s.
+fn wait_for_answer(lab: &Lab, bin: &Path, q: &Query, want: impl Fn(&str) -> bool) -> Result<()> {
+    let start = std::time::Instant::now();
+    loop {
+        let before = stats(bin)?;
+        let out = lab.dig(q.server, q.args);
+        let answers = dig_answers(&out);
+        if answers.first().is_some_and(|(_, _, data)| want(data)) {
+            let after = stats(bin)?;
+            println!("   after {:.1} s:", start.elapsed().as_secs_f64());
+            show(q, &out, &before, &after);
+            return Ok(());
+        }
+        if start.elapsed() > Duration::from_secs(10) {
+            bail!("the answer did not change within 10 s: {answers:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 fn target_dir(root: &Path) -> PathBuf {

@@ -72,6 +72,8 @@ fn test(args: &[String]) -> Result<()> {
     util::run_inherit("test", &mut cmd)?;
     if args.is_empty() {
         fuzz(&env)?;
+        // The README's first command, end to end: it fails if a step of the demo does.
+        demo::run(true)?;
     }
     Ok(())
 }
