@@ -12,7 +12,8 @@ use std::net::IpAddr;
 use gslb_common::{DEFAULT_VIEW, QTYPE_A, QTYPE_AAAA};
 use ipnet::IpNet;
 
-use crate::config::{DownResponse, AnswerMode, Config, Service};
+use crate::config::{AnswerMode, Config, DownResponse, GslbDomain, Service};
+use crate::policy::Method;
 
 /// One complete state of the fast-path tables.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -24,6 +25,12 @@ pub struct Snapshot {
     /// Client prefixes and the view each selects; unmatched clients get [`DEFAULT_VIEW`].
     pub views: Vec<(IpNet, u32)>,
     pub domains: Vec<DomainEntry>,
+    /// GSLB domains whose answer depends on more than the client's static view (a method other
+    /// than round robin, a method chain, persistence, spillover limits, or DNS policies): the
+    /// fast path has no entry for them and the responder asks the decision engine per query.
+    pub engine_domains: Vec<String>,
+    /// Services the health monitors hold DOWN.
+    pub down_services: Vec<String>,
 }
 
 /// One (name, qtype) the fast path answers, with its answer for each view that has one.
@@ -69,7 +76,12 @@ impl Snapshot {
         let services: HashMap<&str, &Service> =
             config.services.iter().map(|s| (s.name.as_str(), s)).collect();
         let mut domains = Vec::new();
+        let mut engine_domains = Vec::new();
         for domain in &config.gslb_domains {
+            if needs_engine(config, domain, &services) {
+                engine_domains.push(domain.name.clone());
+                continue;
+            }
             for qtype in [QTYPE_A, QTYPE_AAAA] {
                 // The answer addresses of `names` of this qtype's family, in order, each once
                 // (two services may share an address on different ports).
@@ -124,8 +136,27 @@ impl Snapshot {
             listen: config.server.listen.clone(),
             views,
             domains,
+            engine_domains,
+            down_services: config.services.iter().filter(|s| !up(&s.name)).map(|s| s.name.clone()).collect(),
         }
     }
+}
+
+/// Whether `domain`'s answer can differ between two clients of one static view (or from query
+/// to query beyond a rotation): then only a per-query decision is right.
+fn needs_engine(config: &Config, domain: &GslbDomain, services: &HashMap<&str, &Service>) -> bool {
+    let limited = domain
+        .services
+        .iter()
+        .filter_map(|n| services.get(n.as_str()))
+        .any(|s| s.max_connections.is_some() || s.max_bandwidth_kbps.is_some());
+    domain.method != Method::RoundRobin
+        || domain.alternate.is_some()
+        || domain.fallback.is_some()
+        || domain.persistence.is_some()
+        || domain.backup_domain.is_some()
+        || !config.policies.is_empty()
+        || limited
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use crate::{
     config::{Config, ConfigError, XdpMode},
     dataplane::{Dataplane, DataplaneError},
     health::{HealthSupervisor, ServiceMonitors},
+    location::db::LocationDb,
     responder::Responder,
     server::{self, TcpLimits},
 };
@@ -33,6 +34,8 @@ pub enum DaemonError {
     NotRoot,
     #[error("waiting for signals: {0}")]
     Signal(std::io::Error),
+    #[error("location database")]
+    Locations(#[from] crate::location::db::LocationDbError),
     #[error("health monitors")]
     Health(#[from] crate::health::HealthError),
     #[error("listening on {addr} ({transport})")]
@@ -98,6 +101,8 @@ pub async fn run(
     let mut health_events = health.subscribe();
     let snapshot = answers(&config, &health);
     let responder = Arc::new(Responder::new(&config, &snapshot));
+    let locations = location_db(&config, &config_path)?;
+    responder.replace_with_locations(&config, &snapshot, locations);
     let mut dataplane = if overrides.no_xdp {
         info!("--no-xdp: the responder answers everything");
         None
@@ -206,15 +211,42 @@ async fn reload(
         error!(fields = ?changed, "reload refused: [server] changes need a restart; the running configuration stays in force");
         return None;
     }
+    let locations = match location_db(&config, path) {
+        Ok(db) => db,
+        Err(error) => {
+            error!(error = anyhow_like(&error), "reload refused: location database");
+            return None;
+        }
+    };
     if let Err(error) = health.set_services(service_monitors(&config)).await {
         error!(error = anyhow_like(&error), "reload refused: health monitors");
         return None;
     }
-    if !republish(&config, &answers(&config, health), dataplane, responder) {
+    let snapshot = answers(&config, health);
+    if !republish(&config, &snapshot, dataplane, responder) {
         return None;
     }
+    responder.replace_with_locations(&config, &snapshot, locations);
     info!(config = %path.display(), "configuration reloaded");
     Some(config)
+}
+
+/// The client location database the configuration describes, if it names any source.
+fn location_db(
+    config: &Config,
+    path: &std::path::Path,
+) -> Result<Option<Arc<LocationDb>>, crate::location::db::LocationDbError> {
+    let sources = &config.locations;
+    if sources.netscaler.is_empty()
+        && sources.mmdb_city.is_none()
+        && sources.mmdb_asn.is_none()
+        && sources.custom.is_empty()
+    {
+        return Ok(None);
+    }
+    let db = LocationDb::from_sources(sources, path)?;
+    info!(ranges = db.len(), "location database loaded");
+    Ok(Some(Arc::new(db)))
 }
 
 /// The answers of `config` with the services the monitors hold down left out.

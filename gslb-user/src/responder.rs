@@ -25,6 +25,11 @@ use arc_swap::ArcSwap;
 use ipnet::IpNet;
 
 use crate::{
+    location::db::LocationDb,
+    policy::{
+        Client as EngineClient, Engine, Fallback, Query as EngineQuery, ServiceState,
+        State as EngineState,
+    },
     compile::{Answer, DomainEntry, Snapshot},
     config::{AnswerMode, Config, RecordData, Zone},
 };
@@ -65,14 +70,53 @@ struct Authority {
     zones: Vec<ZoneData>,
     gslb: GslbIndex,
     edns_udp_size: u16,
+    decisions: Option<Decisions>,
+}
+
+/// Per-query decisions for the domains the fast path leaves to the responder
+/// (`Snapshot::engine_domains`).
+struct Decisions {
+    engine: Engine,
+    domains: HashSet<String>,
+    /// By configuration service index.
+    states: Vec<ServiceState>,
+    /// By configuration service index.
+    answer_ips: Vec<IpAddr>,
+    /// By engine domain index: (TTL, backup addresses).
+    domain_info: Vec<(u32, Vec<IpAddr>)>,
+    locations: Option<Arc<LocationDb>>,
 }
 
 impl Authority {
-    fn new(config: &Config, snapshot: &Snapshot) -> Self {
+    fn new(config: &Config, snapshot: &Snapshot, locations: Option<Arc<LocationDb>>) -> Self {
         let mut zones: Vec<ZoneData> = config.zones.iter().map(|z| ZoneData::new(z, config)).collect();
         // Longest apex first: the first zone that contains a name is its zone.
         zones.sort_by_key(|z| std::cmp::Reverse(z.apex.len()));
-        Authority { zones, gslb: GslbIndex::new(snapshot), edns_udp_size: snapshot.edns_udp_size }
+        let decisions = if snapshot.engine_domains.is_empty() {
+            None
+        } else {
+            match Engine::from_config(config) {
+                Ok(engine) => Some(Decisions {
+                    domains: snapshot.engine_domains.iter().cloned().collect(),
+                    states: config
+                        .services
+                        .iter()
+                        .map(|s| ServiceState { down: snapshot.down_services.contains(&s.name), ..ServiceState::UP })
+                        .collect(),
+                    answer_ips: config.services.iter().map(|s| s.answer_ip()).collect(),
+                    domain_info: config.gslb_domains.iter().map(|d| (d.ttl, d.backup_ip.clone())).collect(),
+                    engine,
+                    locations,
+                }),
+                Err(error) => {
+                    // Validation makes this unreachable; answering nothing for those names is
+                    // the safe side if it ever is not.
+                    tracing::error!(%error, "decision engine rejected the configuration");
+                    None
+                }
+            }
+        };
+        Authority { zones, gslb: GslbIndex::new(snapshot), edns_udp_size: snapshot.edns_udp_size, decisions }
     }
 }
 
@@ -307,14 +351,27 @@ struct Lookup {
 impl Responder {
     pub fn new(config: &Config, snapshot: &Snapshot) -> Self {
         Responder {
-            data: ArcSwap::from_pointee(Authority::new(config, snapshot)),
+            data: ArcSwap::from_pointee(Authority::new(config, snapshot, None)),
             rotor: AtomicU32::new(0),
         }
     }
 
-    /// Answers from `config` and `snapshot` from now on (a configuration reload).
+    /// Answers from `config` and `snapshot` from now on (a configuration reload), keeping the
+    /// location database.
     pub fn replace(&self, config: &Config, snapshot: &Snapshot) {
-        self.data.store(Arc::new(Authority::new(config, snapshot)));
+        let locations = self.data.load().decisions.as_ref().and_then(|d| d.locations.clone());
+        self.replace_with_locations(config, snapshot, locations);
+    }
+
+    /// As [`Responder::replace`], with client locations from `locations` (static proximity,
+    /// MATCHES_LOCATION policies).
+    pub fn replace_with_locations(
+        &self,
+        config: &Config,
+        snapshot: &Snapshot,
+        locations: Option<Arc<LocationDb>>,
+    ) {
+        self.data.store(Arc::new(Authority::new(config, snapshot, locations)));
     }
 
     /// Answers `request` from `client` into `sink`; sends nothing for what must not be answered
@@ -543,6 +600,9 @@ impl Responder {
 
     /// The GSLB answer, exactly as the fast path gives it: one rotating address or all of them.
     fn gslb_records(&self, data: &Authority, name: &str, qtype: u16, client: IpAddr) -> Vec<Record> {
+        if let Some(d) = data.decisions.as_ref().filter(|d| d.domains.contains(name)) {
+            return self.decided_records(d, name, qtype, client);
+        }
         let Some(answer) = data.gslb.answer(name, qtype, client) else {
             return Vec::new();
         };
@@ -553,18 +613,53 @@ impl Responder {
                 vec![answer.addrs[turn % answer.addrs.len()]]
             }
         };
-        let owner = self::name(name);
-        addrs
-            .into_iter()
-            .map(|a| {
-                let rdata = match a {
-                    IpAddr::V4(v4) => RData::A(A(v4)),
-                    IpAddr::V6(v6) => RData::AAAA(AAAA(v6)),
-                };
-                Record::from_rdata(owner.clone(), answer.ttl, rdata)
-            })
-            .collect()
+        address_records(name, answer.ttl, addrs)
     }
+
+    /// The decision engine's answer for this client (its location from the database).
+    fn decided_records(&self, d: &Decisions, name: &str, qtype: u16, client: IpAddr) -> Vec<Record> {
+        let Some(domain) = d.engine.domain_index(name) else {
+            return Vec::new();
+        };
+        let client = canonical(client);
+        let location = d.locations.as_ref().and_then(|db| db.lookup(client));
+        let decision = d.engine.decide(
+            domain,
+            &EngineQuery { name, qtype },
+            &EngineClient { addr: client, location: location.as_deref(), sticky: None },
+            &EngineState { services: &d.states, rtt: &[] },
+        );
+        let (ttl, backup) = &d.domain_info[decision.domain.min(d.domain_info.len() - 1)];
+        let family = |ip: &IpAddr| ip.is_ipv6() == (qtype == QTYPE_AAAA);
+        let turn = self.rotor.fetch_add(1, Ordering::Relaxed) as u64;
+        let addrs: Vec<IpAddr> = match decision.fallback {
+            Some(Fallback::BackupIp) => backup.iter().copied().filter(family).collect(),
+            Some(Fallback::Empty) => Vec::new(),
+            None => d
+                .engine
+                .select(&decision, client, turn)
+                .into_iter()
+                .map(|i| d.answer_ips[i])
+                .filter(family)
+                .collect(),
+        };
+        address_records(name, *ttl, addrs)
+    }
+}
+
+/// A and AAAA records of `name` for `addrs`.
+fn address_records(name: &str, ttl: u32, addrs: Vec<IpAddr>) -> Vec<Record> {
+    let owner = self::name(name);
+    addrs
+        .into_iter()
+        .map(|a| {
+            let rdata = match a {
+                IpAddr::V4(v4) => RData::A(A(v4)),
+                IpAddr::V6(v6) => RData::AAAA(AAAA(v6)),
+            };
+            Record::from_rdata(owner.clone(), ttl, rdata)
+        })
+        .collect()
 }
 
 /// FORMERR for a message that does not parse: the header's ID and opcode, nothing else.
