@@ -5,6 +5,7 @@
 
 use std::{
     net::{IpAddr, SocketAddr, UdpSocket},
+    path::Path,
     time::Duration,
 };
 
@@ -68,6 +69,39 @@ fn ask(port: u16) -> Vec<IpAddr> {
         .collect()
 }
 
+/// gslbd running in this process on `path`, responder only.
+struct Gslbd {
+    reloads: mpsc::Sender<()>,
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<(), daemon::DaemonError>>,
+}
+
+impl Gslbd {
+    async fn start(path: &Path) -> Gslbd {
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let (stop, stop_rx) = oneshot::channel::<()>();
+        let (reloads, reload_rx) = mpsc::channel(1);
+        let task = tokio::spawn(daemon::run(
+            path.to_owned(),
+            Overrides { no_xdp: true, ..Overrides::default() },
+            move || {
+                let _ = ready_tx.send(());
+            },
+            async move {
+                let _ = stop_rx.await;
+            },
+            reload_rx,
+        ));
+        ready_rx.await.expect("gslbd ready");
+        Gslbd { reloads, stop, task }
+    }
+
+    async fn stop(self) {
+        self.stop.send(()).unwrap();
+        self.task.await.unwrap().expect("clean shutdown");
+    }
+}
+
 fn free_port() -> u16 {
     UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -94,28 +128,14 @@ async fn reload_applies_a_good_config_and_refuses_a_bad_one() {
     let port = free_port();
     std::fs::write(&path, config(port, "198.51.100.1")).unwrap();
 
-    let (ready_tx, ready_rx) = oneshot::channel();
-    let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let (reload_tx, reload_rx) = mpsc::channel(1);
-    let overrides = Overrides { no_xdp: true, ..Overrides::default() };
-    let daemon = tokio::spawn(daemon::run(
-        path.clone(),
-        overrides,
-        move || {
-            let _ = ready_tx.send(());
-        },
-        async move {
-            let _ = stop_rx.await;
-        },
-        reload_rx,
-    ));
-    ready_rx.await.expect("gslbd ready");
+    let gslbd = Gslbd::start(&path).await;
+    let reload_tx = &gslbd.reloads;
     let before = tokio::task::spawn_blocking(move || ask(port)).await.unwrap();
     assert_eq!(before, vec!["198.51.100.1".parse::<IpAddr>().unwrap()]);
 
     // A new service address takes effect.
     std::fs::write(&path, config(port, "198.51.100.2")).unwrap();
-    reload_until(&reload_tx, port, "198.51.100.2").await;
+    reload_until(reload_tx, port, "198.51.100.2").await;
 
     // Refused, each with the running configuration kept: a file that does not parse, one that
     // does not validate, and one that changes what needs a restart (the port).
@@ -134,10 +154,9 @@ async fn reload_applies_a_good_config_and_refuses_a_bad_one() {
 
     // And a good one after the refusals still applies.
     std::fs::write(&path, config(port, "198.51.100.4")).unwrap();
-    reload_until(&reload_tx, port, "198.51.100.4").await;
+    reload_until(reload_tx, port, "198.51.100.4").await;
 
-    stop_tx.send(()).unwrap();
-    daemon.await.unwrap().expect("clean shutdown");
+    gslbd.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -257,21 +276,7 @@ async fn a_failing_service_leaves_the_answers_and_returns() {
     let (pa, pb) = (backend_a.local_addr().unwrap().port(), backend_b.local_addr().unwrap().port());
     std::fs::write(&path, monitored_config(port, pa, pb)).unwrap();
 
-    let (ready_tx, ready_rx) = oneshot::channel();
-    let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let (_reload_tx, reload_rx) = mpsc::channel(1);
-    let daemon = tokio::spawn(daemon::run(
-        path.clone(),
-        Overrides { no_xdp: true, ..Overrides::default() },
-        move || {
-            let _ = ready_tx.send(());
-        },
-        async move {
-            let _ = stop_rx.await;
-        },
-        reload_rx,
-    ));
-    ready_rx.await.expect("gslbd ready");
+    let gslbd = Gslbd::start(&path).await;
     answer_becomes(port, &["198.51.100.1", "198.51.100.2"]).await;
 
     drop(backend_a); // a's backend stops: a leaves the answer
@@ -282,7 +287,6 @@ async fn a_failing_service_leaves_the_answers_and_returns() {
     let _backend_a = std::net::TcpListener::bind(("127.0.0.1", pa)).unwrap();
     answer_becomes(port, &["198.51.100.1"]).await;
 
-    stop_tx.send(()).unwrap();
-    daemon.await.unwrap().expect("clean shutdown");
+    gslbd.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
