@@ -237,6 +237,76 @@ impl AnswerSet {
     }
 }
 
+/// Key of `LDNS` (an LRU hash): a resolver (LDNS) that sent us a DNS query, IPv4-mapped, with
+/// the host bits of the LDNS mask cleared, so that one entry stands for every resolver of a
+/// masked prefix (NetScaler `ldnsmask`). Without a mask it is the source address itself.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct LdnsKey {
+    pub addr: [u8; 16],
+}
+const _: () = assert!(core::mem::size_of::<LdnsKey>() == 16);
+
+/// Value of `LDNS`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LdnsValue {
+    /// `bpf_ktime_get_ns()` (CLOCK_MONOTONIC) of a query of this entry, refreshed at most once
+    /// per LDNS epoch (see [`LdnsConfig::epoch`]) and CPU: a query in the current epoch may be
+    /// newer than this by up to one epoch.
+    pub last_seen_ns: u64,
+    /// The source address (IPv4-mapped) of the query that created the entry: the address the
+    /// controller probes for the whole masked prefix. Written once, so never torn.
+    pub addr: [u8; 16],
+}
+const _: () = assert!(core::mem::size_of::<LdnsValue>() == 24);
+
+/// `LdnsConfig::flags`: record no resolvers.
+pub const LDNS_OFF: u32 = 1;
+
+/// Slot 0 of the `LDNS_CONFIG` array: how the program records resolvers. Written by the
+/// controller only (not by `publish`); all zero (the state before the controller writes it)
+/// records every source address without a mask.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LdnsConfig {
+    /// Advanced by the controller each time it reads `LDNS` (about once a second). The program
+    /// refreshes an entry's `last_seen_ns` on the first query of a resolver in each epoch on each
+    /// CPU (a per-CPU cache of [`LdnsCacheSlot`]s remembers which it refreshed), so a busy
+    /// resolver costs the LRU map one lookup per epoch and CPU, not one per query.
+    pub epoch: u32,
+    pub flags: u32,
+    /// Bytes set where an IPv4-mapped source address has host bits: cleared to form the key.
+    pub host_v4: [u8; 16],
+    /// The same for IPv6 sources.
+    pub host_v6: [u8; 16],
+}
+const _: () = assert!(core::mem::size_of::<LdnsConfig>() == 40);
+
+/// A slot of the program's per-CPU LDNS cache (part of its `SCRATCH` memory), direct-mapped
+/// and indexed by [`ldns_slot`] of the key: the key (as two native words) whose entry this CPU
+/// refreshed in `epoch`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LdnsCacheSlot {
+    pub key: [u64; 2],
+    pub epoch: u32,
+    pub reserved: u32,
+}
+const _: () = assert!(core::mem::size_of::<LdnsCacheSlot>() == 24);
+
+/// Slots of the per-CPU LDNS cache (`1 << LDNS_CACHE_BITS`). A resolver whose slot another
+/// takes costs an LRU lookup per query while both are busy: 1024 slots keep that rare for
+/// the resolvers that send most queries, and the cache within a per-CPU value's 32 KiB limit.
+pub const LDNS_CACHE_BITS: u32 = 10;
+pub const LDNS_CACHE_SLOTS: usize = 1 << LDNS_CACHE_BITS;
+
+/// The LDNS cache slot of a key given as its two native words.
+#[inline(always)]
+pub const fn ldns_slot(key: [u64; 2]) -> u32 {
+    ((key[0] ^ key[1]).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - LDNS_CACHE_BITS)) as u32
+}
+
 /// Slots of the per-CPU `COUNTERS` array: hits by qtype and transport, then one per reason a
 /// packet was passed to the stack.
 #[repr(u32)]
@@ -371,6 +441,8 @@ pub mod maps {
     pub const ANSWERS: &str = "ANSWERS";
     pub const COUNTERS: &str = "COUNTERS";
     pub const ROTOR: &str = "ROTOR";
+    pub const LDNS: &str = "LDNS";
+    pub const LDNS_CONFIG: &str = "LDNS_CONFIG";
 }
 
 /// Program names in the object file.
@@ -387,6 +459,8 @@ pub const LISTEN_MAX: u32 = 256;
 pub const VIEWS_MAX: u32 = 1 << 20;
 pub const DOMAINS_MAX: u32 = 1 << 16;
 pub const ANSWERS_MAX: u32 = 1 << 20;
+/// Resolvers (or masked prefixes of resolvers) `LDNS` remembers; the least recently used go.
+pub const LDNS_MAX: u32 = 1 << 16;
 
 #[cfg(feature = "user")]
 mod pod {
@@ -401,6 +475,10 @@ mod pod {
     unsafe impl aya::Pod for DomainValue {}
     unsafe impl aya::Pod for AnswerKey {}
     unsafe impl aya::Pod for AnswerSet {}
+    unsafe impl aya::Pod for LdnsKey {}
+    unsafe impl aya::Pod for LdnsValue {}
+    unsafe impl aya::Pod for LdnsConfig {}
+    unsafe impl aya::Pod for LdnsCacheSlot {}
 }
 
 #[cfg(test)]
@@ -421,7 +499,7 @@ mod tests {
     #[test]
     fn shared_struct_sizes() {
         use core::mem::size_of;
-        let table: [(usize, usize); 8] = [
+        let table: [(usize, usize); 12] = [
             (size_of::<Config>(), 8),
             (size_of::<ListenKey>(), 16),
             (size_of::<ListenSet>(), 136),
@@ -430,6 +508,10 @@ mod tests {
             (size_of::<DomainValue>(), 8),
             (size_of::<AnswerKey>(), 24),
             (size_of::<AnswerSet>(), 400),
+            (size_of::<LdnsKey>(), 16),
+            (size_of::<LdnsValue>(), 24),
+            (size_of::<LdnsConfig>(), 40),
+            (size_of::<LdnsCacheSlot>(), 24),
         ];
         for (got, want) in table {
             assert_eq!(got, want);

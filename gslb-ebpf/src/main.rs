@@ -15,18 +15,22 @@ mod csum;
 mod hdr;
 
 use aya_ebpf::{
-    bindings::{BPF_F_NO_PREALLOC, xdp_action},
-    helpers::{bpf_xdp_adjust_head, bpf_xdp_adjust_tail, bpf_xdp_load_bytes, bpf_xdp_store_bytes},
+    bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST, xdp_action},
+    helpers::{
+        bpf_ktime_get_ns, bpf_xdp_adjust_head, bpf_xdp_adjust_tail, bpf_xdp_load_bytes,
+        bpf_xdp_store_bytes,
+    },
     macros::{map, xdp},
-    maps::{Array, HashMap, LpmTrie, PerCpuArray, lpm_trie::Key},
+    maps::{Array, HashMap, LpmTrie, LruHashMap, PerCpuArray, lpm_trie::Key},
     programs::XdpContext,
 };
 use gslb_common::{
     ANSWER_ROTATE, ANSWERS_MAX, AnswerKey, AnswerSet, Config, Counter, DEFAULT_VIEW, DNS_HEADER_LEN,
-    DOMAINS_MAX, DomainKey, DomainValue, LISTEN_IN_TRIE, LISTEN_INLINE, LISTEN_MAX,
-    LISTEN_PREFIX_LEN, ListenKey, ListenSet, MAX_ADDRS,
+    DOMAINS_MAX, DomainKey, DomainValue, LDNS_CACHE_SLOTS, LDNS_MAX, LDNS_OFF, LISTEN_IN_TRIE,
+    LISTEN_INLINE, LISTEN_MAX, LISTEN_PREFIX_LEN, LdnsCacheSlot, LdnsConfig, LdnsKey, LdnsValue,
+    ListenKey, ListenSet, MAX_ADDRS,
     NAME_HASH_SEED, OPT_RR_LEN, QNAME_MAX, QNAME_WORDS, QTYPE_A, QTYPE_AAAA, RR_MAX_LEN, VIEWS_MAX,
-    ViewKey, name_hash_step,
+    ViewKey, ldns_slot, name_hash_step,
 };
 use hdr::{DnsHdr, EthHdr, Ipv4Hdr, Ipv6Hdr, OptHdr, UdpHdr, VlanHdr, be16, ld, st};
 
@@ -57,6 +61,13 @@ static ROTOR: PerCpuArray<u32> = PerCpuArray::with_max_entries(1, 0);
 #[map]
 static SCRATCH: PerCpuArray<Scratch> = PerCpuArray::with_max_entries(1, 0);
 
+/// Resolvers that sent us queries, for the controller to probe (dynamic RTT); see
+/// [`record_source`]. An LRU map: the kernel side stays O(1) however many resolvers there are.
+#[map]
+static LDNS: LruHashMap<LdnsKey, LdnsValue> = LruHashMap::with_max_entries(LDNS_MAX, 0);
+#[map]
+static LDNS_CONFIG: Array<LdnsConfig> = Array::with_max_entries(1, 0);
+
 #[repr(C)]
 struct Scratch {
     /// The parse writes the lower-cased name's words; the rest of the key is filled in only
@@ -67,6 +78,9 @@ struct Scratch {
     reserved: u32,
     /// See [`grow_at_head`]: room for every header and the longest question.
     frame: [u8; 256],
+    /// The keys whose `LDNS` entry this CPU refreshed, by epoch: a direct-mapped cache
+    /// indexed by `ldns_slot` (here, not in a map of its own: `SCRATCH` is looked up anyway).
+    ldns: [LdnsCacheSlot; LDNS_CACHE_SLOTS],
 }
 
 /// An LPM trie key laid out like `Key<K>` (a u32 prefix length, then the data) but 4-byte
@@ -112,6 +126,9 @@ pub fn gslb_xdp(ctx: XdpContext) -> u32 {
     match try_answer(&ctx) {
         Ok(action) => action,
         Err(miss) => {
+            if parsed_query(miss) {
+                record_passed(&ctx);
+            }
             count(miss);
             xdp_action::XDP_PASS
         }
@@ -180,14 +197,24 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
         prefix_len: (core::mem::size_of::<ViewKey>() * 8) as u32,
         data: [u32::from_ne_bytes(config.generation.to_be_bytes()), 0, 0, V4_MAPPED_WORD, 0],
     };
+    // The client is a resolver that sent us a query: it is recorded here, answered or not
+    // (queries `parse` passed after their DNS header are recorded on the way out).
     if q.v6 {
         let ip = ptr_at::<Ipv6Hdr>(ctx, q.l4 - Ipv6Hdr::LEN, Miss::Malformed)?;
-        for i in 0..4 {
-            view_key.data[1 + i] = unsafe { ld(ip.add(Ipv6Hdr::ADDRS + 4 * i)) };
-        }
+        // The address as two native words; the key's four are their halves.
+        let (hi, lo) = unsafe {
+            (ld::<u64>(ip.add(Ipv6Hdr::ADDRS)), ld::<u64>(ip.add(Ipv6Hdr::ADDRS + 8)))
+        };
+        view_key.data[1] = hi as u32;
+        view_key.data[2] = (hi >> 32) as u32;
+        view_key.data[3] = lo as u32;
+        view_key.data[4] = (lo >> 32) as u32;
+        record_source(scratch, true, hi, lo);
     } else {
         let ip = ptr_at::<Ipv4Hdr>(ctx, q.l4 - Ipv4Hdr::LEN, Miss::Malformed)?;
-        view_key.data[4] = unsafe { ld(ip.add(Ipv4Hdr::ADDRS)) };
+        let saddr: u32 = unsafe { ld(ip.add(Ipv4Hdr::ADDRS)) };
+        view_key.data[4] = saddr;
+        record_source(scratch, false, 0, V4_MAPPED_WORD as u64 | (saddr as u64) << 32);
     }
     let view = VIEWS.get(view_key.as_key::<ViewKey>()).copied().unwrap_or(DEFAULT_VIEW);
 
@@ -505,6 +532,95 @@ fn parse(ctx: &XdpContext, config: &Config, scratch: &mut Scratch) -> Result<Que
     }
 
     Ok(Query { v6, l4, qlen, qtype, edns: arcount == 1, edns_do, qname_sum, hash })
+}
+
+/// Whether a query passed for `miss` got through the DNS header checks (QR=0, OPCODE=QUERY)
+/// before it failed in `parse`: a resolver's query, to record (`UnknownName` and `NoAnswer`,
+/// found after the parse, are recorded in `try_answer`).
+#[inline(always)]
+fn parsed_query(miss: Miss) -> bool {
+    (Miss::Sections as u32..=Miss::TrailingData as u32).contains(&(miss as u32))
+}
+
+/// Records the source of a query that `parse` passed after its DNS header: the frame is one
+/// it walked, so only the offsets are found again (the pass path; its cost hardly matters).
+#[inline(always)]
+fn record_passed(ctx: &XdpContext) {
+    let Some(scratch) = SCRATCH.get_ptr_mut(0) else { return };
+    // SAFETY: per-CPU slot, only this CPU uses it while the program runs.
+    let scratch = unsafe { &mut *scratch };
+    let Ok(eth) = ptr_at::<EthHdr>(ctx, 0, Miss::NotIp) else { return };
+    let mut ethertype = be16(unsafe { ld::<u16>(eth.add(12)) }.to_ne_bytes());
+    let mut l3 = EthHdr::LEN;
+    if ethertype == ETH_P_8021Q {
+        let Ok(vlan) = ptr_at::<VlanHdr>(ctx, l3, Miss::NotIp) else { return };
+        ethertype = be16(unsafe { ld::<u16>(vlan.add(2)) }.to_ne_bytes());
+        l3 += VlanHdr::LEN;
+    }
+    match ethertype {
+        ETH_P_IPV4 => {
+            let Ok(ip) = ptr_at::<Ipv4Hdr>(ctx, l3, Miss::NotIp) else { return };
+            // SAFETY: bounds-checked by `ptr_at`.
+            let saddr = unsafe { ld::<u32>(ip.add(Ipv4Hdr::ADDRS)) };
+            record_source(scratch, false, 0, V4_MAPPED_WORD as u64 | (saddr as u64) << 32);
+        }
+        ETH_P_IPV6 => {
+            let Ok(ip) = ptr_at::<Ipv6Hdr>(ctx, l3, Miss::NotIp) else { return };
+            // SAFETY: bounds-checked by `ptr_at`.
+            let (hi, lo) = unsafe {
+                (ld::<u64>(ip.add(Ipv6Hdr::ADDRS)), ld::<u64>(ip.add(Ipv6Hdr::ADDRS + 8)))
+            };
+            record_source(scratch, true, hi, lo);
+        }
+        _ => {}
+    }
+}
+
+/// Records a query's source (`hi`, `lo`: the IPv4-mapped address as two native words) in
+/// `LDNS`: key, the address with the LDNS mask's host bits cleared; value, when it was last
+/// seen and the address to probe. The common case, a resolver already refreshed in this epoch
+/// on this CPU, costs an inlined array lookup, a multiply and a compare with the cache slot in
+/// `scratch`; otherwise one LRU lookup and an in-place store of the time, or an insert for a
+/// new resolver. (An LRU value may be recycled under the program: the worst that can happen
+/// is another resolver's time refreshed once.)
+#[inline(always)]
+fn record_source(scratch: &mut Scratch, v6: bool, hi: u64, lo: u64) {
+    let Some(config) = LDNS_CONFIG.get(0) else { return };
+    let host = if v6 { config.host_v6.as_ptr() } else { config.host_v4.as_ptr() };
+    // SAFETY: 16 bytes of the map value.
+    let key = unsafe { [hi & !ld::<u64>(host), lo & !ld::<u64>(host.add(8))] };
+    // Verifier only: the slot index is below LDNS_CACHE_SLOTS already.
+    let i = ldns_slot(key) as usize & (LDNS_CACHE_SLOTS - 1);
+    // SAFETY: i < LDNS_CACHE_SLOTS.
+    let slot = unsafe { scratch.ldns.get_unchecked_mut(i) };
+    // (Recording off: checked after the cache, which never holds a key then, so that the
+    // common case does not pay for it.)
+    if slot.key[0] == key[0] && slot.key[1] == key[1] && slot.epoch == config.epoch
+        || config.flags & LDNS_OFF != 0
+    {
+        return;
+    }
+    // SAFETY: a helper without arguments.
+    let now = unsafe { bpf_ktime_get_ns() };
+    // SAFETY: same size, and every byte pattern is an address.
+    let map_key: LdnsKey = unsafe { core::mem::transmute::<[u64; 2], LdnsKey>(key) };
+    match LDNS.get_ptr_mut(&map_key) {
+        // SAFETY: a map value; a plain store of one word.
+        Some(value) => unsafe {
+            st((value as *mut u8).add(core::mem::offset_of!(LdnsValue, last_seen_ns)), now)
+        },
+        None => {
+            let value = LdnsValue {
+                last_seen_ns: now,
+                // SAFETY: as above.
+                addr: unsafe { core::mem::transmute::<[u64; 2], [u8; 16]>([hi, lo]) },
+            };
+            // Another CPU may have inserted it meanwhile: then its entry stays.
+            let _ = LDNS.insert(&map_key, &value, BPF_NOEXIST as u64);
+        }
+    }
+    slot.key = key;
+    slot.epoch = config.epoch;
 }
 
 /// Whether we serve the destination address (IPv4-mapped, as two native words).

@@ -1,10 +1,12 @@
 //! The kernel side as the rest of the code sees it: loads the XDP object built by build.rs,
-//! attaches and pins it, and hides the raw maps behind [`AnswerTable::publish`] and
-//! [`Dataplane::counters`].
+//! attaches and pins it, and hides the raw maps behind [`AnswerTable::publish`],
+//! [`Dataplane::counters`] and [`LdnsMap::scan`] (the resolvers the fast path has seen).
 
 use std::{
-    net::IpAddr,
+    collections::HashSet,
+    net::{IpAddr, Ipv6Addr},
     path::{Path, PathBuf},
+    time::Duration,
 };
 
 use aya::{
@@ -18,7 +20,8 @@ use aya::{
     },
 };
 use gslb_common::{
-    ANSWER_ROTATE, AnswerKey, AnswerSet, Config, Counter, DomainKey, DomainValue, LISTEN_IN_TRIE,
+    ANSWER_ROTATE, AnswerKey, AnswerSet, Config, Counter, DomainKey, DomainValue, LDNS_MAX, LDNS_OFF,
+    LISTEN_IN_TRIE, LdnsConfig, LdnsKey, LdnsValue,
     LISTEN_INLINE, LISTEN_PREFIX_LEN, ListenKey, ListenSet, MAX_ADDRS, QNAME_MAX, QTYPE_AAAA, V4_MAPPED_BITS,
     VIEW_KEY_GENERATION_BITS, ViewKey, maps, name_hash, programs,
 };
@@ -84,6 +87,8 @@ pub struct Dataplane {
     ebpf: Ebpf,
     pub table: AnswerTable,
     counters: PerCpuArray<MapData, u64>,
+    /// `None` once taken by [`Dataplane::take_ldns`].
+    ldns: Option<LdnsMap>,
     pin_dir: Option<PathBuf>,
     /// Map pins, removed by [`Dataplane::unpin`].
     pinned: Vec<PathBuf>,
@@ -140,10 +145,15 @@ impl Dataplane {
         };
         let counters =
             PerCpuArray::try_from(take(maps::COUNTERS)?).map_err(map_err(maps::COUNTERS))?;
+        let ldns = LdnsMap {
+            config: Array::try_from(take(maps::LDNS_CONFIG)?).map_err(map_err(maps::LDNS_CONFIG))?,
+            seen: HashMap::try_from(take(maps::LDNS)?).map_err(map_err(maps::LDNS))?,
+        };
         Ok(Self {
             ebpf,
             table,
             counters,
+            ldns: Some(ldns),
             pin_dir: pin_dir.map(Path::to_path_buf),
             pinned,
             links: Vec::new(),
@@ -315,6 +325,17 @@ impl Dataplane {
     /// The per-CPU counters, summed over CPUs.
     pub fn counters(&self) -> Result<Counters> {
         read_counters(&self.counters)
+    }
+
+    /// The resolvers the fast path records; `None` after [`Dataplane::take_ldns`].
+    pub fn ldns(&mut self) -> Option<&mut LdnsMap> {
+        self.ldns.as_mut()
+    }
+
+    /// Hands the resolver map to its own task (it stays valid while the program is loaded, and
+    /// after, for reading).
+    pub fn take_ldns(&mut self) -> Option<LdnsMap> {
+        self.ldns.take()
     }
 }
 
@@ -493,6 +514,126 @@ impl AnswerTable {
         }
         Ok(removed)
     }
+}
+
+/// The resolvers (LDNS) the fast path has seen (`LDNS`, an LRU map the program fills, see
+/// gslb-ebpf's `record_ldns`) and how it records them (`LDNS_CONFIG`). Not pinned: a restarted
+/// gslbd learns resolvers again from their next queries.
+pub struct LdnsMap {
+    config: Array<MapData, LdnsConfig>,
+    seen: HashMap<MapData, LdnsKey, LdnsValue>,
+}
+
+/// A resolver (or masked prefix of resolvers) the fast path has seen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeenLdns {
+    /// The entry's key: the resolver's address with the LDNS mask's host bits cleared.
+    pub group: IpAddr,
+    /// The address of the query that created the entry: the one to probe.
+    pub addr: IpAddr,
+    /// Time since its last query, as recorded (it may have queried up to one epoch later).
+    pub idle: Duration,
+}
+
+/// What one [`LdnsMap::scan`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LdnsScan {
+    /// Entries seen within the timeout.
+    pub seen: Vec<SeenLdns>,
+    /// Entries idle longer than the timeout, deleted.
+    pub expired: usize,
+}
+
+impl LdnsMap {
+    fn settings(&self) -> Result<LdnsConfig> {
+        self.config.get(&0, 0).map_err(map_err(maps::LDNS_CONFIG))
+    }
+
+    fn set_settings(&mut self, config: &LdnsConfig) -> Result<()> {
+        self.config.set(0, config, 0).map_err(map_err(maps::LDNS_CONFIG))
+    }
+
+    /// Groups resolvers by prefix (NetScaler `ldnsmask`): queries from one /`v4` (IPv4) or
+    /// /`v6` (IPv6) prefix share one entry; 32 and 128 keep every address apart (the default).
+    /// Entries recorded under other masks stay until they expire. Lengths above the family's
+    /// are taken as the whole address.
+    pub fn set_masks(&mut self, v4: u8, v6: u8) -> Result<()> {
+        let mut config = self.settings()?;
+        config.host_v4 = host_bytes(96 + u32::from(v4.min(32)));
+        config.host_v6 = host_bytes(u32::from(v6.min(128)));
+        config.epoch = config.epoch.wrapping_add(1);
+        self.set_settings(&config)
+    }
+
+    /// Turns recording on or off.
+    pub fn set_enabled(&mut self, enabled: bool) -> Result<()> {
+        let mut config = self.settings()?;
+        config.flags = if enabled { config.flags & !LDNS_OFF } else { config.flags | LDNS_OFF };
+        self.set_settings(&config)
+    }
+
+    /// Starts a new epoch: each resolver's next query (per CPU) refreshes its entry's time.
+    /// [`LdnsMap::scan`] does this too.
+    pub fn new_epoch(&mut self) -> Result<u32> {
+        let mut config = self.settings()?;
+        config.epoch = config.epoch.wrapping_add(1);
+        self.set_settings(&config)?;
+        Ok(config.epoch)
+    }
+
+    /// Reads every entry, deletes those idle longer than `timeout` (the LDNS entry timeout)
+    /// and starts a new epoch, so that the times read by the next scan are at most one scan
+    /// interval old. Costs two syscalls per entry: scan about once a second.
+    pub fn scan(&mut self, timeout: Duration) -> Result<LdnsScan> {
+        let now = monotonic_ns();
+        let mut scan = LdnsScan::default();
+        let mut stale = Vec::new();
+        let mut visited = HashSet::new();
+        // Entries evicted or deleted while iterating can restart the kernel's walk: bounded,
+        // and each key taken once.
+        for item in self.seen.iter().take(2 * LDNS_MAX as usize) {
+            // An entry gone between the key walk and the read: nothing to do.
+            let Ok((key, value)) = item else { continue };
+            if !visited.insert(key.addr) {
+                continue;
+            }
+            let idle = Duration::from_nanos(now.saturating_sub(value.last_seen_ns));
+            if idle > timeout {
+                stale.push(key);
+                continue;
+            }
+            scan.seen.push(SeenLdns { group: unmapped(key.addr), addr: unmapped(value.addr), idle });
+        }
+        for key in stale {
+            match self.seen.remove(&key) {
+                Ok(()) => scan.expired += 1,
+                // Evicted meanwhile.
+                Err(MapError::KeyNotFound) => {}
+                Err(source) => return Err(DataplaneError::Map { name: maps::LDNS, source }),
+            }
+        }
+        self.new_epoch()?;
+        Ok(scan)
+    }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock of `bpf_ktime_get_ns`.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid timespec to fill; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A 16-byte address mask with the bits after the first `prefix` set.
+fn host_bytes(prefix: u32) -> [u8; 16] {
+    let keep = if prefix >= 128 { u128::MAX } else { !(u128::MAX >> prefix) };
+    (!keep).to_be_bytes()
+}
+
+/// A map address back to an `IpAddr`: IPv4-mapped addresses as IPv4.
+pub fn unmapped(addr: [u8; 16]) -> IpAddr {
+    Ipv6Addr::from(addr).to_canonical()
 }
 
 /// IPv4 as IPv4-mapped IPv6, the one address form of the maps.
@@ -773,6 +914,26 @@ services = ["web"]
                 .expect("BPF_PROG_TEST_RUN");
             assert_eq!(result.return_value, action, "to {dst}");
             assert_eq!(dp.counters().unwrap().delta(&before), [(counter, 1)], "to {dst}");
+        }
+    }
+
+    #[test]
+    fn ldns_masks_clear_the_host_bits_of_the_mapped_address() {
+        // (prefix over the 128-bit mapped address, host bytes)
+        let table: [(u32, [u8; 16]); 6] = [
+            (128, [0; 16]),
+            (96 + 32, [0; 16]),
+            (96 + 24, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff]),
+            (96 + 20, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0f, 0xff]),
+            (96 + 12, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0f, 0xff, 0xff]),
+            (56, [0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]),
+        ];
+        for (prefix, host) in table {
+            assert_eq!(host_bytes(prefix), host, "/{prefix}");
+        }
+        for addr in ["192.0.2.7", "2001:db8::7"] {
+            let addr: IpAddr = addr.parse().unwrap();
+            assert_eq!(unmapped(mapped(addr)), addr);
         }
     }
 

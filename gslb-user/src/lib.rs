@@ -7,5 +7,6 @@ pub mod dataplane;
 pub mod health;
 pub mod location;
 pub mod policy;
+pub mod probe;
 pub mod responder;
 pub mod server;

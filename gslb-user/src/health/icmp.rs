@@ -53,25 +53,47 @@ fn open(ipv6: bool) -> io::Result<(Socket, IcmpMode)> {
 /// Sends one echo request to `target` and waits (without a limit: the caller has one) for its
 /// reply.
 pub(super) async fn ping(target: IpAddr) -> Result<(), ProbeError> {
+    match echo(target).await {
+        Ok((Echo::Reply, _)) => Ok(()),
+        Ok((Echo::Error(e), _)) | Err(e) => Err(ProbeError::Icmp(e)),
+    }
+}
+
+/// What came back for an echo request.
+#[derive(Debug)]
+pub(crate) enum Echo {
+    /// The echo reply.
+    Reply,
+    /// An error the kernel reported on the connected socket instead, e.g. an ICMP unreachable.
+    Error(io::Error),
+}
+
+/// Sends one echo request to `target` and waits (without a limit: the caller has one) for what
+/// comes back, and the time from the send until then. `Err` when no request could be sent.
+/// Shared by the ICMP monitor and the LDNS RTT prober ([`crate::probe`]).
+pub(crate) async fn echo(target: IpAddr) -> io::Result<(Echo, std::time::Duration)> {
     let ipv6 = target.is_ipv6();
-    let (socket, mode) = open(ipv6).map_err(ProbeError::Icmp)?;
-    socket.set_nonblocking(true).map_err(ProbeError::Icmp)?;
-    socket.connect(&SocketAddr::new(target, 0).into()).map_err(ProbeError::Icmp)?;
+    let (socket, mode) = open(ipv6)?;
+    socket.set_nonblocking(true)?;
+    socket.connect(&SocketAddr::new(target, 0).into())?;
     // tokio's UDP socket is only a non-blocking datagram fd with `send` and `recv`, which is
     // what an ICMP socket needs; no unsafe registration of our own.
-    let socket =
-        tokio::net::UdpSocket::from_std(std::net::UdpSocket::from(socket)).map_err(ProbeError::Icmp)?;
+    let socket = tokio::net::UdpSocket::from_std(std::net::UdpSocket::from(socket))?;
 
     let random = random_u64();
     let (ident, seq) = ((random >> 48) as u16, (random >> 32) as u16);
     let token = random_u64().to_be_bytes();
     let request = echo_request(ipv6, ident, seq, &token);
-    socket.send(&request).await.map_err(ProbeError::Icmp)?;
+    let sent = tokio::time::Instant::now();
+    socket.send(&request).await?;
     let mut buf = [0u8; 2048];
     loop {
-        let len = socket.recv(&mut buf).await.map_err(ProbeError::Icmp)?;
-        if is_reply(&buf[..len], ipv6, mode, ident, seq, &token) {
-            return Ok(());
+        match socket.recv(&mut buf).await {
+            Ok(len) if is_reply(&buf[..len], ipv6, mode, ident, seq, &token) => {
+                return Ok((Echo::Reply, sent.elapsed()));
+            }
+            Ok(_) => {}
+            Err(e) => return Ok((Echo::Error(e), sent.elapsed())),
         }
     }
 }

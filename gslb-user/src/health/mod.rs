@@ -60,6 +60,7 @@ use tokio::{sync::broadcast, task::JoinHandle};
 use tracing::{debug, info, warn};
 
 pub use icmp::{IcmpMode, icmp_mode};
+pub(crate) use icmp::{Echo, echo};
 use state::{MonitorTracker, service_up};
 
 /// Events kept for a subscriber that does not keep up; older ones are dropped for it.

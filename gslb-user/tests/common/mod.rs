@@ -71,8 +71,7 @@ pub fn pin_to_cpu(cpu: usize) {
 }
 
 pub fn snapshot() -> Snapshot {
-    let config =
-        Config::parse(&config_text(), Path::new("xdp-test.toml")).expect("test configuration");
+    let config = Config::parse(&config_text(), Path::new("xdp-test.toml")).expect("test configuration");
     Snapshot::from_config(&config)
 }
 
@@ -350,21 +349,13 @@ impl Frame {
 
     pub fn bytes(&self) -> Vec<u8> {
         let segment = match self.protocol {
-            IPPROTO_TCP => {
-                tcp_segment(self.src, self.dst, self.src_port, self.dst_port, &self.payload)
-            }
+            IPPROTO_TCP => tcp_segment(self.src, self.dst, self.src_port, self.dst_port, &self.payload),
             _ => udp_datagram(self.src, self.dst, self.src_port, self.dst_port, &self.payload),
         };
         let (ethertype, packet) = match (self.src, self.dst) {
             (IpAddr::V4(src), IpAddr::V4(dst)) => {
-                let mut ip = ipv4_header(
-                    src,
-                    dst,
-                    self.protocol,
-                    &self.ipv4_options,
-                    self.ipv4_frag,
-                    segment.len(),
-                );
+                let mut ip =
+                    ipv4_header(src, dst, self.protocol, &self.ipv4_options, self.ipv4_frag, segment.len());
                 ip.extend_from_slice(&segment);
                 (ETH_P_IPV4, ip)
             }
@@ -521,10 +512,8 @@ pub fn transport_checksum(src: IpAddr, dst: IpAddr, protocol: u8, segment: &[u8]
 /// RFC 1071: the complement of the ones' complement sum of big-endian 16-bit words; an odd
 /// last byte is padded with zero.
 pub fn internet_checksum(bytes: &[u8]) -> u16 {
-    let mut sum: u64 = bytes
-        .chunks(2)
-        .map(|w| u64::from(w[0]) << 8 | u64::from(w.get(1).copied().unwrap_or(0)))
-        .sum();
+    let mut sum: u64 =
+        bytes.chunks(2).map(|w| u64::from(w[0]) << 8 | u64::from(w.get(1).copied().unwrap_or(0))).sum();
     while sum > 0xffff {
         sum = (sum & 0xffff) + (sum >> 16);
     }

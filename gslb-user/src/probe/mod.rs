@@ -1,0 +1,504 @@
+//! Dynamic RTT: this site probes the local DNS servers (LDNS) that query us and keeps the
+//! round-trip times in a table per (LDNS, site), for the RTT load-balancing method.
+//!
+//! - **Which resolvers.** Only those that queried us: the fast path records sources in its
+//!   `LDNS` map ([`crate::dataplane::LdnsMap`]; fed here with
+//!   [`LdnsRecorder::record_scan`], or [`run_xdp_feed`]) and the responder calls
+//!   [`LdnsRecorder::record`]. An optional LDNS mask groups resolvers into one entry, probed
+//!   at the first address seen. Entries without a query for the LDNS timeout (180 s) expire,
+//!   and this site's RTT for them goes too.
+//! - **Probes** ([`prober`]): ICMP echo, DNS over UDP (`dns_dot`, `dns_rev`), TCP connect to
+//!   port 53, in a configurable order (default ping, DNS, TCP): the next type only when the
+//!   previous got no reply within the response timeout (2 s). Any reply is a sample. One round
+//!   per entry every interval (5 s); a global rate limit paces the probes sent and a cap bounds
+//!   the rounds running at once.
+//! - **Table** ([`rtt`]): the local column from the probes, under the RTT tolerance (5 ms: a
+//!   change within it is neither stored nor published); other sites' columns through
+//!   [`RttHandle::merge_remote`] (MEP). Every change is broadcast as an [`RttChange`]
+//!   ([`RttHandle::subscribe`], for MEP) and bumps a version ([`RttHandle::watch`], for the
+//!   controller's republish).
+//! - **Observability**: [`RttHandle::report`] and [`format_report`] (F5's `ldns` record
+//!   fields: address, probe protocol, ttl, per site RTT, age, completion rate).
+
+pub mod ldns;
+pub mod prober;
+pub mod rtt;
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    net::IpAddr,
+    sync::{Arc, Mutex, MutexGuard},
+    time::Duration,
+};
+
+use tokio::{
+    sync::{Semaphore, broadcast, watch},
+    task::{JoinHandle, JoinSet},
+    time::Instant,
+};
+use tracing::{debug, info, warn};
+
+pub use ldns::{DEFAULT_LDNS_TIMEOUT, LdnsEntry, LdnsMask, LdnsRecorder, LdnsTable};
+pub use prober::{
+    DEFAULT_ORDER, NetProber, ProbeKind, ProbeOutcome, ProbeRound, Prober, Sample, probe_in_order,
+};
+pub use rtt::{
+    DEFAULT_TOLERANCE, LdnsReport, PathReport, RttCell, RttChange, RttRow, RttTable, format_report,
+};
+
+use crate::dataplane::{DataplaneError, LdnsMap};
+
+/// Changes kept for a subscriber that does not keep up; older ones are dropped for it.
+const CHANGE_BACKLOG: usize = 4096;
+
+/// Probing settings; the defaults are NetScaler's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProbeSettings {
+    /// Probe types in the order tried (NetScaler `ldnsprobeOrder`); at least one, no repeats.
+    pub order: Vec<ProbeKind>,
+    /// Time from the start of one round to an LDNS entry to the start of the next.
+    pub interval: Duration,
+    /// How long each probe waits for a reply before the next type is tried.
+    pub timeout: Duration,
+    /// RTT tolerance: a change within it is neither stored nor published.
+    pub tolerance: Duration,
+    /// LDNS entry timeout: entries without a query this long expire.
+    pub ldns_timeout: Duration,
+    pub mask: LdnsMask,
+    /// Probes sent per second, over all entries and types; 0 for no limit.
+    pub max_rate: u32,
+    /// Probe rounds running at once, at most (≥ 1).
+    pub max_concurrent: usize,
+    /// How often recorded resolvers are taken in, entries expired and due rounds started.
+    pub tick: Duration,
+}
+
+impl Default for ProbeSettings {
+    fn default() -> Self {
+        ProbeSettings {
+            order: DEFAULT_ORDER.to_vec(),
+            interval: Duration::from_secs(5),
+            timeout: Duration::from_secs(2),
+            tolerance: DEFAULT_TOLERANCE,
+            ldns_timeout: DEFAULT_LDNS_TIMEOUT,
+            mask: LdnsMask::default(),
+            max_rate: 200,
+            max_concurrent: 256,
+            tick: Duration::from_millis(100),
+        }
+    }
+}
+
+impl ProbeSettings {
+    /// Why these settings cannot run, if they cannot.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.order.is_empty() {
+            return Err("the probe order is empty".into());
+        }
+        for (i, kind) in self.order.iter().enumerate() {
+            if self.order[..i].contains(kind) {
+                return Err(format!("probe type {kind} is listed twice"));
+            }
+        }
+        for (name, value) in [("interval", self.interval), ("timeout", self.timeout), ("tick", self.tick)] {
+            if value.is_zero() {
+                return Err(format!("{name} must be more than 0"));
+            }
+        }
+        if self.max_concurrent == 0 {
+            return Err("max_concurrent must be at least 1".into());
+        }
+        if self.mask.v4 == 0 || self.mask.v4 > 32 || self.mask.v6 == 0 || self.mask.v6 > 128 {
+            return Err(format!(
+                "LDNS mask /{} /{} out of range 1..=32, 1..=128",
+                self.mask.v4, self.mask.v6
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Counters of the prober, for logs and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProbeStats {
+    /// Probe rounds finished.
+    pub rounds: u64,
+    /// Rounds with a sample.
+    pub samples: u64,
+    /// Probes sent (each type tried counts).
+    pub probes: u64,
+    /// Most rounds seen running at once.
+    pub max_in_flight: usize,
+    /// LDNS entries expired.
+    pub expired: u64,
+}
+
+struct State {
+    ldns: LdnsTable,
+    rtt: RttTable,
+    stats: ProbeStats,
+}
+
+struct Shared {
+    settings: ProbeSettings,
+    state: Mutex<State>,
+    changes: broadcast::Sender<RttChange>,
+    version: watch::Sender<u64>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Publishes changes made under the lock just released.
+    fn publish(&self, changes: Vec<RttChange>) {
+        if changes.is_empty() {
+            return;
+        }
+        for change in changes {
+            let (ldns, site, rtt, kind) = (change.ldns, &change.site, change.rtt, change.kind);
+            debug!(%ldns, %site, ?rtt, ?kind, "RTT changed");
+            // No receiver is fine; a lagging one loses the oldest changes.
+            let _ = self.changes.send(change);
+        }
+        self.version.send_modify(|v| *v += 1);
+    }
+}
+
+/// The RTT table and the LDNS entries, shared: for the controller (lookups, republish on
+/// change), MEP (merge peers' columns, send ours) and the CLI (dump). Cheap to clone.
+#[derive(Clone)]
+pub struct RttHandle {
+    shared: Arc<Shared>,
+}
+
+impl RttHandle {
+    /// The RTT of every site that has one to the resolver `client` (masked to its LDNS entry),
+    /// lowest first. Empty: no RTT yet (the next method of the chain answers).
+    pub fn rtts(&self, client: IpAddr) -> Vec<(String, Duration)> {
+        let group = self.shared.settings.mask.group(client);
+        self.shared.lock().rtt.rtts(group)
+    }
+
+    /// The site whose column this prober fills.
+    pub fn local_site(&self) -> String {
+        self.shared.lock().rtt.local_site().to_owned()
+    }
+
+    /// The LDNS entry (group address) a resolver belongs to.
+    pub fn group(&self, client: IpAddr) -> IpAddr {
+        self.shared.settings.mask.group(client)
+    }
+
+    /// Every (LDNS entry, site) RTT.
+    pub fn to_map(&self) -> BTreeMap<IpAddr, BTreeMap<String, Duration>> {
+        self.shared.lock().rtt.to_map()
+    }
+
+    /// Another site's rows, received over MEP (`rtt: None` removes a cell).
+    pub fn merge_remote(&self, site: &str, rows: &[RttRow]) {
+        let changes = self.shared.lock().rtt.merge_remote(site, rows, Instant::now());
+        self.shared.publish(changes);
+    }
+
+    /// Drops a peer's column (the site left, or MEP to it is down for good).
+    pub fn forget_site(&self, site: &str) {
+        let changes = self.shared.lock().rtt.forget_site(site);
+        self.shared.publish(changes);
+    }
+
+    /// This site's column, for a peer that (re)connects.
+    pub fn local_column(&self) -> Vec<RttRow> {
+        self.shared.lock().rtt.local_column()
+    }
+
+    /// Every change from now on (MEP sends the local site's to peers).
+    pub fn subscribe(&self) -> broadcast::Receiver<RttChange> {
+        self.shared.changes.subscribe()
+    }
+
+    /// A version bumped on every batch of changes (the controller republishes when it moves).
+    pub fn watch(&self) -> watch::Receiver<u64> {
+        self.shared.version.subscribe()
+    }
+
+    /// The LDNS entries and their RTTs, for the CLI ([`format_report`] makes it text).
+    pub fn report(&self) -> Vec<LdnsReport> {
+        let state = self.shared.lock();
+        let settings = &self.shared.settings;
+        rtt::report(state.ldns.iter(), settings.mask, settings.ldns_timeout, &state.rtt, Instant::now())
+    }
+
+    /// The LDNS entry of `client`, if it queried us.
+    pub fn ldns_entry(&self, client: IpAddr) -> Option<LdnsEntry> {
+        self.shared.lock().ldns.lookup(client).cloned()
+    }
+
+    pub fn stats(&self) -> ProbeStats {
+        self.shared.lock().stats
+    }
+
+    pub fn settings(&self) -> &ProbeSettings {
+        &self.shared.settings
+    }
+}
+
+/// Probes the LDNS entries recorded through its [`LdnsRecorder`]; see the module
+/// documentation. Dropping it stops probing.
+pub struct ProbeSupervisor {
+    handle: RttHandle,
+    recorder: LdnsRecorder,
+    task: JoinHandle<()>,
+}
+
+impl ProbeSupervisor {
+    /// Starts probing as `local_site` (the column this site fills). Needs a tokio runtime; the
+    /// probes' sockets are made on its threads (in their network namespace).
+    pub fn start<P: Prober>(local_site: &str, settings: ProbeSettings, prober: P) -> Result<Self, String> {
+        settings.validate()?;
+        let (changes, _) = broadcast::channel(CHANGE_BACKLOG);
+        let (version, _) = watch::channel(0);
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                ldns: LdnsTable::new(settings.mask, settings.ldns_timeout),
+                rtt: RttTable::new(local_site, settings.tolerance),
+                stats: ProbeStats::default(),
+            }),
+            settings,
+            changes,
+            version,
+        });
+        let recorder = LdnsRecorder::new();
+        let task = tokio::spawn(run(shared.clone(), recorder.clone(), Arc::new(prober)));
+        Ok(ProbeSupervisor { handle: RttHandle { shared }, recorder, task })
+    }
+
+    /// Where resolvers are recorded (clone it for the responder and the fast-path feed).
+    pub fn recorder(&self) -> LdnsRecorder {
+        self.recorder.clone()
+    }
+
+    pub fn handle(&self) -> RttHandle {
+        self.handle.clone()
+    }
+
+    /// Stops probing (rounds running are abandoned).
+    pub async fn shutdown(mut self) {
+        self.task.abort();
+        let _ = (&mut self.task).await;
+    }
+}
+
+impl Drop for ProbeSupervisor {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Paces probes to a rate: each caller gets the next free slot, `1 / rate` after the previous.
+struct Pacer {
+    gap: Option<Duration>,
+    next: Mutex<Instant>,
+}
+
+impl Pacer {
+    fn new(rate: u32) -> Self {
+        Pacer { gap: (rate > 0).then(|| Duration::from_secs(1) / rate), next: Mutex::new(Instant::now()) }
+    }
+
+    async fn wait(&self) {
+        let Some(gap) = self.gap else { return };
+        let slot = {
+            let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
+            let slot = (*next).max(Instant::now());
+            *next = slot + gap;
+            slot
+        };
+        tokio::time::sleep_until(slot).await;
+    }
+}
+
+/// The prober's loop: every tick, take in recorded resolvers, expire idle entries and start
+/// the rounds that are due (within the concurrency cap); apply rounds as they finish.
+async fn run<P: Prober>(shared: Arc<Shared>, recorder: LdnsRecorder, prober: Arc<P>) {
+    let settings = shared.settings.clone();
+    let order: Arc<[ProbeKind]> = settings.order.clone().into();
+    let pacer = Arc::new(Pacer::new(settings.max_rate));
+    let slots = Arc::new(Semaphore::new(settings.max_concurrent));
+    let mut rounds: JoinSet<(IpAddr, IpAddr, ProbeRound)> = JoinSet::new();
+    // The entry of each running round, to free it should the round fail (a panicking prober).
+    let mut running: HashMap<tokio::task::Id, IpAddr> = HashMap::new();
+    let mut ticker = tokio::time::interval(settings.tick);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            Some(done) = rounds.join_next_with_id(), if !rounds.is_empty() => match done {
+                Ok((id, (group, target, round))) => {
+                    running.remove(&id);
+                    finish_round(&shared, group, target, round);
+                }
+                Err(error) => {
+                    let group = running.remove(&error.id());
+                    warn!(ldns = ?group, %error, "probe round failed");
+                    if let Some(group) = group
+                        && let Some(entry) = shared.lock().ldns.get_mut(&group)
+                    {
+                        entry.in_flight = false;
+                    }
+                }
+            },
+            _ = ticker.tick() => {
+                let now = Instant::now();
+                let recorded = recorder.drain();
+                let mut due = Vec::new();
+                let changes = {
+                    let mut state = shared.lock();
+                    for (addr, at) in recorded {
+                        if let Some(group) = state.ldns.see(addr, at) {
+                            debug!(ldns = %group, %addr, "new LDNS entry");
+                        }
+                    }
+                    let expired = state.ldns.expire(now);
+                    state.stats.expired += expired.len() as u64;
+                    let changes: Vec<RttChange> =
+                        expired.iter().filter_map(|e| state.rtt.remove_local(e.group)).collect();
+                    for entry in &expired {
+                        debug!(ldns = %entry.group, "LDNS entry expired");
+                    }
+                    for entry in state.ldns.iter_mut() {
+                        if !entry.in_flight && entry.next_probe <= now {
+                            due.push((entry.next_probe, entry.group, entry.addr));
+                        }
+                    }
+                    // Longest overdue first, when the cap leaves room for only some.
+                    due.sort();
+                    for &(_, group, target) in &due {
+                        let Ok(permit) = slots.clone().try_acquire_owned() else { break };
+                        let entry = state.ldns.get_mut(&group).expect("listed above");
+                        entry.in_flight = true;
+                        entry.next_probe = now + settings.interval;
+                        let (prober, order, pacer) = (prober.clone(), order.clone(), pacer.clone());
+                        let shared_probes = shared.clone();
+                        let timeout = settings.timeout;
+                        let handle = rounds.spawn(async move {
+                            let round = probe_in_order(&*prober, &order, target, timeout, || {
+                                shared_probes.lock().stats.probes += 1;
+                                let pacer = pacer.clone();
+                                async move { pacer.wait().await }
+                            })
+                            .await;
+                            drop(permit);
+                            (group, target, round)
+                        });
+                        running.insert(handle.id(), group);
+                    }
+                    let in_flight = settings.max_concurrent - slots.available_permits();
+                    state.stats.max_in_flight = state.stats.max_in_flight.max(in_flight);
+                    changes
+                };
+                shared.publish(changes);
+            }
+        }
+    }
+}
+
+fn finish_round(shared: &Shared, group: IpAddr, target: IpAddr, round: ProbeRound) {
+    let now = Instant::now();
+    let change = {
+        let mut state = shared.lock();
+        state.stats.rounds += 1;
+        if round.sample.is_some() {
+            state.stats.samples += 1;
+        }
+        // The entry may have expired meanwhile: then the round is dropped.
+        let Some(entry) = state.ldns.get_mut(&group) else { return };
+        entry.in_flight = false;
+        entry.rounds += 1;
+        entry.replies = entry.replies << 1 | u32::from(round.sample.is_some());
+        match round.sample {
+            Some(sample) => {
+                debug!(ldns = %group, %target, kind = %sample.kind, rtt = ?sample.rtt, "RTT sample");
+            }
+            None => {
+                debug!(ldns = %group, %target, tried = ?round.tried, "no reply to any probe");
+            }
+        }
+        state.rtt.record_local(group, round.sample, now)
+    };
+    if let Some(change) = &change {
+        info!(ldns = %change.ldns, rtt = ?change.rtt, kind = ?change.kind, "local RTT stored");
+    }
+    shared.publish(change.into_iter().collect());
+}
+
+/// Feeds the fast path's `LDNS` map to `recorder`: sets the map's LDNS mask to `mask` (the
+/// prober's, so that both group alike), then scans it every `every` (about a second: each
+/// scan also starts a new epoch, see `gslb_common::LdnsConfig`, and deletes the entries idle
+/// longer than `ldns_timeout`), on a blocking thread. Runs until a map error, which it returns.
+pub async fn run_xdp_feed(
+    mut map: LdnsMap,
+    recorder: LdnsRecorder,
+    mask: LdnsMask,
+    ldns_timeout: Duration,
+    every: Duration,
+) -> Result<(), DataplaneError> {
+    map.set_masks(mask.v4, mask.v6)?;
+    let mut ticker = tokio::time::interval(every);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        let (back, scan) = tokio::task::spawn_blocking(move || {
+            let scan = map.scan(ldns_timeout);
+            (map, scan)
+        })
+        .await
+        .expect("the LDNS scan does not panic");
+        map = back;
+        match scan {
+            Ok(scan) => {
+                if scan.expired > 0 {
+                    debug!(expired = scan.expired, active = scan.seen.len(), "LDNS map scanned");
+                }
+                recorder.record_scan(&scan);
+            }
+            Err(error) => {
+                warn!(error = %error, "reading the fast path's LDNS map failed");
+                return Err(error);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_are_validated() {
+        let ok = ProbeSettings::default();
+        assert_eq!(ok.validate(), Ok(()));
+        let cases: Vec<(ProbeSettings, &str)> = vec![
+            (ProbeSettings { order: vec![], ..ok.clone() }, "the probe order is empty"),
+            (
+                ProbeSettings { order: vec![ProbeKind::Tcp, ProbeKind::Icmp, ProbeKind::Tcp], ..ok.clone() },
+                "probe type tcp is listed twice",
+            ),
+            (ProbeSettings { interval: Duration::ZERO, ..ok.clone() }, "interval must be more than 0"),
+            (ProbeSettings { timeout: Duration::ZERO, ..ok.clone() }, "timeout must be more than 0"),
+            (ProbeSettings { max_concurrent: 0, ..ok.clone() }, "max_concurrent must be at least 1"),
+            (
+                ProbeSettings { mask: LdnsMask { v4: 33, v6: 128 }, ..ok.clone() },
+                "LDNS mask /33 /128 out of range",
+            ),
+            (
+                ProbeSettings { mask: LdnsMask { v4: 24, v6: 0 }, ..ok.clone() },
+                "LDNS mask /24 /0 out of range",
+            ),
+        ];
+        for (settings, want) in cases {
+            let err = settings.validate().unwrap_err();
+            assert!(err.contains(want), "{err:?} should contain {want:?}");
+        }
+    }
+}

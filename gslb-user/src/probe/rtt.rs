@@ -1,0 +1,518 @@
+//! The RTT table: per (LDNS entry, site) the round-trip time from the site to the resolver.
+//! This site fills its own column from its probes ([`RttTable::record_local`]); the other
+//! sites' columns arrive over MEP ([`RttTable::merge_remote`], rows in the form
+//! [`RttTable::local_column`] gives them). Every change to the table comes back as
+//! [`RttChange`]s, which the prober publishes to the controller (republish) and to MEP (send
+//! to peers).
+//!
+//! Tolerance (NetScaler's RTT tolerance, default 5 ms, the same on every site): a local sample
+//! within the tolerance of the stored value is neither stored nor published, so peers and the
+//! maps see only changes that matter.
+
+use std::{
+    collections::{BTreeMap, btree_map::Entry},
+    fmt::Write as _,
+    net::IpAddr,
+    time::Duration,
+};
+
+use tokio::time::Instant;
+
+use super::{
+    ldns::{LdnsEntry, LdnsMask},
+    prober::{ProbeKind, Sample},
+};
+
+/// NetScaler's default RTT tolerance.
+pub const DEFAULT_TOLERANCE: Duration = Duration::from_millis(5);
+
+/// One cell: the RTT from one site to one LDNS entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RttCell {
+    pub rtt: Duration,
+    /// The probe type that measured it (as the measuring site reported it).
+    pub kind: Option<ProbeKind>,
+    /// When this value was stored.
+    pub stored: Instant,
+    /// When a sample last confirmed it (stored, or within the tolerance of it); for a remote
+    /// site, when it was received.
+    pub confirmed: Instant,
+}
+
+/// A change of the table, for the controller and for MEP.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RttChange {
+    /// The LDNS entry (its group address).
+    pub ldns: IpAddr,
+    pub site: String,
+    /// The new RTT; `None` when the cell was removed.
+    pub rtt: Option<Duration>,
+    pub kind: Option<ProbeKind>,
+}
+
+/// One row of a site's column as it travels over MEP: the RTT from that site to an LDNS entry,
+/// or `None` to remove it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RttRow {
+    pub ldns: IpAddr,
+    pub rtt: Option<Duration>,
+    pub kind: Option<ProbeKind>,
+}
+
+/// Per (LDNS entry, site), the RTT; see the module documentation.
+#[derive(Debug)]
+pub struct RttTable {
+    local_site: String,
+    tolerance: Duration,
+    rows: BTreeMap<IpAddr, BTreeMap<String, RttCell>>,
+}
+
+impl RttTable {
+    pub fn new(local_site: impl Into<String>, tolerance: Duration) -> Self {
+        RttTable { local_site: local_site.into(), tolerance, rows: BTreeMap::new() }
+    }
+
+    pub fn local_site(&self) -> &str {
+        &self.local_site
+    }
+
+    pub fn tolerance(&self) -> Duration {
+        self.tolerance
+    }
+
+    /// A probe round of this site to `ldns` at `now`. A sample is stored when the cell is empty
+    /// or the sample differs from the stored RTT by more than the tolerance; otherwise nothing
+    /// changes but the time it was confirmed. A round without a reply keeps the stored value
+    /// (the entry expires when the resolver stops querying). Returns the change, if any.
+    pub fn record_local(&mut self, ldns: IpAddr, sample: Option<Sample>, now: Instant) -> Option<RttChange> {
+        let sample = sample?;
+        let site = self.local_site.clone();
+        let cells = self.rows.entry(ldns).or_default();
+        match cells.entry(site.clone()) {
+            Entry::Occupied(mut cell) => {
+                let cell = cell.get_mut();
+                if sample.rtt.abs_diff(cell.rtt) <= self.tolerance {
+                    cell.confirmed = now;
+                    return None;
+                }
+                *cell = RttCell { rtt: sample.rtt, kind: Some(sample.kind), stored: now, confirmed: now };
+            }
+            Entry::Vacant(cell) => {
+                cell.insert(RttCell {
+                    rtt: sample.rtt,
+                    kind: Some(sample.kind),
+                    stored: now,
+                    confirmed: now,
+                });
+            }
+        }
+        Some(RttChange { ldns, site, rtt: Some(sample.rtt), kind: Some(sample.kind) })
+    }
+
+    /// Another site's rows, received over MEP: stored as they are (the sender applied the
+    /// tolerance). Rows for this site are ignored. Returns the changes.
+    pub fn merge_remote(&mut self, site: &str, rows: &[RttRow], now: Instant) -> Vec<RttChange> {
+        if site == self.local_site {
+            return Vec::new();
+        }
+        let mut changes = Vec::new();
+        for row in rows {
+            let change = match row.rtt {
+                Some(rtt) => {
+                    let cells = self.rows.entry(row.ldns).or_default();
+                    let cell = RttCell { rtt, kind: row.kind, stored: now, confirmed: now };
+                    match cells.insert(site.to_owned(), cell) {
+                        Some(old) if old.rtt == rtt && old.kind == row.kind => None,
+                        _ => Some(RttChange {
+                            ldns: row.ldns,
+                            site: site.to_owned(),
+                            rtt: Some(rtt),
+                            kind: row.kind,
+                        }),
+                    }
+                }
+                None => self.remove_cell(row.ldns, site),
+            };
+            changes.extend(change);
+        }
+        changes
+    }
+
+    /// Drops every cell of `site` (a peer that left). Returns the changes.
+    pub fn forget_site(&mut self, site: &str) -> Vec<RttChange> {
+        let ldns: Vec<IpAddr> =
+            self.rows.iter().filter(|(_, cells)| cells.contains_key(site)).map(|(l, _)| *l).collect();
+        ldns.into_iter().filter_map(|l| self.remove_cell(l, site)).collect()
+    }
+
+    /// The LDNS entry expired here: this site's cell goes (peers learn it from the change);
+    /// other sites' cells stay until they remove them.
+    pub fn remove_local(&mut self, ldns: IpAddr) -> Option<RttChange> {
+        let site = self.local_site.clone();
+        self.remove_cell(ldns, &site)
+    }
+
+    fn remove_cell(&mut self, ldns: IpAddr, site: &str) -> Option<RttChange> {
+        let cells = self.rows.get_mut(&ldns)?;
+        let removed = cells.remove(site)?;
+        if cells.is_empty() {
+            self.rows.remove(&ldns);
+        }
+        Some(RttChange { ldns, site: site.to_owned(), rtt: None, kind: removed.kind })
+    }
+
+    /// The RTT of every site that has one to the LDNS entry `ldns` (a group address), lowest
+    /// first.
+    pub fn rtts(&self, ldns: IpAddr) -> Vec<(String, Duration)> {
+        let mut rtts: Vec<(String, Duration)> = self
+            .rows
+            .get(&ldns)
+            .map(|cells| cells.iter().map(|(site, cell)| (site.clone(), cell.rtt)).collect())
+            .unwrap_or_default();
+        rtts.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+        rtts
+    }
+
+    pub fn cell(&self, ldns: IpAddr, site: &str) -> Option<&RttCell> {
+        self.rows.get(&ldns)?.get(site)
+    }
+
+    /// This site's whole column, as MEP sends it to a peer that (re)connects.
+    pub fn local_column(&self) -> Vec<RttRow> {
+        self.rows
+            .iter()
+            .filter_map(|(ldns, cells)| {
+                cells.get(&self.local_site).map(|c| RttRow { ldns: *ldns, rtt: Some(c.rtt), kind: c.kind })
+            })
+            .collect()
+    }
+
+    /// Every (LDNS entry, site) RTT: what the controller compiles answers from.
+    pub fn to_map(&self) -> BTreeMap<IpAddr, BTreeMap<String, Duration>> {
+        self.rows
+            .iter()
+            .map(|(ldns, cells)| (*ldns, cells.iter().map(|(s, c)| (s.clone(), c.rtt)).collect()))
+            .collect()
+    }
+
+    pub fn rows(&self) -> impl Iterator<Item = (&IpAddr, &BTreeMap<String, RttCell>)> {
+        self.rows.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+}
+
+// ---- The table as read by people (gslbctl) ----
+
+/// One LDNS entry as the dump shows it: the fields of F5's `ldns` record (address, probe
+/// protocol, ttl, and a path per data centre with its RTT and completion rate).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LdnsReport {
+    /// The entry: the address, or the first address of a masked prefix.
+    pub ldns: IpAddr,
+    /// `ldns` as shown: "198.51.100.0/24" when the LDNS mask groups addresses.
+    pub display: String,
+    /// The address this site probes; `None` for an entry known only from peers.
+    pub address: Option<IpAddr>,
+    /// Time since its last query here.
+    pub idle: Option<Duration>,
+    /// Time left before the entry expires here, without another query (F5 `ttl`).
+    pub ttl: Option<Duration>,
+    /// Probe rounds of this site so far.
+    pub rounds: u64,
+    /// Of the last (up to) 32 rounds of this site, the share with a reply, in hundredths of a
+    /// percent (F5 `cur_completion_rate`).
+    pub completion_rate: Option<u32>,
+    /// Per site, lowest RTT first.
+    pub paths: Vec<PathReport>,
+}
+
+/// One (LDNS entry, site) cell as the dump shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PathReport {
+    pub site: String,
+    pub local: bool,
+    /// F5 `cur_rtt` (F5 shows microseconds).
+    pub rtt: Duration,
+    /// The probe type that measured it (F5 `probe_protocol`).
+    pub kind: Option<ProbeKind>,
+    /// Time since the value was stored (or received, for a peer's).
+    pub age: Duration,
+    /// Time since a sample last confirmed it (within the tolerance); for a peer's, as `age`.
+    pub confirmed: Duration,
+}
+
+/// The dump of the LDNS entries known here (from queries) and the RTT table, ordered by LDNS.
+pub fn report<'a>(
+    ldns: impl Iterator<Item = &'a LdnsEntry>,
+    mask: LdnsMask,
+    timeout: Duration,
+    rtt: &RttTable,
+    now: Instant,
+) -> Vec<LdnsReport> {
+    let mut reports: BTreeMap<IpAddr, LdnsReport> = BTreeMap::new();
+    let blank = |group: IpAddr| LdnsReport {
+        ldns: group,
+        display: mask.display(group),
+        address: None,
+        idle: None,
+        ttl: None,
+        rounds: 0,
+        completion_rate: None,
+        paths: Vec::new(),
+    };
+    for entry in ldns {
+        let idle = now.saturating_duration_since(entry.last_seen);
+        let report = reports.entry(entry.group).or_insert_with(|| blank(entry.group));
+        report.address = Some(entry.addr);
+        report.idle = Some(idle);
+        report.ttl = Some(timeout.saturating_sub(idle));
+        report.rounds = entry.rounds();
+        report.completion_rate = entry.completion_rate();
+    }
+    for (group, cells) in rtt.rows() {
+        let report = reports.entry(*group).or_insert_with(|| blank(*group));
+        report.paths = cells
+            .iter()
+            .map(|(site, cell)| PathReport {
+                site: site.clone(),
+                local: site == rtt.local_site(),
+                rtt: cell.rtt,
+                kind: cell.kind,
+                age: now.saturating_duration_since(cell.stored),
+                confirmed: now.saturating_duration_since(cell.confirmed),
+            })
+            .collect();
+        report.paths.sort_by(|a, b| a.rtt.cmp(&b.rtt).then_with(|| a.site.cmp(&b.site)));
+    }
+    reports.into_values().collect()
+}
+
+/// The dump as text for `gslbctl`: a block per LDNS entry, a line per site.
+///
+/// ```text
+/// ldns 198.51.100.7  address 198.51.100.7  last query 2s ago  ttl 178s  rounds 12  completion 100.00%
+///   site     rtt         protocol  age   confirmed
+///   east     10.214 ms   icmp      21s   1s         (local)
+///   west     40.377 ms   tcp       20s   20s
+/// ```
+pub fn format_report(reports: &[LdnsReport]) -> String {
+    let mut out = String::new();
+    if reports.is_empty() {
+        out.push_str("no LDNS entries\n");
+        return out;
+    }
+    let secs = |d: Duration| format!("{}s", d.as_secs());
+    for r in reports {
+        let _ = write!(out, "ldns {}", r.display);
+        match r.address {
+            Some(a) => {
+                let _ = write!(out, "  address {a}");
+            }
+            None => out.push_str("  (known from peers only)"),
+        }
+        if let Some(idle) = r.idle {
+            let _ = write!(out, "  last query {} ago", secs(idle));
+        }
+        if let Some(ttl) = r.ttl {
+            let _ = write!(out, "  ttl {}", secs(ttl));
+        }
+        if r.address.is_some() {
+            let _ = write!(out, "  rounds {}", r.rounds);
+            match r.completion_rate {
+                Some(rate) => {
+                    let _ = write!(out, "  completion {}.{:02}%", rate / 100, rate % 100);
+                }
+                None => out.push_str("  completion -"),
+            }
+        }
+        out.push('\n');
+        if r.paths.is_empty() {
+            out.push_str("  no RTT yet\n");
+            continue;
+        }
+        let width = r.paths.iter().map(|p| p.site.len()).max().unwrap_or(0).max(4);
+        let _ = writeln!(
+            out,
+            "  {:<width$}  {:>10}  {:<8}  {:>6}  {:>9}",
+            "site", "rtt", "protocol", "age", "confirmed"
+        );
+        for p in &r.paths {
+            let rtt = format!("{}.{:03} ms", p.rtt.as_micros() / 1000, p.rtt.as_micros() % 1000);
+            let kind = p.kind.map_or("-", ProbeKind::name);
+            let _ = write!(
+                out,
+                "  {:<width$}  {:>10}  {:<8}  {:>6}  {:>9}",
+                p.site,
+                rtt,
+                kind,
+                secs(p.age),
+                secs(p.confirmed)
+            );
+            out.push_str(if p.local { "  (local)\n" } else { "\n" });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::ldns::{DEFAULT_LDNS_TIMEOUT, LdnsTable};
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn sample(kind: ProbeKind, n: u64) -> Option<Sample> {
+        Some(Sample { kind, rtt: ms(n) })
+    }
+
+    #[test]
+    fn changes_within_the_tolerance_are_neither_stored_nor_published() {
+        let t0 = Instant::now();
+        let ldns = ip("198.51.100.7");
+        // (tolerance, stored before, sample, stored after, published)
+        type Case = (u64, Option<u64>, Option<u64>, Option<u64>, bool);
+        let table: [Case; 10] = [
+            (5, None, Some(10), Some(10), true),
+            (5, Some(10), Some(13), Some(10), false),
+            (5, Some(10), Some(7), Some(10), false),
+            (5, Some(10), Some(15), Some(10), false), // exactly the tolerance: within it
+            (5, Some(10), Some(16), Some(16), true),
+            (5, Some(10), Some(18), Some(18), true),
+            (5, Some(10), Some(2), Some(2), true),
+            (5, Some(10), None, Some(10), false), // no reply: the value stays
+            (0, Some(10), Some(11), Some(11), true),
+            (0, Some(10), Some(10), Some(10), false),
+        ];
+        for (tolerance, before, got, after, published) in table {
+            let case = format!("tolerance {tolerance}, stored {before:?}, sample {got:?}");
+            let mut rtt = RttTable::new("east", ms(tolerance));
+            if let Some(b) = before {
+                rtt.record_local(ldns, sample(ProbeKind::Icmp, b), t0);
+            }
+            let later = t0 + Duration::from_secs(5);
+            let change = rtt.record_local(ldns, got.and_then(|g| sample(ProbeKind::Tcp, g)), later);
+            assert_eq!(change.is_some(), published, "{case}");
+            if let Some(change) = change {
+                assert_eq!(
+                    change,
+                    RttChange { ldns, site: "east".into(), rtt: got.map(ms), kind: Some(ProbeKind::Tcp) }
+                );
+            }
+            let cell = rtt.cell(ldns, "east").map(|c| c.rtt);
+            assert_eq!(cell, after.map(ms), "{case}");
+            if let (Some(cell), Some(_)) = (rtt.cell(ldns, "east"), got) {
+                // Confirmed either way; stored (with the new protocol) only when published.
+                assert_eq!(cell.confirmed, later, "{case}");
+                assert_eq!(cell.stored == later, published, "{case}");
+                assert_eq!(cell.kind == Some(ProbeKind::Tcp), published || before.is_none(), "{case}");
+            }
+        }
+    }
+
+    #[test]
+    fn remote_columns_merge_and_go() {
+        let t0 = Instant::now();
+        let (a, b) = (ip("198.51.100.7"), ip("203.0.113.9"));
+        let mut rtt = RttTable::new("east", DEFAULT_TOLERANCE);
+        rtt.record_local(a, sample(ProbeKind::Icmp, 10), t0);
+        let rows = [
+            RttRow { ldns: a, rtt: Some(ms(40)), kind: Some(ProbeKind::Tcp) },
+            RttRow { ldns: b, rtt: Some(ms(7)), kind: Some(ProbeKind::DnsDot) },
+        ];
+        let changes = rtt.merge_remote("west", &rows, t0);
+        assert_eq!(changes.len(), 2);
+        assert_eq!(rtt.rtts(a), [("east".to_owned(), ms(10)), ("west".to_owned(), ms(40))]);
+        assert_eq!(rtt.rtts(b), [("west".to_owned(), ms(7))]);
+        // The same rows again change nothing; our own site's rows from a peer are ignored.
+        assert!(rtt.merge_remote("west", &rows, t0).is_empty());
+        assert!(rtt.merge_remote("east", &[RttRow { ldns: a, rtt: None, kind: None }], t0).is_empty());
+        assert_eq!(rtt.local_column(), [RttRow { ldns: a, rtt: Some(ms(10)), kind: Some(ProbeKind::Icmp) }]);
+        // A removal row, then the peer leaves.
+        let changes = rtt.merge_remote("west", &[RttRow { ldns: b, rtt: None, kind: None }], t0);
+        assert_eq!(
+            changes,
+            [RttChange { ldns: b, site: "west".into(), rtt: None, kind: Some(ProbeKind::DnsDot) }]
+        );
+        assert!(rtt.rtts(b).is_empty());
+        assert_eq!(rtt.forget_site("west").len(), 1);
+        assert_eq!(rtt.rtts(a), [("east".to_owned(), ms(10))]);
+        // The local entry expires: its row goes.
+        assert_eq!(rtt.remove_local(a).map(|c| c.rtt), Some(None));
+        assert!(rtt.is_empty());
+    }
+
+    #[test]
+    fn the_dump_has_the_f5_ldns_fields() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let mask = LdnsMask { v4: 24, v6: 128 };
+        let mut ldns = LdnsTable::new(mask, DEFAULT_LDNS_TIMEOUT);
+        let group = ldns.see(ip("198.51.100.7"), t0).unwrap();
+        let silent = ldns.see(ip("192.0.2.99"), t0).unwrap();
+        {
+            let entry = ldns.get_mut(&group).unwrap();
+            entry.rounds = 4;
+            entry.replies = 0b1011;
+        }
+        let mut rtt = RttTable::new("east", DEFAULT_TOLERANCE);
+        rtt.record_local(
+            group,
+            Some(Sample { kind: ProbeKind::Icmp, rtt: Duration::from_micros(10_214) }),
+            t0 + s(1),
+        );
+        rtt.merge_remote(
+            "west",
+            &[RttRow { ldns: group, rtt: Some(ms(40)), kind: Some(ProbeKind::Tcp) }],
+            t0 + s(2),
+        );
+        rtt.merge_remote(
+            "west",
+            &[RttRow { ldns: ip("203.0.113.0"), rtt: Some(ms(5)), kind: None }],
+            t0 + s(2),
+        );
+        let now = t0 + s(21);
+        let reports = report(ldns.iter(), mask, DEFAULT_LDNS_TIMEOUT, &rtt, now);
+        assert_eq!(reports.len(), 3);
+        let r = reports.iter().find(|r| r.ldns == group).unwrap();
+        assert_eq!(r.display, "198.51.100.0/24");
+        assert_eq!(r.address, Some(ip("198.51.100.7")));
+        assert_eq!((r.idle, r.ttl), (Some(s(21)), Some(s(159))));
+        assert_eq!(r.completion_rate, Some(7_500));
+        assert_eq!(r.paths.len(), 2);
+        assert_eq!(
+            (r.paths[0].site.as_str(), r.paths[0].local, r.paths[0].kind),
+            ("east", true, Some(ProbeKind::Icmp))
+        );
+        assert_eq!((r.paths[0].age, r.paths[1].age), (s(20), s(19)));
+        let silent = reports.iter().find(|r| r.ldns == silent).unwrap();
+        assert!(silent.paths.is_empty());
+        assert_eq!(silent.completion_rate, None);
+        let text = format_report(&reports);
+        let expected = "\
+ldns 192.0.2.0/24  address 192.0.2.99  last query 21s ago  ttl 159s  rounds 0  completion -
+  no RTT yet
+ldns 198.51.100.0/24  address 198.51.100.7  last query 21s ago  ttl 159s  rounds 4  completion 75.00%
+  site         rtt  protocol     age  confirmed
+  east   10.214 ms  icmp         20s        20s  (local)
+  west   40.000 ms  tcp          19s        19s
+ldns 203.0.113.0/24  (known from peers only)
+  site         rtt  protocol     age  confirmed
+  west    5.000 ms  -            19s        19s
+";
+        assert_eq!(text, expected, "\n{text}");
+        assert_eq!(format_report(&[]), "no LDNS entries\n");
+    }
+}
