@@ -6,6 +6,7 @@ pub mod daemon;
 pub mod dataplane;
 pub mod health;
 pub mod location;
+pub mod mep;
 pub mod policy;
 pub mod probe;
 pub mod responder;

@@ -83,7 +83,7 @@ fn test(args: &[String]) -> Result<()> {
 /// nightly toolchains ship (a panic is what the targets look for).
 fn fuzz(env: &setup::Env) -> Result<()> {
     const SECONDS: &str = "30";
-    for target in ["responder"] {
+    for target in ["responder", "mep_frame"] {
         let mut cmd = env.cargo();
         cmd.current_dir(env.root.join("fuzz"))
             .env("RUSTC_BOOTSTRAP", "1")

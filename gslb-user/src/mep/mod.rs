@@ -1,0 +1,26 @@
+//! MEP, the metric exchange protocol between the sites of one GSLB deployment (spec section 6,
+//! docs/mep.md): site status, service states and load, LDNS RTT rows and persistence entries,
+//! over authenticated TCP links, in a flat mesh or a parent/child topology with backup parents.
+//!
+//! - [`frame`]: the wire format, a hand-rolled binary encoding whose decoder returns a typed
+//!   [`frame::FrameError`] for anything that is not a valid frame (fuzzed: fuzz/mep_frame).
+//! - [`auth`]: the HMAC-SHA256 challenge-response that authenticates both ends.
+//! - [`session`]: one link: handshake, version negotiation, reader and writer, heartbeats,
+//!   dead-peer and write timeouts, and the per-reason close counters.
+//! - [`topology`]: the configured sites and the adoption logic as a pure state machine.
+//! - [`node`]: [`MepNode`], a site's endpoint: accepts and opens links as the topology says,
+//!   reconnects with backoff, merges what peers send into a [`MepView`].
+
+pub mod auth;
+pub mod frame;
+pub mod node;
+pub mod session;
+pub mod topology;
+
+pub use frame::{PersistEntry, Role, RttProtocol, RttRow, ServiceState, SiteStatus};
+pub use node::{
+    LinkInfo, LocalState, MepConfig, MepError, MepNode, MepStats, MepTls, MepView, RemoteSite,
+    SUPPORTED_VERSIONS,
+};
+pub use session::{Audience, CloseReason};
+pub use topology::{DEFAULT_PORT, SiteSpec, SiteView, Topology, TopologyError, TopologyTiming};

@@ -1,0 +1,913 @@
+//! MEP over real TCP on loopback: several nodes in one process, each site on its own
+//! 127.0.0.x address (port 0), every link that may exist going through a small proxy the test
+//! can cut (connections reset, new ones refused), stall (nothing forwarded: a silent peer) and
+//! restore. Also raw peers speaking the protocol by hand: a wrong secret, an impostor, garbage,
+//! oversized frames, a peer that never reads.
+//!
+//! Timers are tens to hundreds of milliseconds; every wait is bounded by [`WAIT`], which only a
+//! broken node reaches.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    net::{IpAddr, Ipv4Addr, SocketAddr},
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use gslb_user::mep::{
+    CloseReason, LocalState, MepConfig, MepNode, MepTls, MepView, PersistEntry, Role, RttProtocol, RttRow,
+    ServiceState, SiteSpec, Topology, TopologyTiming,
+    frame::{self, Message},
+    session::{self, LocalHello},
+};
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::{TcpListener, TcpStream},
+    sync::{oneshot, watch},
+    task::{AbortHandle, JoinHandle},
+    time::{sleep, timeout},
+};
+use tokio_rustls::rustls::{
+    self,
+    pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer},
+};
+
+const WAIT: Duration = Duration::from_secs(10);
+const SECRET: &[u8] = b"correct horse battery staple";
+
+fn ip(i: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(127, 0, 0, i))
+}
+
+fn fast(mut c: MepConfig) -> MepConfig {
+    c.heartbeat = Duration::from_millis(50);
+    c.dead_after = Duration::from_millis(400);
+    c.handshake_timeout = Duration::from_secs(1);
+    c.connect_timeout = Duration::from_secs(1);
+    c.write_timeout = Duration::from_millis(500);
+    c.reconnect_min = Duration::from_millis(20);
+    c.reconnect_max = Duration::from_millis(200);
+    c.view_interval = Duration::from_millis(20);
+    c.timing = TopologyTiming {
+        adopt_after: Duration::from_millis(400),
+        accept_after: Duration::from_millis(200),
+        startup_grace: Duration::from_secs(1),
+    };
+    c
+}
+
+// ---- The proxy ----
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Open,
+    /// Connections reset, new ones closed at once: the link is down, both ends see it.
+    Cut,
+    /// Nothing forwarded either way: both ends only notice by their dead-peer timeout.
+    Stall,
+}
+
+struct Proxy {
+    addr: SocketAddr,
+    mode: watch::Sender<Mode>,
+    conns: Arc<Mutex<Vec<AbortHandle>>>,
+    task: JoinHandle<()>,
+}
+
+impl Proxy {
+    async fn start(target: SocketAddr) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (mode, mode_rx) = watch::channel(Mode::Open);
+        let conns: Arc<Mutex<Vec<AbortHandle>>> = Arc::default();
+        let task = tokio::spawn({
+            let conns = conns.clone();
+            async move {
+                loop {
+                    let Ok((client, _)) = listener.accept().await else { continue };
+                    if *mode_rx.borrow() == Mode::Cut {
+                        drop(client);
+                        continue;
+                    }
+                    let mode_rx = mode_rx.clone();
+                    let h = tokio::spawn(async move {
+                        let Ok(server) = TcpStream::connect(target).await else { return };
+                        let (cr, cw) = client.into_split();
+                        let (sr, sw) = server.into_split();
+                        tokio::join!(pump(cr, sw, mode_rx.clone()), pump(sr, cw, mode_rx));
+                    });
+                    conns.lock().unwrap().push(h.abort_handle());
+                }
+            }
+        });
+        Proxy { addr, mode, conns, task }
+    }
+
+    fn set(&self, mode: Mode) {
+        self.mode.send_replace(mode);
+        if mode == Mode::Cut {
+            for c in self.conns.lock().unwrap().drain(..) {
+                c.abort();
+            }
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+        for c in self.conns.lock().unwrap().drain(..) {
+            c.abort();
+        }
+    }
+}
+
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    mut mode: watch::Receiver<Mode>,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        while *mode.borrow_and_update() == Mode::Stall {
+            if mode.changed().await.is_err() {
+                return;
+            }
+        }
+        let n = tokio::select! {
+            r = from.read(&mut buf) => match r { Ok(0) | Err(_) => return, Ok(n) => n },
+            _ = mode.changed() => continue,
+        };
+        // What was read before a stall is delivered; nothing after.
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
+
+// ---- The lab ----
+
+struct Running {
+    node: MepNode,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+}
+
+type Tweak = Box<dyn Fn(&mut MepConfig)>;
+
+struct Lab {
+    specs: Vec<SiteSpec>,
+    full: Topology,
+    listen: HashMap<String, SocketAddr>,
+    bound: HashMap<String, std::net::TcpListener>,
+    proxies: BTreeMap<(String, String), Proxy>,
+    running: HashMap<String, Running>,
+    /// Per-site changes to the configuration (secret, versions, …).
+    tweaks: HashMap<String, Tweak>,
+}
+
+fn pair(a: &str, b: &str) -> (String, String) {
+    if a < b { (a.into(), b.into()) } else { (b.into(), a.into()) }
+}
+
+impl Lab {
+    /// Sites given with their 127.0.0.x address (ports are picked here); a proxy on every
+    /// pair that may ever talk (parents among themselves, every parent with every child).
+    async fn new(specs: Vec<SiteSpec>) -> Lab {
+        let mut listen = HashMap::new();
+        let mut bound = HashMap::new();
+        let mut with_ports = Vec::new();
+        for s in specs {
+            // Bound now (its port goes into every configuration), handed to the node on its
+            // first start; a restart binds the same address again.
+            let l = std::net::TcpListener::bind(SocketAddr::new(s.ip, 0)).unwrap();
+            l.set_nonblocking(true).unwrap();
+            let addr = l.local_addr().unwrap();
+            listen.insert(s.name.clone(), addr);
+            bound.insert(s.name.clone(), l);
+            with_ports.push(s.with_port(addr.port()));
+        }
+        let full = Topology::new(with_ports.clone()).unwrap();
+        let mut proxies = BTreeMap::new();
+        for a in full.sites() {
+            for b in full.sites() {
+                if a.name >= b.name || (a.role == Role::Child && b.role == Role::Child) {
+                    continue;
+                }
+                // The acceptor: whoever the topology does not make the opener; the child for
+                // a parent and a child (adoptions included).
+                let acceptor = match full.initiator(&a.name, &b.name) {
+                    Some(i) if i == a.name => &b.name,
+                    Some(_) => &a.name,
+                    None if a.role == Role::Child => &a.name,
+                    None => &b.name,
+                };
+                proxies.insert(pair(&a.name, &b.name), Proxy::start(listen[acceptor]).await);
+            }
+        }
+        Lab {
+            specs: with_ports,
+            full,
+            listen,
+            bound,
+            proxies,
+            running: HashMap::new(),
+            tweaks: HashMap::new(),
+        }
+    }
+
+    fn config(&self, site: &str) -> MepConfig {
+        let me = self.full.site(site).unwrap();
+        let mut sites: Vec<SiteSpec> = match me.role {
+            Role::Parent => self.specs.clone(),
+            Role::Child => {
+                let mut p = self.full.site(me.parent.as_deref().unwrap()).unwrap().clone();
+                p.backups.clear();
+                vec![p, me.clone()]
+            }
+        };
+        for s in &mut sites {
+            if s.name != site {
+                s.connect = Some(self.proxies[&pair(site, &s.name)].addr);
+            }
+        }
+        let mut c = fast(MepConfig::new(site, SECRET, Topology::new(sites).unwrap()));
+        if let Some(t) = self.tweaks.get(site) {
+            t(&mut c);
+        }
+        c
+    }
+
+    async fn start(&mut self, site: &str) -> MepNode {
+        let listener = match self.bound.remove(site) {
+            Some(l) => TcpListener::from_std(l).unwrap(),
+            None => TcpListener::bind(self.listen[site]).await.unwrap(),
+        };
+        let node = MepNode::new();
+        let (stop, stop_rx) = oneshot::channel::<()>();
+        let config = self.config(site);
+        let task = tokio::spawn({
+            let node = node.clone();
+            async move {
+                node.run(listener, config, async {
+                    let _ = stop_rx.await;
+                })
+                .await
+                .expect("node runs");
+            }
+        });
+        self.running.insert(site.into(), Running { node: node.clone(), stop: Some(stop), task });
+        node
+    }
+
+    async fn start_all(&mut self) {
+        for s in self.specs.clone() {
+            self.start(&s.name).await;
+        }
+    }
+
+    /// Stops a site the way a crash would look to its peers (its sockets close).
+    async fn kill(&mut self, site: &str) {
+        let mut r = self.running.remove(site).unwrap();
+        let _ = r.stop.take().unwrap().send(());
+        timeout(WAIT, r.task).await.expect("node stops").unwrap();
+    }
+
+    fn node(&self, site: &str) -> &MepNode {
+        &self.running[site].node
+    }
+
+    fn proxy(&self, a: &str, b: &str) -> &Proxy {
+        &self.proxies[&pair(a, b)]
+    }
+
+    async fn wait(&self, site: &str, what: &str, f: impl Fn(&MepView) -> bool) {
+        wait_view(self.node(site), &format!("{site}: {what}"), f).await
+    }
+}
+
+async fn wait_view(node: &MepNode, what: &str, f: impl Fn(&MepView) -> bool) {
+    let mut rx = node.subscribe();
+    let r = timeout(WAIT, async {
+        loop {
+            {
+                // Before its first publication a node's view is empty.
+                let v = rx.borrow_and_update();
+                if !v.site.is_empty() && f(&v) {
+                    return;
+                }
+            }
+            if rx.changed().await.is_err() {
+                panic!("node stopped");
+            }
+        }
+    })
+    .await;
+    if r.is_err() {
+        panic!("timed out waiting for {what}; view: {:#?}", node.view());
+    }
+}
+
+async fn wait_until(what: &str, f: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < WAIT, "timed out waiting for {what}");
+        sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn service(name: &str, up: bool, connections: u64) -> ServiceState {
+    ServiceState { name: name.into(), up, connections, bandwidth_bps: connections * 1000 }
+}
+
+fn rtt(site: &str, n: u32) -> Vec<RttRow> {
+    (0..n)
+        .map(|i| RttRow {
+            ldns: ipnet::IpNet::new(IpAddr::from((0x0a00_0000u32 + (i << 8)).to_be_bytes()), 24).unwrap(),
+            site: site.into(),
+            rtt_us: 1000 + i,
+            protocol: RttProtocol::Dns,
+            age_s: 1,
+        })
+        .collect()
+}
+
+fn two_parents() -> Vec<SiteSpec> {
+    vec![SiteSpec::parent("A", ip(1)), SiteSpec::parent("B", ip(2))]
+}
+
+// ---- Handshake, versions, state ----
+
+#[tokio::test]
+async fn two_sites_handshake_and_exchange_state() {
+    let mut lab = Lab::new(two_parents()).await;
+    lab.start_all().await;
+    lab.wait("A", "link to B", |v| v.link_up("B")).await;
+    lab.wait("B", "link to A", |v| v.link_up("A")).await;
+    let a = lab.node("A").view();
+    assert_eq!(a.links["B"].version, Some(1));
+    assert!(a.links["B"].initiated, "A has the lower IP");
+    assert!(!lab.node("B").view().links["A"].initiated);
+    assert!(a.answers_dns);
+
+    let persistence = vec![PersistEntry {
+        client: "198.51.100.0/24".parse().unwrap(),
+        domain: "www.example.com".into(),
+        service: "a-web".into(),
+        ttl_s: 300,
+    }];
+    lab.node("A")
+        .publish_local(LocalState {
+            services: vec![service("a-web", true, 10), service("a-db", false, 0)],
+            rtt: rtt("A", 3000), // several frames' worth at a small cap? no: one frame; see below
+            persistence: persistence.clone(),
+        })
+        .unwrap();
+    lab.node("B")
+        .publish_local(LocalState { services: vec![service("b-web", true, 3)], ..Default::default() })
+        .unwrap();
+    lab.wait("B", "A's state", |v| {
+        let a = &v.sites["A"];
+        a.reachable && a.services.len() == 2 && a.rtt.len() == 3000 && a.persistence.len() == 1
+    })
+    .await;
+    let b = lab.node("B").view();
+    let a_site = &b.sites["A"];
+    assert_eq!(a_site.services[0], service("a-web", true, 10));
+    assert_eq!(*a_site.persistence, persistence);
+    assert_eq!(*a_site.rtt, rtt("A", 3000));
+    assert!(b.service_up("A", "a-web", None));
+    assert!(!b.service_up("A", "a-db", None));
+    assert!(b.service_up("A", "a-db", Some(true)), "a local monitor decides");
+    assert_eq!(a_site.backups.as_deref(), Some(&[][..]));
+    lab.wait("A", "B's services", |v| v.sites["B"].services.len() == 1).await;
+
+    // An update replaces the previous state.
+    lab.node("A")
+        .publish_local(LocalState { services: vec![service("a-web", false, 0)], ..Default::default() })
+        .unwrap();
+    lab.wait("B", "A's update", |v| v.sites["A"].services.len() == 1 && v.sites["A"].rtt.is_empty()).await;
+    assert!(!lab.node("B").view().service_up("A", "a-web", None));
+    let stats = lab.node("A").stats();
+    assert!(stats.handshakes >= 1 && stats.frames_out > 0 && stats.bytes_in > 0);
+    assert_eq!(stats.closed(CloseReason::BadAuth), 0);
+}
+
+#[tokio::test]
+async fn large_tables_travel_in_chunks_under_the_cap() {
+    let mut lab = Lab::new(two_parents()).await;
+    for site in ["A", "B"] {
+        lab.tweaks.insert(site.into(), Box::new(|c: &mut MepConfig| c.max_payload = 4096));
+    }
+    lab.start_all().await;
+    lab.node("A").publish_local(LocalState { rtt: rtt("A", 5000), ..Default::default() }).unwrap();
+    lab.wait("B", "5000 RTT rows", |v| v.sites.get("A").is_some_and(|a| a.rtt.len() == 5000)).await;
+    assert_eq!(*lab.node("B").view().sites["A"].rtt, rtt("A", 5000));
+    assert_eq!(lab.node("B").stats().closed(CloseReason::Oversized), 0);
+}
+
+#[tokio::test]
+async fn wrong_secret_is_rejected_both_ways() {
+    // The opener (A, lower IP) has another secret: B refuses it.
+    let mut lab = Lab::new(two_parents()).await;
+    lab.tweaks.insert("A".into(), Box::new(|c: &mut MepConfig| c.secret = b"not the secret".to_vec()));
+    lab.start_all().await;
+    wait_until("B counts bad_auth", || lab.node("B").stats().closed(CloseReason::BadAuth) >= 2).await;
+    assert!(lab.node("A").stats().closed(CloseReason::PeerRejected) >= 1);
+    assert!(!lab.node("A").view().link_up("B") && !lab.node("B").view().link_up("A"));
+    assert!(lab.node("A").view().links["B"].last_error.as_deref().unwrap().contains("BadAuth"));
+
+    // The acceptor (B) has another secret: the same, from the other side.
+    let mut lab = Lab::new(two_parents()).await;
+    lab.tweaks.insert("B".into(), Box::new(|c: &mut MepConfig| c.secret = b"not the secret".to_vec()));
+    lab.start_all().await;
+    wait_until("B counts bad_auth", || lab.node("B").stats().closed(CloseReason::BadAuth) >= 2).await;
+    assert!(!lab.node("A").view().link_up("B"));
+
+    // An impostor acceptor that does not know the secret answers with a made-up proof:
+    // the opener refuses it (mutual authentication), never sending state.
+    let mut lab = Lab::new(two_parents()).await;
+    let impostor = TcpListener::bind((ip(2), 0)).await.unwrap();
+    lab.proxies.insert(pair("A", "B"), Proxy::start(impostor.local_addr().unwrap()).await);
+    let a = lab.start("A").await;
+    let (mut s, _) = timeout(WAIT, impostor.accept()).await.unwrap().unwrap();
+    let (_, hello, _) = session::read_frame(&mut s, frame::DEFAULT_MAX_PAYLOAD).await.unwrap();
+    let Message::Hello(h) = hello else { panic!("{hello:?}") };
+    let reply = Message::Hello(frame::Hello { site: "B".into(), peer: "A".into(), nonce: [1; 32], ..h });
+    s.write_all(&frame::encode(0, &reply, 1 << 20).unwrap()).await.unwrap();
+    let (_, auth, _) = session::read_frame(&mut s, frame::DEFAULT_MAX_PAYLOAD).await.unwrap();
+    assert!(matches!(auth, Message::Auth(_)), "the opener proves first");
+    s.write_all(&frame::encode(1, &Message::Auth([0; 32]), 1 << 20).unwrap()).await.unwrap();
+    let (_, last, _) = session::read_frame(&mut s, frame::DEFAULT_MAX_PAYLOAD).await.unwrap();
+    assert!(matches!(last, Message::Reject { code: frame::RejectCode::BadAuth, .. }), "{last:?}");
+    wait_until("A counts bad_auth", || a.stats().closed(CloseReason::BadAuth) >= 1).await;
+    assert!(!a.view().link_up("B"));
+}
+
+#[tokio::test]
+async fn versions_are_negotiated() {
+    // (A's versions, B's versions, the version used or None for no link)
+    let cases: [(&[u8], &[u8], Option<u8>); 4] = [
+        (&[1, 2], &[1], Some(1)),
+        (&[1, 2], &[1, 2, 3], Some(2)),
+        (&[3, 1], &[1, 3], Some(3)),
+        (&[2], &[1], None),
+    ];
+    for (va, vb, want) in cases {
+        let mut lab = Lab::new(two_parents()).await;
+        let (va, vb) = (va.to_vec(), vb.to_vec());
+        lab.tweaks.insert("A".into(), Box::new(move |c: &mut MepConfig| c.versions = va.clone()));
+        lab.tweaks.insert("B".into(), Box::new(move |c: &mut MepConfig| c.versions = vb.clone()));
+        lab.start_all().await;
+        match want {
+            Some(v) => {
+                lab.wait("A", "link at the common version", |view| {
+                    view.links.get("B").and_then(|l| l.version) == Some(v)
+                })
+                .await;
+                lab.wait("B", "link at the common version", |view| {
+                    view.links.get("A").and_then(|l| l.version) == Some(v)
+                })
+                .await;
+                // And it carries state at that version.
+                lab.node("A")
+                    .publish_local(LocalState { services: vec![service("x", true, 1)], ..Default::default() })
+                    .unwrap();
+                lab.wait("B", "state", |view| view.sites["A"].services.len() == 1).await;
+            }
+            None => {
+                wait_until("B counts no_common_version", || {
+                    lab.node("B").stats().closed(CloseReason::NoCommonVersion) >= 2
+                })
+                .await;
+                assert!(lab.node("A").stats().closed(CloseReason::PeerRejected) >= 1);
+                assert!(!lab.node("A").view().link_up("B"));
+            }
+        }
+    }
+}
+
+/// Opens a link to `node` as site `me` by hand (a parent of `topology`) and returns the stream.
+async fn raw_link(to: SocketAddr, me: &str, peer: &str) -> TcpStream {
+    let mut s = TcpStream::connect(to).await.unwrap();
+    let hello = LocalHello {
+        site: me.into(),
+        role: Role::Parent,
+        parent: None,
+        versions: vec![1],
+        software: "test".into(),
+        rtt_tolerance_ms: None,
+    };
+    session::handshake_initiator(&mut s, &hello, peer, SECRET, frame::DEFAULT_MAX_PAYLOAD, WAIT)
+        .await
+        .unwrap();
+    s
+}
+
+#[tokio::test]
+async fn bad_frames_close_the_link_with_a_reason_and_the_node_goes_on() {
+    // "F" (lowest IP) is a parent that B expects to call it; the test plays F by hand.
+    let mut lab = Lab::new(vec![
+        SiteSpec::parent("F", ip(1)),
+        SiteSpec::parent("B", ip(2)),
+        SiteSpec::parent("C", ip(3)),
+    ])
+    .await;
+    lab.start("B").await;
+    lab.start("C").await;
+    lab.wait("B", "link to C", |v| v.link_up("C")).await;
+    let b_addr = lab.listen["B"];
+    let b = lab.node("B").clone();
+    let count = |r: CloseReason| b.stats().closed(r);
+
+    // Garbage instead of a Hello.
+    let mut s = TcpStream::connect(b_addr).await.unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+    wait_until("malformed", || count(CloseReason::Malformed) >= 1).await;
+
+    // After the handshake: an oversized frame (only its header is ever read).
+    let mut s = raw_link(b_addr, "F", "B").await;
+    s.write_all(&[b'M', b'P', 1, 5, 0x7f, 0xff, 0xff, 0xff]).await.unwrap();
+    wait_until("oversized", || count(CloseReason::Oversized) >= 1).await;
+    let mut rest = Vec::new();
+    let _ = timeout(WAIT, s.read_to_end(&mut rest)).await.expect("B closes the link");
+
+    // An unknown frame type.
+    let mut s = raw_link(b_addr, "F", "B").await;
+    s.write_all(&[b'M', b'P', 1, 99, 0, 0, 0, 0]).await.unwrap();
+    wait_until("unknown type", || count(CloseReason::UnknownType) >= 1).await;
+
+    // A malformed payload (a SiteStatus whose bool is 7).
+    let mut s = raw_link(b_addr, "F", "B").await;
+    s.write_all(&[b'M', b'P', 1, 5, 0, 0, 0, 6, 0, 1, b'F', 1, 0, 7]).await.unwrap();
+    wait_until("malformed payload", || count(CloseReason::Malformed) >= 2).await;
+
+    // A frame cut short by the end of the stream.
+    let mut s = raw_link(b_addr, "F", "B").await;
+    s.write_all(&[b'M', b'P', 1, 4, 0, 0, 0, 8, 1, 2]).await.unwrap();
+    s.shutdown().await.unwrap();
+    wait_until("truncated", || count(CloseReason::Truncated) >= 1).await;
+
+    // A frame of another version than negotiated.
+    let mut s = raw_link(b_addr, "F", "B").await;
+    s.write_all(&frame::encode(7, &Message::Heartbeat { seq: 1 }, 64).unwrap()).await.unwrap();
+    wait_until("wrong version", || count(CloseReason::Malformed) >= 3).await;
+
+    // A site B does not know, and a site that should be called by B rather than call it.
+    let mut s = TcpStream::connect(b_addr).await.unwrap();
+    let hello = |site: &str| LocalHello {
+        site: site.into(),
+        role: Role::Parent,
+        parent: None,
+        versions: vec![1],
+        software: "test".into(),
+        rtt_tolerance_ms: None,
+    };
+    let e = session::handshake_initiator(&mut s, &hello("X"), "B", SECRET, 1 << 20, WAIT).await.unwrap_err();
+    assert_eq!(e.reason(), CloseReason::PeerRejected, "{e}");
+    assert!(count(CloseReason::UnknownSite) >= 1);
+    let mut s = TcpStream::connect(b_addr).await.unwrap();
+    let e = session::handshake_initiator(&mut s, &hello("C"), "B", SECRET, 1 << 20, WAIT).await.unwrap_err();
+    assert!(e.to_string().contains("initiates"), "{e}");
+    assert!(count(CloseReason::NotAllowed) >= 1);
+
+    // Through all of it B's link to C stayed up, and B still serves a good F.
+    assert!(b.view().link_up("C"));
+    let mut s = raw_link(b_addr, "F", "B").await;
+    let (_, m, _) = session::read_frame(&mut s, 1 << 20).await.unwrap();
+    assert!(matches!(m, Message::SiteStatus(_) | Message::Heartbeat { .. }), "{m:?}");
+    lab.wait("B", "F up", |v| v.link_up("F")).await;
+}
+
+// ---- TLS ----
+
+/// TLS settings every site shares: a self-signed certificate for the names A and B, trusted
+/// as the only root.
+fn tls() -> MepTls {
+    let certified = rcgen::generate_simple_self_signed(vec!["A".into(), "B".into()]).unwrap();
+    let cert = CertificateDer::from(certified.cert.der().to_vec());
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.signing_key.serialize_der()));
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let server = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.clone()], key)
+        .unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert).unwrap();
+    let client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    MepTls { server: Arc::new(server), client: Arc::new(client) }
+}
+
+#[tokio::test]
+async fn tls_links_carry_state_and_refuse_plain_peers() {
+    let t = tls();
+    let mut lab = Lab::new(two_parents()).await;
+    for site in ["A", "B"] {
+        let t = t.clone();
+        lab.tweaks.insert(site.into(), Box::new(move |c: &mut MepConfig| c.tls = Some(t.clone())));
+    }
+    lab.start_all().await;
+    lab.wait("A", "TLS link to B", |v| v.link_up("B")).await;
+    lab.node("A")
+        .publish_local(LocalState {
+            services: vec![service("a", true, 1)],
+            rtt: rtt("A", 100),
+            ..Default::default()
+        })
+        .unwrap();
+    lab.wait("B", "A's state over TLS", |v| v.service_up("A", "a", None) && v.sites["A"].rtt.len() == 100)
+        .await;
+
+    // A plain MEP caller is refused by a TLS site.
+    let mut s = TcpStream::connect(lab.listen["B"]).await.unwrap();
+    let hello = LocalHello {
+        site: "A".into(),
+        role: Role::Parent,
+        parent: None,
+        versions: vec![1],
+        software: "test".into(),
+        rtt_tolerance_ms: None,
+    };
+    assert!(session::handshake_initiator(&mut s, &hello, "B", SECRET, 1 << 20, WAIT).await.is_err());
+    wait_until("B counts tls", || lab.node("B").stats().closed(CloseReason::Tls) >= 1).await;
+    assert!(lab.node("B").view().link_up("A"), "the real link is untouched");
+
+    // A TLS site calling a plain one: no link, a reason on both sides.
+    let mut lab = Lab::new(two_parents()).await;
+    let t2 = t.clone();
+    lab.tweaks.insert("A".into(), Box::new(move |c: &mut MepConfig| c.tls = Some(t2.clone())));
+    lab.start_all().await;
+    wait_until("A counts tls", || lab.node("A").stats().closed(CloseReason::Tls) >= 1).await;
+    wait_until("B counts malformed", || lab.node("B").stats().closed(CloseReason::Malformed) >= 1).await;
+    assert!(!lab.node("A").view().link_up("B"));
+}
+
+// ---- Liveness ----
+
+#[tokio::test]
+async fn dead_peer_detected_within_the_timeout_and_reconnected() {
+    let mut lab = Lab::new(two_parents()).await;
+    lab.start_all().await;
+    lab.wait("A", "link", |v| v.link_up("B")).await;
+    lab.wait("B", "link", |v| v.link_up("A")).await;
+    lab.node("A")
+        .publish_local(LocalState { services: vec![service("a", true, 1)], ..Default::default() })
+        .unwrap();
+    lab.wait("B", "A's services", |v| v.sites["A"].services.len() == 1).await;
+
+    // Silent: nothing crosses any more, no connection closes.
+    let stalled = Instant::now();
+    lab.proxy("A", "B").set(Mode::Stall);
+    lab.wait("B", "A dead", |v| !v.link_up("A")).await;
+    lab.wait("A", "B dead", |v| !v.link_up("B")).await;
+    let took = stalled.elapsed();
+    let dead_after = Duration::from_millis(400);
+    assert!(took >= dead_after - Duration::from_millis(60) && took < dead_after * 3, "{took:?}");
+    assert!(lab.node("B").stats().closed(CloseReason::DeadPeer) >= 1);
+    // A's services are DOWN for B while the link is down.
+    let v = lab.node("B").view();
+    assert!(!v.sites["A"].reachable && !v.service_up("A", "a", None));
+
+    // Back: A reconnects (backoff ≤ 200 ms here) and the state flows again.
+    lab.proxy("A", "B").set(Mode::Open);
+    lab.wait("B", "A back", |v| v.link_up("A") && v.service_up("A", "a", None)).await;
+
+    // Cut (connections reset): seen at once, not after the timeout.
+    let cut = Instant::now();
+    lab.proxy("A", "B").set(Mode::Cut);
+    lab.wait("A", "B down", |v| !v.link_up("B")).await;
+    assert!(cut.elapsed() < dead_after, "{:?}", cut.elapsed());
+    sleep(Duration::from_millis(500)).await;
+    assert!(!lab.node("A").view().link_up("B"), "stays down while cut");
+    lab.proxy("A", "B").set(Mode::Open);
+    lab.wait("A", "B back", |v| v.link_up("B")).await;
+    // The peer itself restarting.
+    lab.kill("B").await;
+    lab.wait("A", "B gone", |v| !v.link_up("B")).await;
+    lab.start("B").await;
+    lab.wait("A", "B back after restart", |v| v.link_up("B")).await;
+    lab.wait("B", "A's services after restart", |v| v.service_up("A", "a", None)).await;
+}
+
+#[tokio::test]
+async fn a_peer_that_stops_reading_blocks_nobody_else() {
+    // F (lowest IP) calls A, then only sends heartbeats and never reads; A publishes large,
+    // changing tables. B must keep getting every update promptly, and A must drop F.
+    let mut lab = Lab::new(vec![
+        SiteSpec::parent("F", ip(1)),
+        SiteSpec::parent("A", ip(2)),
+        SiteSpec::parent("B", ip(3)),
+    ])
+    .await;
+    lab.start("A").await;
+    lab.start("B").await;
+    lab.wait("B", "link to A", |v| v.link_up("A")).await;
+    let mut f = raw_link(lab.listen["A"], "F", "A").await;
+    let hb = tokio::spawn(async move {
+        for seq in 0.. {
+            let m = frame::encode(1, &Message::Heartbeat { seq }, 64).unwrap();
+            if f.write_all(&m).await.is_err() {
+                return;
+            }
+            sleep(Duration::from_millis(50)).await;
+        }
+    });
+    lab.wait("A", "F up", |v| v.link_up("F")).await;
+    let a = lab.node("A").clone();
+    let mut worst = Duration::ZERO;
+    for round in 0..12u32 {
+        let mut rows = rtt("A", 40_000);
+        rows[0].rtt_us = round;
+        let sent = Instant::now();
+        a.publish_local(LocalState {
+            services: vec![service("round", true, round as u64)],
+            rtt: rows,
+            ..Default::default()
+        })
+        .unwrap();
+        lab.wait("B", "the round", |v| {
+            v.sites["A"].services.first().is_some_and(|s| s.connections == round as u64)
+                && v.sites["A"].rtt.first().is_some_and(|r| r.rtt_us == round)
+        })
+        .await;
+        worst = worst.max(sent.elapsed());
+    }
+    lab.wait("A", "F dropped", |v| !v.link_up("F")).await;
+    assert!(a.stats().closed(CloseReason::WriteTimeout) >= 1, "{:?}", a.stats());
+    assert!(worst < Duration::from_secs(2), "B waited {worst:?} for an update");
+    hb.abort();
+}
+
+// ---- Parent / child ----
+
+/// P1 and P2 parents (P1: backups P2), child c1 of P1.
+fn small_tree() -> Vec<SiteSpec> {
+    vec![
+        SiteSpec::parent("P1", ip(1)).with_backups(["P2"]),
+        SiteSpec::parent("P2", ip(2)),
+        SiteSpec::child("c1", ip(11), "P1"),
+    ]
+}
+
+#[tokio::test]
+async fn three_nodes_parent_child_metrics_and_relay() {
+    let mut lab = Lab::new(small_tree()).await;
+    lab.start_all().await;
+    lab.wait("c1", "attached to P1", |v| v.current_parent.as_deref() == Some("P1")).await;
+    let c1 = lab.node("c1").view();
+    assert_eq!(c1.role, Role::Child);
+    assert!(!c1.answers_dns, "only parents answer DNS");
+    assert!(c1.links["P1"].version == Some(1) && !c1.links["P1"].initiated, "the parent calls its child");
+    lab.node("c1")
+        .publish_local(LocalState {
+            services: vec![service("c1-web", true, 7)],
+            rtt: rtt("c1", 5), // a child's network metrics go nowhere
+            ..Default::default()
+        })
+        .unwrap();
+    lab.node("P1")
+        .publish_local(LocalState {
+            services: vec![service("p1-web", true, 1)],
+            rtt: rtt("P1", 10),
+            ..Default::default()
+        })
+        .unwrap();
+    // P2 learns c1's services through P1.
+    lab.wait("P2", "c1 via P1", |v| {
+        let c = &v.sites["c1"];
+        c.reachable && c.via.as_deref() == Some("P1") && c.services.len() == 1
+    })
+    .await;
+    assert!(lab.node("P2").view().service_up("c1", "c1-web", None));
+    assert_eq!(lab.node("P2").view().holders.get("c1").map(String::as_str), Some("P1"));
+    lab.wait("P2", "P1's RTT", |v| v.sites["P1"].rtt.len() == 10).await;
+    lab.wait("c1", "P1's backups", |v| v.sites["P1"].backups.as_deref() == Some(&["P2".to_string()][..]))
+        .await;
+    sleep(Duration::from_millis(200)).await;
+    let c1 = lab.node("c1").view();
+    assert!(c1.sites["P1"].rtt.is_empty(), "network metrics only between parents");
+    assert!(c1.sites["P1"].services.is_empty(), "a child gets no services");
+    assert!(lab.node("P1").view().sites["c1"].rtt.is_empty());
+    assert!(!c1.sites.contains_key("P2"), "a child knows only its parent");
+
+    // c1's link to P1 drops: its services are DOWN for P2 (unless P2 monitors them itself).
+    lab.proxy("P1", "c1").set(Mode::Cut);
+    lab.wait("P2", "c1 unreachable", |v| !v.sites["c1"].reachable).await;
+    let v = lab.node("P2").view();
+    assert!(!v.service_up("c1", "c1-web", None));
+    assert!(v.service_up("c1", "c1-web", Some(true)));
+    // P1 is still up for P2 and P1's backup list names P2, but P1 is up: no adoption.
+    sleep(Duration::from_millis(800)).await;
+    assert!(lab.node("P2").view().adopted.is_empty());
+    lab.proxy("P1", "c1").set(Mode::Open);
+    lab.wait("P2", "c1 back", |v| v.service_up("c1", "c1-web", None)).await;
+}
+
+/// The seed's deployment on loopback: P1..P3 with backups P1: P2, P3; P2: P3, P1; P3: P1, P2;
+/// child1..3 of each.
+fn seed() -> Vec<SiteSpec> {
+    vec![
+        SiteSpec::parent("P1", ip(1)).with_backups(["P2", "P3"]),
+        SiteSpec::parent("P2", ip(2)).with_backups(["P3", "P1"]),
+        SiteSpec::parent("P3", ip(3)).with_backups(["P1", "P2"]),
+        SiteSpec::child("child1", ip(11), "P1"),
+        SiteSpec::child("child2", ip(12), "P2"),
+        SiteSpec::child("child3", ip(13), "P3"),
+    ]
+}
+
+async fn seed_lab() -> Lab {
+    let mut lab = Lab::new(seed()).await;
+    lab.start_all().await;
+    for (c, p) in [("child1", "P1"), ("child2", "P2"), ("child3", "P3")] {
+        lab.wait(c, "own parent", |v| v.current_parent.as_deref() == Some(p)).await;
+        lab.node(c)
+            .publish_local(LocalState {
+                services: vec![service(&format!("{c}-web"), true, 1)],
+                ..Default::default()
+            })
+            .unwrap();
+    }
+    for p in ["P1", "P2", "P3"] {
+        lab.wait(p, "mesh and children", |v| {
+            ["P1", "P2", "P3"].iter().all(|q| *q == p || v.link_up(q))
+                && ["child1", "child2", "child3"].iter().all(|c| v.service_up(c, &format!("{c}-web"), None))
+        })
+        .await;
+    }
+    lab
+}
+
+fn parent_is(p: &'static str) -> impl Fn(&MepView) -> bool {
+    move |v| v.current_parent.as_deref() == Some(p)
+}
+
+#[tokio::test]
+async fn scenario_1_over_mep() {
+    let mut lab = seed_lab().await;
+    lab.kill("P1").await;
+    let killed = Instant::now();
+    lab.wait("child1", "adopted by P2", parent_is("P2")).await;
+    let adoption = killed.elapsed();
+    lab.wait("P2", "child1 adopted", |v| v.adopted.get("child1").map(String::as_str) == Some("P1")).await;
+    lab.wait("P3", "child1 is P2's", |v| {
+        v.holders.get("child1").map(String::as_str) == Some("P2")
+            && v.service_up("child1", "child1-web", None)
+    })
+    .await;
+    assert!(lab.node("P3").view().adopted.is_empty());
+    assert!(adoption < Duration::from_secs(3), "adoption took {adoption:?}");
+    // P1 returns: child1 goes back.
+    lab.start("P1").await;
+    lab.wait("child1", "back to P1", parent_is("P1")).await;
+    lab.wait("P2", "child1 released", |v| v.adopted.is_empty() && !v.link_up("child1")).await;
+    lab.wait("P3", "child1 is P1's", |v| v.holders.get("child1").map(String::as_str) == Some("P1")).await;
+    sleep(Duration::from_millis(800)).await;
+    assert_eq!(lab.node("child1").view().current_parent.as_deref(), Some("P1"), "and stays");
+}
+
+#[tokio::test]
+async fn scenario_2_over_mep() {
+    let lab = seed_lab().await;
+    lab.proxy("P1", "P2").set(Mode::Cut);
+    lab.wait("P2", "P1 down", |v| !v.link_up("P1")).await;
+    // P2 tries to adopt child1, which refuses: its parent P1 is up.
+    wait_until("child1 refuses P2", || lab.node("child1").stats().closed(CloseReason::AdoptRejected) >= 1)
+        .await;
+    wait_until("P2 told", || lab.node("P2").stats().closed(CloseReason::PeerRejected) >= 1).await;
+    assert_eq!(lab.node("child1").view().current_parent.as_deref(), Some("P1"));
+    assert!(lab.node("P2").view().adopted.is_empty());
+    assert!(lab.node("P3").view().adopted.is_empty());
+    lab.proxy("P1", "P2").set(Mode::Open);
+    lab.wait("P2", "P1 back", |v| v.link_up("P1")).await;
+    sleep(Duration::from_millis(500)).await;
+    assert_eq!(lab.node("child1").view().current_parent.as_deref(), Some("P1"));
+}
+
+#[tokio::test]
+async fn scenario_3_over_mep() {
+    let lab = seed_lab().await;
+    for (a, b) in [("P1", "P3"), ("P1", "child1"), ("P2", "P3")] {
+        lab.proxy(a, b).set(Mode::Cut);
+    }
+    lab.wait("child1", "adopted by P3", parent_is("P3")).await;
+    assert!(lab.node("P2").view().link_up("P1"), "P2 still sees P1");
+    assert!(lab.node("P2").view().adopted.is_empty(), "P2 does nothing");
+    lab.proxy("P1", "P2").set(Mode::Cut);
+    lab.wait("child1", "moved to P2", parent_is("P2")).await;
+    lab.wait("P3", "let go of child1", |v| v.adopted.is_empty()).await;
+    // P3 keeps offering and is refused; child1 stays with P2.
+    sleep(Duration::from_millis(800)).await;
+    assert_eq!(lab.node("child1").view().current_parent.as_deref(), Some("P2"));
+    for (a, b) in [("P1", "P3"), ("P1", "child1"), ("P2", "P3"), ("P1", "P2")] {
+        lab.proxy(a, b).set(Mode::Open);
+    }
+    lab.wait("child1", "home again", parent_is("P1")).await;
+    lab.wait("P2", "released", |v| v.adopted.is_empty()).await;
+}
