@@ -12,6 +12,12 @@ pub enum Bench {
     Xdp,
     /// Whole-server qps with dnsperf in a namespace lab: XDP attached vs responder only (needs root)
     Dnsperf,
+    /// Location database lookups and loading (criterion)
+    Location,
+    /// One decision of the selection engine (criterion)
+    Policy,
+    /// MEP at scale on loopback: 32 parents + 1,024 children vs flat meshes
+    Mep,
 }
 
 pub fn run(name: Option<Bench>) -> Result<()> {
