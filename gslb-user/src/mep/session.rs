@@ -316,6 +316,36 @@ async fn send<W: AsyncWrite + Unpin>(
 }
 
 /// Sends a Reject, ignoring failures (the link is being closed anyway).
+/// Reads the peer's Auth frame and checks its proof (made as `side`); a wrong proof is
+/// rejected with a reason before the link closes.
+async fn expect_proof<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    version: u8,
+    max_payload: usize,
+    secret: &[u8],
+    side: Side,
+    initiator_hello: &[u8],
+    acceptor_hello: &[u8],
+) -> Result<(), LinkError> {
+    let (v, m, _) = read_frame(stream, max_payload).await?;
+    match m {
+        Message::Auth(mac) if v == version => {
+            if !auth::verify(secret, side, initiator_hello, acceptor_hello, &mac) {
+                let e = LinkError::BadAuth(match side {
+                    Side::Acceptor => "the acceptor's proof does not match our secret",
+                    Side::Initiator => "the initiator's proof does not match our secret",
+                });
+                reject(stream, version, &e).await;
+                return Err(e);
+            }
+            Ok(())
+        }
+        Message::Reject { code, detail } => Err(LinkError::PeerRejected { code, detail }),
+        Message::Auth(_) => Err(LinkError::WrongFrameVersion { got: v, expected: version }),
+        other => Err(LinkError::Unexpected(other.kind())),
+    }
+}
+
 async fn reject<W: AsyncWrite + Unpin>(w: &mut W, version: u8, error: &LinkError) {
     let m = Message::Reject { code: error.reason().reject_code(), detail: error.to_string() };
     let _ =
@@ -363,19 +393,7 @@ pub async fn handshake_initiator<S: AsyncRead + AsyncWrite + Unpin>(
         };
         let mine = auth::proof(secret, Side::Initiator, &my_hello, &their_hello);
         send(stream, version, &Message::Auth(mine), max_payload).await?;
-        let (v, m, _) = read_frame(stream, max_payload).await?;
-        match m {
-            Message::Auth(mac) if v == version => {
-                if !auth::verify(secret, Side::Acceptor, &my_hello, &their_hello, &mac) {
-                    let e = LinkError::BadAuth("the acceptor's proof does not match our secret");
-                    reject(stream, version, &e).await;
-                    return Err(e);
-                }
-            }
-            Message::Reject { code, detail } => return Err(LinkError::PeerRejected { code, detail }),
-            Message::Auth(_) => return Err(LinkError::WrongFrameVersion { got: v, expected: version }),
-            other => return Err(LinkError::Unexpected(other.kind())),
-        }
+        expect_proof(stream, version, max_payload, secret, Side::Acceptor, &my_hello, &their_hello).await?;
         Ok(Established { peer, version })
     };
     tokio::time::timeout(timeout, steps).await.unwrap_or(Err(LinkError::HandshakeTimeout(timeout)))
@@ -419,19 +437,7 @@ pub async fn handshake_acceptor<S: AsyncRead + AsyncWrite + Unpin>(
             }
         };
         let my_hello = send(stream, 0, &Message::Hello(local.hello(&peer.site)), max_payload).await?;
-        let (v, m, _) = read_frame(stream, max_payload).await?;
-        match m {
-            Message::Auth(mac) if v == version => {
-                if !auth::verify(secret, Side::Initiator, &their_hello, &my_hello, &mac) {
-                    let e = LinkError::BadAuth("the initiator's proof does not match our secret");
-                    reject(stream, version, &e).await;
-                    return Err(e);
-                }
-            }
-            Message::Reject { code, detail } => return Err(LinkError::PeerRejected { code, detail }),
-            Message::Auth(_) => return Err(LinkError::WrongFrameVersion { got: v, expected: version }),
-            other => return Err(LinkError::Unexpected(other.kind())),
-        }
+        expect_proof(stream, version, max_payload, secret, Side::Initiator, &their_hello, &my_hello).await?;
         let mine = auth::proof(secret, Side::Acceptor, &their_hello, &my_hello);
         send(stream, version, &Message::Auth(mine), max_payload).await?;
         Ok(Established { peer, version })
