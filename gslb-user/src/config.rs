@@ -359,7 +359,7 @@ impl Service {
 }
 
 /// How a GSLB domain's addresses are handed out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AnswerMode {
     /// One address per query, rotating through the set.

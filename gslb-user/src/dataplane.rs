@@ -739,9 +739,12 @@ pub fn answer_set(answer: &Answer, wire: &[u8]) -> AnswerSet {
         Some(IpAddr::V6(_)) => QTYPE_AAAA,
         _ => gslb_common::QTYPE_A,
     };
+    // No records (NODATA for this view) or more than the set holds: the program passes the
+    // query (count 0) and the responder answers it from the same snapshot.
+    let fits = answer.addrs.len() <= MAX_ADDRS;
     let mut set = AnswerSet {
         ttl: answer.ttl,
-        count: answer.addrs.len().min(MAX_ADDRS) as u8,
+        count: if fits { answer.addrs.len() as u8 } else { 0 },
         flags: if answer.mode == AnswerMode::Rotate { ANSWER_ROTATE } else { 0 },
         qtype,
         name_len: wire.len() as u32,
@@ -749,7 +752,7 @@ pub fn answer_set(answer: &Answer, wire: &[u8]) -> AnswerSet {
     };
     set.name[..wire.len()].copy_from_slice(wire);
     let mut all = Vec::new();
-    for (i, addr) in answer.addrs.iter().take(MAX_ADDRS).enumerate() {
+    for (i, addr) in answer.addrs.iter().take(if fits { MAX_ADDRS } else { 0 }).enumerate() {
         let rr = answer_record(qtype, answer.ttl, *addr);
         set.rr_csum[i] = ones_sum(&rr) as u32;
         all.extend_from_slice(&rr);

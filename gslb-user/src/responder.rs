@@ -80,6 +80,9 @@ struct Decisions {
     domains: HashSet<String>,
     /// By configuration service index.
     states: Vec<ServiceState>,
+    /// The RTT rows and the step function client → row + 1 (0: none).
+    rtt: Arc<Vec<crate::compile::LdnsRtt>>,
+    rtt_rows: crate::compile::partition::Steps,
     /// By configuration service index.
     answer_ips: Vec<IpAddr>,
     /// By engine domain index: (TTL, backup addresses).
@@ -98,11 +101,9 @@ impl Authority {
             match Engine::from_config(config) {
                 Ok(engine) => Some(Decisions {
                     domains: snapshot.engine_domains.iter().cloned().collect(),
-                    states: config
-                        .services
-                        .iter()
-                        .map(|s| ServiceState { down: snapshot.down_services.contains(&s.name), ..ServiceState::UP })
-                        .collect(),
+                    states: snapshot.services.clone(),
+                    rtt: snapshot.rtt.clone(),
+                    rtt_rows: snapshot.rtt_rows.clone(),
                     answer_ips: config.services.iter().map(|s| s.answer_ip()).collect(),
                     domain_info: config.gslb_domains.iter().map(|d| (d.ttl, d.backup_ip.clone())).collect(),
                     engine,
@@ -139,66 +140,34 @@ struct ZoneData {
 
 /// The fast path's tables, looked up the way the XDP program does.
 struct GslbIndex {
-    /// (prefix, view), longest prefix first.
-    views: Vec<(IpNet, u32)>,
+    segments: crate::compile::partition::Segments,
     domains: HashMap<(String, u16), DomainEntry>,
 }
 
 impl GslbIndex {
     fn new(snapshot: &Snapshot) -> Self {
-        let mut views = snapshot.views.clone();
-        views.sort_by_key(|(net, _)| std::cmp::Reverse(net_bits(net)));
         let domains =
             snapshot.domains.iter().map(|d| ((d.name.clone(), d.qtype), d.clone())).collect();
-        GslbIndex { views, domains }
+        GslbIndex { segments: snapshot.segments.clone(), domains }
     }
 
     /// The answer XDP gives `client` for (`name`, `qtype`): the client's view, falling back to
-    /// the default view.
+    /// the default view. An answer without addresses is NODATA.
     fn answer(&self, name: &str, qtype: u16, client: IpAddr) -> Option<&Answer> {
         let entry = self.domains.get(&(name.to_owned(), qtype))?;
-        let client = canonical(client);
-        let view = self
-            .views
-            .iter()
-            .find(|(net, _)| net.contains(&client))
-            .map_or(DEFAULT_VIEW, |(_, v)| *v);
+        let (view, _) = self.segments.lookup(canonical(client));
         let find = |v| entry.answers.iter().find(|(view, _)| *view == v).map(|(_, a)| a);
-        find(view).or_else(|| find(DEFAULT_VIEW))
+        find(view).or_else(|| find(DEFAULT_VIEW)).filter(|a| !a.addrs.is_empty())
     }
-}
 
-impl GslbIndex {
     fn is_gslb(&self, name: &str) -> bool {
         [QTYPE_A, QTYPE_AAAA].iter().any(|t| self.domains.contains_key(&(name.to_owned(), *t)))
     }
 
-    /// The ECS scope of a GSLB answer to `client` (RFC 7871 §7.2.1): the longest prefix length
-    /// at which every address shares the client's view. That is at least the view prefix that
-    /// matched, and long enough to leave out every view prefix that does not contain the client.
+    /// The ECS scope of a GSLB answer to `client` (RFC 7871 §7.2.1): the shortest prefix
+    /// length at which every address shares the client's view.
     fn scope(&self, client: IpAddr) -> u8 {
-        let client = canonical(client);
-        let bits = if client.is_ipv4() { 32 } else { 128 };
-        let mut scope = 0;
-        for (net, _) in &self.views {
-            if net.addr().is_ipv4() != client.is_ipv4() {
-                continue;
-            }
-            scope = scope.max(if net.contains(&client) {
-                net.prefix_len()
-            } else {
-                common_prefix(client, net.addr()) + 1
-            });
-        }
-        scope.min(bits)
-    }
-}
-
-fn common_prefix(a: IpAddr, b: IpAddr) -> u8 {
-    match (a, b) {
-        (IpAddr::V4(a), IpAddr::V4(b)) => (u32::from(a) ^ u32::from(b)).leading_zeros() as u8,
-        (IpAddr::V6(a), IpAddr::V6(b)) => (u128::from(a) ^ u128::from(b)).leading_zeros() as u8,
-        _ => 0,
+        self.segments.lookup(canonical(client)).1
     }
 }
 
@@ -209,15 +178,6 @@ fn valid_ecs(ecs: &ClientSubnet) -> bool {
     ecs.scope_prefix() == 0
         && ecs.source_prefix() <= bits
         && IpNet::new(ecs.addr(), ecs.source_prefix()).is_ok_and(|n| n.trunc().addr() == ecs.addr())
-}
-
-/// Prefix length as the fast path's trie sees it (IPv4 is IPv4-mapped), so that ordering by it
-/// is longest-match order across families.
-fn net_bits(net: &IpNet) -> u8 {
-    match net {
-        IpNet::V4(n) => 96 + n.prefix_len(),
-        IpNet::V6(n) => n.prefix_len(),
-    }
 }
 
 /// An IPv4-mapped IPv6 client (dual-stack socket) is the IPv4 client it maps.
@@ -623,11 +583,15 @@ impl Responder {
         };
         let client = canonical(client);
         let location = d.locations.as_ref().and_then(|db| db.lookup(client));
+        let rtt = match d.rtt_rows.get(crate::compile::partition::key_of(client)) {
+            0 => &[][..],
+            row => &d.rtt[row as usize - 1].rtt_us[..],
+        };
         let decision = d.engine.decide(
             domain,
             &EngineQuery { name, qtype },
             &EngineClient { addr: client, location: location.as_deref(), sticky: None },
-            &EngineState { services: &d.states, rtt: &[] },
+            &EngineState { services: &d.states, rtt },
         );
         let (ttl, backup) = &d.domain_info[decision.domain.min(d.domain_info.len() - 1)];
         let family = |ip: &IpAddr| ip.is_ipv6() == (qtype == QTYPE_AAAA);

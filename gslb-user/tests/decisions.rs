@@ -1,11 +1,13 @@
-//! GSLB domains whose answer depends on more than the client's static view (a method other than
-//! round robin, DNS policies, …) get no fast-path entry; the responder asks the decision engine
-//! per query, with the client's location from the location database and the health state.
+//! GSLB domains decided by the engine (a method other than round robin, DNS policies, …) are
+//! compiled per client view like every other domain: the fast path's tables and the responder
+//! give the engine's answer, with the client's location from the location database and the
+//! health state. Only a domain whose answer depends on the single address (source IP hash,
+//! persistence) is left to the responder, which asks the engine per query.
 
 use std::{net::IpAddr, path::Path, sync::Arc};
 
 use gslb_user::{
-    compile::Snapshot,
+    compile::{Inputs, Snapshot},
     config::Config,
     location::db::LocationDb,
     responder::{Responder, Transport},
@@ -53,11 +55,15 @@ fn global_availability_answers_the_first_service_up() {
     ];
     for (down, want) in table {
         let snapshot = Snapshot::with_health(&config, |s| !down.contains(&s));
-        assert!(snapshot.engine_domains.iter().any(|d| d == "dr.example.com"));
-        assert!(
-            !snapshot.domains.iter().any(|d| d.name == "dr.example.com"),
-            "the fast path must not answer a domain it cannot decide"
-        );
+        assert!(!snapshot.engine_domains.iter().any(|d| d == "dr.example.com"));
+        let entry = snapshot
+            .domains
+            .iter()
+            .find(|d| d.name == "dr.example.com" && d.qtype == 1)
+            .expect("the fast path answers a compiled domain");
+        assert_eq!(entry.answers[0].1.addrs, ips(want), "down {down:?}: the fast path's answer");
+        // Source IP hashing depends on the single address: left to the responder.
+        assert!(snapshot.engine_domains.iter().any(|d| d == "hash.example.com"));
         let responder = Responder::new(&config, &snapshot);
         for _ in 0..3 {
             assert_eq!(ask(&responder, "dr.example.com.", "192.0.2.7"), ips(want), "down {down:?}");
@@ -72,9 +78,14 @@ fn static_proximity_answers_by_the_clients_location() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     sources.netscaler = sources.netscaler.iter().map(|f| root.join(f)).collect();
     let db = LocationDb::from_sources(&sources, Path::new("static-proximity.toml")).unwrap();
-    let snapshot = Snapshot::from_config(&config);
+    let snapshot = Snapshot::compile(&config, &Inputs { locations: Some(&db), ..Inputs::default() });
     let responder = Responder::new(&config, &snapshot);
-    responder.replace_with_locations(&config, &snapshot, Some(Arc::new(db)));
+    responder.replace_with_locations(&config, &snapshot, Some(Arc::new(db.clone())));
+    // Without the database every client is nowhere, and the fast path's answer is the same
+    // for all of them.
+    let blind = Snapshot::from_config(&config);
+    assert!(blind.views.is_empty(), "{:?}", blind.views);
+    assert!(!snapshot.views.is_empty(), "London and New York clients get their own views");
     // (client, answer): London by the CSV, London by a custom entry, New York by the CSV.
     let table = [
         ("198.51.100.7", "198.51.100.10"),

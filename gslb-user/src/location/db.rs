@@ -241,6 +241,32 @@ impl LocationDb {
         source.map(|s| (Cow::Borrowed(&self.locations[index_of(val)]), s))
     }
 
+    /// Every address at which some lookup's answer may change, as IPv6 or IPv4-mapped keys
+    /// (`::ffff:a.b.c.d`), unsorted: between two neighbouring boundaries every lookup gives the
+    /// same location. The compiler cuts the client address space at these.
+    pub fn boundaries(&self) -> Vec<u128> {
+        const MAPPED: u128 = 0xffff << 32;
+        let mut out = Vec::with_capacity(self.v4.len() + self.v6.len());
+        for table in [&self.v4, &self.asn_v4] {
+            out.extend(table.starts().map(|k| MAPPED | u128::from(k)));
+        }
+        for table in [&self.v6, &self.asn_v6] {
+            out.extend(table.starts());
+        }
+        out
+    }
+
+    /// An identity of `ip`'s location: two addresses with the same class have the same
+    /// location (the converse need not hold). Cheaper than [`lookup`](Self::lookup): no
+    /// location is assembled.
+    pub fn class(&self, ip: IpAddr) -> u64 {
+        let (val, isp) = match Addr::of(ip) {
+            Addr::V4(k) => (self.v4.get(k), if self.isps.is_empty() { NONE } else { self.asn_v4.get(k) }),
+            Addr::V6(k) => (self.v6.get(k), if self.isps.is_empty() { NONE } else { self.asn_v6.get(k) }),
+        };
+        u64::from(val) << 32 | u64::from(isp)
+    }
+
     /// How many ranges and networks the database was built from (all sources).
     pub fn len(&self) -> usize {
         let s = &self.stats;
@@ -679,6 +705,11 @@ impl<K: Key> Table<K> {
     /// Segments.
     fn len(&self) -> usize {
         self.len
+    }
+
+    /// The segments' starts, ascending.
+    fn starts(&self) -> impl Iterator<Item = K> + '_ {
+        self.blocks.iter().flat_map(|b| b.starts).take(self.len)
     }
 
     /// The value at `k`.

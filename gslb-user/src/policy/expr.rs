@@ -84,6 +84,19 @@ impl Expr {
 
     /// Evaluates the expression for one request. `mode` is the `matchWildcardtoany` setting,
     /// applied in [`Context::Expression`].
+    /// Every prefix an `IN_SUBNET` of the expression names, appended to `out`.
+    pub fn subnets(&self, out: &mut Vec<IpNet>) {
+        match self {
+            Expr::InSubnet(net) => out.push(*net),
+            Expr::Not(e) => e.subnets(out),
+            Expr::And(a, b) | Expr::Or(a, b) => {
+                a.subnets(out);
+                b.subnets(out);
+            }
+            Expr::Const(_) | Expr::MatchesLocation(_) | Expr::DomainEq(_) | Expr::TypeEq(_) => {}
+        }
+    }
+
     pub fn eval(&self, req: &Request<'_>, mode: WildcardMode) -> bool {
         match self {
             Expr::Const(b) => *b,

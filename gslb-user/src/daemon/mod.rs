@@ -17,6 +17,7 @@ use tracing::{error, info, warn};
 use crate::{
     compile::Snapshot,
     config::{Config, ConfigError, XdpMode},
+    controller::World,
     dataplane::{Dataplane, DataplaneError},
     health::{HealthSupervisor, ServiceMonitors},
     location::db::LocationDb,
@@ -67,7 +68,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
     mut reloads: mpsc::Receiver<()>,
 ) -> Result<(), DaemonError> {
-    let mut config = load_config(&config_path, &overrides)?;
+    let config = load_config(&config_path, &overrides)?;
     let server = config.server.clone();
     let server = &server;
     // SAFETY: geteuid has no preconditions.
@@ -99,15 +100,17 @@ pub async fn run(
     let health = HealthSupervisor::new();
     health.set_services(service_monitors(&config)).await?;
     let mut health_events = health.subscribe();
-    let snapshot = answers(&config, &health);
-    let responder = Arc::new(Responder::new(&config, &snapshot));
-    let locations = location_db(&config, &config_path)?;
-    responder.replace_with_locations(&config, &snapshot, locations);
+    let mut world = World::new(config, health);
+    world.locations = location_db(&world.config, &config_path)?;
+    let snapshot = world.snapshot();
+    log_compiled(&snapshot);
+    let responder = Arc::new(Responder::new(&world.config, &snapshot));
+    responder.replace_with_locations(&world.config, &snapshot, world.locations.clone());
     let mut dataplane = if overrides.no_xdp {
         info!("--no-xdp: the responder answers everything");
         None
     } else {
-        Some(start_fast_path(&config, &snapshot, &overrides, &pin_path)?)
+        Some(start_fast_path(&world.config, &snapshot, &overrides, &pin_path)?)
     };
 
     let (stop, stopped) = watch::channel(false);
@@ -124,15 +127,28 @@ pub async fn run(
     info!(config = %config_path.display(), listen = ?server.listen, port = server.dns_port, "gslbd ready");
     ready();
 
+    // The location database's files, watched for changes by their modification times.
+    let mut location_stamps = FileStamps::of(&location_files(&world.config));
+    let mut location_poll = tokio::time::interval(LOCATION_POLL);
+    location_poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+
     tokio::pin!(shutdown);
     loop {
-        tokio::select! {
+        // Every trigger ends in one recompute of the whole answer set from the current state:
+        // events that arrive meanwhile are drained first, so a burst costs one republish and
+        // the latest state always wins.
+        let trigger: &str = tokio::select! {
             _ = &mut shutdown => break,
             Some(()) = reloads.recv() => {
                 // A burst of reload requests is one reload: the file is read once, latest wins.
                 while reloads.try_recv().is_ok() {}
-                if let Some(new) = reload(&config_path, &overrides, &config, &health, dataplane.as_mut(), &responder).await {
-                    config = new;
+                if let Some((config, locations)) = reload(&config_path, &overrides, &world.config, &world.health).await {
+                    world.config = config;
+                    world.locations = locations;
+                    location_stamps = FileStamps::of(&location_files(&world.config));
+                    "reload"
+                } else {
+                    continue;
                 }
             }
             event = health_events.recv() => {
@@ -143,8 +159,37 @@ pub async fn run(
                 }
                 // Later events of a burst are in the state read below: one republish for all.
                 while health_events.try_recv().is_ok() {}
-                republish(&config, &answers(&config, &health), dataplane.as_mut(), &responder);
+                "health"
             }
+            _ = location_poll.tick() => {
+                let now = FileStamps::of(&location_files(&world.config));
+                if now == location_stamps {
+                    continue;
+                }
+                location_stamps = now;
+                match location_db(&world.config, &config_path) {
+                    Ok(db) => world.locations = db,
+                    Err(error) => {
+                        error!(error = anyhow_like(&error), "location database changed but does not load; the loaded one stays in force");
+                        continue;
+                    }
+                }
+                "location database"
+            }
+        };
+        let started = std::time::Instant::now();
+        let snapshot = world.snapshot();
+        let compiled = started.elapsed();
+        if republish(&world, &snapshot, dataplane.as_mut(), &responder) {
+            info!(
+                trigger,
+                compile_us = compiled.as_micros() as u64,
+                total_us = started.elapsed().as_micros() as u64,
+                views = snapshot.stats.views,
+                prefixes = snapshot.stats.prefixes,
+                entries = snapshot.stats.entries,
+                "answers republished"
+            );
         }
     }
     info!("shutting down");
@@ -179,18 +224,16 @@ fn load_config(path: &std::path::Path, overrides: &Overrides) -> Result<Config, 
     Ok(config)
 }
 
-/// Reloads the configuration: the new one is validated in full, published to the fast path as
-/// one new generation, then given to the responder. A configuration that does not load, or that
+/// Reloads the configuration: the new one is validated in full, with its location database
+/// and monitors; the caller then republishes. A configuration that does not load, or that
 /// changes what only a restart can (sockets, interface, pins), is refused and the running one
 /// stays in force.
-async fn reload(
+pub async fn reload(
     path: &std::path::Path,
     overrides: &Overrides,
     running: &Config,
     health: &HealthSupervisor,
-    dataplane: Option<&mut Dataplane>,
-    responder: &Responder,
-) -> Option<Config> {
+) -> Option<(Config, Option<Arc<LocationDb>>)> {
     let config = match load_config(path, overrides) {
         Ok(config) => config,
         Err(error) => {
@@ -222,13 +265,8 @@ async fn reload(
         error!(error = anyhow_like(&error), "reload refused: health monitors");
         return None;
     }
-    let snapshot = answers(&config, health);
-    if !republish(&config, &snapshot, dataplane, responder) {
-        return None;
-    }
-    responder.replace_with_locations(&config, &snapshot, locations);
     info!(config = %path.display(), "configuration reloaded");
-    Some(config)
+    Some((config, locations))
 }
 
 /// The client location database the configuration describes, if it names any source.
@@ -249,15 +287,10 @@ fn location_db(
     Ok(Some(Arc::new(db)))
 }
 
-/// The answers of `config` with the services the monitors hold down left out.
-fn answers(config: &Config, health: &HealthSupervisor) -> Snapshot {
-    Snapshot::with_health(config, |service| health.is_up(service).unwrap_or(true))
-}
-
 /// Makes `snapshot` what the fast path and the responder answer. False when the fast path
 /// refused it; the old generation then stays in force there and in the responder.
 fn republish(
-    config: &Config,
+    world: &World,
     snapshot: &Snapshot,
     dataplane: Option<&mut Dataplane>,
     responder: &Responder,
@@ -272,8 +305,47 @@ fn republish(
             }
         }
     }
-    responder.replace(config, snapshot);
+    responder.replace_with_locations(&world.config, snapshot, world.locations.clone());
     true
+}
+
+fn log_compiled(snapshot: &Snapshot) {
+    let s = snapshot.stats;
+    info!(
+        segments = s.segments,
+        classes = s.classes,
+        views = s.views,
+        prefixes = s.prefixes,
+        entries = s.entries,
+        decisions = s.decisions,
+        map_bytes = s.map_bytes,
+        responder_only = snapshot.engine_domains.len(),
+        "answers compiled"
+    );
+}
+
+/// How often the location database's files are checked for changes.
+const LOCATION_POLL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The files the location database is read from, as the loader opens them.
+fn location_files(config: &Config) -> Vec<PathBuf> {
+    let l = &config.locations;
+    l.netscaler.iter().chain(&l.mmdb_city).chain(&l.mmdb_asn).cloned().collect()
+}
+
+/// Modification times and sizes of files (`None` for one that cannot be read).
+#[derive(Debug, PartialEq, Eq)]
+struct FileStamps(Vec<Option<(std::time::SystemTime, u64)>>);
+
+impl FileStamps {
+    fn of(files: &[PathBuf]) -> FileStamps {
+        FileStamps(
+            files
+                .iter()
+                .map(|f| std::fs::metadata(f).ok().and_then(|m| Some((m.modified().ok()?, m.len()))))
+                .collect(),
+        )
+    }
 }
 
 /// What the health supervisor watches: every service with monitors bound, probed at its own
