@@ -36,15 +36,19 @@ const _: () = assert!(MAX_REPLY_DNS_LEN <= 512);
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Config {
-    /// Generation of the `VIEWS`, `DOMAINS` and `ANSWERS` entries the program reads. The
-    /// controller writes a complete new generation beside the old one, then flips this.
+    /// Generation of the `DOMAINS` and `ANSWERS` entries the program reads. The controller
+    /// writes a complete new generation beside the old one, then flips this.
     pub generation: u32,
     /// UDP port the program answers on, host byte order.
     pub dns_port: u16,
     /// UDP payload size announced in our OPT record.
     pub edns_udp_size: u16,
+    /// Generation of the `VIEWS` entries the program reads. It changes only when the client
+    /// partition is rebuilt; a republish that keeps it edits the trie in place, in steps that
+    /// each leave every lookup's answer unchanged (see `AnswerTable::publish`).
+    pub view_generation: u32,
 }
-const _: () = assert!(core::mem::size_of::<Config>() == 8);
+const _: () = assert!(core::mem::size_of::<Config>() == 12);
 
 /// Key of `LISTEN` (an LPM trie used as an exact-match set: every entry is a /128): a
 /// destination address we serve. IPv4 is stored IPv4-mapped (`::ffff:a.b.c.d`). A trie, not a
@@ -92,6 +96,19 @@ pub struct ViewKey {
     pub addr: [u8; 16],
 }
 const _: () = assert!(core::mem::size_of::<ViewKey>() == 20);
+
+/// Value of `VIEWS`: the client's view, and its LDNS view (0: none) for domains answered by
+/// RTT (their answer sets carry [`ANSWER_BY_RTT`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ViewValue {
+    pub view: u32,
+    pub rtt_view: u32,
+}
+const _: () = assert!(core::mem::size_of::<ViewValue>() == 8);
+
+/// `AnswerKey::view` of an answer for an LDNS view: the LDNS view with this bit set.
+pub const RTT_VIEW_BIT: u32 = 1 << 31;
 
 /// Number of leading key bits taken by the generation in `VIEWS` keys.
 pub const VIEW_KEY_GENERATION_BITS: u32 = 32;
@@ -174,6 +191,9 @@ const _: () = assert!(core::mem::size_of::<AnswerKey>() == 24);
 
 /// `AnswerSet::flags`: answer one address per query, rotating, instead of all of them.
 pub const ANSWER_ROTATE: u8 = 1;
+/// `AnswerSet::flags`: the domain is answered by RTT: a client with an LDNS view takes the
+/// answer for that view when there is one (this set is the answer without an RTT).
+pub const ANSWER_BY_RTT: u8 = 2;
 
 /// Longest answer record: name pointer, fixed fields and an IPv6 address.
 pub const RR_MAX_LEN: usize = RR_FIXED_LEN + 16;
@@ -456,9 +476,9 @@ pub mod programs {
 
 /// Map capacities. Each holds two generations during a republish.
 pub const LISTEN_MAX: u32 = 256;
-pub const VIEWS_MAX: u32 = 1 << 20;
+pub const VIEWS_MAX: u32 = 1 << 22;
 pub const DOMAINS_MAX: u32 = 1 << 16;
-pub const ANSWERS_MAX: u32 = 1 << 20;
+pub const ANSWERS_MAX: u32 = 1 << 22;
 /// Resolvers (or masked prefixes of resolvers) `LDNS` remembers; the least recently used go.
 pub const LDNS_MAX: u32 = 1 << 16;
 
@@ -468,6 +488,7 @@ mod pod {
     // SAFETY: all of these are repr(C), Copy, without padding (sizes asserted above), and every
     // bit pattern is a valid value.
     unsafe impl aya::Pod for Config {}
+    unsafe impl aya::Pod for ViewValue {}
     unsafe impl aya::Pod for ListenKey {}
     unsafe impl aya::Pod for ListenSet {}
     unsafe impl aya::Pod for ViewKey {}

@@ -25,11 +25,11 @@ use aya_ebpf::{
     programs::XdpContext,
 };
 use gslb_common::{
-    ANSWER_ROTATE, ANSWERS_MAX, AnswerKey, AnswerSet, Config, Counter, DEFAULT_VIEW, DNS_HEADER_LEN,
+    ANSWER_BY_RTT, ANSWER_ROTATE, ANSWERS_MAX, AnswerKey, AnswerSet, Config, Counter, DEFAULT_VIEW, DNS_HEADER_LEN,
     DOMAINS_MAX, DomainKey, DomainValue, LDNS_CACHE_SLOTS, LDNS_MAX, LDNS_OFF, LISTEN_IN_TRIE,
     LISTEN_INLINE, LISTEN_MAX, LISTEN_PREFIX_LEN, LdnsCacheSlot, LdnsConfig, LdnsKey, LdnsValue,
     ListenKey, ListenSet, MAX_ADDRS,
-    NAME_HASH_SEED, OPT_RR_LEN, QNAME_MAX, QNAME_WORDS, QTYPE_A, QTYPE_AAAA, RR_MAX_LEN, VIEWS_MAX,
+    NAME_HASH_SEED, OPT_RR_LEN, QNAME_MAX, QNAME_WORDS, QTYPE_A, QTYPE_AAAA, RR_MAX_LEN, RTT_VIEW_BIT, VIEWS_MAX, ViewValue,
     ViewKey, ldns_slot, name_hash_step,
 };
 use hdr::{DnsHdr, EthHdr, Ipv4Hdr, Ipv6Hdr, OptHdr, UdpHdr, VlanHdr, be16, ld, st};
@@ -43,7 +43,7 @@ static LISTEN_SET: Array<ListenSet> = Array::with_max_entries(2, 0);
 #[map]
 static LISTEN: LpmTrie<ListenKey, u8> = LpmTrie::with_max_entries(LISTEN_MAX, 0);
 #[map]
-static VIEWS: LpmTrie<ViewKey, u32> = LpmTrie::with_max_entries(VIEWS_MAX, 0);
+static VIEWS: LpmTrie<ViewKey, ViewValue> = LpmTrie::with_max_entries(VIEWS_MAX, 0);
 // NO_PREALLOC: elements are freed through RCU, so a value the program is reading is never
 // recycled under it while the controller replaces it.
 #[map]
@@ -192,10 +192,10 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
     let scratch = unsafe { &mut *scratch };
     let q = parse(ctx, config, scratch)?;
 
-    // The client's view: (generation ‖ client address) in the trie.
+    // The client's view: (view generation ‖ client address) in the trie.
     let mut view_key = TrieKey::<5> {
         prefix_len: (core::mem::size_of::<ViewKey>() * 8) as u32,
-        data: [u32::from_ne_bytes(config.generation.to_be_bytes()), 0, 0, V4_MAPPED_WORD, 0],
+        data: [u32::from_ne_bytes(config.view_generation.to_be_bytes()), 0, 0, V4_MAPPED_WORD, 0],
     };
     // The client is a resolver that sent us a query: it is recorded here, answered or not
     // (queries `parse` passed after their DNS header are recorded on the way out).
@@ -216,7 +216,10 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
         view_key.data[4] = saddr;
         record_source(scratch, false, 0, V4_MAPPED_WORD as u64 | (saddr as u64) << 32);
     }
-    let view = VIEWS.get(view_key.as_key::<ViewKey>()).copied().unwrap_or(DEFAULT_VIEW);
+    let (view, rtt_view) = match VIEWS.get(view_key.as_key::<ViewKey>()) {
+        Some(v) => (v.view, v.rtt_view),
+        None => (DEFAULT_VIEW, 0),
+    };
 
     let mut akey = AnswerKey {
         name_hash: q.hash,
@@ -230,6 +233,17 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
     if set.is_none() && view != DEFAULT_VIEW {
         akey.view = DEFAULT_VIEW;
         set = find_answer(&akey, scratch, q.qlen);
+    }
+    // A domain answered by RTT: the answer for the client's LDNS, when it has an RTT row.
+    // Only these pay the third lookup.
+    if let Some(s) = set
+        && s.flags & ANSWER_BY_RTT != 0
+        && rtt_view != 0
+    {
+        akey.view = rtt_view | RTT_VIEW_BIT;
+        if let Some(by_rtt) = find_answer(&akey, scratch, q.qlen) {
+            set = Some(by_rtt);
+        }
     }
     match set {
         Some(set) => reply(ctx, &q, config, set),

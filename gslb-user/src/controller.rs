@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use ipnet::IpNet;
 
-use crate::compile::{Inputs, LdnsRtt, Snapshot};
+use crate::compile::{Compiler, Inputs, LdnsRtt, Snapshot};
 use crate::config::Config;
 use crate::health::HealthSupervisor;
 use crate::location::db::LocationDb;
@@ -27,11 +27,22 @@ pub struct World {
     pub mep: Option<Arc<MepView>>,
     /// This site's name: services of other sites take their state from MEP.
     pub local_site: Option<String>,
+    /// Keeps the partition and the decisions between snapshots: after a service state change
+    /// only what it touches is decided again.
+    compiler: std::sync::Mutex<Compiler>,
 }
 
 impl World {
     pub fn new(config: Config, health: HealthSupervisor) -> World {
-        World { config, locations: None, health, rtt: None, mep: None, local_site: None }
+        World {
+            config,
+            locations: None,
+            health,
+            rtt: None,
+            mep: None,
+            local_site: None,
+            compiler: std::sync::Mutex::default(),
+        }
     }
 
     /// The answers of the current state.
@@ -41,7 +52,8 @@ impl World {
             services: self.service_states(),
             rtt: Arc::new(self.rtt_rows()),
         };
-        Snapshot::compile(&self.config, &inputs)
+        let mut compiler = self.compiler.lock().unwrap_or_else(|e| e.into_inner());
+        compiler.compile(&self.config, &inputs)
     }
 
     /// Each configured service's state. A local monitor's verdict wins; a service of another

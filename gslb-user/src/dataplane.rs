@@ -20,16 +20,16 @@ use aya::{
     },
 };
 use gslb_common::{
-    ANSWER_ROTATE, AnswerKey, AnswerSet, Config, Counter, DomainKey, DomainValue, LDNS_MAX, LDNS_OFF,
+    ANSWER_BY_RTT, ANSWER_ROTATE, AnswerKey, AnswerSet, Config, Counter, DomainKey, DomainValue, LDNS_MAX, LDNS_OFF,
     LISTEN_IN_TRIE, LdnsConfig, LdnsKey, LdnsValue,
     LISTEN_INLINE, LISTEN_PREFIX_LEN, ListenKey, ListenSet, MAX_ADDRS, QNAME_MAX, QTYPE_AAAA, V4_MAPPED_BITS,
-    VIEW_KEY_GENERATION_BITS, ViewKey, maps, name_hash, programs,
+    RTT_VIEW_BIT, VIEW_KEY_GENERATION_BITS, ViewKey, ViewValue, maps, name_hash, programs,
 };
 use hickory_proto::{rr::Name, serialize::binary::BinEncodable};
 use tracing::{info, warn};
 
 use crate::{
-    compile::{Answer, Snapshot},
+    compile::{Answer, DomainEntry, Snapshot},
     config::{AnswerMode, XdpMode},
 };
 
@@ -142,6 +142,7 @@ impl Dataplane {
             views: LpmTrie::try_from(take(maps::VIEWS)?).map_err(map_err(maps::VIEWS))?,
             domains: HashMap::try_from(take(maps::DOMAINS)?).map_err(map_err(maps::DOMAINS))?,
             answers: HashMap::try_from(take(maps::ANSWERS)?).map_err(map_err(maps::ANSWERS))?,
+            published: None,
         };
         let counters =
             PerCpuArray::try_from(take(maps::COUNTERS)?).map_err(map_err(maps::COUNTERS))?;
@@ -390,9 +391,19 @@ pub struct AnswerTable {
     config: Array<MapData, Config>,
     listen: LpmTrie<MapData, ListenKey, u8>,
     listen_set: Array<MapData, ListenSet>,
-    views: LpmTrie<MapData, ViewKey, u32>,
+    views: LpmTrie<MapData, ViewKey, ViewValue>,
     domains: HashMap<MapData, DomainKey, DomainValue>,
     answers: HashMap<MapData, AnswerKey, AnswerSet>,
+    /// What the maps hold now, as this process published it (`None` after adopting pins: the
+    /// next publish rewrites everything).
+    published: Option<Published>,
+}
+
+/// The last snapshot published, and the generations it went under.
+struct Published {
+    snapshot: Snapshot,
+    generation: u32,
+    view_generation: u32,
 }
 
 /// What a publish wrote.
@@ -409,12 +420,24 @@ pub struct PublishStats {
     pub collisions: usize,
     /// Entries of older generations removed.
     pub removed: usize,
+    /// The trie was edited in place (`prefixes` counts the prefixes written or removed) rather
+    /// than rewritten under a new view generation.
+    pub in_place: bool,
+    /// Answer sets copied to new views before the trie edit.
+    pub copied: usize,
 }
 
 impl AnswerTable {
     /// Makes `snapshot` what the fast path answers. The new generation is written beside the
     /// current one and switched to with one write of `CONFIG`, so a packet sees either the old
     /// tables or the new ones, never a mix; the old generation is removed afterwards.
+    ///
+    /// The view trie has its own generation. When the new views refine the published ones
+    /// (every new view and LDNS view covers addresses of one published view, as the compiler
+    /// keeps them between compilations), the trie is edited in place instead: first each new
+    /// view gets a copy of the current generation's answers of the view it comes from, then the
+    /// changed prefixes are inserted and the stale ones removed. Each of those writes leaves
+    /// every lookup's answer as it was; the answers change only with the switch.
     pub fn publish(&mut self, snapshot: &Snapshot) -> Result<PublishStats> {
         let current = self.config.get(&0, 0).map_err(map_err(maps::CONFIG))?;
         let generation = current.generation.wrapping_add(1);
@@ -427,12 +450,31 @@ impl AnswerTable {
         self.listen_set
             .set(generation & 1, &listen_set(&snapshot.listen), 0)
             .map_err(map_err(maps::LISTEN_SET))?;
-        for (net, view) in &snapshot.views {
-            self.views
-                .insert(&view_key(generation, net.network(), net.prefix_len()), view, 0)
-                .map_err(map_err(maps::VIEWS))?;
-            stats.prefixes += 1;
-        }
+
+        let in_place = self.published.as_ref().filter(|p| {
+            p.generation == current.generation && p.view_generation == current.view_generation
+        });
+        let plan = in_place.and_then(|p| refinement(&p.snapshot, snapshot));
+        let view_generation = match plan {
+            Some(origins) => {
+                let old = self.published.take().expect("checked above");
+                stats.copied = self.copy_answers(&old.snapshot, current.generation, &origins)?;
+                stats.prefixes = self.edit_views(&old.snapshot.views, &snapshot.views, current.view_generation)?;
+                stats.in_place = true;
+                current.view_generation
+            }
+            None => {
+                let view_generation = current.view_generation.wrapping_add(1);
+                for (net, view) in &snapshot.views {
+                    self.views
+                        .insert(&view_key(view_generation, net.network(), net.prefix_len()), view, 0)
+                        .map_err(map_err(maps::VIEWS))?;
+                    stats.prefixes += 1;
+                }
+                view_generation
+            }
+        };
+
         // Name hash of each name published, to leave a colliding name to the responder: its
         // queries then find the other name's sets, fail the name compare and are passed.
         let mut hashed: std::collections::HashMap<u64, Vec<u8>> = std::collections::HashMap::new();
@@ -453,9 +495,7 @@ impl AnswerTable {
                 .insert(&key, &DomainValue { domain_id: domain.id, reserved: 0 }, 0)
                 .map_err(map_err(maps::DOMAINS))?;
             stats.domains += 1;
-            for (view, answer) in &domain.answers {
-                let key = answer_key(hash, domain.qtype, generation, *view);
-                let set = answer_set(answer, &wire);
+            for (key, set) in answer_sets(domain, &wire, hash, generation) {
                 self.answers.insert(&key, &set, 0).map_err(map_err(maps::ANSWERS))?;
                 stats.answers += 1;
             }
@@ -465,17 +505,82 @@ impl AnswerTable {
             generation,
             dns_port: snapshot.dns_port,
             edns_udp_size: snapshot.edns_udp_size,
+            view_generation,
         };
         self.config.set(0, &config, 0).map_err(map_err(maps::CONFIG))?;
         // A packet that read the old generation just before the switch may still be looking
         // its entries up. A program run takes well under a microsecond and cannot be preempted,
         // so after this pause none can be: only then are the old entries deleted.
         std::thread::sleep(GENERATION_GRACE);
-        stats.removed = self.remove_other_generations(generation, snapshot)?;
+        stats.removed = self.remove_other_generations(generation, view_generation, snapshot)?;
+        self.published = Some(Published { snapshot: snapshot.clone(), generation, view_generation });
         Ok(stats)
     }
 
-    fn remove_other_generations(&mut self, generation: u32, snapshot: &Snapshot) -> Result<usize> {
+    /// Gives each new view a copy of the answers its origin has in `generation` (`origins`:
+    /// new view → origin, both dimensions, the LDNS views with [`RTT_VIEW_BIT`]).
+    fn copy_answers(
+        &mut self,
+        old: &Snapshot,
+        generation: u32,
+        origins: &std::collections::HashMap<u32, u32>,
+    ) -> Result<usize> {
+        if origins.iter().all(|(new, origin)| new == origin) {
+            return Ok(0);
+        }
+        let mut copied = 0;
+        for domain in &old.domains {
+            let Ok(wire) = wire_name(&domain.name) else { continue };
+            if wire.len() > gslb_common::QNAME_MAX {
+                continue;
+            }
+            let hash = name_hash(&wire);
+            let sets = answer_sets(domain, &wire, hash, generation);
+            for (new, origin) in origins.iter().filter(|(n, o)| n != o) {
+                for (key, set) in sets.iter().filter(|(k, _)| k.view == *origin) {
+                    let key = AnswerKey { view: *new, ..*key };
+                    self.answers.insert(&key, set, 0).map_err(map_err(maps::ANSWERS))?;
+                    copied += 1;
+                }
+            }
+        }
+        Ok(copied)
+    }
+
+    /// Rewrites the trie of `view_generation` from `old` to `new` in place: changed and new
+    /// prefixes first, stale ones after, so an address is never left without its prefix.
+    fn edit_views(
+        &mut self,
+        old: &[(ipnet::IpNet, ViewValue)],
+        new: &[(ipnet::IpNet, ViewValue)],
+        view_generation: u32,
+    ) -> Result<usize> {
+        let before: std::collections::HashMap<ipnet::IpNet, ViewValue> = old.iter().copied().collect();
+        let after: std::collections::HashSet<ipnet::IpNet> = new.iter().map(|(n, _)| *n).collect();
+        let mut written = 0;
+        for (net, view) in new {
+            if before.get(net) != Some(view) {
+                self.views
+                    .insert(&view_key(view_generation, net.network(), net.prefix_len()), view, 0)
+                    .map_err(map_err(maps::VIEWS))?;
+                written += 1;
+            }
+        }
+        for (net, _) in old.iter().filter(|(n, _)| !after.contains(n)) {
+            self.views
+                .remove(&view_key(view_generation, net.network(), net.prefix_len()))
+                .map_err(map_err(maps::VIEWS))?;
+            written += 1;
+        }
+        Ok(written)
+    }
+
+    fn remove_other_generations(
+        &mut self,
+        generation: u32,
+        view_generation: u32,
+        snapshot: &Snapshot,
+    ) -> Result<usize> {
         let mut removed = 0;
         let keep: Vec<ListenKey> =
             snapshot.listen.iter().map(|a| ListenKey { addr: mapped(*a) }).collect();
@@ -489,7 +594,7 @@ impl AnswerTable {
             self.listen.remove(&k).map_err(map_err(maps::LISTEN))?;
             removed += 1;
         }
-        let gen_be = generation.to_be_bytes();
+        let gen_be = view_generation.to_be_bytes();
         let stale: Vec<Key<ViewKey>> = self
             .views
             .keys()
@@ -514,6 +619,87 @@ impl AnswerTable {
         }
         Ok(removed)
     }
+}
+
+/// Every answer set of `domain` in `generation`: its views' (flagged when the domain is
+/// answered by RTT) and its LDNS views'.
+fn answer_sets(domain: &DomainEntry, wire: &[u8], hash: u64, generation: u32) -> Vec<(AnswerKey, AnswerSet)> {
+    let key = |view: u32| answer_key(hash, domain.qtype, generation, view);
+    let mut sets = Vec::with_capacity(domain.answers.len() + domain.rtt_answers.len());
+    for (view, answer) in &domain.answers {
+        let mut set = answer_set(answer, wire);
+        if domain.by_rtt {
+            set.flags |= ANSWER_BY_RTT;
+        }
+        sets.push((key(*view), set));
+    }
+    for (view, answer) in &domain.rtt_answers {
+        sets.push((key(*view | RTT_VIEW_BIT), answer_set(answer, wire)));
+    }
+    sets
+}
+
+/// Whether `new`'s views refine `old`'s, so that the trie can be edited in place: every new
+/// view (and LDNS view) covers addresses of exactly one old one (its origin), and a new number
+/// that is not its own origin was not in use. Returns new → origin (LDNS views with
+/// [`RTT_VIEW_BIT`]), or `None` when the trie must be rewritten.
+fn refinement(old: &Snapshot, new: &Snapshot) -> Option<std::collections::HashMap<u32, u32>> {
+    let (a, b) = (&old.segments, &new.segments);
+    if a.starts.is_empty() || b.starts.is_empty() {
+        return None;
+    }
+    // new key → origin key (None: "no LDNS view").
+    let mut origin: std::collections::HashMap<u32, Option<u32>> = std::collections::HashMap::new();
+    let mut in_use: std::collections::HashSet<u32> = std::collections::HashSet::new();
+    let (mut i, mut j) = (0, 0);
+    loop {
+        let (ov, orv) = (a.views[i], a.rtt_views[i]);
+        let (nv, nrv) = (b.views[j], b.rtt_views[j]);
+        in_use.insert(ov);
+        if orv != 0 {
+            in_use.insert(orv | RTT_VIEW_BIT);
+        }
+        let pairs = [(nv, Some(ov)), (nrv | RTT_VIEW_BIT, (orv != 0).then_some(orv | RTT_VIEW_BIT))];
+        for (n, o) in pairs {
+            // No LDNS view now: there must have been none (its answers would vanish early).
+            if n == RTT_VIEW_BIT {
+                if o.is_some() {
+                    return None;
+                }
+                continue;
+            }
+            if *origin.entry(n).or_insert(o) != o {
+                return None;
+            }
+        }
+        let next_a = a.starts.get(i + 1);
+        let next_b = b.starts.get(j + 1);
+        match (next_a, next_b) {
+            (None, None) => break,
+            (Some(x), Some(y)) if x == y => {
+                i += 1;
+                j += 1;
+            }
+            (Some(x), Some(y)) if x < y => i += 1,
+            (Some(_), None) => i += 1,
+            _ => j += 1,
+        }
+    }
+    let mut copies = std::collections::HashMap::new();
+    for (n, o) in origin {
+        match o {
+            Some(o) if o == n => {}
+            // A new number must be fresh: copying into one in use would change its answers.
+            Some(o) if !in_use.contains(&n) => {
+                copies.insert(n, o);
+            }
+            // An LDNS view where there was none: until the switch its lookups find nothing
+            // and fall back to the view's answer, as before.
+            None if !in_use.contains(&n) => {}
+            _ => return None,
+        }
+    }
+    Some(copies)
 }
 
 /// The resolvers (LDNS) the fast path has seen (`LDNS`, an LRU map the program fills, see

@@ -155,9 +155,14 @@ impl GslbIndex {
     /// the default view. An answer without addresses is NODATA.
     fn answer(&self, name: &str, qtype: u16, client: IpAddr) -> Option<&Answer> {
         let entry = self.domains.get(&(name.to_owned(), qtype))?;
-        let (view, _) = self.segments.lookup(canonical(client));
+        let (view, rtt_view, _) = self.segments.lookup_both(canonical(client));
         let find = |v| entry.answers.iter().find(|(view, _)| *view == v).map(|(_, a)| a);
-        find(view).or_else(|| find(DEFAULT_VIEW)).filter(|a| !a.addrs.is_empty())
+        let by_view = find(view).or_else(|| find(DEFAULT_VIEW));
+        // Answered by RTT: the LDNS view's answer, as the fast path takes it.
+        let by_rtt = (entry.by_rtt && by_view.is_some() && rtt_view != 0)
+            .then(|| entry.rtt_answers.iter().find(|(v, _)| *v == rtt_view).map(|(_, a)| a))
+            .flatten();
+        by_rtt.or(by_view).filter(|a| !a.addrs.is_empty())
     }
 
     fn is_gslb(&self, name: &str) -> bool {

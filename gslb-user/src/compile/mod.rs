@@ -1,6 +1,6 @@
 //! Turns the configuration and the state of the world (service health and load, the location
-//! database, measured RTTs) into the flat tables the fast path reads: client prefixes → view
-//! ids, (name, qtype) → domain ids, (domain id, view id) → answer sets. Pure data, no maps: the
+//! database, measured RTTs) into the flat tables the fast path reads: client prefixes → views,
+//! (name, qtype) → domain ids, (domain, view) → answer sets. Pure data, no maps: the
 //! `dataplane` module writes a [`Snapshot`] into the kernel, and the responder answers from the
 //! same [`Snapshot`].
 //!
@@ -11,11 +11,25 @@
 //! topology record prefixes and LDNS entries with an RTT row. Cut at every boundary, the space
 //! falls into segments inside which every address has the same static view, location, subnet
 //! memberships and RTT row, hence the same decision for every domain. Segments with equal
-//! inputs form one class, decided once; each domain is decided once per distinct value of the
-//! inputs it reads (a round-robin domain only by static view, an RTT domain also by RTT row).
-//! Classes whose answers agree for every (domain, qtype) form one view; the most common view is
-//! the default view, and a view keeps only the answers that differ from the default view's.
-//! Neighbouring segments of one view are merged and written as the fewest prefixes.
+//! inputs form one class.
+//!
+//! # Two dimensions
+//!
+//! A class has a *view* (what every domain answers there without an RTT) and, when its LDNS has
+//! an RTT row, an *LDNS view* (what the domains answered by RTT answer there). Kept apart, the
+//! two do not multiply: a thousand location views and a thousand RTT patterns are two thousand
+//! answer vectors, not a million. The fast path looks the view's answer up, and only for a
+//! domain answered by RTT (flag on the answer set) the LDNS view's.
+//!
+//! # Deciding once
+//!
+//! Domains with the same structure (method chain, tolerance, and per position the same site,
+//! family, weight, location, limits and state) are decided by one [`Signature`]: the engine runs
+//! once per signature and distinct input, and the outcome (positions, pick) is translated to each
+//! domain's own addresses. A [`Compiler`] keeps the partition and the outcomes between
+//! compilations: after a service changes state only the signatures containing it are decided
+//! again, and view numbers stay put (a view only splits, never merges, until the partition is
+//! rebuilt), so the fast path's trie is edited in place instead of rewritten.
 //!
 //! A domain whose answer depends on the single client address (source IP hash, persistence)
 //! cannot be cut this way: it gets no fast-path entry and the responder asks the engine per
@@ -27,14 +41,16 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use gslb_common::{DEFAULT_VIEW, QTYPE_A, QTYPE_AAAA};
+use gslb_common::{DEFAULT_VIEW, QTYPE_A, QTYPE_AAAA, ViewValue};
 use ipnet::IpNet;
 
 use self::partition::{Segments, Steps, V4_FIRST, V4_LAST, addr_of, prefixes_of};
 use crate::config::{AnswerMode, Config, DownResponse, GslbDomain, Service};
+use crate::location::Location;
 use crate::location::db::LocationDb;
 use crate::policy::{
-    Client, Engine, Fallback, Method, Pick, Query, ServiceState, State, topology::Ldns,
+    Client, Decision, Engine, Fallback, Method, Pick, Query, ServiceState, State, Tier,
+    topology::Ldns,
 };
 
 /// One complete state of the answers: what the fast path's tables hold and what the responder
@@ -45,9 +61,10 @@ pub struct Snapshot {
     pub edns_udp_size: u16,
     /// Destination addresses the fast path answers for.
     pub listen: Vec<IpAddr>,
-    /// Disjoint client prefixes and the view each selects; other clients get [`DEFAULT_VIEW`].
-    pub views: Vec<(IpNet, u32)>,
-    /// The same, as merged segments: the responder's lookups and the ECS scope.
+    /// Disjoint client prefixes, ascending, with their view and LDNS view; other clients get
+    /// [`DEFAULT_VIEW`] and no LDNS view.
+    pub views: Vec<(IpNet, ViewValue)>,
+    /// The same as merged segments: the responder's lookups and the ECS scope.
     pub segments: Segments,
     pub domains: Vec<DomainEntry>,
     /// GSLB domains whose answer depends on the single client address (source IP hash,
@@ -65,7 +82,7 @@ pub struct Snapshot {
 }
 
 /// One (name, qtype) the fast path answers, with its answer for each view that has one.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DomainEntry {
     /// Lower-case, without the trailing dot.
     pub name: String,
@@ -73,6 +90,10 @@ pub struct DomainEntry {
     pub id: u32,
     /// The default view's answer (when it has one) and every other view's that differs.
     pub answers: Vec<(u32, Answer)>,
+    /// Answered by RTT: a client with an LDNS view takes `rtt_answers`' answer for it.
+    pub by_rtt: bool,
+    /// By LDNS view (without [`gslb_common::RTT_VIEW_BIT`]).
+    pub rtt_answers: Vec<(u32, Answer)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -81,8 +102,8 @@ pub struct Answer {
     pub mode: AnswerMode,
     /// All of one family, matching the entry's qtype, in rotation order (an address repeats
     /// in proportion to its weight under the ratio method). Empty: NODATA for this view, though
-    /// the default view has addresses. More than [`gslb_common::MAX_ADDRS`]: the fast path leaves the query
-    /// to the responder.
+    /// the default view has addresses. More than [`gslb_common::MAX_ADDRS`]: the fast path
+    /// leaves the query to the responder.
     pub addrs: Vec<IpAddr>,
 }
 
@@ -112,16 +133,79 @@ pub struct CompileStats {
     pub segments: usize,
     /// Distinct (static view, location, subnets, RTT row) inputs among them.
     pub classes: usize,
-    /// Views (distinct answer vectors), the default included.
+    /// Views, the default included, and LDNS views.
     pub views: usize,
+    pub rtt_views: usize,
     /// Prefixes of the view trie.
     pub prefixes: usize,
-    /// (domain, view) answer entries.
+    /// (domain, view) answer entries, LDNS views' included.
     pub entries: usize,
-    /// Engine decisions taken.
+    /// Distinct decision signatures, and engine decisions taken by this compilation.
+    pub signatures: usize,
     pub decisions: usize,
+    /// The partition was reused from the previous compilation.
+    pub incremental: bool,
     /// Kernel memory the tables take, approximately (keys, values, per-entry overhead).
     pub map_bytes: usize,
+}
+
+impl Snapshot {
+    /// Every service up, no location database, no RTT.
+    pub fn from_config(config: &Config) -> Snapshot {
+        Snapshot::with_health(config, |_| true)
+    }
+
+    /// The answers while only the services for which `up` says so are up.
+    pub fn with_health(config: &Config, up: impl Fn(&str) -> bool) -> Snapshot {
+        let services = config
+            .services
+            .iter()
+            .map(|s| if up(&s.name) { ServiceState::UP } else { ServiceState::DOWN })
+            .collect();
+        Snapshot::compile(config, &Inputs { services, ..Inputs::default() })
+    }
+
+    /// The answers of `config` under `inputs`, from scratch. Down services are left out; a
+    /// static view left without services of a family falls back to the default view; a domain
+    /// with none up answers its backup addresses of that family (down_response = "backup") or
+    /// nothing (NODATA).
+    pub fn compile(config: &Config, inputs: &Inputs<'_>) -> Snapshot {
+        Compiler::default().compile(config, inputs)
+    }
+}
+
+/// Compiles snapshots, keeping between compilations what stays valid (see the module docs).
+#[derive(Default)]
+pub struct Compiler {
+    cache: Option<Cache>,
+}
+
+/// What a compilation leaves for the next one, valid while the configuration, the location
+/// database and the RTT rows stay the same.
+struct Cache {
+    config: Config,
+    locations: usize,
+    rtt: Arc<Vec<LdnsRtt>>,
+    partition: Partition,
+    signatures: HashMap<Signature, u32>,
+    outcomes: Vec<Outcome>,
+    outcome_ids: HashMap<Outcome, u32>,
+    /// (signature, projected class key) → outcome.
+    decided: HashMap<(u32, ClassKey), u32>,
+    /// Each class's view and LDNS view in the last snapshot.
+    class_views: Vec<(u32, u32)>,
+    next_view: u32,
+    next_rtt_view: u32,
+}
+
+/// The client address space cut into segments, and their classes.
+struct Partition {
+    /// Segment starts, ascending; the first is 0.
+    points: Vec<u128>,
+    seg_class: Vec<u32>,
+    /// Each class's key and one address in it.
+    classes: Vec<(ClassKey, IpAddr)>,
+    rtt_rows: Steps,
 }
 
 /// How a domain is decided, and from what.
@@ -145,32 +229,96 @@ struct ClassKey {
     location: u64,
 }
 
-impl Snapshot {
-    /// Every service up, no location database, no RTT.
-    pub fn from_config(config: &Config) -> Snapshot {
-        Snapshot::with_health(config, |_| true)
-    }
-
-    /// The answers while only the services for which `up` says so are up.
-    pub fn with_health(config: &Config, up: impl Fn(&str) -> bool) -> Snapshot {
-        let services = config
-            .services
-            .iter()
-            .map(|s| if up(&s.name) { ServiceState::UP } else { ServiceState::DOWN })
-            .collect();
-        Snapshot::compile(config, &Inputs { services, ..Inputs::default() })
-    }
-
-    /// The answers of `config` under `inputs`. Down services are left out; a static view left
-    /// without services of a family falls back to the default view; a domain with none up
-    /// answers its backup addresses of that family (down_response = "backup") or nothing
-    /// (NODATA).
-    pub fn compile(config: &Config, inputs: &Inputs<'_>) -> Snapshot {
-        Compiler::new(config, inputs).run()
+impl ClassKey {
+    fn family(v4: bool) -> ClassKey {
+        ClassKey { v4, view: 0, subnet: 0, rtt: 0, location: 0 }
     }
 }
 
-struct Compiler<'a> {
+/// Marks a projected key whose outcome holds for every place (the RTT method decided first,
+/// and no policy narrowed the pool).
+const ANY_PLACE: u64 = u64::MAX;
+
+/// Everything one decision of a domain depends on besides the client, so that domains with
+/// equal signatures get equal outcomes (in positions of their own service lists).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Signature {
+    /// The domain itself when its decisions cannot be shared (a backup domain, or policies
+    /// that read the question name).
+    domain: Option<usize>,
+    qtype: u16,
+    chain: Vec<Method>,
+    tolerance_us: u32,
+    answer: AnswerMode,
+    down: Fallback,
+    place: bool,
+    rtt: bool,
+    /// Per position: site, IPv6, weight, location, limits, state.
+    services: Vec<(usize, bool, u32, Option<Location>, Option<u64>, Option<u64>, ServiceState)>,
+}
+
+/// One decision in positions of the deciding domain's service list.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Outcome {
+    /// The domain that answered (the asked one or a backup); only read for signatures of one
+    /// domain, whose outcomes are never translated.
+    domain: usize,
+    positions: Vec<u32>,
+    pick: OutcomePick,
+    fallback: Option<Fallback>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum OutcomePick {
+    /// One address per answer, rotating; weights repeat an address (ratio).
+    Rotate(Vec<u32>),
+    All,
+}
+
+/// What fills one column of an answer vector.
+#[derive(Clone, Copy, Debug)]
+enum Column {
+    /// A round-robin entry (index into the entries), by static view.
+    Static(usize),
+    /// A signature.
+    Decided(u32),
+}
+
+impl Compiler {
+    /// The answers of `config` under `inputs`, reusing what the previous compilation left when
+    /// only service states changed.
+    pub fn compile(&mut self, config: &Config, inputs: &Inputs<'_>) -> Snapshot {
+        let locations = inputs.locations.map_or(0, |db| db as *const LocationDb as usize);
+        let reusable = self.cache.as_ref().is_some_and(|c| {
+            c.locations == locations
+                && (Arc::ptr_eq(&c.rtt, &inputs.rtt) || c.rtt == inputs.rtt)
+                && c.config == *config
+        });
+        let mut job = Job::new(config, inputs);
+        let mut cache = match self.cache.take() {
+            Some(cache) if reusable => cache,
+            _ => Cache {
+                config: config.clone(),
+                locations,
+                rtt: inputs.rtt.clone(),
+                partition: job.partition(),
+                signatures: HashMap::new(),
+                outcomes: Vec::new(),
+                outcome_ids: HashMap::new(),
+                decided: HashMap::new(),
+                class_views: Vec::new(),
+                next_view: 0,
+                next_rtt_view: 1,
+            },
+        };
+        let snapshot = job.run(&mut cache, reusable);
+        self.cache = Some(cache);
+        snapshot
+    }
+}
+
+/// One compilation.
+struct Job<'a> {
     config: &'a Config,
     inputs: &'a Inputs<'a>,
     engine: Option<Engine>,
@@ -178,12 +326,10 @@ struct Compiler<'a> {
     kinds: Vec<Kind>,
     /// (domain index, qtype), every domain but the per-query ones.
     entries: Vec<(usize, u16)>,
-    answers: Vec<Answer>,
-    answer_ids: HashMap<Answer, u32>,
     decisions: usize,
 }
 
-impl<'a> Compiler<'a> {
+impl<'a> Job<'a> {
     fn new(config: &'a Config, inputs: &'a Inputs<'a>) -> Self {
         let services =
             config.services.iter().enumerate().map(|(i, s)| (s.name.as_str(), (i, s))).collect();
@@ -209,41 +355,22 @@ impl<'a> Compiler<'a> {
             .filter(|(_, k)| **k != Kind::PerQuery)
             .flat_map(|(d, _)| [(d, QTYPE_A), (d, QTYPE_AAAA)])
             .collect();
-        Compiler {
-            config,
-            inputs,
-            engine,
-            services,
-            kinds,
-            entries,
-            answers: Vec::new(),
-            answer_ids: HashMap::new(),
-            decisions: 0,
-        }
+        Job { config, inputs, engine, services, kinds, entries, decisions: 0 }
     }
 
     fn up(&self, service: usize) -> bool {
         !self.inputs.services.get(service).is_some_and(|s| s.down)
     }
 
-    /// 0 for no answer, else 1 + the answer's index.
-    fn intern(&mut self, answer: Option<Answer>) -> u32 {
-        let Some(answer) = answer else { return 0 };
-        if let Some(&id) = self.answer_ids.get(&answer) {
-            return id;
-        }
-        self.answers.push(answer.clone());
-        let id = self.answers.len() as u32;
-        self.answer_ids.insert(answer, id);
-        id
+    fn state(&self, service: usize) -> ServiceState {
+        self.inputs.services.get(service).copied().unwrap_or_default()
     }
 
-    fn run(mut self) -> Snapshot {
+    /// Cuts the address space at every boundary and finds each segment's class.
+    fn partition(&self) -> Partition {
         let config = self.config;
         let place = self.kinds.iter().any(|k| matches!(k, Kind::Decided { place: true, .. }));
         let rtt = self.kinds.iter().any(|k| matches!(k, Kind::Decided { rtt: true, .. }));
-
-        // The step functions of every input, and every boundary.
         let views = Steps::longest_match(
             config
                 .views
@@ -284,7 +411,6 @@ impl<'a> Compiler<'a> {
         points.sort_unstable();
         points.dedup();
 
-        // Each segment's class.
         let mut class_ids: HashMap<ClassKey, u32> = HashMap::new();
         let mut classes: Vec<(ClassKey, IpAddr)> = Vec::new();
         let mut seg_class = Vec::with_capacity(points.len());
@@ -310,125 +436,281 @@ impl<'a> Compiler<'a> {
             });
             seg_class.push(id);
         }
+        Partition { points, seg_class, classes, rtt_rows }
+    }
 
-        // Each class's answer vector, each domain decided once per distinct input it reads.
-        let mut memo: HashMap<(usize, ClassKey), u32> = HashMap::new();
-        let mut vector_ids: HashMap<Vec<u32>, u32> = HashMap::new();
-        let mut vectors: Vec<Vec<u32>> = Vec::new();
-        let mut class_vector = Vec::with_capacity(classes.len());
-        for &(key, addr) in &classes {
-            let mut vector = Vec::with_capacity(self.entries.len());
-            for e in 0..self.entries.len() {
-                let (d, qtype) = self.entries[e];
-                let projected = match self.kinds[d] {
-                    Kind::Static => ClassKey { view: key.view, ..ClassKey::none(key.v4) },
-                    Kind::Decided { place, rtt } => ClassKey {
-                        subnet: if place { key.subnet } else { 0 },
-                        location: if place { key.location } else { 0 },
-                        rtt: if rtt { key.rtt } else { 0 },
-                        ..ClassKey::none(key.v4)
-                    },
-                    Kind::PerQuery => unreachable!("per-query domains have no entries"),
-                };
-                let id = match memo.get(&(e, projected)) {
-                    Some(&id) => id,
-                    None => {
-                        let answer = match self.kinds[d] {
-                            Kind::Static => self.static_answer(d, qtype, key.view),
-                            _ => self.decided_answer(d, qtype, addr, key.rtt),
-                        };
-                        let id = self.intern(answer);
-                        memo.insert((e, projected), id);
-                        id
+    /// The signature of a decided entry.
+    fn signature(&self, d: usize, qtype: u16) -> Signature {
+        let engine = self.engine.as_ref().expect("decided domains have an engine");
+        let spec = engine.domain(d);
+        let Kind::Decided { place, rtt } = self.kinds[d] else { unreachable!("decided entries only") };
+        let own = spec.backup_domain.is_some()
+            || self.config.policies.iter().any(|p| p.expression.reads_name());
+        Signature {
+            domain: own.then_some(d),
+            qtype,
+            chain: spec.chain.clone(),
+            tolerance_us: spec.tolerance_us,
+            answer: spec.answer,
+            down: spec.down,
+            place,
+            rtt,
+            services: spec
+                .services
+                .iter()
+                .map(|&i| {
+                    let s = engine.service(i);
+                    (s.site, s.ip.is_ipv6(), s.weight, s.location.clone(), s.max_connections, s.max_bandwidth_kbps, self.state(i))
+                })
+                .collect(),
+        }
+    }
+
+    fn run(&mut self, cache: &mut Cache, incremental: bool) -> Snapshot {
+        let config = self.config;
+        let Cache {
+            partition,
+            signatures,
+            outcomes,
+            outcome_ids,
+            decided,
+            class_views: cached_views,
+            next_view,
+            next_rtt_view,
+            ..
+        } = cache;
+        let mut parts = CacheParts { outcomes, outcome_ids, decided };
+        let partition = &*partition;
+        let classes = &partition.classes;
+
+        // Columns: round-robin entries, then signatures.
+        let mut columns: Vec<Column> = Vec::new();
+        let mut rtt_columns: Vec<usize> = Vec::new();
+        let mut entry_column = Vec::with_capacity(self.entries.len());
+        let mut sig_column: HashMap<u32, usize> = HashMap::new();
+        let mut sig_of: Vec<Signature> = Vec::new();
+        for (e, &(d, qtype)) in self.entries.iter().enumerate() {
+            let column = match self.kinds[d] {
+                Kind::Static => {
+                    columns.push(Column::Static(e));
+                    columns.len() - 1
+                }
+                _ => {
+                    let sig = self.signature(d, qtype);
+                    let next = signatures.len() as u32;
+                    let id = *signatures.entry(sig.clone()).or_insert(next);
+                    *sig_column.entry(id).or_insert_with(|| {
+                        if sig.rtt {
+                            rtt_columns.push(columns.len());
+                        }
+                        sig_of.push(sig);
+                        columns.push(Column::Decided(id));
+                        columns.len() - 1
+                    })
+                }
+            };
+            entry_column.push(column);
+        }
+        let sig_by_id: HashMap<u32, &Signature> = columns
+            .iter()
+            .filter_map(|c| match c {
+                Column::Decided(id) => Some(*id),
+                Column::Static(_) => None,
+            })
+            .zip(&sig_of)
+            .collect();
+        // A representative entry per signature: the engine decides for it.
+        let mut representative: HashMap<u32, (usize, u16)> = HashMap::new();
+        for (e, &(d, qtype)) in self.entries.iter().enumerate() {
+            if let Column::Decided(id) = columns[entry_column[e]] {
+                representative.entry(id).or_insert((d, qtype));
+            }
+        }
+
+        // Each class's vectors: the view's (every column, no RTT) and the LDNS view's (the RTT
+        // columns, with the class's RTT row).
+        let mut static_memo: HashMap<(usize, u32), u32> = HashMap::new();
+        let mut static_answers: Vec<Option<Answer>> = vec![None];
+        let mut static_ids: HashMap<Option<Answer>, u32> = HashMap::from([(None, 0)]);
+        let mut view_vectors: Vec<Vec<u32>> = Vec::new();
+        let mut view_vector_ids: HashMap<Vec<u32>, u32> = HashMap::new();
+        let mut rtt_vectors: Vec<Vec<u32>> = vec![Vec::new()];
+        let mut rtt_vector_ids: HashMap<Vec<u32>, u32> = HashMap::new();
+        let mut by_view_key: HashMap<ClassKey, u32> = HashMap::new();
+        let mut class_vectors: Vec<(u32, u32)> = Vec::with_capacity(classes.len());
+        for &(key, addr) in classes {
+            let view_key = ClassKey { rtt: 0, ..key };
+            let view_vector = match by_view_key.get(&view_key) {
+                Some(&v) => v,
+                None => {
+                    let mut vector = Vec::with_capacity(columns.len());
+                    for &column in &columns {
+                        vector.push(match column {
+                            Column::Static(e) => {
+                                let (d, qtype) = self.entries[e];
+                                *static_memo.entry((e, key.view)).or_insert_with(|| {
+                                    let a = self.static_answer(d, qtype, key.view);
+                                    let next = static_answers.len() as u32;
+                                    *static_ids.entry(a.clone()).or_insert_with(|| {
+                                        static_answers.push(a);
+                                        next
+                                    })
+                                })
+                            }
+                            Column::Decided(sig) => {
+                                self.outcome(&mut parts, sig, sig_by_id[&sig], representative[&sig], key, addr, false)
+                            }
+                        });
                     }
-                };
-                vector.push(id);
-            }
-            let id = *vector_ids.entry(vector.clone()).or_insert_with(|| {
-                vectors.push(vector);
-                vectors.len() as u32 - 1
-            });
-            class_vector.push(id);
+                    let next = view_vectors.len() as u32;
+                    let id = *view_vector_ids.entry(vector.clone()).or_insert_with(|| {
+                        view_vectors.push(vector);
+                        next
+                    });
+                    by_view_key.insert(view_key, id);
+                    id
+                }
+            };
+            let rtt_vector = if key.rtt != 0 && !rtt_columns.is_empty() {
+                let mut vector = Vec::with_capacity(rtt_columns.len());
+                for &c in &rtt_columns {
+                    let Column::Decided(sig) = columns[c] else { unreachable!("RTT columns are signatures") };
+                    vector.push(self.outcome(&mut parts, sig, sig_by_id[&sig], representative[&sig], key, addr, true));
+                }
+                let next = rtt_vectors.len() as u32;
+                *rtt_vector_ids.entry(vector.clone()).or_insert_with(|| {
+                    rtt_vectors.push(vector);
+                    next
+                })
+            } else {
+                0
+            };
+            class_vectors.push((view_vector, rtt_vector));
         }
 
-        // The most common view (by segments) is the default; the others are numbered in
-        // address order.
-        let mut count = vec![0usize; vectors.len()];
-        for &c in &seg_class {
-            count[class_vector[c as usize] as usize] += 1;
-        }
-        let default = (0..vectors.len()).max_by_key(|&v| (count[v], std::cmp::Reverse(v))).unwrap_or(0);
-        let mut number = vec![u32::MAX; vectors.len()];
-        if !vectors.is_empty() {
-            number[default] = DEFAULT_VIEW;
-        }
-        let mut order = vec![default];
-        for &c in &seg_class {
-            let v = class_vector[c as usize] as usize;
-            if number[v] == u32::MAX {
-                number[v] = order.len() as u32;
-                order.push(v);
-            }
-        }
+        // View numbers: a class keeps its view while its vectors stay those of the other
+        // classes of that view; a view whose classes now differ splits, the part with the most
+        // segments keeping the number.
+        let seg_class = &partition.seg_class;
+        let previous: Vec<(u32, u32)> = if incremental && cached_views.len() == classes.len() {
+            std::mem::take(cached_views)
+        } else {
+            Vec::new()
+        };
+        let (class_views, views, rtt_views) = if previous.is_empty() {
+            let (views, rtt_views, class_views) = number_fresh(seg_class, &class_vectors);
+            *next_view = views as u32;
+            *next_rtt_view = rtt_views as u32 + 1;
+            (class_views, views, rtt_views)
+        } else {
+            number_stable(seg_class, &class_vectors, &previous, next_view, next_rtt_view)
+        };
+        *cached_views = class_views.clone();
 
         // Merged segments, and their prefixes.
+        let points = &partition.points;
         let mut segments = Segments::default();
         for (i, &p) in points.iter().enumerate() {
-            let view = number[class_vector[seg_class[i] as usize] as usize];
+            let (view, rtt_view) = class_views[seg_class[i] as usize];
             let edge = p == V4_FIRST || p == V4_LAST + 1;
-            if edge || segments.views.last() != Some(&view) {
+            if edge
+                || segments.views.last() != Some(&view)
+                || segments.rtt_views.last() != Some(&rtt_view)
+            {
                 segments.starts.push(p);
                 segments.views.push(view);
+                segments.rtt_views.push(rtt_view);
             }
         }
         let mut views_out = Vec::new();
         let mut nets = Vec::new();
-        for (i, (&first, &view)) in segments.starts.iter().zip(&segments.views).enumerate() {
-            if view == DEFAULT_VIEW {
+        for i in 0..segments.starts.len() {
+            let (view, rtt_view) = (segments.views[i], segments.rtt_views[i]);
+            if view == DEFAULT_VIEW && rtt_view == 0 {
                 continue;
             }
+            let first = segments.starts[i];
             let last = segments.starts.get(i + 1).map_or(u128::MAX, |&n| n - 1);
             nets.clear();
             prefixes_of(first, last, &mut nets);
-            views_out.extend(nets.iter().map(|n| (*n, view)));
+            views_out.extend(nets.iter().map(|n| (*n, ViewValue { view, rtt_view })));
         }
 
-        // Entries: the default view's answer and every other view's that differs.
+        // Each view's vector, and each LDNS view's.
+        let mut view_vector = vec![u32::MAX; views];
+        let mut rtt_view_vector = vec![0u32; rtt_views + 1];
+        for (c, &(v, r)) in class_views.iter().enumerate() {
+            view_vector[v as usize] = class_vectors[c].0;
+            rtt_view_vector[r as usize] = class_vectors[c].1;
+        }
+
+        // Entries: the default view's answer and every other view's that differs; for domains
+        // answered by RTT, every LDNS view's.
+        let mut answer_memo: HashMap<(usize, u32), Option<Answer>> = HashMap::new();
+        let mut answer = |job: &Self, e: usize, value: u32| -> Option<Answer> {
+            answer_memo
+                .entry((e, value))
+                .or_insert_with(|| match columns[entry_column[e]] {
+                    Column::Static(_) => static_answers[value as usize].clone(),
+                    Column::Decided(_) => job.translate(&parts.outcomes[value as usize], job.entries[e]),
+                })
+                .clone()
+        };
+        let rtt_position: HashMap<usize, usize> =
+            rtt_columns.iter().enumerate().map(|(i, &c)| (c, i)).collect();
         let mut domains = Vec::new();
-        let empty = |a: &Answer| Answer { addrs: Vec::new(), ..a.clone() };
-        for (e, &(d, qtype)) in self.entries.iter().enumerate() {
-            let base = vectors.get(default).map_or(0, |v| v[e]);
+        for e in 0..self.entries.len() {
+            let (d, qtype) = self.entries[e];
+            let column = entry_column[e];
+            let value = |v: usize| view_vectors[view_vector[v] as usize][column];
+            let live = |v: usize| view_vector[v] != u32::MAX;
+            let base = if live(0) { answer(self, e, value(0)) } else { None };
             let mut answers = Vec::new();
-            if base != 0 {
-                answers.push((DEFAULT_VIEW, self.answers[base as usize - 1].clone()));
+            if let Some(a) = &base {
+                answers.push((DEFAULT_VIEW, a.clone()));
             }
-            for (n, &v) in order.iter().enumerate().skip(1) {
-                let id = vectors[v][e];
-                if id == base {
+            for v in 1..views {
+                if !live(v) || (live(0) && value(v) == value(0)) {
                     continue;
                 }
-                let answer = match id {
-                    0 => empty(&self.answers[base as usize - 1]),
-                    id => self.answers[id as usize - 1].clone(),
-                };
-                answers.push((n as u32, answer));
+                let a = answer(self, e, value(v));
+                if a == base {
+                    continue;
+                }
+                answers.push((v as u32, a.unwrap_or_else(|| empty(base.as_ref(), config, d))));
             }
-            if answers.iter().any(|(_, a)| !a.addrs.is_empty()) {
+            let mut rtt_answers = Vec::new();
+            let by_rtt = rtt_position.get(&column);
+            if let Some(&pos) = by_rtt {
+                for r in 1..=rtt_views {
+                    let vector = &rtt_vectors[rtt_view_vector[r] as usize];
+                    if let Some(&outcome) = vector.get(pos) {
+                        let a = answer(self, e, outcome);
+                        rtt_answers.push((r as u32, a.unwrap_or_else(|| empty(base.as_ref(), config, d))));
+                    }
+                }
+            }
+            let any = |list: &[(u32, Answer)]| list.iter().any(|(_, a)| !a.addrs.is_empty());
+            if any(&answers) || any(&rtt_answers) {
                 let id = domains.len() as u32;
                 let name = config.gslb_domains[d].name.clone();
-                domains.push(DomainEntry { name, qtype, id, answers });
+                domains.push(DomainEntry { name, qtype, id, answers, by_rtt: by_rtt.is_some(), rtt_answers });
             }
         }
 
-        let entries: usize = domains.iter().map(|d| d.answers.len()).sum();
+        let entries: usize = domains.iter().map(|d| d.answers.len() + d.rtt_answers.len()).sum();
         let stats = CompileStats {
             segments: points.len(),
             classes: classes.len(),
-            views: vectors.len(),
+            views,
+            rtt_views,
             prefixes: views_out.len(),
             entries,
+            signatures: sig_of.len(),
             decisions: self.decisions,
-            map_bytes: views_out.len() * (size_of::<gslb_common::ViewKey>() + 4 + MAP_OVERHEAD)
+            incremental,
+            map_bytes: views_out.len()
+                * (size_of::<gslb_common::ViewKey>() + size_of::<ViewValue>() + MAP_OVERHEAD)
                 + domains.len() * (size_of::<gslb_common::DomainKey>() + 8 + MAP_OVERHEAD)
                 + entries
                     * (size_of::<gslb_common::AnswerKey>()
@@ -456,13 +738,114 @@ impl<'a> Compiler<'a> {
                 .filter(|(i, _)| !self.up(*i))
                 .map(|(_, s)| s.name.clone())
                 .collect(),
-            services: (0..config.services.len())
-                .map(|i| self.inputs.services.get(i).copied().unwrap_or_default())
-                .collect(),
+            services: (0..config.services.len()).map(|i| self.state(i)).collect(),
             rtt: self.inputs.rtt.clone(),
-            rtt_rows,
+            rtt_rows: partition.rtt_rows.clone(),
             stats,
         }
+    }
+
+    /// The outcome of signature `sig` for a class, decided for `representative` unless known.
+    /// `with_rtt`: with the class's RTT row (the LDNS view), else without one (the view).
+    #[allow(clippy::too_many_arguments)]
+    fn outcome(
+        &mut self,
+        cache: &mut CacheParts<'_>,
+        sig: u32,
+        signature: &Signature,
+        representative: (usize, u16),
+        key: ClassKey,
+        addr: IpAddr,
+        with_rtt: bool,
+    ) -> u32 {
+        let CacheParts { outcomes, outcome_ids, decided } = cache;
+        let (outcomes, outcome_ids, decided) = (&mut **outcomes, &mut **outcome_ids, &mut **decided);
+        let row = if with_rtt { key.rtt } else { 0 };
+        let projected = ClassKey {
+            subnet: if signature.place { key.subnet } else { 0 },
+            location: if signature.place { key.location } else { 0 },
+            rtt: row,
+            ..ClassKey::family(key.v4)
+        };
+        if let Some(&o) = decided.get(&(sig, projected)) {
+            return o;
+        }
+        let any_place = ClassKey { subnet: 0, location: ANY_PLACE, ..projected };
+        if row != 0
+            && signature.place
+            && let Some(&o) = decided.get(&(sig, any_place))
+        {
+            return o;
+        }
+        let (d, qtype) = representative;
+        let decision = self.decide(d, qtype, addr, row);
+        // The RTT method decided first and no policy narrowed the pool: the place did not
+        // matter, and the outcome holds for every class with this row.
+        let placeless = row != 0
+            && signature.place
+            && self.config.policies.is_empty()
+            && decision.tier == (Tier::Method { step: 0, method: Method::Rtt });
+        let outcome = Outcome::of(self.engine.as_ref(), &decision);
+        let next = outcomes.len() as u32;
+        let id = *outcome_ids.entry(outcome.clone()).or_insert_with(|| {
+            outcomes.push(outcome);
+            next
+        });
+        decided.insert((sig, if placeless { any_place } else { projected }), id);
+        id
+    }
+
+    fn decide(&mut self, d: usize, qtype: u16, addr: IpAddr, rtt_row: u32) -> Decision {
+        let engine = self.engine.as_ref().expect("decided domains have an engine");
+        self.decisions += 1;
+        let location = self.inputs.locations.and_then(|db| db.lookup(addr));
+        let rtt = match rtt_row {
+            0 => &[][..],
+            row => &self.inputs.rtt[row as usize - 1].rtt_us[..],
+        };
+        let domain = &self.config.gslb_domains[d];
+        engine.decide(
+            d,
+            &Query { name: &domain.name, qtype },
+            &Client { addr, location: location.as_deref(), sticky: None },
+            &State { services: &self.inputs.services, rtt },
+        )
+    }
+
+    /// `outcome` (decided for a domain of the same signature) as entry (`d`, `qtype`)'s answer.
+    fn translate(&self, outcome: &Outcome, (d, qtype): (usize, u16)) -> Option<Answer> {
+        let engine = self.engine.as_ref()?;
+        let family = |ip: &IpAddr| ip.is_ipv6() == (qtype == QTYPE_AAAA);
+        // A signature shared by several domains has no backup domain: the asked domain
+        // answered. Otherwise the outcome is the domain's own.
+        let answering = if outcome.domain == d || engine.domain(d).backup_domain.is_none() { d } else { outcome.domain };
+        let asked = &self.config.gslb_domains[answering];
+        let services = &engine.domain(answering).services;
+        let ip = |pos: u32| engine.service(services[pos as usize]).ip;
+        let (mode, addrs): (AnswerMode, Vec<IpAddr>) = match outcome.fallback {
+            Some(Fallback::Empty) => return None,
+            Some(Fallback::BackupIp) => {
+                let asked = &self.config.gslb_domains[d];
+                (asked.answer, asked.backup_ip.iter().copied().filter(family).collect())
+            }
+            None => match &outcome.pick {
+                OutcomePick::All => (AnswerMode::All, distinct(outcome.positions.iter().map(|&p| ip(p)).filter(family))),
+                OutcomePick::Rotate(weights) if weights.is_empty() => {
+                    (AnswerMode::Rotate, distinct(outcome.positions.iter().map(|&p| ip(p)).filter(family)))
+                }
+                OutcomePick::Rotate(weights) => (
+                    AnswerMode::Rotate,
+                    outcome
+                        .positions
+                        .iter()
+                        .zip(weights)
+                        .flat_map(|(&p, &w)| std::iter::repeat_n(ip(p), w as usize))
+                        .filter(family)
+                        .collect(),
+                ),
+            },
+        };
+        (!addrs.is_empty()).then_some(Answer { ttl: asked.ttl, mode, addrs })
     }
 
     /// A round-robin domain's answer for a static view (0: the default view): the view's up
@@ -473,13 +856,14 @@ impl<'a> Compiler<'a> {
         // The answer addresses of `names` of this family, in order, each once (two services
         // may share an address on different ports).
         let answer = |names: &[String]| {
-            let mut addrs: Vec<IpAddr> = Vec::new();
-            for &(i, service) in names.iter().filter_map(|n| self.services.get(n.as_str())) {
-                let ip = service.answer_ip();
-                if self.up(i) && family(&ip) && !addrs.contains(&ip) {
-                    addrs.push(ip);
-                }
-            }
+            let addrs = distinct(
+                names
+                    .iter()
+                    .filter_map(|n| self.services.get(n.as_str()))
+                    .filter(|(i, _)| self.up(*i))
+                    .map(|(_, s)| s.answer_ip())
+                    .filter(family),
+            );
             (!addrs.is_empty()).then_some(Answer { ttl: domain.ttl, mode: domain.answer, addrs })
         };
         if view != 0 {
@@ -501,98 +885,157 @@ impl<'a> Compiler<'a> {
         (configured && domain.down_response == DownResponse::Backup && !backup.is_empty())
             .then(|| Answer { ttl: domain.ttl, mode: domain.answer, addrs: backup })
     }
+}
 
-    /// The engine's answer for a client at `addr` (every client of its class gets the same).
-    fn decided_answer(&mut self, d: usize, qtype: u16, addr: IpAddr, rtt_row: u32) -> Option<Answer> {
-        let engine = self.engine.as_ref()?;
-        self.decisions += 1;
-        let location = self.inputs.locations.and_then(|db| db.lookup(addr));
-        let rtt = match rtt_row {
-            0 => &[][..],
-            row => &self.inputs.rtt[row as usize - 1].rtt_us[..],
+/// The parts of the cache [`Job::outcome`] writes, borrowed apart from the partition it reads.
+struct CacheParts<'c> {
+    outcomes: &'c mut Vec<Outcome>,
+    outcome_ids: &'c mut HashMap<Outcome, u32>,
+    decided: &'c mut HashMap<(u32, ClassKey), u32>,
+}
+
+impl Outcome {
+    fn of(engine: Option<&Engine>, decision: &Decision) -> Outcome {
+        let services = engine.map_or(&[][..], |e| &e.domain(decision.domain).services[..]);
+        let position = |s: usize| services.iter().position(|&x| x == s).unwrap_or(0) as u32;
+        let positions = decision.candidates.iter().map(|&s| position(s)).collect();
+        let pick = match &decision.pick {
+            Pick::All => OutcomePick::All,
+            Pick::First => OutcomePick::Rotate(Vec::new()),
+            Pick::Rotate => OutcomePick::Rotate(Vec::new()),
+            // Weighted round robin as a rotation: each address as often as its weight over
+            // the weights' common divisor.
+            Pick::Weighted(w) => {
+                let g = w.iter().copied().fold(0, gcd).max(1);
+                OutcomePick::Rotate(w.iter().map(|x| x / g).collect())
+            }
+            Pick::Hash { .. } => {
+                debug_assert!(false, "hashed picks are decided per query");
+                OutcomePick::Rotate(Vec::new())
+            }
         };
-        let domain = &self.config.gslb_domains[d];
-        let decision = engine.decide(
-            d,
-            &Query { name: &domain.name, qtype },
-            &Client { addr, location: location.as_deref(), sticky: None },
-            &State { services: &self.inputs.services, rtt },
-        );
-        decision_answer(engine, self.config, &decision, qtype)
+        let positions = match decision.pick {
+            Pick::First => decision.candidates.first().map(|&s| vec![position(s)]).unwrap_or_default(),
+            _ => positions,
+        };
+        Outcome { domain: decision.domain, positions, pick, fallback: decision.fallback }
     }
 }
 
-/// Map entries cost more than their key and value: the kernel's element header, the trie's
-/// node, allocator rounding. 64 bytes is a fair allowance for both map types.
-const MAP_OVERHEAD: usize = 64;
-
-impl ClassKey {
-    fn none(v4: bool) -> ClassKey {
-        ClassKey { v4, view: 0, subnet: 0, rtt: 0, location: 0 }
-    }
-}
-
-/// The answer a decision gives, as the fast path hands it out: `None` for NODATA.
-pub fn decision_answer(
-    engine: &Engine,
-    config: &Config,
-    decision: &crate::policy::Decision,
-    qtype: u16,
-) -> Option<Answer> {
-    let family = |ip: &IpAddr| ip.is_ipv6() == (qtype == QTYPE_AAAA);
-    let asked = &config.gslb_domains[decision.domain.min(config.gslb_domains.len() - 1)];
-    let ttl = asked.ttl;
-    // Picks other than "all" hand out one address per answer; backup addresses follow the
-    // domain's answer mode, as a round-robin domain's do.
-    let mut mode = AnswerMode::Rotate;
-    let addrs: Vec<IpAddr> = match decision.fallback {
-        Some(Fallback::Empty) => return None,
-        Some(Fallback::BackupIp) => {
-            mode = asked.answer;
-            asked.backup_ip.iter().copied().filter(family).collect()
+/// Addresses in order, each once.
+fn distinct(addrs: impl Iterator<Item = IpAddr>) -> Vec<IpAddr> {
+    let mut out: Vec<IpAddr> = Vec::new();
+    for a in addrs {
+        if !out.contains(&a) {
+            out.push(a);
         }
-        None => {
-            let ip = |s: usize| engine.service(s).ip;
-            let distinct = |services: &mut dyn Iterator<Item = usize>| {
-                let mut addrs: Vec<IpAddr> = Vec::new();
-                for a in services.map(ip).filter(family) {
-                    if !addrs.contains(&a) {
-                        addrs.push(a);
-                    }
-                }
-                addrs
-            };
-            let c = &decision.candidates;
-            match &decision.pick {
-                Pick::First => c.first().map(|&s| ip(s)).filter(family).into_iter().collect(),
-                Pick::All => {
-                    let addrs = distinct(&mut c.iter().copied());
-                    return (!addrs.is_empty()).then_some(Answer { ttl, mode: AnswerMode::All, addrs });
-                }
-                Pick::Rotate => distinct(&mut c.iter().copied()),
-                Pick::Weighted(weights) => {
-                    // Weighted round robin as a rotation: each address as often as its weight
-                    // over the weights' common divisor.
-                    let g = weights.iter().copied().fold(0, gcd).max(1);
-                    c.iter()
-                        .zip(weights)
-                        .flat_map(|(&s, &w)| std::iter::repeat_n(ip(s), (w / g) as usize))
-                        .filter(family)
-                        .collect()
-                }
-                Pick::Hash { .. } => {
-                    debug_assert!(false, "hashed picks are decided per query");
-                    distinct(&mut c.iter().copied())
-                }
+    }
+    out
+}
+
+/// NODATA in a view whose default view answers: an answer without addresses.
+fn empty(base: Option<&Answer>, config: &Config, d: usize) -> Answer {
+    let domain = &config.gslb_domains[d];
+    Answer { ttl: base.map_or(domain.ttl, |b| b.ttl), mode: domain.answer, addrs: Vec::new() }
+}
+
+/// Numbers views from scratch: the most common view vector (by segments) is the default view,
+/// the others follow in address order; LDNS views likewise from 1. Returns (views, LDNS views,
+/// each class's numbers).
+fn number_fresh(seg_class: &[u32], class_vectors: &[(u32, u32)]) -> (usize, usize, Vec<(u32, u32)>) {
+    let vectors = class_vectors.iter().map(|v| v.0).max().map_or(0, |m| m as usize + 1);
+    let mut count = vec![0usize; vectors];
+    for &c in seg_class {
+        count[class_vectors[c as usize].0 as usize] += 1;
+    }
+    let default = (0..vectors).max_by_key(|&v| (count[v], std::cmp::Reverse(v))).unwrap_or(0);
+    let mut number = vec![u32::MAX; vectors];
+    let mut views = 0;
+    if vectors > 0 {
+        number[default] = DEFAULT_VIEW;
+        views = 1;
+    }
+    let rtt_vectors = class_vectors.iter().map(|v| v.1).max().map_or(1, |m| m as usize + 1);
+    let mut rtt_number = vec![u32::MAX; rtt_vectors];
+    rtt_number[0] = 0;
+    let mut rtt_views = 0;
+    for &c in seg_class {
+        let (v, r) = class_vectors[c as usize];
+        if number[v as usize] == u32::MAX {
+            number[v as usize] = views as u32;
+            views += 1;
+        }
+        if rtt_number[r as usize] == u32::MAX {
+            rtt_views += 1;
+            rtt_number[r as usize] = rtt_views as u32;
+        }
+    }
+    let class_views =
+        class_vectors.iter().map(|&(v, r)| (number[v as usize], rtt_number[r as usize])).collect();
+    (views, rtt_views, class_views)
+}
+
+/// Numbers views keeping the previous numbers: classes of one previous view with the same
+/// vector keep its number (the part with the most segments), other parts get new numbers.
+fn number_stable(
+    seg_class: &[u32],
+    class_vectors: &[(u32, u32)],
+    previous: &[(u32, u32)],
+    next_view: &mut u32,
+    next_rtt_view: &mut u32,
+) -> (Vec<(u32, u32)>, usize, usize) {
+    // (previous number, vector) → segments; per dimension.
+    let mut parts: HashMap<(u32, u32), usize> = HashMap::new();
+    let mut rtt_parts: HashMap<(u32, u32), usize> = HashMap::new();
+    for &c in seg_class {
+        let (v, r) = class_vectors[c as usize];
+        let (pv, pr) = previous[c as usize];
+        *parts.entry((pv, v)).or_default() += 1;
+        *rtt_parts.entry((pr, r)).or_default() += 1;
+    }
+    fn assign(parts: HashMap<(u32, u32), usize>, next: &mut u32, keep_zero_only_for_zero: bool) -> HashMap<(u32, u32), u32> {
+        // The biggest part of each previous number keeps it.
+        let mut best: HashMap<u32, ((u32, u32), usize)> = HashMap::new();
+        for (&part, &n) in &parts {
+            let e = best.entry(part.0).or_insert((part, n));
+            if n > e.1 || (n == e.1 && part.1 < e.0.1) {
+                *e = (part, n);
             }
         }
-    };
-    (!addrs.is_empty()).then_some(Answer { ttl, mode, addrs })
+        let mut sorted: Vec<(u32, u32)> = parts.keys().copied().collect();
+        sorted.sort_unstable();
+        let mut numbers = HashMap::new();
+        for part in sorted {
+            // LDNS view 0 means "no RTT row": only the no-row vector keeps it.
+            let keeps = best[&part.0].0 == part && (!keep_zero_only_for_zero || part.0 != 0 || part.1 == 0);
+            let n = if keeps {
+                part.0
+            } else {
+                let n = *next;
+                *next += 1;
+                n
+            };
+            numbers.insert(part, n);
+        }
+        numbers
+    }
+    let numbers = assign(parts, next_view, false);
+    let rtt_numbers = assign(rtt_parts, next_rtt_view, true);
+    let class_views: Vec<(u32, u32)> = class_vectors
+        .iter()
+        .zip(previous)
+        .map(|(&(v, r), &(pv, pr))| (numbers[&(pv, v)], rtt_numbers[&(pr, r)]))
+        .collect();
+    (class_views, *next_view as usize, (*next_rtt_view - 1) as usize)
 }
 
 fn gcd(a: u32, b: u32) -> u32 {
     if b == 0 { a } else { gcd(b, a % b) }
 }
+
+/// Map entries cost more than their key and value: the kernel's element header, the trie's
+/// node, allocator rounding. 64 bytes is a fair allowance for both map types.
+const MAP_OVERHEAD: usize = 64;
 
 /// Whether `domain`'s answer can differ between two clients of one static view: then the
 /// engine decides it.
@@ -721,9 +1164,9 @@ mod tests {
             s.views,
             // In address order (IPv4 as IPv4-mapped IPv6), numbered in that order.
             vec![
-                ("198.51.100.0/24".parse().unwrap(), 1),
-                ("203.0.113.0/24".parse().unwrap(), 2),
-                ("2001:db8:100::/48".parse().unwrap(), 1),
+                ("198.51.100.0/24".parse().unwrap(), ViewValue { view: 1, rtt_view: 0 }),
+                ("203.0.113.0/24".parse().unwrap(), ViewValue { view: 2, rtt_view: 0 }),
+                ("2001:db8:100::/48".parse().unwrap(), ViewValue { view: 1, rtt_view: 0 }),
             ]
         );
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
@@ -745,6 +1188,7 @@ mod tests {
                         (DEFAULT_VIEW, all(&["192.0.2.10", "192.0.2.11"])),
                         (2, all(&["192.0.2.30"]))
                     ],
+                    ..Default::default()
                 },
                 // No default-view AAAA: the domain's own services are all IPv4.
                 DomainEntry {
@@ -752,6 +1196,7 @@ mod tests {
                     qtype: QTYPE_AAAA,
                     id: 1,
                     answers: vec![(1, all(&["2001:db8::30"])), (2, all(&["2001:db8::30"]))],
+                    ..Default::default()
                 },
                 // The public IP is answered; an address shared by two services appears once.
                 DomainEntry {
@@ -762,6 +1207,7 @@ mod tests {
                         DEFAULT_VIEW,
                         answer(30, AnswerMode::Rotate, &["192.0.2.50", "192.0.2.10"])
                     )],
+                    ..Default::default()
                 },
             ]
         );
@@ -832,6 +1278,138 @@ mod tests {
             assert_eq!(get("www.example.com", DEFAULT_VIEW), www, "down {down:?}: www");
             assert_eq!(get("www.example.com", 1), lab, "down {down:?}: www, lab view");
             assert_eq!(get("empty.example.com", DEFAULT_VIEW), empty, "down {down:?}: empty");
+        }
+    }
+
+    /// The answer a snapshot gives `client` for (`name`, `qtype`), looked up as the fast path
+    /// does: the view's answer, else the default view's, the LDNS view's for RTT domains.
+    fn resolve(s: &Snapshot, name: &str, qtype: u16, client: IpAddr) -> Option<Vec<IpAddr>> {
+        let entry = s.domains.iter().find(|d| d.name == name && d.qtype == qtype)?;
+        let (view, rtt_view, _) = s.segments.lookup_both(client);
+        let find = |list: &[(u32, Answer)], v: u32| list.iter().find(|(x, _)| *x == v).map(|(_, a)| a.clone());
+        let by_view = find(&entry.answers, view).or_else(|| find(&entry.answers, DEFAULT_VIEW))?;
+        let answer = match (entry.by_rtt, rtt_view) {
+            (true, r) if r != 0 => find(&entry.rtt_answers, r).unwrap_or(by_view),
+            _ => by_view,
+        };
+        let mut addrs = answer.addrs;
+        addrs.sort();
+        Some(addrs)
+    }
+
+    /// A compiler that keeps its partition and decisions between compilations answers every
+    /// client exactly as a compilation from scratch does, through a sequence of state changes
+    /// that split and re-join views; and it reuses the partition (and the view numbers of the
+    /// classes whose answers did not change).
+    #[test]
+    fn incremental_compilation_equals_compiling_from_scratch() {
+        let text = r#"
+            [server]
+            listen = ["192.0.2.53"]
+            [[location]]
+            from = "198.51.100.0"
+            to = "198.51.100.127"
+            location = "Europe.GB.England.London"
+            [[location]]
+            from = "198.51.100.128"
+            to = "198.51.100.255"
+            location = "Europe.DE.Berlin"
+            [[location]]
+            from = "203.0.113.0"
+            to = "203.0.113.255"
+            location = "NorthAmerica.US.NY"
+            [[location]]
+            from = "2001:db8:1::"
+            to = "2001:db8:1:ffff:ffff:ffff:ffff:ffff"
+            location = "Europe.FR.Paris"
+            [[zone]]
+            name = "example.com"
+            ns = ["ns.example.net"]
+            soa.rname = "hostmaster.example.com"
+            [[site]]
+            name = "eu"
+            ip = "192.0.2.1"
+            [[site]]
+            name = "us"
+            ip = "192.0.2.2"
+            [[service]]
+            name = "gb"
+            ip = "192.0.2.10"
+            site = "eu"
+            location = "Europe.GB"
+            [[service]]
+            name = "de"
+            ip = "192.0.2.20"
+            site = "eu"
+            location = "Europe.DE"
+            [[service]]
+            name = "us"
+            ip = "192.0.2.30"
+            site = "us"
+            location = "NorthAmerica.US"
+            [[service]]
+            name = "fr6"
+            ip = "2001:db8::40"
+            site = "eu"
+            location = "Europe.FR"
+            [[gslb_domain]]
+            name = "near.example.com"
+            method = "staticproximity"
+            alternate = "roundrobin"
+            services = ["gb", "de", "us", "fr6"]
+            [[gslb_domain]]
+            name = "near2.example.com"
+            method = "staticproximity"
+            services = ["gb", "de", "us", "fr6"]
+            [[gslb_domain]]
+            name = "dr.example.com"
+            method = "globalavailability"
+            services = ["us", "gb", "de"]
+            [[gslb_domain]]
+            name = "rr.example.com"
+            services = ["gb", "us"]
+            backup_ip = ["192.0.2.99"]
+            down_response = "backup"
+        "#;
+        let config = Config::parse(text, Path::new("test.toml")).unwrap();
+        let db = LocationDb::from_sources(&config.locations, Path::new("test.toml")).unwrap();
+        let rows = Arc::new(Vec::new());
+        // Down services per step (by name).
+        let steps: [&[&str]; 7] = [&[], &["gb"], &["gb", "de"], &[], &["us"], &["gb", "us", "de"], &["de"]];
+        let clients: Vec<IpAddr> = [
+            "198.51.100.1", "198.51.100.127", "198.51.100.128", "198.51.100.255", "203.0.113.9",
+            "192.0.2.7", "0.0.0.0", "255.255.255.255", "2001:db8:1::1", "2001:db8:2::1", "::1",
+        ]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+        let names = ["near.example.com", "near2.example.com", "dr.example.com", "rr.example.com"];
+        let mut compiler = Compiler::default();
+        for (i, down) in steps.iter().enumerate() {
+            let services = config
+                .services
+                .iter()
+                .map(|s| if down.contains(&s.name.as_str()) { ServiceState::DOWN } else { ServiceState::UP })
+                .collect();
+            let inputs = Inputs { locations: Some(&db), services, rtt: rows.clone() };
+            let incremental = compiler.compile(&config, &inputs);
+            let fresh = Snapshot::compile(&config, &inputs);
+            assert_eq!(incremental.stats.incremental, i > 0, "step {i}");
+            for &client in &clients {
+                for name in names {
+                    for qtype in [QTYPE_A, QTYPE_AAAA] {
+                        assert_eq!(
+                            resolve(&incremental, name, qtype, client),
+                            resolve(&fresh, name, qtype, client),
+                            "step {i} (down {down:?}): {name} {qtype} for {client}"
+                        );
+                    }
+                }
+            }
+            // The same decisions were not taken again.
+            if i == 3 {
+                assert_eq!(incremental.stats.decisions, 0, "step {i}: every state was seen before");
+            }
         }
     }
 }

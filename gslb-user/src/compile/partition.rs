@@ -160,18 +160,27 @@ pub struct Segments {
     /// Ascending; the first is 0.
     pub starts: Vec<u128>,
     pub views: Vec<u32>,
+    /// LDNS views (0: none).
+    pub rtt_views: Vec<u32>,
 }
 
 impl Segments {
     /// The view of `ip` and the shortest prefix length around it over which every address
     /// has that view (the RFC 7871 scope, counted in the address's own family).
     pub fn lookup(&self, ip: IpAddr) -> (u32, u8) {
+        let (view, _, scope) = self.lookup_both(ip);
+        (view, scope)
+    }
+
+    /// [`lookup`](Self::lookup), with the LDNS view too (the scope holds for both).
+    pub fn lookup_both(&self, ip: IpAddr) -> (u32, u32, u8) {
         if self.starts.is_empty() {
-            return (gslb_common::DEFAULT_VIEW, 0);
+            return (gslb_common::DEFAULT_VIEW, 0, 0);
         }
         let key = key_of(ip);
         let i = self.starts.partition_point(|&s| s <= key) - 1;
-        let view = self.views[i];
+        let (view, rtt_view) = (self.views[i], self.rtt_views.get(i).copied().unwrap_or(0));
+        let same = |j: usize| self.views[j] == view && self.rtt_views.get(j).copied().unwrap_or(0) == rtt_view;
         let segment = |i: usize| {
             (self.starts[i], self.starts.get(i + 1).map_or(u128::MAX, |&next| next - 1))
         };
@@ -182,7 +191,7 @@ impl Segments {
             // IPv6 segments on both sides share the view.
             let before = self.starts.partition_point(|&s| s < V4_FIRST) - 1;
             let after = self.starts.partition_point(|&s| s <= V4_LAST + 1) - 1;
-            if self.views[before] == view && self.views[after] == view {
+            if same(before) && same(after) {
                 if last == V4_FIRST - 1 {
                     last = segment(after).1;
                 }
@@ -198,7 +207,7 @@ impl Segments {
                 (key & !host) >= first && (key | host) <= last
             })
             .unwrap_or(bits);
-        (view, scope as u8)
+        (view, rtt_view, scope as u8)
     }
 }
 
@@ -281,11 +290,16 @@ mod tests {
         let segments = Segments {
             starts: vec![0, key("2001:db8::"), key("2001:db9::"), key("192.0.2.0"), key("192.0.3.0")],
             views: vec![0, 1, 0, 1, 0],
+            rtt_views: vec![0; 5],
         };
         // Not sorted above: sort as the compiler does.
         let mut pairs: Vec<(u128, u32)> = segments.starts.iter().copied().zip(segments.views.iter().copied()).collect();
         pairs.sort();
-        let segments = Segments { starts: pairs.iter().map(|p| p.0).collect(), views: pairs.iter().map(|p| p.1).collect() };
+        let segments = Segments {
+            starts: pairs.iter().map(|p| p.0).collect(),
+            views: pairs.iter().map(|p| p.1).collect(),
+            rtt_views: vec![0; pairs.len()],
+        };
         let table = [
             ("192.0.2.77", (1, 24)),
             ("2001:db8::5", (1, 32)),

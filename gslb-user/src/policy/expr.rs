@@ -84,6 +84,17 @@ impl Expr {
 
     /// Evaluates the expression for one request. `mode` is the `matchWildcardtoany` setting,
     /// applied in [`Context::Expression`].
+    /// Whether the expression reads the question name (`QUESTION.DOMAIN.EQ`): then two
+    /// domains with the same services may still be decided differently.
+    pub fn reads_name(&self) -> bool {
+        match self {
+            Expr::DomainEq(_) => true,
+            Expr::Not(e) => e.reads_name(),
+            Expr::And(a, b) | Expr::Or(a, b) => a.reads_name() || b.reads_name(),
+            Expr::Const(_) | Expr::MatchesLocation(_) | Expr::InSubnet(_) | Expr::TypeEq(_) => false,
+        }
+    }
+
     /// Every prefix an `IN_SUBNET` of the expression names, appended to `out`.
     pub fn subnets(&self, out: &mut Vec<IpNet>) {
         match self {

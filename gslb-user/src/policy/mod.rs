@@ -151,7 +151,7 @@ pub struct Persistence {
 }
 
 /// What a domain answers when nothing can.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Fallback {
     /// The domain's backup addresses.
     BackupIp,
@@ -296,7 +296,7 @@ pub enum PolicyError {
 }
 
 /// One service's current state; the default is UP with no load reported.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ServiceState {
     pub down: bool,
     pub connections: u64,
