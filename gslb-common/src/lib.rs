@@ -520,8 +520,9 @@ mod tests {
     #[test]
     fn shared_struct_sizes() {
         use core::mem::size_of;
-        let table: [(usize, usize); 12] = [
-            (size_of::<Config>(), 8),
+        let table: [(usize, usize); 13] = [
+            (size_of::<Config>(), 12),
+            (size_of::<ViewValue>(), 8),
             (size_of::<ListenKey>(), 16),
             (size_of::<ListenSet>(), 136),
             (size_of::<ViewKey>(), 20),

@@ -21,7 +21,7 @@ use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::hash::Hash;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::ops::{Range, RangeInclusive};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -76,6 +76,18 @@ const PRIORITY_RANGE: RangeInclusive<i64> = 1..=i32::MAX as i64;
 const DEFAULT_VIEW: &str = "default";
 /// How many names an "unknown X" error lists.
 const LIST_NAMES: usize = 10;
+/// The shortest MEP shared secret accepted (the node refuses shorter ones).
+const MIN_MEP_SECRET: usize = 8;
+/// Stands in for the local site of a disabled `[mep]` without `server.site`.
+static DISABLED_SITE: Site = Site {
+    name: String::new(),
+    ip: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+    public_ip: None,
+    role: crate::mep::Role::Parent,
+    parent: None,
+    backup_parents: Vec::new(),
+    mep_port: crate::mep::DEFAULT_PORT,
+};
 
 /// The whole validated configuration. Every name a section refers to (a service's site, a
 /// domain's services and views) exists, so the lookups below only return `None` for names
@@ -103,6 +115,82 @@ pub struct Config {
     pub locations: LocationSources,
     /// `[[monitor]]`s, by name.
     pub monitors: Vec<crate::health::MonitorSpec>,
+    pub rtt: RttSettings,
+    /// `[mep]`, when the section is written.
+    pub mep: Option<MepSettings>,
+}
+
+/// `[mep]`: this site's metric exchange with the other sites (docs/mep.md). The topology (roles,
+/// parents, backup lists) is in the `[[site]]`s: [`Config::mep_topology`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MepSettings {
+    /// Defaults to true when the section is written.
+    pub enabled: bool,
+    /// Where the listener binds: `listen` as written, else the local site's `ip` and `mep_port`.
+    pub listen: SocketAddr,
+    /// The deployment's shared secret (`secret`, or the contents of `secret_file`).
+    pub secret: Secret,
+    pub tls: Option<MepTlsFiles>,
+    pub heartbeat: Duration,
+    /// A link with no frame for this long is dead.
+    pub dead_after: Duration,
+}
+
+/// Bytes never printed (Debug shows only their length).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub Vec<u8>);
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Secret({} bytes)", self.0.len())
+    }
+}
+
+/// `[mep.tls]`: the files as written, and their contents as read when the configuration was
+/// loaded (so a reload sees a renewed certificate, and a bad file fails the load).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MepTlsFiles {
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+    pub ca_file: PathBuf,
+    pub cert_pem: Vec<u8>,
+    pub key_pem: Secret,
+    pub ca_pem: Vec<u8>,
+}
+
+impl MepTlsFiles {
+    pub fn tls(&self) -> Result<crate::mep::MepTls, crate::mep::MepError> {
+        crate::mep::MepTls::from_pem(&self.cert_pem, &self.key_pem.0, &self.ca_pem)
+    }
+}
+
+impl Config {
+    /// The MEP topology the `[[site]]`s describe (validated when the configuration was loaded,
+    /// if it has a `[mep]` section or any site a role, parent or backup list). Other sites
+    /// connect to a site at its `public_ip` when it has one.
+    pub fn mep_topology(&self) -> Result<crate::mep::Topology, crate::mep::TopologyError> {
+        crate::mep::Topology::new(site_specs(&self.sites))
+    }
+
+    /// `[mep]` when it is enabled.
+    pub fn mep_enabled(&self) -> Option<&MepSettings> {
+        self.mep.as_ref().filter(|m| m.enabled)
+    }
+}
+
+fn site_specs(sites: &[Site]) -> Vec<crate::mep::SiteSpec> {
+    sites
+        .iter()
+        .map(|s| crate::mep::SiteSpec {
+            name: s.name.clone(),
+            ip: s.ip,
+            port: s.mep_port,
+            connect: s.public_ip.map(|p| SocketAddr::new(p, s.mep_port)),
+            role: s.role,
+            parent: s.parent.clone(),
+            backups: s.backup_parents.clone(),
+        })
+        .collect()
 }
 
 impl Config {
@@ -148,6 +236,9 @@ pub struct Server {
     pub xdp_mode: XdpMode,
     /// bpffs directory where maps are pinned (absolute).
     pub pin_path: PathBuf,
+    /// The `[[site]]` this gslbd runs at: it probes RTTs for that site's column and takes
+    /// other sites' service states from MEP.
+    pub site: Option<String>,
 }
 
 /// How the XDP program is attached.
@@ -319,7 +410,16 @@ pub struct Site {
     /// Its metric-exchange (MEP) address; unique among sites.
     pub ip: IpAddr,
     /// Its address as seen from other sites when it sits behind NAT; same family as `ip`.
+    /// Other sites open MEP links to it there.
     pub public_ip: Option<IpAddr>,
+    /// Parent (the default: answers DNS, peers with the other parents) or child.
+    pub role: crate::mep::Role,
+    /// A child's parent (an existing parent).
+    pub parent: Option<String>,
+    /// A parent's ordered backup parents: ≤ 5 other existing parents; empty clears the list.
+    pub backup_parents: Vec<String>,
+    /// The port its MEP listener is reached on (default 3011).
+    pub mep_port: u16,
 }
 
 /// `[[service]]`: a GSLB service, one answer candidate.
@@ -476,6 +576,25 @@ pub struct LocationSources {
     pub custom: Vec<(usize, IpAddr, IpAddr, Location)>,
 }
 
+/// `[rtt]`: probing the resolvers (LDNS) that query us, for the rtt method (spec §4).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RttSettings {
+    /// `enabled` as written: `None` probes when a domain's method chain has rtt.
+    pub enabled: Option<bool>,
+    pub probe: crate::probe::ProbeSettings,
+}
+
+impl Config {
+    /// Whether this server probes RTTs: `[rtt] enabled`, else whether any domain's method
+    /// chain has rtt; never without `server.site`, the column the probes fill.
+    pub fn rtt_probing(&self) -> bool {
+        let wanted = self.rtt.enabled.unwrap_or_else(|| {
+            self.gslb_domains.iter().any(|d| d.chain().contains(&Method::Rtt))
+        });
+        wanted && self.server.site.is_some()
+    }
+}
+
 /// `[engine]`: decision-engine settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct EngineSettings {
@@ -619,6 +738,8 @@ struct RawConfig {
     custom_locations: Vec<RawCustomLocation>,
     #[serde(default, rename = "monitor")]
     monitors: Vec<RawMonitor>,
+    rtt: Option<Spanned<RawRtt>>,
+    mep: Option<Spanned<RawMep>>,
     /// The schema before zones and services; only read to say what replaced it.
     #[serde(rename = "domain")]
     old_domain: Option<Spanned<toml::Value>>,
@@ -636,6 +757,7 @@ struct RawServer {
     #[serde(default)]
     xdp_mode: XdpMode,
     pin_path: Option<Str>,
+    site: Option<Str>,
 }
 
 #[derive(Deserialize)]
@@ -684,6 +806,60 @@ struct RawSite {
     name: Str,
     ip: Str,
     public_ip: Option<Str>,
+    role: Option<Spanned<RawRole>>,
+    parent: Option<Str>,
+    backup_parents: Option<List>,
+    mep_port: Option<Int>,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum RawRole {
+    Parent,
+    Child,
+}
+
+/// `[mep]`: the metric exchange with the other sites (docs/mep.md). Times in milliseconds.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMep {
+    enabled: Option<Spanned<bool>>,
+    listen: Option<Str>,
+    secret: Option<Str>,
+    secret_file: Option<Str>,
+    tls: Option<Spanned<RawMepTls>>,
+    heartbeat_ms: Option<Int>,
+    dead_after_ms: Option<Int>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMepTls {
+    cert_file: Str,
+    key_file: Str,
+    ca_file: Str,
+}
+
+/// Where each `[[site]]`'s MEP settings were written, for topology errors.
+struct SiteSpans {
+    name: Range<usize>,
+    role: Option<Range<usize>>,
+    parent: Option<Range<usize>>,
+    backups: Option<(Range<usize>, Vec<Range<usize>>)>,
+}
+
+impl SiteSpans {
+    fn of(raw: &RawSite) -> SiteSpans {
+        SiteSpans {
+            name: raw.name.span(),
+            role: raw.role.as_ref().map(|r| r.span()),
+            parent: raw.parent.as_ref().map(|p| p.span()),
+            backups: raw
+                .backup_parents
+                .as_ref()
+                .map(|l| (l.span(), l.get_ref().iter().map(|b| b.span()).collect())),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -826,6 +1002,22 @@ struct RawCustomLocation {
     from: Str,
     to: Str,
     location: Str,
+}
+
+/// `[rtt]`. Times in milliseconds, except the LDNS entry timeout (seconds).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRtt {
+    enabled: Option<Spanned<bool>>,
+    order: Option<List>,
+    interval_ms: Option<Int>,
+    timeout_ms: Option<Int>,
+    tolerance_ms: Option<Int>,
+    ldns_timeout_s: Option<Int>,
+    ldns_mask_v4: Option<Int>,
+    ldns_mask_v6: Option<Int>,
+    max_rate: Option<Int>,
+    max_concurrent: Option<Int>,
 }
 
 #[derive(Deserialize, Default)]
@@ -992,10 +1184,20 @@ impl Validator<'_> {
                  [[site]] and bind them to a [[gslb_domain]] inside a [[zone]] (see examples/)",
             ));
         }
+        let site_span = raw.server.site.as_ref().map(|s| s.span());
         let server = self.server(raw.server)?;
         let views = self.views(raw.views)?;
         let (zones, facts) = self.zones(raw.zones)?;
+        let site_spans: Vec<SiteSpans> = raw.sites.iter().map(SiteSpans::of).collect();
+        let mep_written = raw.mep.is_some()
+            || raw.sites.iter().any(|s| s.role.is_some() || s.parent.is_some() || s.backup_parents.is_some());
         let sites = self.sites(raw.sites)?;
+        if let (Some(site), Some(span)) = (&server.site, site_span)
+            && !sites.iter().any(|s| &s.name == site)
+        {
+            let names = Names::new("site", sites.iter().map(|s| s.name.as_str()));
+            return Err(self.error(span, format!("server.site: {}", names.unknown(site))));
+        }
         let monitors = self.monitors(raw.monitors)?;
         let services = self.services(raw.services, &sites, &monitors)?;
         let topology = self.topology(raw.topology, &sites)?;
@@ -1018,7 +1220,15 @@ impl Validator<'_> {
             },
         };
         let locations = self.locations(raw.location_files, raw.custom_locations)?;
+        let rtt = self.rtt(raw.rtt, server.site.is_some())?;
+        // Without MEP settings the sites are only answer locations: no topology limits apply.
+        if mep_written {
+            self.mep_topology(&sites, &site_spans)?;
+        }
+        let mep = self.mep(raw.mep, &server, &sites)?;
         Ok(Config {
+            mep,
+            rtt,
             monitors,
             server,
             views,
@@ -1360,6 +1570,8 @@ impl Validator<'_> {
             interface,
             xdp_mode: raw.xdp_mode,
             pin_path,
+            // Checked against the sites once they are read (Validator::config).
+            site: raw.site.map(Spanned::into_inner),
         })
     }
 
@@ -1789,13 +2001,199 @@ impl Validator<'_> {
             }
             ips.insert(ip, (name.clone(), self.line(rs.ip.span())));
             let public_ip = self.public_ip(&owner, ip, rs.public_ip)?;
+            let mep_port =
+                self.int(&owner, "mep_port", rs.mep_port, PORT_RANGE, crate::mep::DEFAULT_PORT)?;
+            // References are checked with the whole topology (Validator::mep_topology).
             sites.push(Site {
                 name,
                 ip,
                 public_ip,
+                role: match rs.role.map(Spanned::into_inner) {
+                    None | Some(RawRole::Parent) => crate::mep::Role::Parent,
+                    Some(RawRole::Child) => crate::mep::Role::Child,
+                },
+                parent: rs.parent.map(Spanned::into_inner),
+                backup_parents: rs
+                    .backup_parents
+                    .map(|l| l.into_inner().into_iter().map(Spanned::into_inner).collect())
+                    .unwrap_or_default(),
+                mep_port,
             });
         }
         Ok(sites)
+    }
+
+    /// The `[[site]]`s as a MEP topology; a [`crate::mep::TopologyError`] is reported at the
+    /// value that causes it.
+    fn mep_topology(&self, sites: &[Site], spans: &[SiteSpans]) -> Result<(), ConfigError> {
+        use crate::mep::TopologyError as E;
+        let Err(error) = crate::mep::Topology::new(site_specs(sites)) else { return Ok(()) };
+        let at = |name: &str| sites.iter().position(|s| s.name == name).map(|i| &spans[i]);
+        let first = spans.first().map_or(0..0, |s| s.name.clone());
+        let (span, hint) = match &error {
+            E::DuplicateSite(n) | E::BadName(n) | E::UnknownSite(n) => {
+                (at(n).map(|s| s.name.clone()), "")
+            }
+            E::DuplicateIp(_, n, _) => (at(n).map(|s| s.name.clone()), ""),
+            // The first site over the limit.
+            E::TooManyParents(_) | E::TooManyChildren(_) => {
+                let child = matches!(error, E::TooManyChildren(_));
+                let limit = if child { crate::mep::topology::MAX_CHILDREN } else { crate::mep::topology::MAX_PARENTS };
+                let over = sites
+                    .iter()
+                    .zip(spans)
+                    .filter(|(s, _)| (s.role == crate::mep::Role::Child) == child)
+                    .nth(limit)
+                    .map(|(_, sp)| sp.role.clone().unwrap_or_else(|| sp.name.clone()));
+                (over, "")
+            }
+            E::NoParent(n) => (at(n).map(|s| s.role.clone().unwrap_or_else(|| s.name.clone())), " (set parent = \"…\")"),
+            E::ParentWithParent(n) => {
+                (at(n).and_then(|s| s.parent.clone()), " (a child needs role = \"child\")")
+            }
+            E::BadParent { child, .. } => (at(child).and_then(|s| s.parent.clone()), ""),
+            E::ChildWithBackups { site } | E::TooManyBackups { site, .. } => {
+                (at(site).and_then(|s| s.backups.as_ref().map(|b| b.0.clone())), "")
+            }
+            E::BadBackup { site, backup, why } => {
+                // The entry the check stopped at: the second of a name listed twice.
+                let nth = usize::from(why.contains("twice"));
+                let entry = at(site).and_then(|s| {
+                    let list = &sites.iter().find(|x| &x.name == site)?.backup_parents;
+                    let i = list.iter().enumerate().filter(|(_, b)| *b == backup).nth(nth)?.0;
+                    s.backups.as_ref().map(|b| b.1[i].clone())
+                });
+                (entry, "")
+            }
+        };
+        Err(self.error(span.unwrap_or(first), format!("[[site]] MEP topology: {error}{hint}")))
+    }
+
+    /// `[mep]`: needs `server.site`; the secret inline or in a file (read now, relative to the
+    /// configuration file); TLS files read and checked now.
+    fn mep(
+        &self,
+        raw: Option<Spanned<RawMep>>,
+        server: &Server,
+        sites: &[Site],
+    ) -> Result<Option<MepSettings>, ConfigError> {
+        let Some(raw) = raw else { return Ok(None) };
+        let section = raw.span();
+        let raw = raw.into_inner();
+        let owner = "mep";
+        let enabled = raw.enabled.as_ref().is_none_or(|e| *e.get_ref());
+        let local = server.site.as_deref().and_then(|n| sites.iter().find(|s| s.name == n));
+        let local = match local {
+            Some(site) => site,
+            None if !enabled => {
+                // Off: nothing below is used, but what is written must still make sense.
+                sites.first().map_or(&DISABLED_SITE, |s| s)
+            }
+            None => {
+                let span = raw.enabled.as_ref().map_or(section.clone(), |e| e.span());
+                return Err(self.error(
+                    span,
+                    "mep: needs server.site, the [[site]] this server is (its MEP identity and address)",
+                ));
+            }
+        };
+        let listen = match &raw.listen {
+            None => SocketAddr::new(local.ip, local.mep_port),
+            Some(l) => {
+                let text = l.get_ref();
+                match (text.parse::<SocketAddr>(), text.parse::<IpAddr>()) {
+                    (Ok(addr), _) if addr.port() != 0 => addr,
+                    (_, Ok(ip)) => SocketAddr::new(ip, local.mep_port),
+                    _ => {
+                        return Err(self.error(
+                            l.span(),
+                            format!("mep: listen {text:?} is not an address or address:port (port 1..=65535; IPv6 with a port as [addr]:port)"),
+                        ));
+                    }
+                }
+            }
+        };
+        let secret = match (&raw.secret, &raw.secret_file) {
+            (Some(_), Some(f)) => {
+                return Err(self.error(f.span(), "mep: secret and secret_file are both set; keep one"));
+            }
+            (None, None) => {
+                return Err(self.error(section, "mep: the shared secret is missing (secret or secret_file)"));
+            }
+            (Some(s), None) => (s.get_ref().as_bytes().to_vec(), s.span()),
+            (None, Some(f)) => {
+                let mut bytes = self.read_file(owner, "secret_file", f)?;
+                // A file written by `echo` or an editor ends in a newline that is not part of it.
+                while bytes.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+                    bytes.pop();
+                }
+                (bytes, f.span())
+            }
+        };
+        if secret.0.len() < MIN_MEP_SECRET {
+            return Err(self.error(
+                secret.1,
+                format!("mep: the shared secret has {} bytes, at least {MIN_MEP_SECRET}", secret.0.len()),
+            ));
+        }
+        let tls = match raw.tls {
+            None => None,
+            Some(t) => {
+                let span = t.span();
+                let t = t.into_inner();
+                let files = MepTlsFiles {
+                    cert_file: self.path(t.cert_file.get_ref()),
+                    key_file: self.path(t.key_file.get_ref()),
+                    ca_file: self.path(t.ca_file.get_ref()),
+                    cert_pem: self.read_file(owner, "tls.cert_file", &t.cert_file)?,
+                    key_pem: Secret(self.read_file(owner, "tls.key_file", &t.key_file)?),
+                    ca_pem: self.read_file(owner, "tls.ca_file", &t.ca_file)?,
+                };
+                if let Err(e) = files.tls() {
+                    let at = match &e {
+                        crate::mep::MepError::Tls(m) if m.starts_with("CA") => t.ca_file.span(),
+                        crate::mep::MepError::Tls(m) if m.starts_with("private key") => t.key_file.span(),
+                        crate::mep::MepError::Tls(m) if m.starts_with("certificate:") => t.cert_file.span(),
+                        _ => span,
+                    };
+                    return Err(self.error(at, format!("mep: {e}")));
+                }
+                Some(files)
+            }
+        };
+        let ms = |v: Option<Int>, key: &str, range: RangeInclusive<i64>, default: u64| {
+            self.int(owner, key, v, range, default).map(Duration::from_millis)
+        };
+        let dead_span = raw.dead_after_ms.as_ref().map(|d| d.span());
+        let heartbeat = ms(raw.heartbeat_ms, "heartbeat_ms", 10..=60_000, 500)?;
+        let dead_after = ms(raw.dead_after_ms, "dead_after_ms", 20..=600_000, 2_000)?;
+        if dead_after <= heartbeat {
+            return Err(self.error(
+                dead_span.unwrap_or(section),
+                format!(
+                    "mep: dead_after_ms ({}) must be longer than heartbeat_ms ({})",
+                    dead_after.as_millis(),
+                    heartbeat.as_millis()
+                ),
+            ));
+        }
+        Ok(Some(MepSettings { enabled, listen, secret: Secret(secret.0), tls, heartbeat, dead_after }))
+    }
+
+    /// A path as written: relative ones are relative to the configuration file's directory.
+    fn path(&self, written: &str) -> PathBuf {
+        let p = Path::new(written);
+        if p.is_absolute() {
+            return p.to_owned();
+        }
+        self.file.parent().map_or_else(|| p.to_owned(), |dir| dir.join(p))
+    }
+
+    fn read_file(&self, owner: &str, key: &str, raw: &Str) -> Result<Vec<u8>, ConfigError> {
+        let path = self.path(raw.get_ref());
+        std::fs::read(&path).map_err(|e| {
+            self.error(raw.span(), format!("{owner}: {key}: cannot read {}: {e}", path.display()))
+        })
     }
 
     fn services(
@@ -2507,6 +2905,57 @@ impl Validator<'_> {
         Ok(out)
     }
 
+    /// `[rtt]`: ranges here; what [`crate::probe::ProbeSettings::validate`] checks (the order)
+    /// is reported at the order, so there is one definition of runnable settings.
+    fn rtt(&self, raw: Option<Spanned<RawRtt>>, has_site: bool) -> Result<RttSettings, ConfigError> {
+        use crate::probe::{LdnsMask, ProbeKind, ProbeSettings};
+        let Some(raw) = raw else { return Ok(RttSettings::default()) };
+        let section = raw.span();
+        let raw = raw.into_inner();
+        let owner = "rtt";
+        let d = ProbeSettings::default();
+        if let Some(e) = &raw.enabled
+            && *e.get_ref()
+            && !has_site
+        {
+            return Err(self.error(
+                e.span(),
+                "rtt: probing needs server.site, the [[site]] whose RTT column this server measures",
+            ));
+        }
+        let mut order = d.order.clone();
+        if let Some(list) = &raw.order {
+            order = list
+                .get_ref()
+                .iter()
+                .map(|k| k.get_ref().parse::<ProbeKind>().map_err(|e| self.error(k.span(), format!("rtt: order: {e}"))))
+                .collect::<Result<_, _>>()?;
+        }
+        let ms = |v: Option<Int>, key: &str, range: RangeInclusive<i64>, default: Duration| -> Result<Duration, ConfigError> {
+            let default = u64::try_from(default.as_millis()).unwrap_or(u64::MAX);
+            Ok(Duration::from_millis(self.int(owner, key, v, range, default)?))
+        };
+        let settings = ProbeSettings {
+            order,
+            interval: ms(raw.interval_ms, "interval_ms", 1..=3_600_000, d.interval)?,
+            timeout: ms(raw.timeout_ms, "timeout_ms", 1..=60_000, d.timeout)?,
+            tolerance: ms(raw.tolerance_ms, "tolerance_ms", TOLERANCE_RANGE, d.tolerance)?,
+            ldns_timeout: Duration::from_secs(self.int(owner, "ldns_timeout_s", raw.ldns_timeout_s, 1..=86_400, d.ldns_timeout.as_secs())?),
+            mask: LdnsMask {
+                v4: self.int(owner, "ldns_mask_v4", raw.ldns_mask_v4, MASK_V4_RANGE, d.mask.v4)?,
+                v6: self.int(owner, "ldns_mask_v6", raw.ldns_mask_v6, MASK_V6_RANGE, d.mask.v6)?,
+            },
+            max_rate: self.int(owner, "max_rate", raw.max_rate, 0..=1_000_000, d.max_rate)?,
+            max_concurrent: self.int(owner, "max_concurrent", raw.max_concurrent, 1..=65_536, d.max_concurrent)?,
+            tick: d.tick,
+        };
+        if let Err(reason) = settings.validate() {
+            let span = raw.order.as_ref().map_or(section, |o| o.span());
+            return Err(self.error(span, format!("rtt: {reason}")));
+        }
+        Ok(RttSettings { enabled: raw.enabled.map(Spanned::into_inner), probe: settings })
+    }
+
     /// A name server inside a zone served here needs an address there, or nobody can reach it.
     fn name_servers_have_addresses(
         &self,
@@ -2698,6 +3147,7 @@ mod tests {
             interface: None,
             xdp_mode: XdpMode::Auto,
             pin_path: "/sys/fs/bpf/gslb".into(),
+            site: None,
         }
     }
 
@@ -2715,6 +3165,8 @@ mod tests {
             engine: EngineSettings::default(),
             locations: LocationSources::default(),
             monitors: vec![],
+            rtt: RttSettings::default(),
+            mep: None,
         }
     }
 
@@ -3079,11 +3531,19 @@ mod tests {
                             name: "eu-west".into(),
                             ip: ip("192.0.2.201"),
                             public_ip: Some(ip("203.0.113.201")),
+                            role: crate::mep::Role::Parent,
+                            parent: None,
+                            backup_parents: vec![],
+                            mep_port: 3011,
                         },
                         Site {
                             name: "us_east.1".into(),
                             ip: ip("2001:db8::201"),
                             public_ip: None,
+                            role: crate::mep::Role::Parent,
+                            parent: None,
+                            backup_parents: vec![],
+                            mep_port: 3011,
                         },
                     ],
                     services: vec![
@@ -3632,8 +4092,8 @@ mod tests {
                 "site \"eu\": public_ip 2001:db8::1 is IPv6 but ip 192.0.2.201 is IPv4",
             ),
             (
-                format!("{SERVER}{SITE}role = \"parent\" #<"),
-                "unknown field `role`",
+                format!("{SERVER}{SITE}region = \"eu\" #<"),
+                "unknown field `region`",
             ),
             (
                 format!("{SERVER}[[site]] #<\nname = \"eu\""),
@@ -4334,6 +4794,97 @@ mod tests {
                 "unknown variant `maybe`, expected one of `yes`, `no`, `expression`",
             ),
             (lb("[engine]\nbogus = 1 #<"), "unknown field `bogus`"),
+        ];
+        assert_rejected(&cases);
+    }
+
+    #[test]
+    fn server_site_and_rtt_section() {
+        use crate::probe::{LdnsMask, ProbeKind, ProbeSettings};
+        let site = "site = \"eu\"\n";
+        let rtt_domain = "[[gslb_domain]]\nname = \"www.example.com\"\nservices = [\"web1\", \"web2\"]\n\
+                          method = \"rtt\"\nfallback = \"roundrobin\"\n";
+        let full = "[rtt]\nenabled = true\norder = [\"tcp\", \"dns_rev\"]\ninterval_ms = 1000\n\
+                    timeout_ms = 300\ntolerance_ms = 0\nldns_timeout_s = 60\nldns_mask_v4 = 24\n\
+                    ldns_mask_v6 = 56\nmax_rate = 0\nmax_concurrent = 8\n";
+        // The issue's defaults, written out so that a changed default fails here.
+        let defaults = ProbeSettings {
+            order: vec![ProbeKind::Icmp, ProbeKind::DnsDot, ProbeKind::Tcp],
+            interval: Duration::from_secs(5),
+            timeout: Duration::from_secs(2),
+            tolerance: Duration::from_millis(5),
+            ldns_timeout: Duration::from_secs(180),
+            mask: LdnsMask { v4: 32, v6: 128 },
+            ..ProbeSettings::default()
+        };
+        let written = ProbeSettings {
+            order: vec![ProbeKind::Tcp, ProbeKind::DnsRev],
+            interval: Duration::from_secs(1),
+            timeout: Duration::from_millis(300),
+            tolerance: Duration::ZERO,
+            ldns_timeout: Duration::from_secs(60),
+            mask: LdnsMask { v4: 24, v6: 56 },
+            max_rate: 0,
+            max_concurrent: 8,
+            tick: ProbeSettings::default().tick,
+        };
+        // (server extra, rest of the file, server.site, rtt.enabled, probe settings, probing)
+        type Case<'a> = (&'a str, String, Option<&'a str>, Option<bool>, &'a ProbeSettings, bool);
+        let cases: Vec<Case> = vec![
+            ("", String::new(), None, None, &defaults, false),
+            (site, LB.to_owned(), Some("eu"), None, &defaults, false),
+            // A domain using rtt turns probing on, given the site to measure from.
+            (site, format!("{LB}{rtt_domain}"), Some("eu"), None, &defaults, true),
+            ("", format!("{LB}{rtt_domain}"), None, None, &defaults, false),
+            (site, format!("{LB}{rtt_domain}[rtt]\nenabled = false\n"), Some("eu"), Some(false), &defaults, false),
+            (site, format!("{LB}[rtt]\n"), Some("eu"), None, &defaults, false),
+            (site, format!("{LB}{full}"), Some("eu"), Some(true), &written, true),
+            // NetScaler's names for the probe types.
+            (
+                site,
+                format!("{LB}[rtt]\norder = [\"PING\", \"DNS\", \"TCP\"]\n"),
+                Some("eu"),
+                None,
+                &defaults,
+                false,
+            ),
+        ];
+        for (extra, rest, want_site, enabled, probe, probing) in cases {
+            let text = format!("{SERVER}{extra}{ZONE}{rest}");
+            let config = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+            assert_eq!(config.server.site.as_deref(), want_site, "{text}");
+            assert_eq!(config.rtt.enabled, enabled, "{text}");
+            assert_eq!(&config.rtt.probe, probe, "{text}");
+            assert_eq!(config.rtt_probing(), probing, "{text}");
+        }
+    }
+
+    #[test]
+    fn server_site_and_rtt_section_rejected() {
+        let with_site = |body: &str| format!("{SERVER}site = \"eu\"\n{ZONE}{LB}[rtt]\n{body}\n");
+        let cases: Vec<(String, &str)> = vec![
+            (
+                format!("{SERVER}site = \"mars\" #<\n{ZONE}{LB}"),
+                "server.site: unknown site \"mars\" (defined sites: eu, us)",
+            ),
+            (format!("{SERVER}site = \"eu\" #<\n"), "server.site: unknown site \"eu\" (no sites are defined)"),
+            (
+                format!("{SERVER}{ZONE}{LB}[rtt]\nenabled = true #<\n"),
+                "rtt: probing needs server.site",
+            ),
+            (with_site("order = [\"icmp\", \"http\"] #<"), "rtt: order: unknown probe type \"http\""),
+            (with_site("order = [\"tcp\", \"TCP\"] #<"), "rtt: probe type tcp is listed twice"),
+            (with_site("order = [] #<"), "rtt: the probe order is empty"),
+            (with_site("interval_ms = 0 #<"), "rtt: interval_ms 0 out of range 1..=3600000"),
+            (with_site("timeout_ms = 60001 #<"), "rtt: timeout_ms 60001 out of range"),
+            (with_site("tolerance_ms = -1 #<"), "rtt: tolerance_ms -1 out of range"),
+            (with_site("ldns_timeout_s = 0 #<"), "rtt: ldns_timeout_s 0 out of range"),
+            (with_site("ldns_mask_v4 = 33 #<"), "rtt: ldns_mask_v4 33 out of range 1..=32"),
+            (with_site("ldns_mask_v6 = 0 #<"), "rtt: ldns_mask_v6 0 out of range 1..=128"),
+            (with_site("max_rate = -1 #<"), "rtt: max_rate -1 out of range"),
+            (with_site("max_concurrent = 0 #<"), "rtt: max_concurrent 0 out of range 1..="),
+            (with_site("enabled = \"yes\" #<"), "invalid type: string \"yes\", expected a boolean"),
+            (with_site("probe_interval = 5 #<"), "unknown field `probe_interval`"),
         ];
         assert_rejected(&cases);
     }

@@ -455,6 +455,9 @@ impl AnswerTable {
             p.generation == current.generation && p.view_generation == current.view_generation
         });
         let plan = in_place.and_then(|p| refinement(&p.snapshot, snapshot));
+        // The prefixes of the view generation being replaced, when this process wrote them
+        // (else the trie is scanned for them).
+        let mut stale_views: Option<(u32, Vec<(ipnet::IpNet, ViewValue)>)> = None;
         let view_generation = match plan {
             Some(origins) => {
                 let old = self.published.take().expect("checked above");
@@ -465,6 +468,9 @@ impl AnswerTable {
             }
             None => {
                 let view_generation = current.view_generation.wrapping_add(1);
+                if let Some(old) = self.published.take().filter(|p| p.view_generation == current.view_generation) {
+                    stale_views = Some((old.view_generation, old.snapshot.views));
+                }
                 for (net, view) in &snapshot.views {
                     self.views
                         .insert(&view_key(view_generation, net.network(), net.prefix_len()), view, 0)
@@ -512,7 +518,8 @@ impl AnswerTable {
         // its entries up. A program run takes well under a microsecond and cannot be preempted,
         // so after this pause none can be: only then are the old entries deleted.
         std::thread::sleep(GENERATION_GRACE);
-        stats.removed = self.remove_other_generations(generation, view_generation, snapshot)?;
+        stats.removed =
+            self.remove_other_generations(generation, view_generation, stats.in_place, stale_views, snapshot)?;
         self.published = Some(Published { snapshot: snapshot.clone(), generation, view_generation });
         Ok(stats)
     }
@@ -555,6 +562,9 @@ impl AnswerTable {
         new: &[(ipnet::IpNet, ViewValue)],
         view_generation: u32,
     ) -> Result<usize> {
+        if old == new {
+            return Ok(0);
+        }
         let before: std::collections::HashMap<ipnet::IpNet, ViewValue> = old.iter().copied().collect();
         let after: std::collections::HashSet<ipnet::IpNet> = new.iter().map(|(n, _)| *n).collect();
         let mut written = 0;
@@ -579,6 +589,8 @@ impl AnswerTable {
         &mut self,
         generation: u32,
         view_generation: u32,
+        views_in_place: bool,
+        stale_views: Option<(u32, Vec<(ipnet::IpNet, ViewValue)>)>,
         snapshot: &Snapshot,
     ) -> Result<usize> {
         let mut removed = 0;
@@ -594,13 +606,16 @@ impl AnswerTable {
             self.listen.remove(&k).map_err(map_err(maps::LISTEN))?;
             removed += 1;
         }
-        let gen_be = view_generation.to_be_bytes();
-        let stale: Vec<Key<ViewKey>> = self
-            .views
-            .keys()
-            .filter_map(|k| k.ok())
-            .filter(|k| k.data().generation != gen_be)
-            .collect();
+        // Walking the whole trie for stale keys costs a syscall per prefix: skipped when the
+        // trie was edited in place, and replaced by the list of what was written when known.
+        let stale: Vec<Key<ViewKey>> = match stale_views {
+            _ if views_in_place => Vec::new(),
+            Some((old, views)) => views.iter().map(|(n, _)| view_key(old, n.network(), n.prefix_len())).collect(),
+            None => {
+                let gen_be = view_generation.to_be_bytes();
+                self.views.keys().filter_map(|k| k.ok()).filter(|k| k.data().generation != gen_be).collect()
+            }
+        };
         for k in stale {
             self.views.remove(&k).map_err(map_err(maps::VIEWS))?;
             removed += 1;
@@ -647,6 +662,9 @@ fn refinement(old: &Snapshot, new: &Snapshot) -> Option<std::collections::HashMa
     let (a, b) = (&old.segments, &new.segments);
     if a.starts.is_empty() || b.starts.is_empty() {
         return None;
+    }
+    if a == b {
+        return Some(std::collections::HashMap::new());
     }
     // new key → origin key (None: "no LDNS view").
     let mut origin: std::collections::HashMap<u32, Option<u32>> = std::collections::HashMap::new();

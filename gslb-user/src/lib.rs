@@ -2,6 +2,7 @@
 
 pub mod compile;
 pub mod config;
+pub mod control;
 pub mod controller;
 pub mod daemon;
 pub mod dataplane;

@@ -5,6 +5,7 @@ use std::{path::PathBuf, process::ExitCode};
 use clap::Parser;
 use gslb_user::{
     config::XdpMode,
+    control::{ControlPath, DEFAULT_CONTROL_PATH},
     daemon::{self, Overrides},
 };
 
@@ -32,6 +33,9 @@ struct Args {
     /// DNS port (replaces server.dns_port).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     port: Option<u16>,
+    /// Control socket for gslbctl (reload, ldns, stats) [default: /run/gslbd.sock].
+    #[arg(long, value_name = "PATH")]
+    control: Option<PathBuf>,
     /// Serve with the responder alone, loading nothing into the kernel.
     #[arg(long, conflicts_with_all = ["interface", "xdp_mode", "keep_attached"])]
     no_xdp: bool,
@@ -66,6 +70,10 @@ fn serve(args: Args) -> anyhow::Result<()> {
             no_xdp: args.no_xdp,
             listen: args.listen,
             port: args.port,
+            control: Some(ControlPath {
+                required: args.control.is_some(),
+                path: args.control.unwrap_or_else(|| DEFAULT_CONTROL_PATH.into()),
+            }),
         };
         let shutdown = daemon::signals().await?;
         // Tests and scripts wait for this line on stdout.

@@ -8,7 +8,7 @@ use std::{
     collections::{HashMap, HashSet},
     net::IpAddr,
     sync::Arc,
-    sync::atomic::{AtomicU32, Ordering},
+    sync::atomic::{AtomicBool, AtomicU32, Ordering},
 };
 
 use gslb_common::{DEFAULT_VIEW, QTYPE_A, QTYPE_AAAA};
@@ -63,6 +63,8 @@ pub struct Responder {
     /// with.
     data: ArcSwap<Authority>,
     rotor: AtomicU32,
+    /// This site is a MEP child: GSLB names are REFUSED (see [`Responder::set_gslb_refused`]).
+    gslb_refused: AtomicBool,
 }
 
 /// Everything the responder answers from, built from one configuration.
@@ -318,7 +320,15 @@ impl Responder {
         Responder {
             data: ArcSwap::from_pointee(Authority::new(config, snapshot, None)),
             rotor: AtomicU32::new(0),
+            gslb_refused: AtomicBool::new(false),
         }
+    }
+
+    /// Whether GSLB names are REFUSED. Only parent sites answer GSLB queries (spec §6): a child
+    /// refuses them, so that the resolver asks another name server (a parent), while the
+    /// zones' static data is answered as before.
+    pub fn set_gslb_refused(&self, refused: bool) {
+        self.gslb_refused.store(refused, Ordering::Relaxed);
     }
 
     /// Answers from `config` and `snapshot` from now on (a configuration reload), keeping the
@@ -465,6 +475,11 @@ impl Responder {
             out.authoritative = false;
             return out;
         };
+        if zone.gslb.contains(&qname) && self.gslb_refused.load(Ordering::Relaxed) {
+            out.rcode = ResponseCode::Refused;
+            out.authoritative = false;
+            return out;
+        }
         let qtype = question.query_type();
 
         if let Some(cut) = zone.cut_above(&qname) {

@@ -1,7 +1,15 @@
 //! The responder's sockets: UDP and TCP servers over already bound sockets (tests bind port 0),
-//! each running until `shutdown` resolves.
+//! each running until `shutdown` resolves. With an [`LdnsRecorder`], the source of every query
+//! answered is recorded for the RTT prober (the resolvers to probe); the responder itself stays
+//! a pure function of the bytes.
 
-use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
+use std::{
+    collections::HashMap,
+    future::Future,
+    net::{IpAddr, SocketAddr},
+    sync::Arc,
+    time::Duration,
+};
 
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
@@ -10,7 +18,51 @@ use tokio::{
 };
 use tracing::{debug, warn};
 
+use crate::probe::LdnsRecorder;
 use crate::responder::{Responder, Transport};
+
+/// How long a loop waits before it records a source again: the prober needs to know that a
+/// resolver still queries (its entries live for minutes), not every query, and the recorder's
+/// lock is shared by every loop.
+const RECORD_EVERY: Duration = Duration::from_secs(1);
+/// Sources a loop remembers having recorded; past this it forgets them all (a flood of new
+/// sources then costs the recorder's lock per query, as it would without this).
+const RECORDED_MAX: usize = 4096;
+
+/// One loop's (or connection's) access to the recorder, skipping sources recorded lately.
+struct Sources {
+    recorder: Option<LdnsRecorder>,
+    recent: HashMap<IpAddr, tokio::time::Instant>,
+}
+
+impl Sources {
+    fn new(recorder: Option<LdnsRecorder>) -> Self {
+        Sources {
+            recorder,
+            recent: HashMap::new(),
+        }
+    }
+
+    fn record(&mut self, source: IpAddr) {
+        // Off (nothing probes): not even the lookup below.
+        let Some(recorder) = self.recorder.as_ref().filter(|r| r.is_enabled()) else {
+            return;
+        };
+        let now = tokio::time::Instant::now();
+        if self
+            .recent
+            .get(&source)
+            .is_some_and(|at| now.duration_since(*at) < RECORD_EVERY)
+        {
+            return;
+        }
+        if self.recent.len() >= RECORDED_MAX {
+            self.recent.clear();
+        }
+        self.recent.insert(source, now);
+        recorder.record(source);
+    }
+}
 
 /// Limits of the TCP server (RFC 7766 asks servers to protect themselves this way).
 #[derive(Clone, Copy, Debug)]
@@ -23,12 +75,30 @@ pub struct TcpLimits {
 
 impl Default for TcpLimits {
     fn default() -> Self {
-        TcpLimits { max_connections: 1024, idle_timeout: Duration::from_secs(10) }
+        TcpLimits {
+            max_connections: 1024,
+            idle_timeout: Duration::from_secs(10),
+        }
     }
 }
 
 /// Serves DNS over UDP on `socket` until `shutdown`.
-pub async fn run_udp(socket: UdpSocket, responder: Arc<Responder>, shutdown: impl Future<Output = ()>) {
+pub async fn run_udp(
+    socket: UdpSocket,
+    responder: Arc<Responder>,
+    shutdown: impl Future<Output = ()>,
+) {
+    run_udp_recording(socket, responder, None, shutdown).await
+}
+
+/// [`run_udp`], recording the source of each query answered in `recorder`.
+pub async fn run_udp_recording(
+    socket: UdpSocket,
+    responder: Arc<Responder>,
+    recorder: Option<LdnsRecorder>,
+    shutdown: impl Future<Output = ()>,
+) {
+    let mut sources = Sources::new(recorder);
     let mut buf = vec![0u8; u16::MAX as usize];
     tokio::pin!(shutdown);
     loop {
@@ -43,9 +113,11 @@ pub async fn run_udp(socket: UdpSocket, responder: Arc<Responder>, shutdown: imp
                 }
             },
         };
-        if let Some(response) = responder.respond(&buf[..len], peer.ip(), Transport::Udp)
-            && let Err(error) = socket.send_to(&response, peer).await
-        {
+        let Some(response) = responder.respond(&buf[..len], peer.ip(), Transport::Udp) else {
+            continue;
+        };
+        sources.record(peer.ip());
+        if let Err(error) = socket.send_to(&response, peer).await {
             debug!(%error, %peer, "udp send");
         }
     }
@@ -57,6 +129,17 @@ pub async fn run_tcp(
     listener: TcpListener,
     responder: Arc<Responder>,
     limits: TcpLimits,
+    shutdown: impl Future<Output = ()>,
+) {
+    run_tcp_recording(listener, responder, limits, None, shutdown).await
+}
+
+/// [`run_tcp`], recording the source of each query answered in `recorder`.
+pub async fn run_tcp_recording(
+    listener: TcpListener,
+    responder: Arc<Responder>,
+    limits: TcpLimits,
+    recorder: Option<LdnsRecorder>,
     shutdown: impl Future<Output = ()>,
 ) {
     let permits = Arc::new(Semaphore::new(limits.max_connections));
@@ -79,8 +162,11 @@ pub async fn run_tcp(
             },
         };
         let responder = responder.clone();
+        let sources = Sources::new(recorder.clone());
         tokio::spawn(async move {
-            if let Err(error) = serve_connection(stream, peer, &responder, limits.idle_timeout).await {
+            if let Err(error) =
+                serve_connection(stream, peer, &responder, sources, limits.idle_timeout).await
+            {
                 debug!(%error, %peer, "tcp connection closed");
             }
             drop(permit);
@@ -92,6 +178,7 @@ async fn serve_connection(
     mut stream: TcpStream,
     peer: SocketAddr,
     responder: &Responder,
+    mut sources: Sources,
     idle_timeout: Duration,
 ) -> std::io::Result<()> {
     let mut buf = vec![0u8; u16::MAX as usize];
@@ -108,12 +195,156 @@ async fn serve_connection(
             Ok(r) => r?,
         };
         if let Some(response) = responder.respond(&buf[..len], peer.ip(), Transport::Tcp) {
+            sources.record(peer.ip());
             let mut framed = Vec::with_capacity(response.len() + 2);
             framed.extend_from_slice(&(response.len() as u16).to_be_bytes());
             framed.extend_from_slice(&response);
             tokio::time::timeout(idle_timeout, stream.write_all(&framed))
                 .await
                 .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "write"))??;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::{compile::Snapshot, config::Config};
+
+    const CONFIG: &str = r#"
+[server]
+listen = ["127.0.0.1"]
+[[zone]]
+name = "example.com"
+ns = ["ns.example.net"]
+soa.rname = "hostmaster.example.com"
+"#;
+
+    fn responder() -> Arc<Responder> {
+        let config = Config::parse(CONFIG, Path::new("server-test.toml")).unwrap();
+        Arc::new(Responder::new(&config, &Snapshot::from_config(&config)))
+    }
+
+    /// A query for the zone's SOA (answered), or the same bytes as a response (not answered).
+    fn message(response: bool) -> Vec<u8> {
+        let mut m = vec![
+            0x12,
+            0x34,
+            if response { 0x80 } else { 0 },
+            0,
+            0,
+            1,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+        ];
+        m.extend_from_slice(b"\x07example\x03com\x00\x00\x06\x00\x01");
+        m
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_loop_records_each_source_at_most_once_a_second() {
+        let recorder = LdnsRecorder::new();
+        let mut sources = Sources::new(Some(recorder.clone()));
+        let a: IpAddr = "192.0.2.1".parse().unwrap();
+        let b: IpAddr = "192.0.2.2".parse().unwrap();
+        sources.record(a);
+        sources.record(a);
+        sources.record(b);
+        let drained = |r: &LdnsRecorder| {
+            let mut got: Vec<IpAddr> = r.drain().into_iter().map(|(addr, _)| addr).collect();
+            got.sort();
+            got
+        };
+        assert_eq!(drained(&recorder), [a, b]);
+        tokio::time::advance(RECORD_EVERY / 2).await;
+        sources.record(a);
+        assert!(drained(&recorder).is_empty(), "again within the second");
+        tokio::time::advance(RECORD_EVERY / 2).await;
+        sources.record(a);
+        assert_eq!(drained(&recorder), [a]);
+        // Without a recorder, or with one turned off, nothing is remembered either.
+        let mut none = Sources::new(None);
+        none.record(a);
+        assert!(none.recent.is_empty());
+        recorder.set_enabled(false);
+        let c: IpAddr = "192.0.2.3".parse().unwrap();
+        sources.record(c);
+        assert!(!sources.recent.contains_key(&c));
+        assert!(drained(&recorder).is_empty());
+    }
+
+    #[tokio::test]
+    async fn udp_and_tcp_loops_record_the_sources_of_the_queries_they_answer() {
+        let recorder = LdnsRecorder::new();
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let wait = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+            let _ = rx.wait_for(|s| *s).await;
+        };
+        let udp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (udp_addr, tcp_addr) = (udp.local_addr().unwrap(), tcp.local_addr().unwrap());
+        let loops = [
+            tokio::spawn(run_udp_recording(
+                udp,
+                responder(),
+                Some(recorder.clone()),
+                wait(stopped.clone()),
+            )),
+            tokio::spawn(run_tcp_recording(
+                tcp,
+                responder(),
+                TcpLimits::default(),
+                Some(recorder.clone()),
+                wait(stopped.clone()),
+            )),
+        ];
+        let timeout = Duration::from_secs(5);
+
+        // A response is not a query: no answer, nothing recorded. (The query sent after it on
+        // the same socket is answered, so the response was read and ignored by then.)
+        let client = UdpSocket::bind("127.0.0.2:0").await.unwrap();
+        client.send_to(&message(true), udp_addr).await.unwrap();
+        client.send_to(&message(false), udp_addr).await.unwrap();
+        let mut buf = [0u8; 512];
+        tokio::time::timeout(timeout, client.recv(&mut buf))
+            .await
+            .expect("an answer")
+            .unwrap();
+        let got: Vec<IpAddr> = recorder.drain().into_iter().map(|(a, _)| a).collect();
+        assert_eq!(got, ["127.0.0.2".parse::<IpAddr>().unwrap()]);
+
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.3:0".parse().unwrap()).unwrap();
+        let mut stream = tokio::time::timeout(timeout, socket.connect(tcp_addr))
+            .await
+            .unwrap()
+            .unwrap();
+        let query = message(false);
+        stream
+            .write_all(&(query.len() as u16).to_be_bytes())
+            .await
+            .unwrap();
+        stream.write_all(&query).await.unwrap();
+        let len = tokio::time::timeout(timeout, stream.read_u16())
+            .await
+            .expect("an answer")
+            .unwrap();
+        assert!(len > 12);
+        let got: Vec<IpAddr> = recorder.drain().into_iter().map(|(a, _)| a).collect();
+        assert_eq!(got, ["127.0.0.3".parse::<IpAddr>().unwrap()]);
+
+        stop.send(true).unwrap();
+        for l in loops {
+            tokio::time::timeout(timeout, l)
+                .await
+                .expect("the loops stop")
+                .unwrap();
         }
     }
 }

@@ -1,7 +1,7 @@
 //! MEP over real TCP on loopback: several nodes in one process, each site on its own
 //! 127.0.0.x address (port 0), every link that may exist going through a small proxy the test
-//! can cut (connections reset, new ones refused), stall (nothing forwarded: a silent peer) and
-//! restore. Also raw peers speaking the protocol by hand: a wrong secret, an impostor, garbage,
+//! can cut (connections closed, new ones refused), stall (nothing forwarded: a silent peer) and
+//! restore ([`gslb_tests::TcpProxy`], which the multi-gslbd test uses too). Also raw peers speaking the protocol by hand: a wrong secret, an impostor, garbage,
 //! oversized frames, a peer that never reads.
 //!
 //! Timers are tens to hundreds of milliseconds; every wait is bounded by [`WAIT`], which only a
@@ -10,10 +10,11 @@
 use std::{
     collections::{BTreeMap, HashMap},
     net::{IpAddr, Ipv4Addr, SocketAddr},
-    sync::{Arc, Mutex},
+    sync::Arc,
     time::{Duration, Instant},
 };
 
+use gslb_tests::{ProxyMode, TcpProxy};
 use gslb_user::mep::{
     CloseReason, LocalState, MepConfig, MepNode, MepTls, MepView, PersistEntry, Role, RttProtocol, RttRow,
     ServiceState, SiteSpec, Topology, TopologyTiming,
@@ -23,8 +24,8 @@ use gslb_user::mep::{
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},
-    sync::{oneshot, watch},
-    task::{AbortHandle, JoinHandle},
+    sync::oneshot,
+    task::JoinHandle,
     time::{sleep, timeout},
 };
 use tokio_rustls::rustls::{
@@ -56,93 +57,10 @@ fn fast(mut c: MepConfig) -> MepConfig {
     c
 }
 
-// ---- The proxy ----
+// ---- The proxy: gslb_tests::TcpProxy (cut, stall, restore) ----
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Mode {
-    Open,
-    /// Connections reset, new ones closed at once: the link is down, both ends see it.
-    Cut,
-    /// Nothing forwarded either way: both ends only notice by their dead-peer timeout.
-    Stall,
-}
-
-struct Proxy {
-    addr: SocketAddr,
-    mode: watch::Sender<Mode>,
-    conns: Arc<Mutex<Vec<AbortHandle>>>,
-    task: JoinHandle<()>,
-}
-
-impl Proxy {
-    async fn start(target: SocketAddr) -> Proxy {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (mode, mode_rx) = watch::channel(Mode::Open);
-        let conns: Arc<Mutex<Vec<AbortHandle>>> = Arc::default();
-        let task = tokio::spawn({
-            let conns = conns.clone();
-            async move {
-                loop {
-                    let Ok((client, _)) = listener.accept().await else { continue };
-                    if *mode_rx.borrow() == Mode::Cut {
-                        drop(client);
-                        continue;
-                    }
-                    let mode_rx = mode_rx.clone();
-                    let h = tokio::spawn(async move {
-                        let Ok(server) = TcpStream::connect(target).await else { return };
-                        let (cr, cw) = client.into_split();
-                        let (sr, sw) = server.into_split();
-                        tokio::join!(pump(cr, sw, mode_rx.clone()), pump(sr, cw, mode_rx));
-                    });
-                    conns.lock().unwrap().push(h.abort_handle());
-                }
-            }
-        });
-        Proxy { addr, mode, conns, task }
-    }
-
-    fn set(&self, mode: Mode) {
-        self.mode.send_replace(mode);
-        if mode == Mode::Cut {
-            for c in self.conns.lock().unwrap().drain(..) {
-                c.abort();
-            }
-        }
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        self.task.abort();
-        for c in self.conns.lock().unwrap().drain(..) {
-            c.abort();
-        }
-    }
-}
-
-async fn pump(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    mut mode: watch::Receiver<Mode>,
-) {
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        while *mode.borrow_and_update() == Mode::Stall {
-            if mode.changed().await.is_err() {
-                return;
-            }
-        }
-        let n = tokio::select! {
-            r = from.read(&mut buf) => match r { Ok(0) | Err(_) => return, Ok(n) => n },
-            _ = mode.changed() => continue,
-        };
-        // What was read before a stall is delivered; nothing after.
-        if to.write_all(&buf[..n]).await.is_err() {
-            return;
-        }
-    }
+fn proxy_to(target: SocketAddr) -> TcpProxy {
+    TcpProxy::start(SocketAddr::from(([127, 0, 0, 1], 0)), target)
 }
 
 // ---- The lab ----
@@ -160,7 +78,7 @@ struct Lab {
     full: Topology,
     listen: HashMap<String, SocketAddr>,
     bound: HashMap<String, std::net::TcpListener>,
-    proxies: BTreeMap<(String, String), Proxy>,
+    proxies: BTreeMap<(String, String), TcpProxy>,
     running: HashMap<String, Running>,
     /// Per-site changes to the configuration (secret, versions, …).
     tweaks: HashMap<String, Tweak>,
@@ -202,7 +120,7 @@ impl Lab {
                     None if a.role == Role::Child => &a.name,
                     None => &b.name,
                 };
-                proxies.insert(pair(&a.name, &b.name), Proxy::start(listen[acceptor]).await);
+                proxies.insert(pair(&a.name, &b.name), proxy_to(listen[acceptor]));
             }
         }
         Lab {
@@ -277,7 +195,7 @@ impl Lab {
         &self.running[site].node
     }
 
-    fn proxy(&self, a: &str, b: &str) -> &Proxy {
+    fn proxy(&self, a: &str, b: &str) -> &TcpProxy {
         &self.proxies[&pair(a, b)]
     }
 
@@ -428,7 +346,7 @@ async fn wrong_secret_is_rejected_both_ways() {
     // the opener refuses it (mutual authentication), never sending state.
     let mut lab = Lab::new(two_parents()).await;
     let impostor = TcpListener::bind((ip(2), 0)).await.unwrap();
-    lab.proxies.insert(pair("A", "B"), Proxy::start(impostor.local_addr().unwrap()).await);
+    lab.proxies.insert(pair("A", "B"), proxy_to(impostor.local_addr().unwrap()));
     let a = lab.start("A").await;
     let (mut s, _) = timeout(WAIT, impostor.accept()).await.unwrap().unwrap();
     let (_, hello, _) = session::read_frame(&mut s, frame::DEFAULT_MAX_PAYLOAD).await.unwrap();
@@ -663,7 +581,7 @@ async fn dead_peer_detected_within_the_timeout_and_reconnected() {
 
     // Silent: nothing crosses any more, no connection closes.
     let stalled = Instant::now();
-    lab.proxy("A", "B").set(Mode::Stall);
+    lab.proxy("A", "B").set(ProxyMode::Stall);
     lab.wait("B", "A dead", |v| !v.link_up("A")).await;
     lab.wait("A", "B dead", |v| !v.link_up("B")).await;
     let took = stalled.elapsed();
@@ -675,17 +593,17 @@ async fn dead_peer_detected_within_the_timeout_and_reconnected() {
     assert!(!v.sites["A"].reachable && !v.service_up("A", "a", None));
 
     // Back: A reconnects (backoff ≤ 200 ms here) and the state flows again.
-    lab.proxy("A", "B").set(Mode::Open);
+    lab.proxy("A", "B").set(ProxyMode::Open);
     lab.wait("B", "A back", |v| v.link_up("A") && v.service_up("A", "a", None)).await;
 
     // Cut (connections reset): seen at once, not after the timeout.
     let cut = Instant::now();
-    lab.proxy("A", "B").set(Mode::Cut);
+    lab.proxy("A", "B").set(ProxyMode::Cut);
     lab.wait("A", "B down", |v| !v.link_up("B")).await;
     assert!(cut.elapsed() < dead_after, "{:?}", cut.elapsed());
     sleep(Duration::from_millis(500)).await;
     assert!(!lab.node("A").view().link_up("B"), "stays down while cut");
-    lab.proxy("A", "B").set(Mode::Open);
+    lab.proxy("A", "B").set(ProxyMode::Open);
     lab.wait("A", "B back", |v| v.link_up("B")).await;
     // The peer itself restarting.
     lab.kill("B").await;
@@ -797,7 +715,7 @@ async fn three_nodes_parent_child_metrics_and_relay() {
     assert!(!c1.sites.contains_key("P2"), "a child knows only its parent");
 
     // c1's link to P1 drops: its services are DOWN for P2 (unless P2 monitors them itself).
-    lab.proxy("P1", "c1").set(Mode::Cut);
+    lab.proxy("P1", "c1").set(ProxyMode::Cut);
     lab.wait("P2", "c1 unreachable", |v| !v.sites["c1"].reachable).await;
     let v = lab.node("P2").view();
     assert!(!v.service_up("c1", "c1-web", None));
@@ -805,7 +723,7 @@ async fn three_nodes_parent_child_metrics_and_relay() {
     // P1 is still up for P2 and P1's backup list names P2, but P1 is up: no adoption.
     sleep(Duration::from_millis(800)).await;
     assert!(lab.node("P2").view().adopted.is_empty());
-    lab.proxy("P1", "c1").set(Mode::Open);
+    lab.proxy("P1", "c1").set(ProxyMode::Open);
     lab.wait("P2", "c1 back", |v| v.service_up("c1", "c1-web", None)).await;
 }
 
@@ -875,7 +793,7 @@ async fn scenario_1_over_mep() {
 #[tokio::test]
 async fn scenario_2_over_mep() {
     let lab = seed_lab().await;
-    lab.proxy("P1", "P2").set(Mode::Cut);
+    lab.proxy("P1", "P2").set(ProxyMode::Cut);
     lab.wait("P2", "P1 down", |v| !v.link_up("P1")).await;
     // P2 tries to adopt child1, which refuses: its parent P1 is up.
     wait_until("child1 refuses P2", || lab.node("child1").stats().closed(CloseReason::AdoptRejected) >= 1)
@@ -884,7 +802,7 @@ async fn scenario_2_over_mep() {
     assert_eq!(lab.node("child1").view().current_parent.as_deref(), Some("P1"));
     assert!(lab.node("P2").view().adopted.is_empty());
     assert!(lab.node("P3").view().adopted.is_empty());
-    lab.proxy("P1", "P2").set(Mode::Open);
+    lab.proxy("P1", "P2").set(ProxyMode::Open);
     lab.wait("P2", "P1 back", |v| v.link_up("P1")).await;
     sleep(Duration::from_millis(500)).await;
     assert_eq!(lab.node("child1").view().current_parent.as_deref(), Some("P1"));
@@ -894,19 +812,19 @@ async fn scenario_2_over_mep() {
 async fn scenario_3_over_mep() {
     let lab = seed_lab().await;
     for (a, b) in [("P1", "P3"), ("P1", "child1"), ("P2", "P3")] {
-        lab.proxy(a, b).set(Mode::Cut);
+        lab.proxy(a, b).set(ProxyMode::Cut);
     }
     lab.wait("child1", "adopted by P3", parent_is("P3")).await;
     assert!(lab.node("P2").view().link_up("P1"), "P2 still sees P1");
     assert!(lab.node("P2").view().adopted.is_empty(), "P2 does nothing");
-    lab.proxy("P1", "P2").set(Mode::Cut);
+    lab.proxy("P1", "P2").set(ProxyMode::Cut);
     lab.wait("child1", "moved to P2", parent_is("P2")).await;
     lab.wait("P3", "let go of child1", |v| v.adopted.is_empty()).await;
     // P3 keeps offering and is refused; child1 stays with P2.
     sleep(Duration::from_millis(800)).await;
     assert_eq!(lab.node("child1").view().current_parent.as_deref(), Some("P2"));
     for (a, b) in [("P1", "P3"), ("P1", "child1"), ("P2", "P3"), ("P1", "P2")] {
-        lab.proxy(a, b).set(Mode::Open);
+        lab.proxy(a, b).set(ProxyMode::Open);
     }
     lab.wait("child1", "home again", parent_is("P1")).await;
     lab.wait("P2", "released", |v| v.adopted.is_empty()).await;

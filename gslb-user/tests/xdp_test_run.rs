@@ -9,63 +9,19 @@ mod common;
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use aya::programs::{ProgramError, TestRun, TestRunOptions};
+use aya::programs::ProgramError;
 use common::*;
-use etherparse::{IpNumber, Ipv4HeaderSlice, LinkSlice, NetSlice, SlicedPacket, TransportSlice};
 use gslb_common::{Counter, QNAME_MAX};
 use gslb_user::dataplane::Dataplane;
-use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
+use hickory_proto::op::{Message, MessageType, OpCode, Query};
 use hickory_proto::rr::rdata::A;
 use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsOption};
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
 
-const XDP_PASS: u32 = 2;
-const XDP_TX: u32 = 3;
-
 const V4: IpAddr = IpAddr::V4(SERVER_V4);
 const V6: IpAddr = IpAddr::V6(SERVER_V6);
 
-// ---- Running the program ----
-
-struct Outcome {
-    action: u32,
-    frame: Vec<u8>,
-    /// Counters that rose during the run, by how much.
-    counted: Vec<(Counter, u64)>,
-}
-
-fn try_run(dp: &Dataplane, frame: &[u8]) -> Result<Outcome, ProgramError> {
-    let before = dp.counters().expect("reading counters");
-    // A page: more than a test run lets the program grow the frame to.
-    let mut out = vec![0u8; 4096];
-    let result = dp.program().test_run(TestRunOptions {
-        data_in: Some(frame),
-        data_out: Some(&mut out),
-        ..TestRunOptions::new()
-    })?;
-    out.truncate(result.data_size_out as usize);
-    let after = dp.counters().expect("reading counters");
-    Ok(Outcome { action: result.return_value, frame: out, counted: after.delta(&before) })
-}
-
-fn run(dp: &Dataplane, frame: &[u8]) -> Outcome {
-    try_run(dp, frame).expect("BPF_PROG_TEST_RUN")
-}
-
 // ---- What a reply must be ----
-
-enum Answers {
-    /// Rotation: exactly one of these.
-    OneOf(Vec<IpAddr>),
-    /// All of these, in configuration order.
-    All(Vec<IpAddr>),
-}
-
-struct Expect {
-    rtype: RecordType,
-    ttl: u32,
-    answers: Answers,
-}
 
 fn www(rtype: RecordType, addrs: &[&str]) -> Expect {
     Expect { rtype, ttl: WWW_TTL, answers: Answers::OneOf(ips(addrs)) }
@@ -78,179 +34,6 @@ fn www_default(rtype: RecordType) -> Expect {
 fn all(rtype: RecordType) -> Expect {
     let addrs: &[&str] = if rtype == RecordType::A { &ALL_A } else { &ALL_AAAA };
     Expect { rtype, ttl: ALL_TTL, answers: Answers::All(ips(addrs)) }
-}
-
-fn hit_counter(v6: bool, rtype: RecordType) -> Counter {
-    match (v6, rtype) {
-        (false, RecordType::A) => Counter::HitAV4,
-        (false, _) => Counter::HitAaaaV4,
-        (true, RecordType::A) => Counter::HitAV6,
-        (true, _) => Counter::HitAaaaV6,
-    }
-}
-
-/// The reply to `query` must be the query turned around, in a valid IP/UDP envelope sized
-/// exactly to the DNS reply, with the expected answers. Returns the answered addresses.
-fn assert_reply(case: &str, query: &[u8], out: &Outcome, expect: &Expect) -> Vec<IpAddr> {
-    assert_eq!(out.action, XDP_TX, "{case}: action (counted {:?})", out.counted);
-    let q = SlicedPacket::from_ethernet(query).unwrap_or_else(|e| panic!("{case}: query: {e}"));
-    let r = SlicedPacket::from_ethernet(&out.frame)
-        .unwrap_or_else(|e| panic!("{case}: reply does not parse: {e}"));
-
-    let (Some(LinkSlice::Ethernet2(qeth)), Some(LinkSlice::Ethernet2(reth))) = (&q.link, &r.link)
-    else {
-        panic!("{case}: not Ethernet II");
-    };
-    assert_eq!(
-        (reth.source(), reth.destination()),
-        (qeth.destination(), qeth.source()),
-        "{case}: MACs swapped"
-    );
-    assert_eq!(r.link_exts.len(), q.link_exts.len(), "{case}: link extensions");
-    let l3 = 14 + r.link_exts.iter().map(|e| e.header_len()).sum::<usize>();
-    assert_eq!(out.frame[12..l3], query[12..l3], "{case}: VLAN tag and EtherType kept");
-
-    let (v6, ip_header_len) = match (&q.net, &r.net) {
-        (Some(NetSlice::Ipv4(qip)), Some(NetSlice::Ipv4(rip))) => {
-            let (qh, rh) = (qip.header(), rip.header());
-            assert_eq!(
-                (rh.source(), rh.destination()),
-                (qh.destination(), qh.source()),
-                "{case}: addresses swapped"
-            );
-            assert_eq!((rh.ttl(), rh.ihl(), rh.protocol()), (64, 5, IpNumber::UDP), "{case}: IPv4");
-            assert_eq!(rh.total_len() as usize, out.frame.len() - l3, "{case}: IPv4 total length");
-            let want = rh.to_header().calc_header_checksum();
-            assert_eq!(rh.header_checksum(), want, "{case}: IPv4 header checksum");
-            let kept =
-                |h: &Ipv4HeaderSlice| (h.identification(), h.dont_fragment(), h.dcp(), h.ecn());
-            assert_eq!(kept(&rh), kept(&qh), "{case}: other IPv4 fields kept");
-            (false, 20)
-        }
-        (Some(NetSlice::Ipv6(qip)), Some(NetSlice::Ipv6(rip))) => {
-            let (qh, rh) = (qip.header(), rip.header());
-            assert_eq!(
-                (rh.source(), rh.destination()),
-                (qh.destination(), qh.source()),
-                "{case}: addresses swapped"
-            );
-            assert_eq!((rh.hop_limit(), rh.next_header()), (64, IpNumber::UDP), "{case}: IPv6");
-            let payload_len = out.frame.len() - l3 - 40;
-            assert_eq!(rh.payload_length() as usize, payload_len, "{case}: IPv6 payload length");
-            assert_eq!(
-                (rh.traffic_class(), rh.flow_label()),
-                (qh.traffic_class(), qh.flow_label()),
-                "{case}: traffic class and flow label kept"
-            );
-            (true, 40)
-        }
-        _ => panic!("{case}: reply is not IP of the query's version"),
-    };
-
-    let (Some(TransportSlice::Udp(qudp)), Some(TransportSlice::Udp(rudp))) =
-        (&q.transport, &r.transport)
-    else {
-        panic!("{case}: not UDP");
-    };
-    assert_eq!(
-        (rudp.source_port(), rudp.destination_port()),
-        (qudp.destination_port(), qudp.source_port()),
-        "{case}: ports swapped"
-    );
-    // The reply ends where the datagram does: no padding or trailer is carried over.
-    assert_eq!(rudp.length() as usize, out.frame.len() - l3 - ip_header_len, "{case}: UDP length");
-    let want = match &r.net {
-        Some(NetSlice::Ipv4(ip)) => rudp.to_header().calc_checksum_ipv4_raw(
-            ip.header().source(),
-            ip.header().destination(),
-            rudp.payload(),
-        ),
-        Some(NetSlice::Ipv6(ip)) => rudp.to_header().calc_checksum_ipv6_raw(
-            ip.header().source(),
-            ip.header().destination(),
-            rudp.payload(),
-        ),
-        _ => unreachable!(),
-    }
-    .expect("UDP checksum");
-    assert_ne!(rudp.checksum(), 0, "{case}: UDP checksum present");
-    assert_eq!(rudp.checksum(), want, "{case}: UDP checksum");
-
-    let (qdns, rdns) = (qudp.payload(), rudp.payload());
-    let asked = Message::from_vec(qdns).expect("test query decodes");
-    let reply =
-        Message::from_vec(rdns).unwrap_or_else(|e| panic!("{case}: reply does not decode: {e}"));
-    assert_eq!(reply.id(), asked.id(), "{case}: id");
-    assert_eq!(reply.message_type(), MessageType::Response, "{case}: QR");
-    assert_eq!(reply.op_code(), OpCode::Query, "{case}: opcode");
-    assert!(reply.authoritative(), "{case}: AA");
-    assert!(!reply.truncated(), "{case}: TC");
-    assert_eq!(reply.recursion_desired(), asked.recursion_desired(), "{case}: RD copied");
-    assert!(!reply.recursion_available(), "{case}: RA");
-    assert!(!reply.authentic_data(), "{case}: AD");
-    assert_eq!(reply.checking_disabled(), asked.checking_disabled(), "{case}: CD copied");
-    assert_eq!(reply.response_code(), ResponseCode::NoError, "{case}: RCODE");
-    let question = question_bytes(qdns);
-    assert_eq!(question_bytes(rdns), question, "{case}: question echoed byte for byte");
-    assert!(reply.name_servers().is_empty() && reply.additionals().is_empty(), "{case}: sections");
-
-    let mut got = Vec::new();
-    for rr in reply.answers() {
-        assert_eq!(rr.name(), asked.queries()[0].name(), "{case}: owner name");
-        assert_eq!(
-            (rr.record_type(), rr.dns_class(), rr.ttl()),
-            (expect.rtype, DNSClass::IN, expect.ttl),
-            "{case}: answer type, class, TTL"
-        );
-        got.push(match rr.data() {
-            RData::A(a) => IpAddr::V4(a.0),
-            RData::AAAA(a) => IpAddr::V6(a.0),
-            other => panic!("{case}: answer {other:?}"),
-        });
-    }
-    match &expect.answers {
-        Answers::OneOf(set) => {
-            assert_eq!(got.len(), 1, "{case}: one answer per query: {got:?}");
-            assert!(set.contains(&got[0]), "{case}: {got:?} is not one of {set:?}");
-        }
-        Answers::All(addrs) => assert_eq!(&got, addrs, "{case}: every address"),
-    }
-
-    let sent_opt = asked.extensions().as_ref();
-    assert_eq!(reply.extensions().is_some(), sent_opt.is_some(), "{case}: OPT iff the query's");
-    if let (Some(sent), Some(opt)) = (sent_opt, reply.extensions()) {
-        assert_eq!(
-            (opt.max_payload(), opt.version(), opt.rcode_high()),
-            (EDNS_UDP_SIZE, 0, 0),
-            "{case}: OPT"
-        );
-        assert!(opt.options().as_ref().is_empty(), "{case}: OPT options {:?}", opt.options());
-        assert_eq!(opt.flags().dnssec_ok, sent.flags().dnssec_ok, "{case}: DO copied");
-    }
-    // hickory accepts bytes past the last record; the fast path must not leave any.
-    let opt_len = if sent_opt.is_some() { 11 } else { 0 };
-    let rr_len = 12 + if expect.rtype == RecordType::A { 4 } else { 16 };
-    let counts: Vec<u16> =
-        rdns[4..12].chunks(2).map(|c| u16::from_be_bytes([c[0], c[1]])).collect();
-    assert_eq!(counts, [1, got.len() as u16, 0, u16::from(opt_len != 0)], "{case}: counts");
-    assert_eq!(rdns.len(), 12 + question.len() + got.len() * rr_len + opt_len, "{case}: size");
-
-    assert_eq!(out.counted, [(hit_counter(v6, expect.rtype), 1)], "{case}: counters");
-    got
-}
-
-/// Sends `frame` and checks the reply; returns the answered addresses.
-fn ask(dp: &Dataplane, case: &str, frame: &Frame, expect: &Expect) -> Vec<IpAddr> {
-    let bytes = frame.bytes();
-    assert_reply(case, &bytes, &run(dp, &bytes), expect)
-}
-
-/// A frame the fast path cannot answer exactly goes to the stack untouched, for `reason`.
-fn assert_passed(case: &str, dp: &Dataplane, frame: &[u8], reason: Counter) {
-    let out = run(dp, frame);
-    assert_eq!(out.action, XDP_PASS, "{case}: action");
-    assert_eq!(out.counted, [(reason, 1)], "{case}: counters");
-    assert!(out.frame == frame, "{case}: a passed frame must reach the stack unchanged");
 }
 
 // ---- Queries ----

@@ -18,6 +18,9 @@ pub enum Bench {
     Policy,
     /// MEP at scale on loopback: 32 parents + 1,024 children vs flat meshes
     Mep,
+    /// The controller at scale: 1M location ranges, 100k RTT rows, 1,000 domains, 64 sites
+    /// (compile time, peak RSS, map memory, service flip to maps updated; publishing needs root)
+    Scale,
 }
 
 pub fn run(name: Option<Bench>) -> Result<()> {

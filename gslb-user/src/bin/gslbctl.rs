@@ -1,10 +1,18 @@
-//! gslbctl: inspect a running gslbd through its pinned maps.
+//! gslbctl: inspect and steer a running gslbd: its pinned maps (fast-path counters) and its
+//! control socket (reload, the LDNS/RTT table, the prober's counters).
 
-use std::{path::PathBuf, process::ExitCode};
+use std::{path::PathBuf, process::ExitCode, time::Duration};
 
 use clap::{Parser, Subcommand};
 use gslb_common::Counter;
-use gslb_user::dataplane;
+use gslb_user::{
+    control::{self, ClientError, DEFAULT_CONTROL_PATH},
+    dataplane,
+};
+
+/// A reload can load large location databases; the rest answers at once.
+const RELOAD_TIMEOUT: Duration = Duration::from_secs(130);
+const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Parser)]
 #[command(name = "gslbctl", version, about = "Inspect a running gslbd")]
@@ -12,31 +20,80 @@ struct Args {
     /// bpffs directory gslbd pinned its maps in (server.pin_path).
     #[arg(long, default_value = "/sys/fs/bpf/gslb")]
     pin_path: PathBuf,
+    /// gslbd's control socket (gslbd --control).
+    #[arg(long, default_value = DEFAULT_CONTROL_PATH)]
+    control: PathBuf,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Subcommand)]
 enum Command {
-    /// Fast-path counters: hits per qtype and transport, passes per reason (`name value` lines).
+    /// Fast-path counters: hits per qtype and transport, passes per reason; then, when gslbd's
+    /// control socket answers, the RTT prober's counters (`name value` lines).
     Stats,
+    /// Reloads gslbd's configuration (as SIGHUP does) and says whether it was taken or why
+    /// it was refused.
+    Reload,
+    /// The LDNS entries (resolvers that queried gslbd) and their RTT from each site: probe
+    /// protocol, age, completion rate (F5's `ldns` record).
+    Ldns,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
     match args.command {
-        Command::Stats => match dataplane::pinned_counters(&args.pin_path) {
-            Ok(counters) => {
-                for c in Counter::ALL {
-                    println!("{} {}", c.name(), counters.get(c));
-                }
-                ExitCode::SUCCESS
-            }
-            Err(error) => {
-                let error = anyhow::Error::from(error);
-                eprintln!("gslbctl: {error:#} (is gslbd running with pin_path {}?)", args.pin_path.display());
-                ExitCode::FAILURE
-            }
-        },
+        Command::Stats => stats(&args),
+        Command::Reload => ask(&args, "reload", RELOAD_TIMEOUT),
+        Command::Ldns => ask(&args, "ldns", QUERY_TIMEOUT),
+    }
+}
+
+/// One control request; prints the reply's body, or the reason to stderr.
+fn ask(args: &Args, request: &str, timeout: Duration) -> ExitCode {
+    match exchange(args, request, timeout) {
+        Ok(body) => {
+            print!("{body}");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("gslbctl {request}: {:#}", anyhow::Error::from(error));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn exchange(args: &Args, request: &str, timeout: Duration) -> Result<String, ClientError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(ClientError::Io)?;
+    runtime.block_on(control::request(&args.control, request, timeout))
+}
+
+fn stats(args: &Args) -> ExitCode {
+    // The counters are read from the pins, so they show even with gslbd gone (XDP answers on
+    // from the last published maps); the prober's exist only while gslbd runs.
+    let counters = dataplane::pinned_counters(&args.pin_path);
+    if let Ok(counters) = &counters {
+        for c in Counter::ALL {
+            println!("{} {}", c.name(), counters.get(c));
+        }
+    }
+    let daemon = exchange(args, "stats", QUERY_TIMEOUT);
+    if let Ok(body) = &daemon {
+        print!("{body}");
+    }
+    match (counters, daemon) {
+        (Err(pins), Err(socket)) => {
+            eprintln!(
+                "gslbctl: {:#} (is gslbd running with pin_path {}?); {:#}",
+                anyhow::Error::from(pins),
+                args.pin_path.display(),
+                anyhow::Error::from(socket)
+            );
+            ExitCode::FAILURE
+        }
+        _ => ExitCode::SUCCESS,
     }
 }

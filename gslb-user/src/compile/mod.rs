@@ -37,7 +37,7 @@
 
 pub mod partition;
 
-use std::collections::HashMap;
+use ahash::AHashMap as HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -145,6 +145,9 @@ pub struct CompileStats {
     pub decisions: usize,
     /// The partition was reused from the previous compilation.
     pub incremental: bool,
+    /// Domains answered by RTT were left to the responder: their LDNS views would take more
+    /// than [`RTT_ENTRY_BUDGET`] entries.
+    pub rtt_to_responder: bool,
     /// Kernel memory the tables take, approximately (keys, values, per-entry overhead).
     pub map_bytes: usize,
 }
@@ -175,9 +178,15 @@ impl Snapshot {
 }
 
 /// Compiles snapshots, keeping between compilations what stays valid (see the module docs).
-#[derive(Default)]
 pub struct Compiler {
     cache: Option<Cache>,
+    rtt_budget: usize,
+}
+
+impl Default for Compiler {
+    fn default() -> Self {
+        Compiler { cache: None, rtt_budget: RTT_ENTRY_BUDGET }
+    }
 }
 
 /// What a compilation leaves for the next one, valid while the configuration, the location
@@ -186,6 +195,8 @@ struct Cache {
     config: Config,
     locations: usize,
     rtt: Arc<Vec<LdnsRtt>>,
+    /// Domains answered by RTT were left to the responder (over the budget).
+    rtt_to_responder: bool,
     partition: Partition,
     signatures: HashMap<Signature, u32>,
     outcomes: Vec<Outcome>,
@@ -194,6 +205,8 @@ struct Cache {
     decided: HashMap<(u32, ClassKey), u32>,
     /// Each class's view and LDNS view in the last snapshot.
     class_views: Vec<(u32, u32)>,
+    /// The last snapshot's merged segments and trie prefixes: the same while `class_views` is.
+    merged: Option<(Segments, Vec<(IpNet, ViewValue)>)>,
     next_view: u32,
     next_rtt_view: u32,
 }
@@ -205,6 +218,8 @@ struct Partition {
     seg_class: Vec<u32>,
     /// Each class's key and one address in it.
     classes: Vec<(ClassKey, IpAddr)>,
+    /// Segments per class.
+    class_segments: Vec<u32>,
     rtt_rows: Steps,
 }
 
@@ -255,6 +270,9 @@ struct Signature {
     rtt: bool,
     /// Per position: site, IPv6, weight, location, limits, state.
     services: Vec<(usize, bool, u32, Option<Location>, Option<u64>, Option<u64>, ServiceState)>,
+    /// The states of the backup domains' services, in chain order: a backup domain answers
+    /// when this one cannot, so its services' states decide too.
+    backups: Vec<ServiceState>,
 }
 
 /// One decision in positions of the deciding domain's service list.
@@ -285,6 +303,11 @@ enum Column {
 }
 
 impl Compiler {
+    /// A compiler that gives LDNS views at most `entries` answer entries.
+    pub fn with_rtt_budget(entries: usize) -> Compiler {
+        Compiler { cache: None, rtt_budget: entries }
+    }
+
     /// The answers of `config` under `inputs`, reusing what the previous compilation left when
     /// only service states changed.
     pub fn compile(&mut self, config: &Config, inputs: &Inputs<'_>) -> Snapshot {
@@ -294,27 +317,55 @@ impl Compiler {
                 && (Arc::ptr_eq(&c.rtt, &inputs.rtt) || c.rtt == inputs.rtt)
                 && c.config == *config
         });
-        let mut job = Job::new(config, inputs);
-        let mut cache = match self.cache.take() {
-            Some(cache) if reusable => cache,
-            _ => Cache {
+        let mut rtt_to_responder = reusable && self.cache.as_ref().is_some_and(|c| c.rtt_to_responder);
+        let mut cache = self.cache.take().filter(|_| reusable);
+        loop {
+            let mut job = Job::new(config, inputs, rtt_to_responder);
+            job.rtt_budget = self.rtt_budget;
+            let mut fresh = cache.take().unwrap_or_else(|| Cache {
                 config: config.clone(),
                 locations,
                 rtt: inputs.rtt.clone(),
+                rtt_to_responder,
                 partition: job.partition(),
                 signatures: HashMap::new(),
                 outcomes: Vec::new(),
                 outcome_ids: HashMap::new(),
                 decided: HashMap::new(),
                 class_views: Vec::new(),
+                merged: None,
                 next_view: 0,
                 next_rtt_view: 1,
-            },
-        };
-        let snapshot = job.run(&mut cache, reusable);
-        self.cache = Some(cache);
-        snapshot
+            });
+            let incremental = reusable && !fresh.class_views.is_empty();
+            match job.run(&mut fresh, incremental) {
+                Ok(snapshot) => {
+                    self.cache = Some(fresh);
+                    return snapshot;
+                }
+                Err(OverBudget { ldns_views, entries }) => {
+                    tracing::warn!(
+                        ldns_views,
+                        entries,
+                        budget = self.rtt_budget,
+                        "answers by RTT would not fit the fast path's maps: the responder decides domains answered by RTT per query"
+                    );
+                    rtt_to_responder = true;
+                }
+            }
+        }
     }
+}
+
+/// The most (domain, LDNS view) answer entries the maps are given: a quarter of `ANSWERS`.
+/// Beyond it, domains answered by RTT are left to the responder.
+pub const RTT_ENTRY_BUDGET: usize = gslb_common::ANSWERS_MAX as usize / 4;
+
+/// The LDNS views would take more entries than [`RTT_ENTRY_BUDGET`].
+#[derive(Debug)]
+struct OverBudget {
+    ldns_views: usize,
+    entries: usize,
 }
 
 /// One compilation.
@@ -327,10 +378,14 @@ struct Job<'a> {
     /// (domain index, qtype), every domain but the per-query ones.
     entries: Vec<(usize, u16)>,
     decisions: usize,
+    rtt_to_responder: bool,
+    rtt_budget: usize,
 }
 
 impl<'a> Job<'a> {
-    fn new(config: &'a Config, inputs: &'a Inputs<'a>) -> Self {
+    /// `rtt_to_responder`: domains answered by RTT are left to the responder (their LDNS
+    /// views would not fit the maps).
+    fn new(config: &'a Config, inputs: &'a Inputs<'a>, rtt_to_responder: bool) -> Self {
         let services =
             config.services.iter().enumerate().map(|(i, s)| (s.name.as_str(), (i, s))).collect();
         let engine = config
@@ -347,15 +402,21 @@ impl<'a> Job<'a> {
                 }
             })
             .flatten();
-        let kinds: Vec<Kind> =
-            config.gslb_domains.iter().map(|d| kind(config, d, &services, engine.as_ref())).collect();
+        let kinds: Vec<Kind> = config
+            .gslb_domains
+            .iter()
+            .map(|d| match kind(config, d, &services, engine.as_ref()) {
+                Kind::Decided { rtt: true, .. } if rtt_to_responder => Kind::PerQuery,
+                k => k,
+            })
+            .collect();
         let entries = kinds
             .iter()
             .enumerate()
             .filter(|(_, k)| **k != Kind::PerQuery)
             .flat_map(|(d, _)| [(d, QTYPE_A), (d, QTYPE_AAAA)])
             .collect();
-        Job { config, inputs, engine, services, kinds, entries, decisions: 0 }
+        Job { config, inputs, engine, services, kinds, entries, decisions: 0, rtt_to_responder, rtt_budget: RTT_ENTRY_BUDGET }
     }
 
     fn up(&self, service: usize) -> bool {
@@ -392,18 +453,18 @@ impl<'a> Job<'a> {
         }
         let subnets =
             Steps::longest_match(subnets.iter().enumerate().map(|(i, n)| (*n, i as u32 + 1)), 0);
-        let rtt_rows = if rtt {
-            Steps::longest_match(
-                self.inputs.rtt.iter().enumerate().map(|(i, r)| (r.ldns, i as u32 + 1)),
-                0,
-            )
-        } else {
-            Steps::constant(0)
-        };
+        // Kept even when no compiled domain reads them: the responder's per-query decisions do.
+        let rtt_rows = Steps::longest_match(
+            self.inputs.rtt.iter().enumerate().map(|(i, r)| (r.ldns, i as u32 + 1)),
+            0,
+        );
         let locations = self.inputs.locations.filter(|_| place);
         let mut points: Vec<u128> = vec![0, V4_FIRST, V4_LAST + 1];
-        for steps in [&views, &subnets, &rtt_rows] {
+        for steps in [&views, &subnets] {
             points.extend_from_slice(&steps.starts);
+        }
+        if rtt {
+            points.extend_from_slice(&rtt_rows.starts);
         }
         if let Some(db) = locations {
             points.extend(db.boundaries());
@@ -427,7 +488,7 @@ impl<'a> Job<'a> {
                 v4: addr.is_ipv4(),
                 view: at(&views, &mut iv, p),
                 subnet: at(&subnets, &mut is, p),
-                rtt: at(&rtt_rows, &mut ir, p),
+                rtt: if rtt { at(&rtt_rows, &mut ir, p) } else { 0 },
                 location: locations.map_or(0, |db| db.class(addr)),
             };
             let id = *class_ids.entry(key).or_insert_with(|| {
@@ -436,7 +497,11 @@ impl<'a> Job<'a> {
             });
             seg_class.push(id);
         }
-        Partition { points, seg_class, classes, rtt_rows }
+        let mut class_segments = vec![0u32; classes.len()];
+        for &c in &seg_class {
+            class_segments[c as usize] += 1;
+        }
+        Partition { points, seg_class, classes, class_segments, rtt_rows }
     }
 
     /// The signature of a decided entry.
@@ -463,10 +528,25 @@ impl<'a> Job<'a> {
                     (s.site, s.ip.is_ipv6(), s.weight, s.location.clone(), s.max_connections, s.max_bandwidth_kbps, self.state(i))
                 })
                 .collect(),
+            backups: self.backup_states(d),
         }
     }
 
-    fn run(&mut self, cache: &mut Cache, incremental: bool) -> Snapshot {
+    /// The states of the services of `d`'s backup domains, in chain order.
+    fn backup_states(&self, d: usize) -> Vec<ServiceState> {
+        let Some(engine) = self.engine.as_ref() else { return Vec::new() };
+        let mut states = Vec::new();
+        let mut next = engine.domain(d).backup_domain;
+        // Validation forbids cycles; the bound keeps a bug from looping.
+        for _ in 0..self.config.gslb_domains.len() {
+            let Some(b) = next else { break };
+            states.extend(engine.domain(b).services.iter().map(|&i| self.state(i)));
+            next = engine.domain(b).backup_domain;
+        }
+        states
+    }
+
+    fn run(&mut self, cache: &mut Cache, incremental: bool) -> Result<Snapshot, OverBudget> {
         let config = self.config;
         let Cache {
             partition,
@@ -475,6 +555,7 @@ impl<'a> Job<'a> {
             outcome_ids,
             decided,
             class_views: cached_views,
+            merged,
             next_view,
             next_rtt_view,
             ..
@@ -527,11 +608,13 @@ impl<'a> Job<'a> {
             }
         }
 
+        let rtt_entries = entry_column.iter().filter(|&&c| rtt_columns.contains(&c)).count();
         // Each class's vectors: the view's (every column, no RTT) and the LDNS view's (the RTT
         // columns, with the class's RTT row).
         let mut static_memo: HashMap<(usize, u32), u32> = HashMap::new();
         let mut static_answers: Vec<Option<Answer>> = vec![None];
-        let mut static_ids: HashMap<Option<Answer>, u32> = HashMap::from([(None, 0)]);
+        let mut static_ids: HashMap<Option<Answer>, u32> = HashMap::new();
+        static_ids.insert(None, 0);
         let mut view_vectors: Vec<Vec<u32>> = Vec::new();
         let mut view_vector_ids: HashMap<Vec<u32>, u32> = HashMap::new();
         let mut rtt_vectors: Vec<Vec<u32>> = vec![Vec::new()];
@@ -578,10 +661,15 @@ impl<'a> Job<'a> {
                     vector.push(self.outcome(&mut parts, sig, sig_by_id[&sig], representative[&sig], key, addr, true));
                 }
                 let next = rtt_vectors.len() as u32;
-                *rtt_vector_ids.entry(vector.clone()).or_insert_with(|| {
+                let id = *rtt_vector_ids.entry(vector.clone()).or_insert_with(|| {
                     rtt_vectors.push(vector);
                     next
-                })
+                });
+                let entries = (rtt_vectors.len() - 1) * rtt_entries;
+                if entries > self.rtt_budget {
+                    return Err(OverBudget { ldns_views: rtt_vectors.len() - 1, entries });
+                }
+                id
             } else {
                 0
             };
@@ -592,50 +680,32 @@ impl<'a> Job<'a> {
         // classes of that view; a view whose classes now differ splits, the part with the most
         // segments keeping the number.
         let seg_class = &partition.seg_class;
+        let class_segments = &partition.class_segments;
         let previous: Vec<(u32, u32)> = if incremental && cached_views.len() == classes.len() {
             std::mem::take(cached_views)
         } else {
             Vec::new()
         };
         let (class_views, views, rtt_views) = if previous.is_empty() {
-            let (views, rtt_views, class_views) = number_fresh(seg_class, &class_vectors);
+            let (views, rtt_views, class_views) = number_fresh(seg_class, class_segments, &class_vectors);
             *next_view = views as u32;
             *next_rtt_view = rtt_views as u32 + 1;
             (class_views, views, rtt_views)
         } else {
-            number_stable(seg_class, &class_vectors, &previous, next_view, next_rtt_view)
+            number_stable(class_segments, &class_vectors, &previous, next_view, next_rtt_view)
         };
+        let unchanged = *cached_views == class_views;
         *cached_views = class_views.clone();
 
         // Merged segments, and their prefixes.
         let points = &partition.points;
-        let mut segments = Segments::default();
-        for (i, &p) in points.iter().enumerate() {
-            let (view, rtt_view) = class_views[seg_class[i] as usize];
-            let edge = p == V4_FIRST || p == V4_LAST + 1;
-            if edge
-                || segments.views.last() != Some(&view)
-                || segments.rtt_views.last() != Some(&rtt_view)
-            {
-                segments.starts.push(p);
-                segments.views.push(view);
-                segments.rtt_views.push(rtt_view);
-            }
-        }
-        let mut views_out = Vec::new();
-        let mut nets = Vec::new();
-        for i in 0..segments.starts.len() {
-            let (view, rtt_view) = (segments.views[i], segments.rtt_views[i]);
-            if view == DEFAULT_VIEW && rtt_view == 0 {
-                continue;
-            }
-            let first = segments.starts[i];
-            let last = segments.starts.get(i + 1).map_or(u128::MAX, |&n| n - 1);
-            nets.clear();
-            prefixes_of(first, last, &mut nets);
-            views_out.extend(nets.iter().map(|n| (*n, ViewValue { view, rtt_view })));
-        }
+        let (segments, views_out) = match merged.take().filter(|_| unchanged) {
+            Some(m) => m,
+            None => merge(points, seg_class, &class_views),
+        };
+        *merged = Some((segments.clone(), views_out.clone()));
 
+        // Each view's vector, and each LDNS view's.
         // Each view's vector, and each LDNS view's.
         let mut view_vector = vec![u32::MAX; views];
         let mut rtt_view_vector = vec![0u32; rtt_views + 1];
@@ -700,6 +770,7 @@ impl<'a> Job<'a> {
 
         let entries: usize = domains.iter().map(|d| d.answers.len() + d.rtt_answers.len()).sum();
         let stats = CompileStats {
+            rtt_to_responder: self.rtt_to_responder,
             segments: points.len(),
             classes: classes.len(),
             views,
@@ -717,7 +788,7 @@ impl<'a> Job<'a> {
                         + size_of::<gslb_common::AnswerSet>()
                         + MAP_OVERHEAD),
         };
-        Snapshot {
+        Ok(Snapshot {
             dns_port: config.server.dns_port,
             edns_udp_size: config.server.edns_udp_size,
             listen: config.server.listen.clone(),
@@ -742,7 +813,7 @@ impl<'a> Job<'a> {
             rtt: self.inputs.rtt.clone(),
             rtt_rows: partition.rtt_rows.clone(),
             stats,
-        }
+        })
     }
 
     /// The outcome of signature `sig` for a class, decided for `representative` unless known.
@@ -778,6 +849,18 @@ impl<'a> Job<'a> {
             return o;
         }
         let (d, qtype) = representative;
+        // No service of the family: nothing to decide, the domain's fallback answers.
+        let v6 = qtype == QTYPE_AAAA;
+        if signature.domain.is_none() && !signature.services.iter().any(|s| s.1 == v6) {
+            let outcome = Outcome { domain: d, positions: Vec::new(), pick: OutcomePick::All, fallback: Some(signature.down) };
+            let next = outcomes.len() as u32;
+            let id = *outcome_ids.entry(outcome.clone()).or_insert_with(|| {
+                outcomes.push(outcome);
+                next
+            });
+            decided.insert((sig, projected), id);
+            return id;
+        }
         let decision = self.decide(d, qtype, addr, row);
         // The RTT method decided first and no policy narrowed the pool: the place did not
         // matter, and the outcome holds for every class with this row.
@@ -922,6 +1005,37 @@ impl Outcome {
     }
 }
 
+/// Neighbouring segments of one (view, LDNS view) merged, and the trie's prefixes for them.
+fn merge(points: &[u128], seg_class: &[u32], class_views: &[(u32, u32)]) -> (Segments, Vec<(IpNet, ViewValue)>) {
+    let mut segments = Segments::default();
+    for (i, &p) in points.iter().enumerate() {
+        let (view, rtt_view) = class_views[seg_class[i] as usize];
+        let edge = p == V4_FIRST || p == V4_LAST + 1;
+        if edge
+            || segments.views.last() != Some(&view)
+            || segments.rtt_views.last() != Some(&rtt_view)
+        {
+            segments.starts.push(p);
+            segments.views.push(view);
+            segments.rtt_views.push(rtt_view);
+        }
+    }
+    let mut views_out = Vec::new();
+    let mut nets = Vec::new();
+    for i in 0..segments.starts.len() {
+        let (view, rtt_view) = (segments.views[i], segments.rtt_views[i]);
+        if view == DEFAULT_VIEW && rtt_view == 0 {
+            continue;
+        }
+        let first = segments.starts[i];
+        let last = segments.starts.get(i + 1).map_or(u128::MAX, |&n| n - 1);
+        nets.clear();
+        prefixes_of(first, last, &mut nets);
+        views_out.extend(nets.iter().map(|n| (*n, ViewValue { view, rtt_view })));
+    }
+    (segments, views_out)
+}
+
 /// Addresses in order, each once.
 fn distinct(addrs: impl Iterator<Item = IpAddr>) -> Vec<IpAddr> {
     let mut out: Vec<IpAddr> = Vec::new();
@@ -942,11 +1056,15 @@ fn empty(base: Option<&Answer>, config: &Config, d: usize) -> Answer {
 /// Numbers views from scratch: the most common view vector (by segments) is the default view,
 /// the others follow in address order; LDNS views likewise from 1. Returns (views, LDNS views,
 /// each class's numbers).
-fn number_fresh(seg_class: &[u32], class_vectors: &[(u32, u32)]) -> (usize, usize, Vec<(u32, u32)>) {
+fn number_fresh(
+    seg_class: &[u32],
+    class_segments: &[u32],
+    class_vectors: &[(u32, u32)],
+) -> (usize, usize, Vec<(u32, u32)>) {
     let vectors = class_vectors.iter().map(|v| v.0).max().map_or(0, |m| m as usize + 1);
     let mut count = vec![0usize; vectors];
-    for &c in seg_class {
-        count[class_vectors[c as usize].0 as usize] += 1;
+    for (c, &(v, _)) in class_vectors.iter().enumerate() {
+        count[v as usize] += class_segments[c] as usize;
     }
     let default = (0..vectors).max_by_key(|&v| (count[v], std::cmp::Reverse(v))).unwrap_or(0);
     let mut number = vec![u32::MAX; vectors];
@@ -978,7 +1096,7 @@ fn number_fresh(seg_class: &[u32], class_vectors: &[(u32, u32)]) -> (usize, usiz
 /// Numbers views keeping the previous numbers: classes of one previous view with the same
 /// vector keep its number (the part with the most segments), other parts get new numbers.
 fn number_stable(
-    seg_class: &[u32],
+    class_segments: &[u32],
     class_vectors: &[(u32, u32)],
     previous: &[(u32, u32)],
     next_view: &mut u32,
@@ -987,11 +1105,10 @@ fn number_stable(
     // (previous number, vector) → segments; per dimension.
     let mut parts: HashMap<(u32, u32), usize> = HashMap::new();
     let mut rtt_parts: HashMap<(u32, u32), usize> = HashMap::new();
-    for &c in seg_class {
-        let (v, r) = class_vectors[c as usize];
-        let (pv, pr) = previous[c as usize];
-        *parts.entry((pv, v)).or_default() += 1;
-        *rtt_parts.entry((pr, r)).or_default() += 1;
+    for (c, (&(v, r), &(pv, pr))) in class_vectors.iter().zip(previous).enumerate() {
+        let n = class_segments[c] as usize;
+        *parts.entry((pv, v)).or_default() += n;
+        *rtt_parts.entry((pr, r)).or_default() += n;
     }
     fn assign(parts: HashMap<(u32, u32), usize>, next: &mut u32, keep_zero_only_for_zero: bool) -> HashMap<(u32, u32), u32> {
         // The biggest part of each previous number keeps it.
@@ -1409,6 +1526,70 @@ mod tests {
             // The same decisions were not taken again.
             if i == 3 {
                 assert_eq!(incremental.stats.decisions, 0, "step {i}: every state was seen before");
+            }
+        }
+    }
+
+    /// LDNS views that would take more entries than the budget leave the domains answered by
+    /// RTT to the responder (per query, with the same RTT rows), and everything else compiled.
+    #[test]
+    fn rtt_domains_over_the_budget_go_to_the_responder() {
+        let text = r#"
+            [server]
+            listen = ["192.0.2.53"]
+            [[zone]]
+            name = "example.com"
+            ns = ["ns.example.net"]
+            soa.rname = "hostmaster.example.com"
+            [[site]]
+            name = "a"
+            ip = "192.0.2.1"
+            [[site]]
+            name = "b"
+            ip = "192.0.2.2"
+            [[service]]
+            name = "a"
+            ip = "192.0.2.10"
+            site = "a"
+            [[service]]
+            name = "b"
+            ip = "192.0.2.20"
+            site = "b"
+            [[gslb_domain]]
+            name = "rtt.example.com"
+            method = "rtt"
+            services = ["a", "b"]
+            [[gslb_domain]]
+            name = "rr.example.com"
+            services = ["a", "b"]
+        "#;
+        let config = Config::parse(text, Path::new("test.toml")).unwrap();
+        let row = |net: &str, a: u32, b: u32| LdnsRtt { ldns: net.parse().unwrap(), rtt_us: vec![Some(a), Some(b)] };
+        // Two distinct LDNS views (a nearer, b nearer), two entries each (A and AAAA).
+        let rows = Arc::new(vec![row("198.51.100.0/24", 10_000, 40_000), row("203.0.113.0/24", 40_000, 10_000)]);
+        let inputs = Inputs { rtt: rows, ..Inputs::default() };
+        // (budget, left to the responder)
+        for (budget, responder) in [(4, false), (3, true)] {
+            let s = Compiler::with_rtt_budget(budget).compile(&config, &inputs);
+            assert_eq!(s.stats.rtt_to_responder, responder, "budget {budget}");
+            assert_eq!(s.engine_domains.contains(&"rtt.example.com".to_string()), responder, "budget {budget}");
+            assert_eq!(s.domains.iter().any(|d| d.name == "rtt.example.com"), !responder, "budget {budget}");
+            assert!(s.domains.iter().any(|d| d.name == "rr.example.com"), "budget {budget}");
+            assert_eq!(s.stats.rtt_views, if responder { 0 } else { 2 }, "budget {budget}");
+            // Either way the answer is by RTT: from the maps, or decided per query.
+            let responder = crate::responder::Responder::new(&config, &s);
+            for (client, want) in [("198.51.100.9", "192.0.2.10"), ("203.0.113.9", "192.0.2.20")] {
+                let mut q = hickory_proto::op::Message::new();
+                q.set_id(1).add_query(hickory_proto::op::Query::query(
+                    hickory_proto::rr::Name::from_ascii("rtt.example.com.").unwrap(),
+                    hickory_proto::rr::RecordType::A,
+                ));
+                let reply = responder
+                    .respond(&q.to_vec().unwrap(), client.parse().unwrap(), crate::responder::Transport::Udp)
+                    .expect("a reply");
+                let reply = hickory_proto::op::Message::from_vec(&reply).unwrap();
+                let got: Vec<String> = reply.answers().iter().map(|r| r.data().to_string()).collect();
+                assert_eq!(got, vec![want.to_string()], "budget {budget}, client {client}");
             }
         }
     }

@@ -1,6 +1,9 @@
 //! gslbd's life cycle: load the configuration, load and pin the fast path, publish the answers,
 //! attach, serve until told to stop, then detach and unpin.
 
+pub mod mep;
+pub mod rtt;
+
 use std::{
     net::SocketAddr,
     path::PathBuf,
@@ -17,6 +20,7 @@ use tracing::{error, info, warn};
 use crate::{
     compile::Snapshot,
     config::{Config, ConfigError, XdpMode},
+    control::{ControlPath, ControlSocket, ControlState, Reload},
     controller::World,
     dataplane::{Dataplane, DataplaneError},
     health::{HealthSupervisor, ServiceMonitors},
@@ -41,6 +45,25 @@ pub enum DaemonError {
     Health(#[from] crate::health::HealthError),
     #[error("listening on {addr} ({transport})")]
     Bind { addr: SocketAddr, transport: &'static str, source: std::io::Error },
+    #[error(transparent)]
+    Control(#[from] crate::control::ControlError),
+    #[error("MEP")]
+    Mep(#[from] mep::MepStartError),
+}
+
+/// Why a reload was refused (the running configuration stays in force).
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    #[error("the configuration does not load")]
+    Config(#[source] ConfigError),
+    #[error("[server] {} changed, which needs a restart", fields.join(", "))]
+    RestartOnly { fields: Vec<&'static str> },
+    #[error("the location database does not load")]
+    Locations(#[source] crate::location::db::LocationDbError),
+    #[error("the health monitors cannot start")]
+    Health(#[source] crate::health::HealthError),
+    #[error("MEP: {0}")]
+    Mep(String),
 }
 
 /// What the command line can override in the configuration's `[server]` section.
@@ -58,6 +81,8 @@ pub struct Overrides {
     pub listen: Vec<std::net::IpAddr>,
     /// DNS port, instead of server.dns_port.
     pub port: Option<u16>,
+    /// The control socket (gslbctl); none when `None`.
+    pub control: Option<ControlPath>,
 }
 
 /// Runs gslbd until `shutdown` resolves. `ready` is called once the fast path answers.
@@ -66,7 +91,7 @@ pub async fn run(
     overrides: Overrides,
     ready: impl FnOnce(),
     shutdown: impl Future<Output = ()>,
-    mut reloads: mpsc::Receiver<()>,
+    mut reloads: mpsc::Receiver<impl Into<Reload>>,
 ) -> Result<(), DaemonError> {
     let config = load_config(&config_path, &overrides)?;
     let server = config.server.clone();
@@ -96,15 +121,30 @@ pub async fn run(
             .map_err(|source| DaemonError::Bind { addr, transport: "tcp", source })?;
         sockets.push((udp, tcp));
     }
+    let mep_listener = mep::bind(&config)?;
+    let control = match &overrides.control {
+        Some(control) => match ControlSocket::bind(&control.path).await {
+            Ok(socket) => Some(socket),
+            Err(error) if !control.required => {
+                error!(error = anyhow_like(&error), "running without a control socket (gslbctl reload and ldns will not reach this gslbd)");
+                None
+            }
+            Err(error) => return Err(error.into()),
+        },
+        None => None,
+    };
 
     let health = HealthSupervisor::new();
     health.set_services(service_monitors(&config)).await?;
     let mut health_events = health.subscribe();
     let mut world = World::new(config, health);
     world.locations = location_db(&world.config, &config_path)?;
-    let snapshot = world.snapshot();
+    world.local_site = world.config.server.site.clone();
+    world.mep = mep::initial_view(&world.config);
+    let snapshot = mep::for_role(&world, world.snapshot());
     log_compiled(&snapshot);
     let responder = Arc::new(Responder::new(&world.config, &snapshot));
+    responder.set_gslb_refused(!mep::answers_gslb(&world));
     responder.replace_with_locations(&world.config, &snapshot, world.locations.clone());
     let mut dataplane = if overrides.no_xdp {
         info!("--no-xdp: the responder answers everything");
@@ -112,6 +152,15 @@ pub async fn run(
     } else {
         Some(start_fast_path(&world.config, &snapshot, &overrides, &pin_path)?)
     };
+    let mut rtt = rtt::RttProbing::new(&world.config, dataplane.as_mut().and_then(Dataplane::take_ldns));
+    world.rtt = rtt.handle();
+    let (rtt_handles, rtt_handle) = watch::channel(world.rtt.clone());
+    let mut mep_rt = match mep_listener {
+        Some(listener) => mep::Mep::start(listener, &world)?,
+        None => None,
+    };
+    // The control socket's reloads; SIGHUP's come in `reloads`.
+    let (control_reloads_tx, mut control_reloads) = mpsc::channel::<Reload>(8);
 
     let (stop, stopped) = watch::channel(false);
     let mut servers = JoinSet::new();
@@ -120,9 +169,16 @@ pub async fn run(
             let _ = rx.wait_for(|stop| *stop).await;
         };
         for udp in udp {
-            servers.spawn(server::run_udp(udp, responder.clone(), wait(stopped.clone())));
+            servers.spawn(server::run_udp_recording(udp, responder.clone(), Some(rtt.recorder()), wait(stopped.clone())));
         }
-        servers.spawn(server::run_tcp(tcp, responder.clone(), TcpLimits::default(), wait(stopped.clone())));
+        servers.spawn(server::run_tcp_recording(tcp, responder.clone(), TcpLimits::default(), Some(rtt.recorder()), wait(stopped.clone())));
+    }
+    if let Some(control) = control {
+        let state = ControlState { reloads: control_reloads_tx.clone(), rtt: rtt_handle };
+        let mut stopped = stopped.clone();
+        servers.spawn(control.serve(state, async move {
+            let _ = stopped.wait_for(|stop| *stop).await;
+        }));
     }
     info!(config = %config_path.display(), listen = ?server.listen, port = server.dns_port, "gslbd ready");
     ready();
@@ -132,6 +188,10 @@ pub async fn run(
     let mut location_poll = tokio::time::interval(LOCATION_POLL);
     location_poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
+    let mut rtt_pacer = rtt::RepublishPacer::new(tokio::time::Instant::now());
+    // Reload requesters waiting for the republish of their configuration.
+    let mut reloaded: Vec<Reload> = Vec::new();
+
     tokio::pin!(shutdown);
     loop {
         // Every trigger ends in one recompute of the whole answer set from the current state:
@@ -139,17 +199,53 @@ pub async fn run(
         // the latest state always wins.
         let trigger: &str = tokio::select! {
             _ = &mut shutdown => break,
-            Some(()) = reloads.recv() => {
-                // A burst of reload requests is one reload: the file is read once, latest wins.
-                while reloads.try_recv().is_ok() {}
-                if let Some((config, locations)) = reload(&config_path, &overrides, &world.config, &world.health).await {
-                    world.config = config;
-                    world.locations = locations;
-                    location_stamps = FileStamps::of(&location_files(&world.config));
-                    "reload"
-                } else {
+            Some(first) = next_reload(&mut reloads, &mut control_reloads) => {
+                // A burst of reload requests is one reload: the file is read once, latest wins,
+                // and every requester gets that outcome.
+                let mut waiting = vec![first];
+                while let Ok(r) = reloads.try_recv() {
+                    waiting.push(r.into());
+                }
+                while let Ok(r) = control_reloads.try_recv() {
+                    waiting.push(r);
+                }
+                match reload(&config_path, &overrides, &world.config, &world.health).await {
+                    Ok((config, locations)) => {
+                        world.local_site = config.server.site.clone();
+                        world.config = config;
+                        world.locations = locations;
+                        location_stamps = FileStamps::of(&location_files(&world.config));
+                        if rtt.apply(&world.config) {
+                            world.rtt = rtt.handle();
+                            rtt_handles.send_replace(world.rtt.clone());
+                        }
+                        if let Some(m) = &mut mep_rt {
+                            m.reconfigure(&world).await;
+                        }
+                        reloaded.extend(waiting);
+                        "reload"
+                    }
+                    Err(error) => {
+                        let reason = anyhow_like(&error);
+                        for r in waiting {
+                            r.answer(Err(reason.clone()));
+                        }
+                        continue;
+                    }
+                }
+            }
+            () = rtt.changed() => {
+                // Bursts are folded into one republish, later (see RepublishPacer).
+                rtt_pacer.changed(tokio::time::Instant::now());
+                continue;
+            }
+            () = tokio::time::sleep_until(rtt_pacer.due().unwrap_or_else(tokio::time::Instant::now)), if rtt_pacer.due().is_some() => "rtt",
+            () = mep::Mep::changed(&mut mep_rt) => {
+                // Views the answers do not read (heartbeats, link details) cost no recompute.
+                if !mep_rt.as_mut().is_some_and(|m| m.apply(&mut world)) {
                     continue;
                 }
+                "mep"
             }
             event = health_events.recv() => {
                 match event {
@@ -178,9 +274,23 @@ pub async fn run(
             }
         };
         let started = std::time::Instant::now();
-        let snapshot = world.snapshot();
+        let snapshot = mep::for_role(&world, world.snapshot());
         let compiled = started.elapsed();
-        if republish(&world, &snapshot, dataplane.as_mut(), &responder) {
+        responder.set_gslb_refused(!mep::answers_gslb(&world));
+        if let Some(m) = &mep_rt {
+            m.publish_local(&world);
+        }
+        // This snapshot has the latest RTT table, whatever the trigger.
+        rtt_pacer.republished(tokio::time::Instant::now());
+        let published = republish(&world, &snapshot, dataplane.as_mut(), &responder);
+        for r in reloaded.drain(..) {
+            r.answer(if published {
+                Ok(())
+            } else {
+                Err("the configuration loaded, but publishing its answers to the fast path failed; the previous answers stay in force".into())
+            });
+        }
+        if published {
             info!(
                 trigger,
                 compile_us = compiled.as_micros() as u64,
@@ -195,6 +305,9 @@ pub async fn run(
     info!("shutting down");
     let _ = stop.send(true);
     while servers.join_next().await.is_some() {}
+    if let Some(m) = mep_rt {
+        m.shutdown().await;
+    }
     match dataplane {
         Some(dataplane) if overrides.keep_attached => {
             info!(pin_path = %pin_path.display(), "leaving XDP attached and pinned");
@@ -208,6 +321,8 @@ pub async fn run(
         }
         None => {}
     }
+    // After the detach, which reloads the program and so needs the LDNS map open.
+    rtt.shutdown().await;
     Ok(())
 }
 
@@ -233,12 +348,12 @@ pub async fn reload(
     overrides: &Overrides,
     running: &Config,
     health: &HealthSupervisor,
-) -> Option<(Config, Option<Arc<LocationDb>>)> {
+) -> Result<(Config, Option<Arc<LocationDb>>), ReloadError> {
     let config = match load_config(path, overrides) {
         Ok(config) => config,
         Err(error) => {
             error!(error = anyhow_like(&error), "reload refused; the running configuration stays in force");
-            return None;
+            return Err(ReloadError::Config(error));
         }
     };
     let (old, new) = (&running.server, &config.server);
@@ -252,22 +367,39 @@ pub async fn reload(
     let changed: Vec<&str> = restart_only.iter().filter(|(_, c)| *c).map(|(n, _)| *n).collect();
     if !changed.is_empty() {
         error!(fields = ?changed, "reload refused: [server] changes need a restart; the running configuration stays in force");
-        return None;
+        return Err(ReloadError::RestartOnly { fields: changed });
+    }
+    if let Err(reason) = mep::check_reload(running, &config) {
+        error!(%reason, "reload refused: MEP; the running configuration stays in force");
+        return Err(ReloadError::Mep(reason));
     }
     let locations = match location_db(&config, path) {
         Ok(db) => db,
         Err(error) => {
             error!(error = anyhow_like(&error), "reload refused: location database");
-            return None;
+            return Err(ReloadError::Locations(error));
         }
     };
     if let Err(error) = health.set_services(service_monitors(&config)).await {
         error!(error = anyhow_like(&error), "reload refused: health monitors");
-        return None;
+        return Err(ReloadError::Health(error));
     }
     info!(config = %path.display(), "configuration reloaded");
-    Some((config, locations))
+    Ok((config, locations))
 }
+
+/// The next reload request, from SIGHUP's queue or the control socket's.
+async fn next_reload(
+    signals: &mut mpsc::Receiver<impl Into<Reload>>,
+    control: &mut mpsc::Receiver<Reload>,
+) -> Option<Reload> {
+    tokio::select! {
+        Some(r) = signals.recv() => Some(r.into()),
+        Some(r) = control.recv() => Some(r),
+        else => None,
+    }
+}
+
 
 /// The client location database the configuration describes, if it names any source.
 fn location_db(
@@ -381,14 +513,14 @@ fn anyhow_like(error: &dyn std::error::Error) -> String {
 }
 
 /// Reload requests, one per SIGHUP.
-pub fn reload_signals() -> Result<mpsc::Receiver<()>, DaemonError> {
+pub fn reload_signals() -> Result<mpsc::Receiver<Reload>, DaemonError> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut hup = signal(SignalKind::hangup()).map_err(DaemonError::Signal)?;
     let (tx, rx) = mpsc::channel(1);
     tokio::spawn(async move {
         while hup.recv().await.is_some() {
             // Full means a reload is already pending, which will read the latest file.
-            let _ = tx.try_send(());
+            let _ = tx.try_send(Reload::default());
         }
     });
     Ok(rx)

@@ -91,6 +91,44 @@ pub struct MepTls {
     pub client: Arc<rustls::ClientConfig>,
 }
 
+impl MepTls {
+    /// From PEM text: this site's certificate chain and private key (presented to the sites
+    /// that call it), and the deployment's CA certificates (the certificates of the sites it
+    /// calls must chain to one of them; the system's roots are not used, since site names are
+    /// not public DNS names).
+    pub fn from_pem(cert: &[u8], key: &[u8], ca: &[u8]) -> Result<MepTls, MepError> {
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
+        let bad = |what: &str, e: &dyn std::fmt::Display| MepError::Tls(format!("{what}: {e}"));
+        let chain = CertificateDer::pem_slice_iter(cert)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| bad("certificate", &e))?;
+        if chain.is_empty() {
+            return Err(MepError::Tls("certificate: no PEM certificate found".into()));
+        }
+        let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| bad("private key", &e))?;
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_slice_iter(ca) {
+            roots.add(c.map_err(|e| bad("CA", &e))?).map_err(|e| bad("CA", &e))?;
+        }
+        if roots.is_empty() {
+            return Err(MepError::Tls("CA: no PEM certificate found".into()));
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let server = rustls::ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| bad("TLS", &e))?
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .map_err(|e| bad("certificate and key", &e))?;
+        let client = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| bad("TLS", &e))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Ok(MepTls { server: Arc::new(server), client: Arc::new(client) })
+    }
+}
+
 impl MepConfig {
     /// Defaults: heartbeat 500 ms, dead after 2 s, handshake 3 s, writes 2 s, reconnect
     /// 100 ms … 5 s, 1 MiB frames, view republished at most every 100 ms.
@@ -118,7 +156,9 @@ impl MepConfig {
         }
     }
 
-    fn validate(&self) -> Result<(), MepError> {
+    /// What [`MepNode::run`] checks first; gslbd calls it before it reports ready, so that a
+    /// node that cannot run fails the start rather than a background task.
+    pub fn validate(&self) -> Result<(), MepError> {
         let bad = |m: String| Err(MepError::Config(m));
         if self.topology.site(&self.site).is_none() {
             return bad(format!("site {:?} is not in the topology", self.site));
@@ -152,6 +192,8 @@ pub enum MepError {
     Topology(#[from] TopologyError),
     #[error("local state: {0}")]
     State(String),
+    #[error("MEP TLS: {0}")]
+    Tls(String),
 }
 
 /// What this site publishes about itself.

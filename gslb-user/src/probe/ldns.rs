@@ -7,7 +7,10 @@
 use std::{
     collections::HashMap,
     net::{IpAddr, Ipv4Addr, Ipv6Addr},
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
     time::Duration,
 };
 
@@ -76,11 +79,26 @@ impl LdnsMask {
 #[derive(Clone, Debug, Default)]
 pub struct LdnsRecorder {
     pending: Arc<Mutex<HashMap<IpAddr, Instant>>>,
+    /// Set while nothing probes: the responder's loops keep their recorder for gslbd's life,
+    /// and must not fill a buffer nobody drains (nor pay for its lock).
+    off: Arc<AtomicBool>,
 }
 
 impl LdnsRecorder {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Turns recording on (the default) or off; turning it off drops what is pending.
+    pub fn set_enabled(&self, enabled: bool) {
+        self.off.store(!enabled, Ordering::Relaxed);
+        if !enabled {
+            self.pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        }
+    }
+
+    pub fn is_enabled(&self) -> bool {
+        !self.off.load(Ordering::Relaxed)
     }
 
     /// A query from `addr` now. For the responder: call it with the source of every query it
@@ -91,6 +109,9 @@ impl LdnsRecorder {
 
     /// A query from `addr` at `at`.
     pub fn record_at(&self, addr: IpAddr, at: Instant) {
+        if !self.is_enabled() {
+            return;
+        }
         let addr = addr.to_canonical();
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         if pending.len() >= RECORDER_BACKLOG && !pending.contains_key(&addr) {
@@ -324,6 +345,21 @@ mod tests {
         drained.sort();
         assert_eq!(drained, [(ip("192.0.2.1"), t0 + Duration::from_secs(2)), (ip("192.0.2.2"), t0)]);
         assert!(other.drain().is_empty());
+    }
+
+    #[test]
+    fn a_recorder_turned_off_records_nothing_and_drops_what_was_pending() {
+        let t0 = Instant::now();
+        let recorder = LdnsRecorder::new();
+        let other = recorder.clone();
+        recorder.record_at(ip("192.0.2.1"), t0);
+        other.set_enabled(false);
+        assert!(!recorder.is_enabled());
+        recorder.record_at(ip("192.0.2.2"), t0);
+        assert!(recorder.drain().is_empty());
+        other.set_enabled(true);
+        recorder.record_at(ip("192.0.2.3"), t0);
+        assert_eq!(recorder.drain(), [(ip("192.0.2.3"), t0)]);
     }
 
     #[test]

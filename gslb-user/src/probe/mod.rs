@@ -202,6 +202,13 @@ impl RttHandle {
         self.shared.publish(changes);
     }
 
+    /// This site's column as a previous prober of this site measured it (see
+    /// [`RttTable::restore_local`]).
+    pub fn restore_local(&self, rows: &[RttRow]) {
+        let changes = self.shared.lock().rtt.restore_local(rows, Instant::now());
+        self.shared.publish(changes);
+    }
+
     /// Drops a peer's column (the site left, or MEP to it is down for good).
     pub fn forget_site(&self, site: &str) {
         let changes = self.shared.lock().rtt.forget_site(site);
@@ -256,6 +263,18 @@ impl ProbeSupervisor {
     /// Starts probing as `local_site` (the column this site fills). Needs a tokio runtime; the
     /// probes' sockets are made on its threads (in their network namespace).
     pub fn start<P: Prober>(local_site: &str, settings: ProbeSettings, prober: P) -> Result<Self, String> {
+        Self::start_with_recorder(local_site, settings, prober, LdnsRecorder::new())
+    }
+
+    /// [`ProbeSupervisor::start`], taking the resolvers from `recorder`: one that outlives
+    /// this supervisor (gslbd's responder loops and fast-path feed keep theirs when the
+    /// settings change and the supervisor is replaced).
+    pub fn start_with_recorder<P: Prober>(
+        local_site: &str,
+        settings: ProbeSettings,
+        prober: P,
+        recorder: LdnsRecorder,
+    ) -> Result<Self, String> {
         settings.validate()?;
         let (changes, _) = broadcast::channel(CHANGE_BACKLOG);
         let (version, _) = watch::channel(0);
@@ -269,7 +288,6 @@ impl ProbeSupervisor {
             changes,
             version,
         });
-        let recorder = LdnsRecorder::new();
         let task = tokio::spawn(run(shared.clone(), recorder.clone(), Arc::new(prober)));
         Ok(ProbeSupervisor { handle: RttHandle { shared }, recorder, task })
     }
@@ -432,22 +450,67 @@ fn finish_round(shared: &Shared, group: IpAddr, target: IpAddr, round: ProbeRoun
     shared.publish(change.into_iter().collect());
 }
 
+/// How the fast path records resolvers, for [`run_xdp_feed_with`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct XdpFeedSettings {
+    /// Off: the program records nothing and the map is not scanned.
+    pub enabled: bool,
+    /// The prober's mask, so that both group alike.
+    pub mask: LdnsMask,
+    pub ldns_timeout: Duration,
+}
+
 /// Feeds the fast path's `LDNS` map to `recorder`: sets the map's LDNS mask to `mask` (the
 /// prober's, so that both group alike), then scans it every `every` (about a second: each
 /// scan also starts a new epoch, see `gslb_common::LdnsConfig`, and deletes the entries idle
 /// longer than `ldns_timeout`), on a blocking thread. Runs until a map error, which it returns.
 pub async fn run_xdp_feed(
-    mut map: LdnsMap,
+    map: LdnsMap,
     recorder: LdnsRecorder,
     mask: LdnsMask,
     ldns_timeout: Duration,
     every: Duration,
 ) -> Result<(), DataplaneError> {
-    map.set_masks(mask.v4, mask.v6)?;
+    // Held here, so that the settings never read as closed.
+    let (_settings, watched) = watch::channel(XdpFeedSettings { enabled: true, mask, ldns_timeout });
+    run_xdp_feed_with(map, recorder, watched, every).await.1
+}
+
+/// [`run_xdp_feed`] with settings that may change (gslbd's reloads): a new mask or timeout
+/// applies from the next scan; `enabled: false` turns the program's recording off. Ends with
+/// `Ok` when the settings' sender is dropped, or at the first map error; either way it gives
+/// the map back, for its owner to close when it chooses (the `Dataplane` reloads its program
+/// on detach, which needs the fd of every map the program uses still open).
+pub async fn run_xdp_feed_with(
+    mut map: LdnsMap,
+    recorder: LdnsRecorder,
+    mut settings: watch::Receiver<XdpFeedSettings>,
+    every: Duration,
+) -> (LdnsMap, Result<(), DataplaneError>) {
+    let mut current = *settings.borrow_and_update();
+    if let Err(error) = apply_feed_settings(&mut map, &current) {
+        return (map, Err(error));
+    }
     let mut ticker = tokio::time::interval(every);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        ticker.tick().await;
+        tokio::select! {
+            changed = settings.changed() => {
+                if changed.is_err() {
+                    return (map, Ok(()));
+                }
+                let new = *settings.borrow_and_update();
+                if new != current {
+                    if let Err(error) = apply_feed_settings(&mut map, &new) {
+                        return (map, Err(error));
+                    }
+                    current = new;
+                }
+                continue;
+            }
+            _ = ticker.tick(), if current.enabled => {}
+        }
+        let ldns_timeout = current.ldns_timeout;
         let (back, scan) = tokio::task::spawn_blocking(move || {
             let scan = map.scan(ldns_timeout);
             (map, scan)
@@ -464,10 +527,15 @@ pub async fn run_xdp_feed(
             }
             Err(error) => {
                 warn!(error = %error, "reading the fast path's LDNS map failed");
-                return Err(error);
+                return (map, Err(error));
             }
         }
     }
+}
+
+fn apply_feed_settings(map: &mut LdnsMap, settings: &XdpFeedSettings) -> Result<(), DataplaneError> {
+    map.set_masks(settings.mask.v4, settings.mask.v6)?;
+    map.set_enabled(settings.enabled)
 }
 
 #[cfg(test)]

@@ -138,6 +138,21 @@ impl RttTable {
         changes
     }
 
+    /// This site's column as a previous prober of this site left it (gslbd replaced the prober
+    /// with new settings): stored as they are, so that the answers hold until the new probes
+    /// come in. Returns the changes.
+    pub fn restore_local(&mut self, rows: &[RttRow], now: Instant) -> Vec<RttChange> {
+        let site = self.local_site.clone();
+        rows.iter()
+            .filter_map(|row| {
+                let rtt = row.rtt?;
+                let cell = RttCell { rtt, kind: row.kind, stored: now, confirmed: now };
+                self.rows.entry(row.ldns).or_default().insert(site.clone(), cell);
+                Some(RttChange { ldns: row.ldns, site: site.clone(), rtt: Some(rtt), kind: row.kind })
+            })
+            .collect()
+    }
+
     /// Drops every cell of `site` (a peer that left). Returns the changes.
     pub fn forget_site(&mut self, site: &str) -> Vec<RttChange> {
         let ldns: Vec<IpAddr> =
@@ -452,6 +467,25 @@ mod tests {
         // The local entry expires: its row goes.
         assert_eq!(rtt.remove_local(a).map(|c| c.rtt), Some(None));
         assert!(rtt.is_empty());
+    }
+
+    #[test]
+    fn a_restored_local_column_is_stored_as_is_and_then_follows_the_tolerance() {
+        let t0 = Instant::now();
+        let (a, b) = (ip("198.51.100.7"), ip("203.0.113.9"));
+        let mut rtt = RttTable::new("east", DEFAULT_TOLERANCE);
+        let rows = [
+            RttRow { ldns: a, rtt: Some(ms(10)), kind: Some(ProbeKind::Tcp) },
+            // A removal has nothing to restore.
+            RttRow { ldns: b, rtt: None, kind: None },
+        ];
+        let changes = rtt.restore_local(&rows, t0);
+        assert_eq!(changes, [RttChange { ldns: a, site: "east".into(), rtt: Some(ms(10)), kind: Some(ProbeKind::Tcp) }]);
+        assert_eq!(rtt.local_column(), [rows[0]]);
+        assert!(rtt.rtts(b).is_empty());
+        // The new prober's samples then apply the tolerance to it.
+        assert_eq!(rtt.record_local(a, sample(ProbeKind::Icmp, 13), t0), None);
+        assert!(rtt.record_local(a, sample(ProbeKind::Icmp, 20), t0).is_some());
     }
 
     #[test]

@@ -1,0 +1,226 @@
+//! `cargo bench -p gslb-user --bench scale` (or `cargo xtask bench scale`): the controller at
+//! scale, on synthetic data the bench makes itself: 1,000,000 location ranges, 100,000 LDNS RTT
+//! rows, 1,000 GSLB domains, 64 sites (4,000 services).
+//!
+//! The domains: one in five each of static proximity (alternate round robin), static proximity
+//! with only the method, RTT (alternate static proximity), round robin and global availability.
+//! Each domain has four services of its own, at the four sites of one of 64 layouts (site `k`
+//! and its three neighbours), located in their site's country; so domains of one layout and
+//! method share their decisions (`compile::Signature`). Locations: 10,000 distinct ones over 6
+//! continents and 64 countries (one per site). RTT rows: random /24s, every site measured,
+//! 1–200 ms.
+//!
+//! Measured (one plain run each, printed as `bench <name> <value> <unit>` lines):
+//! - full compile from scratch (`Snapshot::compile`), and the process's peak RSS after it;
+//! - what it produced: segments, classes, views, LDNS views, prefixes, entries, map bytes;
+//! - one service flip (a service of a static-proximity domain goes down, then up): the
+//!   incremental compile (`Compiler`), and with root the publish into real maps (in place);
+//!   median of the flips.
+
+use std::{
+    fmt::Write as _,
+    net::Ipv4Addr,
+    path::Path,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use gslb_user::{
+    compile::{Compiler, Inputs, LdnsRtt, Snapshot},
+    config::Config,
+    dataplane::Dataplane,
+    location::db::LocationDb,
+    policy::ServiceState,
+};
+
+const RANGES: u32 = 1_000_000;
+const RTT_ROWS: usize = 100_000;
+const DOMAINS: usize = 1_000;
+const SITES: usize = 64;
+const SERVICES_PER_DOMAIN: usize = 4;
+const FLIPS: usize = 10;
+const CONTINENTS: usize = 6;
+
+/// xorshift64: reproducible pseudo-random numbers without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+fn country(site: usize) -> String {
+    format!("C{}.K{site}", site % CONTINENTS)
+}
+
+fn config_text() -> String {
+    let mut t = String::with_capacity(2 << 20);
+    t.push_str(
+        "[server]\nlisten = [\"192.0.2.53\"]\n[[zone]]\nname = \"example.com\"\nns = [\"ns.example.net\"]\nsoa.rname = \"hostmaster.example.com\"\n",
+    );
+    for s in 0..SITES {
+        let _ = write!(t, "[[site]]\nname = \"s{s}\"\nip = \"198.18.0.{}\"\n", s + 1);
+    }
+    for d in 0..DOMAINS {
+        let layout = d % SITES;
+        for k in 0..SERVICES_PER_DOMAIN {
+            let site = (layout + k) % SITES;
+            let n = d * SERVICES_PER_DOMAIN + k;
+            let ip = Ipv4Addr::from(0xc612_0000u32 + 256 + n as u32);
+            let _ = write!(
+                t,
+                "[[service]]\nname = \"d{d}-{k}\"\nip = \"{ip}\"\nsite = \"s{site}\"\nlocation = \"{}\"\n",
+                country(site)
+            );
+        }
+    }
+    for d in 0..DOMAINS {
+        let services: Vec<String> = (0..SERVICES_PER_DOMAIN).map(|k| format!("\"d{d}-{k}\"")).collect();
+        let method = match d % 5 {
+            0 => "method = \"staticproximity\"\nalternate = \"roundrobin\"",
+            1 => "method = \"staticproximity\"",
+            2 => "method = \"rtt\"\nalternate = \"staticproximity\"",
+            3 => "method = \"roundrobin\"",
+            _ => "method = \"globalavailability\"",
+        };
+        let _ = write!(
+            t,
+            "[[gslb_domain]]\nname = \"d{d}.example.com\"\n{method}\nservices = [{}]\n",
+            services.join(", ")
+        );
+    }
+    t
+}
+
+/// One million IPv4 ranges of 4,096 addresses from 1.0.0.0, over 10,000 locations.
+fn locations_csv() -> String {
+    let mut text = String::with_capacity(RANGES as usize * 48);
+    text.push_str("NSGEO1.0\n");
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    for i in 0..RANGES {
+        let from = 0x0100_0000 + i * 4096;
+        let n = (rng.next() % 10_000) as usize;
+        let site = n % SITES;
+        let _ = writeln!(text, "{from},{},{},R{},City{n}", from + 4095, country(site).replace('.', ","), n % 50);
+    }
+    text
+}
+
+fn rtt_rows() -> Vec<LdnsRtt> {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut seen = std::collections::HashSet::new();
+    let mut rows = Vec::with_capacity(RTT_ROWS);
+    while rows.len() < RTT_ROWS {
+        // Inside the located space, so RTT and location classes meet.
+        let net = 0x0100_0000 + (rng.next() % (u64::from(RANGES) * 16)) as u32 * 256;
+        if !seen.insert(net) {
+            continue;
+        }
+        let rtt_us = (0..SITES).map(|_| Some(1_000 + (rng.next() % 199_000) as u32)).collect();
+        rows.push(LdnsRtt { ldns: format!("{}/24", Ipv4Addr::from(net)).parse().unwrap(), rtt_us });
+    }
+    rows
+}
+
+/// Peak and current resident set size of this process, in MiB.
+fn rss_mib() -> (f64, f64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<f64>().ok())
+            .map_or(0.0, |kib| kib / 1024.0)
+    };
+    (field("VmHWM:"), field("VmRSS:"))
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn main() {
+    // `cargo bench` passes --bench; a filter argument names benches to run: only this one.
+    if std::env::args().skip(1).any(|a| a != "--bench" && !"scale".contains(a.as_str())) {
+        return;
+    }
+    let started = Instant::now();
+    let config = Config::parse(&config_text(), Path::new("scale.toml")).expect("synthetic configuration");
+    let db = LocationDb::builder().netscaler_csv_text("scale.csv", locations_csv()).build().expect("locations");
+    let rows = Arc::new(rtt_rows());
+    let mut services = vec![ServiceState::UP; config.services.len()];
+    let (hwm_inputs, _) = rss_mib();
+    println!(
+        "inputs: {} services, {} domains, {} location ranges, {} RTT rows, built in {:.2} s; peak RSS {hwm_inputs:.0} MiB",
+        config.services.len(),
+        config.gslb_domains.len(),
+        db.len(),
+        rows.len(),
+        started.elapsed().as_secs_f64()
+    );
+
+    let inputs = |services: &[ServiceState]| Inputs { locations: Some(&db), services: services.to_vec(), rtt: rows.clone() };
+    let t = Instant::now();
+    let full = Snapshot::compile(&config, &inputs(&services));
+    let compile = t.elapsed();
+    let (hwm, rss) = rss_mib();
+    let s = full.stats;
+    println!("bench scale_compile_full {:.3} s", compile.as_secs_f64());
+    println!("bench scale_peak_rss {hwm:.0} MiB (inputs alone {hwm_inputs:.0} MiB, after compile {rss:.0} MiB)");
+    println!("bench scale_map_bytes {:.1} MiB", s.map_bytes as f64 / (1 << 20) as f64);
+    println!(
+        "produced: {} segments, {} classes, {} views, {} LDNS views, {} prefixes, {} entries, {} signatures, {} decisions",
+        s.segments, s.classes, s.views, s.rtt_views, s.prefixes, s.entries, s.signatures, s.decisions
+    );
+    drop(full);
+
+    // Flips: a static-proximity domain's first service down, then up again.
+    let mut compiler = Compiler::default();
+    let _ = compiler.compile(&config, &inputs(&services));
+    let mut dataplane = (unsafe { libc::geteuid() } == 0).then(|| Dataplane::load(None).expect("loading the XDP object"));
+    if dataplane.is_none() {
+        println!("publishing skipped: loading XDP programs needs root");
+    }
+    if let Some(dp) = dataplane.as_mut() {
+        let t = Instant::now();
+        let first = compiler.compile(&config, &inputs(&services));
+        let stats = dp.table.publish(&first).expect("publishing");
+        println!(
+            "bench scale_publish_full {:.3} s ({} prefixes, {} answer sets)",
+            t.elapsed().as_secs_f64(),
+            stats.prefixes,
+            stats.answers
+        );
+    }
+    let (mut compiles, mut publishes, mut totals) = (Vec::new(), Vec::new(), Vec::new());
+    let mut in_place = 0;
+    for i in 0..FLIPS {
+        let service = (i / 2 * 5) * SERVICES_PER_DOMAIN;
+        services[service] = if i % 2 == 0 { ServiceState::DOWN } else { ServiceState::UP };
+        let t = Instant::now();
+        let snapshot = compiler.compile(&config, &inputs(&services));
+        let compiled = t.elapsed();
+        compiles.push(compiled);
+        if let Some(dp) = dataplane.as_mut() {
+            let stats = dp.table.publish(&snapshot).expect("publishing");
+            in_place += usize::from(stats.in_place);
+            publishes.push(t.elapsed() - compiled);
+        }
+        totals.push(t.elapsed());
+        assert!(snapshot.stats.incremental, "flip {i} reuses the partition");
+    }
+    println!("bench scale_flip_compile {:.1} ms (median of {FLIPS})", median(compiles).as_secs_f64() * 1e3);
+    if !publishes.is_empty() {
+        println!(
+            "bench scale_flip_publish {:.1} ms (median of {FLIPS}; {in_place} of {FLIPS} in place)",
+            median(publishes).as_secs_f64() * 1e3
+        );
+    }
+    println!("bench scale_flip_total {:.1} ms (median of {FLIPS}, event to maps updated)", median(totals).as_secs_f64() * 1e3);
+}

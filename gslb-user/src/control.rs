@@ -1,0 +1,420 @@
+//! gslbd's control socket: a Unix stream socket (gslbd `--control`, default
+//! [`DEFAULT_CONTROL_PATH`]) that `gslbctl` talks to. One request per connection, one line:
+//!
+//! - `reload`: reloads the configuration as SIGHUP does, and says how it went;
+//! - `ldns`: the LDNS entries and their RTT per site (F5's `ldns` record, [`format_report`]);
+//! - `stats`: the prober's counters, `name value` per line.
+//!
+//! The reply's first line is `ok`, followed by the body, or `error: <reason>`; then the server
+//! closes the connection. The socket is made mode 0600: a reload is for root only.
+
+use std::{
+    io,
+    os::unix::fs::{FileTypeExt, PermissionsExt},
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
+
+use tokio::{
+    io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader},
+    net::{UnixListener, UnixStream},
+    sync::{Semaphore, mpsc, oneshot, watch},
+};
+use tracing::{debug, info, warn};
+
+use crate::probe::{RttHandle, format_report};
+
+/// Where gslbd listens and gslbctl connects unless told otherwise.
+pub const DEFAULT_CONTROL_PATH: &str = "/run/gslbd.sock";
+
+/// Longest request line accepted.
+const MAX_REQUEST: u64 = 256;
+/// A client that sends no whole request line in this long is dropped.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a `reload` waits for gslbd's loop to finish it (location databases can be large).
+const RELOAD_TIMEOUT: Duration = Duration::from_secs(120);
+/// Connections served at once; more wait in the backlog.
+const MAX_CONNECTIONS: usize = 16;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("control socket {}: another gslbd answers there", path.display())]
+    InUse { path: PathBuf },
+    #[error("control socket {}: {what}", path.display())]
+    Io {
+        path: PathBuf,
+        what: &'static str,
+        source: io::Error,
+    },
+}
+
+/// Where gslbd makes its control socket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControlPath {
+    pub path: PathBuf,
+    /// Named on the command line: a failure to bind it stops gslbd. The default path is best
+    /// effort: gslbd runs without a socket when another gslbd (in another network namespace,
+    /// say) already answers there.
+    pub required: bool,
+}
+
+/// A request to reload the configuration. `reply` gets the outcome: `Err` holds the reason
+/// the new configuration was refused (the running one stays). SIGHUP sends none.
+#[derive(Debug, Default)]
+pub struct Reload {
+    pub reply: Option<oneshot::Sender<Result<(), String>>>,
+}
+
+impl Reload {
+    /// Tells the requester how it went (if it still waits).
+    pub fn answer(self, outcome: Result<(), String>) {
+        if let Some(reply) = self.reply {
+            let _ = reply.send(outcome);
+        }
+    }
+}
+
+impl From<()> for Reload {
+    fn from((): ()) -> Self {
+        Reload::default()
+    }
+}
+
+/// What the socket's requests read and drive.
+#[derive(Clone)]
+pub struct ControlState {
+    /// gslbd's reload requests (the same queue SIGHUP feeds).
+    pub reloads: mpsc::Sender<Reload>,
+    /// The RTT table while this gslbd probes.
+    pub rtt: watch::Receiver<Option<RttHandle>>,
+}
+
+/// The bound socket; its file is removed when it is dropped.
+pub struct ControlSocket {
+    listener: UnixListener,
+    path: PathBuf,
+}
+
+impl ControlSocket {
+    /// Binds `path`. A socket file left there by a gslbd that died is replaced; one that a
+    /// running gslbd answers on is not.
+    pub async fn bind(path: &Path) -> Result<ControlSocket, ControlError> {
+        let io_err = |what| {
+            move |source| ControlError::Io {
+                path: path.to_owned(),
+                what,
+                source,
+            }
+        };
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.file_type().is_socket() => {
+                if UnixStream::connect(path).await.is_ok() {
+                    return Err(ControlError::InUse {
+                        path: path.to_owned(),
+                    });
+                }
+                std::fs::remove_file(path).map_err(io_err("removing a stale socket"))?;
+            }
+            // Anything else there is not ours to remove: bind fails on it and says so.
+            _ => {}
+        }
+        let listener = UnixListener::bind(path).map_err(io_err("bind"))?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            .map_err(io_err("chmod"))?;
+        info!(path = %path.display(), "control socket listening");
+        Ok(ControlSocket {
+            listener,
+            path: path.to_owned(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Serves requests until `shutdown`.
+    pub async fn serve(self, state: ControlState, shutdown: impl Future<Output = ()>) {
+        let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+        tokio::pin!(shutdown);
+        loop {
+            let permit = tokio::select! {
+                _ = &mut shutdown => return,
+                p = permits.clone().acquire_owned() => p.expect("never closed"),
+            };
+            let stream = tokio::select! {
+                _ = &mut shutdown => return,
+                r = self.listener.accept() => match r {
+                    Ok((stream, _)) => stream,
+                    Err(error) => {
+                        warn!(%error, "control socket accept");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+            };
+            let state = state.clone();
+            tokio::spawn(async move {
+                if let Err(error) = serve_connection(stream, &state).await {
+                    debug!(%error, "control connection");
+                }
+                drop(permit);
+            });
+        }
+    }
+}
+
+impl Drop for ControlSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+async fn serve_connection(stream: UnixStream, state: &ControlState) -> io::Result<()> {
+    let (read, mut write) = stream.into_split();
+    let mut line = String::new();
+    let mut reader = BufReader::new(read).take(MAX_REQUEST);
+    match tokio::time::timeout(REQUEST_TIMEOUT, reader.read_line(&mut line)).await {
+        Ok(r) => r?,
+        Err(_) => return Ok(()),
+    };
+    let request = line.trim();
+    debug!(request, "control request");
+    let reply = match handle(request, state).await {
+        Ok(body) => format!("ok\n{body}"),
+        Err(reason) => format!("error: {reason}\n"),
+    };
+    write.write_all(reply.as_bytes()).await?;
+    write.shutdown().await
+}
+
+/// The reply body to `request`, or why it failed.
+async fn handle(request: &str, state: &ControlState) -> Result<String, String> {
+    match request {
+        "reload" => {
+            let (tx, rx) = oneshot::channel();
+            state
+                .reloads
+                .send(Reload { reply: Some(tx) })
+                .await
+                .map_err(|_| "gslbd is shutting down".to_owned())?;
+            match tokio::time::timeout(RELOAD_TIMEOUT, rx).await {
+                Ok(Ok(Ok(()))) => Ok("configuration reloaded\n".into()),
+                Ok(Ok(Err(reason))) => Err(format!(
+                    "reload refused, the running configuration stays: {reason}"
+                )),
+                Ok(Err(_)) => Err("gslbd is shutting down".into()),
+                Err(_) => Err(format!("no reload outcome within {RELOAD_TIMEOUT:?}")),
+            }
+        }
+        "ldns" => {
+            let handle = rtt_handle(state)?;
+            Ok(format_report(&handle.report()))
+        }
+        "stats" => {
+            let handle = state.rtt.borrow().clone();
+            let mut out = format!("rtt_probing {}\n", u8::from(handle.is_some()));
+            if let Some(handle) = handle {
+                let reports = handle.report();
+                let stats = handle.stats();
+                let lines = [
+                    (
+                        "ldns_entries",
+                        reports.iter().filter(|r| r.address.is_some()).count() as u64,
+                    ),
+                    (
+                        "rtt_rows",
+                        reports.iter().filter(|r| !r.paths.is_empty()).count() as u64,
+                    ),
+                    ("probe_rounds", stats.rounds),
+                    ("probe_samples", stats.samples),
+                    ("probes_sent", stats.probes),
+                    ("ldns_expired", stats.expired),
+                ];
+                for (name, value) in lines {
+                    out.push_str(&format!("{name} {value}\n"));
+                }
+            }
+            Ok(out)
+        }
+        other => Err(format!("unknown request {other:?} (reload, ldns or stats)")),
+    }
+}
+
+fn rtt_handle(state: &ControlState) -> Result<RttHandle, String> {
+    state.rtt.borrow().clone().ok_or_else(|| {
+        "RTT probing is off (it needs server.site, and [rtt] enabled = true or a domain using rtt)"
+            .to_owned()
+    })
+}
+
+/// One request to the gslbd at `path`: `Ok(body)` after an `ok` reply, `Err` with the reason
+/// of an `error:` reply or of a failure to ask (for gslbctl and tests).
+pub async fn request(path: &Path, request: &str, timeout: Duration) -> Result<String, ClientError> {
+    let exchange = async {
+        let mut stream =
+            UnixStream::connect(path)
+                .await
+                .map_err(|source| ClientError::Connect {
+                    path: path.to_owned(),
+                    source,
+                })?;
+        stream
+            .write_all(format!("{request}\n").as_bytes())
+            .await
+            .map_err(ClientError::Io)?;
+        let mut reply = String::new();
+        stream
+            .read_to_string(&mut reply)
+            .await
+            .map_err(ClientError::Io)?;
+        Ok::<_, ClientError>(reply)
+    };
+    let reply = tokio::time::timeout(timeout, exchange)
+        .await
+        .map_err(|_| ClientError::Timeout(timeout))??;
+    match reply.split_once('\n') {
+        Some(("ok", body)) => Ok(body.to_owned()),
+        Some((first, _)) if first.starts_with("error: ") => {
+            Err(ClientError::Refused(first["error: ".len()..].to_owned()))
+        }
+        _ => Err(ClientError::Garbled(reply)),
+    }
+}
+
+/// Why a [`request`] got no `ok`.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot connect to {} (is gslbd running with --control there?)", path.display())]
+    Connect { path: PathBuf, source: io::Error },
+    #[error("talking to gslbd")]
+    Io(#[source] io::Error),
+    #[error("no reply within {0:?}")]
+    Timeout(Duration),
+    #[error("{0}")]
+    Refused(String),
+    #[error("not a gslbd reply: {0:?}")]
+    Garbled(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A directory removed on drop, also when the test fails.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(tag: &str) -> TempDir {
+            let dir =
+                std::env::temp_dir().join(format!("gslb-control-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            TempDir(dir)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn state() -> (
+        ControlState,
+        mpsc::Receiver<Reload>,
+        watch::Sender<Option<RttHandle>>,
+    ) {
+        let (reloads, rx) = mpsc::channel(1);
+        let (rtt_tx, rtt) = watch::channel(None);
+        (ControlState { reloads, rtt }, rx, rtt_tx)
+    }
+
+    #[tokio::test]
+    async fn a_live_socket_is_kept_a_stale_one_replaced_and_the_file_goes_with_the_server() {
+        let dir = TempDir::new("bind");
+        let path = dir.0.join("gslbd.sock");
+        let first = ControlSocket::bind(&path).await.expect("a fresh path");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        match ControlSocket::bind(&path).await {
+            Err(ControlError::InUse { .. }) => {}
+            other => panic!("a second gslbd on a live socket: {:?}", other.map(|_| ())),
+        }
+        assert!(
+            path.exists(),
+            "the refused bind leaves the live socket alone"
+        );
+        drop(first);
+        assert!(!path.exists(), "removed with the server");
+
+        // What a killed gslbd leaves: a socket file nobody listens on.
+        drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+        assert!(path.exists());
+        let _second = ControlSocket::bind(&path)
+            .await
+            .expect("a stale socket is replaced");
+
+        // Anything else at the path is not ours to remove.
+        let file = dir.0.join("not-a-socket");
+        std::fs::write(&file, "data").unwrap();
+        assert!(matches!(
+            ControlSocket::bind(&file).await,
+            Err(ControlError::Io { what: "bind", .. })
+        ));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "data");
+    }
+
+    #[tokio::test]
+    async fn requests_get_ok_and_a_body_or_an_error_with_the_reason() {
+        let dir = TempDir::new("requests");
+        let path = dir.0.join("gslbd.sock");
+        let socket = ControlSocket::bind(&path).await.unwrap();
+        let (state, mut reloads, _rtt) = state();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = tokio::spawn(socket.serve(state, async move {
+            let _ = stopped.await;
+        }));
+        // gslbd's side of a reload: refuse the first, take the second.
+        let daemon = tokio::spawn(async move {
+            reloads
+                .recv()
+                .await
+                .unwrap()
+                .answer(Err("test.toml:3:7: bad".into()));
+            reloads.recv().await.unwrap().answer(Ok(()));
+        });
+        let t = Duration::from_secs(10);
+        // (request, reply)
+        let table: [(&str, Result<&str, &str>); 5] = [
+            (
+                "reload",
+                Err("reload refused, the running configuration stays: test.toml:3:7: bad"),
+            ),
+            ("reload", Ok("configuration reloaded\n")),
+            ("stats", Ok("rtt_probing 0\n")),
+            ("ldns", Err("RTT probing is off")),
+            (
+                "shutdown",
+                Err("unknown request \"shutdown\" (reload, ldns or stats)"),
+            ),
+        ];
+        for (req, want) in table {
+            match (request(&path, req, t).await, want) {
+                (Ok(body), Ok(want)) => assert_eq!(body, want, "{req}"),
+                (Err(ClientError::Refused(reason)), Err(want)) => {
+                    assert!(reason.starts_with(want), "{req}: {reason:?}")
+                }
+                (got, _) => panic!("{req}: {got:?}, want {want:?}"),
+            }
+        }
+        daemon.await.unwrap();
+        stop.send(()).unwrap();
+        server.await.unwrap();
+        assert!(!path.exists());
+        assert!(matches!(
+            request(&path, "stats", t).await,
+            Err(ClientError::Connect { .. })
+        ));
+    }
+}

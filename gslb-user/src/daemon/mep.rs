@@ -1,0 +1,705 @@
+//! gslbd's side of MEP (docs/mep.md): the [`MepNode`] of this site, run as `[mep]` and the
+//! `[[site]]`s say, fed with the local state and read back into the controller's [`World`].
+//!
+//! - Start: the listener is bound with the DNS sockets ([`bind`]), so a MEP port in use fails
+//!   the start before anything is loaded; the node's settings are checked before gslbd reports
+//!   ready ([`Mep::start`]).
+//! - Out: after every recompute, this site's services (as its own monitors see them) and its
+//!   RTT column go to the node ([`Mep::publish_local`]); the node sends the latest to its peers.
+//! - In: every view the node publishes becomes `world.mep`; other parents' RTT rows are merged
+//!   into `world.rtt`. The answers are recomputed only when what they read changed: which sites
+//!   are reachable and what they report ([`Mep::apply`]). The node republishes its view on
+//!   heartbeats too, and those must not cost a recompute each.
+//! - Role: only parents answer GSLB queries. A child's answers carry no GSLB entries (the fast
+//!   path passes those names) and its responder REFUSES them ([`for_role`]).
+//! - Reload: enabling or disabling MEP, or changing `server.site` or the listen address, needs a
+//!   restart ([`check_reload`]); any other MEP change (secret, TLS, timers, the topology) restarts
+//!   the node in place on the same listening socket ([`Mep::reconfigure`]), keeping the last view
+//!   until the links are back (bounded), so that a reload does not drop remote services from the
+//!   answers for the moment the links take to reconnect.
+
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
+    net::{IpAddr, SocketAddr},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use ipnet::IpNet;
+use tokio::{
+    net::TcpListener,
+    sync::{oneshot, watch},
+    task::JoinHandle,
+};
+use tracing::{error, info, warn};
+
+use crate::{
+    compile::Snapshot,
+    config::{Config, MepSettings},
+    controller::World,
+    mep::{LocalState, MepConfig, MepError, MepNode, MepView, Role, RttProtocol, RttRow, ServiceState, Topology},
+    probe::{ProbeKind, RttHandle},
+};
+
+/// How long a node being stopped (reload) gets to close its links before it is aborted.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+/// The least time the last view is kept after a restart of the node (reload) while the links
+/// come back; the dead-peer timeout when that is longer.
+const HOLD_MIN: Duration = Duration::from_secs(1);
+
+/// MEP cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum MepStartError {
+    #[error("listening on {addr} (mep)")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error(transparent)]
+    Settings(#[from] MepError),
+}
+
+/// Binds the MEP listener when `[mep]` is enabled: at start-up, with the DNS sockets.
+pub fn bind(config: &Config) -> Result<Option<std::net::TcpListener>, MepStartError> {
+    let Some(mep) = config.mep_enabled() else { return Ok(None) };
+    let addr = mep.listen;
+    let bind = || {
+        let listener = std::net::TcpListener::bind(addr)?;
+        listener.set_nonblocking(true)?;
+        Ok(listener)
+    };
+    bind().map(Some).map_err(|source| MepStartError::Bind { addr, source })
+}
+
+/// What a node runs with, as far as the configuration says: a change restarts the node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct NodeKey {
+    mep: Option<MepSettings>,
+    site: Option<String>,
+    topology: Option<Topology>,
+    tolerance: Duration,
+}
+
+impl NodeKey {
+    fn of(config: &Config) -> NodeKey {
+        NodeKey {
+            mep: config.mep_enabled().cloned(),
+            site: config.server.site.clone(),
+            topology: config.mep_topology().ok(),
+            tolerance: config.rtt.probe.tolerance,
+        }
+    }
+}
+
+/// The node's settings from the configuration; `None` when MEP is off (or there is no local
+/// site, which validation rules out for an enabled `[mep]`).
+fn node_config(config: &Config) -> Result<Option<MepConfig>, MepError> {
+    let (Some(mep), Some(site)) = (config.mep_enabled(), &config.server.site) else {
+        return Ok(None);
+    };
+    let mut c = MepConfig::new(site.clone(), mep.secret.0.clone(), config.mep_topology()?);
+    c.heartbeat = mep.heartbeat;
+    c.dead_after = mep.dead_after;
+    // Every site must agree on it; the node warns about a peer that does not.
+    c.rtt_tolerance_ms = Some(u32::try_from(config.rtt.probe.tolerance.as_millis()).unwrap_or(u32::MAX));
+    c.tls = mep.tls.as_ref().map(|t| t.tls()).transpose()?;
+    c.validate()?;
+    Ok(Some(c))
+}
+
+/// Why a reloaded configuration cannot be applied to the running MEP: the changes that need a
+/// restart (the listening socket and the site's identity are fixed at start), or settings the
+/// node refuses.
+pub fn check_reload(running: &Config, new: &Config) -> Result<(), String> {
+    let (old_on, new_on) = (running.mep_enabled(), new.mep_enabled());
+    let mut restart = Vec::new();
+    match (old_on, new_on) {
+        (None, None) => return Ok(()),
+        (Some(_), None) | (None, Some(_)) => restart.push("mep.enabled"),
+        (Some(a), Some(b)) => {
+            if running.server.site != new.server.site {
+                restart.push("server.site");
+            }
+            if a.listen != b.listen {
+                restart.push("mep.listen");
+            }
+        }
+    }
+    if !restart.is_empty() {
+        return Err(format!("{} changed: MEP needs a restart for that", restart.join(", ")));
+    }
+    node_config(new).map(|_| ()).map_err(|e| e.to_string())
+}
+
+/// The view before the node's first one: no site reachable yet, so remote services are DOWN
+/// (unless monitored here) until their MEP links come up; the role is the configured one.
+pub fn initial_view(config: &Config) -> Option<Arc<MepView>> {
+    let _ = config.mep_enabled()?;
+    let site = config.server.site.clone()?;
+    let topology = config.mep_topology().ok()?;
+    let role = topology.site(&site)?.role;
+    Some(Arc::new(MepView {
+        answers_dns: topology.answers_dns(&site),
+        site,
+        role,
+        links: BTreeMap::new(),
+        sites: BTreeMap::new(),
+        current_parent: None,
+        adopted: BTreeMap::new(),
+        holders: BTreeMap::new(),
+    }))
+}
+
+/// Whether this site answers GSLB queries: only parents do (spec §6); without MEP, always.
+pub fn answers_gslb(world: &World) -> bool {
+    world.mep.as_ref().is_none_or(|v| v.answers_dns)
+}
+
+/// The answers this site publishes: on a child, none for GSLB names. The fast path then has no
+/// entry for them and passes them to the responder, which REFUSES them
+/// ([`crate::responder::Responder::set_gslb_refused`]).
+pub fn for_role(world: &World, mut snapshot: Snapshot) -> Snapshot {
+    if !answers_gslb(world) {
+        snapshot.domains.clear();
+        snapshot.engine_domains.clear();
+    }
+    snapshot
+}
+
+/// What the answers read from a view: whether this site answers, and for each reachable site
+/// what it reports (an unreachable site's services are DOWN whatever it reported last).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Facts {
+    answers_dns: bool,
+    reachable: BTreeMap<String, Arc<Vec<ServiceState>>>,
+}
+
+impl Facts {
+    fn of(view: &MepView) -> Facts {
+        Facts {
+            answers_dns: view.answers_dns,
+            reachable: view
+                .sites
+                .iter()
+                .filter(|(_, r)| r.reachable)
+                .map(|(name, r)| (name.clone(), r.services.clone()))
+                .collect(),
+        }
+    }
+}
+
+/// The last view kept after a node restart until the sites reachable before are again, or
+/// `until`.
+struct Hold {
+    until: Instant,
+    want: BTreeSet<String>,
+}
+
+/// One site's RTT column: LDNS entry → (µs, how it was measured).
+type Cells = BTreeMap<IpAddr, (u32, Option<ProbeKind>)>;
+
+/// A remote parent's RTT column as last merged into the RTT table.
+#[derive(Default)]
+struct MergedRtt {
+    table: Arc<Vec<RttRow>>,
+    cells: Cells,
+}
+
+/// The running node.
+struct Running {
+    node: MepNode,
+    views: watch::Receiver<Arc<MepView>>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+/// This site's MEP, as gslbd runs it.
+pub struct Mep {
+    site: String,
+    /// The socket bound at start; every node accepts on a duplicate of it, so a restarted node
+    /// keeps the port (and the connections waiting in its backlog).
+    listener: std::net::TcpListener,
+    key: NodeKey,
+    running: Running,
+    hold_min: Duration,
+    applied: Facts,
+    hold: Option<Hold>,
+    rtt: HashMap<String, MergedRtt>,
+}
+
+impl Mep {
+    /// Starts the node on `listener` (from [`bind`]) with the settings of `world.config`, and
+    /// publishes the local state. `None` when the configuration has MEP off.
+    pub fn start(listener: std::net::TcpListener, world: &World) -> Result<Option<Mep>, MepStartError> {
+        let Some(config) = node_config(&world.config)? else { return Ok(None) };
+        let site = config.site.clone();
+        let hold_min = config.dead_after.max(HOLD_MIN);
+        let running = spawn(&listener, config)?;
+        let mep = Mep {
+            site,
+            listener,
+            key: NodeKey::of(&world.config),
+            running,
+            hold_min,
+            applied: world.mep.as_deref().map(Facts::of).unwrap_or_default(),
+            hold: None,
+            rtt: HashMap::new(),
+        };
+        mep.publish_local(world);
+        Ok(Some(mep))
+    }
+
+    /// Sends this site's state to the node: its own services as its monitors see them (UP when
+    /// unmonitored), and its RTT column when it probes. Cheap when nothing changed (the node
+    /// sends only changed parts).
+    pub fn publish_local(&self, world: &World) {
+        let services = world
+            .config
+            .services
+            .iter()
+            .filter(|s| s.site == self.site)
+            .map(|s| ServiceState {
+                name: s.name.clone(),
+                up: world.health.is_up(&s.name) != Some(false),
+                // No local source of load yet: the load-based methods see 0.
+                connections: 0,
+                bandwidth_bps: 0,
+            })
+            .collect();
+        let rtt = world.rtt.as_ref().map(|r| local_rtt(&self.site, r)).unwrap_or_default();
+        if let Err(error) = self.running.node.publish_local(LocalState { services, rtt, persistence: Vec::new() }) {
+            error!(%error, "MEP: the local state cannot be sent");
+        }
+    }
+
+    /// Resolves when the node has a new view (or a kept view's time is up); then call
+    /// [`Mep::apply`]. Pending forever without MEP. Cancel-safe.
+    pub async fn changed(mep: &mut Option<Mep>) {
+        let Some(m) = mep else { return std::future::pending().await };
+        let until = m.hold.as_ref().map(|h| h.until);
+        tokio::select! {
+            r = m.running.views.changed() => {
+                if r.is_err() {
+                    // The node's handle keeps the sender: not reached.
+                    std::future::pending::<()>().await;
+                }
+            }
+            _ = tokio::time::sleep_until(until.unwrap_or_else(Instant::now).into()), if until.is_some() => {}
+        }
+    }
+
+    /// Takes the node's latest view into `world`: `world.mep`, and other parents' RTT rows into
+    /// `world.rtt`. True when the answers may change (a site became reachable or unreachable,
+    /// or a reachable site reported other service states or load, or the role changed).
+    pub fn apply(&mut self, world: &mut World) -> bool {
+        let view = self.running.views.borrow_and_update().clone();
+        // The node's placeholder before its first view has no site.
+        let reachable = |s: &String| !view.site.is_empty() && view.sites.get(s).is_some_and(|r| r.reachable);
+        if let Some(hold) = &self.hold {
+            if !hold.want.iter().all(reachable) && Instant::now() < hold.until {
+                return false;
+            }
+            let missing: Vec<&String> = hold.want.iter().filter(|s| !reachable(s)).collect();
+            info!(?missing, "MEP: restarted node's view in force");
+            self.hold = None;
+        }
+        if view.site.is_empty() {
+            return false;
+        }
+        if let Some(rtt) = &world.rtt {
+            self.merge_rtt(&world.config, rtt, &view);
+        }
+        let facts = Facts::of(&view);
+        world.mep = Some(view);
+        if facts == self.applied {
+            return false;
+        }
+        for (site, _) in facts.reachable.iter().filter(|(s, _)| !self.applied.reachable.contains_key(*s)) {
+            info!(%site, "MEP: site reachable");
+        }
+        for (site, _) in self.applied.reachable.iter().filter(|(s, _)| !facts.reachable.contains_key(*s)) {
+            warn!(%site, "MEP: site unreachable; its services count as DOWN unless monitored here");
+        }
+        self.applied = facts;
+        true
+    }
+
+    /// Applies a reloaded configuration (already accepted by [`check_reload`]): when the node's
+    /// settings changed, the node is restarted on the same socket, and the current view is kept
+    /// until the sites reachable now are reachable again, for at most the dead-peer timeout
+    /// (≥ 1 s). Then publishes the local state (services may have been added or removed).
+    pub async fn reconfigure(&mut self, world: &World) {
+        let key = NodeKey::of(&world.config);
+        if key != self.key {
+            match node_config(&world.config) {
+                Ok(Some(config)) => {
+                    let want: BTreeSet<String> = world
+                        .mep
+                        .as_ref()
+                        .map(|v| v.sites.iter().filter(|(_, r)| r.reachable).map(|(s, _)| s.clone()).collect())
+                        .unwrap_or_default();
+                    info!(keep_view_of = ?want, "MEP settings changed: restarting the MEP node");
+                    let hold_min = config.dead_after.max(HOLD_MIN);
+                    stop(&mut self.running).await;
+                    match spawn(&self.listener, config) {
+                        Ok(running) => {
+                            self.running = running;
+                            self.key = key;
+                            self.hold_min = hold_min;
+                            self.hold = Some(Hold { until: Instant::now() + self.hold_min, want });
+                        }
+                        Err(error) => {
+                            error!(error = super::anyhow_like(&error), "MEP: the node cannot be restarted; MEP is down until the next reload or restart");
+                        }
+                    }
+                }
+                // check_reload refused these; nothing to do if they ever get here.
+                Ok(None) => {}
+                Err(error) => error!(%error, "MEP settings refused; the running node stays"),
+            }
+        }
+        // The reload may have replaced the RTT table: every parent's column is merged afresh
+        // (cells it already holds cause no change).
+        self.rtt.clear();
+        if let (Some(rtt), Some(view)) = (&world.rtt, &world.mep) {
+            let view = view.clone();
+            self.merge_rtt(&world.config, rtt, &view);
+        }
+        self.publish_local(world);
+    }
+
+    /// Stops the node, closing its links (peers see this site go at once).
+    pub async fn shutdown(mut self) {
+        stop(&mut self.running).await;
+    }
+
+    /// The node (for its counters and view).
+    pub fn node(&self) -> &MepNode {
+        &self.running.node
+    }
+
+    /// Merges each other parent's RTT column, as its link brought it, into the RTT table: only
+    /// what changed since the last merge, and removals for rows that went (or for the whole
+    /// column when its link went down).
+    fn merge_rtt(&mut self, config: &Config, rtt: &RttHandle, view: &MepView) {
+        let parents = config.sites.iter().filter(|s| s.role == Role::Parent && s.name != self.site);
+        for parent in parents {
+            let table = view.sites.get(&parent.name).map(|r| r.rtt.clone()).unwrap_or_default();
+            let merged = self.rtt.entry(parent.name.clone()).or_default();
+            if Arc::ptr_eq(&merged.table, &table) || (table.is_empty() && merged.cells.is_empty()) {
+                continue;
+            }
+            let (cells, rows) = rtt_changes(&parent.name, &merged.cells, &table);
+            if !rows.is_empty() {
+                rtt.merge_remote(&parent.name, &rows);
+            }
+            *merged = MergedRtt { table, cells };
+        }
+    }
+}
+
+/// `site`'s column in `table` (its rows only: a parent speaks for itself), and the rows that
+/// turn `merged` into it: changed cells, and removals for cells that went.
+fn rtt_changes(
+    site: &str,
+    merged: &Cells,
+    table: &[RttRow],
+) -> (Cells, Vec<crate::probe::RttRow>) {
+    let cells: Cells = table
+        .iter()
+        .filter(|r| r.site == site)
+        .map(|r| (r.ldns.network(), (r.rtt_us, probe_kind(r.protocol))))
+        .collect();
+    let mut rows: Vec<crate::probe::RttRow> = cells
+        .iter()
+        .filter(|(ldns, cell)| merged.get(*ldns) != Some(*cell))
+        .map(|(ldns, (us, kind))| crate::probe::RttRow {
+            ldns: *ldns,
+            rtt: Some(Duration::from_micros(u64::from(*us))),
+            kind: *kind,
+        })
+        .collect();
+    rows.extend(
+        merged
+            .keys()
+            .filter(|ldns| !cells.contains_key(*ldns))
+            .map(|ldns| crate::probe::RttRow { ldns: *ldns, rtt: None, kind: None }),
+    );
+    (cells, rows)
+}
+
+/// Runs a node on a duplicate of `listener`.
+fn spawn(listener: &std::net::TcpListener, config: MepConfig) -> Result<Running, MepStartError> {
+    let addr = listener.local_addr().unwrap_or_else(|_| ([0, 0, 0, 0], 0).into());
+    let bind_error = |source| MepStartError::Bind { addr, source };
+    let listener = TcpListener::from_std(listener.try_clone().map_err(bind_error)?).map_err(bind_error)?;
+    let node = MepNode::new();
+    let views = node.subscribe();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn({
+        let node = node.clone();
+        async move {
+            if let Err(error) = node.run(listener, config, async {
+                let _ = stopped.await;
+            })
+            .await
+            {
+                error!(%error, "MEP node stopped");
+            }
+        }
+    });
+    Ok(Running { node, views, stop: Some(stop), task: Some(task) })
+}
+
+/// Stops a node and waits for it (bounded: a node that does not stop in time is aborted).
+async fn stop(running: &mut Running) {
+    if let Some(stop) = running.stop.take() {
+        let _ = stop.send(());
+    }
+    let Some(mut task) = running.task.take() else { return };
+    if tokio::time::timeout(STOP_GRACE, &mut task).await.is_err() {
+        warn!("MEP node did not stop in time; aborted");
+        task.abort();
+    }
+}
+
+/// This site's RTT column as MEP rows (prefixes of the LDNS mask).
+fn local_rtt(site: &str, rtt: &RttHandle) -> Vec<RttRow> {
+    let mask = rtt.settings().mask;
+    rtt.local_column()
+        .into_iter()
+        .filter_map(|row| {
+            let d = row.rtt?;
+            let len = if row.ldns.is_ipv4() { mask.v4.min(32) } else { mask.v6.min(128) };
+            Some(RttRow {
+                ldns: IpNet::new(row.ldns, len).ok()?,
+                site: site.to_owned(),
+                rtt_us: u32::try_from(d.as_micros()).unwrap_or(u32::MAX),
+                protocol: match row.kind {
+                    Some(ProbeKind::Icmp) => RttProtocol::Icmp,
+                    Some(ProbeKind::Tcp) => RttProtocol::Tcp,
+                    Some(ProbeKind::DnsDot | ProbeKind::DnsRev) | None => RttProtocol::Dns,
+                },
+                age_s: 0,
+            })
+        })
+        .collect()
+}
+
+fn probe_kind(protocol: RttProtocol) -> Option<ProbeKind> {
+    match protocol {
+        RttProtocol::Icmp => Some(ProbeKind::Icmp),
+        RttProtocol::Tcp => Some(ProbeKind::Tcp),
+        RttProtocol::Dns => Some(ProbeKind::DnsDot),
+        RttProtocol::Udp => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::{health::HealthSupervisor, mep::{LinkInfo, RemoteSite, session::Audience}};
+
+    /// Parent p1 (this server unless `site` says otherwise), parent p2, p1's child c1; a GSLB
+    /// domain over a service at each.
+    fn config(site: &str, mep: &str) -> Config {
+        let text = format!(
+            r#"[server]
+listen = ["127.0.0.1"]
+site = "{site}"
+{mep}
+[[zone]]
+name = "example.com"
+ns = ["ns.example.net"]
+soa.rname = "hostmaster.example.com"
+[[site]]
+name = "p1"
+ip = "10.0.0.1"
+[[site]]
+name = "p2"
+ip = "10.0.0.2"
+[[site]]
+name = "c1"
+ip = "10.0.1.1"
+role = "child"
+parent = "p1"
+[[service]]
+name = "a"
+ip = "192.0.2.1"
+site = "p1"
+[[service]]
+name = "b"
+ip = "192.0.2.2"
+site = "p2"
+[[service]]
+name = "c"
+ip = "192.0.2.3"
+site = "c1"
+[[gslb_domain]]
+name = "www.example.com"
+answer = "all"
+services = ["a", "b", "c"]
+"#
+        );
+        Config::parse(&text, Path::new("test.toml")).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    const MEP: &str = "[mep]\nsecret = \"0123456789\"\n";
+
+    fn state(name: &str, up: bool) -> ServiceState {
+        ServiceState { name: name.into(), up, connections: 0, bandwidth_bps: 0 }
+    }
+
+    fn remote(reachable: bool, services: Vec<ServiceState>) -> RemoteSite {
+        RemoteSite {
+            reachable,
+            via: None,
+            status: None,
+            services: Arc::new(services),
+            rtt: Arc::default(),
+            persistence: Arc::default(),
+            backups: None,
+        }
+    }
+
+    fn link(since: Instant) -> LinkInfo {
+        LinkInfo {
+            up: true,
+            since,
+            version: Some(1),
+            initiated: true,
+            peer_software: None,
+            last_error: None,
+            audience: Audience::None,
+        }
+    }
+
+    #[test]
+    fn only_what_the_answers_read_counts_as_a_change() {
+        let mut view = (*initial_view(&config("p1", MEP)).unwrap()).clone();
+        view.sites.insert("p2".into(), remote(true, vec![state("b", true)]));
+        view.links.insert("p2".into(), link(Instant::now()));
+        let facts = Facts::of(&view);
+        // A view rebuilt on a heartbeat, or with other link details: the same facts.
+        let mut same = view.clone();
+        same.links.insert("p2".into(), link(Instant::now() + Duration::from_secs(1)));
+        same.holders.insert("c1".into(), "p1".into());
+        assert_eq!(Facts::of(&same), facts);
+        // What an unreachable site reported does not matter: it is DOWN either way.
+        let mut gone = view.clone();
+        gone.sites.insert("c1".into(), remote(false, vec![state("c", true)]));
+        assert_eq!(Facts::of(&gone), facts);
+        // Reachability, a reported state, load and the role do.
+        let mut down = view.clone();
+        down.sites.insert("p2".into(), remote(false, vec![state("b", true)]));
+        let mut failed = view.clone();
+        failed.sites.insert("p2".into(), remote(true, vec![state("b", false)]));
+        let mut loaded = view.clone();
+        loaded.sites.insert("p2".into(), remote(true, vec![ServiceState { connections: 5, ..state("b", true) }]));
+        let mut child = view.clone();
+        child.answers_dns = false;
+        for changed in [down, failed, loaded, child] {
+            assert_ne!(Facts::of(&changed), facts, "{changed:?}");
+        }
+    }
+
+    #[test]
+    fn initial_view_reaches_nobody_and_has_the_configured_role() {
+        let parent = initial_view(&config("p1", MEP)).unwrap();
+        assert!(parent.answers_dns && parent.role == Role::Parent && parent.sites.is_empty());
+        assert!(!parent.service_up("p2", "b", None) && parent.service_up("p2", "b", Some(true)));
+        let child = initial_view(&config("c1", MEP)).unwrap();
+        assert!(!child.answers_dns && child.role == Role::Child);
+        assert!(initial_view(&config("p1", "")).is_none());
+        assert!(initial_view(&config("p1", &format!("{MEP}enabled = false\n"))).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_child_publishes_no_gslb_answers() {
+        for (site, answers) in [("p1", true), ("c1", false)] {
+            let mut world = World::new(config(site, MEP), HealthSupervisor::new());
+            world.local_site = Some(site.into());
+            world.mep = initial_view(&world.config);
+            assert_eq!(answers_gslb(&world), answers, "{site}");
+            let snapshot = for_role(&world, world.snapshot());
+            assert_eq!(!snapshot.domains.is_empty(), answers, "{site}: {:?}", snapshot.domains);
+        }
+        // Without MEP every site answers.
+        let world = World::new(config("c1", ""), HealthSupervisor::new());
+        assert!(answers_gslb(&world) && !for_role(&world, world.snapshot()).domains.is_empty());
+    }
+
+    #[test]
+    fn reload_refuses_what_needs_a_restart() {
+        let running = config("p1", MEP);
+        let cases = [
+            (config("p1", ""), Some("mep.enabled")),
+            (config("p1", &format!("{MEP}enabled = false\n")), Some("mep.enabled")),
+            (config("p2", MEP), Some("server.site")),
+            (config("p1", &format!("{MEP}listen = \"0.0.0.0\"\n")), Some("mep.listen")),
+            // Applied in place (the node restarts on the same socket).
+            (config("p1", "[mep]\nsecret = \"another secret\"\n"), None),
+            (config("p1", &format!("{MEP}heartbeat_ms = 100\n")), None),
+            (running.clone(), None),
+        ];
+        for (new, refused) in cases {
+            let got = check_reload(&running, &new);
+            match refused {
+                Some(field) => assert!(got.as_ref().is_err_and(|e| e.contains(field)), "{field}: {got:?}"),
+                None => assert!(got.is_ok(), "{got:?}"),
+            }
+        }
+        // Without MEP before and after, nothing here to refuse.
+        assert!(check_reload(&config("p1", ""), &config("p2", "")).is_ok());
+    }
+
+    #[test]
+    fn node_settings_follow_the_configuration() {
+        let c = node_config(&config("p1", &format!("{MEP}heartbeat_ms = 100\ndead_after_ms = 300\n")))
+            .unwrap()
+            .unwrap();
+        assert_eq!((c.site.as_str(), c.secret.as_slice()), ("p1", &b"0123456789"[..]));
+        assert_eq!((c.heartbeat, c.dead_after), (Duration::from_millis(100), Duration::from_millis(300)));
+        assert_eq!(c.rtt_tolerance_ms, Some(5));
+        assert_eq!(c.topology.children_of("p1").count(), 1);
+        assert!(node_config(&config("p1", "")).unwrap().is_none());
+        // A topology change is a node change; a change elsewhere is not.
+        let base = NodeKey::of(&config("p1", MEP));
+        let mut moved = config("p1", MEP);
+        moved.sites[1].backup_parents = vec!["p1".into()];
+        assert_ne!(NodeKey::of(&moved), base);
+        let mut other = config("p1", MEP);
+        other.services[0].weight = 7;
+        assert_eq!(NodeKey::of(&other), base);
+    }
+
+    #[test]
+    fn rtt_rows_merge_as_changes() {
+        let row = |ldns: &str, site: &str, us: u32| RttRow {
+            ldns: ldns.parse().unwrap(),
+            site: site.into(),
+            rtt_us: us,
+            protocol: RttProtocol::Icmp,
+            age_s: 0,
+        };
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let (cells, rows) = rtt_changes(
+            "p2",
+            &BTreeMap::new(),
+            &[row("198.51.100.0/24", "p2", 1500), row("203.0.113.7/32", "p2", 900), row("192.0.2.0/24", "p3", 1)],
+        );
+        assert_eq!(cells.len(), 2, "p3's row is not p2's to send: {cells:?}");
+        assert_eq!(rows.len(), 2);
+        assert!(rows.iter().any(|r| r.ldns == ip("198.51.100.0")
+            && r.rtt == Some(Duration::from_micros(1500))
+            && r.kind == Some(ProbeKind::Icmp)));
+        // One changed, one unchanged, one gone.
+        let (after, rows) = rtt_changes("p2", &cells, &[row("198.51.100.0/24", "p2", 2500)]);
+        assert_eq!(after.len(), 1);
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert!(rows.iter().any(|r| r.ldns == ip("198.51.100.0") && r.rtt == Some(Duration::from_micros(2500))));
+        assert!(rows.iter().any(|r| r.ldns == ip("203.0.113.7") && r.rtt.is_none()));
+        // The link went: everything goes.
+        let (none, rows) = rtt_changes("p2", &after, &[]);
+        assert!(none.is_empty() && rows.len() == 1 && rows[0].rtt.is_none());
+    }
+}

@@ -1,0 +1,331 @@
+//! gslbd's dynamic RTT (spec §4): runs the prober for this site's column while the
+//! configuration asks for it ([`Config::rtt_probing`]), feeds it the resolvers that query us
+//! (the fast path's `LDNS` map and the responder's loops, both through one [`LdnsRecorder`]
+//! that lives as long as gslbd), and follows reloads.
+
+use std::time::Duration;
+
+use tokio::{sync::watch, task::JoinHandle, time::Instant};
+use tracing::{error, info, warn};
+
+use crate::{
+    config::Config,
+    dataplane::LdnsMap,
+    probe::{
+        LdnsRecorder, NetProber, ProbeSettings, ProbeSupervisor, RttHandle, RttRow,
+        XdpFeedSettings, run_xdp_feed_with,
+    },
+};
+
+/// How long the first RTT change waits for the rest of its burst (a round of probes finishing,
+/// a peer's column arriving) before a republish.
+const RTT_SETTLE: Duration = Duration::from_millis(100);
+/// RTT-driven republishes are at least this far apart (each recompiles every LDNS row).
+const RTT_REPUBLISH_GAP: Duration = Duration::from_secs(1);
+
+/// How often the fast path's `LDNS` map is read (each read costs two syscalls per entry, and
+/// a resolver's first query reaches the prober at most this late).
+const XDP_SCAN_EVERY: Duration = Duration::from_secs(1);
+
+/// The prober while it runs, and what it was started with.
+struct Running {
+    site: String,
+    settings: ProbeSettings,
+    supervisor: ProbeSupervisor,
+}
+
+/// The RTT side of gslbd; see the module documentation.
+pub struct RttProbing {
+    recorder: LdnsRecorder,
+    /// The fast-path feed's settings and task, when XDP is loaded. The task ends with the map,
+    /// which must stay open until the fast path is detached.
+    feed: Option<(watch::Sender<XdpFeedSettings>, JoinHandle<LdnsMap>)>,
+    running: Option<Running>,
+    /// The running prober's version, for [`RttProbing::changed`].
+    version: Option<watch::Receiver<u64>>,
+    /// Said once per configuration: rtt is used but nothing can measure it here.
+    warned_no_site: bool,
+}
+
+impl RttProbing {
+    /// Applies `config`; `ldns` is the fast path's map, when XDP is loaded. Needs a tokio
+    /// runtime.
+    pub fn new(config: &Config, ldns: Option<LdnsMap>) -> RttProbing {
+        let recorder = LdnsRecorder::new();
+        let feed = ldns.map(|map| {
+            let (tx, rx) = watch::channel(feed_settings(config));
+            let task = tokio::spawn({
+                let recorder = recorder.clone();
+                async move {
+                    let (map, outcome) = run_xdp_feed_with(map, recorder, rx, XDP_SCAN_EVERY).await;
+                    if let Err(error) = outcome {
+                        // The responder's recording goes on; resolvers answered by the fast
+                        // path alone are no longer learnt.
+                        error!(error = %error, "fast-path LDNS feed stopped");
+                    }
+                    map
+                }
+            });
+            (tx, task)
+        });
+        let mut rtt = RttProbing {
+            recorder,
+            feed,
+            running: None,
+            version: None,
+            warned_no_site: false,
+        };
+        rtt.apply(config);
+        rtt
+    }
+
+    /// Where the responder's loops record query sources.
+    pub fn recorder(&self) -> LdnsRecorder {
+        self.recorder.clone()
+    }
+
+    /// The RTT table while probing runs (for `World::rtt`, MEP and the control socket).
+    pub fn handle(&self) -> Option<RttHandle> {
+        self.running.as_ref().map(|r| r.supervisor.handle())
+    }
+
+    /// Follows a (re)loaded configuration: starts, stops or restarts the prober. Returns true
+    /// when [`RttProbing::handle`] changed (the caller replaces the one it holds).
+    ///
+    /// A restart (another site, or other settings) carries over the resolvers known, and,
+    /// when the LDNS mask is the same (rows are keyed by it), the table: other sites' columns,
+    /// and this site's when the site is the same, so that the answers hold until the new
+    /// probes come in.
+    pub fn apply(&mut self, config: &Config) -> bool {
+        let wanted = config.rtt_probing().then(|| {
+            (
+                config
+                    .server
+                    .site
+                    .clone()
+                    .expect("rtt_probing needs a site"),
+                config.rtt.probe.clone(),
+            )
+        });
+        let uses_rtt = config
+            .gslb_domains
+            .iter()
+            .any(|d| d.chain().contains(&crate::policy::Method::Rtt));
+        if uses_rtt && config.server.site.is_none() {
+            if !self.warned_no_site {
+                warn!(
+                    "domains use the rtt method but server.site is not set: nothing is probed here, and they answer by the next method of their chains"
+                );
+                self.warned_no_site = true;
+            }
+        } else {
+            self.warned_no_site = false;
+        }
+        if let Some((tx, _)) = &self.feed {
+            tx.send_if_modified(|current| {
+                let new = feed_settings(config);
+                let changed = *current != new;
+                *current = new;
+                changed
+            });
+        }
+        let unchanged = match (&self.running, &wanted) {
+            (Some(r), Some((site, settings))) => &r.site == site && &r.settings == settings,
+            (None, None) => true,
+            _ => false,
+        };
+        if unchanged {
+            return false;
+        }
+        let old = self.running.take();
+        self.version = None;
+        self.recorder.set_enabled(wanted.is_some());
+        if let Some((site, settings)) = wanted {
+            match ProbeSupervisor::start_with_recorder(
+                &site,
+                settings.clone(),
+                NetProber::default(),
+                self.recorder.clone(),
+            ) {
+                Ok(supervisor) => {
+                    let handle = supervisor.handle();
+                    if let Some(old) = &old {
+                        let same_rows = old.settings.mask == settings.mask;
+                        carry_over(&old.supervisor.handle(), &handle, &self.recorder, same_rows);
+                    }
+                    info!(
+                        site,
+                        order = ?settings.order.iter().map(|k| k.name()).collect::<Vec<_>>(),
+                        interval_ms = settings.interval.as_millis() as u64,
+                        timeout_ms = settings.timeout.as_millis() as u64,
+                        tolerance_ms = settings.tolerance.as_millis() as u64,
+                        ldns_timeout_s = settings.ldns_timeout.as_secs(),
+                        mask_v4 = settings.mask.v4,
+                        mask_v6 = settings.mask.v6,
+                        restarted = old.is_some(),
+                        "RTT probing started"
+                    );
+                    self.version = Some(handle.watch());
+                    self.running = Some(Running {
+                        site,
+                        settings,
+                        supervisor,
+                    });
+                }
+                // The configuration was validated with the same check: not expected.
+                Err(reason) => error!(reason, "RTT probing not started"),
+            }
+        } else {
+            info!("RTT probing stopped");
+        }
+        true
+    }
+
+    /// Resolves when the RTT table changed since the last call; never while nothing probes.
+    pub async fn changed(&mut self) {
+        match &mut self.version {
+            Some(version) => {
+                if version.changed().await.is_err() {
+                    // The prober is gone (only when replaced, which resets this): stay quiet.
+                    self.version = None;
+                    std::future::pending::<()>().await;
+                }
+            }
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Stops the prober and the feed. Call it after the fast path is detached: this closes
+    /// the `LDNS` map, which the program's reload on detach needs open.
+    pub async fn shutdown(mut self) {
+        if let Some(running) = self.running.take() {
+            running.supervisor.shutdown().await;
+        }
+        if let Some((settings, task)) = self.feed.take() {
+            // Without a sender the feed ends and hands the map back, closed here.
+            drop(settings);
+            let _ = task.await;
+        }
+    }
+}
+
+fn feed_settings(config: &Config) -> XdpFeedSettings {
+    XdpFeedSettings {
+        enabled: config.rtt_probing(),
+        mask: config.rtt.probe.mask,
+        ldns_timeout: config.rtt.probe.ldns_timeout,
+    }
+}
+
+/// What a replaced prober knew that the new one can use: the resolvers (recorded again, at the
+/// time of their last query, so that they expire as they would have) and, when rows are keyed
+/// alike (`same_rows`), the table. The old local column becomes the new one only when the site
+/// is the same: measured from here, it is not another site's.
+fn carry_over(old: &RttHandle, new: &RttHandle, recorder: &LdnsRecorder, same_rows: bool) {
+    let now = Instant::now();
+    let (old_site, new_site) = (old.local_site(), new.local_site());
+    let mut columns: std::collections::BTreeMap<String, Vec<RttRow>> = Default::default();
+    for report in old.report() {
+        if let (Some(addr), Some(idle)) = (report.address, report.idle) {
+            recorder.record_at(addr, now.checked_sub(idle).unwrap_or(now));
+        }
+        if !same_rows {
+            continue;
+        }
+        for path in &report.paths {
+            let row = RttRow {
+                ldns: report.ldns,
+                rtt: Some(path.rtt),
+                kind: path.kind,
+            };
+            columns.entry(path.site.clone()).or_default().push(row);
+        }
+    }
+    for (site, rows) in columns {
+        if site == old_site {
+            if site == new_site {
+                new.restore_local(&rows);
+            }
+        } else {
+            new.merge_remote(&site, &rows);
+        }
+    }
+}
+
+/// When RTT changes republish the answers: [`RTT_SETTLE`] after the first change of a burst,
+/// and no sooner than [`RTT_REPUBLISH_GAP`] after the last republish (of any trigger: each
+/// compiles the table as it is then).
+#[derive(Debug)]
+pub struct RepublishPacer {
+    due: Option<Instant>,
+    last: Instant,
+}
+
+impl RepublishPacer {
+    pub fn new(now: Instant) -> Self {
+        RepublishPacer {
+            due: None,
+            last: now,
+        }
+    }
+
+    /// The RTT table changed at `now`.
+    pub fn changed(&mut self, now: Instant) {
+        if self.due.is_none() {
+            self.due = Some((now + RTT_SETTLE).max(self.last + RTT_REPUBLISH_GAP));
+        }
+    }
+
+    /// When to republish for the changes so far; `None`: nothing pending.
+    pub fn due(&self) -> Option<Instant> {
+        self.due
+    }
+
+    /// The answers were republished at `now`, from the table as it was then.
+    pub fn republished(&mut self, now: Instant) {
+        self.due = None;
+        self.last = now;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rtt_changes_republish_once_per_burst_and_at_most_once_a_gap() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        // Republished at t0. (changes at, republished at, due after them)
+        let table: [(&[u64], Option<u64>, Option<u64>); 5] = [
+            // Within the gap of the last republish: at its end.
+            (&[10], None, Some(1000)),
+            // A burst: one republish, due from its first change.
+            (&[10, 50, 900], None, Some(1000)),
+            // Long after: the settle time.
+            (&[5000, 5050], None, Some(5100)),
+            // Another trigger republished meanwhile: nothing left pending.
+            (&[10], Some(500), None),
+            (&[], None, None),
+        ];
+        for (changes, republished, due) in table {
+            let mut pacer = RepublishPacer::new(t0);
+            for &at in changes {
+                pacer.changed(t0 + ms(at));
+            }
+            if let Some(at) = republished {
+                pacer.republished(t0 + ms(at));
+            }
+            assert_eq!(
+                pacer.due(),
+                due.map(|d| t0 + ms(d)),
+                "{changes:?} {republished:?}"
+            );
+        }
+        // After a republish the gap counts from it.
+        let mut pacer = RepublishPacer::new(t0);
+        pacer.republished(t0 + ms(3000));
+        pacer.changed(t0 + ms(3200));
+        assert_eq!(pacer.due(), Some(t0 + ms(4000)));
+    }
+}

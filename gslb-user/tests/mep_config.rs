@@ -1,0 +1,245 @@
+//! The `[mep]` section and the `[[site]]` MEP keys (role, parent, backup_parents, mep_port):
+//! what a valid file turns into, and every rule a bad one breaks, each reported at the file,
+//! line and column of the value that breaks it.
+
+use std::{
+    net::{IpAddr, SocketAddr},
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use gslb_user::{
+    config::{Config, ConfigError},
+    mep::{Role, SiteSpec, Topology},
+};
+
+const SERVER: &str = "[server]\nlisten = [\"192.0.2.1\"]\nsite = \"p1\"\n";
+const ZONE: &str = "[[zone]]\nname = \"example.com\"\nns = [\"ns.example.net\"]\nsoa.rname = \"hostmaster.example.com\"\n";
+const MEP: &str = "[mep]\nsecret = \"0123456789\"\n";
+
+/// Two parents (p1 lists p2 as its backup) and p1's child c1.
+fn sites() -> String {
+    site("p1", "10.0.0.1", "backup_parents = [\"p2\"]\n")
+        + &site("p2", "10.0.0.2", "")
+        + &site("c1", "10.0.1.1", "role = \"child\"\nparent = \"p1\"\n")
+}
+
+fn site(name: &str, ip: &str, extra: &str) -> String {
+    format!("[[site]]\nname = \"{name}\"\nip = \"{ip}\"\n{extra}")
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gslb-mep-config-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A self-signed certificate for `p1` (its own CA), as PEM files in `dir`.
+fn tls_files(dir: &Path) {
+    let certified = rcgen::generate_simple_self_signed(vec!["p1".into()]).unwrap();
+    std::fs::write(dir.join("p1.pem"), certified.cert.pem()).unwrap();
+    std::fs::write(dir.join("p1.key"), certified.signing_key.serialize_pem()).unwrap();
+    std::fs::write(dir.join("ca.pem"), certified.cert.pem()).unwrap();
+    std::fs::write(dir.join("junk.pem"), "not PEM at all\n").unwrap();
+}
+
+#[test]
+fn mep_section_and_site_keys() {
+    let dir = temp_dir("valid");
+    tls_files(&dir);
+    std::fs::write(dir.join("secret"), "from a file 0123\n").unwrap();
+    let file = dir.join("gslb.toml");
+    let text = format!(
+        "{SERVER}{ZONE}[mep]\nsecret_file = \"secret\"\nheartbeat_ms = 100\ndead_after_ms = 450\n\
+         [mep.tls]\ncert_file = \"p1.pem\"\nkey_file = \"{}\"\nca_file = \"ca.pem\"\n{}{}",
+        dir.join("p1.key").display(),
+        sites(),
+        site("p3", "10.0.0.3", "public_ip = \"203.0.113.3\"\nmep_port = 4000\nbackup_parents = []\n"),
+    );
+    let config = Config::parse(&text, &file).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let mep = config.mep.as_ref().expect("[mep]");
+    assert!(mep.enabled, "enabled by default");
+    assert_eq!(config.mep_enabled(), Some(mep));
+    // The local site's ip and port, when listen is not written.
+    assert_eq!(mep.listen, "10.0.0.1:3011".parse::<SocketAddr>().unwrap());
+    assert_eq!(mep.secret.0, b"from a file 0123", "the file's trailing newline is not part of it");
+    assert!(!format!("{mep:?}").contains("from a file"), "Debug never shows the secret: {mep:?}");
+    assert_eq!((mep.heartbeat, mep.dead_after), (Duration::from_millis(100), Duration::from_millis(450)));
+    let tls = mep.tls.as_ref().expect("[mep.tls]");
+    assert_eq!(tls.cert_file, dir.join("p1.pem"), "relative to the configuration file");
+    assert_eq!(tls.key_file, dir.join("p1.key"));
+    assert!(tls.tls().is_ok());
+
+    let want = Topology::new(vec![
+        SiteSpec::parent("p1", ip("10.0.0.1")).with_backups(["p2"]),
+        SiteSpec::parent("p2", ip("10.0.0.2")),
+        SiteSpec::child("c1", ip("10.0.1.1"), "p1"),
+        SiteSpec {
+            connect: Some("203.0.113.3:4000".parse().unwrap()),
+            ..SiteSpec::parent("p3", ip("10.0.0.3")).with_port(4000)
+        },
+    ])
+    .unwrap();
+    assert_eq!(config.mep_topology().unwrap(), want);
+    assert_eq!(config.site("c1").unwrap().role, Role::Child);
+    assert_eq!(config.site("c1").unwrap().parent.as_deref(), Some("p1"));
+
+    // Defaults, an explicit listen (address only, or with a port), and off.
+    let parse = |mep: &str| {
+        let text = format!("{SERVER}{ZONE}{mep}{}", sites());
+        Config::parse(&text, Path::new("test.toml")).unwrap_or_else(|e| panic!("{e}\n{text}"))
+    };
+    let c = parse(MEP);
+    let m = c.mep.as_ref().unwrap();
+    assert_eq!((m.heartbeat, m.dead_after, m.tls.is_none()), (Duration::from_millis(500), Duration::from_secs(2), true));
+    assert_eq!(parse(&format!("{MEP}listen = \"0.0.0.0\"\n")).mep.unwrap().listen, "0.0.0.0:3011".parse().unwrap());
+    assert_eq!(parse(&format!("{MEP}listen = \"[::1]:5000\"\n")).mep.unwrap().listen, "[::1]:5000".parse().unwrap());
+    let off = parse(&format!("{MEP}enabled = false\n"));
+    assert!(off.mep.as_ref().is_some_and(|m| !m.enabled) && off.mep_enabled().is_none());
+
+    // Without [mep] nor MEP keys, sites are only answer locations: no topology limits (here
+    // 40 parents, over MEP's 32).
+    let many: String = (0..40).map(|i| site(&format!("s{i}"), &format!("10.9.0.{i}"), "")).collect();
+    let text = format!("[server]\nlisten = [\"192.0.2.1\"]\n{ZONE}{many}");
+    let c = Config::parse(&text, Path::new("test.toml")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(c.mep.is_none() && c.sites.len() == 40);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+#[test]
+fn example_is_a_two_parent_tree() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/mep.toml");
+    let config = Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(config.server.site.as_deref(), Some("paris"));
+    let topology = config.mep_topology().unwrap();
+    assert_eq!(topology.parents().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["paris", "frankfurt"]);
+    assert_eq!(topology.children_of("paris").map(|s| s.name.as_str()).collect::<Vec<_>>(), ["lyon"]);
+    assert_eq!(topology.site("paris").unwrap().backups, ["frankfurt"]);
+    assert_eq!(topology.initiator("paris", "frankfurt"), Some("paris"), "the lower IP");
+    assert_eq!(topology.site("frankfurt").unwrap().mep_addr(), "198.51.100.1:3011".parse().unwrap());
+    assert_eq!(config.mep_enabled().unwrap().listen, "10.1.0.1:3011".parse().unwrap());
+}
+
+/// Each case: the file, a `#<` marking the line the error must be on, the text the column
+/// must point at (its first occurrence on that line), and a part of the reason.
+#[test]
+fn mep_rules_are_reported_at_the_value() {
+    let dir = temp_dir("rejected");
+    tls_files(&dir);
+    let file = dir.join("gslb.toml");
+    let with = |mep: &str, sites: &str| format!("{SERVER}{ZONE}{mep}{sites}");
+    let tls = |cert: &str, key: &str, ca: &str| {
+        format!("{MEP}[mep.tls]\ncert_file = \"{cert}\"\nkey_file = \"{key}\"\nca_file = \"{ca}\"\n")
+    };
+    let parents = |n: usize| -> String {
+        (0..n)
+            .map(|i| {
+                let s = site(&format!("p{}", i + 1), &format!("10.0.0.{}", i + 1), "");
+                if i == 32 { s.replacen("\"\nip", "\" #<\nip", 1) } else { s }
+            })
+            .collect()
+    };
+    let cases: Vec<(String, &str, &str)> = vec![
+        // [mep]
+        (
+            format!("[server]\nlisten = [\"192.0.2.1\"]\n{ZONE}[mep]\nenabled = true #<\nsecret = \"0123456789\"\n{}", sites()),
+            "true",
+            "mep: needs server.site",
+        ),
+        (with("[mep] #<\nheartbeat_ms = 100\n", &sites()), "[mep]", "the shared secret is missing"),
+        (with(&format!("{MEP}secret_file = \"secret\" #<\n"), &sites()), "\"secret\"", "secret and secret_file are both set"),
+        (with("[mep]\nsecret = \"short\" #<\n", &sites()), "\"short\"", "has 5 bytes, at least 8"),
+        (with("[mep]\nsecret_file = \"nope/secret\" #<\n", &sites()), "\"nope", "mep: secret_file: cannot read"),
+        (with(&format!("{MEP}listen = \"10.0.0.1:0\" #<\n"), &sites()), "\"10.0.0.1:0\"", "mep: listen \"10.0.0.1:0\" is not"),
+        (with(&format!("{MEP}listen = \"somewhere\" #<\n"), &sites()), "\"somewhere\"", "is not an address"),
+        (with(&format!("{MEP}heartbeat_ms = 5 #<\n"), &sites()), "5", "mep: heartbeat_ms 5 out of range 10..=60000"),
+        (
+            with(&format!("{MEP}heartbeat_ms = 1000\ndead_after_ms = 1000 #<\n"), &sites()),
+            "1000",
+            "dead_after_ms (1000) must be longer than heartbeat_ms (1000)",
+        ),
+        (with(&format!("{MEP}port = 3011 #<\n"), &sites()), "port", "unknown field `port`"),
+        (with(&format!("{MEP}[mep.tls] #<\ncert_file = \"p1.pem\"\nca_file = \"ca.pem\"\n"), &sites()), "[mep.tls]", "missing field `key_file`"),
+        (with(&tls("p1.pem", "p1.key", "missing.pem").replace("missing.pem\"", "missing.pem\" #<"), &sites()), "\"missing", "tls.ca_file: cannot read"),
+        (with(&tls("junk.pem", "p1.key", "ca.pem").replace("junk.pem\"", "junk.pem\" #<"), &sites()), "\"junk", "certificate: no PEM certificate"),
+        (with(&tls("p1.pem", "junk.pem", "ca.pem").replace("key_file = \"junk.pem\"", "key_file = \"junk.pem\" #<"), &sites()), "\"junk", "private key"),
+        (with(&tls("p1.pem", "p1.key", "junk.pem").replace("ca_file = \"junk.pem\"", "ca_file = \"junk.pem\" #<"), &sites()), "\"junk", "CA: no PEM certificate"),
+        // [[site]] keys
+        (with(MEP, &format!("{}{}", sites(), site("x", "10.0.2.1", "role = \"leaf\" #<\n"))), "\"leaf\"", "unknown variant `leaf`"),
+        (with(MEP, &format!("{}{}", sites(), site("x", "10.0.2.1", "mep_port = 0 #<\n"))), "0", "site \"x\": mep_port 0 out of range"),
+        (with(MEP, &format!("{}{}", sites(), site("x", "10.0.2.1", "role = \"child\" #<\n"))), "\"child\"", "child \"x\" has no parent"),
+        (
+            with(MEP, &format!("{}{}", sites(), site("x", "10.0.2.1", "parent = \"p1\" #<\n"))),
+            "\"p1\"",
+            "parent \"x\" has a parent of its own (a child needs role = \"child\")",
+        ),
+        (
+            with(MEP, &format!("{}{}", sites(), site("x", "10.0.2.1", "role = \"child\"\nparent = \"p9\" #<\n"))),
+            "\"p9\"",
+            "child \"x\": parent \"p9\" is not defined",
+        ),
+        (
+            with(MEP, &format!("{}{}", sites(), site("x", "10.0.2.1", "role = \"child\"\nparent = \"c1\" #<\n"))),
+            "\"c1\"",
+            "parent \"c1\" is not a parent",
+        ),
+        (
+            with(MEP, &format!("{}{}", sites(), site("x", "10.0.2.1", "role = \"child\"\nparent = \"p1\"\nbackup_parents = [\"p2\"] #<\n"))),
+            "[\"p2\"]",
+            "site \"x\": only parents have backup parents",
+        ),
+        (
+            with(MEP, &format!("{}{}", site("p1", "10.0.0.9", "backup_parents = [\"a\", \"b\", \"c\", \"d\", \"e\", \"f\"] #<\n"),
+                ["a", "b", "c", "d", "e", "f"].iter().enumerate().map(|(i, n)| site(n, &format!("10.0.3.{i}"), "")).collect::<String>())),
+            "[\"a\"",
+            "6 backup parents, at most 5",
+        ),
+        (with(MEP, &format!("{}{}", sites(), site("x", "10.0.2.1", "backup_parents = [\"p2\", \"zz\"] #<\n"))), "\"zz\"", "backup parent \"zz\" is not defined (add the site first)"),
+        (with(MEP, &format!("{}{}", sites(), site("x", "10.0.2.1", "backup_parents = [\"c1\"] #<\n"))), "\"c1\"", "backup parent \"c1\" is not a parent"),
+        (with(MEP, &format!("{}{}", sites(), site("x", "10.0.2.1", "backup_parents = [\"x\"] #<\n"))), "\"x\"]", "backup parent \"x\" is the site itself"),
+        (
+            with(MEP, &format!("{}{}", sites(), site("x", "10.0.2.1", "backup_parents = [\"p2\", \"p1\", \"p2\"] #<\n"))),
+            "\"p2\"]",
+            "backup parent \"p2\" is listed twice",
+        ),
+        (with(MEP, &parents(33)), "\"p33\"", "33 parents, at most 32"),
+        (
+            with(MEP, &format!("{}{}", sites(), site(&"x".repeat(64), "10.0.2.1", "").replacen("\"\nip", "\" #<\nip", 1))),
+            "\"xxx",
+            "is empty or longer than 63 bytes",
+        ),
+        // MEP keys without [mep] are still checked.
+        (
+            format!("{SERVER}{ZONE}{}", site("p1", "10.0.0.1", "backup_parents = [\"nope\"] #<\n")),
+            "\"nope\"",
+            "backup parent \"nope\" is not defined",
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (text, at, reason) in &cases {
+        let (line_no, line) =
+            text.lines().enumerate().find(|(_, l)| l.contains("#<")).expect("case has a #< marker");
+        let want = (line_no + 1, line[..line.find(at).unwrap_or_else(|| panic!("{at:?} in {line:?}"))].chars().count() + 1);
+        match Config::parse(text, &file) {
+            Ok(_) => failures.push(format!("accepted, wanted {reason:?}:\n{text}")),
+            Err(ConfigError::Invalid { file: f, line, column, reason: got }) => {
+                if !got.contains(reason) || (line, column) != want || f != file {
+                    failures.push(format!(
+                        "{}:{line}:{column}: {got}\n  wanted {}:{}:{}: …{reason}…\n{text}",
+                        f.display(),
+                        file.display(),
+                        want.0,
+                        want.1
+                    ));
+                }
+            }
+            Err(e) => failures.push(format!("{e}")),
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(failures.is_empty(), "{} of {} cases failed:\n\n{}", failures.len(), cases.len(), failures.join("\n\n"));
+}
