@@ -31,8 +31,34 @@ struct Case {
     samples: Vec<u64>,
 }
 
+/// Added to the test configuration: a domain answered by RTT, so that a hit takes the LDNS
+/// view's answer (the third lookup) for a client with an RTT row.
+const RTT_DOMAIN: &str = r#"
+[[site]]
+name = "far"
+ip = "192.0.2.2"
+[[service]]
+name = "far-a"
+ip = "192.0.2.150"
+site = "far"
+[[gslb_domain]]
+name = "rtt.example.com"
+method = "rtt"
+services = ["www-a1", "far-a"]
+"#;
+
 fn main() {
-    let Some(dp) = common::dataplane() else { return };
+    let Some(mut dp) = common::dataplane() else { return };
+    {
+        use gslb_user::compile::{Inputs, LdnsRtt, Snapshot};
+        let text = format!("{}{RTT_DOMAIN}", common::config_text());
+        let config = gslb_user::config::Config::parse(&text, std::path::Path::new("xdp-bench.toml"))
+            .expect("bench configuration");
+        // The bench client's /24 is 10 ms from "s" and 40 ms from "far".
+        let row = LdnsRtt { ldns: "203.0.113.0/24".parse().unwrap(), rtt_us: vec![Some(10_000), Some(40_000)] };
+        let inputs = Inputs { rtt: std::sync::Arc::new(vec![row]), ..Inputs::default() };
+        dp.table.publish(&Snapshot::compile(&config, &inputs)).expect("publishing");
+    }
 
     let mut edns_query = query(1, WWW, RecordType::A);
     edns_query.set_edns(edns());
@@ -51,6 +77,7 @@ fn main() {
         case("xdp_a_hit_v4", Frame::v4(a.clone()).bytes(), XDP_TX, false),
         case("xdp_aaaa_hit_v6", Frame::v6(wire(&query(1, WWW, RecordType::AAAA))).bytes(), XDP_TX, false),
         case("xdp_a_hit_v4_edns", Frame::v4(wire(&edns_query)).bytes(), XDP_TX, false),
+        case("xdp_a_hit_v4_by_rtt", Frame::v4(wire(&query(1, "rtt.example.com", RecordType::A))).bytes(), XDP_TX, false),
         case("xdp_early_pass_other_port", other_port.bytes(), XDP_PASS, false),
     ];
 

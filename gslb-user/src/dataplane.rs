@@ -19,6 +19,8 @@ use aya::{
         xdp::{XdpLink, XdpLinkId},
     },
 };
+use std::sync::Arc;
+
 use gslb_common::{
     ANSWER_BY_RTT, ANSWER_ROTATE, AnswerKey, AnswerSet, Config, Counter, DomainKey, DomainValue, LDNS_MAX, LDNS_OFF,
     LISTEN_IN_TRIE, LdnsConfig, LdnsKey, LdnsValue,
@@ -404,6 +406,9 @@ struct Published {
     snapshot: Snapshot,
     generation: u32,
     view_generation: u32,
+    /// The `DOMAINS` and `ANSWERS` keys written for `generation` (copies included).
+    domain_keys: Vec<DomainKey>,
+    answer_keys: Vec<AnswerKey>,
 }
 
 /// What a publish wrote.
@@ -451,27 +456,42 @@ impl AnswerTable {
             .set(generation & 1, &listen_set(&snapshot.listen), 0)
             .map_err(map_err(maps::LISTEN_SET))?;
 
-        let in_place = self.published.as_ref().filter(|p| {
+        // What the maps hold, when this process wrote it: the old entries are then removed by
+        // their keys instead of by walking the maps (a syscall per entry).
+        let mut previous = self.published.take().filter(|p| {
             p.generation == current.generation && p.view_generation == current.view_generation
         });
-        let plan = in_place.and_then(|p| refinement(&p.snapshot, snapshot));
-        // The prefixes of the view generation being replaced, when this process wrote them
-        // (else the trie is scanned for them).
-        let mut stale_views: Option<(u32, Vec<(ipnet::IpNet, ViewValue)>)> = None;
+        // Not written by this process (pins adopted): everything in the maps now is stale
+        // once the new generations are in, so it is listed before they are written.
+        let scanned = match &previous {
+            Some(_) => None,
+            None => Some((
+                self.views.keys().filter_map(|k| k.ok()).collect::<Vec<Key<ViewKey>>>(),
+                self.domains.keys().filter_map(|k| k.ok()).collect::<Vec<DomainKey>>(),
+                self.answers.keys().filter_map(|k| k.ok()).collect::<Vec<AnswerKey>>(),
+            )),
+        };
+        let plan = previous.as_ref().and_then(|p| refinement(&p.snapshot, snapshot));
+        let mut stale_views: Vec<Key<ViewKey>> = Vec::new();
         let view_generation = match plan {
             Some(origins) => {
-                let old = self.published.take().expect("checked above");
-                stats.copied = self.copy_answers(&old.snapshot, current.generation, &origins)?;
-                stats.prefixes = self.edit_views(&old.snapshot.views, &snapshot.views, current.view_generation)?;
+                let old = previous.as_mut().expect("planned from it");
+                let copied = self.copy_answers(&old.snapshot, current.generation, &origins)?;
+                stats.copied = copied.len();
+                old.answer_keys.extend(copied);
+                if !Arc::ptr_eq(&old.snapshot.views, &snapshot.views) {
+                    stats.prefixes = self.edit_views(&old.snapshot.views, &snapshot.views, current.view_generation)?;
+                }
                 stats.in_place = true;
                 current.view_generation
             }
             None => {
                 let view_generation = current.view_generation.wrapping_add(1);
-                if let Some(old) = self.published.take().filter(|p| p.view_generation == current.view_generation) {
-                    stale_views = Some((old.view_generation, old.snapshot.views));
+                if let Some(old) = &previous {
+                    let g = old.view_generation;
+                    stale_views = old.snapshot.views.iter().map(|(n, _)| view_key(g, n.network(), n.prefix_len())).collect();
                 }
-                for (net, view) in &snapshot.views {
+                for (net, view) in snapshot.views.iter() {
                     self.views
                         .insert(&view_key(view_generation, net.network(), net.prefix_len()), view, 0)
                         .map_err(map_err(maps::VIEWS))?;
@@ -484,6 +504,7 @@ impl AnswerTable {
         // Name hash of each name published, to leave a colliding name to the responder: its
         // queries then find the other name's sets, fail the name compare and are passed.
         let mut hashed: std::collections::HashMap<u64, Vec<u8>> = std::collections::HashMap::new();
+        let (mut domain_keys, mut answer_keys) = (Vec::new(), Vec::new());
         for domain in &snapshot.domains {
             let Some(key) = domain_key(&domain.name, domain.qtype, generation)? else {
                 stats.too_long += 1;
@@ -500,9 +521,11 @@ impl AnswerTable {
             self.domains
                 .insert(&key, &DomainValue { domain_id: domain.id, reserved: 0 }, 0)
                 .map_err(map_err(maps::DOMAINS))?;
+            domain_keys.push(key);
             stats.domains += 1;
             for (key, set) in answer_sets(domain, &wire, hash, generation) {
                 self.answers.insert(&key, &set, 0).map_err(map_err(maps::ANSWERS))?;
+                answer_keys.push(key);
                 stats.answers += 1;
             }
         }
@@ -518,9 +541,23 @@ impl AnswerTable {
         // its entries up. A program run takes well under a microsecond and cannot be preempted,
         // so after this pause none can be: only then are the old entries deleted.
         std::thread::sleep(GENERATION_GRACE);
+        let (stale_domains, stale_answers) = match (previous, scanned) {
+            (Some(p), _) => (p.domain_keys, p.answer_keys),
+            (None, Some((views, domains, answers))) => {
+                stale_views = views;
+                (domains, answers)
+            }
+            (None, None) => unreachable!("scanned when there is no previous publish"),
+        };
         stats.removed =
-            self.remove_other_generations(generation, view_generation, stats.in_place, stale_views, snapshot)?;
-        self.published = Some(Published { snapshot: snapshot.clone(), generation, view_generation });
+            self.remove_stale(stale_views, stale_domains, stale_answers, snapshot)?;
+        self.published = Some(Published {
+            snapshot: snapshot.clone(),
+            generation,
+            view_generation,
+            domain_keys,
+            answer_keys,
+        });
         Ok(stats)
     }
 
@@ -531,11 +568,11 @@ impl AnswerTable {
         old: &Snapshot,
         generation: u32,
         origins: &std::collections::HashMap<u32, u32>,
-    ) -> Result<usize> {
+    ) -> Result<Vec<AnswerKey>> {
+        let mut copied = Vec::new();
         if origins.iter().all(|(new, origin)| new == origin) {
-            return Ok(0);
+            return Ok(copied);
         }
-        let mut copied = 0;
         for domain in &old.domains {
             let Ok(wire) = wire_name(&domain.name) else { continue };
             if wire.len() > gslb_common::QNAME_MAX {
@@ -547,7 +584,7 @@ impl AnswerTable {
                 for (key, set) in sets.iter().filter(|(k, _)| k.view == *origin) {
                     let key = AnswerKey { view: *new, ..*key };
                     self.answers.insert(&key, set, 0).map_err(map_err(maps::ANSWERS))?;
-                    copied += 1;
+                    copied.push(key);
                 }
             }
         }
@@ -585,12 +622,13 @@ impl AnswerTable {
         Ok(written)
     }
 
-    fn remove_other_generations(
+    /// Removes the entries of replaced generations, by their keys, and listen addresses no
+    /// longer served.
+    fn remove_stale(
         &mut self,
-        generation: u32,
-        view_generation: u32,
-        views_in_place: bool,
-        stale_views: Option<(u32, Vec<(ipnet::IpNet, ViewValue)>)>,
+        stale_views: Vec<Key<ViewKey>>,
+        stale_domains: Vec<DomainKey>,
+        stale_answers: Vec<AnswerKey>,
         snapshot: &Snapshot,
     ) -> Result<usize> {
         let mut removed = 0;
@@ -606,29 +644,15 @@ impl AnswerTable {
             self.listen.remove(&k).map_err(map_err(maps::LISTEN))?;
             removed += 1;
         }
-        // Walking the whole trie for stale keys costs a syscall per prefix: skipped when the
-        // trie was edited in place, and replaced by the list of what was written when known.
-        let stale: Vec<Key<ViewKey>> = match stale_views {
-            _ if views_in_place => Vec::new(),
-            Some((old, views)) => views.iter().map(|(n, _)| view_key(old, n.network(), n.prefix_len())).collect(),
-            None => {
-                let gen_be = view_generation.to_be_bytes();
-                self.views.keys().filter_map(|k| k.ok()).filter(|k| k.data().generation != gen_be).collect()
-            }
-        };
-        for k in stale {
+        for k in stale_views {
             self.views.remove(&k).map_err(map_err(maps::VIEWS))?;
             removed += 1;
         }
-        let stale: Vec<DomainKey> =
-            self.domains.keys().filter_map(|k| k.ok()).filter(|k| k.generation != generation).collect();
-        for k in stale {
+        for k in stale_domains {
             self.domains.remove(&k).map_err(map_err(maps::DOMAINS))?;
             removed += 1;
         }
-        let stale: Vec<AnswerKey> =
-            self.answers.keys().filter_map(|k| k.ok()).filter(|k| k.generation != generation).collect();
-        for k in stale {
+        for k in stale_answers {
             self.answers.remove(&k).map_err(map_err(maps::ANSWERS))?;
             removed += 1;
         }
@@ -663,7 +687,7 @@ fn refinement(old: &Snapshot, new: &Snapshot) -> Option<std::collections::HashMa
     if a.starts.is_empty() || b.starts.is_empty() {
         return None;
     }
-    if a == b {
+    if Arc::ptr_eq(a, b) || a == b {
         return Some(std::collections::HashMap::new());
     }
     // new key → origin key (None: "no LDNS view").

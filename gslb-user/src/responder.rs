@@ -84,7 +84,7 @@ struct Decisions {
     states: Vec<ServiceState>,
     /// The RTT rows and the step function client → row + 1 (0: none).
     rtt: Arc<Vec<crate::compile::LdnsRtt>>,
-    rtt_rows: crate::compile::partition::Steps,
+    rtt_rows: Arc<crate::compile::partition::Steps>,
     /// By configuration service index.
     answer_ips: Vec<IpAddr>,
     /// By engine domain index: (TTL, backup addresses).
@@ -142,7 +142,7 @@ struct ZoneData {
 
 /// The fast path's tables, looked up the way the XDP program does.
 struct GslbIndex {
-    segments: crate::compile::partition::Segments,
+    segments: Arc<crate::compile::partition::Segments>,
     domains: HashMap<(String, u16), DomainEntry>,
 }
 

@@ -948,7 +948,7 @@ impl<'a> Tables<'a> {
     /// none lies inside another (the views are disjoint).
     fn new(snapshot: &'a Snapshot) -> Tables<'a> {
         let mut prefixes = QuickMap::default();
-        for (net, view) in &snapshot.views {
+        for (net, view) in snapshot.views.iter() {
             let (bits, key) = (key_bits(net), key_of(net.addr()));
             assert_eq!(key & !mask(bits), 0, "{net}: host bits set");
             assert_ne!(*view, NO_VIEW, "{net}: the default view without an LDNS view needs no prefix");

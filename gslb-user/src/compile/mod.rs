@@ -63,9 +63,10 @@ pub struct Snapshot {
     pub listen: Vec<IpAddr>,
     /// Disjoint client prefixes, ascending, with their view and LDNS view; other clients get
     /// [`DEFAULT_VIEW`] and no LDNS view.
-    pub views: Vec<(IpNet, ViewValue)>,
+    /// Shared (`Arc`): a million prefixes are not copied per snapshot.
+    pub views: Arc<Vec<(IpNet, ViewValue)>>,
     /// The same as merged segments: the responder's lookups and the ECS scope.
-    pub segments: Segments,
+    pub segments: Arc<Segments>,
     pub domains: Vec<DomainEntry>,
     /// GSLB domains whose answer depends on the single client address (source IP hash,
     /// persistence): the fast path has no entry for them and the responder asks the decision
@@ -77,7 +78,7 @@ pub struct Snapshot {
     pub services: Vec<ServiceState>,
     /// The RTT rows the answers were decided with, and the step function client → row + 1.
     pub rtt: Arc<Vec<LdnsRtt>>,
-    pub rtt_rows: Steps,
+    pub rtt_rows: Arc<Steps>,
     pub stats: CompileStats,
 }
 
@@ -197,16 +198,20 @@ struct Cache {
     rtt: Arc<Vec<LdnsRtt>>,
     /// Domains answered by RTT were left to the responder (over the budget).
     rtt_to_responder: bool,
+    engine: Option<Arc<Engine>>,
     partition: Partition,
     signatures: HashMap<Signature, u32>,
     outcomes: Vec<Outcome>,
     outcome_ids: HashMap<Outcome, u32>,
-    /// (signature, projected class key) → outcome.
+    /// (signature, projected class key) → outcome, for LDNS views.
     decided: HashMap<(u32, ClassKey), u32>,
+    /// Signature → outcome by place (or by family, for signatures that do not read the
+    /// place; `u32::MAX`: not decided yet), for views: dense, as every class reads it.
+    dense: HashMap<u32, Vec<u32>>,
     /// Each class's view and LDNS view in the last snapshot.
     class_views: Vec<(u32, u32)>,
     /// The last snapshot's merged segments and trie prefixes: the same while `class_views` is.
-    merged: Option<(Segments, Vec<(IpNet, ViewValue)>)>,
+    merged: Option<(Arc<Segments>, Arc<Vec<(IpNet, ViewValue)>>)>,
     next_view: u32,
     next_rtt_view: u32,
 }
@@ -220,7 +225,11 @@ struct Partition {
     classes: Vec<(ClassKey, IpAddr)>,
     /// Segments per class.
     class_segments: Vec<u32>,
-    rtt_rows: Steps,
+    /// Each class's place: a dense number for its (family, subnets, location), which is all a
+    /// decision without an RTT row reads of the client.
+    place_ids: Vec<u32>,
+    places: usize,
+    rtt_rows: Arc<Steps>,
 }
 
 /// How a domain is decided, and from what.
@@ -320,18 +329,22 @@ impl Compiler {
         let mut rtt_to_responder = reusable && self.cache.as_ref().is_some_and(|c| c.rtt_to_responder);
         let mut cache = self.cache.take().filter(|_| reusable);
         loop {
-            let mut job = Job::new(config, inputs, rtt_to_responder);
+            // The engine depends on the configuration only: kept with the cache.
+            let engine = cache.as_ref().map(|c| c.engine.clone());
+            let mut job = Job::new(config, inputs, rtt_to_responder, engine);
             job.rtt_budget = self.rtt_budget;
             let mut fresh = cache.take().unwrap_or_else(|| Cache {
                 config: config.clone(),
                 locations,
                 rtt: inputs.rtt.clone(),
                 rtt_to_responder,
+                engine: job.engine.clone(),
                 partition: job.partition(),
                 signatures: HashMap::new(),
                 outcomes: Vec::new(),
                 outcome_ids: HashMap::new(),
                 decided: HashMap::new(),
+                dense: HashMap::new(),
                 class_views: Vec::new(),
                 merged: None,
                 next_view: 0,
@@ -372,7 +385,7 @@ struct OverBudget {
 struct Job<'a> {
     config: &'a Config,
     inputs: &'a Inputs<'a>,
-    engine: Option<Engine>,
+    engine: Option<Arc<Engine>>,
     services: HashMap<&'a str, (usize, &'a Service)>,
     kinds: Vec<Kind>,
     /// (domain index, qtype), every domain but the per-query ones.
@@ -385,15 +398,23 @@ struct Job<'a> {
 impl<'a> Job<'a> {
     /// `rtt_to_responder`: domains answered by RTT are left to the responder (their LDNS
     /// views would not fit the maps).
-    fn new(config: &'a Config, inputs: &'a Inputs<'a>, rtt_to_responder: bool) -> Self {
+    /// `engine`: the engine of `config` when already built (`None`: build it if needed).
+    fn new(
+        config: &'a Config,
+        inputs: &'a Inputs<'a>,
+        rtt_to_responder: bool,
+        engine: Option<Option<Arc<Engine>>>,
+    ) -> Self {
         let services =
             config.services.iter().enumerate().map(|(i, s)| (s.name.as_str(), (i, s))).collect();
-        let engine = config
+        let engine = match engine {
+            Some(engine) => engine,
+            None => config
             .gslb_domains
             .iter()
             .any(|d| needs_engine(config, d, &services))
             .then(|| match Engine::from_config(config) {
-                Ok(engine) => Some(engine),
+                Ok(engine) => Some(Arc::new(engine)),
                 Err(error) => {
                     // Validation makes this unreachable; no answers for those names is the safe
                     // side if it ever is not.
@@ -401,11 +422,12 @@ impl<'a> Job<'a> {
                     None
                 }
             })
-            .flatten();
+            .flatten(),
+        };
         let kinds: Vec<Kind> = config
             .gslb_domains
             .iter()
-            .map(|d| match kind(config, d, &services, engine.as_ref()) {
+            .map(|d| match kind(config, d, &services, engine.as_deref()) {
                 Kind::Decided { rtt: true, .. } if rtt_to_responder => Kind::PerQuery,
                 k => k,
             })
@@ -454,11 +476,31 @@ impl<'a> Job<'a> {
         let subnets =
             Steps::longest_match(subnets.iter().enumerate().map(|(i, n)| (*n, i as u32 + 1)), 0);
         // Kept even when no compiled domain reads them: the responder's per-query decisions do.
-        let rtt_rows = Steps::longest_match(
+        let rtt_rows = Arc::new(Steps::longest_match(
             self.inputs.rtt.iter().enumerate().map(|(i, r)| (r.ldns, i as u32 + 1)),
             0,
-        );
+        ));
         let locations = self.inputs.locations.filter(|_| place);
+        // Decisions read a client's location only through patterns (service locations, policy
+        // and action locations, topology records) and stop at the first wildcard of a
+        // pattern: qualifiers deeper than every pattern's last value never matter. Clients
+        // whose locations agree down to that depth share a class.
+        let depth = location_depth(config);
+        let mut truncated: HashMap<Location, u64> = HashMap::new();
+        let mut by_class: HashMap<u64, u64> = HashMap::new();
+        let mut location_key = |db: &LocationDb, addr: IpAddr| {
+            *by_class.entry(db.class(addr)).or_insert_with(|| match db.lookup(addr) {
+                None => 0,
+                Some(l) => {
+                    let mut l = l.into_owned();
+                    for q in &mut l.0[depth..] {
+                        *q = crate::location::Qualifier::Any;
+                    }
+                    let next = truncated.len() as u64 + 1;
+                    *truncated.entry(l).or_insert(next)
+                }
+            })
+        };
         let mut points: Vec<u128> = vec![0, V4_FIRST, V4_LAST + 1];
         for steps in [&views, &subnets] {
             points.extend_from_slice(&steps.starts);
@@ -489,7 +531,7 @@ impl<'a> Job<'a> {
                 view: at(&views, &mut iv, p),
                 subnet: at(&subnets, &mut is, p),
                 rtt: if rtt { at(&rtt_rows, &mut ir, p) } else { 0 },
-                location: locations.map_or(0, |db| db.class(addr)),
+                location: locations.map_or(0, |db| location_key(db, addr)),
             };
             let id = *class_ids.entry(key).or_insert_with(|| {
                 classes.push((key, addr));
@@ -501,7 +543,15 @@ impl<'a> Job<'a> {
         for &c in &seg_class {
             class_segments[c as usize] += 1;
         }
-        Partition { points, seg_class, classes, class_segments, rtt_rows }
+        let mut place_numbers: HashMap<(bool, u32, u64), u32> = HashMap::new();
+        let place_ids = classes
+            .iter()
+            .map(|(k, _)| {
+                let next = place_numbers.len() as u32;
+                *place_numbers.entry((k.v4, k.subnet, k.location)).or_insert(next)
+            })
+            .collect();
+        Partition { points, seg_class, classes, class_segments, place_ids, places: place_numbers.len(), rtt_rows }
     }
 
     /// The signature of a decided entry.
@@ -554,13 +604,14 @@ impl<'a> Job<'a> {
             outcomes,
             outcome_ids,
             decided,
+            dense,
             class_views: cached_views,
             merged,
             next_view,
             next_rtt_view,
             ..
         } = cache;
-        let mut parts = CacheParts { outcomes, outcome_ids, decided };
+        let mut parts = CacheParts { outcomes, outcome_ids, decided, dense, places: partition.places };
         let partition = &*partition;
         let classes = &partition.classes;
 
@@ -621,7 +672,8 @@ impl<'a> Job<'a> {
         let mut rtt_vector_ids: HashMap<Vec<u32>, u32> = HashMap::new();
         let mut by_view_key: HashMap<ClassKey, u32> = HashMap::new();
         let mut class_vectors: Vec<(u32, u32)> = Vec::with_capacity(classes.len());
-        for &(key, addr) in classes {
+        for (class, &(key, addr)) in classes.iter().enumerate() {
+            let place = partition.place_ids[class];
             let view_key = ClassKey { rtt: 0, ..key };
             let view_vector = match by_view_key.get(&view_key) {
                 Some(&v) => v,
@@ -641,7 +693,7 @@ impl<'a> Job<'a> {
                                 })
                             }
                             Column::Decided(sig) => {
-                                self.outcome(&mut parts, sig, sig_by_id[&sig], representative[&sig], key, addr, false)
+                                self.outcome(&mut parts, sig, sig_by_id[&sig], representative[&sig], key, place, addr, false)
                             }
                         });
                     }
@@ -658,7 +710,7 @@ impl<'a> Job<'a> {
                 let mut vector = Vec::with_capacity(rtt_columns.len());
                 for &c in &rtt_columns {
                     let Column::Decided(sig) = columns[c] else { unreachable!("RTT columns are signatures") };
-                    vector.push(self.outcome(&mut parts, sig, sig_by_id[&sig], representative[&sig], key, addr, true));
+                    vector.push(self.outcome(&mut parts, sig, sig_by_id[&sig], representative[&sig], key, place, addr, true));
                 }
                 let next = rtt_vectors.len() as u32;
                 let id = *rtt_vector_ids.entry(vector.clone()).or_insert_with(|| {
@@ -701,7 +753,10 @@ impl<'a> Job<'a> {
         let points = &partition.points;
         let (segments, views_out) = match merged.take().filter(|_| unchanged) {
             Some(m) => m,
-            None => merge(points, seg_class, &class_views),
+            None => {
+                let (segments, views) = merge(points, seg_class, &class_views);
+                (Arc::new(segments), Arc::new(views))
+            }
         };
         *merged = Some((segments.clone(), views_out.clone()));
 
@@ -826,19 +881,37 @@ impl<'a> Job<'a> {
         signature: &Signature,
         representative: (usize, u16),
         key: ClassKey,
+        place: u32,
         addr: IpAddr,
         with_rtt: bool,
     ) -> u32 {
-        let CacheParts { outcomes, outcome_ids, decided } = cache;
+        let CacheParts { outcomes, outcome_ids, decided, dense, places } = cache;
         let (outcomes, outcome_ids, decided) = (&mut **outcomes, &mut **outcome_ids, &mut **decided);
         let row = if with_rtt { key.rtt } else { 0 };
+        let slot = if signature.place { place as usize } else { usize::from(key.v4) };
+        if row == 0 {
+            let known = dense.get(&sig).map_or(u32::MAX, |t| t[slot]);
+            if known != u32::MAX {
+                return known;
+            }
+        }
+        let mut remember = |decided: &mut HashMap<(u32, ClassKey), u32>, key: ClassKey, id: u32| {
+            if row == 0 {
+                let size = if signature.place { *places } else { 2 };
+                dense.entry(sig).or_insert_with(|| vec![u32::MAX; size])[slot] = id;
+            } else {
+                decided.insert((sig, key), id);
+            }
+        };
         let projected = ClassKey {
             subnet: if signature.place { key.subnet } else { 0 },
             location: if signature.place { key.location } else { 0 },
             rtt: row,
             ..ClassKey::family(key.v4)
         };
-        if let Some(&o) = decided.get(&(sig, projected)) {
+        if row != 0
+            && let Some(&o) = decided.get(&(sig, projected))
+        {
             return o;
         }
         let any_place = ClassKey { subnet: 0, location: ANY_PLACE, ..projected };
@@ -858,7 +931,7 @@ impl<'a> Job<'a> {
                 outcomes.push(outcome);
                 next
             });
-            decided.insert((sig, projected), id);
+            remember(decided, projected, id);
             return id;
         }
         let decision = self.decide(d, qtype, addr, row);
@@ -868,13 +941,13 @@ impl<'a> Job<'a> {
             && signature.place
             && self.config.policies.is_empty()
             && decision.tier == (Tier::Method { step: 0, method: Method::Rtt });
-        let outcome = Outcome::of(self.engine.as_ref(), &decision);
+        let outcome = Outcome::of(self.engine.as_deref(), &decision);
         let next = outcomes.len() as u32;
         let id = *outcome_ids.entry(outcome.clone()).or_insert_with(|| {
             outcomes.push(outcome);
             next
         });
-        decided.insert((sig, if placeless { any_place } else { projected }), id);
+        remember(decided, if placeless { any_place } else { projected }, id);
         id
     }
 
@@ -975,6 +1048,8 @@ struct CacheParts<'c> {
     outcomes: &'c mut Vec<Outcome>,
     outcome_ids: &'c mut HashMap<Outcome, u32>,
     decided: &'c mut HashMap<(u32, ClassKey), u32>,
+    dense: &'c mut HashMap<u32, Vec<u32>>,
+    places: usize,
 }
 
 impl Outcome {
@@ -1034,6 +1109,24 @@ fn merge(points: &[u128], seg_class: &[u32], class_views: &[(u32, u32)]) -> (Seg
         views_out.extend(nets.iter().map(|n| (*n, ViewValue { view, rtt_view })));
     }
     (segments, views_out)
+}
+
+/// How many leading location qualifiers any decision can read: one past the deepest value
+/// in a service location, a policy's or an action's location, or a topology record.
+fn location_depth(config: &Config) -> usize {
+    let mut patterns: Vec<Location> = Vec::new();
+    patterns.extend(config.services.iter().filter_map(|s| s.location.as_deref()).filter_map(|l| Location::parse(l).ok()));
+    for p in &config.policies {
+        let mut found = Vec::new();
+        p.expression.locations(&mut found);
+        patterns.extend(found.into_iter().cloned());
+    }
+    patterns.extend(config.actions.iter().flat_map(|a| a.preferred_locations.iter().cloned()));
+    patterns.extend(config.topology.iter().filter_map(|r| match &r.ldns {
+        Ldns::Location(l) => Some(l.clone()),
+        Ldns::Prefix(_) => None,
+    }));
+    patterns.iter().filter_map(|l| l.0.iter().rposition(|q| !q.is_any())).map(|i| i + 1).max().unwrap_or(0)
 }
 
 /// Addresses in order, each once.

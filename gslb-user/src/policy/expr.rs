@@ -95,6 +95,19 @@ impl Expr {
         }
     }
 
+    /// Every location a `MATCHES_LOCATION` of the expression names, appended to `out`.
+    pub fn locations<'a>(&'a self, out: &mut Vec<&'a Location>) {
+        match self {
+            Expr::MatchesLocation(l) => out.push(l),
+            Expr::Not(e) => e.locations(out),
+            Expr::And(a, b) | Expr::Or(a, b) => {
+                a.locations(out);
+                b.locations(out);
+            }
+            Expr::Const(_) | Expr::InSubnet(_) | Expr::DomainEq(_) | Expr::TypeEq(_) => {}
+        }
+    }
+
     /// Every prefix an `IN_SUBNET` of the expression names, appended to `out`.
     pub fn subnets(&self, out: &mut Vec<IpNet>) {
         match self {
