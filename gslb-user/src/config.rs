@@ -11,7 +11,8 @@
 //! candidates), `[[gslb_domain]]` (names answered from services, with their load-balancing
 //! method chain), `[[topology]]` (BIG-IP DNS topology records), `[[action]]` and `[[policy]]`
 //! (NetScaler DNS actions with preferred locations, and the policies that apply them) and
-//! `[engine]` (decision-engine settings). The semantics are those of [`crate::policy`].
+//! `[engine]` (decision-engine settings), `[[link]]` (inbound links whose load moves answers
+//! away, F5 link bandwidth). The semantics are those of [`crate::policy`].
 //!
 //! To add a section (monitors, policies, …): add a `Raw*` struct and a field to [`RawConfig`], a
 //! typed struct and a field to [`Config`], and a `Validator` method called from
@@ -76,6 +77,13 @@ const PRIORITY_RANGE: RangeInclusive<i64> = 1..=i32::MAX as i64;
 const DEFAULT_VIEW: &str = "default";
 /// How many names an "unknown X" error lists.
 const LIST_NAMES: usize = 10;
+/// `[[link]]` threshold_kbps: up to 10 Tbit/s (the byte rate, ×125, stays far from overflow).
+const LINK_THRESHOLD_RANGE: RangeInclusive<i64> = 1..=10_000_000_000;
+/// `[[link]]` interval_ms: at least 10 ms (each sample reads a sysfs file), at most an hour.
+const LINK_INTERVAL_RANGE: RangeInclusive<i64> = 10..=3_600_000;
+const DEFAULT_LINK_INTERVAL_MS: u64 = 1000;
+/// `[[link]]` over_after and under_after: one burst or one quiet second moves nothing.
+const DEFAULT_LINK_SAMPLES: u32 = 3;
 /// The shortest MEP shared secret accepted (the node refuses shorter ones).
 const MIN_MEP_SECRET: usize = 8;
 /// Stands in for the local site of a disabled `[mep]` without `server.site`.
@@ -118,6 +126,39 @@ pub struct Config {
     pub rtt: RttSettings,
     /// `[mep]`, when the section is written.
     pub mep: Option<MepSettings>,
+    /// `[[link]]`s, in file order.
+    pub links: Vec<Link>,
+}
+
+/// `[[link]]`: an inbound link of this server's site (spec §5, F5 link bandwidth). Its
+/// interface's inbound rate is sampled from the kernel's counters; while it is over the
+/// threshold, its services take no new clients (spillover), so answers shift to services on
+/// other links, and when every candidate is over they answer anyway.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    /// Unique; letters, digits, '-', '_' and '.', starting with a letter, digit or '_'.
+    pub name: String,
+    /// The interface of this host whose inbound bytes are counted (a valid name; one link per
+    /// interface).
+    pub interface: String,
+    /// Inbound kilobits per second above which the link is over (≥ 1).
+    pub threshold_kbps: u64,
+    /// Time between samples (default 1 s).
+    pub interval: Duration,
+    /// Samples over the threshold in a row that make the link over (default 3).
+    pub over_after: u32,
+    /// Samples at or under it in a row that make it normal again (default 3).
+    pub under_after: u32,
+    /// The services whose answers travel over it: existing, none twice, none on another link,
+    /// at `server.site` when that is set (this host measures only its own links); non-empty.
+    pub services: Vec<String>,
+}
+
+impl Config {
+    /// The link `service` is on, if any.
+    pub fn link_of(&self, service: &str) -> Option<&Link> {
+        self.links.iter().find(|l| l.services.iter().any(|s| s == service))
+    }
 }
 
 /// `[mep]`: this site's metric exchange with the other sites (docs/mep.md). The topology (roles,
@@ -740,6 +781,8 @@ struct RawConfig {
     monitors: Vec<RawMonitor>,
     rtt: Option<Spanned<RawRtt>>,
     mep: Option<Spanned<RawMep>>,
+    #[serde(default, rename = "link")]
+    links: Vec<RawLink>,
     /// The schema before zones and services; only read to say what replaced it.
     #[serde(rename = "domain")]
     old_domain: Option<Spanned<toml::Value>>,
@@ -838,6 +881,19 @@ struct RawMepTls {
     cert_file: Str,
     key_file: Str,
     ca_file: Str,
+}
+
+/// `[[link]]`. Times in milliseconds.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLink {
+    name: Str,
+    interface: Str,
+    threshold_kbps: Int,
+    interval_ms: Option<Int>,
+    over_after: Option<Int>,
+    under_after: Option<Int>,
+    services: List,
 }
 
 /// Where each `[[site]]`'s MEP settings were written, for topology errors.
@@ -1226,7 +1282,9 @@ impl Validator<'_> {
             self.mep_topology(&sites, &site_spans)?;
         }
         let mep = self.mep(raw.mep, &server, &sites)?;
+        let links = self.links(raw.links, &services, server.site.as_deref())?;
         Ok(Config {
+            links,
             mep,
             rtt,
             monitors,
@@ -1529,16 +1587,9 @@ impl Validator<'_> {
         let interface = match raw.interface {
             None => None,
             Some(i) => {
-                // Mirrors the kernel's dev_valid_name(), so a typo fails here, not at attach time.
+                // The kernel's own rule, so a typo fails here, not at attach time.
                 let name = i.get_ref();
-                let valid = !name.is_empty()
-                    && name.len() < 16
-                    && name != "."
-                    && name != ".."
-                    && !name
-                        .chars()
-                        .any(|c| c == '/' || c == ':' || c.is_whitespace());
-                if !valid {
+                if !crate::health::link::valid_interface_name(name) {
                     return Err(self.error(
                         i.span(),
                         format!("server.interface: {name:?} is not a valid interface name"),
@@ -2178,6 +2229,80 @@ impl Validator<'_> {
             ));
         }
         Ok(Some(MepSettings { enabled, listen, secret: Secret(secret.0), tls, heartbeat, dead_after }))
+    }
+
+    /// `[[link]]`s: see [`Link`] for the rules.
+    fn links(&self, raw: Vec<RawLink>, services: &[Service], local_site: Option<&str>) -> Result<Vec<Link>, ConfigError> {
+        let service_names = Names::new("service", services.iter().map(|s| s.name.as_str()));
+        let mut names = Seen::new();
+        let mut interfaces: HashMap<String, (String, usize)> = HashMap::new();
+        // Service → (its link, line).
+        let mut carried: HashMap<String, (String, usize)> = HashMap::new();
+        let mut out = Vec::new();
+        for rl in raw {
+            let name = self.object_name("link", &rl.name, &mut names)?;
+            let owner = format!("link {name:?}");
+            let interface = rl.interface.get_ref();
+            if !crate::health::link::valid_interface_name(interface) {
+                return Err(self.error(
+                    rl.interface.span(),
+                    format!("{owner}: interface {interface:?} is not a valid interface name"),
+                ));
+            }
+            if let Some((other, line)) = interfaces.get(interface) {
+                return Err(self.error(
+                    rl.interface.span(),
+                    format!("{owner}: interface {interface:?} is already link {other:?} (line {line})"),
+                ));
+            }
+            interfaces.insert(interface.clone(), (name.clone(), self.line(rl.name.span())));
+            let threshold_kbps = self.int(&owner, "threshold_kbps", Some(rl.threshold_kbps), LINK_THRESHOLD_RANGE, 0)?;
+            let interval = Duration::from_millis(self.int(&owner, "interval_ms", rl.interval_ms, LINK_INTERVAL_RANGE, DEFAULT_LINK_INTERVAL_MS)?);
+            let over_after = self.int(&owner, "over_after", rl.over_after, 1..=100, DEFAULT_LINK_SAMPLES)?;
+            let under_after = self.int(&owner, "under_after", rl.under_after, 1..=100, DEFAULT_LINK_SAMPLES)?;
+            if rl.services.get_ref().is_empty() {
+                return Err(self.error(
+                    rl.services.span(),
+                    format!("{owner}: services is empty; list the services whose answers travel over this link"),
+                ));
+            }
+            let mut bound = Vec::new();
+            for s in rl.services.get_ref() {
+                let service = s.get_ref();
+                let err = |reason: String| Err(self.error(s.span(), format!("{owner}: {reason}")));
+                let Some(spec) = services.iter().find(|x| &x.name == service) else {
+                    return err(service_names.unknown(service));
+                };
+                if bound.contains(service) {
+                    return err(format!("service {service:?} listed twice"));
+                }
+                if let Some((other, line)) = carried.get(service) {
+                    return err(format!("service {service:?} is already on link {other:?} (line {line}); a service is on one link at most"));
+                }
+                // This server samples its own interfaces only: another site's service does not
+                // travel over them.
+                if let Some(here) = local_site
+                    && spec.site != here
+                {
+                    return err(format!(
+                        "service {service:?} is at site {:?}, but this server (server.site) is {here:?}: a link is measured here, so only this site's services can be on it",
+                        spec.site
+                    ));
+                }
+                carried.insert(service.clone(), (name.clone(), self.line(s.span())));
+                bound.push(service.clone());
+            }
+            out.push(Link {
+                name,
+                interface: rl.interface.into_inner(),
+                threshold_kbps,
+                interval,
+                over_after,
+                under_after,
+                services: bound,
+            });
+        }
+        Ok(out)
     }
 
     /// A path as written: relative ones are relative to the configuration file's directory.
@@ -3167,6 +3292,7 @@ mod tests {
             monitors: vec![],
             rtt: RttSettings::default(),
             mep: None,
+            links: vec![],
         }
     }
 

@@ -1,8 +1,9 @@
 //! The controller's truth: the configuration, the location database, the local monitors'
-//! verdicts, the RTT table and what MEP says of the other sites. [`World::snapshot`] turns it
-//! into the answers; gslbd republishes them whenever any part changes.
+//! verdicts, the links' loads, the RTT table and what MEP says of the other sites.
+//! [`World::snapshot`] turns it into the answers; gslbd republishes them whenever any part
+//! changes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -11,6 +12,7 @@ use ipnet::IpNet;
 use crate::compile::{Compiler, Inputs, LdnsRtt, Snapshot};
 use crate::config::Config;
 use crate::health::HealthSupervisor;
+use crate::health::link::LinkLoad;
 use crate::location::db::LocationDb;
 use crate::mep::MepView;
 use crate::policy::ServiceState;
@@ -27,6 +29,8 @@ pub struct World {
     pub mep: Option<Arc<MepView>>,
     /// This site's name: services of other sites take their state from MEP.
     pub local_site: Option<String>,
+    /// The `[[link]]`s' latest loads, by link name (gslbd's link monitor).
+    pub links: HashMap<String, LinkLoad>,
     /// Keeps the partition and the decisions between snapshots: after a service state change
     /// only what it touches is decided again.
     compiler: std::sync::Mutex<Compiler>,
@@ -41,6 +45,7 @@ impl World {
             rtt: None,
             mep: None,
             local_site: None,
+            links: HashMap::new(),
             compiler: std::sync::Mutex::default(),
         }
     }
@@ -59,14 +64,26 @@ impl World {
     /// Each configured service's state. A local monitor's verdict wins; a service of another
     /// site, unmonitored here, is what its site reports over MEP (DOWN while MEP cannot reach
     /// the site); anything else is UP.
+    ///
+    /// A service on a link that is over its threshold is full: its bandwidth is the most there
+    /// is, at or above any `max_bandwidth_kbps` and the engine's "no limit" (u64::MAX). The
+    /// engine's spillover then answers other services while any has room, and the full ones
+    /// anyway when none has (spec §5: new answers shift to the other links).
     pub fn service_states(&self) -> Vec<ServiceState> {
+        let over: HashSet<&str> = self
+            .config
+            .links
+            .iter()
+            .filter(|l| self.links.get(&l.name).is_some_and(|load| load.over))
+            .flat_map(|l| l.services.iter().map(String::as_str))
+            .collect();
         self.config
             .services
             .iter()
             .map(|s| {
                 let local = self.health.is_up(&s.name);
                 let remote = self.local_site.as_deref().is_some_and(|here| here != s.site);
-                match (&self.mep, remote) {
+                let mut state = match (&self.mep, remote) {
                     (Some(view), true) => {
                         let up = view.service_up(&s.site, &s.name, local);
                         let load = view
@@ -81,7 +98,12 @@ impl World {
                     }
                     _ if local == Some(false) => ServiceState::DOWN,
                     _ => ServiceState::UP,
+                };
+                // A down service is out anyway; leaving it as it is spares a re-decision.
+                if !state.down && over.contains(s.name.as_str()) {
+                    state.bandwidth_kbps = u64::MAX;
                 }
+                state
             })
             .collect()
     }

@@ -505,6 +505,7 @@ impl AnswerTable {
         // queries then find the other name's sets, fail the name compare and are passed.
         let mut hashed: std::collections::HashMap<u64, Vec<u8>> = std::collections::HashMap::new();
         let (mut domain_keys, mut answer_keys) = (Vec::new(), Vec::new());
+        let (mut domain_values, mut answer_values) = (Vec::new(), Vec::new());
         for domain in &snapshot.domains {
             let Some(key) = domain_key(&domain.name, domain.qtype, generation)? else {
                 stats.too_long += 1;
@@ -518,17 +519,17 @@ impl AnswerTable {
                 continue;
             }
             hashed.insert(hash, wire.clone());
-            self.domains
-                .insert(&key, &DomainValue { domain_id: domain.id, reserved: 0 }, 0)
-                .map_err(map_err(maps::DOMAINS))?;
             domain_keys.push(key);
-            stats.domains += 1;
+            domain_values.push(DomainValue { domain_id: domain.id, reserved: 0 });
             for (key, set) in answer_sets(domain, &wire, hash, generation) {
-                self.answers.insert(&key, &set, 0).map_err(map_err(maps::ANSWERS))?;
                 answer_keys.push(key);
-                stats.answers += 1;
+                answer_values.push(set);
             }
         }
+        batch(&mut self.domains, &domain_keys, Some(&domain_values)).map_err(map_err(maps::DOMAINS))?;
+        batch(&mut self.answers, &answer_keys, Some(&answer_values)).map_err(map_err(maps::ANSWERS))?;
+        stats.domains = domain_keys.len();
+        stats.answers = answer_keys.len();
 
         let config = Config {
             generation,
@@ -602,18 +603,43 @@ impl AnswerTable {
         if old == new {
             return Ok(0);
         }
-        let before: std::collections::HashMap<ipnet::IpNet, ViewValue> = old.iter().copied().collect();
-        let after: std::collections::HashSet<ipnet::IpNet> = new.iter().map(|(n, _)| *n).collect();
-        let mut written = 0;
-        for (net, view) in new {
-            if before.get(net) != Some(view) {
-                self.views
-                    .insert(&view_key(view_generation, net.network(), net.prefix_len()), view, 0)
-                    .map_err(map_err(maps::VIEWS))?;
-                written += 1;
+        // Both lists are disjoint prefixes in address order (as the compiler emits them): one
+        // walk finds the changed, new and stale ones without hashing a million prefixes.
+        let order = |n: &ipnet::IpNet| (crate::compile::partition::key_of(n.network()), n.prefix_len());
+        let (mut inserts, mut removes) = (Vec::new(), Vec::new());
+        let (mut i, mut j) = (0, 0);
+        while i < old.len() || j < new.len() {
+            match (old.get(i), new.get(j)) {
+                (Some(o), Some(n)) if o.0 == n.0 => {
+                    if o.1 != n.1 {
+                        inserts.push(*n);
+                    }
+                    i += 1;
+                    j += 1;
+                }
+                (Some(o), Some(n)) if order(&o.0) < order(&n.0) => {
+                    removes.push(o.0);
+                    i += 1;
+                }
+                (Some(o), None) => {
+                    removes.push(o.0);
+                    i += 1;
+                }
+                (_, Some(n)) => {
+                    inserts.push(*n);
+                    j += 1;
+                }
+                (None, None) => unreachable!("the loop condition"),
             }
         }
-        for (net, _) in old.iter().filter(|(n, _)| !after.contains(n)) {
+        let mut written = 0;
+        for (net, view) in &inserts {
+            self.views
+                .insert(&view_key(view_generation, net.network(), net.prefix_len()), view, 0)
+                .map_err(map_err(maps::VIEWS))?;
+            written += 1;
+        }
+        for net in &removes {
             self.views
                 .remove(&view_key(view_generation, net.network(), net.prefix_len()))
                 .map_err(map_err(maps::VIEWS))?;
@@ -648,16 +674,100 @@ impl AnswerTable {
             self.views.remove(&k).map_err(map_err(maps::VIEWS))?;
             removed += 1;
         }
-        for k in stale_domains {
-            self.domains.remove(&k).map_err(map_err(maps::DOMAINS))?;
-            removed += 1;
-        }
-        for k in stale_answers {
-            self.answers.remove(&k).map_err(map_err(maps::ANSWERS))?;
-            removed += 1;
-        }
-        Ok(removed)
+        batch::<_, DomainValue>(&mut self.domains, &stale_domains, None).map_err(map_err(maps::DOMAINS))?;
+        batch::<_, AnswerSet>(&mut self.answers, &stale_answers, None).map_err(map_err(maps::ANSWERS))?;
+        Ok(removed + stale_domains.len() + stale_answers.len())
     }
+}
+
+/// Writes (`values`: `Some`) or deletes (`None`) many entries of a hash map in one
+/// `bpf(BPF_MAP_UPDATE_BATCH / BPF_MAP_DELETE_BATCH)` call instead of a call per entry: a
+/// republish rewrites every answer set, and the calls were most of its time. aya 0.16 has no
+/// batch operations, hence the raw syscall. A kernel without them (before 5.6) gets one call
+/// per entry. A delete of a key that is not there is not an error (adopted maps, retries).
+fn batch<K: aya::Pod, V: aya::Pod>(
+    map: &mut HashMap<MapData, K, V>,
+    keys: &[K],
+    values: Option<&[V]>,
+) -> std::result::Result<(), MapError> {
+    use aya::maps::IterableMap;
+    use std::os::fd::{AsFd, AsRawFd};
+    if keys.is_empty() {
+        return Ok(());
+    }
+    if let Some(values) = values {
+        assert_eq!(keys.len(), values.len(), "one value per key");
+    }
+    // `union bpf_attr`'s batch member (include/uapi/linux/bpf.h).
+    #[repr(C)]
+    struct BatchAttr {
+        in_batch: u64,
+        out_batch: u64,
+        keys: u64,
+        values: u64,
+        count: u32,
+        map_fd: u32,
+        elem_flags: u64,
+        flags: u64,
+    }
+    const BPF_MAP_UPDATE_BATCH: libc::c_long = 26;
+    const BPF_MAP_DELETE_BATCH: libc::c_long = 27;
+    let fd = map.map().fd().as_fd().as_raw_fd();
+    let mut done = 0;
+    while done < keys.len() {
+        let mut attr = BatchAttr {
+            in_batch: 0,
+            out_batch: 0,
+            keys: keys[done..].as_ptr() as u64,
+            values: values.map_or(0, |v| v[done..].as_ptr() as u64),
+            count: (keys.len() - done) as u32,
+            map_fd: fd as u32,
+            elem_flags: 0,
+            flags: 0,
+        };
+        let cmd = if values.is_some() { BPF_MAP_UPDATE_BATCH } else { BPF_MAP_DELETE_BATCH };
+        // SAFETY: `attr` points at `count` keys (and values) that live through the call; the
+        // kernel reads them and writes back `count` only.
+        let rc = unsafe {
+            libc::syscall(libc::SYS_bpf, cmd, &mut attr as *mut BatchAttr, size_of::<BatchAttr>() as u32)
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        let error = std::io::Error::last_os_error();
+        // The kernel stopped at entry `count`: a delete of a missing key; skip it and go on.
+        done += attr.count as usize;
+        match error.raw_os_error() {
+            Some(libc::ENOENT) if values.is_none() => done += 1,
+            // 524: the kernel's internal ENOTSUPP, which map commands can return as is.
+            Some(libc::EINVAL) | Some(524) | Some(libc::EOPNOTSUPP) if done == 0 => {
+                return one_by_one(map, keys, values);
+            }
+            _ => {
+                let call = if values.is_some() { "bpf_map_update_batch" } else { "bpf_map_delete_batch" };
+                return Err(MapError::SyscallError(aya::sys::SyscallError { call, io_error: error }));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// [`batch`] one entry at a time.
+fn one_by_one<K: aya::Pod, V: aya::Pod>(
+    map: &mut HashMap<MapData, K, V>,
+    keys: &[K],
+    values: Option<&[V]>,
+) -> std::result::Result<(), MapError> {
+    for (i, key) in keys.iter().enumerate() {
+        match values {
+            Some(values) => map.insert(key, &values[i], 0)?,
+            None => match map.remove(key) {
+                Err(MapError::KeyNotFound) | Ok(()) => {}
+                Err(e) => return Err(e),
+            },
+        }
+    }
+    Ok(())
 }
 
 /// Every answer set of `domain` in `generation`: its views' (flagged when the domain is
@@ -1084,6 +1194,31 @@ mod tests {
         f.extend_from_slice(&[0, 0]);
         f.extend_from_slice(&dns);
         f
+    }
+
+    /// Batch writes and deletes reach every entry, in several thousands at once, and a delete
+    /// that meets a missing key in the middle goes on past it.
+    #[test]
+    fn batch_writes_and_deletes_every_entry() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            assert_ne!(std::env::var("GSLB_REQUIRE_PRIVILEGED").as_deref(), Ok("1"), "needs root");
+            eprintln!("skipped: loading XDP programs needs root");
+            return;
+        }
+        let mut dp = Dataplane::load(None).expect("loading the XDP object");
+        let map = &mut dp.table.domains;
+        let key = |i: u32| DomainKey { qtype: 1, generation: i, ..DomainKey::default() };
+        let keys: Vec<DomainKey> = (0..5000).map(key).collect();
+        let values: Vec<DomainValue> = (0..5000).map(|i| DomainValue { domain_id: i, reserved: 0 }).collect();
+        batch(map, &keys, Some(&values)).expect("batch update");
+        for i in [0u32, 1, 2500, 4999] {
+            assert_eq!(map.get(&key(i), 0).expect("written").domain_id, i);
+        }
+        // Delete a range with holes: 100..200 are gone already.
+        batch::<_, DomainValue>(map, &keys[100..200], None).expect("first delete");
+        batch::<_, DomainValue>(map, &keys, None).expect("delete over missing keys");
+        assert_eq!(map.keys().count(), 0, "every entry deleted");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! gslbd's reactions, in-process with the responder alone (`no_xdp`) on a loopback port, so no
 //! privileges are needed: a configuration reload takes effect without a restart and a bad one is
 //! refused with the running one kept; a service whose monitor fails leaves the answers and
-//! comes back when it recovers.
+//! comes back when it recovers; a service whose link (the loopback interface, made busy by the
+//! test) goes over its threshold leaves the answers until the link is quiet again.
 
 use std::{
     net::{IpAddr, SocketAddr, UdpSocket},
@@ -287,6 +288,134 @@ async fn a_failing_service_leaves_the_answers_and_returns() {
     // a's backend returns on the same port: a is answered again.
     let _backend_a = std::net::TcpListener::bind(("127.0.0.1", pa)).unwrap();
     answer_becomes(port, &["198.51.100.1"]).await;
+
+    gslbd.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// www.example.com over services "a" (on link "lan", the loopback interface, over
+/// `threshold_kbps`) and "b" (on no link), every address in each answer.
+fn linked_config(port: u16, threshold_kbps: u64) -> String {
+    format!(
+        r#"
+[server]
+listen = ["127.0.0.1"]
+dns_port = {port}
+
+[[zone]]
+name = "example.com"
+ns = ["ns1.example.com"]
+  [zone.soa]
+  rname = "hostmaster.example.com"
+  [[zone.record]]
+  name = "ns1"
+  type = "A"
+  value = "127.0.0.1"
+
+[[site]]
+name = "dc"
+ip = "192.0.2.1"
+
+[[service]]
+name = "a"
+ip = "198.51.100.1"
+site = "dc"
+
+[[service]]
+name = "b"
+ip = "198.51.100.2"
+site = "dc"
+
+[[link]]
+name = "lan"
+interface = "lo"
+threshold_kbps = {threshold_kbps}
+interval_ms = 50
+over_after = 2
+under_after = 2
+services = ["a"]
+
+[[gslb_domain]]
+name = "www.example.com"
+answer = "all"
+services = ["a", "b"]
+"#
+    )
+}
+
+/// Inbound traffic on the loopback interface while it lives: 64 kB datagrams to a socket
+/// nobody reads, about 40 MB/s (the kernel counts them as received before it drops them).
+struct LoopbackTraffic {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl LoopbackTraffic {
+    fn start() -> LoopbackTraffic {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let thread = std::thread::spawn({
+            let stop = stop.clone();
+            move || {
+                let to = sink.local_addr().unwrap();
+                let datagram = vec![0u8; 60_000];
+                while !stop.load(Ordering::Relaxed) {
+                    for _ in 0..4 {
+                        // A full queue drops some; the rate stays far over the threshold.
+                        let _ = sender.send_to(&datagram, to);
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                drop(sink);
+            }
+        });
+        LoopbackTraffic { stop, thread: Some(thread) }
+    }
+}
+
+impl Drop for LoopbackTraffic {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_link_moves_the_answers_away_until_it_is_quiet() {
+    // The loopback's own traffic (other tests' queries) is far under this: 10 MB/s.
+    const LOW: u64 = 80_000;
+    // Far over what the test sends: 100 Gbit/s.
+    const HIGH: u64 = 100_000_000;
+    if gslb_user::health::link::rx_bytes(Path::new(gslb_user::health::link::SYS_CLASS_NET), "lo").is_err() {
+        eprintln!("skipped: no counters for lo under /sys/class/net");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("gslb-link-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("gslb.toml");
+    let port = free_port();
+    std::fs::write(&path, linked_config(port, LOW)).unwrap();
+
+    let gslbd = Gslbd::start(&path).await;
+    answer_becomes(port, &["198.51.100.1", "198.51.100.2"]).await;
+
+    let traffic = LoopbackTraffic::start();
+    answer_becomes(port, &["198.51.100.2"]).await;
+    // A reload with another threshold replaces the link's sampling: not over at the new one.
+    std::fs::write(&path, linked_config(port, HIGH)).unwrap();
+    gslbd.reloads.send(()).await.unwrap();
+    answer_becomes(port, &["198.51.100.1", "198.51.100.2"]).await;
+    // And the replaced one still moves answers.
+    std::fs::write(&path, linked_config(port, LOW)).unwrap();
+    gslbd.reloads.send(()).await.unwrap();
+    answer_becomes(port, &["198.51.100.2"]).await;
+
+    drop(traffic);
+    answer_becomes(port, &["198.51.100.1", "198.51.100.2"]).await;
 
     gslbd.stop().await;
     let _ = std::fs::remove_dir_all(&dir);

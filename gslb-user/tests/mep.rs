@@ -17,8 +17,8 @@ use std::{
 use gslb_tests::{ProxyMode, TcpProxy};
 use gslb_user::mep::{
     CloseReason, LocalState, MepConfig, MepNode, MepTls, MepView, PersistEntry, Role, RttProtocol, RttRow,
-    ServiceState, SiteSpec, Topology, TopologyTiming,
-    frame::{self, Message},
+    ServiceState, SiteSpec, SiteStatus, Topology, TopologyTiming,
+    frame::{self, Message, ServiceStates},
     session::{self, LocalHello},
 };
 use tokio::{
@@ -725,6 +725,205 @@ async fn three_nodes_parent_child_metrics_and_relay() {
     assert!(lab.node("P2").view().adopted.is_empty());
     lab.proxy("P1", "c1").set(ProxyMode::Open);
     lab.wait("P2", "c1 back", |v| v.service_up("c1", "c1-web", None)).await;
+}
+
+/// Records the first view of `node` in which `site`'s `service` is DOWN, until stopped.
+struct DownWatch {
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<Option<String>>,
+}
+
+impl DownWatch {
+    fn start(node: &MepNode, site: &'static str, service: &'static str) -> DownWatch {
+        let mut rx = node.subscribe();
+        let (stop, mut stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            loop {
+                {
+                    let v = rx.borrow_and_update();
+                    if !v.service_up(site, service, None) {
+                        return Some(format!("{}: {site} {:?}", v.site, v.sites.get(site)));
+                    }
+                }
+                tokio::select! {
+                    r = rx.changed() => if r.is_err() { return None },
+                    _ = &mut stopped => return None,
+                }
+            }
+        });
+        DownWatch { stop: Some(stop), task }
+    }
+
+    /// The first view that had the service DOWN, if any.
+    async fn finish(mut self) -> Option<String> {
+        let _ = self.stop.take().map(|s| s.send(()));
+        timeout(WAIT, self.task).await.expect("watch stops").expect("watch task")
+    }
+}
+
+/// small_tree with `dead_after` everywhere, brought to: c1 adopted by P2 (P1 was cut off from
+/// both), then P1 linked to P2 again and seeing c1 through P2, the P1–c1 link still cut.
+async fn c1_adopted_by_p2(dead_after: Duration) -> Lab {
+    let mut lab = Lab::new(small_tree()).await;
+    for site in ["P1", "P2", "c1"] {
+        lab.tweaks.insert(site.into(), Box::new(move |c: &mut MepConfig| c.dead_after = dead_after));
+    }
+    lab.start_all().await;
+    lab.wait("c1", "attached to P1", parent_is("P1")).await;
+    lab.node("c1")
+        .publish_local(LocalState { services: vec![service("c1-web", true, 1)], ..Default::default() })
+        .unwrap();
+    lab.wait("P2", "c1 via P1", |v| v.service_up("c1", "c1-web", None)).await;
+    lab.proxy("P1", "P2").set(ProxyMode::Cut);
+    lab.proxy("P1", "c1").set(ProxyMode::Cut);
+    lab.wait("c1", "adopted by P2", parent_is("P2")).await;
+    lab.wait("P2", "c1 adopted", |v| v.service_up("c1", "c1-web", None)).await;
+    lab.proxy("P1", "P2").set(ProxyMode::Open);
+    lab.wait("P1", "c1 via P2", |v| v.service_up("c1", "c1-web", None)).await;
+    lab
+}
+
+/// c1 goes back from P2 to P1 while nothing crosses between P1 and P2 (their link stalled):
+/// P2 has no path to c1 until the stall ends. Returns when P2 has seen c1's link close.
+async fn hand_c1_back_with_p1_p2_stalled(lab: &Lab) {
+    lab.proxy("P1", "P2").set(ProxyMode::Stall);
+    lab.proxy("P1", "c1").set(ProxyMode::Open);
+    lab.wait("c1", "back with P1", parent_is("P1")).await;
+    lab.wait("P2", "c1 gone from P2", |v| !v.link_up("c1") && v.adopted.is_empty()).await;
+}
+
+/// A child going back from its adopter to its own parent is a planned handover: neither parent
+/// may count its services DOWN meanwhile, even for a moment. Here the new parent's relay to
+/// the adopter is held up (the P1–P2 link stalled) while the child moves, so the adopter has
+/// no path to the child for that long and must keep the child's last state itself (the
+/// handover grace); the e2e test mep_sites saw the flap under load without the stall.
+#[tokio::test]
+async fn a_child_handed_back_to_its_parent_stays_up_at_both_parents() {
+    // The P1–P2 link must outlive the stall (the grace is this long too).
+    let lab = c1_adopted_by_p2(Duration::from_secs(3)).await;
+    let watches =
+        [DownWatch::start(lab.node("P1"), "c1", "c1-web"), DownWatch::start(lab.node("P2"), "c1", "c1-web")];
+    hand_c1_back_with_p1_p2_stalled(&lab).await;
+    sleep(Duration::from_millis(200)).await;
+    let v = lab.node("P2").view();
+    let c1 = &v.sites["c1"];
+    assert!(
+        c1.reachable && c1.handover.as_deref() == Some("P1") && v.service_up("c1", "c1-web", None),
+        "P2 keeps c1 while P1's relay is on its way: {c1:?}"
+    );
+    // P1's relay gets through: the handover is over, c1 comes through P1.
+    lab.proxy("P1", "P2").set(ProxyMode::Open);
+    lab.wait("P2", "c1 via P1", |v| {
+        let c = &v.sites["c1"];
+        c.via.as_deref() == Some("P1") && c.handover.is_none() && v.service_up("c1", "c1-web", None)
+    })
+    .await;
+    lab.wait("P1", "c1 directly", |v| v.sites["c1"].via.as_deref() == Some("c1")).await;
+    for w in watches {
+        assert_eq!(w.finish().await, None, "c1-web counted DOWN during the handover");
+    }
+}
+
+/// The grace is bounded: when the new parent does not deliver the child within `dead_after`
+/// (here its link to the old one stays stalled), the child is unreachable then, as it would
+/// be behind a silent link.
+#[tokio::test]
+async fn a_handover_not_completed_within_dead_after_makes_the_child_unreachable() {
+    let dead_after = Duration::from_millis(800);
+    let lab = c1_adopted_by_p2(dead_after).await;
+    hand_c1_back_with_p1_p2_stalled(&lab).await;
+    let moved = Instant::now();
+    let v = lab.node("P2").view();
+    assert!(v.sites["c1"].handover.is_some() && v.service_up("c1", "c1-web", None), "{:?}", v.sites["c1"]);
+    lab.wait("P2", "c1 unreachable", |v| !v.sites["c1"].reachable).await;
+    let took = moved.elapsed();
+    assert!(took >= dead_after - Duration::from_millis(100) && took < dead_after * 3, "{took:?}");
+    assert!(!lab.node("P2").view().service_up("c1", "c1-web", None));
+    lab.proxy("P1", "P2").set(ProxyMode::Open);
+    lab.wait("P2", "c1 via P1", |v| v.service_up("c1", "c1-web", None)).await;
+}
+
+/// Plays `me` by hand on the listener the lab bound for it: accepts one link (from the site
+/// the topology has call it), and keeps it alive with heartbeats; frames to send go through the
+/// returned queue. The task ends with the queue.
+async fn raw_site(
+    lab: &mut Lab,
+    me: &str,
+    role: Role,
+    parent: Option<&str>,
+) -> (tokio::io::ReadHalf<TcpStream>, tokio::sync::mpsc::Sender<Message>, JoinHandle<()>) {
+    let listener = TcpListener::from_std(lab.bound.remove(me).expect("not started")).unwrap();
+    let (mut s, _) = timeout(WAIT, listener.accept()).await.expect("called").unwrap();
+    let hello = LocalHello {
+        site: me.into(),
+        role,
+        parent: parent.map(str::to_owned),
+        versions: vec![1],
+        software: "test".into(),
+        rtt_tolerance_ms: None,
+    };
+    session::handshake_acceptor(&mut s, &hello, SECRET, frame::DEFAULT_MAX_PAYLOAD, WAIT, |_| Ok(()))
+        .await
+        .unwrap();
+    let (rd, mut wr) = tokio::io::split(s);
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Message>(8);
+    let task = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(50));
+        for seq in 0.. {
+            let m = tokio::select! {
+                _ = tick.tick() => Message::Heartbeat { seq },
+                m = rx.recv() => match m { Some(m) => m, None => return },
+            };
+            if wr.write_all(&frame::encode(1, &m, frame::DEFAULT_MAX_PAYLOAD).unwrap()).await.is_err() {
+                return;
+            }
+        }
+    });
+    (rd, tx, task)
+}
+
+/// A parent relays its child's services to the other parents only once the child has sent
+/// them. Relayed before that as an empty list, they would count at the other parents as the
+/// child's whole list, delivered: every service of the child DOWN, and the handover grace
+/// ended early. Here P2 and c1 are played by hand, and c1 sends its status well before its
+/// services, as a child's status and services may reach its parent a moment apart.
+#[tokio::test]
+async fn a_parent_relays_a_childs_services_only_once_the_child_sent_them() {
+    let mut lab = Lab::new(small_tree()).await;
+    lab.start("P1").await;
+    let (mut p2, _p2_tx, p2_task) = raw_site(&mut lab, "P2", Role::Parent, None).await;
+    let (_c1, c1_tx, c1_task) = raw_site(&mut lab, "c1", Role::Child, Some("P1")).await;
+    let status = SiteStatus { site: "c1".into(), role: Role::Child, parent: Some("P1".into()), up: true };
+    c1_tx.send(Message::SiteStatus(status)).await.unwrap();
+    lab.wait("P1", "c1's status", |v| v.sites["c1"].status.is_some()).await;
+    // Time for P1's link to P2 to send whatever that changed (a link sends the latest state
+    // only, so an intermediate relay is seen only if it stays a moment).
+    sleep(Duration::from_millis(300)).await;
+    c1_tx
+        .send(Message::ServiceStates(ServiceStates {
+            site: "c1".into(),
+            services: vec![service("c1-web", true, 1)],
+        }))
+        .await
+        .unwrap();
+    let first = timeout(WAIT, async {
+        loop {
+            let (_, m, _) =
+                session::read_frame(&mut p2, frame::DEFAULT_MAX_PAYLOAD).await.expect("P1's link");
+            if let Message::ServiceStates(s) = m
+                && s.site == "c1"
+            {
+                return s.services;
+            }
+        }
+    })
+    .await
+    .expect("P1 relays c1's services");
+    assert_eq!(first, [service("c1-web", true, 1)], "the first services of c1 P1 relayed");
+    drop(c1_tx);
+    for t in [p2_task, c1_task] {
+        t.abort();
+    }
 }
 
 /// The seed's deployment on loopback: P1..P3 with backups P1: P2, P3; P2: P3, P1; P3: P1, P2;

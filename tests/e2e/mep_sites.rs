@@ -17,7 +17,9 @@
 //!    itself and keeps it. B does not adopt C: A, its parent, is up in B's view.
 //! 5. The A–B link is cut too: B sees A down and, first in A's backup list, adopts C (C has
 //!    lost A): B answers its own and C's services, A only its own.
-//! 6. Both links are restored: C goes back to A, and both parents answer all four again.
+//! 6. The A–B link is restored: A sees C again, through B. Then the A–C link: C goes back to
+//!    A, a planned handover (B lets go, A takes over relaying C), during which neither parent
+//!    may change its answers, even for a moment.
 //!
 //! Needs root (namespaces, XDP). Every wait is bounded.
 
@@ -278,11 +280,19 @@ fn parents_answer_consistently_from_mep_state() {
     a_to_b.set(ProxyMode::Cut);
     parents_answer(&lab, &["a"], &["b", "c1", "c2"], "A isolated, C adopted by B");
 
-    // 6. Links back: C returns to A, one picture again.
+    // 6. A–B back: one picture again, C's state coming to A through B, its adopter. Then A–C
+    //    back: once A has reached C (C then leaves B for A), the answers must not move.
     a_to_b.set(ProxyMode::Open);
+    let all = ["a", "b", "c1", "c2"];
+    parents_answer(&lab, &all, &all, "A–B restored, C with B");
+    let dialed = a_to_c.forwarded();
     a_to_c.set(ProxyMode::Open);
-    parents_answer(&lab, &["a", "b", "c1", "c2"], &["a", "b", "c1", "c2"], "links restored");
-    parents_keep_answering(&lab, &["a", "b", "c1", "c2"], &["a", "b", "c1", "c2"], Duration::from_secs(2), "restored");
+    let deadline = Instant::now() + WAIT;
+    while a_to_c.forwarded() == dialed {
+        assert!(Instant::now() < deadline, "A does not call C again");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    parents_keep_answering(&lab, &all, &all, Duration::from_secs(3), "C handed back from B to A");
 
     drop(lab); // SIGTERM to every gslbd: C detaches and unpins
     assert!(!pin_path.exists(), "C's pins left behind");

@@ -50,7 +50,7 @@ pub fn run(cmd: &mut Command) -> Output {
 pub struct Lab {
     pub server_ns: String,
     pub client_ns: String,
-    children: Vec<Child>,
+    children: Processes,
 }
 
 impl Lab {
@@ -62,7 +62,7 @@ impl Lab {
         let lab = Lab {
             server_ns: format!("gslb-{tag}-{id}-s"),
             client_ns: format!("gslb-{tag}-{id}-c"),
-            children: Vec::new(),
+            children: Processes::default(),
         };
         for ns in [&lab.server_ns, &lab.client_ns] {
             run(Command::new("ip").args(["netns", "add", ns]));
@@ -118,33 +118,8 @@ impl Lab {
 
     /// Starts a long-running process (stopped on drop, or by [`Lab::stop`] with the returned
     /// pid) and waits for `ready` on its stdout.
-    pub fn spawn_until(&mut self, mut cmd: Command, ready: &str, timeout: Duration) -> u32 {
-        cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
-        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-        let stdout = child.stdout.take().expect("piped");
-        let (tx, rx) = std::sync::mpsc::channel();
-        let ready = ready.to_owned();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if line.contains(&ready) {
-                    let _ = tx.send(());
-                }
-            }
-        });
-        let start = Instant::now();
-        loop {
-            if rx.recv_timeout(Duration::from_millis(100)).is_ok() {
-                break;
-            }
-            if let Ok(Some(status)) = child.try_wait() {
-                panic!("{cmd:?} exited with {status} before it was ready");
-            }
-            assert!(start.elapsed() < timeout, "{cmd:?} not ready after {timeout:?}");
-        }
-        let pid = child.id();
-        self.children.push(child);
-        pid
+    pub fn spawn_until(&mut self, cmd: Command, ready: &str, timeout: Duration) -> u32 {
+        self.children.spawn_until(cmd, ready, timeout)
     }
 
     /// A TCP server at `addr` inside `ns` that accepts and closes connections (what a TCP
@@ -169,27 +144,18 @@ impl Lab {
 
     /// Kills a process started by [`Lab::spawn_until`] with SIGKILL, as a crash would.
     pub fn kill(&mut self, pid: u32) {
-        if let Some(i) = self.children.iter().position(|c| c.id() == pid) {
-            let mut child = self.children.remove(i);
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.children.kill(pid);
     }
 
     /// Stops a process started by [`Lab::spawn_until`]: SIGTERM, then SIGKILL after 5 s.
     pub fn stop(&mut self, pid: u32) {
-        if let Some(i) = self.children.iter().position(|c| c.id() == pid) {
-            stop(&mut self.children.remove(i));
-        }
+        self.children.stop(pid);
     }
 
     /// `dig` from the client namespace; returns its output, also when it got no answer (the
     /// caller's assertions then show what happened).
     pub fn dig(&self, server: IpAddr, args: &[&str]) -> String {
-        let mut cmd = self.exec(&self.client_ns, "dig");
-        cmd.arg(format!("@{server}")).args(["+norec", "+time=2", "+tries=2"]).args(args);
-        let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        dig(self.exec(&self.client_ns, "dig"), server, args)
     }
 }
 
@@ -249,9 +215,7 @@ impl Lab {
 
 impl Drop for Lab {
     fn drop(&mut self) {
-        for child in &mut self.children {
-            stop(child);
-        }
+        self.children.stop_all();
         for ns in [&self.server_ns, &self.client_ns] {
             let _ = Command::new("ip").args(["netns", "del", ns]).status();
         }
@@ -286,6 +250,111 @@ fn stop(child: &mut Child) {
     }
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// `dig` (the command, run wherever the caller placed it) asking `server`, without recursion,
+/// 2 s per try, 2 tries; its output, also when it got no answer.
+fn dig(mut cmd: Command, server: IpAddr, args: &[&str]) -> String {
+    cmd.arg(format!("@{server}")).args(["+norec", "+time=2", "+tries=2"]).args(args);
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Long-running processes of a test (daemons), stopped on drop: SIGTERM, then SIGKILL after
+/// 5 s. Declare it after the namespaces it runs processes in, so that it is dropped first.
+#[derive(Default)]
+pub struct Processes {
+    children: Vec<Child>,
+}
+
+impl Processes {
+    /// Starts `cmd` and waits (at most `timeout`) for `ready` on its stdout; its stderr is the
+    /// test's. Returns its pid.
+    pub fn spawn_until(&mut self, mut cmd: Command, ready: &str, timeout: Duration) -> u32 {
+        cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+        let stdout = child.stdout.take().expect("piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let ready = ready.to_owned();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if line.contains(&ready) {
+                    let _ = tx.send(());
+                }
+            }
+        });
+        let start = Instant::now();
+        loop {
+            if rx.recv_timeout(Duration::from_millis(100)).is_ok() {
+                break;
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("{cmd:?} exited with {status} before it was ready");
+            }
+            if start.elapsed() >= timeout {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{cmd:?} not ready after {timeout:?}");
+            }
+        }
+        let pid = child.id();
+        self.children.push(child);
+        pid
+    }
+
+    /// Kills the process `pid` with SIGKILL, as a crash would.
+    pub fn kill(&mut self, pid: u32) {
+        if let Some(i) = self.children.iter().position(|c| c.id() == pid) {
+            let mut child = self.children.remove(i);
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Stops the process `pid`: SIGTERM, then SIGKILL after 5 s.
+    pub fn stop(&mut self, pid: u32) {
+        if let Some(i) = self.children.iter().position(|c| c.id() == pid) {
+            stop(&mut self.children.remove(i));
+        }
+    }
+
+    /// Stops every process, in the order they were started.
+    pub fn stop_all(&mut self) {
+        for mut child in self.children.drain(..) {
+            stop(&mut child);
+        }
+    }
+}
+
+impl Drop for Processes {
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}
+
+/// Files and directories of a test (configurations, sockets, BPF pins), removed on drop, also
+/// when the test fails. Declare it before whatever writes there, so that it is dropped last.
+pub struct TempPaths(pub Vec<PathBuf>);
+
+impl Drop for TempPaths {
+    fn drop(&mut self) {
+        for path in &self.0 {
+            if path.is_dir() {
+                let _ = std::fs::remove_dir_all(path);
+            } else {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+}
+
+/// Runs `gslbctl` (its binary: `env!("CARGO_BIN_EXE_gslbctl")` in a gslb-user test) with one
+/// request to the control socket `control`.
+pub fn gslbctl(bin: impl AsRef<Path>, control: &Path, request: &str) -> Output {
+    let mut cmd = Command::new(bin.as_ref());
+    cmd.arg("--control").arg(control).arg(request);
+    cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"))
 }
 
 /// The answer section of a `dig` output: (name, type, data) triples.
@@ -607,6 +676,19 @@ impl Netns {
         cmd
     }
 
+    /// A command run inside the namespace's network namespace only, keeping this mount
+    /// namespace (so that /sys/fs/bpf is the host's bpffs): for daemons that pin BPF objects.
+    pub fn nsenter(&self, program: &Path) -> Command {
+        let mut cmd = Command::new("nsenter");
+        cmd.arg(format!("--net=/run/netns/{}", self.name)).arg(program);
+        cmd
+    }
+
+    /// `dig` from the namespace (as [`Lab::dig`]); `-b ADDR` in `args` picks the source.
+    pub fn dig(&self, server: IpAddr, args: &[&str]) -> String {
+        dig(self.exec("dig"), server, args)
+    }
+
     /// Runs `f` on a thread that has entered the namespace (sockets it makes stay there).
     pub fn enter<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
         let name = self.name.clone();
@@ -781,6 +863,18 @@ pub fn ipv4_packet(frame: &[u8]) -> Option<(u8, Ipv4Addr, Ipv4Addr)> {
     Some((ip[9], addr(12), addr(16)))
 }
 
+/// (source port, destination port) of an IPv4 frame carrying UDP or TCP (as [`ipv4_packet`]
+/// reads it); `None` for other frames.
+pub fn ipv4_ports(frame: &[u8]) -> Option<(u16, u16)> {
+    let (proto, _, _) = ipv4_packet(frame)?;
+    if proto != 6 && proto != 17 {
+        return None;
+    }
+    let l4 = 14 + usize::from(frame[14] & 0x0f) * 4;
+    let port = |at: usize| frame.get(at..at + 2).map(|p| u16::from_be_bytes([p[0], p[1]]));
+    Some((port(l4)?, port(l4 + 2)?))
+}
+
 /// A TAP device named `name` in the calling thread's namespace; frames without extra headers.
 fn open_tap(name: &str) -> std::os::fd::OwnedFd {
     use std::os::fd::FromRawFd;
@@ -836,6 +930,8 @@ struct ProxyShared {
     mode: std::sync::Mutex<ProxyMode>,
     /// Both sockets of every connection, to close them on a cut.
     conns: std::sync::Mutex<Vec<TcpStream>>,
+    /// Connections forwarded so far.
+    forwarded: std::sync::atomic::AtomicU64,
     stop: std::sync::atomic::AtomicBool,
 }
 
@@ -872,6 +968,7 @@ impl TcpProxy {
         let shared = std::sync::Arc::new(ProxyShared {
             mode: std::sync::Mutex::new(ProxyMode::Open),
             conns: std::sync::Mutex::new(Vec::new()),
+            forwarded: std::sync::atomic::AtomicU64::new(0),
             stop: std::sync::atomic::AtomicBool::new(false),
         });
         let accept = std::thread::spawn({
@@ -900,6 +997,7 @@ impl TcpProxy {
                     let clones = (client.try_clone(), server.try_clone(), client.try_clone(), server.try_clone());
                     let (Ok(c2), Ok(s2), Ok(c3), Ok(s3)) = clones else { continue };
                     shared.conns.lock().unwrap_or_else(|e| e.into_inner()).extend([c3, s3]);
+                    shared.forwarded.fetch_add(1, Ordering::Relaxed);
                     for (from, to) in [(client, s2), (server, c2)] {
                         let shared = shared.clone();
                         std::thread::spawn(move || pump(from, to, &shared));
@@ -908,6 +1006,12 @@ impl TcpProxy {
             }
         });
         TcpProxy { addr, shared, accept: Some(accept) }
+    }
+
+    /// How many connections it has forwarded (opened to the target) so far: a test learns
+    /// from it that a link was opened again after a cut.
+    pub fn forwarded(&self) -> u64 {
+        self.shared.forwarded.load(Ordering::Relaxed)
     }
 
     pub fn set(&self, mode: ProxyMode) {

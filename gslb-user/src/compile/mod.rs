@@ -1254,11 +1254,15 @@ fn needs_engine(
     domain: &GslbDomain,
     services: &HashMap<&str, (usize, &Service)>,
 ) -> bool {
+    // A service on a `[[link]]` is full while its link is over (`World::service_states`):
+    // spillover, which only the engine honours.
     let limited = domain
         .services
         .iter()
         .filter_map(|n| services.get(n.as_str()))
-        .any(|(_, s)| s.max_connections.is_some() || s.max_bandwidth_kbps.is_some());
+        .any(|(_, s)| {
+            s.max_connections.is_some() || s.max_bandwidth_kbps.is_some() || config.link_of(&s.name).is_some()
+        });
     domain.method != Method::RoundRobin
         || domain.alternate.is_some()
         || domain.fallback.is_some()
@@ -1371,7 +1375,7 @@ mod tests {
             "#,
         );
         assert_eq!(
-            s.views,
+            *s.views,
             // In address order (IPv4 as IPv4-mapped IPv6), numbered in that order.
             vec![
                 ("198.51.100.0/24".parse().unwrap(), ViewValue { view: 1, rtt_view: 0 }),

@@ -558,6 +558,7 @@ services = ["a", "b", "c"]
             rtt: Arc::default(),
             persistence: Arc::default(),
             backups: None,
+            handover: None,
         }
     }
 

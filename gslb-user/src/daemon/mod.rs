@@ -1,6 +1,7 @@
 //! gslbd's life cycle: load the configuration, load and pin the fast path, publish the answers,
 //! attach, serve until told to stop, then detach and unpin.
 
+pub mod link;
 pub mod mep;
 pub mod rtt;
 
@@ -141,6 +142,7 @@ pub async fn run(
     world.locations = location_db(&world.config, &config_path)?;
     world.local_site = world.config.server.site.clone();
     world.mep = mep::initial_view(&world.config);
+    let mut links = link::Links::start(&world.config);
     let snapshot = mep::for_role(&world, world.snapshot());
     log_compiled(&snapshot);
     let responder = Arc::new(Responder::new(&world.config, &snapshot));
@@ -222,6 +224,7 @@ pub async fn run(
                         if let Some(m) = &mut mep_rt {
                             m.reconfigure(&world).await;
                         }
+                        links.reconfigure(&mut world);
                         reloaded.extend(waiting);
                         "reload"
                     }
@@ -246,6 +249,13 @@ pub async fn run(
                     continue;
                 }
                 "mep"
+            }
+            () = links.changed() => {
+                // Every sample lands here; only a link going over or back moves answers.
+                if !links.apply(&mut world) {
+                    continue;
+                }
+                "link"
             }
             event = health_events.recv() => {
                 match event {

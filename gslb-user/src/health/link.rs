@@ -5,12 +5,20 @@
 //! "Over" has the same hysteresis as a monitor's DOWN: `over_after` samples over the threshold
 //! in a row make the link over, `under_after` samples at or under it in a row make it normal
 //! again, so one burst does not move answers back and forth.
+//!
+//! [`LinkMonitor::set_links`] follows a reloaded configuration link by link: an unchanged link
+//! keeps its task and its over state (a reload that touches another link does not move this
+//! one's answers back), a changed one starts again from normal, a removed one stops and leaves
+//! [`LinkMonitor::loads`] at once.
 
 use std::{
     collections::HashMap,
     io,
     path::{Path, PathBuf},
-    sync::Arc,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
     time::{Duration, Instant, SystemTime},
 };
 
@@ -74,10 +82,20 @@ impl RateMeter {
     }
 }
 
+/// Whether the kernel accepts `name` as an interface name (its `dev_valid_name()`): 1 to 15
+/// bytes (IFNAMSIZ - 1), not `.` or `..`, no '/', ':' or white space. Such a name is one path
+/// component, so it cannot lead [`rx_bytes`] out of its root.
+pub fn valid_interface_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() < 16
+        && name != "."
+        && name != ".."
+        && !name.chars().any(|c| c == '/' || c == ':' || c.is_whitespace())
+}
+
 /// Reads `interface`'s inbound byte counter under `root` (normally [`SYS_CLASS_NET`]).
 pub fn rx_bytes(root: &Path, interface: &str) -> io::Result<u64> {
-    // An interface name is one path component of at most 15 bytes (IFNAMSIZ - 1).
-    if interface.is_empty() || interface.len() > 15 || interface.contains('/') || interface.starts_with('.') {
+    if !valid_interface_name(interface) {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("interface name {interface:?}")));
     }
     let path = root.join(interface).join("statistics/rx_bytes");
@@ -89,8 +107,19 @@ pub fn rx_bytes(root: &Path, interface: &str) -> io::Result<u64> {
 
 /// Samples the links, each in its own task, until dropped.
 pub struct LinkMonitor {
+    sender: Arc<watch::Sender<HashMap<String, LinkLoad>>>,
     loads: watch::Receiver<HashMap<String, LinkLoad>>,
-    tasks: Vec<JoinHandle<()>>,
+    root: Arc<PathBuf>,
+    tasks: HashMap<String, Sampler>,
+}
+
+/// One link's sampling task.
+struct Sampler {
+    spec: LinkSpec,
+    task: JoinHandle<()>,
+    /// Set before the task is aborted: an abort takes effect at the task's next await, and a
+    /// task running on another worker meanwhile must not put its link back into the loads.
+    stopped: Arc<AtomicBool>,
 }
 
 impl LinkMonitor {
@@ -102,25 +131,72 @@ impl LinkMonitor {
     /// Starts sampling `links` from counters under `root` (tests use a directory of their own).
     pub fn spawn_with_root(links: Vec<LinkSpec>, root: PathBuf) -> Self {
         let (sender, loads) = watch::channel(HashMap::new());
-        let sender = Arc::new(sender);
-        let root = Arc::new(root);
-        let tasks = links
-            .into_iter()
-            .map(|spec| tokio::spawn(sample_link(spec, root.clone(), sender.clone())))
-            .collect();
-        LinkMonitor { loads, tasks }
+        let mut monitor =
+            LinkMonitor { sender: Arc::new(sender), loads, root: Arc::new(root), tasks: HashMap::new() };
+        monitor.set_links(links);
+        monitor
     }
 
     /// The links' loads, updated after every sample.
     pub fn loads(&self) -> watch::Receiver<HashMap<String, LinkLoad>> {
         self.loads.clone()
     }
+
+    /// Samples exactly `links` from now on: new links start, removed ones stop and leave the
+    /// loads, changed ones start again (not over), unchanged ones carry on with their state.
+    /// Needs a tokio runtime.
+    pub fn set_links(&mut self, links: Vec<LinkSpec>) {
+        let wanted: HashMap<String, LinkSpec> = links.into_iter().map(|l| (l.link.clone(), l)).collect();
+        let stale: Vec<String> = self
+            .tasks
+            .iter()
+            .filter(|(link, sampler)| wanted.get(*link) != Some(&sampler.spec))
+            .map(|(link, _)| link.clone())
+            .collect();
+        for link in &stale {
+            if let Some(sampler) = self.tasks.remove(link) {
+                sampler.stop();
+                info!(link, interface = %sampler.spec.interface, "link sampling stopped");
+            }
+        }
+        // After every `stopped` flag is set: a stopped task's last sample, if it is being sent
+        // right now, is either in before this removal or not sent at all (same lock).
+        self.sender.send_if_modified(|loads| {
+            let before = loads.len();
+            loads.retain(|link, _| self.tasks.contains_key(link));
+            loads.len() != before
+        });
+        for (link, spec) in wanted {
+            if self.tasks.contains_key(&link) {
+                continue;
+            }
+            info!(
+                link,
+                interface = %spec.interface,
+                threshold_bytes_per_sec = spec.threshold_bytes_per_sec,
+                interval_ms = spec.interval.as_millis() as u64,
+                over_after = spec.over_after,
+                under_after = spec.under_after,
+                "link sampling started"
+            );
+            let stopped = Arc::new(AtomicBool::new(false));
+            let task = tokio::spawn(sample_link(spec.clone(), self.root.clone(), self.sender.clone(), stopped.clone()));
+            self.tasks.insert(link, Sampler { spec, task, stopped });
+        }
+    }
+}
+
+impl Sampler {
+    fn stop(&self) {
+        self.stopped.store(true, Ordering::Release);
+        self.task.abort();
+    }
 }
 
 impl Drop for LinkMonitor {
     fn drop(&mut self) {
-        for task in &self.tasks {
-            task.abort();
+        for sampler in self.tasks.values() {
+            sampler.stop();
         }
     }
 }
@@ -129,6 +205,7 @@ async fn sample_link(
     spec: LinkSpec,
     root: Arc<PathBuf>,
     loads: Arc<watch::Sender<HashMap<String, LinkLoad>>>,
+    stopped: Arc<AtomicBool>,
 ) {
     let mut ticker = tokio::time::interval(spec.interval.max(Duration::from_millis(1)));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -166,8 +243,13 @@ async fn sample_link(
             at: SystemTime::now(),
             error,
         };
-        loads.send_modify(|loads| {
+        loads.send_if_modified(|loads| {
+            // Checked under the channel's lock, which `set_links` takes to remove the link.
+            if stopped.load(Ordering::Acquire) {
+                return false;
+            }
             loads.insert(spec.link.clone(), load);
+            true
         });
     }
 }
@@ -195,10 +277,14 @@ mod tests {
     #[test]
     fn interface_names_are_one_component() {
         let root = Path::new("/nonexistent");
-        for bad in ["", "..", ".hidden", "a/b", "../../etc", "sixteen-chars-xx"] {
+        for bad in ["", ".", "..", "a/b", "../../etc", "sixteen-chars-xx", "eth0:1", "eth 0", "eth0\n"] {
+            assert!(!valid_interface_name(bad), "{bad:?}");
             let error = rx_bytes(root, bad).unwrap_err();
             assert_eq!(error.kind(), io::ErrorKind::InvalidInput, "{bad:?}");
         }
-        assert_eq!(rx_bytes(root, "eth0").unwrap_err().kind(), io::ErrorKind::NotFound);
+        for good in ["eth0", "fifteen-chars-x", ".hidden", "br-lan.10", "\u{e9}th0"] {
+            assert!(valid_interface_name(good), "{good:?}");
+            assert_eq!(rx_bytes(root, good).unwrap_err().kind(), io::ErrorKind::NotFound, "{good:?}");
+        }
     }
 }

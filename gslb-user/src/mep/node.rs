@@ -36,6 +36,9 @@ use super::{
     },
 };
 
+mod merge;
+use merge::{Handover, HandoverEnd, SiteTable};
+
 /// Protocol versions this build speaks.
 pub const SUPPORTED_VERSIONS: &[u8] = &[1];
 
@@ -226,7 +229,8 @@ pub struct LinkInfo {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RemoteSite {
     /// We have a live MEP path to it: our link to it, or a parent we are linked to that has it
-    /// attached.
+    /// attached; or it is a child moving between parents, within the handover grace
+    /// (`handover`).
     pub reachable: bool,
     /// The link its state came through (itself when direct).
     pub via: Option<String>,
@@ -237,6 +241,10 @@ pub struct RemoteSite {
     pub persistence: Arc<Vec<PersistEntry>>,
     /// Its backup-parent list, as it sent it.
     pub backups: Option<Vec<String>>,
+    /// Reachable only by the handover grace: the child left the parent its state came through
+    /// (`via`) for this one, which has not delivered it yet; the state shown is the last one
+    /// delivered (docs/mep.md, "Handover").
+    pub handover: Option<String>,
 }
 
 impl RemoteSite {
@@ -253,6 +261,7 @@ impl RemoteSite {
             rtt: RTT.clone(),
             persistence: PERSISTENCE.clone(),
             backups: None,
+            handover: None,
         }
     }
 
@@ -448,7 +457,7 @@ impl MepNode {
             by_id: HashMap::new(),
             info: BTreeMap::new(),
             dialers: HashMap::new(),
-            data: HashMap::new(),
+            table: SiteTable::new(cfg.dead_after),
             pending_rtt: HashMap::new(),
             pending_persist: HashMap::new(),
             out: Outbound::default(),
@@ -756,16 +765,6 @@ struct Dialer {
     stop: watch::Sender<bool>,
 }
 
-/// What one link brought about one site.
-#[derive(Clone, Debug, Default)]
-struct SiteData {
-    status: Option<SiteStatus>,
-    services: Arc<Vec<ServiceState>>,
-    rtt: Arc<Vec<RttRow>>,
-    persistence: Arc<Vec<PersistEntry>>,
-    backups: Option<Vec<String>>,
-}
-
 struct Controller {
     ctx: Arc<Ctx>,
     view: SiteView,
@@ -775,8 +774,8 @@ struct Controller {
     by_id: HashMap<u64, String>,
     info: BTreeMap<String, LinkInfo>,
     dialers: HashMap<String, Dialer>,
-    /// (the peer it came from, the site it is about) → data.
-    data: HashMap<(String, String), SiteData>,
+    /// What each link brought about each site, and the handovers in progress.
+    table: SiteTable,
     pending_rtt: HashMap<String, Vec<RttRow>>,
     pending_persist: HashMap<String, Vec<PersistEntry>>,
     out: Outbound,
@@ -830,6 +829,7 @@ impl Controller {
                 }
                 _ = ticker.tick() => {
                     self.topo_dirty = true;
+                    self.settle_handovers(Instant::now());
                     while self.tasks.try_join_next().is_some() {}
                 }
             }
@@ -922,8 +922,10 @@ impl Controller {
                 if known.is_none() && !status.up {
                     continue;
                 }
+                // Services only once the child sent them: relayed empty before that, they would
+                // count as the child's whole list at the other parents.
                 let reported = if status.up {
-                    self.data.get(&(child.clone(), child.clone())).map(|d| d.services.clone())
+                    self.table.get(&child, &child).and_then(|d| d.services.clone())
                 } else {
                     None
                 };
@@ -983,7 +985,7 @@ impl Controller {
                     },
                 );
                 // Drop what an older link of this peer left.
-                self.data.retain(|(via, _), _| *via != peer);
+                self.table.link_up(&peer);
                 let actions = self.view.link_up(&peer, now);
                 self.apply(actions);
             }
@@ -1001,7 +1003,12 @@ impl Controller {
                     i.last_error = Some(error);
                     i.audience = Audience::None;
                 }
-                self.data.retain(|(via, _), _| *via != peer);
+                // A child that said it is moving to another parent is kept (as it last was)
+                // until that parent delivers it; anything else the link brought goes now.
+                let moved_to = self.view.departed_to(&peer).map(str::to_owned);
+                if let Some(h) = self.table.link_down(&peer, moved_to.as_deref(), now) {
+                    self.handover_started(&peer, &h);
+                }
                 self.pending_rtt.remove(&peer);
                 self.pending_persist.remove(&peer);
                 let actions = self.view.link_down(&peer, now);
@@ -1026,6 +1033,27 @@ impl Controller {
                 self.frame(&peer, message, now);
             }
         }
+        self.settle_handovers(now);
+    }
+
+    fn handover_started(&self, child: &str, h: &Handover) {
+        info!(site = %self.view.me(), %child, from = %h.via, to = %h.to,
+            grace_ms = u64::try_from(self.ctx.cfg.dead_after.as_millis()).unwrap_or(u64::MAX),
+            "child moving to another parent: its last state kept until that parent relays it");
+    }
+
+    /// Ends the handovers whose child was delivered again or whose grace is over.
+    fn settle_handovers(&mut self, now: Instant) {
+        for (child, h, end) in self.table.settle(now) {
+            self.view_dirty = true;
+            match end {
+                HandoverEnd::Delivered => {
+                    debug!(site = %self.view.me(), %child, from = %h.via, to = %h.to, "handover done")
+                }
+                HandoverEnd::Expired => info!(site = %self.view.me(), %child, from = %h.via, to = %h.to,
+                    "handover not done within the grace: the child is unreachable until a parent relays it"),
+            }
+        }
     }
 
     fn frame(&mut self, peer: &str, message: Message, now: Instant) {
@@ -1041,15 +1069,16 @@ impl Controller {
                     return;
                 }
                 self.view.site_status(peer, &s);
-                let key = (peer.to_owned(), s.site.clone());
-                self.data.entry(key).or_default().status = Some(s);
+                let child = s.site.clone();
+                if let Some(h) = self.table.status(peer, s, now) {
+                    self.handover_started(&child, &h);
+                }
             }
             Message::ServiceStates(s) => {
                 if !about_ok(&s.site) {
                     return;
                 }
-                self.data.entry((peer.to_owned(), s.site.clone())).or_default().services =
-                    Arc::new(s.services);
+                self.table.services(peer, &s.site, s.services);
             }
             Message::RttRows(chunk) => {
                 if !self.view.topology().syncs_network_metrics(&me, peer) {
@@ -1057,7 +1086,7 @@ impl Controller {
                 }
                 if let Some(rows) = collect(&mut self.pending_rtt, peer, chunk.first, chunk.last, chunk.items)
                 {
-                    self.data.entry((peer.to_owned(), peer.to_owned())).or_default().rtt = Arc::new(rows);
+                    self.table.entry(peer, peer).rtt = Arc::new(rows);
                 }
             }
             Message::Persistence(chunk) => {
@@ -1067,8 +1096,7 @@ impl Controller {
                 if let Some(rows) =
                     collect(&mut self.pending_persist, peer, chunk.first, chunk.last, chunk.items)
                 {
-                    self.data.entry((peer.to_owned(), peer.to_owned())).or_default().persistence =
-                        Arc::new(rows);
+                    self.table.entry(peer, peer).persistence = Arc::new(rows);
                 }
             }
             Message::BackupParents { parent, backups } => {
@@ -1076,7 +1104,7 @@ impl Controller {
                     return;
                 }
                 self.view.backup_list(peer, &parent, backups.clone());
-                self.data.entry((peer.to_owned(), peer.to_owned())).or_default().backups = Some(backups);
+                self.table.entry(peer, peer).backups = Some(backups);
             }
             Message::AdoptRequest { original_parent, backups } => {
                 let actions = self.view.adopt_request(peer, &original_parent, &backups, now);
@@ -1180,43 +1208,9 @@ impl Controller {
     }
 
     fn publish(&self) {
-        let mut sites: BTreeMap<String, RemoteSite> = BTreeMap::new();
-        for s in self.view.topology().sites() {
-            if s.name != self.view.me() {
-                sites.insert(s.name.clone(), RemoteSite::unknown());
-            }
-        }
-        // Direct data first, then relayed data for sites we have no direct link to.
-        for ((via, site), d) in &self.data {
-            let direct = via == site;
-            let up = direct || d.status.as_ref().is_some_and(|s| s.up);
-            let entry = sites.entry(site.clone()).or_insert_with(RemoteSite::unknown);
-            let better = match &entry.via {
-                None => true,
-                Some(v) if v == site => false,
-                Some(_) => direct || (up && !entry.reachable),
-            };
-            if better {
-                *entry = RemoteSite {
-                    reachable: up,
-                    via: Some(via.clone()),
-                    status: d.status.clone(),
-                    services: d.services.clone(),
-                    rtt: d.rtt.clone(),
-                    persistence: d.persistence.clone(),
-                    backups: d.backups.clone(),
-                };
-            }
-        }
-        // A site linked directly is reachable even before its first status arrives.
-        for (peer, i) in &self.info {
-            if i.up
-                && let Some(e) = sites.get_mut(peer)
-            {
-                e.reachable = true;
-                e.via.get_or_insert_with(|| peer.clone());
-            }
-        }
+        let me = self.view.me();
+        let names = self.view.topology().sites().iter().map(|s| s.name.as_str()).filter(|s| *s != me);
+        let sites = self.table.sites(names, |peer| self.info.get(peer).is_some_and(|i| i.up), Instant::now());
         let holders = self
             .view
             .topology()

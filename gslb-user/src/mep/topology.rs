@@ -348,6 +348,10 @@ pub struct SiteView {
     offered: BTreeSet<String>,
     /// Which parent holds which child, as the other parents report.
     holders: BTreeMap<String, String>,
+    /// A parent's children that left it for another parent, as they said before closing the
+    /// link (child → the parent it went to): relayed to the other parents so that they keep
+    /// the child's state until its new parent delivers it (docs/mep.md, "Handover").
+    departed: BTreeMap<String, String>,
     /// A child's current parent (its own or an adopter).
     current: Option<String>,
 }
@@ -379,6 +383,7 @@ impl SiteView {
             adopted: BTreeMap::new(),
             offered: BTreeSet::new(),
             holders: BTreeMap::new(),
+            departed: BTreeMap::new(),
             current: None,
         })
     }
@@ -417,6 +422,12 @@ impl SiteView {
             return Some(&self.me);
         }
         self.holders.get(child).map(String::as_str)
+    }
+
+    /// The parent my child `child` said it moved to when it left me (until it attaches to me
+    /// again).
+    pub fn departed_to(&self, child: &str) -> Option<&str> {
+        self.departed.get(child).map(String::as_str)
     }
 
     /// The backup list of `parent` as known here.
@@ -534,6 +545,7 @@ impl SiteView {
                     if let Some(adopter) = self.current.take()
                         && adopter != peer
                     {
+                        actions.push(self.moving_to(&adopter, peer));
                         actions.push(Action::Close {
                             peer: adopter,
                             code: RejectCode::Closing,
@@ -544,6 +556,10 @@ impl SiteView {
                 }
             }
             Role::Parent => {
+                // Our own child that left us is ours again (an adopted one once it accepts).
+                if self.is_own_child(peer) {
+                    self.departed.remove(peer);
+                }
                 if let Some(Purpose::Adopt { original_parent }) =
                     self.desired_outbound(now).get(peer).cloned()
                 {
@@ -589,8 +605,15 @@ impl SiteView {
         }
     }
 
-    /// A peer parent reported a site's status (for a child: who holds it).
+    /// A site's status: from a peer parent, a child's (who holds it); from my attached child
+    /// itself, the parent it is leaving me for, if it names another one.
     pub fn site_status(&mut self, from: &str, status: &SiteStatus) {
+        if status.role == Role::Child && status.site == from && self.is_attached(from) {
+            if let Some(to) = status.parent.as_deref().filter(|p| *p != self.me) {
+                self.departed.insert(from.to_owned(), to.to_owned());
+            }
+            return;
+        }
         if status.role != Role::Child || !self.is_peer_parent(from) || status.site == self.me {
             return;
         }
@@ -613,6 +636,7 @@ impl SiteView {
             Ok(replaced) => {
                 let mut actions = Vec::new();
                 if let Some(previous) = replaced {
+                    actions.push(self.moving_to(&previous, from));
                     actions.push(Action::Close {
                         peer: previous,
                         code: RejectCode::Closing,
@@ -705,13 +729,33 @@ impl SiteView {
         }
         let original = self.topo.site(child).and_then(|s| s.parent.clone()).unwrap_or_default();
         self.adopted.insert(child.to_owned(), original);
+        self.departed.remove(child);
         Vec::new()
     }
 
-    /// The status of my attached children, as I relay them to the other parents.
+    /// The status of my attached children, as I relay them to the other parents. A child that
+    /// left me for another parent is relayed as not attached, naming that parent: the other
+    /// parents then keep its last state until that parent delivers it, rather than dropping
+    /// it for the moment the handover takes.
     pub fn child_status(&self, child: &str) -> SiteStatus {
         let up = self.is_attached(child);
-        SiteStatus { site: child.to_owned(), role: Role::Child, parent: up.then(|| self.me.clone()), up }
+        let parent = if up { Some(self.me.clone()) } else { self.departed.get(child).cloned() };
+        SiteStatus { site: child.to_owned(), role: Role::Child, parent, up }
+    }
+
+    /// What a child tells the parent it is leaving, just before closing the link: its new
+    /// parent. Sent ahead of the close on the same link, so the old parent knows the child is
+    /// moving, not gone.
+    fn moving_to(&self, old: &str, new: &str) -> Action {
+        Action::Send {
+            to: old.to_owned(),
+            message: Message::SiteStatus(SiteStatus {
+                site: self.me.clone(),
+                role: Role::Child,
+                parent: Some(new.to_owned()),
+                up: true,
+            }),
+        }
     }
 }
 

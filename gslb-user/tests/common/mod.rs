@@ -265,6 +265,29 @@ pub fn wire(msg: &Message) -> Vec<u8> {
     msg.to_vec().expect("encoding the test query")
 }
 
+/// The A or AAAA addresses `responder` answers `client` for `name` over UDP, in reply order.
+pub fn responder_addrs(
+    responder: &gslb_user::responder::Responder,
+    name: &str,
+    qtype: RecordType,
+    client: IpAddr,
+) -> Vec<IpAddr> {
+    let request = wire(&query(1, name, qtype));
+    let reply = responder
+        .respond(&request, client, gslb_user::responder::Transport::Udp)
+        .unwrap_or_else(|| panic!("{name} {qtype} from {client}: no reply"));
+    Message::from_vec(&reply)
+        .expect("the reply parses")
+        .answers()
+        .iter()
+        .filter_map(|r| match r.data() {
+            RData::A(a) => Some(IpAddr::V4(a.0)),
+            RData::AAAA(a) => Some(IpAddr::V6(a.0)),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The question section of a one-question message: the name (followed label by label, no
 /// pointers), QTYPE and QCLASS.
 pub fn question_bytes(dns: &[u8]) -> &[u8] {

@@ -647,3 +647,85 @@ fn flat_mesh_is_full_and_opened_by_the_lower_ip() {
         assert_eq!(opener, a.min(b));
     }
 }
+
+/// A child leaving a parent for another says where it goes on the link it is closing, before
+/// the close; the parent it left relays it as not attached, naming the new parent, so that
+/// the other parents keep its state across the move (node::merge) instead of dropping it.
+#[test]
+fn a_child_leaving_a_parent_says_where_it_goes() {
+    let moving = |to: &str, parent: &str| Action::Send {
+        to: to.into(),
+        message: Message::SiteStatus(SiteStatus {
+            site: "child1".into(),
+            role: Role::Child,
+            parent: Some(parent.into()),
+            up: true,
+        }),
+    };
+    let t0 = Instant::now();
+    let late = t0 + T.accept_after * 3;
+    // Back from its adopter P2 to P1: the word, then the close, on P2's link.
+    let mut c = SiteView::new(child_config(&seed(), "child1"), "child1", T, t0).unwrap();
+    c.link_up("P1", t0);
+    c.link_down("P1", t0);
+    c.link_up("P2", late);
+    assert!(
+        c.adopt_request("P2", "P1", &["P2".into(), "P3".into()], late)
+            .iter()
+            .any(|a| matches!(a, Action::Send { message: Message::AdoptAccept { .. }, .. }))
+    );
+    let actions = c.link_up("P1", late);
+    assert_eq!(actions.len(), 2, "{actions:?}");
+    assert_eq!(actions[0], moving("P2", "P1"));
+    assert!(matches!(&actions[1], Action::Close { peer, .. } if peer == "P2"));
+    // From the adopter P3 to the higher-ranked P2: the same to P3.
+    let mut c = SiteView::new(child_config(&seed(), "child1"), "child1", T, t0).unwrap();
+    c.link_up("P1", t0);
+    c.link_down("P1", t0);
+    for p in ["P3", "P2"] {
+        c.link_up(p, late);
+    }
+    c.adopt_request("P3", "P1", &["P2".into(), "P3".into()], late);
+    let actions = c.adopt_request("P2", "P1", &["P2".into(), "P3".into()], late);
+    assert_eq!(actions[0], moving("P3", "P2"), "{actions:?}");
+    assert!(matches!(&actions[1], Action::Close { peer, .. } if peer == "P3"));
+
+    // On the simulated network (scenario 1): P2, which had adopted child1, relays it as gone
+    // to P1; P3 still takes P1 as its holder.
+    let mut sim = Sim::new(seed());
+    sim.kill("P1");
+    sim.advance(T.adopt_after);
+    assert_eq!(sim.parent_of("child1"), Some("P2"));
+    assert_eq!(sim.view("P2").child_status("child1").parent.as_deref(), Some("P2"));
+    sim.revive("P1");
+    assert_eq!(sim.parent_of("child1"), Some("P1"));
+    assert_eq!(sim.view("P2").departed_to("child1"), Some("P1"));
+    let relayed = sim.view("P2").child_status("child1");
+    assert_eq!((relayed.up, relayed.parent.as_deref()), (false, Some("P1")));
+    assert_eq!(sim.view("P3").holder("child1"), Some("P1"));
+    // A child's word about another parent counts only from a child attached to me.
+    let mut p3 = SiteView::new(seed(), "P3", T, t0);
+    let p3 = p3.as_mut().unwrap();
+    p3.site_status(
+        "child1",
+        &SiteStatus { site: "child1".into(), role: Role::Child, parent: Some("P1".into()), up: true },
+    );
+    assert_eq!(p3.departed_to("child1"), None);
+    // Scenario 3's move from P3 to P2: P3 relays child1 as gone to P2.
+    let mut sim = Sim::new(seed());
+    for (a, b) in [("P1", "P3"), ("P1", "child1"), ("P2", "P3")] {
+        sim.cut(a, b);
+    }
+    sim.advance(T.adopt_after);
+    assert_eq!(sim.parent_of("child1"), Some("P3"));
+    sim.cut("P1", "P2");
+    sim.advance(T.adopt_after);
+    assert_eq!(sim.parent_of("child1"), Some("P2"));
+    assert_eq!(sim.view("P3").child_status("child1").parent.as_deref(), Some("P2"));
+    // Once back with a parent it left, it is that parent's again.
+    for (a, b) in [("P1", "P3"), ("P1", "child1"), ("P2", "P3"), ("P1", "P2")] {
+        sim.restore(a, b);
+    }
+    assert_eq!(sim.view("P1").child_status("child1").parent.as_deref(), Some("P1"));
+    assert_eq!(sim.view("P2").departed_to("child1"), Some("P1"));
+}
