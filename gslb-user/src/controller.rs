@@ -90,10 +90,13 @@ impl World {
                             .sites
                             .get(&s.site)
                             .and_then(|r| r.services.iter().find(|x| x.name == s.name));
+                        // u64::MAX: the service's link is over at its site, so it is full
+                        // here too (daemon/mep.rs `link_load_bps`).
+                        let bps = load.map_or(0, |l| l.bandwidth_bps);
                         ServiceState {
                             down: !up,
                             connections: load.map_or(0, |l| l.connections),
-                            bandwidth_kbps: load.map_or(0, |l| l.bandwidth_bps / 1000),
+                            bandwidth_kbps: if bps == u64::MAX { u64::MAX } else { bps / 1000 },
                         }
                     }
                     _ if local == Some(false) => ServiceState::DOWN,

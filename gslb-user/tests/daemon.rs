@@ -420,3 +420,78 @@ async fn a_busy_link_moves_the_answers_away_until_it_is_quiet() {
     gslbd.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// www.example.com by static proximity over "gb" (Europe.GB) and "us" (NorthAmerica.US); the
+/// clients' locations come from the NetScaler file `csv`.
+fn located_config(port: u16, csv: &Path) -> String {
+    format!(
+        r#"
+[server]
+listen = ["127.0.0.1"]
+dns_port = {port}
+
+[locations]
+netscaler = ["{}"]
+
+[[zone]]
+name = "example.com"
+ns = ["ns1.example.com"]
+  [zone.soa]
+  rname = "hostmaster.example.com"
+  [[zone.record]]
+  name = "ns1"
+  type = "A"
+  value = "127.0.0.1"
+
+[[site]]
+name = "dc"
+ip = "192.0.2.1"
+
+[[service]]
+name = "gb"
+ip = "198.51.100.1"
+site = "dc"
+location = "Europe.GB"
+
+[[service]]
+name = "us"
+ip = "198.51.100.2"
+site = "dc"
+location = "NorthAmerica.US"
+
+[[gslb_domain]]
+name = "www.example.com"
+method = "staticproximity"
+services = ["gb", "us"]
+"#,
+        csv.display()
+    )
+}
+
+/// A changed location database file is picked up without a reload: the loopback client moves
+/// from Europe to North America and its answer follows; a file that no longer loads is refused
+/// and the loaded database stays in force.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_location_file_moves_the_answers() {
+    let dir = std::env::temp_dir().join(format!("gslb-locations-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (path, csv) = (dir.join("gslb.toml"), dir.join("locations.csv"));
+    let port = free_port();
+    std::fs::write(&csv, "127.0.0.0,127.255.255.255,Europe,GB\n").unwrap();
+    std::fs::write(&path, located_config(port, &csv)).unwrap();
+
+    let gslbd = Gslbd::start(&path).await;
+    answer_becomes(port, &["198.51.100.1"]).await;
+    std::fs::write(&csv, "127.0.0.0,127.255.255.255,NorthAmerica,US\n").unwrap();
+    answer_becomes(port, &["198.51.100.2"]).await;
+    // Broken (the range runs backwards): refused, North America stays.
+    std::fs::write(&csv, "127.255.255.255,127.0.0.0,Europe,GB\n").unwrap();
+    for _ in 0..3 * 20 {
+        let answer = tokio::task::spawn_blocking(move || ask(port)).await.unwrap();
+        assert_eq!(answer, vec!["198.51.100.2".parse::<IpAddr>().unwrap()], "a broken file changed the answers");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    gslbd.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -258,9 +258,9 @@ impl Mep {
             .map(|s| ServiceState {
                 name: s.name.clone(),
                 up: world.health.is_up(&s.name) != Some(false),
-                // No local source of load yet: the load-based methods see 0.
+                // No local source of connection counts: the load-based methods see 0.
                 connections: 0,
-                bandwidth_bps: 0,
+                bandwidth_bps: link_load_bps(world, &s.name),
             })
             .collect();
         let rtt = world.rtt.as_ref().map(|r| local_rtt(&self.site, r)).unwrap_or_default();
@@ -492,6 +492,16 @@ fn probe_kind(protocol: RttProtocol) -> Option<ProbeKind> {
     }
 }
 
+/// The inbound load of the link `service` answers over, in bits per second; `u64::MAX` while
+/// the link is over its threshold (hysteresis included), which tells the other sites the
+/// service is full (docs/mep.md): they do not know this site's links. 0 without a link or a
+/// sample.
+pub(crate) fn link_load_bps(world: &World, service: &str) -> u64 {
+    let Some(link) = world.config.link_of(service) else { return 0 };
+    let Some(load) = world.links.get(&link.name) else { return 0 };
+    if load.over { u64::MAX } else { load.rx_bytes_per_sec.unwrap_or(0).saturating_mul(8) }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -612,6 +622,42 @@ services = ["a", "b", "c"]
         assert!(!child.answers_dns && child.role == Role::Child);
         assert!(initial_view(&config("p1", "")).is_none());
         assert!(initial_view(&config("p1", &format!("{MEP}enabled = false\n"))).is_none());
+    }
+
+    /// A link over its threshold at one site reaches the others as "full": the sender reports
+    /// `u64::MAX` for the services on it, and the receiver's services are then full in the
+    /// engine's eyes (spillover), while a normal link reports its rate.
+    #[tokio::test]
+    async fn an_over_link_travels_as_full() {
+        use crate::health::link::LinkLoad;
+        let links = "[[link]]\nname = \"uplink\"\ninterface = \"lo\"\nthreshold_kbps = 1000\nservices = [\"b\"]\n";
+        // At p2, b's link: normal at 50 kB/s, then over.
+        let mut at_p2 = World::new(config("p2", &format!("{MEP}{links}")), HealthSupervisor::new());
+        at_p2.local_site = Some("p2".into());
+        let load = |over| LinkLoad {
+            interface: "lo".into(),
+            rx_bytes_per_sec: Some(50_000),
+            over,
+            transitions: 0,
+            at: std::time::SystemTime::now(),
+            error: None,
+        };
+        for (over, sent) in [(false, 400_000), (true, u64::MAX)] {
+            at_p2.links.insert("uplink".into(), load(over));
+            assert_eq!(link_load_bps(&at_p2, "b"), sent, "over {over}");
+            assert_eq!(link_load_bps(&at_p2, "a"), 0, "a has no link");
+            // At p1, which knows nothing of p2's links.
+            let mut at_p1 = World::new(config("p1", MEP), HealthSupervisor::new());
+            at_p1.local_site = Some("p1".into());
+            let mut view = (*initial_view(&at_p1.config).unwrap()).clone();
+            let mut b = state("b", true);
+            b.bandwidth_bps = sent;
+            view.sites.insert("p2".into(), remote(true, vec![b]));
+            at_p1.mep = Some(Arc::new(view));
+            let b_state = at_p1.service_states()[1];
+            let full = b_state.bandwidth_kbps == u64::MAX;
+            assert_eq!(full, over, "over {over}: {b_state:?}");
+        }
     }
 
     #[tokio::test]

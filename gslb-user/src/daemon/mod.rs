@@ -139,6 +139,8 @@ pub async fn run(
     health.set_services(service_monitors(&config)).await?;
     let mut health_events = health.subscribe();
     let mut world = World::new(config, health);
+    // Stamped before reading: a change while the files are read is seen by the next poll.
+    let mut location_stamps = FileStamps::of(&location_files(&world.config));
     world.locations = location_db(&world.config, &config_path)?;
     world.local_site = world.config.server.site.clone();
     world.mep = mep::initial_view(&world.config);
@@ -185,8 +187,7 @@ pub async fn run(
     info!(config = %config_path.display(), listen = ?server.listen, port = server.dns_port, "gslbd ready");
     ready();
 
-    // The location database's files, watched for changes by their modification times.
-    let mut location_stamps = FileStamps::of(&location_files(&world.config));
+    // The location database's files are watched for changes by their modification times.
     let mut location_poll = tokio::time::interval(LOCATION_POLL);
     location_poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
@@ -212,11 +213,11 @@ pub async fn run(
                     waiting.push(r);
                 }
                 match reload(&config_path, &overrides, &world.config, &world.health).await {
-                    Ok((config, locations)) => {
+                    Ok((config, locations, stamps)) => {
                         world.local_site = config.server.site.clone();
                         world.config = config;
                         world.locations = locations;
-                        location_stamps = FileStamps::of(&location_files(&world.config));
+                        location_stamps = stamps;
                         if rtt.apply(&world.config) {
                             world.rtt = rtt.handle();
                             rtt_handles.send_replace(world.rtt.clone());
@@ -358,7 +359,7 @@ pub async fn reload(
     overrides: &Overrides,
     running: &Config,
     health: &HealthSupervisor,
-) -> Result<(Config, Option<Arc<LocationDb>>), ReloadError> {
+) -> Result<(Config, Option<Arc<LocationDb>>, FileStamps), ReloadError> {
     let config = match load_config(path, overrides) {
         Ok(config) => config,
         Err(error) => {
@@ -383,6 +384,7 @@ pub async fn reload(
         error!(%reason, "reload refused: MEP; the running configuration stays in force");
         return Err(ReloadError::Mep(reason));
     }
+    let stamps = FileStamps::of(&location_files(&config));
     let locations = match location_db(&config, path) {
         Ok(db) => db,
         Err(error) => {
@@ -395,7 +397,7 @@ pub async fn reload(
         return Err(ReloadError::Health(error));
     }
     info!(config = %path.display(), "configuration reloaded");
-    Ok((config, locations))
+    Ok((config, locations, stamps))
 }
 
 /// The next reload request, from SIGHUP's queue or the control socket's.
@@ -476,8 +478,9 @@ fn location_files(config: &Config) -> Vec<PathBuf> {
 }
 
 /// Modification times and sizes of files (`None` for one that cannot be read).
+/// (Public because [`reload`] returns it: the stamps taken before the files were read.)
 #[derive(Debug, PartialEq, Eq)]
-struct FileStamps(Vec<Option<(std::time::SystemTime, u64)>>);
+pub struct FileStamps(Vec<Option<(std::time::SystemTime, u64)>>);
 
 impl FileStamps {
     fn of(files: &[PathBuf]) -> FileStamps {
