@@ -211,6 +211,15 @@ fn main() {
             let stats = dp.table.publish(&snapshot).expect("publishing");
             in_place += usize::from(stats.in_place);
             publishes.push(t.elapsed() - compiled);
+            println!(
+                "flip {i}: compile {:.1} ms, publish {:.1} ms; {} views, {} trie prefixes written, {} answer sets copied, {} decisions",
+                compiled.as_secs_f64() * 1e3,
+                (t.elapsed() - compiled).as_secs_f64() * 1e3,
+                snapshot.stats.views,
+                stats.prefixes,
+                stats.copied,
+                snapshot.stats.decisions
+            );
         }
         totals.push(t.elapsed());
         assert!(snapshot.stats.incremental, "flip {i} reuses the partition");

@@ -145,6 +145,7 @@ impl Dataplane {
             domains: HashMap::try_from(take(maps::DOMAINS)?).map_err(map_err(maps::DOMAINS))?,
             answers: HashMap::try_from(take(maps::ANSWERS)?).map_err(map_err(maps::ANSWERS))?,
             published: None,
+            names: std::collections::HashMap::new(),
         };
         let counters =
             PerCpuArray::try_from(take(maps::COUNTERS)?).map_err(map_err(maps::COUNTERS))?;
@@ -399,6 +400,8 @@ pub struct AnswerTable {
     /// What the maps hold now, as this process published it (`None` after adopting pins: the
     /// next publish rewrites everything).
     published: Option<Published>,
+    /// Wire form and hash of every name published so far.
+    names: std::collections::HashMap<String, (Vec<u8>, u64)>,
 }
 
 /// The last snapshot published, and the generations it went under.
@@ -507,12 +510,22 @@ impl AnswerTable {
         let (mut domain_keys, mut answer_keys) = (Vec::new(), Vec::new());
         let (mut domain_values, mut answer_values) = (Vec::new(), Vec::new());
         for domain in &snapshot.domains {
-            let Some(key) = domain_key(&domain.name, domain.qtype, generation)? else {
+            // Names repeat from publish to publish: their wire form and hash are kept.
+            let (wire, hash) = match self.names.get(&domain.name) {
+                Some(known) => known.clone(),
+                None => {
+                    let wire = wire_name(&domain.name)?;
+                    let hash = name_hash(&wire);
+                    self.names.insert(domain.name.clone(), (wire.clone(), hash));
+                    (wire, hash)
+                }
+            };
+            if wire.len() > QNAME_MAX {
                 stats.too_long += 1;
                 continue;
-            };
-            let wire = wire_name(&domain.name)?;
-            let hash = name_hash(&wire);
+            }
+            let mut key = DomainKey { qtype: domain.qtype, generation, ..Default::default() };
+            key.name[..wire.len()].copy_from_slice(&wire);
             if hashed.get(&hash).is_some_and(|other| *other != wire) {
                 warn!(name = %domain.name, "name hash collides with another name's; left to the responder");
                 stats.collisions += 1;

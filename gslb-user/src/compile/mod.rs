@@ -210,6 +210,13 @@ struct Cache {
     dense: HashMap<u32, Vec<u32>>,
     /// Each class's view and LDNS view in the last snapshot.
     class_views: Vec<(u32, u32)>,
+    /// Round-robin answers, interned so that their numbers stay put between compilations.
+    static_answers: Vec<Option<Answer>>,
+    static_ids: HashMap<Option<Answer>, u32>,
+    /// Per entry: what its answers were made from (its value in each view and LDNS view) and
+    /// the entry made; reused while the values stay, so a health change rebuilds only the
+    /// entries it touched.
+    entry_memo: Vec<Option<(Vec<u32>, Option<DomainEntry>)>>,
     /// The last snapshot's merged segments and trie prefixes: the same while `class_views` is.
     merged: Option<(Arc<Segments>, Arc<Vec<(IpNet, ViewValue)>>)>,
     next_view: u32,
@@ -345,6 +352,9 @@ impl Compiler {
                 outcome_ids: HashMap::new(),
                 decided: HashMap::new(),
                 dense: HashMap::new(),
+                static_answers: vec![None],
+                static_ids: HashMap::from_iter([(None, 0)]),
+                entry_memo: Vec::new(),
                 class_views: Vec::new(),
                 merged: None,
                 next_view: 0,
@@ -605,6 +615,9 @@ impl<'a> Job<'a> {
             outcome_ids,
             decided,
             dense,
+            static_answers,
+            static_ids,
+            entry_memo,
             class_views: cached_views,
             merged,
             next_view,
@@ -663,9 +676,6 @@ impl<'a> Job<'a> {
         // Each class's vectors: the view's (every column, no RTT) and the LDNS view's (the RTT
         // columns, with the class's RTT row).
         let mut static_memo: HashMap<(usize, u32), u32> = HashMap::new();
-        let mut static_answers: Vec<Option<Answer>> = vec![None];
-        let mut static_ids: HashMap<Option<Answer>, u32> = HashMap::new();
-        static_ids.insert(None, 0);
         let mut view_vectors: Vec<Vec<u32>> = Vec::new();
         let mut view_vector_ids: HashMap<Vec<u32>, u32> = HashMap::new();
         let mut rtt_vectors: Vec<Vec<u32>> = vec![Vec::new()];
@@ -746,7 +756,8 @@ impl<'a> Job<'a> {
         } else {
             number_stable(class_segments, &class_vectors, &previous, next_view, next_rtt_view)
         };
-        let unchanged = *cached_views == class_views;
+        // `cached_views` was taken into `previous` above.
+        let unchanged = !previous.is_empty() && previous == class_views;
         *cached_views = class_views.clone();
 
         // Merged segments, and their prefixes.
@@ -784,11 +795,31 @@ impl<'a> Job<'a> {
         let rtt_position: HashMap<usize, usize> =
             rtt_columns.iter().enumerate().map(|(i, &c)| (c, i)).collect();
         let mut domains = Vec::new();
+        entry_memo.resize(self.entries.len(), None);
         for e in 0..self.entries.len() {
             let (d, qtype) = self.entries[e];
             let column = entry_column[e];
             let value = |v: usize| view_vectors[view_vector[v] as usize][column];
             let live = |v: usize| view_vector[v] != u32::MAX;
+            let by_rtt = rtt_position.get(&column);
+            // What this entry is made from; unchanged since the last compilation, the entry is.
+            let mut key = Vec::with_capacity(views + 1 + by_rtt.map_or(0, |_| rtt_views));
+            key.push(u32::from(matches!(columns[column], Column::Decided(_))));
+            key.extend((0..views).map(|v| if live(v) { value(v) } else { u32::MAX }));
+            if let Some(&pos) = by_rtt {
+                key.extend((1..=rtt_views).map(|r| {
+                    rtt_vectors[rtt_view_vector[r] as usize].get(pos).copied().unwrap_or(u32::MAX)
+                }));
+            }
+            if let Some((known, entry)) = &entry_memo[e]
+                && *known == key
+            {
+                if let Some(entry) = entry {
+                    let id = domains.len() as u32;
+                    domains.push(DomainEntry { id, ..entry.clone() });
+                }
+                continue;
+            }
             let base = if live(0) { answer(self, e, value(0)) } else { None };
             let mut answers = Vec::new();
             if let Some(a) = &base {
@@ -805,7 +836,6 @@ impl<'a> Job<'a> {
                 answers.push((v as u32, a.unwrap_or_else(|| empty(base.as_ref(), config, d))));
             }
             let mut rtt_answers = Vec::new();
-            let by_rtt = rtt_position.get(&column);
             if let Some(&pos) = by_rtt {
                 for r in 1..=rtt_views {
                     let vector = &rtt_vectors[rtt_view_vector[r] as usize];
@@ -816,11 +846,18 @@ impl<'a> Job<'a> {
                 }
             }
             let any = |list: &[(u32, Answer)]| list.iter().any(|(_, a)| !a.addrs.is_empty());
-            if any(&answers) || any(&rtt_answers) {
-                let id = domains.len() as u32;
-                let name = config.gslb_domains[d].name.clone();
-                domains.push(DomainEntry { name, qtype, id, answers, by_rtt: by_rtt.is_some(), rtt_answers });
+            let entry = (any(&answers) || any(&rtt_answers)).then(|| DomainEntry {
+                name: config.gslb_domains[d].name.clone(),
+                qtype,
+                id: domains.len() as u32,
+                answers,
+                by_rtt: by_rtt.is_some(),
+                rtt_answers,
+            });
+            if let Some(entry) = &entry {
+                domains.push(entry.clone());
             }
+            entry_memo[e] = Some((key, entry));
         }
 
         let entries: usize = domains.iter().map(|d| d.answers.len() + d.rtt_answers.len()).sum();
