@@ -10,6 +10,8 @@
 //! Before the criterion runs it prints one plain measurement of each (ns/lookup over 10M
 //! lookups, load seconds), for the record in benches/RESULTS.md.
 
+mod rng;
+
 use std::{
     fmt::Write as _,
     hint::black_box,
@@ -20,6 +22,7 @@ use std::{
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use gslb_user::location::db::LocationDb;
+use rng::Rng;
 
 const RANGES: usize = 1_000_000;
 const PROBES: usize = 1 << 16;
@@ -31,18 +34,6 @@ const CONTINENTS: [&str; 6] = [
     "Oceania",
     "South America",
 ];
-
-/// xorshift64: reproducible pseudo-random numbers without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
 
 /// The qualifier columns of location `n` (10,000 distinct ones).
 fn location(out: &mut String, n: usize) {

@@ -10,6 +10,8 @@
 //!
 //! Target: under 1 µs per decision.
 
+mod rng;
+
 use std::hint::black_box;
 use std::net::IpAddr;
 
@@ -19,22 +21,11 @@ use gslb_user::policy::{
     Action, Client, DomainSpec, Engine, Expr, Ldns, Method, Policy, Query, ServiceSpec,
     ServiceState, Spec, State, TopologyRecord,
 };
+use rng::Rng;
 
 const SITES: usize = 16;
 const SERVICES: usize = 64;
 const TOPOLOGY: usize = 1000;
-
-/// xorshift64: reproducible pseudo-random numbers without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
 
 fn loc(s: &str) -> Location {
     Location::parse(s).unwrap()

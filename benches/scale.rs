@@ -17,6 +17,8 @@
 //!   incremental compile (`Compiler`), and with root the publish into real maps (in place);
 //!   median of the flips.
 
+mod rng;
+
 use std::{
     fmt::Write as _,
     net::Ipv4Addr,
@@ -32,6 +34,7 @@ use gslb_user::{
     location::db::LocationDb,
     policy::ServiceState,
 };
+use rng::Rng;
 
 const RANGES: u32 = 1_000_000;
 const RTT_ROWS: usize = 100_000;
@@ -40,18 +43,6 @@ const SITES: usize = 64;
 const SERVICES_PER_DOMAIN: usize = 4;
 const FLIPS: usize = 10;
 const CONTINENTS: usize = 6;
-
-/// xorshift64: reproducible pseudo-random numbers without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
 
 fn country(site: usize) -> String {
     format!("C{}.K{site}", site % CONTINENTS)

@@ -4,18 +4,22 @@
 //! comes back when it recovers; a service whose link (the loopback interface, made busy by the
 //! test) goes over its threshold leaves the answers until the link is quiet again.
 
+mod common;
+
 use std::{
-    net::{IpAddr, SocketAddr, UdpSocket},
+    net::{IpAddr, UdpSocket},
     path::Path,
     time::Duration,
 };
 
-use gslb_user::daemon::{self, Overrides};
-use hickory_proto::{
-    op::{Message, Query},
-    rr::{Name, RData, RecordType},
-};
-use tokio::sync::{mpsc, oneshot};
+use common::{Gslbd, answer_addrs, ask_loopback, free_port};
+use gslb_tests::TempDir;
+use gslb_user::control::Reload;
+use hickory_proto::rr::RecordType;
+use tokio::sync::mpsc;
+
+/// How long gslbd may take to start or to stop.
+const WAIT: Duration = Duration::from_secs(20);
 
 fn config(port: u16, web_ip: &str) -> String {
     format!(
@@ -52,65 +56,13 @@ services = ["web"]
 
 /// The A answer for www.example.com from the server on `port`.
 fn ask(port: u16) -> Vec<IpAddr> {
-    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-    socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-    let mut query = Message::new();
-    query.set_id(7).add_query(Query::query(Name::from_ascii("www.example.com.").unwrap(), RecordType::A));
-    socket.send_to(&query.to_vec().unwrap(), SocketAddr::from(([127, 0, 0, 1], port))).unwrap();
-    let mut buf = [0u8; 1500];
-    let len = socket.recv(&mut buf).expect("an answer");
-    let reply = Message::from_vec(&buf[..len]).unwrap();
-    reply
-        .answers()
-        .iter()
-        .filter_map(|r| match r.data() {
-            RData::A(a) => Some(IpAddr::V4(a.0)),
-            _ => None,
-        })
-        .collect()
-}
-
-/// gslbd running in this process on `path`, responder only.
-struct Gslbd {
-    reloads: mpsc::Sender<()>,
-    stop: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<Result<(), daemon::DaemonError>>,
-}
-
-impl Gslbd {
-    async fn start(path: &Path) -> Gslbd {
-        let (ready_tx, ready_rx) = oneshot::channel();
-        let (stop, stop_rx) = oneshot::channel::<()>();
-        let (reloads, reload_rx) = mpsc::channel(1);
-        let task = tokio::spawn(daemon::run(
-            path.to_owned(),
-            Overrides { no_xdp: true, ..Overrides::default() },
-            move || {
-                let _ = ready_tx.send(());
-            },
-            async move {
-                let _ = stop_rx.await;
-            },
-            reload_rx,
-        ));
-        ready_rx.await.expect("gslbd ready");
-        Gslbd { reloads, stop, task }
-    }
-
-    async fn stop(self) {
-        self.stop.send(()).unwrap();
-        self.task.await.unwrap().expect("clean shutdown");
-    }
-}
-
-fn free_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    answer_addrs(&ask_loopback(port, "www.example.com.", RecordType::A))
 }
 
 /// Sends a reload and waits until `ask` gives `want` (the reload is applied asynchronously),
 /// or panics after 20 s.
-async fn reload_until(reloads: &mpsc::Sender<()>, port: u16, want: &str) {
-    reloads.send(()).await.unwrap();
+async fn reload_until(reloads: &mpsc::Sender<Reload>, port: u16, want: &str) {
+    reloads.send(Reload::default()).await.unwrap();
     let want: IpAddr = want.parse().unwrap();
     for _ in 0..400 {
         if tokio::task::spawn_blocking(move || ask(port)).await.unwrap() == vec![want] {
@@ -123,13 +75,12 @@ async fn reload_until(reloads: &mpsc::Sender<()>, port: u16, want: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reload_applies_a_good_config_and_refuses_a_bad_one() {
-    let dir = std::env::temp_dir().join(format!("gslb-reload-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("gslb.toml");
+    let dir = TempDir::new("reload");
+    let path = dir.0.join("gslb.toml");
     let port = free_port();
     std::fs::write(&path, config(port, "198.51.100.1")).unwrap();
 
-    let gslbd = Gslbd::start(&path).await;
+    let gslbd = Gslbd::start(&path, None, WAIT).await;
     let reload_tx = &gslbd.reloads;
     let before = tokio::task::spawn_blocking(move || ask(port)).await.unwrap();
     assert_eq!(before, vec!["198.51.100.1".parse::<IpAddr>().unwrap()]);
@@ -147,7 +98,7 @@ async fn reload_applies_a_good_config_and_refuses_a_bad_one() {
     ];
     for text in bad {
         std::fs::write(&path, &text).unwrap();
-        reload_tx.send(()).await.unwrap();
+        reload_tx.send(Reload::default()).await.unwrap();
         tokio::time::sleep(Duration::from_millis(300)).await;
         let now = tokio::task::spawn_blocking(move || ask(port)).await.unwrap();
         assert_eq!(now, vec!["198.51.100.2".parse::<IpAddr>().unwrap()], "after refusing:\n{text}");
@@ -158,16 +109,14 @@ async fn reload_applies_a_good_config_and_refuses_a_bad_one() {
     reload_until(reload_tx, port, "198.51.100.4").await;
 
     gslbd.stop().await;
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The same through the real signal: SIGHUP to a running gslbd.
 #[test]
 fn sighup_reloads_a_running_gslbd() {
     use std::io::{BufRead, BufReader};
-    let dir = std::env::temp_dir().join(format!("gslb-hup-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("gslb.toml");
+    let dir = TempDir::new("hup");
+    let path = dir.0.join("gslb.toml");
     let port = free_port();
     std::fs::write(&path, config(port, "198.51.100.1")).unwrap();
     let mut gslbd = std::process::Command::new(env!("CARGO_BIN_EXE_gslbd"))
@@ -191,7 +140,6 @@ fn sighup_reloads_a_running_gslbd() {
     // SAFETY: as above.
     unsafe { libc::kill(gslbd.id() as i32, libc::SIGTERM) };
     let status = gslbd.wait().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(reloaded, "SIGHUP did not reload");
     assert!(status.success(), "gslbd exit: {status}");
 }
@@ -269,16 +217,15 @@ async fn answer_becomes(port: u16, want: &[&str]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_service_leaves_the_answers_and_returns() {
-    let dir = std::env::temp_dir().join(format!("gslb-health-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("gslb.toml");
+    let dir = TempDir::new("health");
+    let path = dir.0.join("gslb.toml");
     let port = free_port();
     let backend_a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let backend_b = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
     let (pa, pb) = (backend_a.local_addr().unwrap().port(), backend_b.local_addr().unwrap().port());
     std::fs::write(&path, monitored_config(port, pa, pb)).unwrap();
 
-    let gslbd = Gslbd::start(&path).await;
+    let gslbd = Gslbd::start(&path, None, WAIT).await;
     answer_becomes(port, &["198.51.100.1", "198.51.100.2"]).await;
 
     drop(backend_a); // a's backend stops: a leaves the answer
@@ -290,7 +237,6 @@ async fn a_failing_service_leaves_the_answers_and_returns() {
     answer_becomes(port, &["198.51.100.1"]).await;
 
     gslbd.stop().await;
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// www.example.com over services "a" (on link "lan", the loopback interface, over
@@ -394,31 +340,29 @@ async fn a_busy_link_moves_the_answers_away_until_it_is_quiet() {
         eprintln!("skipped: no counters for lo under /sys/class/net");
         return;
     }
-    let dir = std::env::temp_dir().join(format!("gslb-link-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("gslb.toml");
+    let dir = TempDir::new("link");
+    let path = dir.0.join("gslb.toml");
     let port = free_port();
     std::fs::write(&path, linked_config(port, LOW)).unwrap();
 
-    let gslbd = Gslbd::start(&path).await;
+    let gslbd = Gslbd::start(&path, None, WAIT).await;
     answer_becomes(port, &["198.51.100.1", "198.51.100.2"]).await;
 
     let traffic = LoopbackTraffic::start();
     answer_becomes(port, &["198.51.100.2"]).await;
     // A reload with another threshold replaces the link's sampling: not over at the new one.
     std::fs::write(&path, linked_config(port, HIGH)).unwrap();
-    gslbd.reloads.send(()).await.unwrap();
+    gslbd.reloads.send(Reload::default()).await.unwrap();
     answer_becomes(port, &["198.51.100.1", "198.51.100.2"]).await;
     // And the replaced one still moves answers.
     std::fs::write(&path, linked_config(port, LOW)).unwrap();
-    gslbd.reloads.send(()).await.unwrap();
+    gslbd.reloads.send(Reload::default()).await.unwrap();
     answer_becomes(port, &["198.51.100.2"]).await;
 
     drop(traffic);
     answer_becomes(port, &["198.51.100.1", "198.51.100.2"]).await;
 
     gslbd.stop().await;
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// www.example.com by static proximity over "gb" (Europe.GB) and "us" (NorthAmerica.US); the
@@ -473,14 +417,13 @@ services = ["gb", "us"]
 /// and the loaded database stays in force.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_changed_location_file_moves_the_answers() {
-    let dir = std::env::temp_dir().join(format!("gslb-locations-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (path, csv) = (dir.join("gslb.toml"), dir.join("locations.csv"));
+    let dir = TempDir::new("locations");
+    let (path, csv) = (dir.0.join("gslb.toml"), dir.0.join("locations.csv"));
     let port = free_port();
     std::fs::write(&csv, "127.0.0.0,127.255.255.255,Europe,GB\n").unwrap();
     std::fs::write(&path, located_config(port, &csv)).unwrap();
 
-    let gslbd = Gslbd::start(&path).await;
+    let gslbd = Gslbd::start(&path, None, WAIT).await;
     answer_becomes(port, &["198.51.100.1"]).await;
     std::fs::write(&csv, "127.0.0.0,127.255.255.255,NorthAmerica,US\n").unwrap();
     answer_becomes(port, &["198.51.100.2"]).await;
@@ -493,5 +436,4 @@ async fn a_changed_location_file_moves_the_answers() {
     }
 
     gslbd.stop().await;
-    let _ = std::fs::remove_dir_all(&dir);
 }

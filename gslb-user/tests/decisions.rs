@@ -4,18 +4,18 @@
 //! health state. Only a domain whose answer depends on the single address (source IP hash,
 //! persistence) is left to the responder, which asks the engine per query.
 
+mod common;
+
 use std::{net::IpAddr, path::Path, sync::Arc};
 
+use common::{ips, responder_addrs};
 use gslb_user::{
     compile::{Inputs, Snapshot},
     config::Config,
     location::db::LocationDb,
-    responder::{Responder, Transport},
+    responder::Responder,
 };
-use hickory_proto::{
-    op::{Message, Query},
-    rr::{Name, RData, RecordType},
-};
+use hickory_proto::rr::RecordType;
 
 fn example(name: &str) -> Config {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples").join(name);
@@ -23,24 +23,7 @@ fn example(name: &str) -> Config {
 }
 
 fn ask(responder: &Responder, name: &str, client: &str) -> Vec<IpAddr> {
-    let mut query = Message::new();
-    query.set_id(1).add_query(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
-    let reply = responder
-        .respond(&query.to_vec().unwrap(), client.parse().unwrap(), Transport::Udp)
-        .expect("a reply");
-    Message::from_vec(&reply)
-        .unwrap()
-        .answers()
-        .iter()
-        .filter_map(|r| match r.data() {
-            RData::A(a) => Some(IpAddr::V4(a.0)),
-            _ => None,
-        })
-        .collect()
-}
-
-fn ips(list: &[&str]) -> Vec<IpAddr> {
-    list.iter().map(|a| a.parse().unwrap()).collect()
+    responder_addrs(responder, name, RecordType::A, client.parse().unwrap())
 }
 
 #[test]

@@ -21,10 +21,13 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{Answers, CLIENT_V4, Expect, Frame, SERVER_V4, ips, query, responder_addrs, wire};
+use common::{
+    Answers, CLIENT_V4, Expect, Frame, SERVER_V4, assert_refused_at_markers, ips, query,
+    responder_addrs, wire,
+};
 use gslb_common::{DEFAULT_VIEW, QTYPE_A};
 use gslb_user::{
-    config::{Config, ConfigError},
+    config::Config,
     controller::World,
     daemon::link::Links,
     dataplane::Dataplane,
@@ -306,50 +309,7 @@ fn link_rules_are_reported_at_the_value() {
             "server.interface: \"a/b\" is not a valid interface name",
         ),
     ];
-    let mut failures = Vec::new();
-    for (text, at, reason) in &cases {
-        let (line_no, line) = text
-            .lines()
-            .enumerate()
-            .find(|(_, l)| l.contains("#<"))
-            .expect("case has a #< marker");
-        let want = (
-            line_no + 1,
-            line[..line
-                .find(at)
-                .unwrap_or_else(|| panic!("{at:?} in {line:?}"))]
-                .chars()
-                .count()
-                + 1,
-        );
-        match Config::parse(text, &file) {
-            Ok(_) => failures.push(format!("accepted, wanted {reason:?}:\n{text}")),
-            Err(ConfigError::Invalid {
-                file: f,
-                line,
-                column,
-                reason: got,
-            }) => {
-                if !got.contains(reason) || (line, column) != want || f != file {
-                    failures.push(format!(
-                        "{}:{line}:{column}: {got}\n  wanted {}:{}:{}: …{reason}…\n{text}",
-                        f.display(),
-                        file.display(),
-                        want.0,
-                        want.1
-                    ));
-                }
-            }
-            Err(e) => failures.push(format!("{e}")),
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {} cases failed:\n\n{}",
-        failures.len(),
-        cases.len(),
-        failures.join("\n\n")
-    );
+    assert_refused_at_markers(&cases, &file);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -2,14 +2,18 @@
 //! what a valid file turns into, and every rule a bad one breaks, each reported at the file,
 //! line and column of the value that breaks it.
 
+mod common;
+
 use std::{
     net::{IpAddr, SocketAddr},
-    path::{Path, PathBuf},
+    path::Path,
     time::Duration,
 };
 
+use common::assert_refused_at_markers;
+use gslb_tests::TempDir;
 use gslb_user::{
-    config::{Config, ConfigError},
+    config::Config,
     mep::{Role, SiteSpec, Topology},
 };
 
@@ -28,12 +32,6 @@ fn site(name: &str, ip: &str, extra: &str) -> String {
     format!("[[site]]\nname = \"{name}\"\nip = \"{ip}\"\n{extra}")
 }
 
-fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("gslb-mep-config-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// A self-signed certificate for `p1` (its own CA), as PEM files in `dir`.
 fn tls_files(dir: &Path) {
     let certified = rcgen::generate_simple_self_signed(vec!["p1".into()]).unwrap();
@@ -45,14 +43,14 @@ fn tls_files(dir: &Path) {
 
 #[test]
 fn mep_section_and_site_keys() {
-    let dir = temp_dir("valid");
-    tls_files(&dir);
-    std::fs::write(dir.join("secret"), "from a file 0123\n").unwrap();
-    let file = dir.join("gslb.toml");
+    let dir = TempDir::new("mep-config-valid");
+    tls_files(&dir.0);
+    std::fs::write(dir.0.join("secret"), "from a file 0123\n").unwrap();
+    let file = dir.0.join("gslb.toml");
     let text = format!(
         "{SERVER}{ZONE}[mep]\nsecret_file = \"secret\"\nheartbeat_ms = 100\ndead_after_ms = 450\n\
          [mep.tls]\ncert_file = \"p1.pem\"\nkey_file = \"{}\"\nca_file = \"ca.pem\"\n{}{}",
-        dir.join("p1.key").display(),
+        dir.0.join("p1.key").display(),
         sites(),
         site("p3", "10.0.0.3", "public_ip = \"203.0.113.3\"\nmep_port = 4000\nbackup_parents = []\n"),
     );
@@ -66,8 +64,8 @@ fn mep_section_and_site_keys() {
     assert!(!format!("{mep:?}").contains("from a file"), "Debug never shows the secret: {mep:?}");
     assert_eq!((mep.heartbeat, mep.dead_after), (Duration::from_millis(100), Duration::from_millis(450)));
     let tls = mep.tls.as_ref().expect("[mep.tls]");
-    assert_eq!(tls.cert_file, dir.join("p1.pem"), "relative to the configuration file");
-    assert_eq!(tls.key_file, dir.join("p1.key"));
+    assert_eq!(tls.cert_file, dir.0.join("p1.pem"), "relative to the configuration file");
+    assert_eq!(tls.key_file, dir.0.join("p1.key"));
     assert!(tls.tls().is_ok());
 
     let want = Topology::new(vec![
@@ -103,7 +101,6 @@ fn mep_section_and_site_keys() {
     let text = format!("[server]\nlisten = [\"192.0.2.1\"]\n{ZONE}{many}");
     let c = Config::parse(&text, Path::new("test.toml")).unwrap_or_else(|e| panic!("{e}"));
     assert!(c.mep.is_none() && c.sites.len() == 40);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn ip(s: &str) -> IpAddr {
@@ -128,9 +125,9 @@ fn example_is_a_two_parent_tree() {
 /// must point at (its first occurrence on that line), and a part of the reason.
 #[test]
 fn mep_rules_are_reported_at_the_value() {
-    let dir = temp_dir("rejected");
-    tls_files(&dir);
-    let file = dir.join("gslb.toml");
+    let dir = TempDir::new("mep-config-rejected");
+    tls_files(&dir.0);
+    let file = dir.0.join("gslb.toml");
     let with = |mep: &str, sites: &str| format!("{SERVER}{ZONE}{mep}{sites}");
     let tls = |cert: &str, key: &str, ca: &str| {
         format!("{MEP}[mep.tls]\ncert_file = \"{cert}\"\nkey_file = \"{key}\"\nca_file = \"{ca}\"\n")
@@ -219,27 +216,5 @@ fn mep_rules_are_reported_at_the_value() {
             "backup parent \"nope\" is not defined",
         ),
     ];
-    let mut failures = Vec::new();
-    for (text, at, reason) in &cases {
-        let (line_no, line) =
-            text.lines().enumerate().find(|(_, l)| l.contains("#<")).expect("case has a #< marker");
-        let want = (line_no + 1, line[..line.find(at).unwrap_or_else(|| panic!("{at:?} in {line:?}"))].chars().count() + 1);
-        match Config::parse(text, &file) {
-            Ok(_) => failures.push(format!("accepted, wanted {reason:?}:\n{text}")),
-            Err(ConfigError::Invalid { file: f, line, column, reason: got }) => {
-                if !got.contains(reason) || (line, column) != want || f != file {
-                    failures.push(format!(
-                        "{}:{line}:{column}: {got}\n  wanted {}:{}:{}: …{reason}…\n{text}",
-                        f.display(),
-                        file.display(),
-                        want.0,
-                        want.1
-                    ));
-                }
-            }
-            Err(e) => failures.push(format!("{e}")),
-        }
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-    assert!(failures.is_empty(), "{} of {} cases failed:\n\n{}", failures.len(), cases.len(), failures.join("\n\n"));
+    assert_refused_at_markers(&cases, &file);
 }

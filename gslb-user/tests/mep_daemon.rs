@@ -13,24 +13,28 @@
 //!
 //! Every wait is bounded by [`WAIT`].
 
+mod common;
+
 use std::{
-    net::{IpAddr, SocketAddr, UdpSocket},
-    path::{Path, PathBuf},
+    net::{IpAddr, SocketAddr},
+    path::Path,
     sync::Arc,
     time::{Duration, Instant},
 };
 
+use common::{Gslbd, answer_addrs, ask_loopback};
+use gslb_tests::TempDir;
 use gslb_user::{
     compile::Snapshot,
     config::Config,
-    control::{self, ControlPath, Reload},
-    daemon::{self, DaemonError, Overrides},
+    control::{self, Reload},
+    daemon::{self, Overrides},
     mep::{LocalState, MepConfig, MepNode, MepView, RttProtocol, RttRow, ServiceState, SiteSpec, Topology, TopologyTiming},
     responder::{Responder, Transport},
 };
 use hickory_proto::{
     op::{Message, Query, ResponseCode},
-    rr::{Name, RData, RecordType},
+    rr::{Name, RecordType},
 };
 use tokio::{
     net::TcpListener,
@@ -47,69 +51,7 @@ fn free_port(ip: &str) -> u16 {
     std::net::TcpListener::bind((ip, 0)).unwrap().local_addr().unwrap().port()
 }
 
-/// A directory removed on drop, also when the test fails.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("gslb-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-// ---- gslbd, the peer node, a backend ----
-
-struct Gslbd {
-    reloads: mpsc::Sender<Reload>,
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<Result<(), DaemonError>>,
-}
-
-impl Gslbd {
-    async fn start(path: &Path, control: Option<PathBuf>) -> Gslbd {
-        let (ready_tx, ready_rx) = oneshot::channel();
-        let (stop, stop_rx) = oneshot::channel::<()>();
-        let (reloads, reload_rx) = mpsc::channel::<Reload>(4);
-        let overrides = Overrides {
-            no_xdp: true,
-            control: control.map(|path| ControlPath { path, required: true }),
-            ..Overrides::default()
-        };
-        let task = tokio::spawn(daemon::run(
-            path.to_owned(),
-            overrides,
-            move || {
-                let _ = ready_tx.send(());
-            },
-            async move {
-                let _ = stop_rx.await;
-            },
-            reload_rx,
-        ));
-        tokio::time::timeout(WAIT, ready_rx).await.expect("gslbd ready in time").expect("gslbd ready");
-        Gslbd { reloads, stop, task }
-    }
-
-    /// Reloads the file; the outcome once the new answers are published (or refused).
-    async fn reload(&self) -> Result<(), String> {
-        let (reply, outcome) = oneshot::channel();
-        self.reloads.send(Reload { reply: Some(reply) }).await.unwrap();
-        tokio::time::timeout(WAIT, outcome).await.expect("reload answered in time").expect("reload answered")
-    }
-
-    async fn stop(self) {
-        self.stop.send(()).unwrap();
-        tokio::time::timeout(WAIT, self.task).await.expect("gslbd stops").unwrap().expect("clean shutdown");
-    }
-}
+// ---- The peer node, a backend ----
 
 /// The other site, as a bare MEP node with fast timers.
 struct Peer {
@@ -193,31 +135,12 @@ impl Drop for Backend {
 
 // ---- DNS ----
 
-fn query(port: u16, name: &str, rtype: RecordType) -> Message {
-    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-    socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-    let mut q = Message::new();
-    q.set_id(7).add_query(Query::query(Name::from_ascii(name).unwrap(), rtype));
-    socket.send_to(&q.to_vec().unwrap(), SocketAddr::from(([127, 0, 0, 1], port))).unwrap();
-    let mut buf = [0u8; 1500];
-    let len = socket.recv(&mut buf).expect("an answer");
-    Message::from_vec(&buf[..len]).unwrap()
-}
-
 async fn ask(port: u16, name: &'static str, rtype: RecordType) -> Message {
-    tokio::task::spawn_blocking(move || query(port, name, rtype)).await.unwrap()
+    tokio::task::spawn_blocking(move || ask_loopback(port, name, rtype)).await.unwrap()
 }
 
 fn addrs(m: &Message) -> Vec<IpAddr> {
-    let mut v: Vec<IpAddr> = m
-        .answers()
-        .iter()
-        .filter_map(|r| match r.data() {
-            RData::A(a) => Some(IpAddr::V4(a.0)),
-            RData::AAAA(a) => Some(IpAddr::V6(a.0)),
-            _ => None,
-        })
-        .collect();
+    let mut v = answer_addrs(m);
     v.sort();
     v
 }
@@ -335,7 +258,7 @@ async fn a_parent_exchanges_state_with_its_peer_and_reloads_mep_in_place() {
     let config = |mep_extra: &str, p1_extra: &str| parent_config(dns, p1_mep, p2_mep, backend_port, mep_extra, p1_extra);
     std::fs::write(&path, config("", "")).unwrap();
     let mut backend = Some(Backend::start(backend_addr).await);
-    let gslbd = Gslbd::start(&path, Some(socket.clone())).await;
+    let gslbd = Gslbd::start(&path, Some(socket.clone()), WAIT).await;
 
     // p2 is not running: its service is DOWN (no MEP path to it), p1's own is UP.
     answer_becomes(dns, &[WEB1], "p2 unreachable").await;
@@ -501,7 +424,7 @@ async fn a_child_refuses_gslb_names_serves_static_data_and_reports_to_its_parent
     let p1_mep = peer_listener.local_addr().unwrap().port();
     std::fs::write(&path, child_config(dns, p1_mep, c1_mep, backend_port)).unwrap();
     let backend = Backend::start(backend_addr).await;
-    let gslbd = Gslbd::start(&path, None).await;
+    let gslbd = Gslbd::start(&path, None, WAIT).await;
 
     // GSLB names: REFUSED, not authoritative, whatever the type; static data as ever.
     for rtype in [RecordType::A, RecordType::AAAA, RecordType::TXT] {

@@ -4,21 +4,18 @@
 //! method's); the control socket shows the LDNS table, refuses a bad reload with the reason
 //! while answers go on, and a reload that changes the probe settings restarts the prober.
 
+mod common;
+
 use std::{
-    net::{IpAddr, SocketAddr, UdpSocket},
-    path::{Path, PathBuf},
+    net::IpAddr,
+    path::Path,
     time::{Duration, Instant},
 };
 
-use gslb_user::{
-    control::{self, ClientError, ControlPath},
-    daemon::{self, Overrides},
-};
-use hickory_proto::{
-    op::{Message, Query},
-    rr::{Name, RData, RecordType},
-};
-use tokio::sync::{mpsc, oneshot};
+use common::{Gslbd, answer_addrs, ask_loopback, free_port};
+use gslb_tests::TempDir;
+use gslb_user::control::{self, ClientError};
+use hickory_proto::rr::RecordType;
 
 const HERE: &str = "198.51.100.1";
 const THERE: &str = "198.51.100.2";
@@ -72,32 +69,7 @@ timeout_ms = 300
 
 /// The A answer for www.example.com from the server on `port`, asked from 127.0.0.1.
 fn ask(port: u16) -> Vec<IpAddr> {
-    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-    socket
-        .set_read_timeout(Some(Duration::from_secs(2)))
-        .unwrap();
-    let mut query = Message::new();
-    query.set_id(7).add_query(Query::query(
-        Name::from_ascii("www.example.com.").unwrap(),
-        RecordType::A,
-    ));
-    socket
-        .send_to(
-            &query.to_vec().unwrap(),
-            SocketAddr::from(([127, 0, 0, 1], port)),
-        )
-        .unwrap();
-    let mut buf = [0u8; 1500];
-    let len = socket.recv(&mut buf).expect("an answer");
-    Message::from_vec(&buf[..len])
-        .unwrap()
-        .answers()
-        .iter()
-        .filter_map(|r| match r.data() {
-            RData::A(a) => Some(IpAddr::V4(a.0)),
-            _ => None,
-        })
-        .collect()
+    answer_addrs(&ask_loopback(port, "www.example.com.", RecordType::A))
 }
 
 async fn ask_async(port: u16) -> Vec<IpAddr> {
@@ -123,32 +95,6 @@ async fn answer_becomes(port: u16, want: &str, what: &str) {
     }
 }
 
-fn free_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A directory removed on drop, also when the test fails.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("gslb-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 async fn ctl(socket: &Path, request: &str) -> Result<String, ClientError> {
     control::request(socket, request, TIMEOUT).await
 }
@@ -161,33 +107,8 @@ async fn probes_the_resolvers_that_query_and_answers_by_rtt_with_a_control_socke
     let port = free_port();
     std::fs::write(&path, config(port, 300)).unwrap();
 
-    let (ready_tx, ready_rx) = oneshot::channel();
-    let (stop, stop_rx) = oneshot::channel::<()>();
-    // SIGHUP's queue, unused here: the reloads go through the control socket.
-    let (_sighup, reloads) = mpsc::channel::<()>(1);
-    let overrides = Overrides {
-        no_xdp: true,
-        control: Some(ControlPath {
-            path: socket.clone(),
-            required: true,
-        }),
-        ..Overrides::default()
-    };
-    let gslbd = tokio::spawn(daemon::run(
-        path.clone(),
-        overrides,
-        move || {
-            let _ = ready_tx.send(());
-        },
-        async move {
-            let _ = stop_rx.await;
-        },
-        reloads,
-    ));
-    tokio::time::timeout(TIMEOUT, ready_rx)
-        .await
-        .expect("gslbd ready in time")
-        .expect("gslbd ready");
+    // Its SIGHUP queue is unused here: the reloads go through the control socket.
+    let gslbd = Gslbd::start(&path, Some(socket.clone()), TIMEOUT).await;
 
     // Nothing measured before the first query: the fallback answers it. The query makes
     // 127.0.0.1 an LDNS entry; once probed, the RTT method answers.
@@ -285,12 +206,7 @@ async fn probes_the_resolvers_that_query_and_answers_by_rtt_with_a_control_socke
         "after the restart"
     );
 
-    stop.send(()).unwrap();
-    tokio::time::timeout(TIMEOUT, gslbd)
-        .await
-        .expect("gslbd stops")
-        .unwrap()
-        .expect("clean shutdown");
+    gslbd.stop().await;
     assert!(!socket.exists(), "the control socket is removed on exit");
 }
 

@@ -16,18 +16,15 @@ use std::{
     time::Duration,
 };
 
-use common::{Answers, Expect, Frame, SERVER_V4, query, wire};
+use common::{Answers, Expect, Frame, SERVER_V4, query, responder_addrs, wire};
 use gslb_user::{
     config::Config,
     controller::World,
     health::HealthSupervisor,
     probe::{ProbeKind, ProbeOutcome, ProbeSupervisor, Prober, RttRow},
-    responder::{Responder, Transport},
+    responder::Responder,
 };
-use hickory_proto::{
-    op::Message,
-    rr::{RData, RecordType},
-};
+use hickory_proto::rr::RecordType;
 
 const CONFIG: &str = r#"
 [server]
@@ -106,23 +103,6 @@ fn row(ms: u64) -> [RttRow; 1] {
     }]
 }
 
-/// The A records the responder answers `client` for www.example.com.
-fn responder_answer(responder: &Responder, client: Ipv4Addr) -> Vec<IpAddr> {
-    let request = wire(&query(1, "www.example.com", RecordType::A));
-    let reply = responder
-        .respond(&request, client.into(), Transport::Udp)
-        .expect("an answer");
-    Message::from_vec(&reply)
-        .unwrap()
-        .answers()
-        .iter()
-        .filter_map(|r| match r.data() {
-            RData::A(a) => Some(IpAddr::V4(a.0)),
-            _ => None,
-        })
-        .collect()
-}
-
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
@@ -180,7 +160,7 @@ async fn the_lowest_rtt_site_answers_its_ldns_prefix_in_the_responder_and_the_fa
         for (client, want) in answers {
             let case = format!("{case}: {client}");
             assert_eq!(
-                responder_answer(&responder, client),
+                responder_addrs(&responder, "www.example.com", RecordType::A, client.into()),
                 [ip(want)],
                 "{case}: the responder"
             );

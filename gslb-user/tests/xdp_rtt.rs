@@ -6,17 +6,14 @@ mod common;
 
 use std::{net::IpAddr, path::Path, sync::Arc};
 
-use common::{Answers, Expect, Frame, assert_reply, query, run, wire};
+use common::{Answers, Expect, Frame, assert_reply, query, responder_addrs, run, wire};
 use gslb_user::{
     compile::{Inputs, LdnsRtt, Snapshot},
     config::Config,
     dataplane::Dataplane,
-    responder::{Responder, Transport},
+    responder::Responder,
 };
-use hickory_proto::{
-    op::Message,
-    rr::{RData, RecordType},
-};
+use hickory_proto::rr::RecordType;
 
 const CONFIG: &str = r#"
 [server]
@@ -98,18 +95,7 @@ fn rtt_answers_come_from_the_ldns_view() {
     let responder = Responder::new(&config, &snapshot);
     for &(client, rtype, want) in &table {
         let want: Vec<IpAddr> = want.iter().map(|a| ip(a)).collect();
-        let msg = wire(&query(7, "www.example.com", rtype));
-        let reply = responder.respond(&msg, ip(client), Transport::Udp).expect("a reply");
-        let got: Vec<IpAddr> = Message::from_vec(&reply)
-            .unwrap()
-            .answers()
-            .iter()
-            .filter_map(|r| match r.data() {
-                RData::A(a) => Some(IpAddr::V4(a.0)),
-                RData::AAAA(a) => Some(IpAddr::V6(a.0)),
-                _ => None,
-            })
-            .collect();
+        let got = responder_addrs(&responder, "www.example.com", rtype, ip(client));
         assert!(got.len() == 1 && want.contains(&got[0]), "responder, {client} {rtype}: {got:?}, want one of {want:?}");
     }
 

@@ -31,7 +31,7 @@ use std::{
 };
 
 use gslb_common::Counter;
-use gslb_tests::{DigReply, Lab, ProxyMode, SERVER_IF, SERVER_V4, TcpProxy, privileged};
+use gslb_tests::{DigReply, Lab, ProxyMode, SERVER_IF, SERVER_V4, TcpProxy, TempPaths, privileged};
 use gslb_user::dataplane::pinned_counters;
 
 const SECRET: &str = "e2e mep shared secret";
@@ -147,15 +147,6 @@ rise = 1
     text
 }
 
-/// The configuration files, removed on drop.
-struct Files(PathBuf);
-
-impl Drop for Files {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// `name` `rtype` asked of `site`: the status and the addresses answered.
 fn ask(lab: &Lab, site: Site, name: &str, rtype: &str) -> (String, BTreeSet<String>) {
     let out = lab.dig(IpAddr::V4(SERVER_V4), &["-p", &site.dns_port().to_string(), name, rtype]);
@@ -209,8 +200,10 @@ fn parents_answer_consistently_from_mep_state() {
         return;
     }
     let mut lab = Lab::new("mep");
-    let dir = Files(std::env::temp_dir().join(&lab.server_ns));
-    std::fs::create_dir_all(&dir.0).unwrap();
+    // The configuration files, removed on drop.
+    let dir = std::env::temp_dir().join(&lab.server_ns);
+    let _files = TempPaths(vec![dir.clone()]);
+    std::fs::create_dir_all(&dir).unwrap();
     let pin_path = PathBuf::from(format!("/sys/fs/bpf/{}", lab.server_ns));
 
     let backend = |lab: &Lab, name: &str| {
@@ -230,10 +223,10 @@ fn parents_answer_consistently_from_mep_state() {
 
     let gslbd = env!("CARGO_BIN_EXE_gslbd");
     for (site, monitored) in [(Site::A, &["a"][..]), (Site::B, &["b", "c2"]), (Site::C, &["c1", "c2"])] {
-        let path = dir.0.join(format!("{}.toml", site.name()));
+        let path = dir.join(format!("{}.toml", site.name()));
         std::fs::write(&path, config(site, monitored)).unwrap();
         let mut cmd = lab.nsenter(&lab.server_ns, gslbd.as_ref());
-        let control = dir.0.join(format!("{}.sock", site.name()));
+        let control = dir.join(format!("{}.sock", site.name()));
         cmd.args(["--config", path.to_str().unwrap(), "--control", control.to_str().unwrap()]);
         if site == Site::C {
             cmd.args(["--interface", SERVER_IF, "--xdp-mode", "skb", "--pin-path", pin_path.to_str().unwrap()]);

@@ -10,13 +10,15 @@
 
 use std::{
     path::{Path, PathBuf},
-    process::{Command, Output},
     time::{Duration, Instant},
 };
 
-use gslb_tests::{CLIENT_V4, Lab, SERVER_IF, SERVER_V4, dig_answers, privileged};
+use gslb_tests::{
+    CLIENT_V4, Lab, SERVER_IF, SERVER_V4, TempPaths, dig_answers, gslbctl, privileged,
+};
 use gslb_user::dataplane::pinned_counters;
 
+const GSLBCTL: &str = env!("CARGO_BIN_EXE_gslbctl");
 const EAST: &str = "198.51.100.1";
 const WEST: &str = "198.51.100.2";
 
@@ -64,23 +66,6 @@ timeout_ms = 500
     )
 }
 
-/// Files and directories (the pins) of this test, removed on drop (also when it fails).
-struct Cleanup {
-    files: Vec<PathBuf>,
-    dirs: Vec<PathBuf>,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        for f in &self.files {
-            let _ = std::fs::remove_file(f);
-        }
-        for d in &self.dirs {
-            let _ = std::fs::remove_dir_all(d);
-        }
-    }
-}
-
 /// The A records dig gets for www.example.com, and how many fast-path hits that query made.
 fn ask(lab: &Lab, pin_path: &Path) -> (Vec<String>, u64) {
     let before = pinned_counters(pin_path).expect("counters").hits();
@@ -94,15 +79,6 @@ fn ask(lab: &Lab, pin_path: &Path) -> (Vec<String>, u64) {
     (answers, hits)
 }
 
-fn gslbctl(control: &Path, request: &str) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gslbctl"))
-        .arg("--control")
-        .arg(control)
-        .arg(request)
-        .output()
-        .expect("running gslbctl")
-}
-
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -113,16 +89,13 @@ fn gslbd_probes_the_resolver_and_xdp_answers_by_rtt() {
         return;
     }
     // Declared before the lab, so dropped after it: once gslbd is stopped.
-    let _cleanup: Cleanup;
+    let _cleanup: TempPaths;
     let mut lab = Lab::new("rttd");
     let dir = std::env::temp_dir();
     let config_path = dir.join(format!("{}.toml", lab.server_ns));
     let control = dir.join(format!("{}.sock", lab.server_ns));
     let pin_path = PathBuf::from(format!("/sys/fs/bpf/{}", lab.server_ns));
-    _cleanup = Cleanup {
-        files: vec![config_path.clone(), control.clone()],
-        dirs: vec![pin_path.clone()],
-    };
+    _cleanup = TempPaths(vec![config_path.clone(), control.clone(), pin_path.clone()]);
     std::fs::write(&config_path, config(30)).unwrap();
 
     let mut gslbd = lab.nsenter(&lab.server_ns, env!("CARGO_BIN_EXE_gslbd").as_ref());
@@ -159,12 +132,12 @@ fn gslbd_probes_the_resolver_and_xdp_answers_by_rtt() {
         assert!(
             Instant::now() < deadline,
             "never answered by RTT; gslbctl ldns:\n{}",
-            text(&gslbctl(&control, "ldns").stdout)
+            text(&gslbctl(GSLBCTL, &control, "ldns").stdout)
         );
         std::thread::sleep(Duration::from_millis(200));
     }
 
-    let out = gslbctl(&control, "ldns");
+    let out = gslbctl(GSLBCTL, &control, "ldns");
     let report = text(&out.stdout);
     assert!(
         out.status.success(),
@@ -199,7 +172,7 @@ fn gslbd_probes_the_resolver_and_xdp_answers_by_rtt() {
     let bad = config(30).replace("interval_ms = 500", "interval_ms = 0");
     std::fs::write(&config_path, &bad).unwrap();
     let line = bad.lines().position(|l| l == "interval_ms = 0").unwrap() + 1;
-    let out = gslbctl(&control, "reload");
+    let out = gslbctl(GSLBCTL, &control, "reload");
     let stderr = text(&out.stderr);
     assert!(!out.status.success(), "a bad reload is an error: {stderr}");
     let want = format!(
@@ -219,7 +192,7 @@ fn gslbd_probes_the_resolver_and_xdp_answers_by_rtt() {
 
     // A good one is taken (a new TTL) and the RTT answer stays.
     std::fs::write(&config_path, config(45)).unwrap();
-    let out = gslbctl(&control, "reload");
+    let out = gslbctl(GSLBCTL, &control, "reload");
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "configuration reloaded\n");
     let out = lab.dig(SERVER_V4.into(), &["www.example.com", "A"]);

@@ -25,7 +25,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use gslb_tests::{Direction, Netns, TapWire, ipv4_packet, privileged};
+use gslb_tests::{Direction, Netns, TapWire, ipv4_packet, ipv4_ports, privileged};
 use gslb_user::{
     compile::Snapshot,
     config::{Config, XdpMode},
@@ -55,10 +55,7 @@ fn ms(n: u64) -> Duration {
 /// for other protocols than UDP and TCP.
 fn packet(frame: &[u8]) -> Option<(u8, Ipv4Addr, Ipv4Addr, u16, u16)> {
     let (proto, src, dst) = ipv4_packet(frame)?;
-    let l4 = 14 + usize::from(frame[14] & 0x0f) * 4;
-    let port = |at: usize| frame.get(at..at + 2).map_or(0, |p| u16::from_be_bytes([p[0], p[1]]));
-    let (sport, dport) =
-        if proto == IPPROTO_UDP || proto == IPPROTO_TCP { (port(l4), port(l4 + 2)) } else { (0, 0) };
+    let (sport, dport) = ipv4_ports(frame).unwrap_or((0, 0));
     Some((proto, src, dst, sport, dport))
 }
 

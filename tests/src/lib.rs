@@ -349,6 +349,26 @@ impl Drop for TempPaths {
     }
 }
 
+/// A directory removed on drop, also when the test fails.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    /// `gslb-{tag}-{pid}` under the system's temporary directory, made afresh (whatever an
+    /// earlier run left there is removed first).
+    pub fn new(tag: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("gslb-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Runs `gslbctl` (its binary: `env!("CARGO_BIN_EXE_gslbctl")` in a gslb-user test) with one
 /// request to the control socket `control`.
 pub fn gslbctl(bin: impl AsRef<Path>, control: &Path, request: &str) -> Output {

@@ -1,21 +1,34 @@
 //! Shared by the XDP tests (and the XDP benchmark): the privilege check, a loaded dataplane with
 //! the test configuration, builders for Ethernet frames carrying DNS queries, and running the
-//! program on a frame with the checks of its reply.
+//! program on a frame with the checks of its reply. Also shared by the other tests: asking the
+//! responder or a server on the loopback, gslbd run in the test's process, and the check of a
+//! configuration's errors against the places its cases mark.
 //!
 //! The builders compute their own checksums (RFC 1071) rather than borrow the fast path's or
 //! etherparse's, so that a test checking a reply with etherparse checks it against a third
 //! implementation.
 #![allow(dead_code)] // each test binary uses a different part
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::path::Path;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use aya::programs::{ProgramError, TestRun, TestRunOptions};
 use etherparse::{IpNumber, Ipv4HeaderSlice, LinkSlice, NetSlice, SlicedPacket, TransportSlice};
 use gslb_common::Counter;
-use gslb_user::{compile::Snapshot, config::Config, dataplane::Dataplane};
+use gslb_user::{
+    compile::Snapshot,
+    config::{Config, ConfigError},
+    control::{ControlPath, Reload},
+    daemon::{self, DaemonError, Overrides},
+    dataplane::Dataplane,
+};
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::{DNSClass, Name, RData, RecordType};
+use tokio::{
+    sync::{mpsc, oneshot},
+    task::JoinHandle,
+};
 
 // ---- Privileges and setup ----
 
@@ -276,8 +289,12 @@ pub fn responder_addrs(
     let reply = responder
         .respond(&request, client, gslb_user::responder::Transport::Udp)
         .unwrap_or_else(|| panic!("{name} {qtype} from {client}: no reply"));
-    Message::from_vec(&reply)
-        .expect("the reply parses")
+    answer_addrs(&Message::from_vec(&reply).expect("the reply parses"))
+}
+
+/// The A and AAAA addresses in the answer section of `reply`, in reply order.
+pub fn answer_addrs(reply: &Message) -> Vec<IpAddr> {
+    reply
         .answers()
         .iter()
         .filter_map(|r| match r.data() {
@@ -286,6 +303,24 @@ pub fn responder_addrs(
             _ => None,
         })
         .collect()
+}
+
+/// One query (ID 7, RD clear, no EDNS) for `name` `rtype` over UDP from 127.0.0.1 to a server
+/// on 127.0.0.1:`port`, and its reply (waited for at most 2 s).
+pub fn ask_loopback(port: u16, name: &str, rtype: RecordType) -> Message {
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut q = Message::new();
+    q.set_id(7).add_query(Query::query(Name::from_ascii(name).unwrap(), rtype));
+    socket.send_to(&q.to_vec().unwrap(), SocketAddr::from(([127, 0, 0, 1], port))).unwrap();
+    let mut buf = [0u8; 1500];
+    let len = socket.recv(&mut buf).expect("an answer");
+    Message::from_vec(&buf[..len]).unwrap()
+}
+
+/// A UDP port on 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// The question section of a one-question message: the name (followed label by label, no
@@ -767,4 +802,110 @@ pub fn assert_passed(case: &str, dp: &Dataplane, frame: &[u8], reason: Counter) 
     assert_eq!(out.action, XDP_PASS, "{case}: action");
     assert_eq!(out.counted, [(reason, 1)], "{case}: counters");
     assert!(out.frame == frame, "{case}: a passed frame must reach the stack unchanged");
+}
+
+// ---- gslbd in this process ----
+
+/// gslbd running in this process on `path` (of [`Gslbd::start`]), responder only (`no_xdp`, so
+/// no privileges are needed).
+pub struct Gslbd {
+    /// What SIGHUP and the control socket's `reload` feed: a [`Reload`] without a reply is
+    /// SIGHUP's.
+    pub reloads: mpsc::Sender<Reload>,
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<Result<(), DaemonError>>,
+    /// How long it may take to start, to answer a reload and to stop.
+    wait: Duration,
+}
+
+impl Gslbd {
+    /// Starts gslbd on the file `path`, with its control socket at `control` (required) if
+    /// given, and waits until it is ready.
+    pub async fn start(path: &Path, control: Option<PathBuf>, wait: Duration) -> Gslbd {
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let (stop, stop_rx) = oneshot::channel::<()>();
+        let (reloads, reload_rx) = mpsc::channel::<Reload>(4);
+        let overrides = Overrides {
+            no_xdp: true,
+            control: control.map(|path| ControlPath { path, required: true }),
+            ..Overrides::default()
+        };
+        let task = tokio::spawn(daemon::run(
+            path.to_owned(),
+            overrides,
+            move || {
+                let _ = ready_tx.send(());
+            },
+            async move {
+                let _ = stop_rx.await;
+            },
+            reload_rx,
+        ));
+        tokio::time::timeout(wait, ready_rx)
+            .await
+            .expect("gslbd ready in time")
+            .expect("gslbd ready");
+        Gslbd { reloads, stop, task, wait }
+    }
+
+    /// Reloads the file; the outcome once the new answers are published (or refused).
+    pub async fn reload(&self) -> Result<(), String> {
+        let (reply, outcome) = oneshot::channel();
+        self.reloads.send(Reload { reply: Some(reply) }).await.unwrap();
+        tokio::time::timeout(self.wait, outcome)
+            .await
+            .expect("reload answered in time")
+            .expect("reload answered")
+    }
+
+    /// Stops it as SIGTERM does; it must shut down cleanly.
+    pub async fn stop(self) {
+        self.stop.send(()).unwrap();
+        tokio::time::timeout(self.wait, self.task)
+            .await
+            .expect("gslbd stops")
+            .unwrap()
+            .expect("clean shutdown");
+    }
+}
+
+// ---- Configuration errors ----
+
+/// Each case is a configuration text with one line marked `#<`, the text on that line the error
+/// must point at, and what its reason must contain. Parsed as `file`, every case must be
+/// refused with that reason, at that line and column of `file`; the failures of all cases are
+/// reported at once.
+pub fn assert_refused_at_markers(cases: &[(String, &str, &str)], file: &Path) {
+    let mut failures = Vec::new();
+    for (text, at, reason) in cases {
+        let (line_no, line) =
+            text.lines().enumerate().find(|(_, l)| l.contains("#<")).expect("case has a #< marker");
+        let want = (
+            line_no + 1,
+            line[..line.find(at).unwrap_or_else(|| panic!("{at:?} in {line:?}"))].chars().count()
+                + 1,
+        );
+        match Config::parse(text, file) {
+            Ok(_) => failures.push(format!("accepted, wanted {reason:?}:\n{text}")),
+            Err(ConfigError::Invalid { file: f, line, column, reason: got }) => {
+                if !got.contains(reason) || (line, column) != want || f != file {
+                    failures.push(format!(
+                        "{}:{line}:{column}: {got}\n  wanted {}:{}:{}: …{reason}…\n{text}",
+                        f.display(),
+                        file.display(),
+                        want.0,
+                        want.1
+                    ));
+                }
+            }
+            Err(e) => failures.push(format!("{e}")),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n\n")
+    );
 }
