@@ -25,25 +25,44 @@ fn main() {
     let config = root.join("examples/demo.toml");
     let dir = std::env::temp_dir().join(format!("gslb-dnsperf-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let files = [("hits", query_file(&dir, "hits", 0)), ("nx5", query_file(&dir, "nx5", 5))];
+    let files = [
+        ("hits", query_file(&dir, "hits", 0)),
+        ("nx5", query_file(&dir, "nx5", 5)),
+    ];
 
     let mut lab = Lab::new("perf");
     // Native XDP_TX on veth: the client end needs an XDP program and no checksum offload.
-    run(lab.exec(&lab.client_ns, "ethtool").args(["-K", CLIENT_IF, "tx", "off"]));
+    run(lab
+        .exec(&lab.client_ns, "ethtool")
+        .args(["-K", CLIENT_IF, "tx", "off"]));
     let _peer = lab.in_netns(&lab.client_ns.clone(), || {
         let mut dp = Dataplane::load(None).expect("load the pass program");
-        dp.attach_pass(CLIENT_IF, XdpMode::Native).expect("attach the pass program");
+        dp.attach_pass(CLIENT_IF, XdpMode::Native)
+            .expect("attach the pass program");
         dp
     });
 
     let pin_path = format!("/sys/fs/bpf/{}", lab.server_ns);
     let gslbd = |flags: &[&str]| {
         let mut cmd = lab.nsenter(&lab.server_ns, env!("CARGO_BIN_EXE_gslbd").as_ref());
-        cmd.env("RUST_LOG", "warn").arg("--config").arg(&config).args(flags);
+        cmd.env("RUST_LOG", "warn")
+            .arg("--config")
+            .arg(&config)
+            .args(flags);
         cmd
     };
     let mut servers = vec![
-        ("xdp", gslbd(&["--interface", SERVER_IF, "--xdp-mode", "native", "--pin-path", &pin_path])),
+        (
+            "xdp",
+            gslbd(&[
+                "--interface",
+                SERVER_IF,
+                "--xdp-mode",
+                "native",
+                "--pin-path",
+                &pin_path,
+            ]),
+        ),
         ("responder", gslbd(&["--no-xdp"])),
     ];
     match knot(&lab, &dir, &config) {
@@ -51,7 +70,9 @@ fn main() {
         None => println!("# knot: knotd not installed, not measured"),
     }
 
-    println!("# dnsperf -l {SECONDS} -c {CLIENTS} -q {OUTSTANDING} from the lab's client namespace");
+    println!(
+        "# dnsperf -l {SECONDS} -c {CLIENTS} -q {OUTSTANDING} from the lab's client namespace"
+    );
     for (server, cmd) in servers {
         let pid = lab.spawn_until(cmd, "ready", Duration::from_secs(30));
         if server == "knot" {
@@ -75,7 +96,10 @@ fn main() {
             let latency: f64 = field("Average Latency (s):").parse().unwrap();
             println!("bench dnsperf_{server}_{mix}_qps {qps:.0} qps");
             println!("bench dnsperf_{server}_{mix}_lost {lost} queries");
-            println!("bench dnsperf_{server}_{mix}_latency {:.0} us", latency * 1e6);
+            println!(
+                "bench dnsperf_{server}_{mix}_latency {:.0} us",
+                latency * 1e6
+            );
         }
         lab.stop(pid);
     }
@@ -85,7 +109,11 @@ fn main() {
 /// A dnsperf data file: A and AAAA of the demo's GSLB domains (what the fast path answers),
 /// with `nx_percent` of the lines replaced by names that do not exist.
 fn query_file(dir: &Path, name: &str, nx_percent: usize) -> std::path::PathBuf {
-    let hot = ["www.example.com A", "www.example.com AAAA", "all.example.com A"];
+    let hot = [
+        "www.example.com A",
+        "www.example.com AAAA",
+        "all.example.com A",
+    ];
     let mut text = String::new();
     for i in 0..1000 {
         if i % 100 < nx_percent {
@@ -99,12 +127,13 @@ fn query_file(dir: &Path, name: &str, nx_percent: usize) -> std::path::PathBuf {
     path
 }
 
-
 /// knotd serving the demo's zone on the lab's server address, or `None` when it is not
 /// installed. The GSLB names become static records: one address for a rotating domain, every
 /// address for an "all" domain, so the answers are the same size as gslb's.
 fn knot(lab: &Lab, dir: &Path, config: &Path) -> Option<Command> {
-    let knotd = ["/usr/sbin/knotd", "/usr/bin/knotd"].into_iter().find(|p| Path::new(p).exists())?;
+    let knotd = ["/usr/sbin/knotd", "/usr/bin/knotd"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())?;
     let config = Config::load(config).expect("demo config");
     let snapshot = Snapshot::from_config(&config);
     let mut zones = String::new();
@@ -125,25 +154,54 @@ fn knot(lab: &Lab, dir: &Path, config: &Path) -> Option<Command> {
                 RecordData::A(a) => format!("A {a}"),
                 RecordData::Aaaa(a) => format!("AAAA {a}"),
                 RecordData::Cname(t) => format!("CNAME {t}."),
-                RecordData::Txt(t) => format!("TXT {}", t.iter().map(|s| format!("\"{s}\"")).collect::<Vec<_>>().join(" ")),
-                RecordData::Mx { preference, exchange } => format!("MX {preference} {exchange}."),
+                RecordData::Txt(t) => format!(
+                    "TXT {}",
+                    t.iter()
+                        .map(|s| format!("\"{s}\""))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                ),
+                RecordData::Mx {
+                    preference,
+                    exchange,
+                } => format!("MX {preference} {exchange}."),
                 RecordData::Ns(t) => format!("NS {t}."),
-                RecordData::Srv { priority, weight, port, target } => {
+                RecordData::Srv {
+                    priority,
+                    weight,
+                    port,
+                    target,
+                } => {
                     format!("SRV {priority} {weight} {port} {target}.")
                 }
             };
             writeln!(text, "{}. {} {data}", r.name, r.ttl).unwrap();
         }
         for d in snapshot.domains.iter().filter(|d| zone.contains(&d.name)) {
-            let Some((_, answer)) = d.answers.first() else { continue };
-            let n = if answer.mode == AnswerMode::All { answer.addrs.len() } else { 1 };
+            let Some((_, answer)) = d.answers.first() else {
+                continue;
+            };
+            let n = if answer.mode == AnswerMode::All {
+                answer.addrs.len()
+            } else {
+                1
+            };
             for addr in &answer.addrs[..n] {
-                let rtype = if matches!(addr, IpAddr::V4(_)) { "A" } else { "AAAA" };
+                let rtype = if matches!(addr, IpAddr::V4(_)) {
+                    "A"
+                } else {
+                    "AAAA"
+                };
                 writeln!(text, "{}. {} {rtype} {addr}", d.name, answer.ttl).unwrap();
             }
         }
         std::fs::write(dir.join(format!("{}.zone", zone.name)), text).unwrap();
-        writeln!(zones, "  - domain: {}\n    file: \"{}.zone\"", zone.name, zone.name).unwrap();
+        writeln!(
+            zones,
+            "  - domain: {}\n    file: \"{}.zone\"",
+            zone.name, zone.name
+        )
+        .unwrap();
     }
     let d = dir.display();
     let conf = format!(
@@ -155,14 +213,18 @@ fn knot(lab: &Lab, dir: &Path, config: &Path) -> Option<Command> {
     std::fs::write(&path, conf).unwrap();
     // knotd logs to stderr and prints nothing on stdout: `sh` announces the start itself.
     let mut cmd = lab.exec(&lab.server_ns, "sh");
-    cmd.arg("-c").arg(format!("echo ready; exec {knotd} -c {}", path.display()));
+    cmd.arg("-c")
+        .arg(format!("echo ready; exec {knotd} -c {}", path.display()));
     Some(cmd)
 }
 
 /// Until the server answers (knotd has no readiness signal of its own).
 fn wait_for_answers(lab: &Lab) {
     for _ in 0..100 {
-        if lab.dig(IpAddr::V4(SERVER_V4), &["www.example.com", "A"]).contains("status: NOERROR") {
+        if lab
+            .dig(IpAddr::V4(SERVER_V4), &["www.example.com", "A"])
+            .contains("status: NOERROR")
+        {
             return;
         }
         std::thread::sleep(Duration::from_millis(100));

@@ -47,7 +47,12 @@ struct Running {
 }
 
 fn addr_of(block: u8, i: usize) -> IpAddr {
-    IpAddr::V4(Ipv4Addr::new(127, block + (i / 250) as u8, 0, (i % 250) as u8 + 1))
+    IpAddr::V4(Ipv4Addr::new(
+        127,
+        block + (i / 250) as u8,
+        0,
+        (i % 250) as u8 + 1,
+    ))
 }
 
 fn services(site: &str, round: u64) -> Vec<ServiceState> {
@@ -64,7 +69,8 @@ fn services(site: &str, round: u64) -> Vec<ServiceState> {
 fn rtt(site: &str, round: u32) -> Vec<RttRow> {
     (0..RTT_ROWS)
         .map(|i| RttRow {
-            ldns: ipnet::IpNet::new(IpAddr::from((0x0a00_0000u32 + (i << 8)).to_be_bytes()), 24).unwrap(),
+            ldns: ipnet::IpNet::new(IpAddr::from((0x0a00_0000u32 + (i << 8)).to_be_bytes()), 24)
+                .unwrap(),
             site: site.into(),
             rtt_us: 1000 + i + if i == 0 { round } else { 0 },
             protocol: RttProtocol::Icmp,
@@ -78,7 +84,11 @@ fn state(site: &Site, round: u64) -> LocalState {
     LocalState {
         services: services(&site.spec.name, round),
         // RTT tables are recomputed every 5 s, the load every second.
-        rtt: if parent { rtt(&site.spec.name, (round / 5) as u32) } else { Vec::new() },
+        rtt: if parent {
+            rtt(&site.spec.name, (round / 5) as u32)
+        } else {
+            Vec::new()
+        },
         persistence: Vec::new(),
     }
 }
@@ -106,7 +116,11 @@ async fn lay_out(specs: Vec<SiteSpec>) -> (Vec<Site>, Vec<std::net::TcpListener>
                     Topology::new(vec![p, s.clone()]).unwrap()
                 }
             };
-            Site { spec: s.clone(), config: MepConfig::new(&s.name, SECRET, topo), node: None }
+            Site {
+                spec: s.clone(),
+                config: MepConfig::new(&s.name, SECRET, topo),
+                node: None,
+            }
         })
         .collect();
     (sites, listeners)
@@ -155,13 +169,20 @@ async fn until(mut done: impl FnMut() -> bool) -> Option<Duration> {
 
 /// Every parent sees every other site with its services.
 fn converged(sites: &[Site]) -> bool {
-    sites.iter().filter(|s| s.spec.role == gslb_user::mep::Role::Parent && s.node.is_some()).all(|p| {
-        let v = view(p);
-        sites
-            .iter()
-            .filter(|s| s.spec.name != p.spec.name)
-            .all(|s| v.sites.get(&s.spec.name).is_some_and(|r| r.reachable && r.services.len() == SERVICES))
-    })
+    sites
+        .iter()
+        .filter(|s| s.spec.role == gslb_user::mep::Role::Parent && s.node.is_some())
+        .all(|p| {
+            let v = view(p);
+            sites
+                .iter()
+                .filter(|s| s.spec.name != p.spec.name)
+                .all(|s| {
+                    v.sites
+                        .get(&s.spec.name)
+                        .is_some_and(|r| r.reachable && r.services.len() == SERVICES)
+                })
+        })
 }
 
 #[derive(Default, Clone, Copy)]
@@ -212,11 +233,17 @@ async fn steady(sites: &[Site]) -> (f64, f64, f64) {
     let after = totals(sites);
     let secs = t.elapsed().as_secs_f64();
     let cores = (cpu_seconds() - cpu) / secs;
-    ((after.frames - before.frames) as f64 / secs, (after.bytes - before.bytes) as f64 / secs, cores)
+    (
+        (after.frames - before.frames) as f64 / secs,
+        (after.bytes - before.bytes) as f64 / secs,
+        cores,
+    )
 }
 
 fn secs(d: Option<Duration>) -> String {
-    d.map_or("did not happen in 60 s".into(), |d| format!("{:.2} s", d.as_secs_f64()))
+    d.map_or("did not happen in 60 s".into(), |d| {
+        format!("{:.2} s", d.as_secs_f64())
+    })
 }
 
 async fn parent_child(parents: usize, children: usize) {
@@ -227,7 +254,11 @@ async fn parent_child(parents: usize, children: usize) {
         specs.push(SiteSpec::parent(name(i), addr_of(1, i)).with_backups(backups));
     }
     for i in 0..children {
-        specs.push(SiteSpec::child(format!("c{i}"), addr_of(10, i), name(i % parents)));
+        specs.push(SiteSpec::child(
+            format!("c{i}"),
+            addr_of(10, i),
+            name(i % parents),
+        ));
     }
     let (mut sites, listeners) = lay_out(specs).await;
     let t0 = Instant::now();
@@ -238,7 +269,10 @@ async fn parent_child(parents: usize, children: usize) {
     let idle = totals(&sites);
     let (fps, bps, cores) = steady(&sites).await;
     println!("parent/child: {parents} parents, {children} children");
-    println!("  cold start → every parent sees every site's services: {}", secs(converge));
+    println!(
+        "  cold start → every parent sees every site's services: {}",
+        secs(converge)
+    );
     println!(
         "  connections: {} (parent mesh {} + one per child {})",
         idle.links,
@@ -305,7 +339,9 @@ async fn parent_child(parents: usize, children: usize) {
             .all(|c| view(c).current_parent.as_deref() == Some("P2"))
             && sites[1..parents].iter().all(|p| {
                 let v = view(p);
-                orphans.iter().all(|c| v.sites.get(c).is_some_and(|r| r.reachable))
+                orphans
+                    .iter()
+                    .all(|c| v.sites.get(c).is_some_and(|r| r.reachable))
             })
     })
     .await
@@ -321,8 +357,9 @@ async fn parent_child(parents: usize, children: usize) {
     );
     // P1 back: they return.
     let back = Instant::now();
-    let l =
-        tokio::net::TcpListener::bind(SocketAddr::new(sites[0].spec.ip, sites[0].spec.port)).await.unwrap();
+    let l = tokio::net::TcpListener::bind(SocketAddr::new(sites[0].spec.ip, sites[0].spec.port))
+        .await
+        .unwrap();
     start(&mut sites[0], l);
     let returned = until(|| {
         sites
@@ -333,7 +370,10 @@ async fn parent_child(parents: usize, children: usize) {
     })
     .await
     .map(|_| back.elapsed());
-    println!("  P1 restarted → its children back with it, everything converged: {}", secs(returned));
+    println!(
+        "  P1 restarted → its children back with it, everything converged: {}",
+        secs(returned)
+    );
     stop_all(&mut sites).await;
 }
 
@@ -353,7 +393,9 @@ async fn stop_all(sites: &mut [Site]) {
 }
 
 async fn flat(n: usize) -> (usize, f64, f64) {
-    let specs = (0..n).map(|i| SiteSpec::parent(format!("s{i}"), addr_of(1, i))).collect();
+    let specs = (0..n)
+        .map(|i| SiteSpec::parent(format!("s{i}"), addr_of(1, i)))
+        .collect();
     let (mut sites, listeners) = lay_out(specs).await;
     let t0 = Instant::now();
     for (site, l) in sites.iter_mut().zip(listeners) {
@@ -376,7 +418,10 @@ fn main() {
     // Every link is two sockets in this one process.
     // SAFETY: plain getrlimit/setrlimit on this process with a valid struct.
     unsafe {
-        let mut l = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        let mut l = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 {
             l.rlim_cur = l.rlim_max;
             libc::setrlimit(libc::RLIMIT_NOFILE, &l);
@@ -387,8 +432,14 @@ fn main() {
             .with_env_filter(tracing_subscriber::EnvFilter::from_env("MEP_BENCH_LOG"))
             .init();
     }
-    let children = std::env::var("MEP_BENCH_CHILDREN").ok().and_then(|v| v.parse().ok()).unwrap_or(1024);
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let children = std::env::var("MEP_BENCH_CHILDREN")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1024);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         parent_child(32, children).await;
         let mut last = (0, 0.0, 0.0);

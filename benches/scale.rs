@@ -54,7 +54,11 @@ fn config_text() -> String {
         "[server]\nlisten = [\"192.0.2.53\"]\n[[zone]]\nname = \"example.com\"\nns = [\"ns.example.net\"]\nsoa.rname = \"hostmaster.example.com\"\n",
     );
     for s in 0..SITES {
-        let _ = write!(t, "[[site]]\nname = \"s{s}\"\nip = \"198.18.0.{}\"\n", s + 1);
+        let _ = write!(
+            t,
+            "[[site]]\nname = \"s{s}\"\nip = \"198.18.0.{}\"\n",
+            s + 1
+        );
     }
     for d in 0..DOMAINS {
         let layout = d % SITES;
@@ -70,7 +74,9 @@ fn config_text() -> String {
         }
     }
     for d in 0..DOMAINS {
-        let services: Vec<String> = (0..SERVICES_PER_DOMAIN).map(|k| format!("\"d{d}-{k}\"")).collect();
+        let services: Vec<String> = (0..SERVICES_PER_DOMAIN)
+            .map(|k| format!("\"d{d}-{k}\""))
+            .collect();
         let method = match d % 5 {
             0 => "method = \"staticproximity\"\nalternate = \"roundrobin\"",
             1 => "method = \"staticproximity\"",
@@ -96,7 +102,13 @@ fn locations_csv() -> String {
         let from = 0x0100_0000 + i * 4096;
         let n = (rng.next() % 10_000) as usize;
         let site = n % SITES;
-        let _ = writeln!(text, "{from},{},{},R{},City{n}", from + 4095, country(site).replace('.', ","), n % 50);
+        let _ = writeln!(
+            text,
+            "{from},{},{},R{},City{n}",
+            from + 4095,
+            country(site).replace('.', ","),
+            n % 50
+        );
     }
     text
 }
@@ -111,8 +123,13 @@ fn rtt_rows() -> Vec<LdnsRtt> {
         if !seen.insert(net) {
             continue;
         }
-        let rtt_us = (0..SITES).map(|_| Some(1_000 + (rng.next() % 199_000) as u32)).collect();
-        rows.push(LdnsRtt { ldns: format!("{}/24", Ipv4Addr::from(net)).parse().unwrap(), rtt_us });
+        let rtt_us = (0..SITES)
+            .map(|_| Some(1_000 + (rng.next() % 199_000) as u32))
+            .collect();
+        rows.push(LdnsRtt {
+            ldns: format!("{}/24", Ipv4Addr::from(net)).parse().unwrap(),
+            rtt_us,
+        });
     }
     rows
 }
@@ -138,12 +155,19 @@ fn median(mut v: Vec<Duration>) -> Duration {
 
 fn main() {
     // `cargo bench` passes --bench; a filter argument names benches to run: only this one.
-    if std::env::args().skip(1).any(|a| a != "--bench" && !"scale".contains(a.as_str())) {
+    if std::env::args()
+        .skip(1)
+        .any(|a| a != "--bench" && !"scale".contains(a.as_str()))
+    {
         return;
     }
     let started = Instant::now();
-    let config = Config::parse(&config_text(), Path::new("scale.toml")).expect("synthetic configuration");
-    let db = LocationDb::builder().netscaler_csv_text("scale.csv", locations_csv()).build().expect("locations");
+    let config =
+        Config::parse(&config_text(), Path::new("scale.toml")).expect("synthetic configuration");
+    let db = LocationDb::builder()
+        .netscaler_csv_text("scale.csv", locations_csv())
+        .build()
+        .expect("locations");
     let rows = Arc::new(rtt_rows());
     let mut services = vec![ServiceState::UP; config.services.len()];
     let (hwm_inputs, _) = rss_mib();
@@ -156,25 +180,42 @@ fn main() {
         started.elapsed().as_secs_f64()
     );
 
-    let inputs = |services: &[ServiceState]| Inputs { locations: Some(&db), services: services.to_vec(), rtt: rows.clone() };
+    let inputs = |services: &[ServiceState]| Inputs {
+        locations: Some(&db),
+        services: services.to_vec(),
+        rtt: rows.clone(),
+    };
     let t = Instant::now();
     let full = Snapshot::compile(&config, &inputs(&services));
     let compile = t.elapsed();
     let (hwm, rss) = rss_mib();
     let s = full.stats;
     println!("bench scale_compile_full {:.3} s", compile.as_secs_f64());
-    println!("bench scale_peak_rss {hwm:.0} MiB (inputs alone {hwm_inputs:.0} MiB, after compile {rss:.0} MiB)");
-    println!("bench scale_map_bytes {:.1} MiB", s.map_bytes as f64 / (1 << 20) as f64);
+    println!(
+        "bench scale_peak_rss {hwm:.0} MiB (inputs alone {hwm_inputs:.0} MiB, after compile {rss:.0} MiB)"
+    );
+    println!(
+        "bench scale_map_bytes {:.1} MiB",
+        s.map_bytes as f64 / (1 << 20) as f64
+    );
     println!(
         "produced: {} segments, {} classes, {} views, {} LDNS views, {} prefixes, {} entries, {} signatures, {} decisions",
-        s.segments, s.classes, s.views, s.rtt_views, s.prefixes, s.entries, s.signatures, s.decisions
+        s.segments,
+        s.classes,
+        s.views,
+        s.rtt_views,
+        s.prefixes,
+        s.entries,
+        s.signatures,
+        s.decisions
     );
     drop(full);
 
     // Flips: a static-proximity domain's first service down, then up again.
     let mut compiler = Compiler::default();
     let _ = compiler.compile(&config, &inputs(&services));
-    let mut dataplane = (unsafe { libc::geteuid() } == 0).then(|| Dataplane::load(None).expect("loading the XDP object"));
+    let mut dataplane = (unsafe { libc::geteuid() } == 0)
+        .then(|| Dataplane::load(None).expect("loading the XDP object"));
     if dataplane.is_none() {
         println!("publishing skipped: loading XDP programs needs root");
     }
@@ -193,7 +234,11 @@ fn main() {
     let mut in_place = 0;
     for i in 0..FLIPS {
         let service = (i / 2 * 5) * SERVICES_PER_DOMAIN;
-        services[service] = if i % 2 == 0 { ServiceState::DOWN } else { ServiceState::UP };
+        services[service] = if i % 2 == 0 {
+            ServiceState::DOWN
+        } else {
+            ServiceState::UP
+        };
         let t = Instant::now();
         let snapshot = compiler.compile(&config, &inputs(&services));
         let compiled = t.elapsed();
@@ -215,12 +260,18 @@ fn main() {
         totals.push(t.elapsed());
         assert!(snapshot.stats.incremental, "flip {i} reuses the partition");
     }
-    println!("bench scale_flip_compile {:.1} ms (median of {FLIPS})", median(compiles).as_secs_f64() * 1e3);
+    println!(
+        "bench scale_flip_compile {:.1} ms (median of {FLIPS})",
+        median(compiles).as_secs_f64() * 1e3
+    );
     if !publishes.is_empty() {
         println!(
             "bench scale_flip_publish {:.1} ms (median of {FLIPS}; {in_place} of {FLIPS} in place)",
             median(publishes).as_secs_f64() * 1e3
         );
     }
-    println!("bench scale_flip_total {:.1} ms (median of {FLIPS}, event to maps updated)", median(totals).as_secs_f64() * 1e3);
+    println!(
+        "bench scale_flip_total {:.1} ms (median of {FLIPS}, event to maps updated)",
+        median(totals).as_secs_f64() * 1e3
+    );
 }

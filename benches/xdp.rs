@@ -48,16 +48,27 @@ services = ["www-a1", "far-a"]
 "#;
 
 fn main() {
-    let Some(mut dp) = common::dataplane() else { return };
+    let Some(mut dp) = common::dataplane() else {
+        return;
+    };
     {
         use gslb_user::compile::{Inputs, LdnsRtt, Snapshot};
         let text = format!("{}{RTT_DOMAIN}", common::config_text());
-        let config = gslb_user::config::Config::parse(&text, std::path::Path::new("xdp-bench.toml"))
-            .expect("bench configuration");
+        let config =
+            gslb_user::config::Config::parse(&text, std::path::Path::new("xdp-bench.toml"))
+                .expect("bench configuration");
         // The bench client's /24 is 10 ms from "s" and 40 ms from "far".
-        let row = LdnsRtt { ldns: "203.0.113.0/24".parse().unwrap(), rtt_us: vec![Some(10_000), Some(40_000)] };
-        let inputs = Inputs { rtt: std::sync::Arc::new(vec![row]), ..Inputs::default() };
-        dp.table.publish(&Snapshot::compile(&config, &inputs)).expect("publishing");
+        let row = LdnsRtt {
+            ldns: "203.0.113.0/24".parse().unwrap(),
+            rtt_us: vec![Some(10_000), Some(40_000)],
+        };
+        let inputs = Inputs {
+            rtt: std::sync::Arc::new(vec![row]),
+            ..Inputs::default()
+        };
+        dp.table
+            .publish(&Snapshot::compile(&config, &inputs))
+            .expect("publishing");
     }
 
     let mut edns_query = query(1, WWW, RecordType::A);
@@ -73,12 +84,37 @@ fn main() {
         samples: Vec::with_capacity(ROUNDS * RUNS_PER_ROUND),
     };
     let mut cases = vec![
-        case("xdp_pass_program", Frame::v4(a.clone()).bytes(), XDP_PASS, true),
+        case(
+            "xdp_pass_program",
+            Frame::v4(a.clone()).bytes(),
+            XDP_PASS,
+            true,
+        ),
         case("xdp_a_hit_v4", Frame::v4(a.clone()).bytes(), XDP_TX, false),
-        case("xdp_aaaa_hit_v6", Frame::v6(wire(&query(1, WWW, RecordType::AAAA))).bytes(), XDP_TX, false),
-        case("xdp_a_hit_v4_edns", Frame::v4(wire(&edns_query)).bytes(), XDP_TX, false),
-        case("xdp_a_hit_v4_by_rtt", Frame::v4(wire(&query(1, "rtt.example.com", RecordType::A))).bytes(), XDP_TX, false),
-        case("xdp_early_pass_other_port", other_port.bytes(), XDP_PASS, false),
+        case(
+            "xdp_aaaa_hit_v6",
+            Frame::v6(wire(&query(1, WWW, RecordType::AAAA))).bytes(),
+            XDP_TX,
+            false,
+        ),
+        case(
+            "xdp_a_hit_v4_edns",
+            Frame::v4(wire(&edns_query)).bytes(),
+            XDP_TX,
+            false,
+        ),
+        case(
+            "xdp_a_hit_v4_by_rtt",
+            Frame::v4(wire(&query(1, "rtt.example.com", RecordType::A))).bytes(),
+            XDP_TX,
+            false,
+        ),
+        case(
+            "xdp_early_pass_other_port",
+            other_port.bytes(),
+            XDP_PASS,
+            false,
+        ),
     ];
 
     let answer = dp.program();
@@ -95,7 +131,11 @@ fn main() {
                         ..TestRunOptions::new()
                     })
                     .expect("BPF_PROG_TEST_RUN");
-                assert_eq!(result.return_value, case.want, "{}: unexpected XDP action", case.name);
+                assert_eq!(
+                    result.return_value, case.want,
+                    "{}: unexpected XDP action",
+                    case.name
+                );
                 case.samples.push(result.duration.as_nanos() as u64);
             }
         }
@@ -128,11 +168,19 @@ fn main() {
         let t = trimmed_mean(&case.samples);
         println!("bench {} {} ns/query", case.name, m);
         if !case.pass_program {
-            println!("bench {}_net {} ns/query", case.name, m.saturating_sub(baseline));
+            println!(
+                "bench {}_net {} ns/query",
+                case.name,
+                m.saturating_sub(baseline)
+            );
         }
         println!("bench {}_tmean {:.1} ns/query", case.name, t);
         if !case.pass_program {
-            println!("bench {}_tmean_net {:.1} ns/query", case.name, t - baseline_tmean);
+            println!(
+                "bench {}_tmean_net {:.1} ns/query",
+                case.name,
+                t - baseline_tmean
+            );
         }
     }
 }

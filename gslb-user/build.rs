@@ -11,7 +11,11 @@ fn main() -> anyhow::Result<()> {
     let metadata_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../gslb-ebpf");
     let root_dir = metadata_dir.to_str().context("non-UTF-8 path")?;
     aya_build::build_ebpf(
-        [Package { name: "gslb-ebpf", root_dir, ..Default::default() }],
+        [Package {
+            name: "gslb-ebpf",
+            root_dir,
+            ..Default::default()
+        }],
         Toolchain::Custom(&toolchain),
     )
 }
@@ -21,8 +25,16 @@ fn main() -> anyhow::Result<()> {
 fn pinned_toolchain() -> anyhow::Result<String> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../rust-toolchain.toml");
     println!("cargo::rerun-if-changed={}", path.display());
-    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     text.lines()
-        .find_map(|l| l.trim().strip_prefix("channel").map(|r| r.trim_start_matches([' ', '=']).trim().trim_matches('"').to_owned()))
+        .find_map(|l| {
+            l.trim().strip_prefix("channel").map(|r| {
+                r.trim_start_matches([' ', '='])
+                    .trim()
+                    .trim_matches('"')
+                    .to_owned()
+            })
+        })
         .ok_or_else(|| anyhow!("{}: no channel", path.display()))
 }

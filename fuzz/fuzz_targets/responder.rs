@@ -13,8 +13,11 @@ use hickory_proto::op::Message;
 use libfuzzer_sys::fuzz_target;
 
 static RESPONDER: LazyLock<Responder> = LazyLock::new(|| {
-    let config = Config::parse(include_str!("../../examples/demo.toml"), Path::new("demo.toml"))
-        .expect("demo config");
+    let config = Config::parse(
+        include_str!("../../examples/demo.toml"),
+        Path::new("demo.toml"),
+    )
+    .expect("demo config");
     Responder::new(&config, &Snapshot::from_config(&config))
 });
 
@@ -28,7 +31,11 @@ fuzz_target!(|data: &[u8]| {
     for transport in [Transport::Udp, Transport::Tcp] {
         if let Some(reply) = RESPONDER.respond(data, client, transport) {
             let parsed = Message::from_vec(&reply).expect("every reply parses");
-            assert_eq!(parsed.id(), u16::from_be_bytes([data[0], data[1]]), "reply ID");
+            assert_eq!(
+                parsed.id(),
+                u16::from_be_bytes([data[0], data[1]]),
+                "reply ID"
+            );
             if transport == Transport::Udp {
                 assert!(reply.len() <= 4096, "UDP reply of {} bytes", reply.len());
             }

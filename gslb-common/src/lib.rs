@@ -132,7 +132,12 @@ const _: () = assert!(core::mem::size_of::<DomainKey>() == QNAME_MAX + 8);
 
 impl Default for DomainKey {
     fn default() -> Self {
-        Self { name: [0; QNAME_MAX], qtype: 0, reserved: 0, generation: 0 }
+        Self {
+            name: [0; QNAME_MAX],
+            qtype: 0,
+            reserved: 0,
+            generation: 0,
+        }
     }
 }
 
@@ -224,9 +229,7 @@ pub struct AnswerSet {
     /// (0xc00c), type, class IN, TTL, RDLENGTH, address.
     pub records: [u8; MAX_ADDRS * RR_MAX_LEN],
 }
-const _: () = assert!(
-    core::mem::size_of::<AnswerSet>() == 48 + QNAME_MAX + MAX_ADDRS * RR_MAX_LEN
-);
+const _: () = assert!(core::mem::size_of::<AnswerSet>() == 48 + QNAME_MAX + MAX_ADDRS * RR_MAX_LEN);
 const _: () = assert!(core::mem::offset_of!(AnswerSet, name) % 8 == 0);
 
 impl Default for AnswerSet {

@@ -25,12 +25,12 @@ use aya_ebpf::{
     programs::XdpContext,
 };
 use gslb_common::{
-    ANSWER_BY_RTT, ANSWER_ROTATE, ANSWERS_MAX, AnswerKey, AnswerSet, Config, Counter, DEFAULT_VIEW, DNS_HEADER_LEN,
-    DOMAINS_MAX, DomainKey, DomainValue, LDNS_CACHE_SLOTS, LDNS_MAX, LDNS_OFF, LISTEN_IN_TRIE,
-    LISTEN_INLINE, LISTEN_MAX, LISTEN_PREFIX_LEN, LdnsCacheSlot, LdnsConfig, LdnsKey, LdnsValue,
-    ListenKey, ListenSet, MAX_ADDRS,
-    NAME_HASH_SEED, OPT_RR_LEN, QNAME_MAX, QNAME_WORDS, QTYPE_A, QTYPE_AAAA, RR_MAX_LEN, RTT_VIEW_BIT, VIEWS_MAX, ViewValue,
-    ViewKey, ldns_slot, name_hash_step,
+    ANSWER_BY_RTT, ANSWER_ROTATE, ANSWERS_MAX, AnswerKey, AnswerSet, Config, Counter, DEFAULT_VIEW,
+    DNS_HEADER_LEN, DOMAINS_MAX, DomainKey, DomainValue, LDNS_CACHE_SLOTS, LDNS_MAX, LDNS_OFF,
+    LISTEN_IN_TRIE, LISTEN_INLINE, LISTEN_MAX, LISTEN_PREFIX_LEN, LdnsCacheSlot, LdnsConfig,
+    LdnsKey, LdnsValue, ListenKey, ListenSet, MAX_ADDRS, NAME_HASH_SEED, OPT_RR_LEN, QNAME_MAX,
+    QNAME_WORDS, QTYPE_A, QTYPE_AAAA, RR_MAX_LEN, RTT_VIEW_BIT, VIEWS_MAX, ViewKey, ViewValue,
+    ldns_slot, name_hash_step,
 };
 use hdr::{DnsHdr, EthHdr, Ipv4Hdr, Ipv6Hdr, OptHdr, UdpHdr, VlanHdr, be16, ld, st};
 
@@ -195,7 +195,13 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
     // The client's view: (view generation ‖ client address) in the trie.
     let mut view_key = TrieKey::<5> {
         prefix_len: (core::mem::size_of::<ViewKey>() * 8) as u32,
-        data: [u32::from_ne_bytes(config.view_generation.to_be_bytes()), 0, 0, V4_MAPPED_WORD, 0],
+        data: [
+            u32::from_ne_bytes(config.view_generation.to_be_bytes()),
+            0,
+            0,
+            V4_MAPPED_WORD,
+            0,
+        ],
     };
     // The client is a resolver that sent us a query: it is recorded here, answered or not
     // (queries `parse` passed after their DNS header are recorded on the way out).
@@ -203,7 +209,10 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
         let ip = ptr_at::<Ipv6Hdr>(ctx, q.l4 - Ipv6Hdr::LEN, Miss::Malformed)?;
         // The address as two native words; the key's four are their halves.
         let (hi, lo) = unsafe {
-            (ld::<u64>(ip.add(Ipv6Hdr::ADDRS)), ld::<u64>(ip.add(Ipv6Hdr::ADDRS + 8)))
+            (
+                ld::<u64>(ip.add(Ipv6Hdr::ADDRS)),
+                ld::<u64>(ip.add(Ipv6Hdr::ADDRS + 8)),
+            )
         };
         view_key.data[1] = hi as u32;
         view_key.data[2] = (hi >> 32) as u32;
@@ -214,7 +223,12 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
         let ip = ptr_at::<Ipv4Hdr>(ctx, q.l4 - Ipv4Hdr::LEN, Miss::Malformed)?;
         let saddr: u32 = unsafe { ld(ip.add(Ipv4Hdr::ADDRS)) };
         view_key.data[4] = saddr;
-        record_source(scratch, false, 0, V4_MAPPED_WORD as u64 | (saddr as u64) << 32);
+        record_source(
+            scratch,
+            false,
+            0,
+            V4_MAPPED_WORD as u64 | (saddr as u64) << 32,
+        );
     }
     let (view, rtt_view) = match VIEWS.get(view_key.as_key::<ViewKey>()) {
         Some(v) => (v.view, v.rtt_view),
@@ -381,9 +395,18 @@ fn parse(ctx: &XdpContext, config: &Config, scratch: &mut Scratch) -> Result<Que
                 _ => return Err(Miss::NotUdp),
             }
             let (dst_hi, dst_lo) = unsafe {
-                (ld::<u64>(p.add(Ipv6Hdr::ADDRS + 16)), ld::<u64>(p.add(Ipv6Hdr::ADDRS + 24)))
+                (
+                    ld::<u64>(p.add(Ipv6Hdr::ADDRS + 16)),
+                    ld::<u64>(p.add(Ipv6Hdr::ADDRS + 24)),
+                )
             };
-            (true, l3 + Ipv6Hdr::LEN, be16(ip.payload_len) as usize, dst_hi, dst_lo)
+            (
+                true,
+                l3 + Ipv6Hdr::LEN,
+                be16(ip.payload_len) as usize,
+                dst_hi,
+                dst_lo,
+            )
         }
         _ => return Err(Miss::NotIp),
     };
@@ -466,7 +489,9 @@ fn parse(ctx: &XdpContext, config: &Config, scratch: &mut Scratch) -> Result<Que
         hash = name_hash_step(hash, x);
     }
     // No zero byte in QNAME_MAX bytes.
-    let Some((x, avail, w)) = last else { return Err(Miss::NameTooLong) };
+    let Some((x, avail, w)) = last else {
+        return Err(Miss::NameTooLong);
+    };
     // The first of: a zero byte (the end), a pointer byte, the end of the packet (only
     // `avail` bytes of `x` are in it; the bytes above are zero, so `first` is never 0).
     let pointers = pointer_bytes(x);
@@ -545,7 +570,16 @@ fn parse(ctx: &XdpContext, config: &Config, scratch: &mut Scratch) -> Result<Que
         return Err(Miss::TrailingData);
     }
 
-    Ok(Query { v6, l4, qlen, qtype, edns: arcount == 1, edns_do, qname_sum, hash })
+    Ok(Query {
+        v6,
+        l4,
+        qlen,
+        qtype,
+        edns: arcount == 1,
+        edns_do,
+        qname_sum,
+        hash,
+    })
 }
 
 /// Whether a query passed for `miss` got through the DNS header checks (QR=0, OPCODE=QUERY)
@@ -560,29 +594,47 @@ fn parsed_query(miss: Miss) -> bool {
 /// it walked, so only the offsets are found again (the pass path; its cost hardly matters).
 #[inline(always)]
 fn record_passed(ctx: &XdpContext) {
-    let Some(scratch) = SCRATCH.get_ptr_mut(0) else { return };
+    let Some(scratch) = SCRATCH.get_ptr_mut(0) else {
+        return;
+    };
     // SAFETY: per-CPU slot, only this CPU uses it while the program runs.
     let scratch = unsafe { &mut *scratch };
-    let Ok(eth) = ptr_at::<EthHdr>(ctx, 0, Miss::NotIp) else { return };
+    let Ok(eth) = ptr_at::<EthHdr>(ctx, 0, Miss::NotIp) else {
+        return;
+    };
     let mut ethertype = be16(unsafe { ld::<u16>(eth.add(12)) }.to_ne_bytes());
     let mut l3 = EthHdr::LEN;
     if ethertype == ETH_P_8021Q {
-        let Ok(vlan) = ptr_at::<VlanHdr>(ctx, l3, Miss::NotIp) else { return };
+        let Ok(vlan) = ptr_at::<VlanHdr>(ctx, l3, Miss::NotIp) else {
+            return;
+        };
         ethertype = be16(unsafe { ld::<u16>(vlan.add(2)) }.to_ne_bytes());
         l3 += VlanHdr::LEN;
     }
     match ethertype {
         ETH_P_IPV4 => {
-            let Ok(ip) = ptr_at::<Ipv4Hdr>(ctx, l3, Miss::NotIp) else { return };
+            let Ok(ip) = ptr_at::<Ipv4Hdr>(ctx, l3, Miss::NotIp) else {
+                return;
+            };
             // SAFETY: bounds-checked by `ptr_at`.
             let saddr = unsafe { ld::<u32>(ip.add(Ipv4Hdr::ADDRS)) };
-            record_source(scratch, false, 0, V4_MAPPED_WORD as u64 | (saddr as u64) << 32);
+            record_source(
+                scratch,
+                false,
+                0,
+                V4_MAPPED_WORD as u64 | (saddr as u64) << 32,
+            );
         }
         ETH_P_IPV6 => {
-            let Ok(ip) = ptr_at::<Ipv6Hdr>(ctx, l3, Miss::NotIp) else { return };
+            let Ok(ip) = ptr_at::<Ipv6Hdr>(ctx, l3, Miss::NotIp) else {
+                return;
+            };
             // SAFETY: bounds-checked by `ptr_at`.
             let (hi, lo) = unsafe {
-                (ld::<u64>(ip.add(Ipv6Hdr::ADDRS)), ld::<u64>(ip.add(Ipv6Hdr::ADDRS + 8)))
+                (
+                    ld::<u64>(ip.add(Ipv6Hdr::ADDRS)),
+                    ld::<u64>(ip.add(Ipv6Hdr::ADDRS + 8)),
+                )
             };
             record_source(scratch, true, hi, lo);
         }
@@ -599,8 +651,14 @@ fn record_passed(ctx: &XdpContext) {
 /// is another resolver's time refreshed once.)
 #[inline(always)]
 fn record_source(scratch: &mut Scratch, v6: bool, hi: u64, lo: u64) {
-    let Some(config) = LDNS_CONFIG.get(0) else { return };
-    let host = if v6 { config.host_v6.as_ptr() } else { config.host_v4.as_ptr() };
+    let Some(config) = LDNS_CONFIG.get(0) else {
+        return;
+    };
+    let host = if v6 {
+        config.host_v6.as_ptr()
+    } else {
+        config.host_v4.as_ptr()
+    };
     // SAFETY: 16 bytes of the map value.
     let key = unsafe { [hi & !ld::<u64>(host), lo & !ld::<u64>(host.add(8))] };
     // Verifier only: the slot index is below LDNS_CACHE_SLOTS already.
@@ -621,7 +679,10 @@ fn record_source(scratch: &mut Scratch, v6: bool, hi: u64, lo: u64) {
     match LDNS.get_ptr_mut(&map_key) {
         // SAFETY: a map value; a plain store of one word.
         Some(value) => unsafe {
-            st((value as *mut u8).add(core::mem::offset_of!(LdnsValue, last_seen_ns)), now)
+            st(
+                (value as *mut u8).add(core::mem::offset_of!(LdnsValue, last_seen_ns)),
+                now,
+            )
         },
         None => {
             let value = LdnsValue {
@@ -640,7 +701,9 @@ fn record_source(scratch: &mut Scratch, v6: bool, hi: u64, lo: u64) {
 /// Whether we serve the destination address (IPv4-mapped, as two native words).
 #[inline(always)]
 fn listened(config: &Config, hi: u64, lo: u64) -> bool {
-    let Some(set) = LISTEN_SET.get(config.generation & 1) else { return false };
+    let Some(set) = LISTEN_SET.get(config.generation & 1) else {
+        return false;
+    };
     let count = set.count;
     if count == LISTEN_IN_TRIE {
         let key = TrieKey::<4> {
@@ -797,10 +860,23 @@ fn reply(ctx: &XdpContext, q: &Query, config: &Config, set: &AnswerSet) -> Resul
     // (whose sums the controller stored big-endian, as if at an even offset) and the OPT.
     let qtail = ptr_at::<[u8; 4]>(ctx, answers_off - 4, Miss::NoTailroom)?;
     let qtail = unsafe { *(qtail as *const [u8; 4]) };
-    let mut tail_sum = csum::word(qtail[0], qtail[1]) + csum::word(qtail[2], qtail[3]) + answers_sum;
+    let mut tail_sum =
+        csum::word(qtail[0], qtail[1]) + csum::word(qtail[2], qtail[3]) + answers_sum;
     if q.edns {
         let size = config.edns_udp_size.to_be_bytes();
-        let opt_bytes = [0, 0, TYPE_OPT as u8, size[0], size[1], 0, 0, q.edns_do, 0, 0, 0];
+        let opt_bytes = [
+            0,
+            0,
+            TYPE_OPT as u8,
+            size[0],
+            size[1],
+            0,
+            0,
+            q.edns_do,
+            0,
+            0,
+            0,
+        ];
         let opt = ptr_at::<[u8; OPT_RR_LEN]>(ctx, opt_off, Miss::NoTailroom)?;
         let head = u64::from_le_bytes([0, 0, TYPE_OPT as u8, size[0], size[1], 0, 0, q.edns_do]);
         unsafe {
@@ -886,12 +962,8 @@ fn reply(ctx: &XdpContext, q: &Query, config: &Config, set: &AnswerSet) -> Resul
         st(udp, ports.rotate_left(16));
         st(udp.add(4), udp_len_be);
     }
-    let total = pseudo_sum
-        + ports as u64
-        + udp_len_be as u64
-        + dns_sum
-        + q.qname_sum
-        + tail_sum as u64;
+    let total =
+        pseudo_sum + ports as u64 + udp_len_be as u64 + dns_sum + q.qname_sum + tail_sum as u64;
     let check = !csum::fold64(total);
     // A computed zero is sent as all ones: zero means "no checksum" (and is illegal in IPv6).
     unsafe { st(udp.add(6), if check == 0 { 0xffffu16 } else { check }) };

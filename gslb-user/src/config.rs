@@ -157,7 +157,9 @@ pub struct Link {
 impl Config {
     /// The link `service` is on, if any.
     pub fn link_of(&self, service: &str) -> Option<&Link> {
-        self.links.iter().find(|l| l.services.iter().any(|s| s == service))
+        self.links
+            .iter()
+            .find(|l| l.services.iter().any(|s| s == service))
     }
 }
 
@@ -630,7 +632,9 @@ impl Config {
     /// chain has rtt; never without `server.site`, the column the probes fill.
     pub fn rtt_probing(&self) -> bool {
         let wanted = self.rtt.enabled.unwrap_or_else(|| {
-            self.gslb_domains.iter().any(|d| d.chain().contains(&Method::Rtt))
+            self.gslb_domains
+                .iter()
+                .any(|d| d.chain().contains(&Method::Rtt))
         });
         wanted && self.server.site.is_some()
     }
@@ -1246,7 +1250,10 @@ impl Validator<'_> {
         let (zones, facts) = self.zones(raw.zones)?;
         let site_spans: Vec<SiteSpans> = raw.sites.iter().map(SiteSpans::of).collect();
         let mep_written = raw.mep.is_some()
-            || raw.sites.iter().any(|s| s.role.is_some() || s.parent.is_some() || s.backup_parents.is_some());
+            || raw
+                .sites
+                .iter()
+                .any(|s| s.role.is_some() || s.parent.is_some() || s.backup_parents.is_some());
         let sites = self.sites(raw.sites)?;
         if let (Some(site), Some(span)) = (&server.site, site_span)
             && !sites.iter().any(|s| &s.name == site)
@@ -1343,7 +1350,10 @@ impl Validator<'_> {
         })
     }
 
-    fn monitors(&self, raw: Vec<RawMonitor>) -> Result<Vec<crate::health::MonitorSpec>, ConfigError> {
+    fn monitors(
+        &self,
+        raw: Vec<RawMonitor>,
+    ) -> Result<Vec<crate::health::MonitorSpec>, ConfigError> {
         use crate::health::{DnsCheck, HttpCheck, MonitorKind, MonitorSpec, TlsCheck};
         let mut names = Seen::new();
         let mut out = Vec::new();
@@ -1352,34 +1362,108 @@ impl Validator<'_> {
             let owner = format!("monitor {name:?}");
             let kind = *rm.kind.get_ref();
             // A setting of another monitor type is a mistake worth saying, not ignoring.
-            let only = |present: bool, span: Option<Range<usize>>, key: &str, types: &[RawMonitorType], label: &str| {
+            let only = |present: bool,
+                        span: Option<Range<usize>>,
+                        key: &str,
+                        types: &[RawMonitorType],
+                        label: &str| {
                 if present && !types.contains(&kind) {
-                    return Err(self.error(span.unwrap_or(rm.kind.span()), format!("{owner}: {key} applies to {label} monitors only")));
+                    return Err(self.error(
+                        span.unwrap_or(rm.kind.span()),
+                        format!("{owner}: {key} applies to {label} monitors only"),
+                    ));
                 }
                 Ok(())
             };
             use RawMonitorType::*;
-            only(rm.path.is_some(), rm.path.as_ref().map(|v| v.span()), "path", &[Http, Https], "http and https")?;
-            only(rm.host.is_some(), rm.host.as_ref().map(|v| v.span()), "host", &[Http, Https], "http and https")?;
-            only(rm.expect_status.is_some(), rm.expect_status.as_ref().map(|v| v.span()), "expect_status", &[Http, Https], "http and https")?;
-            only(rm.body_contains.is_some(), rm.body_contains.as_ref().map(|v| v.span()), "body_contains", &[Http, Https], "http and https")?;
-            only(rm.insecure.is_some(), rm.insecure.as_ref().map(|v| v.span()), "insecure", &[Https], "https")?;
-            only(rm.sni.is_some(), rm.sni.as_ref().map(|v| v.span()), "sni", &[Https], "https")?;
-            only(rm.ca_file.is_some(), rm.ca_file.as_ref().map(|v| v.span()), "ca_file", &[Https], "https")?;
-            for (v, key) in [(&rm.qname, "qname"), (&rm.qtype, "qtype"), (&rm.expect_rcode, "expect_rcode"), (&rm.expect_answer, "expect_answer")] {
-                only(v.is_some(), v.as_ref().map(|v| v.span()), key, &[Dns], "dns")?;
+            only(
+                rm.path.is_some(),
+                rm.path.as_ref().map(|v| v.span()),
+                "path",
+                &[Http, Https],
+                "http and https",
+            )?;
+            only(
+                rm.host.is_some(),
+                rm.host.as_ref().map(|v| v.span()),
+                "host",
+                &[Http, Https],
+                "http and https",
+            )?;
+            only(
+                rm.expect_status.is_some(),
+                rm.expect_status.as_ref().map(|v| v.span()),
+                "expect_status",
+                &[Http, Https],
+                "http and https",
+            )?;
+            only(
+                rm.body_contains.is_some(),
+                rm.body_contains.as_ref().map(|v| v.span()),
+                "body_contains",
+                &[Http, Https],
+                "http and https",
+            )?;
+            only(
+                rm.insecure.is_some(),
+                rm.insecure.as_ref().map(|v| v.span()),
+                "insecure",
+                &[Https],
+                "https",
+            )?;
+            only(
+                rm.sni.is_some(),
+                rm.sni.as_ref().map(|v| v.span()),
+                "sni",
+                &[Https],
+                "https",
+            )?;
+            only(
+                rm.ca_file.is_some(),
+                rm.ca_file.as_ref().map(|v| v.span()),
+                "ca_file",
+                &[Https],
+                "https",
+            )?;
+            for (v, key) in [
+                (&rm.qname, "qname"),
+                (&rm.qtype, "qtype"),
+                (&rm.expect_rcode, "expect_rcode"),
+                (&rm.expect_answer, "expect_answer"),
+            ] {
+                only(
+                    v.is_some(),
+                    v.as_ref().map(|v| v.span()),
+                    key,
+                    &[Dns],
+                    "dns",
+                )?;
             }
             let mut expect_status = Vec::new();
             if let Some(list) = &rm.expect_status {
                 for code in list.get_ref() {
-                    let Ok(code) = u16::try_from(*code).map_err(drop).and_then(|c| if (100..=599).contains(&c) { Ok(c) } else { Err(()) }) else {
-                        return Err(self.error(list.span(), format!("{owner}: expect_status {code} is not an HTTP status (100-599)")));
+                    let Ok(code) = u16::try_from(*code).map_err(drop).and_then(|c| {
+                        if (100..=599).contains(&c) {
+                            Ok(c)
+                        } else {
+                            Err(())
+                        }
+                    }) else {
+                        return Err(self.error(
+                            list.span(),
+                            format!(
+                                "{owner}: expect_status {code} is not an HTTP status (100-599)"
+                            ),
+                        ));
                     };
                     expect_status.push(code);
                 }
             }
             let http = || HttpCheck {
-                path: rm.path.as_ref().map_or("/".to_owned(), |p| p.get_ref().clone()),
+                path: rm
+                    .path
+                    .as_ref()
+                    .map_or("/".to_owned(), |p| p.get_ref().clone()),
                 host: rm.host.as_ref().map(|h| h.get_ref().clone()),
                 expect_status: expect_status.clone(),
                 body_contains: rm.body_contains.as_ref().map(|b| b.get_ref().clone()),
@@ -1398,10 +1482,18 @@ impl Validator<'_> {
                 ),
                 Dns => {
                     let Some(qname) = &rm.qname else {
-                        return Err(self.error(rm.kind.span(), format!("{owner}: a dns monitor needs qname")));
+                        return Err(self.error(
+                            rm.kind.span(),
+                            format!("{owner}: a dns monitor needs qname"),
+                        ));
                     };
                     let qtype = match &rm.qtype {
-                        Some(t) => t.get_ref().to_uppercase().parse().map_err(|_| self.error(t.span(), format!("{owner}: qtype {:?} is not a DNS type", t.get_ref())))?,
+                        Some(t) => t.get_ref().to_uppercase().parse().map_err(|_| {
+                            self.error(
+                                t.span(),
+                                format!("{owner}: qtype {:?} is not a DNS type", t.get_ref()),
+                            )
+                        })?,
                         None => hickory_proto::rr::RecordType::A,
                     };
                     let mut check = DnsCheck::new(qname.get_ref().clone(), qtype);
@@ -1424,12 +1516,13 @@ impl Validator<'_> {
             if rm.port.is_some() {
                 spec.port = Some(self.int(&owner, "port", rm.port, PORT_RANGE, 0)?);
             }
-            let ms = |v: Option<Int>, key: &str, default: Duration| -> Result<Duration, ConfigError> {
-                Ok(match v {
-                    None => default,
-                    v => Duration::from_millis(self.int(&owner, key, v, 1..=3_600_000, 0)?),
-                })
-            };
+            let ms =
+                |v: Option<Int>, key: &str, default: Duration| -> Result<Duration, ConfigError> {
+                    Ok(match v {
+                        None => default,
+                        v => Duration::from_millis(self.int(&owner, key, v, 1..=3_600_000, 0)?),
+                    })
+                };
             spec.interval = ms(rm.interval_ms, "interval_ms", spec.interval)?;
             spec.timeout = ms(rm.timeout_ms, "timeout_ms", spec.timeout)?;
             spec.fall = self.int(&owner, "fall", rm.fall, 1..=100, spec.fall)?;
@@ -1451,7 +1544,10 @@ impl Validator<'_> {
             let from = self.ip(&owner, "from", &c.from)?;
             let to = self.ip(&owner, "to", &c.to)?;
             if from.is_ipv4() != to.is_ipv4() {
-                return Err(self.error(c.to.span(), format!("{owner}: from {from} and to {to} are of different families")));
+                return Err(self.error(
+                    c.to.span(),
+                    format!("{owner}: from {from} and to {to} are of different families"),
+                ));
             }
             let ordered = match (from, to) {
                 (IpAddr::V4(a), IpAddr::V4(b)) => a <= b,
@@ -1459,11 +1555,13 @@ impl Validator<'_> {
                 _ => false,
             };
             if !ordered {
-                return Err(self.error(c.to.span(), format!("{owner}: to {to} is below from {from}")));
+                return Err(self.error(
+                    c.to.span(),
+                    format!("{owner}: to {to} is below from {from}"),
+                ));
             }
-            let location = Location::parse(c.location.get_ref()).map_err(|reason| {
-                self.error(c.location.span(), format!("{owner}: {reason}"))
-            })?;
+            let location = Location::parse(c.location.get_ref())
+                .map_err(|reason| self.error(c.location.span(), format!("{owner}: {reason}")))?;
             entries.push((self.line(c.location.span()), from, to, location));
         }
         Ok(LocationSources {
@@ -2052,8 +2150,13 @@ impl Validator<'_> {
             }
             ips.insert(ip, (name.clone(), self.line(rs.ip.span())));
             let public_ip = self.public_ip(&owner, ip, rs.public_ip)?;
-            let mep_port =
-                self.int(&owner, "mep_port", rs.mep_port, PORT_RANGE, crate::mep::DEFAULT_PORT)?;
+            let mep_port = self.int(
+                &owner,
+                "mep_port",
+                rs.mep_port,
+                PORT_RANGE,
+                crate::mep::DEFAULT_PORT,
+            )?;
             // References are checked with the whole topology (Validator::mep_topology).
             sites.push(Site {
                 name,
@@ -2066,7 +2169,12 @@ impl Validator<'_> {
                 parent: rs.parent.map(Spanned::into_inner),
                 backup_parents: rs
                     .backup_parents
-                    .map(|l| l.into_inner().into_iter().map(Spanned::into_inner).collect())
+                    .map(|l| {
+                        l.into_inner()
+                            .into_iter()
+                            .map(Spanned::into_inner)
+                            .collect()
+                    })
                     .unwrap_or_default(),
                 mep_port,
             });
@@ -2078,7 +2186,9 @@ impl Validator<'_> {
     /// value that causes it.
     fn mep_topology(&self, sites: &[Site], spans: &[SiteSpans]) -> Result<(), ConfigError> {
         use crate::mep::TopologyError as E;
-        let Err(error) = crate::mep::Topology::new(site_specs(sites)) else { return Ok(()) };
+        let Err(error) = crate::mep::Topology::new(site_specs(sites)) else {
+            return Ok(());
+        };
         let at = |name: &str| sites.iter().position(|s| s.name == name).map(|i| &spans[i]);
         let first = spans.first().map_or(0..0, |s| s.name.clone());
         let (span, hint) = match &error {
@@ -2089,7 +2199,11 @@ impl Validator<'_> {
             // The first site over the limit.
             E::TooManyParents(_) | E::TooManyChildren(_) => {
                 let child = matches!(error, E::TooManyChildren(_));
-                let limit = if child { crate::mep::topology::MAX_CHILDREN } else { crate::mep::topology::MAX_PARENTS };
+                let limit = if child {
+                    crate::mep::topology::MAX_CHILDREN
+                } else {
+                    crate::mep::topology::MAX_PARENTS
+                };
                 let over = sites
                     .iter()
                     .zip(spans)
@@ -2098,26 +2212,39 @@ impl Validator<'_> {
                     .map(|(_, sp)| sp.role.clone().unwrap_or_else(|| sp.name.clone()));
                 (over, "")
             }
-            E::NoParent(n) => (at(n).map(|s| s.role.clone().unwrap_or_else(|| s.name.clone())), " (set parent = \"…\")"),
-            E::ParentWithParent(n) => {
-                (at(n).and_then(|s| s.parent.clone()), " (a child needs role = \"child\")")
-            }
+            E::NoParent(n) => (
+                at(n).map(|s| s.role.clone().unwrap_or_else(|| s.name.clone())),
+                " (set parent = \"…\")",
+            ),
+            E::ParentWithParent(n) => (
+                at(n).and_then(|s| s.parent.clone()),
+                " (a child needs role = \"child\")",
+            ),
             E::BadParent { child, .. } => (at(child).and_then(|s| s.parent.clone()), ""),
-            E::ChildWithBackups { site } | E::TooManyBackups { site, .. } => {
-                (at(site).and_then(|s| s.backups.as_ref().map(|b| b.0.clone())), "")
-            }
+            E::ChildWithBackups { site } | E::TooManyBackups { site, .. } => (
+                at(site).and_then(|s| s.backups.as_ref().map(|b| b.0.clone())),
+                "",
+            ),
             E::BadBackup { site, backup, why } => {
                 // The entry the check stopped at: the second of a name listed twice.
                 let nth = usize::from(why.contains("twice"));
                 let entry = at(site).and_then(|s| {
                     let list = &sites.iter().find(|x| &x.name == site)?.backup_parents;
-                    let i = list.iter().enumerate().filter(|(_, b)| *b == backup).nth(nth)?.0;
+                    let i = list
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, b)| *b == backup)
+                        .nth(nth)?
+                        .0;
                     s.backups.as_ref().map(|b| b.1[i].clone())
                 });
                 (entry, "")
             }
         };
-        Err(self.error(span.unwrap_or(first), format!("[[site]] MEP topology: {error}{hint}")))
+        Err(self.error(
+            span.unwrap_or(first),
+            format!("[[site]] MEP topology: {error}{hint}"),
+        ))
     }
 
     /// `[mep]`: needs `server.site`; the secret inline or in a file (read now, relative to the
@@ -2133,7 +2260,10 @@ impl Validator<'_> {
         let raw = raw.into_inner();
         let owner = "mep";
         let enabled = raw.enabled.as_ref().is_none_or(|e| *e.get_ref());
-        let local = server.site.as_deref().and_then(|n| sites.iter().find(|s| s.name == n));
+        let local = server
+            .site
+            .as_deref()
+            .and_then(|n| sites.iter().find(|s| s.name == n));
         let local = match local {
             Some(site) => site,
             None if !enabled => {
@@ -2166,10 +2296,16 @@ impl Validator<'_> {
         };
         let secret = match (&raw.secret, &raw.secret_file) {
             (Some(_), Some(f)) => {
-                return Err(self.error(f.span(), "mep: secret and secret_file are both set; keep one"));
+                return Err(self.error(
+                    f.span(),
+                    "mep: secret and secret_file are both set; keep one",
+                ));
             }
             (None, None) => {
-                return Err(self.error(section, "mep: the shared secret is missing (secret or secret_file)"));
+                return Err(self.error(
+                    section,
+                    "mep: the shared secret is missing (secret or secret_file)",
+                ));
             }
             (Some(s), None) => (s.get_ref().as_bytes().to_vec(), s.span()),
             (None, Some(f)) => {
@@ -2184,7 +2320,10 @@ impl Validator<'_> {
         if secret.0.len() < MIN_MEP_SECRET {
             return Err(self.error(
                 secret.1,
-                format!("mep: the shared secret has {} bytes, at least {MIN_MEP_SECRET}", secret.0.len()),
+                format!(
+                    "mep: the shared secret has {} bytes, at least {MIN_MEP_SECRET}",
+                    secret.0.len()
+                ),
             ));
         }
         let tls = match raw.tls {
@@ -2203,8 +2342,12 @@ impl Validator<'_> {
                 if let Err(e) = files.tls() {
                     let at = match &e {
                         crate::mep::MepError::Tls(m) if m.starts_with("CA") => t.ca_file.span(),
-                        crate::mep::MepError::Tls(m) if m.starts_with("private key") => t.key_file.span(),
-                        crate::mep::MepError::Tls(m) if m.starts_with("certificate:") => t.cert_file.span(),
+                        crate::mep::MepError::Tls(m) if m.starts_with("private key") => {
+                            t.key_file.span()
+                        }
+                        crate::mep::MepError::Tls(m) if m.starts_with("certificate:") => {
+                            t.cert_file.span()
+                        }
                         _ => span,
                     };
                     return Err(self.error(at, format!("mep: {e}")));
@@ -2213,7 +2356,8 @@ impl Validator<'_> {
             }
         };
         let ms = |v: Option<Int>, key: &str, range: RangeInclusive<i64>, default: u64| {
-            self.int(owner, key, v, range, default).map(Duration::from_millis)
+            self.int(owner, key, v, range, default)
+                .map(Duration::from_millis)
         };
         let dead_span = raw.dead_after_ms.as_ref().map(|d| d.span());
         let heartbeat = ms(raw.heartbeat_ms, "heartbeat_ms", 10..=60_000, 500)?;
@@ -2228,11 +2372,23 @@ impl Validator<'_> {
                 ),
             ));
         }
-        Ok(Some(MepSettings { enabled, listen, secret: Secret(secret.0), tls, heartbeat, dead_after }))
+        Ok(Some(MepSettings {
+            enabled,
+            listen,
+            secret: Secret(secret.0),
+            tls,
+            heartbeat,
+            dead_after,
+        }))
     }
 
     /// `[[link]]`s: see [`Link`] for the rules.
-    fn links(&self, raw: Vec<RawLink>, services: &[Service], local_site: Option<&str>) -> Result<Vec<Link>, ConfigError> {
+    fn links(
+        &self,
+        raw: Vec<RawLink>,
+        services: &[Service],
+        local_site: Option<&str>,
+    ) -> Result<Vec<Link>, ConfigError> {
         let service_names = Names::new("service", services.iter().map(|s| s.name.as_str()));
         let mut names = Seen::new();
         let mut interfaces: HashMap<String, (String, usize)> = HashMap::new();
@@ -2252,14 +2408,40 @@ impl Validator<'_> {
             if let Some((other, line)) = interfaces.get(interface) {
                 return Err(self.error(
                     rl.interface.span(),
-                    format!("{owner}: interface {interface:?} is already link {other:?} (line {line})"),
+                    format!(
+                        "{owner}: interface {interface:?} is already link {other:?} (line {line})"
+                    ),
                 ));
             }
             interfaces.insert(interface.clone(), (name.clone(), self.line(rl.name.span())));
-            let threshold_kbps = self.int(&owner, "threshold_kbps", Some(rl.threshold_kbps), LINK_THRESHOLD_RANGE, 0)?;
-            let interval = Duration::from_millis(self.int(&owner, "interval_ms", rl.interval_ms, LINK_INTERVAL_RANGE, DEFAULT_LINK_INTERVAL_MS)?);
-            let over_after = self.int(&owner, "over_after", rl.over_after, 1..=100, DEFAULT_LINK_SAMPLES)?;
-            let under_after = self.int(&owner, "under_after", rl.under_after, 1..=100, DEFAULT_LINK_SAMPLES)?;
+            let threshold_kbps = self.int(
+                &owner,
+                "threshold_kbps",
+                Some(rl.threshold_kbps),
+                LINK_THRESHOLD_RANGE,
+                0,
+            )?;
+            let interval = Duration::from_millis(self.int(
+                &owner,
+                "interval_ms",
+                rl.interval_ms,
+                LINK_INTERVAL_RANGE,
+                DEFAULT_LINK_INTERVAL_MS,
+            )?);
+            let over_after = self.int(
+                &owner,
+                "over_after",
+                rl.over_after,
+                1..=100,
+                DEFAULT_LINK_SAMPLES,
+            )?;
+            let under_after = self.int(
+                &owner,
+                "under_after",
+                rl.under_after,
+                1..=100,
+                DEFAULT_LINK_SAMPLES,
+            )?;
             if rl.services.get_ref().is_empty() {
                 return Err(self.error(
                     rl.services.span(),
@@ -2277,7 +2459,9 @@ impl Validator<'_> {
                     return err(format!("service {service:?} listed twice"));
                 }
                 if let Some((other, line)) = carried.get(service) {
-                    return err(format!("service {service:?} is already on link {other:?} (line {line}); a service is on one link at most"));
+                    return err(format!(
+                        "service {service:?} is already on link {other:?} (line {line}); a service is on one link at most"
+                    ));
                 }
                 // This server samples its own interfaces only: another site's service does not
                 // travel over them.
@@ -2311,13 +2495,18 @@ impl Validator<'_> {
         if p.is_absolute() {
             return p.to_owned();
         }
-        self.file.parent().map_or_else(|| p.to_owned(), |dir| dir.join(p))
+        self.file
+            .parent()
+            .map_or_else(|| p.to_owned(), |dir| dir.join(p))
     }
 
     fn read_file(&self, owner: &str, key: &str, raw: &Str) -> Result<Vec<u8>, ConfigError> {
         let path = self.path(raw.get_ref());
         std::fs::read(&path).map_err(|e| {
-            self.error(raw.span(), format!("{owner}: {key}: cannot read {}: {e}", path.display()))
+            self.error(
+                raw.span(),
+                format!("{owner}: {key}: cannot read {}: {e}", path.display()),
+            )
         })
     }
 
@@ -2376,17 +2565,33 @@ impl Validator<'_> {
             if let Some(list) = &rs.monitors {
                 for m in list.get_ref() {
                     if !monitor_names.contains(m.get_ref()) {
-                        return Err(self.error(m.span(), format!("{owner}: {}", monitor_names.unknown(m.get_ref()))));
+                        return Err(self.error(
+                            m.span(),
+                            format!("{owner}: {}", monitor_names.unknown(m.get_ref())),
+                        ));
                     }
                     if bound.contains(m.get_ref()) {
-                        return Err(self.error(m.span(), format!("{owner}: monitor {:?} bound twice", m.get_ref())));
+                        return Err(self.error(
+                            m.span(),
+                            format!("{owner}: monitor {:?} bound twice", m.get_ref()),
+                        ));
                     }
                     bound.push(m.get_ref().clone());
                 }
             }
-            let weights: u32 = monitors.iter().filter(|m| bound.contains(&m.name)).map(|m| m.weight).sum();
+            let weights: u32 = monitors
+                .iter()
+                .filter(|m| bound.contains(&m.name))
+                .map(|m| m.weight)
+                .sum();
             let threshold_span = rs.monitor_threshold.as_ref().map(|t| t.span());
-            let monitor_threshold = self.int(&owner, "monitor_threshold", rs.monitor_threshold, 0..=1_000_000, 0)?;
+            let monitor_threshold = self.int(
+                &owner,
+                "monitor_threshold",
+                rs.monitor_threshold,
+                0..=1_000_000,
+                0,
+            )?;
             if monitor_threshold > weights {
                 return Err(self.error(
                     threshold_span.expect("a threshold above 0 was written"),
@@ -3032,9 +3237,15 @@ impl Validator<'_> {
 
     /// `[rtt]`: ranges here; what [`crate::probe::ProbeSettings::validate`] checks (the order)
     /// is reported at the order, so there is one definition of runnable settings.
-    fn rtt(&self, raw: Option<Spanned<RawRtt>>, has_site: bool) -> Result<RttSettings, ConfigError> {
+    fn rtt(
+        &self,
+        raw: Option<Spanned<RawRtt>>,
+        has_site: bool,
+    ) -> Result<RttSettings, ConfigError> {
         use crate::probe::{LdnsMask, ProbeKind, ProbeSettings};
-        let Some(raw) = raw else { return Ok(RttSettings::default()) };
+        let Some(raw) = raw else {
+            return Ok(RttSettings::default());
+        };
         let section = raw.span();
         let raw = raw.into_inner();
         let owner = "rtt";
@@ -3053,32 +3264,74 @@ impl Validator<'_> {
             order = list
                 .get_ref()
                 .iter()
-                .map(|k| k.get_ref().parse::<ProbeKind>().map_err(|e| self.error(k.span(), format!("rtt: order: {e}"))))
+                .map(|k| {
+                    k.get_ref()
+                        .parse::<ProbeKind>()
+                        .map_err(|e| self.error(k.span(), format!("rtt: order: {e}")))
+                })
                 .collect::<Result<_, _>>()?;
         }
-        let ms = |v: Option<Int>, key: &str, range: RangeInclusive<i64>, default: Duration| -> Result<Duration, ConfigError> {
+        let ms = |v: Option<Int>,
+                  key: &str,
+                  range: RangeInclusive<i64>,
+                  default: Duration|
+         -> Result<Duration, ConfigError> {
             let default = u64::try_from(default.as_millis()).unwrap_or(u64::MAX);
-            Ok(Duration::from_millis(self.int(owner, key, v, range, default)?))
+            Ok(Duration::from_millis(
+                self.int(owner, key, v, range, default)?,
+            ))
         };
         let settings = ProbeSettings {
             order,
             interval: ms(raw.interval_ms, "interval_ms", 1..=3_600_000, d.interval)?,
             timeout: ms(raw.timeout_ms, "timeout_ms", 1..=60_000, d.timeout)?,
-            tolerance: ms(raw.tolerance_ms, "tolerance_ms", TOLERANCE_RANGE, d.tolerance)?,
-            ldns_timeout: Duration::from_secs(self.int(owner, "ldns_timeout_s", raw.ldns_timeout_s, 1..=86_400, d.ldns_timeout.as_secs())?),
+            tolerance: ms(
+                raw.tolerance_ms,
+                "tolerance_ms",
+                TOLERANCE_RANGE,
+                d.tolerance,
+            )?,
+            ldns_timeout: Duration::from_secs(self.int(
+                owner,
+                "ldns_timeout_s",
+                raw.ldns_timeout_s,
+                1..=86_400,
+                d.ldns_timeout.as_secs(),
+            )?),
             mask: LdnsMask {
-                v4: self.int(owner, "ldns_mask_v4", raw.ldns_mask_v4, MASK_V4_RANGE, d.mask.v4)?,
-                v6: self.int(owner, "ldns_mask_v6", raw.ldns_mask_v6, MASK_V6_RANGE, d.mask.v6)?,
+                v4: self.int(
+                    owner,
+                    "ldns_mask_v4",
+                    raw.ldns_mask_v4,
+                    MASK_V4_RANGE,
+                    d.mask.v4,
+                )?,
+                v6: self.int(
+                    owner,
+                    "ldns_mask_v6",
+                    raw.ldns_mask_v6,
+                    MASK_V6_RANGE,
+                    d.mask.v6,
+                )?,
             },
             max_rate: self.int(owner, "max_rate", raw.max_rate, 0..=1_000_000, d.max_rate)?,
-            max_concurrent: self.int(owner, "max_concurrent", raw.max_concurrent, 1..=65_536, d.max_concurrent)?,
+            max_concurrent: self.int(
+                owner,
+                "max_concurrent",
+                raw.max_concurrent,
+                1..=65_536,
+                d.max_concurrent,
+            )?,
             tick: d.tick,
         };
         if let Err(reason) = settings.validate() {
             let span = raw.order.as_ref().map_or(section, |o| o.span());
             return Err(self.error(span, format!("rtt: {reason}")));
         }
-        Ok(RttSettings { enabled: raw.enabled.map(Spanned::into_inner), probe: settings })
+        Ok(RttSettings {
+            enabled: raw.enabled.map(Spanned::into_inner),
+            probe: settings,
+        })
     }
 
     /// A name server inside a zone served here needs an address there, or nobody can reach it.
@@ -3834,20 +4087,73 @@ mod tests {
         let cases: Vec<(String, &str)> = vec![
             // ---- syntax and schema ----
             // ---- health monitors ----
-            (format!("{SERVER}{SITE}[[service]]\nname = \"web\"\nip = \"192.0.2.10\"\nsite = \"eu\"\nmonitors = [\"nope\"] #<"), "unknown monitor \"nope\""),
-            (format!("{SERVER}[[monitor]]\nname = \"m\"\ntype = \"tcp\"\npath = \"/\" #<"), "path applies to http and https monitors only"),
-            (format!("{SERVER}[[monitor]]\nname = \"m\"\ntype = \"dns\" #<"), "a dns monitor needs qname"),
-            (format!("{SERVER}[[monitor]]\nname = \"m\"\ntype = \"http\"\nexpect_status = [200, 700] #<"), "is not an HTTP status"),
-            (format!("{SERVER}[[monitor]]\nname = \"m\"\ntype = \"smtp\" #<"), "unknown variant `smtp`"),
-            (format!("{SERVER}[[monitor]]\nname = \"m\"\ntype = \"tcp\"\nfall = 0 #<"), "fall"),
-            (format!("{SERVER}[[monitor]]\nname = \"m\"\ntype = \"tcp\"\n{SITE}[[service]]\nname = \"web\"\nip = \"192.0.2.10\"\nsite = \"eu\"\nmonitors = [\"m\"]\nmonitor_threshold = 2 #<"), "could never be UP"),
+            (
+                format!(
+                    "{SERVER}{SITE}[[service]]\nname = \"web\"\nip = \"192.0.2.10\"\nsite = \"eu\"\nmonitors = [\"nope\"] #<"
+                ),
+                "unknown monitor \"nope\"",
+            ),
+            (
+                format!("{SERVER}[[monitor]]\nname = \"m\"\ntype = \"tcp\"\npath = \"/\" #<"),
+                "path applies to http and https monitors only",
+            ),
+            (
+                format!("{SERVER}[[monitor]]\nname = \"m\"\ntype = \"dns\" #<"),
+                "a dns monitor needs qname",
+            ),
+            (
+                format!(
+                    "{SERVER}[[monitor]]\nname = \"m\"\ntype = \"http\"\nexpect_status = [200, 700] #<"
+                ),
+                "is not an HTTP status",
+            ),
+            (
+                format!("{SERVER}[[monitor]]\nname = \"m\"\ntype = \"smtp\" #<"),
+                "unknown variant `smtp`",
+            ),
+            (
+                format!("{SERVER}[[monitor]]\nname = \"m\"\ntype = \"tcp\"\nfall = 0 #<"),
+                "fall",
+            ),
+            (
+                format!(
+                    "{SERVER}[[monitor]]\nname = \"m\"\ntype = \"tcp\"\n{SITE}[[service]]\nname = \"web\"\nip = \"192.0.2.10\"\nsite = \"eu\"\nmonitors = [\"m\"]\nmonitor_threshold = 2 #<"
+                ),
+                "could never be UP",
+            ),
             // ---- client locations ----
-            (format!("{SERVER}[[location]]\nfrom = \"192.0.2.0\"\nto = \"nope\" #<\nlocation = \"Europe\""), "to \"nope\" is not an IP address"),
-            (format!("{SERVER}[[location]]\nfrom = \"192.0.2.9\"\nto = \"192.0.2.1\" #<\nlocation = \"Europe\""), "is below from"),
-            (format!("{SERVER}[[location]]\nfrom = \"192.0.2.0\"\nto = \"2001:db8::1\" #<\nlocation = \"Europe\""), "different families"),
-            (format!("{SERVER}[[location]]\nfrom = \"192.0.2.0\"\nto = \"192.0.2.9\"\nlocation = \"a.b.c.d.e.f.g\" #<"), "qualifiers, at most 6"),
-            (format!("{SERVER}[locations]\nmaxmind = \"x.mmdb\" #<"), "unknown field `maxmind`"),
-            (format!("{SERVER}[locations]\ncontinent = \"short\" #<"), "unknown variant `short`"),
+            (
+                format!(
+                    "{SERVER}[[location]]\nfrom = \"192.0.2.0\"\nto = \"nope\" #<\nlocation = \"Europe\""
+                ),
+                "to \"nope\" is not an IP address",
+            ),
+            (
+                format!(
+                    "{SERVER}[[location]]\nfrom = \"192.0.2.9\"\nto = \"192.0.2.1\" #<\nlocation = \"Europe\""
+                ),
+                "is below from",
+            ),
+            (
+                format!(
+                    "{SERVER}[[location]]\nfrom = \"192.0.2.0\"\nto = \"2001:db8::1\" #<\nlocation = \"Europe\""
+                ),
+                "different families",
+            ),
+            (
+                format!(
+                    "{SERVER}[[location]]\nfrom = \"192.0.2.0\"\nto = \"192.0.2.9\"\nlocation = \"a.b.c.d.e.f.g\" #<"
+                ),
+                "qualifiers, at most 6",
+            ),
+            (
+                format!("{SERVER}[locations]\nmaxmind = \"x.mmdb\" #<"),
+                "unknown field `maxmind`",
+            ),
+            (
+                format!("{SERVER}[locations]\ncontinent = \"short\" #<"),
+                "unknown variant `short`",
+            ),
             (format!("{SERVER}bogus = 1 #<"), "unknown field `bogus`"),
             (
                 "[server]\nlisten = [\"192.0.2.1\"\n[view] #<\n".into(),
@@ -4955,16 +5261,58 @@ mod tests {
             tick: ProbeSettings::default().tick,
         };
         // (server extra, rest of the file, server.site, rtt.enabled, probe settings, probing)
-        type Case<'a> = (&'a str, String, Option<&'a str>, Option<bool>, &'a ProbeSettings, bool);
+        type Case<'a> = (
+            &'a str,
+            String,
+            Option<&'a str>,
+            Option<bool>,
+            &'a ProbeSettings,
+            bool,
+        );
         let cases: Vec<Case> = vec![
             ("", String::new(), None, None, &defaults, false),
             (site, LB.to_owned(), Some("eu"), None, &defaults, false),
             // A domain using rtt turns probing on, given the site to measure from.
-            (site, format!("{LB}{rtt_domain}"), Some("eu"), None, &defaults, true),
-            ("", format!("{LB}{rtt_domain}"), None, None, &defaults, false),
-            (site, format!("{LB}{rtt_domain}[rtt]\nenabled = false\n"), Some("eu"), Some(false), &defaults, false),
-            (site, format!("{LB}[rtt]\n"), Some("eu"), None, &defaults, false),
-            (site, format!("{LB}{full}"), Some("eu"), Some(true), &written, true),
+            (
+                site,
+                format!("{LB}{rtt_domain}"),
+                Some("eu"),
+                None,
+                &defaults,
+                true,
+            ),
+            (
+                "",
+                format!("{LB}{rtt_domain}"),
+                None,
+                None,
+                &defaults,
+                false,
+            ),
+            (
+                site,
+                format!("{LB}{rtt_domain}[rtt]\nenabled = false\n"),
+                Some("eu"),
+                Some(false),
+                &defaults,
+                false,
+            ),
+            (
+                site,
+                format!("{LB}[rtt]\n"),
+                Some("eu"),
+                None,
+                &defaults,
+                false,
+            ),
+            (
+                site,
+                format!("{LB}{full}"),
+                Some("eu"),
+                Some(true),
+                &written,
+                true,
+            ),
             // NetScaler's names for the probe types.
             (
                 site,
@@ -4993,24 +5341,63 @@ mod tests {
                 format!("{SERVER}site = \"mars\" #<\n{ZONE}{LB}"),
                 "server.site: unknown site \"mars\" (defined sites: eu, us)",
             ),
-            (format!("{SERVER}site = \"eu\" #<\n"), "server.site: unknown site \"eu\" (no sites are defined)"),
+            (
+                format!("{SERVER}site = \"eu\" #<\n"),
+                "server.site: unknown site \"eu\" (no sites are defined)",
+            ),
             (
                 format!("{SERVER}{ZONE}{LB}[rtt]\nenabled = true #<\n"),
                 "rtt: probing needs server.site",
             ),
-            (with_site("order = [\"icmp\", \"http\"] #<"), "rtt: order: unknown probe type \"http\""),
-            (with_site("order = [\"tcp\", \"TCP\"] #<"), "rtt: probe type tcp is listed twice"),
+            (
+                with_site("order = [\"icmp\", \"http\"] #<"),
+                "rtt: order: unknown probe type \"http\"",
+            ),
+            (
+                with_site("order = [\"tcp\", \"TCP\"] #<"),
+                "rtt: probe type tcp is listed twice",
+            ),
             (with_site("order = [] #<"), "rtt: the probe order is empty"),
-            (with_site("interval_ms = 0 #<"), "rtt: interval_ms 0 out of range 1..=3600000"),
-            (with_site("timeout_ms = 60001 #<"), "rtt: timeout_ms 60001 out of range"),
-            (with_site("tolerance_ms = -1 #<"), "rtt: tolerance_ms -1 out of range"),
-            (with_site("ldns_timeout_s = 0 #<"), "rtt: ldns_timeout_s 0 out of range"),
-            (with_site("ldns_mask_v4 = 33 #<"), "rtt: ldns_mask_v4 33 out of range 1..=32"),
-            (with_site("ldns_mask_v6 = 0 #<"), "rtt: ldns_mask_v6 0 out of range 1..=128"),
-            (with_site("max_rate = -1 #<"), "rtt: max_rate -1 out of range"),
-            (with_site("max_concurrent = 0 #<"), "rtt: max_concurrent 0 out of range 1..="),
-            (with_site("enabled = \"yes\" #<"), "invalid type: string \"yes\", expected a boolean"),
-            (with_site("probe_interval = 5 #<"), "unknown field `probe_interval`"),
+            (
+                with_site("interval_ms = 0 #<"),
+                "rtt: interval_ms 0 out of range 1..=3600000",
+            ),
+            (
+                with_site("timeout_ms = 60001 #<"),
+                "rtt: timeout_ms 60001 out of range",
+            ),
+            (
+                with_site("tolerance_ms = -1 #<"),
+                "rtt: tolerance_ms -1 out of range",
+            ),
+            (
+                with_site("ldns_timeout_s = 0 #<"),
+                "rtt: ldns_timeout_s 0 out of range",
+            ),
+            (
+                with_site("ldns_mask_v4 = 33 #<"),
+                "rtt: ldns_mask_v4 33 out of range 1..=32",
+            ),
+            (
+                with_site("ldns_mask_v6 = 0 #<"),
+                "rtt: ldns_mask_v6 0 out of range 1..=128",
+            ),
+            (
+                with_site("max_rate = -1 #<"),
+                "rtt: max_rate -1 out of range",
+            ),
+            (
+                with_site("max_concurrent = 0 #<"),
+                "rtt: max_concurrent 0 out of range 1..=",
+            ),
+            (
+                with_site("enabled = \"yes\" #<"),
+                "invalid type: string \"yes\", expected a boolean",
+            ),
+            (
+                with_site("probe_interval = 5 #<"),
+                "unknown field `probe_interval`",
+            ),
         ];
         assert_rejected(&cases);
     }

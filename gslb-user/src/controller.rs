@@ -82,7 +82,10 @@ impl World {
             .iter()
             .map(|s| {
                 let local = self.health.is_up(&s.name);
-                let remote = self.local_site.as_deref().is_some_and(|here| here != s.site);
+                let remote = self
+                    .local_site
+                    .as_deref()
+                    .is_some_and(|here| here != s.site);
                 let mut state = match (&self.mep, remote) {
                     (Some(view), true) => {
                         let up = view.service_up(&s.site, &s.name, local);
@@ -96,7 +99,11 @@ impl World {
                         ServiceState {
                             down: !up,
                             connections: load.map_or(0, |l| l.connections),
-                            bandwidth_kbps: if bps == u64::MAX { u64::MAX } else { bps / 1000 },
+                            bandwidth_kbps: if bps == u64::MAX {
+                                u64::MAX
+                            } else {
+                                bps / 1000
+                            },
                         }
                     }
                     _ if local == Some(false) => ServiceState::DOWN,
@@ -113,9 +120,16 @@ impl World {
 
     /// The RTT table as rows by LDNS entry, columns by configuration site index.
     pub fn rtt_rows(&self) -> Vec<LdnsRtt> {
-        let Some(rtt) = &self.rtt else { return Vec::new() };
-        let sites: HashMap<&str, usize> =
-            self.config.sites.iter().enumerate().map(|(i, s)| (s.name.as_str(), i)).collect();
+        let Some(rtt) = &self.rtt else {
+            return Vec::new();
+        };
+        let sites: HashMap<&str, usize> = self
+            .config
+            .sites
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.name.as_str(), i))
+            .collect();
         let mask = rtt.settings().mask;
         rtt.to_map()
             .into_iter()
@@ -131,7 +145,10 @@ impl World {
                         rtt_us[i] = Some(u32::try_from(d.as_micros()).unwrap_or(u32::MAX));
                     }
                 }
-                rtt_us.iter().any(Option::is_some).then_some(LdnsRtt { ldns, rtt_us })
+                rtt_us
+                    .iter()
+                    .any(Option::is_some)
+                    .then_some(LdnsRtt { ldns, rtt_us })
             })
             .collect()
     }

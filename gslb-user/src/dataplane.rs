@@ -22,10 +22,10 @@ use aya::{
 use std::sync::Arc;
 
 use gslb_common::{
-    ANSWER_BY_RTT, ANSWER_ROTATE, AnswerKey, AnswerSet, Config, Counter, DomainKey, DomainValue, LDNS_MAX, LDNS_OFF,
-    LISTEN_IN_TRIE, LdnsConfig, LdnsKey, LdnsValue,
-    LISTEN_INLINE, LISTEN_PREFIX_LEN, ListenKey, ListenSet, MAX_ADDRS, QNAME_MAX, QTYPE_AAAA, V4_MAPPED_BITS,
-    RTT_VIEW_BIT, VIEW_KEY_GENERATION_BITS, ViewKey, ViewValue, maps, name_hash, programs,
+    ANSWER_BY_RTT, ANSWER_ROTATE, AnswerKey, AnswerSet, Config, Counter, DomainKey, DomainValue,
+    LDNS_MAX, LDNS_OFF, LISTEN_IN_TRIE, LISTEN_INLINE, LISTEN_PREFIX_LEN, LdnsConfig, LdnsKey,
+    LdnsValue, ListenKey, ListenSet, MAX_ADDRS, QNAME_MAX, QTYPE_AAAA, RTT_VIEW_BIT,
+    V4_MAPPED_BITS, VIEW_KEY_GENERATION_BITS, ViewKey, ViewValue, maps, name_hash, programs,
 };
 use hickory_proto::{rr::Name, serialize::binary::BinEncodable};
 use tracing::{info, warn};
@@ -59,21 +59,46 @@ pub enum DataplaneError {
     #[error("loading the XDP object")]
     Load(#[from] EbpfError),
     #[error("XDP program {name}")]
-    Program { name: &'static str, source: ProgramError },
+    Program {
+        name: &'static str,
+        source: ProgramError,
+    },
     #[error("the XDP object has no {kind} named {name}")]
-    Missing { kind: &'static str, name: &'static str },
-    #[error("adopting the pinned maps in {dir} (left by a gslbd of another version? stop it, then remove the directory)")]
+    Missing {
+        kind: &'static str,
+        name: &'static str,
+    },
+    #[error(
+        "adopting the pinned maps in {dir} (left by a gslbd of another version? stop it, then remove the directory)"
+    )]
     Adopt { dir: PathBuf, source: EbpfError },
     #[error("link pinned at {path}")]
-    Link { path: PathBuf, source: aya::programs::links::LinkError },
+    Link {
+        path: PathBuf,
+        source: aya::programs::links::LinkError,
+    },
     #[error("map {name}")]
-    Map { name: &'static str, source: MapError },
+    Map {
+        name: &'static str,
+        source: MapError,
+    },
     #[error("attaching XDP to {interface} ({mode:?} mode)")]
-    Attach { interface: String, mode: XdpMode, source: ProgramError },
+    Attach {
+        interface: String,
+        mode: XdpMode,
+        source: ProgramError,
+    },
     #[error("pinning {what} at {path}")]
-    Pin { what: &'static str, path: PathBuf, source: PinError },
+    Pin {
+        what: &'static str,
+        path: PathBuf,
+        source: PinError,
+    },
     #[error("pin directory {path}")]
-    PinDir { path: PathBuf, source: std::io::Error },
+    PinDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("name {name:?} cannot be encoded: {reason}")]
     Name { name: String, reason: String },
 }
@@ -112,8 +137,10 @@ impl Dataplane {
         let mut pinned = Vec::new();
         let mut adopted = false;
         if let Some(dir) = pin_dir {
-            std::fs::create_dir_all(dir)
-                .map_err(|source| DataplaneError::PinDir { path: dir.into(), source })?;
+            std::fs::create_dir_all(dir).map_err(|source| DataplaneError::PinDir {
+                path: dir.into(),
+                source,
+            })?;
             adopted = dir.join(maps::CONFIG).exists();
             for name in PINNED_MAPS {
                 let path = dir.join(name);
@@ -123,7 +150,10 @@ impl Dataplane {
         }
         let mut ebpf = loader.load(OBJECT).map_err(|source| match pin_dir {
             // The likeliest cause: pins of a build with other map layouts.
-            Some(dir) if adopted => DataplaneError::Adopt { dir: dir.into(), source },
+            Some(dir) if adopted => DataplaneError::Adopt {
+                dir: dir.into(),
+                source,
+            },
             _ => DataplaneError::Load(source),
         })?;
         if adopted {
@@ -131,10 +161,13 @@ impl Dataplane {
         }
         for name in [programs::ANSWER, programs::PASS] {
             let program = program_mut(&mut ebpf, name)?;
-            program.load().map_err(|source| DataplaneError::Program { name, source })?;
+            program
+                .load()
+                .map_err(|source| DataplaneError::Program { name, source })?;
         }
         let mut take = |name: &'static str| {
-            ebpf.take_map(name).ok_or(DataplaneError::Missing { kind: "map", name })
+            ebpf.take_map(name)
+                .ok_or(DataplaneError::Missing { kind: "map", name })
         };
         let table = AnswerTable {
             config: Array::try_from(take(maps::CONFIG)?).map_err(map_err(maps::CONFIG))?,
@@ -150,7 +183,8 @@ impl Dataplane {
         let counters =
             PerCpuArray::try_from(take(maps::COUNTERS)?).map_err(map_err(maps::COUNTERS))?;
         let ldns = LdnsMap {
-            config: Array::try_from(take(maps::LDNS_CONFIG)?).map_err(map_err(maps::LDNS_CONFIG))?,
+            config: Array::try_from(take(maps::LDNS_CONFIG)?)
+                .map_err(map_err(maps::LDNS_CONFIG))?,
             seen: HashMap::try_from(take(maps::LDNS)?).map_err(map_err(maps::LDNS))?,
         };
         Ok(Self {
@@ -179,7 +213,11 @@ impl Dataplane {
     /// The answering program and the answer table at once, e.g. to run the program while
     /// publishing.
     pub fn program_and_table(&mut self) -> (&Xdp, &mut AnswerTable) {
-        let program = self.ebpf.program(programs::ANSWER).and_then(|p| p.try_into().ok()).expect("loaded in Dataplane::load");
+        let program = self
+            .ebpf
+            .program(programs::ANSWER)
+            .and_then(|p| p.try_into().ok())
+            .expect("loaded in Dataplane::load");
         (program, &mut self.table)
     }
 
@@ -189,7 +227,10 @@ impl Dataplane {
     }
 
     fn loaded(&self, name: &str) -> &Xdp {
-        self.ebpf.program(name).and_then(|p| p.try_into().ok()).expect("loaded in Dataplane::load")
+        self.ebpf
+            .program(name)
+            .and_then(|p| p.try_into().ok())
+            .expect("loaded in Dataplane::load")
     }
 
     /// Attaches the answering program. `Auto` tries native mode and falls back to generic (SKB)
@@ -207,10 +248,15 @@ impl Dataplane {
         let (mode, id) = if path.exists() {
             // The interface runs an earlier gslbd's program through a pinned link: swap the
             // program in that link (one atomic update, no moment without XDP).
-            let link = PinnedLink::from_pin(&path)
-                .map_err(|source| DataplaneError::Link { path: path.clone(), source })?;
-            let link = XdpLink::try_from(FdLink::from(link))
-                .map_err(|source| DataplaneError::Link { path: path.clone(), source })?;
+            let link = PinnedLink::from_pin(&path).map_err(|source| DataplaneError::Link {
+                path: path.clone(),
+                source,
+            })?;
+            let link =
+                XdpLink::try_from(FdLink::from(link)).map_err(|source| DataplaneError::Link {
+                    path: path.clone(),
+                    source,
+                })?;
             let id = program
                 .attach_to_link(link)
                 .map_err(|source| DataplaneError::Program { name, source })?;
@@ -220,17 +266,21 @@ impl Dataplane {
             self.attach_program(name, interface, mode)?
         };
         let program = program_mut(&mut self.ebpf, name)?;
-        let link = program.take_link(id).map_err(|source| DataplaneError::Program { name, source })?;
-        let fd_link = FdLink::try_from(link)
-            .map_err(|source| DataplaneError::Link { path: path.clone(), source })?;
+        let link = program
+            .take_link(id)
+            .map_err(|source| DataplaneError::Program { name, source })?;
+        let fd_link = FdLink::try_from(link).map_err(|source| DataplaneError::Link {
+            path: path.clone(),
+            source,
+        })?;
         let fd_link = if path.exists() {
             fd_link
         } else {
-            FdLink::from(
-                fd_link
-                    .pin(&path)
-                    .map_err(|source| DataplaneError::Pin { what: "link", path: path.clone(), source })?,
-            )
+            FdLink::from(fd_link.pin(&path).map_err(|source| DataplaneError::Pin {
+                what: "link",
+                path: path.clone(),
+                source,
+            })?)
         };
         self.pinned_links.push((path, fd_link));
         Ok(mode)
@@ -239,7 +289,9 @@ impl Dataplane {
     /// Links pinned for other interfaces are from an earlier configuration: detach them.
     fn detach_stale_links(&self, dir: &Path, interface: &str) {
         let ours = format!("link-{interface}");
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             if name.starts_with("link-") && name != ours {
@@ -253,7 +305,8 @@ impl Dataplane {
 
     /// Attaches the pass-through program, for the far end of a veth pair (see gslb-ebpf).
     pub fn attach_pass(&mut self, interface: &str, mode: XdpMode) -> Result<XdpMode> {
-        self.attach_program(programs::PASS, interface, mode).map(|(mode, _)| mode)
+        self.attach_program(programs::PASS, interface, mode)
+            .map(|(mode, _)| mode)
     }
 
     fn attach_program(
@@ -270,7 +323,11 @@ impl Dataplane {
         };
         let mut last = None;
         for &m in tries {
-            let flags = if m == XdpMode::Native { AyaXdpMode::Driver } else { AyaXdpMode::Skb };
+            let flags = if m == XdpMode::Native {
+                AyaXdpMode::Driver
+            } else {
+                AyaXdpMode::Skb
+            };
             let name_c = std::ffi::CString::new(interface).map_err(|_| DataplaneError::Attach {
                 interface: interface.into(),
                 mode: m,
@@ -285,7 +342,11 @@ impl Dataplane {
                     if tries.len() > 1 {
                         warn!(program = name, interface, mode = %m, error = %source, "XDP attach failed, trying the next mode");
                     }
-                    last = Some(DataplaneError::Attach { interface: interface.into(), mode: m, source });
+                    last = Some(DataplaneError::Attach {
+                        interface: interface.into(),
+                        mode: m,
+                        source,
+                    });
                 }
             }
         }
@@ -305,8 +366,12 @@ impl Dataplane {
         let program = program_mut(&mut self.ebpf, name)?;
         // Unloading drops the program's own links; it is loaded again so the dataplane stays
         // usable (test_run, a later attach).
-        program.unload().map_err(|source| DataplaneError::Program { name, source })?;
-        program.load().map_err(|source| DataplaneError::Program { name, source })
+        program
+            .unload()
+            .map_err(|source| DataplaneError::Program { name, source })?;
+        program
+            .load()
+            .map_err(|source| DataplaneError::Program { name, source })
     }
 
     /// Leaves XDP attached through the pinned links and the maps pinned, so the fast path keeps
@@ -346,7 +411,10 @@ impl Dataplane {
 fn program_mut<'a>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut Xdp> {
     ebpf.program_mut(name)
         .and_then(|p| p.try_into().ok())
-        .ok_or(DataplaneError::Missing { kind: "program", name })
+        .ok_or(DataplaneError::Missing {
+            kind: "program",
+            name,
+        })
 }
 
 /// Hit and miss counters, one per [`Counter`].
@@ -359,7 +427,11 @@ impl Counters {
     }
 
     pub fn hits(&self) -> u64 {
-        Counter::ALL.iter().filter(|c| c.is_hit()).map(|c| self.get(*c)).sum()
+        Counter::ALL
+            .iter()
+            .filter(|c| c.is_hit())
+            .map(|c| self.get(*c))
+            .sum()
     }
 
     /// Counters that rose from `earlier` to `self`, by how much.
@@ -449,10 +521,15 @@ impl AnswerTable {
     pub fn publish(&mut self, snapshot: &Snapshot) -> Result<PublishStats> {
         let current = self.config.get(&0, 0).map_err(map_err(maps::CONFIG))?;
         let generation = current.generation.wrapping_add(1);
-        let mut stats = PublishStats { generation, ..Default::default() };
+        let mut stats = PublishStats {
+            generation,
+            ..Default::default()
+        };
 
         for addr in &snapshot.listen {
-            self.listen.insert(&listen_key(*addr), &1, 0).map_err(map_err(maps::LISTEN))?;
+            self.listen
+                .insert(&listen_key(*addr), &1, 0)
+                .map_err(map_err(maps::LISTEN))?;
         }
         // The slot of the new generation; packets of the current one read the other.
         self.listen_set
@@ -469,12 +546,23 @@ impl AnswerTable {
         let scanned = match &previous {
             Some(_) => None,
             None => Some((
-                self.views.keys().filter_map(|k| k.ok()).collect::<Vec<Key<ViewKey>>>(),
-                self.domains.keys().filter_map(|k| k.ok()).collect::<Vec<DomainKey>>(),
-                self.answers.keys().filter_map(|k| k.ok()).collect::<Vec<AnswerKey>>(),
+                self.views
+                    .keys()
+                    .filter_map(|k| k.ok())
+                    .collect::<Vec<Key<ViewKey>>>(),
+                self.domains
+                    .keys()
+                    .filter_map(|k| k.ok())
+                    .collect::<Vec<DomainKey>>(),
+                self.answers
+                    .keys()
+                    .filter_map(|k| k.ok())
+                    .collect::<Vec<AnswerKey>>(),
             )),
         };
-        let plan = previous.as_ref().and_then(|p| refinement(&p.snapshot, snapshot));
+        let plan = previous
+            .as_ref()
+            .and_then(|p| refinement(&p.snapshot, snapshot));
         let mut stale_views: Vec<Key<ViewKey>> = Vec::new();
         let view_generation = match plan {
             Some(origins) => {
@@ -483,7 +571,11 @@ impl AnswerTable {
                 stats.copied = copied.len();
                 old.answer_keys.extend(copied);
                 if !Arc::ptr_eq(&old.snapshot.views, &snapshot.views) {
-                    stats.prefixes = self.edit_views(&old.snapshot.views, &snapshot.views, current.view_generation)?;
+                    stats.prefixes = self.edit_views(
+                        &old.snapshot.views,
+                        &snapshot.views,
+                        current.view_generation,
+                    )?;
                 }
                 stats.in_place = true;
                 current.view_generation
@@ -492,11 +584,20 @@ impl AnswerTable {
                 let view_generation = current.view_generation.wrapping_add(1);
                 if let Some(old) = &previous {
                     let g = old.view_generation;
-                    stale_views = old.snapshot.views.iter().map(|(n, _)| view_key(g, n.network(), n.prefix_len())).collect();
+                    stale_views = old
+                        .snapshot
+                        .views
+                        .iter()
+                        .map(|(n, _)| view_key(g, n.network(), n.prefix_len()))
+                        .collect();
                 }
                 for (net, view) in snapshot.views.iter() {
                     self.views
-                        .insert(&view_key(view_generation, net.network(), net.prefix_len()), view, 0)
+                        .insert(
+                            &view_key(view_generation, net.network(), net.prefix_len()),
+                            view,
+                            0,
+                        )
                         .map_err(map_err(maps::VIEWS))?;
                     stats.prefixes += 1;
                 }
@@ -524,7 +625,11 @@ impl AnswerTable {
                 stats.too_long += 1;
                 continue;
             }
-            let mut key = DomainKey { qtype: domain.qtype, generation, ..Default::default() };
+            let mut key = DomainKey {
+                qtype: domain.qtype,
+                generation,
+                ..Default::default()
+            };
             key.name[..wire.len()].copy_from_slice(&wire);
             if hashed.get(&hash).is_some_and(|other| *other != wire) {
                 warn!(name = %domain.name, "name hash collides with another name's; left to the responder");
@@ -533,14 +638,19 @@ impl AnswerTable {
             }
             hashed.insert(hash, wire.clone());
             domain_keys.push(key);
-            domain_values.push(DomainValue { domain_id: domain.id, reserved: 0 });
+            domain_values.push(DomainValue {
+                domain_id: domain.id,
+                reserved: 0,
+            });
             for (key, set) in answer_sets(domain, &wire, hash, generation) {
                 answer_keys.push(key);
                 answer_values.push(set);
             }
         }
-        batch(&mut self.domains, &domain_keys, Some(&domain_values)).map_err(map_err(maps::DOMAINS))?;
-        batch(&mut self.answers, &answer_keys, Some(&answer_values)).map_err(map_err(maps::ANSWERS))?;
+        batch(&mut self.domains, &domain_keys, Some(&domain_values))
+            .map_err(map_err(maps::DOMAINS))?;
+        batch(&mut self.answers, &answer_keys, Some(&answer_values))
+            .map_err(map_err(maps::ANSWERS))?;
         stats.domains = domain_keys.len();
         stats.answers = answer_keys.len();
 
@@ -550,7 +660,9 @@ impl AnswerTable {
             edns_udp_size: snapshot.edns_udp_size,
             view_generation,
         };
-        self.config.set(0, &config, 0).map_err(map_err(maps::CONFIG))?;
+        self.config
+            .set(0, &config, 0)
+            .map_err(map_err(maps::CONFIG))?;
         // A packet that read the old generation just before the switch may still be looking
         // its entries up. A program run takes well under a microsecond and cannot be preempted,
         // so after this pause none can be: only then are the old entries deleted.
@@ -563,8 +675,7 @@ impl AnswerTable {
             }
             (None, None) => unreachable!("scanned when there is no previous publish"),
         };
-        stats.removed =
-            self.remove_stale(stale_views, stale_domains, stale_answers, snapshot)?;
+        stats.removed = self.remove_stale(stale_views, stale_domains, stale_answers, snapshot)?;
         self.published = Some(Published {
             snapshot: snapshot.clone(),
             generation,
@@ -588,7 +699,9 @@ impl AnswerTable {
             return Ok(copied);
         }
         for domain in &old.domains {
-            let Ok(wire) = wire_name(&domain.name) else { continue };
+            let Ok(wire) = wire_name(&domain.name) else {
+                continue;
+            };
             if wire.len() > gslb_common::QNAME_MAX {
                 continue;
             }
@@ -597,7 +710,9 @@ impl AnswerTable {
             for (new, origin) in origins.iter().filter(|(n, o)| n != o) {
                 for (key, set) in sets.iter().filter(|(k, _)| k.view == *origin) {
                     let key = AnswerKey { view: *new, ..*key };
-                    self.answers.insert(&key, set, 0).map_err(map_err(maps::ANSWERS))?;
+                    self.answers
+                        .insert(&key, set, 0)
+                        .map_err(map_err(maps::ANSWERS))?;
                     copied.push(key);
                 }
             }
@@ -618,7 +733,12 @@ impl AnswerTable {
         }
         // Both lists are disjoint prefixes in address order (as the compiler emits them): one
         // walk finds the changed, new and stale ones without hashing a million prefixes.
-        let order = |n: &ipnet::IpNet| (crate::compile::partition::key_of(n.network()), n.prefix_len());
+        let order = |n: &ipnet::IpNet| {
+            (
+                crate::compile::partition::key_of(n.network()),
+                n.prefix_len(),
+            )
+        };
         let (mut inserts, mut removes) = (Vec::new(), Vec::new());
         let (mut i, mut j) = (0, 0);
         while i < old.len() || j < new.len() {
@@ -648,7 +768,11 @@ impl AnswerTable {
         let mut written = 0;
         for (net, view) in &inserts {
             self.views
-                .insert(&view_key(view_generation, net.network(), net.prefix_len()), view, 0)
+                .insert(
+                    &view_key(view_generation, net.network(), net.prefix_len()),
+                    view,
+                    0,
+                )
                 .map_err(map_err(maps::VIEWS))?;
             written += 1;
         }
@@ -671,8 +795,11 @@ impl AnswerTable {
         snapshot: &Snapshot,
     ) -> Result<usize> {
         let mut removed = 0;
-        let keep: Vec<ListenKey> =
-            snapshot.listen.iter().map(|a| ListenKey { addr: mapped(*a) }).collect();
+        let keep: Vec<ListenKey> = snapshot
+            .listen
+            .iter()
+            .map(|a| ListenKey { addr: mapped(*a) })
+            .collect();
         let stale: Vec<Key<ListenKey>> = self
             .listen
             .keys()
@@ -687,8 +814,10 @@ impl AnswerTable {
             self.views.remove(&k).map_err(map_err(maps::VIEWS))?;
             removed += 1;
         }
-        batch::<_, DomainValue>(&mut self.domains, &stale_domains, None).map_err(map_err(maps::DOMAINS))?;
-        batch::<_, AnswerSet>(&mut self.answers, &stale_answers, None).map_err(map_err(maps::ANSWERS))?;
+        batch::<_, DomainValue>(&mut self.domains, &stale_domains, None)
+            .map_err(map_err(maps::DOMAINS))?;
+        batch::<_, AnswerSet>(&mut self.answers, &stale_answers, None)
+            .map_err(map_err(maps::ANSWERS))?;
         Ok(removed + stale_domains.len() + stale_answers.len())
     }
 }
@@ -738,11 +867,20 @@ fn batch<K: aya::Pod, V: aya::Pod>(
             elem_flags: 0,
             flags: 0,
         };
-        let cmd = if values.is_some() { BPF_MAP_UPDATE_BATCH } else { BPF_MAP_DELETE_BATCH };
+        let cmd = if values.is_some() {
+            BPF_MAP_UPDATE_BATCH
+        } else {
+            BPF_MAP_DELETE_BATCH
+        };
         // SAFETY: `attr` points at `count` keys (and values) that live through the call; the
         // kernel reads them and writes back `count` only.
         let rc = unsafe {
-            libc::syscall(libc::SYS_bpf, cmd, &mut attr as *mut BatchAttr, size_of::<BatchAttr>() as u32)
+            libc::syscall(
+                libc::SYS_bpf,
+                cmd,
+                &mut attr as *mut BatchAttr,
+                size_of::<BatchAttr>() as u32,
+            )
         };
         if rc == 0 {
             return Ok(());
@@ -757,8 +895,15 @@ fn batch<K: aya::Pod, V: aya::Pod>(
                 return one_by_one(map, keys, values);
             }
             _ => {
-                let call = if values.is_some() { "bpf_map_update_batch" } else { "bpf_map_delete_batch" };
-                return Err(MapError::SyscallError(aya::sys::SyscallError { call, io_error: error }));
+                let call = if values.is_some() {
+                    "bpf_map_update_batch"
+                } else {
+                    "bpf_map_delete_batch"
+                };
+                return Err(MapError::SyscallError(aya::sys::SyscallError {
+                    call,
+                    io_error: error,
+                }));
             }
         }
     }
@@ -785,7 +930,12 @@ fn one_by_one<K: aya::Pod, V: aya::Pod>(
 
 /// Every answer set of `domain` in `generation`: its views' (flagged when the domain is
 /// answered by RTT) and its LDNS views'.
-fn answer_sets(domain: &DomainEntry, wire: &[u8], hash: u64, generation: u32) -> Vec<(AnswerKey, AnswerSet)> {
+fn answer_sets(
+    domain: &DomainEntry,
+    wire: &[u8],
+    hash: u64,
+    generation: u32,
+) -> Vec<(AnswerKey, AnswerSet)> {
     let key = |view: u32| answer_key(hash, domain.qtype, generation, view);
     let mut sets = Vec::with_capacity(domain.answers.len() + domain.rtt_answers.len());
     for (view, answer) in &domain.answers {
@@ -824,7 +974,10 @@ fn refinement(old: &Snapshot, new: &Snapshot) -> Option<std::collections::HashMa
         if orv != 0 {
             in_use.insert(orv | RTT_VIEW_BIT);
         }
-        let pairs = [(nv, Some(ov)), (nrv | RTT_VIEW_BIT, (orv != 0).then_some(orv | RTT_VIEW_BIT))];
+        let pairs = [
+            (nv, Some(ov)),
+            (nrv | RTT_VIEW_BIT, (orv != 0).then_some(orv | RTT_VIEW_BIT)),
+        ];
         for (n, o) in pairs {
             // No LDNS view now: there must have been none (its answers would vanish early).
             if n == RTT_VIEW_BIT {
@@ -901,7 +1054,9 @@ impl LdnsMap {
     }
 
     fn set_settings(&mut self, config: &LdnsConfig) -> Result<()> {
-        self.config.set(0, config, 0).map_err(map_err(maps::LDNS_CONFIG))
+        self.config
+            .set(0, config, 0)
+            .map_err(map_err(maps::LDNS_CONFIG))
     }
 
     /// Groups resolvers by prefix (NetScaler `ldnsmask`): queries from one /`v4` (IPv4) or
@@ -919,7 +1074,11 @@ impl LdnsMap {
     /// Turns recording on or off.
     pub fn set_enabled(&mut self, enabled: bool) -> Result<()> {
         let mut config = self.settings()?;
-        config.flags = if enabled { config.flags & !LDNS_OFF } else { config.flags | LDNS_OFF };
+        config.flags = if enabled {
+            config.flags & !LDNS_OFF
+        } else {
+            config.flags | LDNS_OFF
+        };
         self.set_settings(&config)
     }
 
@@ -953,14 +1112,23 @@ impl LdnsMap {
                 stale.push(key);
                 continue;
             }
-            scan.seen.push(SeenLdns { group: unmapped(key.addr), addr: unmapped(value.addr), idle });
+            scan.seen.push(SeenLdns {
+                group: unmapped(key.addr),
+                addr: unmapped(value.addr),
+                idle,
+            });
         }
         for key in stale {
             match self.seen.remove(&key) {
                 Ok(()) => scan.expired += 1,
                 // Evicted meanwhile.
                 Err(MapError::KeyNotFound) => {}
-                Err(source) => return Err(DataplaneError::Map { name: maps::LDNS, source }),
+                Err(source) => {
+                    return Err(DataplaneError::Map {
+                        name: maps::LDNS,
+                        source,
+                    });
+                }
             }
         }
         self.new_epoch()?;
@@ -970,7 +1138,10 @@ impl LdnsMap {
 
 /// CLOCK_MONOTONIC in nanoseconds: the clock of `bpf_ktime_get_ns`.
 fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: a valid timespec to fill; CLOCK_MONOTONIC always exists.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -978,7 +1149,11 @@ fn monotonic_ns() -> u64 {
 
 /// A 16-byte address mask with the bits after the first `prefix` set.
 fn host_bytes(prefix: u32) -> [u8; 16] {
-    let keep = if prefix >= 128 { u128::MAX } else { !(u128::MAX >> prefix) };
+    let keep = if prefix >= 128 {
+        u128::MAX
+    } else {
+        !(u128::MAX >> prefix)
+    };
     (!keep).to_be_bytes()
 }
 
@@ -1018,7 +1193,14 @@ pub fn listen_key(addr: IpAddr) -> Key<ListenKey> {
 
 /// The `ANSWERS` key of (name, qtype, view) in one generation, the name given by its hash.
 pub fn answer_key(name_hash: u64, qtype: u16, generation: u32, view: u32) -> AnswerKey {
-    AnswerKey { name_hash, generation, view, qtype, reserved: 0, reserved2: 0 }
+    AnswerKey {
+        name_hash,
+        generation,
+        view,
+        qtype,
+        reserved: 0,
+        reserved2: 0,
+    }
 }
 
 /// The `VIEWS` trie key for a client prefix in one generation.
@@ -1029,14 +1211,22 @@ pub fn view_key(generation: u32, network: IpAddr, prefix_len: u8) -> Key<ViewKey
     };
     Key::new(
         VIEW_KEY_GENERATION_BITS + bits,
-        ViewKey { generation: generation.to_be_bytes(), addr: mapped(network) },
+        ViewKey {
+            generation: generation.to_be_bytes(),
+            addr: mapped(network),
+        },
     )
 }
 
 /// A name in uncompressed wire form, lower-cased: what the fast path builds from a query.
 pub fn wire_name(name: &str) -> Result<Vec<u8>> {
-    let err = |reason: String| DataplaneError::Name { name: name.into(), reason };
-    let fqdn = Name::from_ascii(name).map_err(|e| err(e.to_string()))?.to_lowercase();
+    let err = |reason: String| DataplaneError::Name {
+        name: name.into(),
+        reason,
+    };
+    let fqdn = Name::from_ascii(name)
+        .map_err(|e| err(e.to_string()))?
+        .to_lowercase();
     let mut fqdn = fqdn;
     fqdn.set_fqdn(true);
     fqdn.to_bytes().map_err(|e| err(e.to_string()))
@@ -1049,7 +1239,11 @@ pub fn domain_key(name: &str, qtype: u16, generation: u32) -> Result<Option<Doma
     if wire.len() > QNAME_MAX {
         return Ok(None);
     }
-    let mut key = DomainKey { qtype, generation, ..Default::default() };
+    let mut key = DomainKey {
+        qtype,
+        generation,
+        ..Default::default()
+    };
     key.name[..wire.len()].copy_from_slice(&wire);
     Ok(Some(key))
 }
@@ -1096,14 +1290,23 @@ pub fn answer_set(answer: &Answer, wire: &[u8]) -> AnswerSet {
     let mut set = AnswerSet {
         ttl: answer.ttl,
         count: if fits { answer.addrs.len() as u8 } else { 0 },
-        flags: if answer.mode == AnswerMode::Rotate { ANSWER_ROTATE } else { 0 },
+        flags: if answer.mode == AnswerMode::Rotate {
+            ANSWER_ROTATE
+        } else {
+            0
+        },
         qtype,
         name_len: wire.len() as u32,
         ..Default::default()
     };
     set.name[..wire.len()].copy_from_slice(wire);
     let mut all = Vec::new();
-    for (i, addr) in answer.addrs.iter().take(if fits { MAX_ADDRS } else { 0 }).enumerate() {
+    for (i, addr) in answer
+        .addrs
+        .iter()
+        .take(if fits { MAX_ADDRS } else { 0 })
+        .enumerate()
+    {
         let rr = answer_record(qtype, answer.ttl, *addr);
         set.rr_csum[i] = ones_sum(&rr) as u32;
         all.extend_from_slice(&rr);
@@ -1130,7 +1333,10 @@ mod tests {
         for (name, wire) in table {
             let key = domain_key(name, 1, 7).unwrap().unwrap();
             assert_eq!(&key.name[..wire.len()], *wire, "{name}");
-            assert!(key.name[wire.len()..].iter().all(|b| *b == 0), "{name}: padding");
+            assert!(
+                key.name[wire.len()..].iter().all(|b| *b == 0),
+                "{name}: padding"
+            );
             assert_eq!((key.qtype, key.generation, key.reserved), (1, 7, 0));
         }
     }
@@ -1149,7 +1355,11 @@ mod tests {
     fn view_keys_put_the_generation_first_and_map_ipv4() {
         let table = [
             (IpAddr::V4(Ipv4Addr::new(198, 51, 100, 0)), 24, 32 + 96 + 24),
-            (IpAddr::V6("2001:db8:100::".parse::<Ipv6Addr>().unwrap()), 48, 32 + 48),
+            (
+                IpAddr::V6("2001:db8:100::".parse::<Ipv6Addr>().unwrap()),
+                48,
+                32 + 48,
+            ),
             (IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0, 32 + 96),
         ];
         for (net, len, bits) in table {
@@ -1167,7 +1377,10 @@ mod tests {
         let wire = wire_name("WWW.Example.COM").unwrap();
         assert_eq!(wire, b"\x03www\x07example\x03com\x00");
         let key = answer_key(name_hash(&wire), QTYPE_AAAA, 7, 3);
-        assert_eq!((key.name_hash, key.qtype, key.generation, key.view), (name_hash(&wire), 28, 7, 3));
+        assert_eq!(
+            (key.name_hash, key.qtype, key.generation, key.view),
+            (name_hash(&wire), 28, 7, 3)
+        );
         assert_eq!((key.reserved, key.reserved2), (0, 0));
     }
 
@@ -1179,9 +1392,13 @@ mod tests {
         assert_eq!(set.count, 2, "distinct addresses");
         assert!(set.addrs[..2].contains(&mapped(v4)) && set.addrs[..2].contains(&mapped(v6)));
         assert!(set.addrs[2..].iter().all(|a| *a == [0; 16]));
-        let many: Vec<IpAddr> =
-            (1..=LISTEN_INLINE as u8 + 1).map(|i| IpAddr::V4(Ipv4Addr::new(192, 0, 2, i))).collect();
-        assert_eq!(listen_set(&many[..LISTEN_INLINE]).count, LISTEN_INLINE as u32);
+        let many: Vec<IpAddr> = (1..=LISTEN_INLINE as u8 + 1)
+            .map(|i| IpAddr::V4(Ipv4Addr::new(192, 0, 2, i)))
+            .collect();
+        assert_eq!(
+            listen_set(&many[..LISTEN_INLINE]).count,
+            LISTEN_INLINE as u32
+        );
         assert_eq!(listen_set(&many).count, LISTEN_IN_TRIE);
     }
 
@@ -1191,9 +1408,10 @@ mod tests {
         use hickory_proto::op::{Message, MessageType, OpCode, Query};
         use hickory_proto::rr::RecordType;
         let mut msg = Message::new();
-        msg.set_id(7).set_message_type(MessageType::Query).set_op_code(OpCode::Query).add_query(
-            Query::query(Name::from_ascii(WWW).unwrap(), RecordType::A),
-        );
+        msg.set_id(7)
+            .set_message_type(MessageType::Query)
+            .set_op_code(OpCode::Query)
+            .add_query(Query::query(Name::from_ascii(WWW).unwrap(), RecordType::A));
         let dns = msg.to_bytes().unwrap();
         let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
         let total = (20 + 8 + dns.len()) as u16;
@@ -1215,15 +1433,28 @@ mod tests {
     fn batch_writes_and_deletes_every_entry() {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
-            assert_ne!(std::env::var("GSLB_REQUIRE_PRIVILEGED").as_deref(), Ok("1"), "needs root");
+            assert_ne!(
+                std::env::var("GSLB_REQUIRE_PRIVILEGED").as_deref(),
+                Ok("1"),
+                "needs root"
+            );
             eprintln!("skipped: loading XDP programs needs root");
             return;
         }
         let mut dp = Dataplane::load(None).expect("loading the XDP object");
         let map = &mut dp.table.domains;
-        let key = |i: u32| DomainKey { qtype: 1, generation: i, ..DomainKey::default() };
+        let key = |i: u32| DomainKey {
+            qtype: 1,
+            generation: i,
+            ..DomainKey::default()
+        };
         let keys: Vec<DomainKey> = (0..5000).map(key).collect();
-        let values: Vec<DomainValue> = (0..5000).map(|i| DomainValue { domain_id: i, reserved: 0 }).collect();
+        let values: Vec<DomainValue> = (0..5000)
+            .map(|i| DomainValue {
+                domain_id: i,
+                reserved: 0,
+            })
+            .collect();
         batch(map, &keys, Some(&values)).expect("batch update");
         for i in [0u32, 1, 2500, 4999] {
             assert_eq!(map.get(&key(i), 0).expect("written").domain_id, i);
@@ -1239,12 +1470,17 @@ mod tests {
         use aya::programs::{TestRun, TestRunOptions};
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
-            assert_ne!(std::env::var("GSLB_REQUIRE_PRIVILEGED").as_deref(), Ok("1"), "needs root");
+            assert_ne!(
+                std::env::var("GSLB_REQUIRE_PRIVILEGED").as_deref(),
+                Ok("1"),
+                "needs root"
+            );
             eprintln!("skipped: loading XDP programs needs root");
             return;
         }
-        let listen: Vec<String> =
-            (1..=LISTEN_INLINE as u8 + 1).map(|i| format!("\"192.0.2.{i}\"")).collect();
+        let listen: Vec<String> = (1..=LISTEN_INLINE as u8 + 1)
+            .map(|i| format!("\"192.0.2.{i}\""))
+            .collect();
         let text = format!(
             r#"
 [server]
@@ -1277,7 +1513,7 @@ services = ["web"]
         dp.table.publish(&snapshot).expect("publishing");
         let last = Ipv4Addr::new(192, 0, 2, LISTEN_INLINE as u8 + 1);
         for (dst, action, counter) in [
-            (last, 3, Counter::HitAV4), // XDP_TX
+            (last, 3, Counter::HitAV4),                                   // XDP_TX
             (Ipv4Addr::new(192, 0, 2, 99), 2, Counter::OtherDestination), // XDP_PASS
         ] {
             let before = dp.counters().unwrap();
@@ -1292,7 +1528,11 @@ services = ["web"]
                 })
                 .expect("BPF_PROG_TEST_RUN");
             assert_eq!(result.return_value, action, "to {dst}");
-            assert_eq!(dp.counters().unwrap().delta(&before), [(counter, 1)], "to {dst}");
+            assert_eq!(
+                dp.counters().unwrap().delta(&before),
+                [(counter, 1)],
+                "to {dst}"
+            );
         }
     }
 
@@ -1303,9 +1543,20 @@ services = ["web"]
             (128, [0; 16]),
             (96 + 32, [0; 16]),
             (96 + 24, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff]),
-            (96 + 20, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0f, 0xff]),
-            (96 + 12, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0f, 0xff, 0xff]),
-            (56, [0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]),
+            (
+                96 + 20,
+                [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0f, 0xff],
+            ),
+            (
+                96 + 12,
+                [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0f, 0xff, 0xff],
+            ),
+            (
+                56,
+                [
+                    0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                ],
+            ),
         ];
         for (prefix, host) in table {
             assert_eq!(host_bytes(prefix), host, "/{prefix}");
@@ -1320,7 +1571,10 @@ services = ["web"]
     fn listen_keys_are_whole_mapped_addresses() {
         let key = listen_key(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 53)));
         assert_eq!(key.prefix_len(), 128);
-        assert_eq!(key.data().addr, Ipv4Addr::new(192, 0, 2, 53).to_ipv6_mapped().octets());
+        assert_eq!(
+            key.data().addr,
+            Ipv4Addr::new(192, 0, 2, 53).to_ipv6_mapped().octets()
+        );
     }
 
     #[test]
@@ -1332,12 +1586,21 @@ services = ["web"]
         };
         let wire = wire_name(WWW).unwrap();
         let set = answer_set(&answer, &wire);
-        assert_eq!((set.count, set.flags, set.qtype, set.ttl), (2, ANSWER_ROTATE, 1, 300));
+        assert_eq!(
+            (set.count, set.flags, set.qtype, set.ttl),
+            (2, ANSWER_ROTATE, 1, 300)
+        );
         assert_eq!(set.name_len as usize, wire.len());
         assert_eq!(&set.name[..wire.len()], &wire[..]);
-        assert!(set.name[wire.len()..].iter().all(|b| *b == 0), "name padding");
+        assert!(
+            set.name[wire.len()..].iter().all(|b| *b == 0),
+            "name padding"
+        );
         let rr0 = answer_record(1, 300, answer.addrs[0]);
-        assert_eq!(rr0, [0xc0, 12, 0, 1, 0, 1, 0, 0, 1, 44, 0, 4, 192, 0, 2, 10]);
+        assert_eq!(
+            rr0,
+            [0xc0, 12, 0, 1, 0, 1, 0, 0, 1, 44, 0, 4, 192, 0, 2, 10]
+        );
         // Sum by hand: c00c + 0001 + 0001 + 0000 + 012c + 0004 + c000 + 020a.
         let by_hand: u32 = 0xc00c + 1 + 1 + 0x012c + 4 + 0xc000 + 0x020a;
         let folded = (by_hand & 0xffff) + (by_hand >> 16);
@@ -1345,7 +1608,11 @@ services = ["web"]
         let both = [rr0, answer_record(1, 300, answer.addrs[1])].concat();
         assert_eq!(set.all_csum, ones_sum(&both) as u32);
         assert_eq!(set.rr_len(), 16);
-        assert_eq!(&set.records[..32], &both[..], "records back to back, as on the wire");
+        assert_eq!(
+            &set.records[..32],
+            &both[..],
+            "records back to back, as on the wire"
+        );
         assert!(set.records[32..].iter().all(|b| *b == 0));
     }
 }

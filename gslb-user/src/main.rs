@@ -10,7 +10,11 @@ use gslb_user::{
 };
 
 #[derive(Parser)]
-#[command(name = "gslbd", version, about = "GSLB authoritative DNS server with an XDP fast path")]
+#[command(
+    name = "gslbd",
+    version,
+    about = "GSLB authoritative DNS server with an XDP fast path"
+)]
 struct Args {
     /// Configuration file (TOML).
     #[arg(long, short)]
@@ -44,8 +48,7 @@ struct Args {
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
         .init();

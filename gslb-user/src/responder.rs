@@ -11,6 +11,7 @@ use std::{
     sync::atomic::{AtomicBool, AtomicU32, Ordering},
 };
 
+use arc_swap::ArcSwap;
 use gslb_common::{DEFAULT_VIEW, QTYPE_A, QTYPE_AAAA};
 use hickory_proto::{
     op::{Edns, Header, Message, MessageType, OpCode, Query, ResponseCode},
@@ -21,17 +22,16 @@ use hickory_proto::{
     },
     serialize::binary::{BinDecodable, BinDecoder, BinEncodable},
 };
-use arc_swap::ArcSwap;
 use ipnet::IpNet;
 
 use crate::{
+    compile::{Answer, DomainEntry, Snapshot},
+    config::{AnswerMode, Config, RecordData, Zone},
     location::db::LocationDb,
     policy::{
         Client as EngineClient, Engine, Fallback, Query as EngineQuery, ServiceState,
         State as EngineState,
     },
-    compile::{Answer, DomainEntry, Snapshot},
-    config::{AnswerMode, Config, RecordData, Zone},
 };
 
 /// How the query arrived, which bounds the response size.
@@ -94,7 +94,11 @@ struct Decisions {
 
 impl Authority {
     fn new(config: &Config, snapshot: &Snapshot, locations: Option<Arc<LocationDb>>) -> Self {
-        let mut zones: Vec<ZoneData> = config.zones.iter().map(|z| ZoneData::new(z, config)).collect();
+        let mut zones: Vec<ZoneData> = config
+            .zones
+            .iter()
+            .map(|z| ZoneData::new(z, config))
+            .collect();
         // Longest apex first: the first zone that contains a name is its zone.
         zones.sort_by_key(|z| std::cmp::Reverse(z.apex.len()));
         let decisions = if snapshot.engine_domains.is_empty() {
@@ -107,7 +111,11 @@ impl Authority {
                     rtt: snapshot.rtt.clone(),
                     rtt_rows: snapshot.rtt_rows.clone(),
                     answer_ips: config.services.iter().map(|s| s.answer_ip()).collect(),
-                    domain_info: config.gslb_domains.iter().map(|d| (d.ttl, d.backup_ip.clone())).collect(),
+                    domain_info: config
+                        .gslb_domains
+                        .iter()
+                        .map(|d| (d.ttl, d.backup_ip.clone()))
+                        .collect(),
                     engine,
                     locations,
                 }),
@@ -119,7 +127,12 @@ impl Authority {
                 }
             }
         };
-        Authority { zones, gslb: GslbIndex::new(snapshot), edns_udp_size: snapshot.edns_udp_size, decisions }
+        Authority {
+            zones,
+            gslb: GslbIndex::new(snapshot),
+            edns_udp_size: snapshot.edns_udp_size,
+            decisions,
+        }
     }
 }
 
@@ -148,9 +161,15 @@ struct GslbIndex {
 
 impl GslbIndex {
     fn new(snapshot: &Snapshot) -> Self {
-        let domains =
-            snapshot.domains.iter().map(|d| ((d.name.clone(), d.qtype), d.clone())).collect();
-        GslbIndex { segments: snapshot.segments.clone(), domains }
+        let domains = snapshot
+            .domains
+            .iter()
+            .map(|d| ((d.name.clone(), d.qtype), d.clone()))
+            .collect();
+        GslbIndex {
+            segments: snapshot.segments.clone(),
+            domains,
+        }
     }
 
     /// The answer XDP gives `client` for (`name`, `qtype`): the client's view, falling back to
@@ -158,17 +177,31 @@ impl GslbIndex {
     fn answer(&self, name: &str, qtype: u16, client: IpAddr) -> Option<&Answer> {
         let entry = self.domains.get(&(name.to_owned(), qtype))?;
         let (view, rtt_view, _) = self.segments.lookup_both(canonical(client));
-        let find = |v| entry.answers.iter().find(|(view, _)| *view == v).map(|(_, a)| a);
+        let find = |v| {
+            entry
+                .answers
+                .iter()
+                .find(|(view, _)| *view == v)
+                .map(|(_, a)| a)
+        };
         let by_view = find(view).or_else(|| find(DEFAULT_VIEW));
         // Answered by RTT: the LDNS view's answer, as the fast path takes it.
         let by_rtt = (entry.by_rtt && by_view.is_some() && rtt_view != 0)
-            .then(|| entry.rtt_answers.iter().find(|(v, _)| *v == rtt_view).map(|(_, a)| a))
+            .then(|| {
+                entry
+                    .rtt_answers
+                    .iter()
+                    .find(|(v, _)| *v == rtt_view)
+                    .map(|(_, a)| a)
+            })
             .flatten();
         by_rtt.or(by_view).filter(|a| !a.addrs.is_empty())
     }
 
     fn is_gslb(&self, name: &str) -> bool {
-        [QTYPE_A, QTYPE_AAAA].iter().any(|t| self.domains.contains_key(&(name.to_owned(), *t)))
+        [QTYPE_A, QTYPE_AAAA]
+            .iter()
+            .any(|t| self.domains.contains_key(&(name.to_owned(), *t)))
     }
 
     /// The ECS scope of a GSLB answer to `client` (RFC 7871 §7.2.1): the shortest prefix
@@ -235,18 +268,25 @@ impl ZoneData {
                 RecordData::Aaaa(a) => RData::AAAA(AAAA(*a)),
                 RecordData::Cname(t) => RData::CNAME(CNAME(name(t))),
                 RecordData::Txt(t) => RData::TXT(TXT::new(t.clone())),
-                RecordData::Mx { preference, exchange } => {
-                    RData::MX(MX::new(*preference, name(exchange)))
-                }
+                RecordData::Mx {
+                    preference,
+                    exchange,
+                } => RData::MX(MX::new(*preference, name(exchange))),
                 RecordData::Ns(t) => {
                     cuts.insert(r.name.clone());
                     RData::NS(NS(name(t)))
                 }
-                RecordData::Srv { priority, weight, port, target } => {
-                    RData::SRV(SRV::new(*priority, *weight, *port, name(target)))
-                }
+                RecordData::Srv {
+                    priority,
+                    weight,
+                    port,
+                    target,
+                } => RData::SRV(SRV::new(*priority, *weight, *port, name(target))),
             };
-            records.entry(r.name.clone()).or_default().push(Record::from_rdata(name(&r.name), r.ttl, rdata));
+            records
+                .entry(r.name.clone())
+                .or_default()
+                .push(Record::from_rdata(name(&r.name), r.ttl, rdata));
         }
         let gslb: HashSet<String> = config
             .gslb_domains
@@ -284,7 +324,9 @@ impl ZoneData {
     fn contains(&self, qname: &str) -> bool {
         self.apex.is_empty()
             || qname == self.apex
-            || qname.strip_suffix(&self.apex).is_some_and(|p| p.ends_with('.'))
+            || qname
+                .strip_suffix(&self.apex)
+                .is_some_and(|p| p.ends_with('.'))
     }
 
     /// The delegation point at or above `qname`, if any.
@@ -334,7 +376,12 @@ impl Responder {
     /// Answers from `config` and `snapshot` from now on (a configuration reload), keeping the
     /// location database.
     pub fn replace(&self, config: &Config, snapshot: &Snapshot) {
-        let locations = self.data.load().decisions.as_ref().and_then(|d| d.locations.clone());
+        let locations = self
+            .data
+            .load()
+            .decisions
+            .as_ref()
+            .and_then(|d| d.locations.clone());
         self.replace_with_locations(config, snapshot, locations);
     }
 
@@ -346,7 +393,8 @@ impl Responder {
         snapshot: &Snapshot,
         locations: Option<Arc<LocationDb>>,
     ) {
-        self.data.store(Arc::new(Authority::new(config, snapshot, locations)));
+        self.data
+            .store(Arc::new(Authority::new(config, snapshot, locations)));
     }
 
     /// Answers `request` from `client` into `sink`; sends nothing for what must not be answered
@@ -406,8 +454,9 @@ impl Responder {
         let limit = match (transport, edns) {
             (Transport::Tcp, _) => u16::MAX as usize,
             (Transport::Udp, None) => CLASSIC_UDP_SIZE,
-            (Transport::Udp, Some(e)) => usize::from(e.max_payload().min(data.edns_udp_size))
-                .max(CLASSIC_UDP_SIZE),
+            (Transport::Udp, Some(e)) => {
+                usize::from(e.max_payload().min(data.edns_udp_size)).max(CLASSIC_UDP_SIZE)
+            }
         };
 
         if query.op_code() != OpCode::Query {
@@ -429,11 +478,12 @@ impl Responder {
                     .chain(found.answers.iter().map(|r| r.name()))
                     .any(|n| data.gslb.is_gslb(&key(n)));
                 let scope = if gslb { data.gslb.scope(client) } else { 0 };
-                edns.options_mut().insert(EdnsOption::Subnet(ClientSubnet::new(
-                    ecs.addr(),
-                    ecs.source_prefix(),
-                    scope,
-                )));
+                edns.options_mut()
+                    .insert(EdnsOption::Subnet(ClientSubnet::new(
+                        ecs.addr(),
+                        ecs.source_prefix(),
+                        scope,
+                    )));
             }
             response
                 .set_response_code(found.rcode)
@@ -485,12 +535,20 @@ impl Responder {
         if let Some(cut) = zone.cut_above(&qname) {
             // A referral: not ours to answer, the delegated servers are.
             out.authoritative = false;
-            out.authority = zone.records[cut].iter().filter(|r| r.record_type() == RecordType::NS).cloned().collect();
+            out.authority = zone.records[cut]
+                .iter()
+                .filter(|r| r.record_type() == RecordType::NS)
+                .cloned()
+                .collect();
             for ns in &out.authority {
                 if let RData::NS(NS(target)) = ns.data()
                     && let Some(glue) = zone.records.get(&key(target))
                 {
-                    out.additional.extend(glue.iter().filter(|r| matches!(r.record_type(), RecordType::A | RecordType::AAAA)).cloned());
+                    out.additional.extend(
+                        glue.iter()
+                            .filter(|r| matches!(r.record_type(), RecordType::A | RecordType::AAAA))
+                            .cloned(),
+                    );
                 }
             }
             return out;
@@ -546,7 +604,15 @@ impl Responder {
 
     /// The records of `qtype` at `name` in `zone` (GSLB, apex or static), owned by `owner` (the
     /// name as asked, so the answer compresses to the question).
-    fn rrset(&self, data: &Authority, zone: &ZoneData, name: &str, owner: &Name, qtype: RecordType, client: IpAddr) -> Vec<Record> {
+    fn rrset(
+        &self,
+        data: &Authority,
+        zone: &ZoneData,
+        name: &str,
+        owner: &Name,
+        qtype: RecordType,
+        client: IpAddr,
+    ) -> Vec<Record> {
         let mut rrs: Vec<Record> = Vec::new();
         let want = |t: RecordType| qtype == t || qtype == RecordType::ANY;
         if name == zone.apex {
@@ -579,7 +645,13 @@ impl Responder {
     }
 
     /// The GSLB answer, exactly as the fast path gives it: one rotating address or all of them.
-    fn gslb_records(&self, data: &Authority, name: &str, qtype: u16, client: IpAddr) -> Vec<Record> {
+    fn gslb_records(
+        &self,
+        data: &Authority,
+        name: &str,
+        qtype: u16,
+        client: IpAddr,
+    ) -> Vec<Record> {
         if let Some(d) = data.decisions.as_ref().filter(|d| d.domains.contains(name)) {
             return self.decided_records(d, name, qtype, client);
         }
@@ -597,7 +669,13 @@ impl Responder {
     }
 
     /// The decision engine's answer for this client (its location from the database).
-    fn decided_records(&self, d: &Decisions, name: &str, qtype: u16, client: IpAddr) -> Vec<Record> {
+    fn decided_records(
+        &self,
+        d: &Decisions,
+        name: &str,
+        qtype: u16,
+        client: IpAddr,
+    ) -> Vec<Record> {
         let Some(domain) = d.engine.domain_index(name) else {
             return Vec::new();
         };
@@ -610,8 +688,15 @@ impl Responder {
         let decision = d.engine.decide(
             domain,
             &EngineQuery { name, qtype },
-            &EngineClient { addr: client, location: location.as_deref(), sticky: None },
-            &EngineState { services: &d.states, rtt },
+            &EngineClient {
+                addr: client,
+                location: location.as_deref(),
+                sticky: None,
+            },
+            &EngineState {
+                services: &d.states,
+                rtt,
+            },
         );
         let (ttl, backup) = &d.domain_info[decision.domain.min(d.domain_info.len() - 1)];
         let family = |ip: &IpAddr| ip.is_ipv6() == (qtype == QTYPE_AAAA);
@@ -1539,31 +1624,79 @@ mod tests {
             let mut m = query(name, qtype);
             let mut edns = Edns::new();
             edns.set_max_payload(1232);
-            edns.options_mut().insert(EdnsOption::Subnet(ClientSubnet::new(ip(subnet), source, scope)));
+            edns.options_mut()
+                .insert(EdnsOption::Subnet(ClientSubnet::new(
+                    ip(subnet),
+                    source,
+                    scope,
+                )));
             m.set_edns(edns);
-            let bytes = r.respond(&wire(&m), OUTSIDE, Transport::Udp).expect("a reply");
+            let bytes = r
+                .respond(&wire(&m), OUTSIDE, Transport::Udp)
+                .expect("a reply");
             Message::from_vec(&bytes).expect("reply parses")
         };
         // (what, name, qtype, subnet, source, expected answer, expected scope): views are
         // "wide" 192.0.2.0/24 and "host" 192.0.2.10/32, both IPv4 only; the resolver itself is
         // in no view. `None`: a rotating default-view answer, not checked here.
         let table: [(&str, &str, RecordType, &str, u8, Option<&str>, u8); 4] = [
-            ("host view by subnet", "www.example.com", RecordType::A, "192.0.2.10", 32, Some(WWW_HOST_A), 32),
+            (
+                "host view by subnet",
+                "www.example.com",
+                RecordType::A,
+                "192.0.2.10",
+                32,
+                Some(WWW_HOST_A),
+                32,
+            ),
             // 192.0.2.0/29 is all "wide" and leaves out 192.0.2.10.
-            ("wide view, scope excludes host", "www.example.com", RecordType::A, "192.0.2.0", 24, Some("www.example.com. 30 A 192.0.2.81"), 29),
+            (
+                "wide view, scope excludes host",
+                "www.example.com",
+                RecordType::A,
+                "192.0.2.0",
+                24,
+                Some("www.example.com. 30 A 192.0.2.81"),
+                29,
+            ),
             // Static data is the same for every client.
-            ("static record", "txt.example.com", RecordType::TXT, "192.0.2.10", 32, Some("txt.example.com. 3600 TXT hello"), 0),
+            (
+                "static record",
+                "txt.example.com",
+                RecordType::TXT,
+                "192.0.2.10",
+                32,
+                Some("txt.example.com. 3600 TXT hello"),
+                0,
+            ),
             // No IPv6 view: the default view holds for every IPv6 client.
-            ("default view, v6", "www.example.com", RecordType::AAAA, "2001:db8::", 48, None, 0),
+            (
+                "default view, v6",
+                "www.example.com",
+                RecordType::AAAA,
+                "2001:db8::",
+                48,
+                None,
+                0,
+            ),
         ];
         for (what, name, qtype, subnet, source, answer, scope) in table {
             let reply = ask(name, qtype, subnet, source, 0);
             assert_eq!(reply.response_code(), ResponseCode::NoError, "{what}");
             if let Some(answer) = answer {
-                assert_eq!(reply.answers().iter().map(show).collect::<Vec<_>>(), strings(&[answer]), "{what}");
+                assert_eq!(
+                    reply.answers().iter().map(show).collect::<Vec<_>>(),
+                    strings(&[answer]),
+                    "{what}"
+                );
             }
-            let echoed = reply.extensions().as_ref().and_then(|e| e.option(EdnsCode::Subnet).cloned());
-            let Some(EdnsOption::Subnet(echoed)) = echoed else { panic!("{what}: ECS not echoed") };
+            let echoed = reply
+                .extensions()
+                .as_ref()
+                .and_then(|e| e.option(EdnsCode::Subnet).cloned());
+            let Some(EdnsOption::Subnet(echoed)) = echoed else {
+                panic!("{what}: ECS not echoed")
+            };
             assert_eq!(
                 (echoed.addr(), echoed.source_prefix(), echoed.scope_prefix()),
                 (ip(subnet), source, scope),
@@ -1572,9 +1705,17 @@ mod tests {
         }
         // Invalid in a query (RFC 7871 §7.1): a scope, or address bits beyond the prefix.
         // (Only whole bytes of the address are sent, so the stray bits sit in a partial byte.)
-        for (subnet, source, scope) in [("192.0.2.0", 24, 8), ("192.0.2.10", 28, 0), ("2001:db8::1", 127, 0)] {
+        for (subnet, source, scope) in [
+            ("192.0.2.0", 24, 8),
+            ("192.0.2.10", 28, 0),
+            ("2001:db8::1", 127, 0),
+        ] {
             let reply = ask("www.example.com", RecordType::A, subnet, source, scope);
-            assert_eq!(reply.response_code(), ResponseCode::FormErr, "{subnet}/{source} scope {scope}");
+            assert_eq!(
+                reply.response_code(),
+                ResponseCode::FormErr,
+                "{subnet}/{source} scope {scope}"
+            );
         }
     }
 }

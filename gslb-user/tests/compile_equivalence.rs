@@ -31,7 +31,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use common::{Answers, Expect, Frame, SERVER_V4, SERVER_V6, assert_passed, assert_reply, query, run, wire};
+use common::{
+    Answers, Expect, Frame, SERVER_V4, SERVER_V6, assert_passed, assert_reply, query, run, wire,
+};
 use gslb_common::{Counter, DEFAULT_VIEW, MAX_ADDRS, QTYPE_A, QTYPE_AAAA, RTT_VIEW_BIT, ViewValue};
 use gslb_user::compile::{Answer, Compiler, Inputs, LdnsRtt, Snapshot};
 use gslb_user::config::{AnswerMode, Config, DownResponse};
@@ -628,9 +630,11 @@ impl World {
             .services
             .iter()
             .map(|s| match STATES.iter().find(|(n, ..)| *n == s.name) {
-                Some(&(_, down, connections, bandwidth_kbps)) => {
-                    ServiceState { down, connections, bandwidth_kbps }
-                }
+                Some(&(_, down, connections, bandwidth_kbps)) => ServiceState {
+                    down,
+                    connections,
+                    bandwidth_kbps,
+                },
                 None => ServiceState::UP,
             })
             .collect();
@@ -647,9 +651,17 @@ impl World {
         let started = Instant::now();
         let snapshot = Snapshot::compile(
             &config,
-            &Inputs { locations: Some(&db), services: services.clone(), rtt: rtt.clone() },
+            &Inputs {
+                locations: Some(&db),
+                services: services.clone(),
+                rtt: rtt.clone(),
+            },
         );
-        eprintln!("{name}: compiled in {:?}: {:?}", started.elapsed(), snapshot.stats);
+        eprintln!(
+            "{name}: compiled in {:?}: {:?}",
+            started.elapsed(),
+            snapshot.stats
+        );
         World {
             name,
             config,
@@ -673,7 +685,10 @@ impl World {
     /// The rich configuration without its policy on the question name: then domains of one
     /// structure share their decisions, policies or not.
     fn shared() -> World {
-        let text = RICH.replace(r#"&& DNS.REQ.QUESTION.DOMAIN.EQ("ratio.example.com")"#, "&& DNS.REQ.QUESTION.TYPE.EQ(A)");
+        let text = RICH.replace(
+            r#"&& DNS.REQ.QUESTION.DOMAIN.EQ("ratio.example.com")"#,
+            "&& DNS.REQ.QUESTION.TYPE.EQ(A)",
+        );
         assert_ne!(text, RICH);
         World::new("shared", &text, &[])
     }
@@ -690,12 +705,26 @@ impl World {
         if self.static_domains.contains(&d.name) {
             return Ok(self.static_meaning(domain, qtype, client));
         }
-        let rtt = self.rtt.iter().find(|r| r.ldns.contains(&client)).map_or(&[][..], |r| &r.rtt_us[..]);
+        let rtt = self
+            .rtt
+            .iter()
+            .find(|r| r.ldns.contains(&client))
+            .map_or(&[][..], |r| &r.rtt_us[..]);
         let decision = self.engine.decide(
             domain,
-            &EngineQuery { name: &d.name, qtype },
-            &Client { addr: client, location, sticky: None },
-            &State { services: &self.services, rtt },
+            &EngineQuery {
+                name: &d.name,
+                qtype,
+            },
+            &Client {
+                addr: client,
+                location,
+                sticky: None,
+            },
+            &State {
+                services: &self.services,
+                rtt,
+            },
         );
         decision_meaning(&self.config, &decision, qtype)
     }
@@ -718,7 +747,12 @@ impl World {
         let up_addrs = |names: &[String]| -> Vec<IpAddr> {
             let mut addrs = Vec::new();
             for n in names {
-                let i = self.config.services.iter().position(|s| &s.name == n).unwrap();
+                let i = self
+                    .config
+                    .services
+                    .iter()
+                    .position(|s| &s.name == n)
+                    .unwrap();
                 let s = &self.config.services[i];
                 let ip = s.public_ip.unwrap_or(s.ip);
                 if !self.services[i].down && family(&ip) && !addrs.contains(&ip) {
@@ -731,7 +765,11 @@ impl World {
             .and_then(|v| d.views.iter().find(|(name, _)| name == v))
             .map(|(_, names)| up_addrs(names))
             .unwrap_or_default();
-        let addrs = if !in_view.is_empty() { in_view } else { up_addrs(&d.services) };
+        let addrs = if !in_view.is_empty() {
+            in_view
+        } else {
+            up_addrs(&d.services)
+        };
         let addrs = if !addrs.is_empty() {
             addrs
         } else {
@@ -760,7 +798,10 @@ enum Meaning {
     /// No address of the family: NODATA.
     Nodata,
     /// One address per answer, each as often as its share; shares in lowest terms, by address.
-    Rotation { ttl: u32, shares: Vec<(IpAddr, u32)> },
+    Rotation {
+        ttl: u32,
+        shares: Vec<(IpAddr, u32)>,
+    },
     /// Every one of these addresses in each answer, in this order. A single address is this
     /// too, whether it rotates or not.
     All { ttl: u32, addrs: Vec<IpAddr> },
@@ -777,7 +818,10 @@ impl Meaning {
         }
         match distinct.len() {
             0 => Meaning::Nodata,
-            _ => Meaning::All { ttl, addrs: distinct },
+            _ => Meaning::All {
+                ttl,
+                addrs: distinct,
+            },
         }
     }
 
@@ -791,8 +835,14 @@ impl Meaning {
         let g = shares.values().fold(0, |g, &w| gcd(g, w));
         match shares.len() {
             0 => Meaning::Nodata,
-            1 => Meaning::All { ttl, addrs: shares.into_keys().collect() },
-            _ => Meaning::Rotation { ttl, shares: shares.into_iter().map(|(a, w)| (a, w / g)).collect() },
+            1 => Meaning::All {
+                ttl,
+                addrs: shares.into_keys().collect(),
+            },
+            _ => Meaning::Rotation {
+                ttl,
+                shares: shares.into_iter().map(|(a, w)| (a, w / g)).collect(),
+            },
         }
     }
 
@@ -804,7 +854,10 @@ impl Meaning {
             Some(a) if a.addrs.is_empty() => Meaning::Nodata,
             Some(a) => match a.mode {
                 // Kept as stored: a repeated address in an "all" answer is a wrong answer.
-                AnswerMode::All if a.addrs.len() > 1 => Meaning::All { ttl: a.ttl, addrs: a.addrs.clone() },
+                AnswerMode::All if a.addrs.len() > 1 => Meaning::All {
+                    ttl: a.ttl,
+                    addrs: a.addrs.clone(),
+                },
                 _ => Meaning::rotation(a.ttl, a.addrs.iter().map(|&x| (x, 1))),
             },
         }
@@ -874,7 +927,10 @@ fn decision_meaning(config: &Config, decision: &Decision, qtype: u16) -> Result<
                 }
                 Meaning::rotation(
                     ttl,
-                    c.iter().zip(w).map(|(&s, &w)| (ip(s), w)).filter(|(a, _)| family(a)),
+                    c.iter()
+                        .zip(w)
+                        .map(|(&s, &w)| (ip(s), w))
+                        .filter(|(a, _)| family(a)),
                 )
             }
             Pick::Hash { .. } => return Err("a hashed pick in a compiled domain".into()),
@@ -915,7 +971,11 @@ impl Hasher for Fnv {
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
         for &b in bytes {
             h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
         }
@@ -938,10 +998,17 @@ fn key_bits(net: &IpNet) -> u32 {
 }
 
 fn mask(bits: u32) -> u128 {
-    if bits == 0 { 0 } else { u128::MAX << (128 - bits) }
+    if bits == 0 {
+        0
+    } else {
+        u128::MAX << (128 - bits)
+    }
 }
 
-const NO_VIEW: ViewValue = ViewValue { view: DEFAULT_VIEW, rtt_view: 0 };
+const NO_VIEW: ViewValue = ViewValue {
+    view: DEFAULT_VIEW,
+    rtt_view: 0,
+};
 
 impl<'a> Tables<'a> {
     /// Checks what the maps rely on: every prefix has its host bits clear, none repeats and
@@ -951,7 +1018,10 @@ impl<'a> Tables<'a> {
         for (net, view) in snapshot.views.iter() {
             let (bits, key) = (key_bits(net), key_of(net.addr()));
             assert_eq!(key & !mask(bits), 0, "{net}: host bits set");
-            assert_ne!(*view, NO_VIEW, "{net}: the default view without an LDNS view needs no prefix");
+            assert_ne!(
+                *view, NO_VIEW,
+                "{net}: the default view without an LDNS view needs no prefix"
+            );
             assert!(prefixes.insert((bits, key), *view).is_none(), "{net} twice");
         }
         let lengths: BTreeSet<u32> = prefixes.keys().map(|k| k.0).collect();
@@ -1000,7 +1070,11 @@ impl<'a> Tables<'a> {
                 );
             }
         }
-        Tables { lengths, prefixes, entries }
+        Tables {
+            lengths,
+            prefixes,
+            entries,
+        }
     }
 
     fn view(&self, client: IpAddr) -> ViewValue {
@@ -1020,7 +1094,11 @@ impl<'a> Tables<'a> {
 
     fn answer(&self, name: &str, qtype: u16, view: ViewValue) -> Option<&'a Answer> {
         let entry = self.entries.get(&(name, qtype))?;
-        let base = entry.views.get(&view.view).or_else(|| entry.views.get(&DEFAULT_VIEW)).copied()?;
+        let base = entry
+            .views
+            .get(&view.view)
+            .or_else(|| entry.views.get(&DEFAULT_VIEW))
+            .copied()?;
         if entry.by_rtt && view.rtt_view != 0 {
             if let Some(by_rtt) = entry.rtt_views.get(&view.rtt_view) {
                 return Some(by_rtt);
@@ -1059,8 +1137,10 @@ fn ranges(world: &World) -> Vec<(u128, u128)> {
         }
     }
     nets.extend(world.rtt.iter().map(|r| r.ldns));
-    let mut out: Vec<(u128, u128)> =
-        nets.iter().map(|n| (key_of(n.network()), key_of(n.broadcast()))).collect();
+    let mut out: Vec<(u128, u128)> = nets
+        .iter()
+        .map(|n| (key_of(n.network()), key_of(n.broadcast())))
+        .collect();
     let mut add = |from: IpAddr, to: IpAddr| out.push((key_of(from), key_of(to)));
     for line in CSV.lines() {
         let mut fields = line.split(',');
@@ -1085,13 +1165,18 @@ fn clients(world: &World, seed: u8, n: usize) -> Vec<IpAddr> {
         let r = rng.next_u32() % 100;
         let (first, last) = ranges[rng.next_u32() as usize % ranges.len()];
         let v4 = (V4_FIRST..=V4_LAST).contains(&first);
-        let random128 = |rng: &mut TestRng| u128::from(rng.next_u64()) << 64 | u128::from(rng.next_u64());
+        let random128 =
+            |rng: &mut TestRng| u128::from(rng.next_u64()) << 64 | u128::from(rng.next_u64());
         let key = match r {
             // Inside a range.
             0..45 => {
                 let span = last - first;
                 first
-                    + if span == u128::MAX { random128(&mut rng) } else { random128(&mut rng) % (span + 1) }
+                    + if span == u128::MAX {
+                        random128(&mut rng)
+                    } else {
+                        random128(&mut rng) % (span + 1)
+                    }
             }
             // At an edge, just inside or just outside.
             45..75 => {
@@ -1144,8 +1229,10 @@ fn check(world: &World, clients: &[IpAddr]) -> Check {
         nodata: 0,
     };
     let domains = &world.config.gslb_domains;
-    let per_query: Vec<bool> =
-        domains.iter().map(|d| world.snapshot.engine_domains.contains(&d.name)).collect();
+    let per_query: Vec<bool> = domains
+        .iter()
+        .map(|d| world.snapshot.engine_domains.contains(&d.name))
+        .collect();
     // Per domain and type, the distinct answers the engine gave.
     let mut seen: Vec<[HashSet<Meaning>; 2]> = vec![Default::default(); domains.len()];
     for (i, &client) in clients.iter().enumerate() {
@@ -1156,8 +1243,10 @@ fn check(world: &World, clients: &[IpAddr]) -> Check {
             for (t, qtype) in [QTYPE_A, QTYPE_AAAA].into_iter().enumerate() {
                 if per_query[d] {
                     if tables.known(&domain.name, qtype) {
-                        out.mismatches
-                            .push(((domain.name.clone(), qtype), "a per-query domain has an entry".into()));
+                        out.mismatches.push((
+                            (domain.name.clone(), qtype),
+                            "a per-query domain has an entry".into(),
+                        ));
                     }
                     continue;
                 }
@@ -1191,7 +1280,8 @@ fn check(world: &World, clients: &[IpAddr]) -> Check {
     }
     for (d, [a, aaaa]) in seen.iter().enumerate() {
         if !per_query[d] {
-            out.seen.insert(domains[d].name.clone(), a.len() + aaaa.len());
+            out.seen
+                .insert(domains[d].name.clone(), a.len() + aaaa.len());
         }
     }
     out
@@ -1231,8 +1321,16 @@ fn report(world: &World, clients: &[IpAddr], check: &Check) {
         check.nodata,
         check.views.len(),
     );
-    let kinds: Vec<String> = check.seen.iter().map(|(name, seen)| format!("{name} {seen}")).collect();
-    eprintln!("{}: distinct answers per domain: {}", world.name, kinds.join(", "));
+    let kinds: Vec<String> = check
+        .seen
+        .iter()
+        .map(|(name, seen)| format!("{name} {seen}"))
+        .collect();
+    eprintln!(
+        "{}: distinct answers per domain: {}",
+        world.name,
+        kinds.join(", ")
+    );
     // The first mismatch of each domain and type, and how many there are.
     let mut first: BTreeMap<(String, u16), (usize, &String)> = BTreeMap::new();
     for (key, m) in &check.mismatches {
@@ -1277,8 +1375,14 @@ fn the_rich_configuration_compiles_to_the_engines_answers() {
             ("overload", 2),
         ],
     );
-    assert!(check.fast > check.count / 2, "the fast path answers most queries");
-    assert!(check.passed > 0 && check.nodata > 0, "some answers are passed, some are NODATA");
+    assert!(
+        check.fast > check.count / 2,
+        "the fast path answers most queries"
+    );
+    assert!(
+        check.passed > 0 && check.nodata > 0,
+        "some answers are passed, some are NODATA"
+    );
 }
 
 #[test]
@@ -1293,10 +1397,17 @@ fn domains_of_one_structure_share_decisions_and_keep_their_own_answers() {
         check.mismatches.len(),
         check.mismatches.first()
     );
-    check.assert_met(&world, &[("twin-a", 4), ("twin-b", 4), ("rtt-a", 3), ("rtt-b", 3)]);
+    check.assert_met(
+        &world,
+        &[("twin-a", 4), ("twin-b", 4), ("rtt-a", 3), ("rtt-b", 3)],
+    );
     // Fewer signatures than decided (domain, type) entries: some were decided once for two.
     let decided = 2 * (world.config.gslb_domains.len() - world.snapshot.engine_domains.len());
-    assert!(world.snapshot.stats.signatures < decided, "{:?}", world.snapshot.stats);
+    assert!(
+        world.snapshot.stats.signatures < decided,
+        "{:?}",
+        world.snapshot.stats
+    );
 }
 
 #[test]
@@ -1313,7 +1424,16 @@ fn static_views_and_decided_domains_share_one_snapshot() {
     );
     check.assert_met(
         &world,
-        &[("www", 4), ("all", 3), ("dead", 3), ("near", 4), ("rtt", 4), ("topo", 4), ("twin-a", 4), ("twin-b", 4)],
+        &[
+            ("www", 4),
+            ("all", 3),
+            ("dead", 3),
+            ("near", 4),
+            ("rtt", 4),
+            ("topo", 4),
+            ("twin-a", 4),
+            ("twin-b", 4),
+        ],
     );
 }
 
@@ -1324,7 +1444,11 @@ fn the_compile_is_not_trivial() {
         let stats = s.stats;
         eprintln!("{}: {stats:#?}", world.name);
         let per_view = s.domains.iter().filter(|d| d.answers.len() > 1).count();
-        let v6 = s.views.iter().filter(|(n, _)| matches!(n, IpNet::V6(_))).count();
+        let v6 = s
+            .views
+            .iter()
+            .filter(|(n, _)| matches!(n, IpNet::V6(_)))
+            .count();
         eprintln!(
             "{}: {} prefixes ({v6} IPv6), {} (name, type) entries, {per_view} with per-view answers, \
              engine domains {:?}",
@@ -1341,20 +1465,55 @@ fn the_compile_is_not_trivial() {
             world.name,
             s.views.len()
         );
-        assert!(per_view >= 4, "{}: {per_view} entries with per-view answers", world.name);
+        assert!(
+            per_view >= 4,
+            "{}: {per_view} entries with per-view answers",
+            world.name
+        );
         // RTT domains answer per LDNS view too.
-        let by_rtt = s.domains.iter().filter(|d| d.by_rtt && !d.rtt_answers.is_empty()).count();
-        assert!(stats.rtt_views >= 3 && by_rtt >= 2, "{}: {by_rtt} entries by RTT, {stats:?}", world.name);
-        assert!(stats.classes >= stats.views && stats.segments >= stats.classes, "{stats:?}");
-        assert!(stats.entries >= s.domains.len() && stats.map_bytes > 0, "{stats:?}");
+        let by_rtt = s
+            .domains
+            .iter()
+            .filter(|d| d.by_rtt && !d.rtt_answers.is_empty())
+            .count();
+        assert!(
+            stats.rtt_views >= 3 && by_rtt >= 2,
+            "{}: {by_rtt} entries by RTT, {stats:?}",
+            world.name
+        );
+        assert!(
+            stats.classes >= stats.views && stats.segments >= stats.classes,
+            "{stats:?}"
+        );
+        assert!(
+            stats.entries >= s.domains.len() && stats.map_bytes > 0,
+            "{stats:?}"
+        );
         // A view's NODATA beside the default view's addresses is stored as an empty answer.
-        let empty = s.domains.iter().flat_map(|d| &d.answers).filter(|(_, a)| a.addrs.is_empty()).count();
+        let empty = s
+            .domains
+            .iter()
+            .flat_map(|d| &d.answers)
+            .filter(|(_, a)| a.addrs.is_empty())
+            .count();
         eprintln!("{}: {empty} per-view NODATA answers", world.name);
     }
     let rich = World::rich();
-    let mut engine: Vec<&str> = rich.snapshot.engine_domains.iter().map(String::as_str).collect();
+    let mut engine: Vec<&str> = rich
+        .snapshot
+        .engine_domains
+        .iter()
+        .map(String::as_str)
+        .collect();
     engine.sort();
-    assert_eq!(engine, ["hash.example.com", "sticky.example.com", "viahash.example.com"]);
+    assert_eq!(
+        engine,
+        [
+            "hash.example.com",
+            "sticky.example.com",
+            "viahash.example.com"
+        ]
+    );
 }
 
 // ---- Through the XDP program ----
@@ -1380,14 +1539,22 @@ fn ask_xdp(dp: &Dataplane, world: &World, clients: &[IpAddr]) {
             let per_query = world.snapshot.engine_domains.contains(&domain.name);
             for (qtype, rtype) in [(QTYPE_A, RecordType::A), (QTYPE_AAAA, RecordType::AAAA)] {
                 id = id.wrapping_add(1);
-                let frame = Frame::udp(client, server, wire(&query(id, &domain.name, rtype))).bytes();
-                let case = format!("{}: {} {rtype} from {client} (view {view:?})", world.name, domain.name);
+                let frame =
+                    Frame::udp(client, server, wire(&query(id, &domain.name, rtype))).bytes();
+                let case = format!(
+                    "{}: {} {rtype} from {client} (view {view:?})",
+                    world.name, domain.name
+                );
                 let stored = tables.answer(&domain.name, qtype, view);
-                let Some(stored) = stored.filter(|a| (1..=MAX_ADDRS).contains(&a.addrs.len())) else {
+                let Some(stored) = stored.filter(|a| (1..=MAX_ADDRS).contains(&a.addrs.len()))
+                else {
                     let reason = if tables.known(&domain.name, qtype) {
                         Counter::NoAnswer
                     } else {
-                        assert!(per_query || Meaning::of_answer(stored) == Meaning::Nodata, "{case}");
+                        assert!(
+                            per_query || Meaning::of_answer(stored) == Meaning::Nodata,
+                            "{case}"
+                        );
                         Counter::UnknownName
                     };
                     assert_passed(&case, &dp, &frame, reason);
@@ -1417,7 +1584,10 @@ fn ask_xdp(dp: &Dataplane, world: &World, clients: &[IpAddr]) {
                 let seen = if rotates {
                     Meaning::rotation(want.ttl(), got.into_iter().map(|a| (a, 1)))
                 } else {
-                    Meaning::All { ttl: want.ttl(), addrs: got }
+                    Meaning::All {
+                        ttl: want.ttl(),
+                        addrs: got,
+                    }
                 };
                 assert_eq!(seen, want, "{case}: the replies over one rotation");
                 hits += 1;
@@ -1520,13 +1690,30 @@ fn incremental_compilation_follows_the_health_of_a_backup_domains_services() {
         services: config
             .services
             .iter()
-            .map(|s| if down.contains(&s.name.as_str()) { ServiceState::DOWN } else { ServiceState::UP })
+            .map(|s| {
+                if down.contains(&s.name.as_str()) {
+                    ServiceState::DOWN
+                } else {
+                    ServiceState::UP
+                }
+            })
             .collect(),
         ..Inputs::default()
     };
     let www_a = |s: &Snapshot| {
-        let entry = s.domains.iter().find(|d| d.name == "www.example.com" && d.qtype == QTYPE_A).unwrap();
-        entry.answers.iter().find(|(v, _)| *v == DEFAULT_VIEW).unwrap().1.addrs.clone()
+        let entry = s
+            .domains
+            .iter()
+            .find(|d| d.name == "www.example.com" && d.qtype == QTYPE_A)
+            .unwrap();
+        entry
+            .answers
+            .iter()
+            .find(|(v, _)| *v == DEFAULT_VIEW)
+            .unwrap()
+            .1
+            .addrs
+            .clone()
     };
     let mut compiler = Compiler::default();
     // a down: the backup domain answers, b and c.
@@ -1539,14 +1726,23 @@ fn incremental_compilation_follows_the_health_of_a_backup_domains_services() {
     assert_eq!(www_a(&fresh), common::ips(&["192.0.2.30"]));
     let incremental = compiler.compile(&config, &states(&["a", "b"]));
     assert!(incremental.stats.incremental);
-    assert_eq!(www_a(&incremental), common::ips(&["192.0.2.30"]), "still answers b, which is down");
+    assert_eq!(
+        www_a(&incremental),
+        common::ips(&["192.0.2.30"]),
+        "still answers b, which is down"
+    );
 }
 
 /// Health changes applied one after the other to [`STATES`] (the last goes back to it):
 /// (service, down, connections, bandwidth kbit/s).
 const CHANGES: [&[(&str, bool, u64, u64)]; 4] = [
     &[("us-2", false, 0, 0), ("eu-1", true, 10, 0)],
-    &[("full-1", false, 0, 0), ("ap-6b", false, 0, 0), ("us-6", true, 5, 0), ("bw-6", false, 0, 0)],
+    &[
+        ("full-1", false, 0, 0),
+        ("ap-6b", false, 0, 0),
+        ("us-6", true, 5, 0),
+        ("bw-6", false, 0, 0),
+    ],
     &[
         ("us-1", true, 3, 100),
         ("ap-1", true, 3, 0),
@@ -1572,16 +1768,31 @@ fn after_health_changes(world: &mut World, mut each: impl FnMut(&World, usize)) 
         rtt: world.rtt.clone(),
     };
     let first = compiler.compile(&world.config, &inputs(world.services.clone()));
-    assert_eq!(first, world.snapshot, "a compiler's first compilation is a fresh one");
+    assert_eq!(
+        first, world.snapshot,
+        "a compiler's first compilation is a fresh one"
+    );
     for (step, changes) in CHANGES.iter().enumerate() {
         let mut services = world.services.clone();
         for &(name, down, connections, bandwidth_kbps) in *changes {
-            let i = world.config.services.iter().position(|s| s.name == name).unwrap();
-            services[i] = ServiceState { down, connections, bandwidth_kbps };
+            let i = world
+                .config
+                .services
+                .iter()
+                .position(|s| s.name == name)
+                .unwrap();
+            services[i] = ServiceState {
+                down,
+                connections,
+                bandwidth_kbps,
+            };
         }
         let snapshot = compiler.compile(&world.config, &inputs(services.clone()));
         eprintln!("{} after change {step}: {:?}", world.name, snapshot.stats);
-        assert!(snapshot.stats.incremental, "change {step}: the partition is kept");
+        assert!(
+            snapshot.stats.incremental,
+            "change {step}: the partition is kept"
+        );
         world.services = services;
         world.snapshot = snapshot;
         each(world, step);
@@ -1605,7 +1816,10 @@ fn incremental_compilations_give_the_engines_answers() {
                     rtt: world.rtt.clone(),
                 },
             );
-            let fresh = World { snapshot: fresh, ..world.clone() };
+            let fresh = World {
+                snapshot: fresh,
+                ..world.clone()
+            };
             let again = check(&fresh, &clients);
             panic!(
                 "change {step}: {} mismatches (from scratch: {}), the first: {:#?}",
@@ -1620,7 +1834,9 @@ fn incremental_compilations_give_the_engines_answers() {
 #[test]
 fn xdp_answers_as_the_engine_after_health_changes() {
     let mut world = World::rich();
-    let Some(mut dp) = dataplane(&world) else { return };
+    let Some(mut dp) = dataplane(&world) else {
+        return;
+    };
     let clients = clients(&world, 3, INCREMENTAL_CLIENTS);
     let clients = sample(&clients, INCREMENTAL_XDP_CLIENTS);
     let mut in_place = 0;
@@ -1628,5 +1844,8 @@ fn xdp_answers_as_the_engine_after_health_changes() {
         in_place += usize::from(publish(&mut dp, world).in_place);
         ask_xdp(&dp, world, &clients);
     });
-    eprintln!("{in_place} of {} publishes edited the view trie in place", CHANGES.len());
+    eprintln!(
+        "{in_place} of {} publishes edited the view trie in place",
+        CHANGES.len()
+    );
 }

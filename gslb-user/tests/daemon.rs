@@ -65,7 +65,11 @@ async fn reload_until(reloads: &mpsc::Sender<Reload>, port: u16, want: &str) {
     reloads.send(Reload::default()).await.unwrap();
     let want: IpAddr = want.parse().unwrap();
     for _ in 0..400 {
-        if tokio::task::spawn_blocking(move || ask(port)).await.unwrap() == vec![want] {
+        if tokio::task::spawn_blocking(move || ask(port))
+            .await
+            .unwrap()
+            == vec![want]
+        {
             return;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -82,7 +86,9 @@ async fn reload_applies_a_good_config_and_refuses_a_bad_one() {
 
     let gslbd = Gslbd::start(&path, None, WAIT).await;
     let reload_tx = &gslbd.reloads;
-    let before = tokio::task::spawn_blocking(move || ask(port)).await.unwrap();
+    let before = tokio::task::spawn_blocking(move || ask(port))
+        .await
+        .unwrap();
     assert_eq!(before, vec!["198.51.100.1".parse::<IpAddr>().unwrap()]);
 
     // A new service address takes effect.
@@ -100,8 +106,14 @@ async fn reload_applies_a_good_config_and_refuses_a_bad_one() {
         std::fs::write(&path, &text).unwrap();
         reload_tx.send(Reload::default()).await.unwrap();
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let now = tokio::task::spawn_blocking(move || ask(port)).await.unwrap();
-        assert_eq!(now, vec!["198.51.100.2".parse::<IpAddr>().unwrap()], "after refusing:\n{text}");
+        let now = tokio::task::spawn_blocking(move || ask(port))
+            .await
+            .unwrap();
+        assert_eq!(
+            now,
+            vec!["198.51.100.2".parse::<IpAddr>().unwrap()],
+            "after refusing:\n{text}"
+        );
     }
 
     // And a good one after the refusals still applies.
@@ -126,7 +138,12 @@ fn sighup_reloads_a_running_gslbd() {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(gslbd.stdout.take().unwrap()).lines();
-    assert!(lines.next().is_some_and(|l| l.unwrap().contains("gslbd: ready")), "gslbd started");
+    assert!(
+        lines
+            .next()
+            .is_some_and(|l| l.unwrap().contains("gslbd: ready")),
+        "gslbd started"
+    );
     assert_eq!(ask(port), vec!["198.51.100.1".parse::<IpAddr>().unwrap()]);
 
     std::fs::write(&path, config(port, "198.51.100.9")).unwrap();
@@ -206,7 +223,9 @@ async fn answer_becomes(port: u16, want: &[&str]) {
     let want: Vec<IpAddr> = want.iter().map(|a| a.parse().unwrap()).collect();
     let mut last = Vec::new();
     for _ in 0..400 {
-        last = tokio::task::spawn_blocking(move || ask(port)).await.unwrap();
+        last = tokio::task::spawn_blocking(move || ask(port))
+            .await
+            .unwrap();
         if last == want {
             return;
         }
@@ -222,7 +241,10 @@ async fn a_failing_service_leaves_the_answers_and_returns() {
     let port = free_port();
     let backend_a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let backend_b = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
-    let (pa, pb) = (backend_a.local_addr().unwrap().port(), backend_b.local_addr().unwrap().port());
+    let (pa, pb) = (
+        backend_a.local_addr().unwrap().port(),
+        backend_b.local_addr().unwrap().port(),
+    );
     std::fs::write(&path, monitored_config(port, pa, pb)).unwrap();
 
     let gslbd = Gslbd::start(&path, None, WAIT).await;
@@ -317,7 +339,10 @@ impl LoopbackTraffic {
                 drop(sink);
             }
         });
-        LoopbackTraffic { stop, thread: Some(thread) }
+        LoopbackTraffic {
+            stop,
+            thread: Some(thread),
+        }
     }
 }
 
@@ -336,7 +361,9 @@ async fn a_busy_link_moves_the_answers_away_until_it_is_quiet() {
     const LOW: u64 = 80_000;
     // Far over what the test sends: 100 Gbit/s.
     const HIGH: u64 = 100_000_000;
-    if gslb_user::health::link::rx_bytes(Path::new(gslb_user::health::link::SYS_CLASS_NET), "lo").is_err() {
+    if gslb_user::health::link::rx_bytes(Path::new(gslb_user::health::link::SYS_CLASS_NET), "lo")
+        .is_err()
+    {
         eprintln!("skipped: no counters for lo under /sys/class/net");
         return;
     }
@@ -430,8 +457,14 @@ async fn a_changed_location_file_moves_the_answers() {
     // Broken (the range runs backwards): refused, North America stays.
     std::fs::write(&csv, "127.255.255.255,127.0.0.0,Europe,GB\n").unwrap();
     for _ in 0..3 * 20 {
-        let answer = tokio::task::spawn_blocking(move || ask(port)).await.unwrap();
-        assert_eq!(answer, vec!["198.51.100.2".parse::<IpAddr>().unwrap()], "a broken file changed the answers");
+        let answer = tokio::task::spawn_blocking(move || ask(port))
+            .await
+            .unwrap();
+        assert_eq!(
+            answer,
+            vec!["198.51.100.2".parse::<IpAddr>().unwrap()],
+            "a broken file changed the answers"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 

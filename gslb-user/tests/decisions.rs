@@ -18,7 +18,9 @@ use gslb_user::{
 use hickory_proto::rr::RecordType;
 
 fn example(name: &str) -> Config {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples").join(name);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(name);
     Config::load(&path).unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -38,18 +40,36 @@ fn global_availability_answers_the_first_service_up() {
     ];
     for (down, want) in table {
         let snapshot = Snapshot::with_health(&config, |s| !down.contains(&s));
-        assert!(!snapshot.engine_domains.iter().any(|d| d == "dr.example.com"));
+        assert!(
+            !snapshot
+                .engine_domains
+                .iter()
+                .any(|d| d == "dr.example.com")
+        );
         let entry = snapshot
             .domains
             .iter()
             .find(|d| d.name == "dr.example.com" && d.qtype == 1)
             .expect("the fast path answers a compiled domain");
-        assert_eq!(entry.answers[0].1.addrs, ips(want), "down {down:?}: the fast path's answer");
+        assert_eq!(
+            entry.answers[0].1.addrs,
+            ips(want),
+            "down {down:?}: the fast path's answer"
+        );
         // Source IP hashing depends on the single address: left to the responder.
-        assert!(snapshot.engine_domains.iter().any(|d| d == "hash.example.com"));
+        assert!(
+            snapshot
+                .engine_domains
+                .iter()
+                .any(|d| d == "hash.example.com")
+        );
         let responder = Responder::new(&config, &snapshot);
         for _ in 0..3 {
-            assert_eq!(ask(&responder, "dr.example.com.", "192.0.2.7"), ips(want), "down {down:?}");
+            assert_eq!(
+                ask(&responder, "dr.example.com.", "192.0.2.7"),
+                ips(want),
+                "down {down:?}"
+            );
         }
     }
 }
@@ -61,14 +81,23 @@ fn static_proximity_answers_by_the_clients_location() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     sources.netscaler = sources.netscaler.iter().map(|f| root.join(f)).collect();
     let db = LocationDb::from_sources(&sources, Path::new("static-proximity.toml")).unwrap();
-    let snapshot = Snapshot::compile(&config, &Inputs { locations: Some(&db), ..Inputs::default() });
+    let snapshot = Snapshot::compile(
+        &config,
+        &Inputs {
+            locations: Some(&db),
+            ..Inputs::default()
+        },
+    );
     let responder = Responder::new(&config, &snapshot);
     responder.replace_with_locations(&config, &snapshot, Some(Arc::new(db.clone())));
     // Without the database every client is nowhere, and the fast path's answer is the same
     // for all of them.
     let blind = Snapshot::from_config(&config);
     assert!(blind.views.is_empty(), "{:?}", blind.views);
-    assert!(!snapshot.views.is_empty(), "London and New York clients get their own views");
+    assert!(
+        !snapshot.views.is_empty(),
+        "London and New York clients get their own views"
+    );
     // (client, answer): London by the CSV, London by a custom entry, New York by the CSV.
     let table = [
         ("198.51.100.7", "198.51.100.10"),
@@ -76,6 +105,10 @@ fn static_proximity_answers_by_the_clients_location() {
         ("203.0.113.7", "203.0.113.10"),
     ];
     for (client, want) in table {
-        assert_eq!(ask(&responder, "www.example.com.", client), ips(&[want]), "client {client}");
+        assert_eq!(
+            ask(&responder, "www.example.com.", client),
+            ips(&[want]),
+            "client {client}"
+        );
     }
 }

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use gslb_common::{DEFAULT_VIEW, QTYPE_A, QTYPE_AAAA};
 use gslb_user::compile::Snapshot;
-use gslb_user::location::db::LocationDb;
 use gslb_user::config::{AnswerMode, Config, RecordData, XdpMode};
+use gslb_user::location::db::LocationDb;
 
 fn examples_dir() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
@@ -29,12 +29,21 @@ fn examples() -> Vec<PathBuf> {
 #[test]
 fn every_example_is_valid() {
     let files = examples();
-    let names: Vec<String> =
-        files.iter().map(|f| f.file_name().unwrap().to_string_lossy().into_owned()).collect();
-    for expected in
-        ["demo.toml", "gslb-domain.toml", "nat-public-ip.toml", "static-zone.toml", "views.toml"]
-    {
-        assert!(names.iter().any(|n| n == expected), "examples/{expected} is missing: {names:?}");
+    let names: Vec<String> = files
+        .iter()
+        .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    for expected in [
+        "demo.toml",
+        "gslb-domain.toml",
+        "nat-public-ip.toml",
+        "static-zone.toml",
+        "views.toml",
+    ] {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "examples/{expected} is missing: {names:?}"
+        );
     }
 
     let mut failures = Vec::new();
@@ -58,7 +67,11 @@ fn every_example_is_valid() {
             Err(e) => failures.push(e.to_string()),
         }
     }
-    assert!(failures.is_empty(), "invalid examples:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "invalid examples:\n{}",
+        failures.join("\n")
+    );
 }
 
 /// `cargo xtask demo` and the tests built on it rely on these properties of demo.toml.
@@ -66,7 +79,11 @@ fn every_example_is_valid() {
 fn demo_has_what_the_demo_uses() {
     let config = Config::load(&examples_dir().join("demo.toml")).unwrap_or_else(|e| panic!("{e}"));
     let server = &config.server;
-    let ips = |list: &[&str]| list.iter().map(|a| a.parse().unwrap()).collect::<Vec<IpAddr>>();
+    let ips = |list: &[&str]| {
+        list.iter()
+            .map(|a| a.parse().unwrap())
+            .collect::<Vec<IpAddr>>()
+    };
     assert_eq!(server.listen, ips(&["192.0.2.53", "2001:db8::53"]));
     assert_eq!(server.dns_port, 53);
     assert_eq!(server.interface.as_deref(), Some("gslb0"));
@@ -81,7 +98,8 @@ fn demo_has_what_the_demo_uses() {
     assert!(has("ns1.example.com", &|d| matches!(d, RecordData::A(_))));
     assert!(has("txt.example.com", &|d| matches!(d, RecordData::Txt(_))));
     assert!(has("example.com", &|d| matches!(d, RecordData::Mx { .. })));
-    assert!(has("alias.example.com", &|d| *d == RecordData::Cname("www.example.com".into())));
+    assert!(has("alias.example.com", &|d| *d
+        == RecordData::Cname("www.example.com".into())));
 
     let snapshot = Snapshot::from_config(&config);
     let answers = |name: &str, qtype: u16| {
@@ -93,16 +111,28 @@ fn demo_has_what_the_demo_uses() {
             .answers
             .clone()
     };
-    let lab = config.views.iter().position(|v| v.name == "lab").expect("view lab") as u32 + 1;
+    let lab = config
+        .views
+        .iter()
+        .position(|v| v.name == "lab")
+        .expect("view lab") as u32
+        + 1;
 
     // www: rotates over two addresses per family; the lab view gets other ones.
     for qtype in [QTYPE_A, QTYPE_AAAA] {
         let www = answers("www.example.com", qtype);
-        let default = &www.iter().find(|(v, _)| *v == DEFAULT_VIEW).expect("default view").1;
+        let default = &www
+            .iter()
+            .find(|(v, _)| *v == DEFAULT_VIEW)
+            .expect("default view")
+            .1;
         let in_lab = &www.iter().find(|(v, _)| *v == lab).expect("lab view").1;
         assert_eq!(default.mode, AnswerMode::Rotate);
         assert_eq!(default.addrs.len(), 2, "{qtype}: {default:?}");
-        assert!(in_lab.addrs.iter().all(|a| !default.addrs.contains(a)), "{www:?}");
+        assert!(
+            in_lab.addrs.iter().all(|a| !default.addrs.contains(a)),
+            "{www:?}"
+        );
     }
 
     // all: eight A records in every answer, the most an answer set holds (truncation tests).

@@ -18,8 +18,8 @@ use std::{
 };
 
 use gslb_user::health::{
-    DnsCheck, HealthError, HealthEvent, HealthSupervisor, HttpCheck, IcmpMode, MonitorKind, MonitorSpec,
-    ProbeError, ServiceMonitors, TlsCheck, check_once, icmp_mode,
+    DnsCheck, HealthError, HealthEvent, HealthSupervisor, HttpCheck, IcmpMode, MonitorKind,
+    MonitorSpec, ProbeError, ServiceMonitors, TlsCheck, check_once, icmp_mode,
     link::{LinkMonitor, LinkSpec, SYS_CLASS_NET, rx_bytes},
 };
 use hickory_proto::{
@@ -101,7 +101,9 @@ impl HttpServer {
             // Dropped with the accept loop: stopping the server closes its connections too.
             let mut connections = JoinSet::new();
             loop {
-                let Ok((stream, _)) = listener.accept().await else { continue };
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
                 stats.accepted.fetch_add(1, Ordering::SeqCst);
                 let (reply, stats, tls) = (reply.clone(), stats.clone(), tls.clone());
                 connections.spawn(async move {
@@ -142,7 +144,13 @@ impl HttpServer {
     }
 
     fn served(&self, status: u16) -> usize {
-        self.stats.served.lock().unwrap().get(&status).copied().unwrap_or(0)
+        self.stats
+            .served
+            .lock()
+            .unwrap()
+            .get(&status)
+            .copied()
+            .unwrap_or(0)
     }
 }
 
@@ -163,7 +171,9 @@ async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
     let mut chunk = [0u8; 1024];
     while !request.windows(4).any(|w| w == b"\r\n\r\n") {
         match timeout(WAIT, stream.read(&mut chunk)).await {
-            Ok(Ok(n)) if n > 0 && request.len() < 16 * 1024 => request.extend_from_slice(&chunk[..n]),
+            Ok(Ok(n)) if n > 0 && request.len() < 16 * 1024 => {
+                request.extend_from_slice(&chunk[..n])
+            }
             _ => return,
         }
     }
@@ -172,7 +182,9 @@ async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
         Reply::Hang => {
             stats.hanging.fetch_add(1, Ordering::SeqCst);
             // Until the client gives up (end of file), within a bound.
-            if let Ok(Ok(0) | Err(_)) = timeout(Duration::from_secs(20), stream.read(&mut chunk)).await {
+            if let Ok(Ok(0) | Err(_)) =
+                timeout(Duration::from_secs(20), stream.read(&mut chunk)).await
+            {
                 stats.closed_by_client.fetch_add(1, Ordering::SeqCst);
             }
         }
@@ -210,13 +222,19 @@ impl DnsServer {
             let mut buf = [0u8; 1500];
             let www = Name::from_ascii("www.example.com.").unwrap();
             loop {
-                let Ok((len, peer)) = socket.recv_from(&mut buf).await else { continue };
+                let Ok((len, peer)) = socket.recv_from(&mut buf).await else {
+                    continue;
+                };
                 q.fetch_add(1, Ordering::SeqCst);
                 if s.load(Ordering::SeqCst) {
                     continue;
                 }
-                let Ok(query) = Message::from_vec(&buf[..len]) else { continue };
-                let Some(question) = query.queries().first().cloned() else { continue };
+                let Ok(query) = Message::from_vec(&buf[..len]) else {
+                    continue;
+                };
+                let Some(question) = query.queries().first().cloned() else {
+                    continue;
+                };
                 let mut response = Message::new();
                 response
                     .set_id(query.id())
@@ -238,7 +256,12 @@ impl DnsServer {
                 let _ = socket.send_to(&response.to_vec().unwrap(), peer).await;
             }
         });
-        DnsServer { addr, silent, queries, task }
+        DnsServer {
+            addr,
+            silent,
+            queries,
+            task,
+        }
     }
 }
 
@@ -267,7 +290,10 @@ fn http(path: &str) -> MonitorKind {
 }
 
 fn service(id: &str, addr: SocketAddr, monitors: Vec<MonitorSpec>) -> ServiceMonitors {
-    ServiceMonitors { monitors, ..ServiceMonitors::new(id, addr.ip(), addr.port()) }
+    ServiceMonitors {
+        monitors,
+        ..ServiceMonitors::new(id, addr.ip(), addr.port())
+    }
 }
 
 /// The next event of `service` (others are skipped).
@@ -281,7 +307,9 @@ async fn next_event(events: &mut broadcast::Receiver<HealthEvent>, service: &str
             }
         }
     };
-    timeout(WAIT, wait).await.unwrap_or_else(|_| panic!("no event of {service} within {WAIT:?}"))
+    timeout(WAIT, wait)
+        .await
+        .unwrap_or_else(|_| panic!("no event of {service} within {WAIT:?}"))
 }
 
 /// Asserts that `service` has no event for `during`.
@@ -319,13 +347,20 @@ async fn tcp_up_down_up() {
     let addr = listener.local_addr().unwrap();
     let supervisor = HealthSupervisor::new();
     let mut events = supervisor.subscribe();
-    let spec = service("tcp", addr, vec![monitor("tcp", MonitorKind::Tcp, 20, 2, 2)]);
+    let spec = service(
+        "tcp",
+        addr,
+        vec![monitor("tcp", MonitorKind::Tcp, 20, 2, 2)],
+    );
     supervisor.set_services(vec![spec]).await.unwrap();
 
     // Connections are accepted by the kernel from the backlog; the listener need not accept.
     wait_until("3 checks", || checks(&supervisor, "tcp", 0) >= 3).await;
     let health = &supervisor.snapshot()["tcp"];
-    assert!(health.up && health.transitions == 0 && health.last_change.is_none(), "{health:?}");
+    assert!(
+        health.up && health.transitions == 0 && health.last_change.is_none(),
+        "{health:?}"
+    );
     assert_eq!(health.monitors[0].failures, 0, "{health:?}");
 
     drop(listener);
@@ -350,7 +385,11 @@ async fn http_status_fall_and_rise() {
     let supervisor = HealthSupervisor::new();
     let mut events = supervisor.subscribe();
     let (fall, rise) = (3, 2);
-    let spec = service("web", server.addr, vec![monitor("http", http("/health"), 15, fall, rise)]);
+    let spec = service(
+        "web",
+        server.addr,
+        vec![monitor("http", http("/health"), 15, fall, rise)],
+    );
     supervisor.set_services(vec![spec]).await.unwrap();
 
     wait_until("3 answers 200", || server.served(200) >= 3).await;
@@ -360,7 +399,11 @@ async fn http_status_fall_and_rise() {
     let down = next_event(&mut events, "web").await;
     assert!(!down.up);
     assert!(down.reason.contains("HTTP status 500"), "{down:?}");
-    assert!(server.served(500) >= fall as usize, "down after {} answers 500", server.served(500));
+    assert!(
+        server.served(500) >= fall as usize,
+        "down after {} answers 500",
+        server.served(500)
+    );
 
     let served_200 = server.served(200);
     server.set(Reply::Status(200, "ok"));
@@ -372,7 +415,11 @@ async fn http_status_fall_and_rise() {
         server.served(200) - served_200
     );
     let monitor = &supervisor.snapshot()["web"].monitors[0];
-    assert_eq!((monitor.kind, monitor.transitions), ("http", 2), "{monitor:?}");
+    assert_eq!(
+        (monitor.kind, monitor.transitions),
+        ("http", 2),
+        "{monitor:?}"
+    );
     assert!(monitor.failures >= u64::from(fall), "{monitor:?}");
     assert_eq!(monitor.last.as_ref().unwrap().error, None);
 }
@@ -394,18 +441,33 @@ async fn http_expected_status_and_body() {
     // Status lists: 204 accepted only when listed; empty accepts 2xx only.
     server.set(Reply::Status(302, ""));
     let any_2xx = monitor("s", http("/"), 15, 1, 1);
-    assert!(matches!(check_once(ip, port, &any_2xx).await, Err(ProbeError::Status { got: 302, .. })));
+    assert!(matches!(
+        check_once(ip, port, &any_2xx).await,
+        Err(ProbeError::Status { got: 302, .. })
+    ));
     let mut redirect_ok = HttpCheck::get("/");
     redirect_ok.expect_status = vec![200, 302];
-    check_once(ip, port, &monitor("s", MonitorKind::Http(redirect_ok), 15, 1, 1)).await.unwrap();
+    check_once(
+        ip,
+        port,
+        &monitor("s", MonitorKind::Http(redirect_ok), 15, 1, 1),
+    )
+    .await
+    .unwrap();
 
     // Through the supervisor: a body mismatch takes the service down, the right body back up.
     server.set(Reply::Status(200, "status: degraded"));
     let supervisor = HealthSupervisor::new();
     let mut events = supervisor.subscribe();
-    supervisor.set_services(vec![service("body", server.addr, vec![spec])]).await.unwrap();
+    supervisor
+        .set_services(vec![service("body", server.addr, vec![spec])])
+        .await
+        .unwrap();
     let down = next_event(&mut events, "body").await;
-    assert!(!down.up && down.reason.contains("does not contain"), "{down:?}");
+    assert!(
+        !down.up && down.reason.contains("does not contain"),
+        "{down:?}"
+    );
     server.set(Reply::Status(200, "status: ok"));
     assert!(next_event(&mut events, "body").await.up);
 }
@@ -421,7 +483,11 @@ async fn a_hanging_target_delays_no_other_check() {
     supervisor
         .set_services(vec![
             service("hang", hanging.addr, vec![slow]),
-            service("fine", healthy.addr, vec![monitor("http", http("/"), 20, 2, 1)]),
+            service(
+                "fine",
+                healthy.addr,
+                vec![monitor("http", http("/"), 20, 2, 1)],
+            ),
         ])
         .await
         .unwrap();
@@ -429,7 +495,10 @@ async fn a_hanging_target_delays_no_other_check() {
     let started = Instant::now();
     let down = next_event(&mut events, "hang").await;
     let took = started.elapsed();
-    assert!(!down.up && down.reason.contains("no answer within 150ms"), "{down:?}");
+    assert!(
+        !down.up && down.reason.contains("no answer within 150ms"),
+        "{down:?}"
+    );
     // Two timeouts in a row: at least 2 × 150 ms.
     assert!(took >= Duration::from_millis(290), "down after {took:?}");
     // Meanwhile the other service was checked every 20 ms, not once per hang.
@@ -437,13 +506,22 @@ async fn a_hanging_target_delays_no_other_check() {
     let fine = &snapshot["fine"];
     let expected = took.as_millis() as u64 / 20;
     assert!(fine.up && fine.transitions == 0, "{fine:?}");
-    assert!(fine.monitors[0].checks * 2 >= expected, "{} checks in {took:?}", fine.monitors[0].checks);
+    assert!(
+        fine.monitors[0].checks * 2 >= expected,
+        "{} checks in {took:?}",
+        fine.monitors[0].checks
+    );
     let hang = &snapshot["hang"].monitors[0];
     assert!(hang.checks <= 4, "{hang:?}");
-    assert!(hang.last.as_ref().unwrap().elapsed >= Duration::from_millis(150), "{hang:?}");
+    assert!(
+        hang.last.as_ref().unwrap().elapsed >= Duration::from_millis(150),
+        "{hang:?}"
+    );
     // The timed-out checks closed their connections.
-    wait_until("hanging connections closed", || hanging.stats.closed_by_client.load(Ordering::SeqCst) >= 2)
-        .await;
+    wait_until("hanging connections closed", || {
+        hanging.stats.closed_by_client.load(Ordering::SeqCst) >= 2
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -452,7 +530,11 @@ async fn http_server_stopped_and_started_again() {
     let supervisor = HealthSupervisor::new();
     let mut events = supervisor.subscribe();
     supervisor
-        .set_services(vec![service("web", server.addr, vec![monitor("http", http("/"), 15, 2, 2)])])
+        .set_services(vec![service(
+            "web",
+            server.addr,
+            vec![monitor("http", http("/"), 15, 2, 2)],
+        )])
         .await
         .unwrap();
     wait_until("2 answers", || server.served(200) >= 2).await;
@@ -470,9 +552,12 @@ async fn http_server_stopped_and_started_again() {
 /// A TLS acceptor with a self-signed certificate for localhost and 127.0.0.1; and the
 /// certificate in PEM.
 fn self_signed() -> (TlsAcceptor, String) {
-    let certified = rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
+    let certified =
+        rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
     let cert = CertificateDer::from(certified.cert.der().to_vec());
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.signing_key.serialize_der()));
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
+        certified.signing_key.serialize_der(),
+    ));
     let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
     let config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -493,32 +578,60 @@ async fn https_self_signed() {
         check.body_contains = Some("tls ok".into());
         monitor("https", MonitorKind::Https(check, tls), 15, 1, 1)
     };
-    let insecure = https(TlsCheck { insecure: true, ..TlsCheck::default() });
+    let insecure = https(TlsCheck {
+        insecure: true,
+        ..TlsCheck::default()
+    });
     check_once(ip, port, &insecure).await.unwrap();
 
     // Verified: the system's roots do not know this certificate.
     match check_once(ip, port, &https(TlsCheck::default())).await {
-        Err(ProbeError::Tls(error)) => assert!(error.to_string().contains("certificate"), "{error}"),
+        Err(ProbeError::Tls(error)) => {
+            assert!(error.to_string().contains("certificate"), "{error}")
+        }
         other => panic!("{other:?}"),
     }
     // Trusted through a CA file, by IP address and by name.
     let ca_file = std::env::temp_dir().join(format!("gslb-health-test-{}.pem", std::process::id()));
     std::fs::write(&ca_file, &pem).unwrap();
-    let trusted = TlsCheck { ca_file: Some(ca_file.clone()), ..TlsCheck::default() };
+    let trusted = TlsCheck {
+        ca_file: Some(ca_file.clone()),
+        ..TlsCheck::default()
+    };
     let by_ip = check_once(ip, port, &https(trusted.clone())).await;
-    let by_name =
-        check_once(ip, port, &https(TlsCheck { sni: Some("localhost".into()), ..trusted.clone() })).await;
-    let other_name =
-        check_once(ip, port, &https(TlsCheck { sni: Some("example.com".into()), ..trusted })).await;
+    let by_name = check_once(
+        ip,
+        port,
+        &https(TlsCheck {
+            sni: Some("localhost".into()),
+            ..trusted.clone()
+        }),
+    )
+    .await;
+    let other_name = check_once(
+        ip,
+        port,
+        &https(TlsCheck {
+            sni: Some("example.com".into()),
+            ..trusted
+        }),
+    )
+    .await;
     std::fs::remove_file(&ca_file).unwrap();
     by_ip.unwrap();
     by_name.unwrap();
-    assert!(matches!(other_name, Err(ProbeError::Tls(_))), "{other_name:?}");
+    assert!(
+        matches!(other_name, Err(ProbeError::Tls(_))),
+        "{other_name:?}"
+    );
 
     // Through the supervisor: up, then 500 takes it down.
     let supervisor = HealthSupervisor::new();
     let mut events = supervisor.subscribe();
-    supervisor.set_services(vec![service("tls", server.addr, vec![insecure])]).await.unwrap();
+    supervisor
+        .set_services(vec![service("tls", server.addr, vec![insecure])])
+        .await
+        .unwrap();
     wait_until("2 answers", || server.served(200) >= 2).await;
     assert_eq!(supervisor.is_up("tls"), Some(true));
     server.set(Reply::Status(500, "tls ok"));
@@ -537,38 +650,69 @@ async fn dns_rcode_and_answer() {
     www.expect_answer = Some(Ipv4Addr::new(192, 0, 2, 1).into());
     check_once(ip, port, &dns(www.clone())).await.unwrap();
     www.expect_answer = Some(Ipv4Addr::new(192, 0, 2, 99).into());
-    assert!(matches!(check_once(ip, port, &dns(www)).await, Err(ProbeError::Answer(_))));
+    assert!(matches!(
+        check_once(ip, port, &dns(www)).await,
+        Err(ProbeError::Answer(_))
+    ));
     let other = DnsCheck::new("nope.example.com", RecordType::A);
     match check_once(ip, port, &dns(other.clone())).await {
         Err(ProbeError::Rcode { got, expected }) => {
-            assert_eq!((got, expected), (ResponseCode::NXDomain, ResponseCode::NoError))
+            assert_eq!(
+                (got, expected),
+                (ResponseCode::NXDomain, ResponseCode::NoError)
+            )
         }
         other => panic!("{other:?}"),
     }
-    let nxdomain_expected = DnsCheck { expect_rcode: ResponseCode::NXDomain, ..other };
+    let nxdomain_expected = DnsCheck {
+        expect_rcode: ResponseCode::NXDomain,
+        ..other
+    };
     check_once(ip, port, &dns(nxdomain_expected)).await.unwrap();
     // An expected address needs an address query.
     let mut mx = DnsCheck::new("www.example.com", RecordType::MX);
     mx.expect_answer = Some(LOCALHOST);
-    assert!(matches!(check_once(ip, port, &dns(mx)).await, Err(ProbeError::Invalid(_))));
+    assert!(matches!(
+        check_once(ip, port, &dns(mx)).await,
+        Err(ProbeError::Invalid(_))
+    ));
 
     // A closed port is reported at once, not waited out.
-    let closed = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap().local_addr().unwrap();
+    let closed = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
     let started = Instant::now();
-    let refused = check_once(ip, closed.port(), &dns(DnsCheck::new("www.example.com", RecordType::A))).await;
+    let refused = check_once(
+        ip,
+        closed.port(),
+        &dns(DnsCheck::new("www.example.com", RecordType::A)),
+    )
+    .await;
     assert!(matches!(refused, Err(ProbeError::Dns(_))), "{refused:?}");
-    assert!(started.elapsed() < Duration::from_millis(150), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_millis(150),
+        "{:?}",
+        started.elapsed()
+    );
 
     // Through the supervisor: a silent server goes down by timeout, and comes back.
     let supervisor = HealthSupervisor::new();
     let mut events = supervisor.subscribe();
     let spec = dns(DnsCheck::new("www.example.com", RecordType::A));
-    supervisor.set_services(vec![service("dns", server.addr, vec![spec])]).await.unwrap();
+    supervisor
+        .set_services(vec![service("dns", server.addr, vec![spec])])
+        .await
+        .unwrap();
     wait_until("2 checks", || checks(&supervisor, "dns", 0) >= 2).await;
     assert_eq!(supervisor.is_up("dns"), Some(true));
     server.silent.store(true, Ordering::SeqCst);
     let down = next_event(&mut events, "dns").await;
-    assert!(!down.up && down.reason.contains("no answer within"), "{down:?}");
+    assert!(
+        !down.up && down.reason.contains("no answer within"),
+        "{down:?}"
+    );
     server.silent.store(false, Ordering::SeqCst);
     assert!(next_event(&mut events, "dns").await.up);
     assert!(server.queries.load(Ordering::SeqCst) >= 4);
@@ -591,7 +735,9 @@ fn icmp_usable(ipv6: bool) -> Option<IcmpMode> {
 
 #[tokio::test]
 async fn icmp_echo_to_loopback() {
-    let Some(mode) = icmp_usable(false) else { return };
+    let Some(mode) = icmp_usable(false) else {
+        return;
+    };
     println!("ICMP socket: {mode:?}");
     let spec = monitor("ping", MonitorKind::Icmp, 20, 2, 1);
     check_once(LOCALHOST, 0, &spec).await.unwrap();
@@ -605,7 +751,9 @@ async fn icmp_echo_to_loopback() {
     }
     // IPv6, when this host has ::1.
     if UdpSocket::bind((Ipv6Addr::LOCALHOST, 0)).await.is_ok() && icmp_usable(true).is_some() {
-        check_once(Ipv6Addr::LOCALHOST.into(), 0, &spec).await.unwrap();
+        check_once(Ipv6Addr::LOCALHOST.into(), 0, &spec)
+            .await
+            .unwrap();
     }
 
     let supervisor = HealthSupervisor::new();
@@ -620,7 +768,9 @@ async fn icmp_echo_to_loopback() {
 }
 
 /// Awaits all of `futures` concurrently (no futures crate needed).
-async fn futures_join_all<F: Future + Send + 'static>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
+async fn futures_join_all<F: Future + Send + 'static>(
+    futures: impl Iterator<Item = F>,
+) -> Vec<F::Output>
 where
     F::Output: Send,
 {
@@ -645,33 +795,49 @@ async fn weights_and_threshold() {
         m
     };
     let mut spec = ServiceMonitors::new("svc", LOCALHOST, 1)
-        .monitor(on(monitor("tcp", MonitorKind::Tcp, 15, 1, 1), tcp.local_addr().unwrap().port(), 2))
+        .monitor(on(
+            monitor("tcp", MonitorKind::Tcp, 15, 1, 1),
+            tcp.local_addr().unwrap().port(),
+            2,
+        ))
         .monitor(on(monitor("a", http("/"), 15, 1, 1), a.addr.port(), 1))
         .monitor(on(monitor("b", http("/"), 15, 1, 1), b.addr.port(), 1));
     spec.threshold = 3;
     let supervisor = HealthSupervisor::new();
     let mut events = supervisor.subscribe();
     supervisor.set_services(vec![spec]).await.unwrap();
-    wait_until("checks of every monitor", || (0..3).all(|i| checks(&supervisor, "svc", i) >= 2)).await;
+    wait_until("checks of every monitor", || {
+        (0..3).all(|i| checks(&supervisor, "svc", i) >= 2)
+    })
+    .await;
 
     // a down: 2 + 1 >= 3, still up.
     a.stop().await;
-    wait_until("monitor a down", || !supervisor.snapshot()["svc"].monitors[1].up).await;
+    wait_until("monitor a down", || {
+        !supervisor.snapshot()["svc"].monitors[1].up
+    })
+    .await;
     no_event(&mut events, "svc", Duration::from_millis(100)).await;
     assert_eq!(supervisor.is_up("svc"), Some(true));
 
     // b down too: 2 < 3.
     b.stop().await;
     let down = next_event(&mut events, "svc").await;
-    assert!(!down.up && down.reason.contains("monitor b down"), "{down:?}");
+    assert!(
+        !down.up && down.reason.contains("monitor b down"),
+        "{down:?}"
+    );
 
     // a back: 3 again.
     a.restart().await;
     let up = next_event(&mut events, "svc").await;
     assert!(up.up && up.reason.contains("monitor a up"), "{up:?}");
     let health = &supervisor.snapshot()["svc"];
-    let states: Vec<(&str, bool, u32)> =
-        health.monitors.iter().map(|m| (m.name.as_str(), m.up, m.weight)).collect();
+    let states: Vec<(&str, bool, u32)> = health
+        .monitors
+        .iter()
+        .map(|m| (m.name.as_str(), m.up, m.weight))
+        .collect();
     assert_eq!(states, [("tcp", true, 2), ("a", true, 1), ("b", false, 1)]);
     drop(b);
 }
@@ -685,13 +851,20 @@ async fn removed_services_stop_at_once() {
     let mut slow = monitor("hang", http("/"), 10, 3, 1);
     slow.timeout = Duration::from_secs(10);
     let services = |with_removed: bool| {
-        let mut v = vec![service("kept", kept.addr, vec![monitor("http", http("/"), 10, 2, 1)])];
+        let mut v = vec![service(
+            "kept",
+            kept.addr,
+            vec![monitor("http", http("/"), 10, 2, 1)],
+        )];
         if with_removed {
             v.push(service("hang", hanging.addr, vec![slow.clone()]));
             v.push(service(
                 "busy",
                 busy.addr,
-                vec![monitor("http", http("/"), 10, 2, 1), monitor("tcp", MonitorKind::Tcp, 10, 2, 1)],
+                vec![
+                    monitor("http", http("/"), 10, 2, 1),
+                    monitor("tcp", MonitorKind::Tcp, 10, 2, 1),
+                ],
             ));
         }
         v
@@ -704,21 +877,35 @@ async fn removed_services_stop_at_once() {
 
     let started = Instant::now();
     supervisor.set_services(services(false)).await.unwrap();
-    assert!(started.elapsed() < Duration::from_millis(100), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_millis(100),
+        "{:?}",
+        started.elapsed()
+    );
     let snapshot = supervisor.snapshot();
     assert_eq!(snapshot.keys().collect::<Vec<_>>(), ["kept"]);
 
     // The check stuck on the hanging server was aborted: its connection is closed.
-    wait_until("hanging connection closed", || hanging.stats.closed_by_client.load(Ordering::SeqCst) >= 1)
-        .await;
+    wait_until("hanging connection closed", || {
+        hanging.stats.closed_by_client.load(Ordering::SeqCst) >= 1
+    })
+    .await;
     // Connections already in the backlog may still be accepted; none are made afterwards.
     sleep(Duration::from_millis(30)).await;
     let (busy_seen, hang_seen) = (busy.accepted(), hanging.accepted());
     let kept_seen = kept.accepted();
     sleep(Duration::from_millis(200)).await;
-    assert_eq!((busy.accepted(), hanging.accepted()), (busy_seen, hang_seen));
+    assert_eq!(
+        (busy.accepted(), hanging.accepted()),
+        (busy_seen, hang_seen)
+    );
     // The kept service went on.
-    assert!(kept.accepted() >= kept_seen + 5, "{} → {}", kept_seen, kept.accepted());
+    assert!(
+        kept.accepted() >= kept_seen + 5,
+        "{} → {}",
+        kept_seen,
+        kept.accepted()
+    );
 }
 
 #[tokio::test]
@@ -727,13 +914,21 @@ async fn flaps_are_counted() {
     let supervisor = HealthSupervisor::new();
     let mut events = supervisor.subscribe();
     supervisor
-        .set_services(vec![service("flappy", server.addr, vec![monitor("http", http("/"), 10, 1, 1)])])
+        .set_services(vec![service(
+            "flappy",
+            server.addr,
+            vec![monitor("http", http("/"), 10, 1, 1)],
+        )])
         .await
         .unwrap();
     for round in 1..=3u64 {
         server.set(Reply::Status(503, "no"));
         let down = next_event(&mut events, "flappy").await;
-        assert_eq!((down.up, down.transitions), (false, 2 * round - 1), "{down:?}");
+        assert_eq!(
+            (down.up, down.transitions),
+            (false, 2 * round - 1),
+            "{down:?}"
+        );
         server.set(Reply::Status(200, "ok"));
         let up = next_event(&mut events, "flappy").await;
         assert_eq!((up.up, up.transitions), (true, 2 * round), "{up:?}");
@@ -753,24 +948,48 @@ async fn changes_restart_only_changed_services_and_keep_their_state() {
     let supervisor = HealthSupervisor::new();
     let mut events = supervisor.subscribe();
     let web_addr = server.addr;
-    let web = |interval_ms| service("web", web_addr, vec![monitor("http", http("/"), interval_ms, 1, 1)]);
-    let tcp = service("tcp", tcp_addr, vec![monitor("tcp", MonitorKind::Tcp, 10, 1, 1)]);
-    supervisor.set_services(vec![web(10), tcp.clone()]).await.unwrap();
+    let web = |interval_ms| {
+        service(
+            "web",
+            web_addr,
+            vec![monitor("http", http("/"), interval_ms, 1, 1)],
+        )
+    };
+    let tcp = service(
+        "tcp",
+        tcp_addr,
+        vec![monitor("tcp", MonitorKind::Tcp, 10, 1, 1)],
+    );
+    supervisor
+        .set_services(vec![web(10), tcp.clone()])
+        .await
+        .unwrap();
     server.stop().await;
     assert!(!next_event(&mut events, "web").await.up);
     wait_until("tcp checks", || checks(&supervisor, "tcp", 0) >= 5).await;
 
     // The same set again: nothing restarts (the counters go on).
     let before = checks(&supervisor, "tcp", 0);
-    supervisor.set_services(vec![web(10), tcp.clone()]).await.unwrap();
+    supervisor
+        .set_services(vec![web(10), tcp.clone()])
+        .await
+        .unwrap();
     assert!(checks(&supervisor, "tcp", 0) >= before);
 
     // web changes: restarted, still down, no event, its flap count kept; tcp untouched.
     let web_checks = checks(&supervisor, "web", 0);
     supervisor.set_services(vec![web(12), tcp]).await.unwrap();
     let after = supervisor.snapshot();
-    assert!(!after["web"].up && after["web"].transitions == 1, "{:?}", after["web"]);
-    assert!(after["web"].monitors[0].checks <= 1 && web_checks >= 1, "{:?}", after["web"]);
+    assert!(
+        !after["web"].up && after["web"].transitions == 1,
+        "{:?}",
+        after["web"]
+    );
+    assert!(
+        after["web"].monitors[0].checks <= 1 && web_checks >= 1,
+        "{:?}",
+        after["web"]
+    );
     assert!(after["tcp"].monitors[0].checks >= before);
     no_event(&mut events, "web", Duration::from_millis(100)).await;
     assert!(checks(&supervisor, "web", 0) >= 3);
@@ -788,11 +1007,20 @@ async fn invalid_configurations_change_nothing() {
     let good = service("a", addr, vec![monitor("tcp", MonitorKind::Tcp, 10, 1, 1)]);
     supervisor.set_services(vec![good.clone()]).await.unwrap();
 
-    let duplicate = supervisor.set_services(vec![good.clone(), good.clone()]).await;
-    assert!(matches!(duplicate, Err(HealthError::DuplicateService(ref s)) if s == "a"), "{duplicate:?}");
+    let duplicate = supervisor
+        .set_services(vec![good.clone(), good.clone()])
+        .await;
+    assert!(
+        matches!(duplicate, Err(HealthError::DuplicateService(ref s)) if s == "a"),
+        "{duplicate:?}"
+    );
     let bad_path = service("b", addr, vec![monitor("web", http("health"), 10, 1, 1)]);
     match supervisor.set_services(vec![bad_path]).await {
-        Err(HealthError::InvalidMonitor { service, monitor, reason }) => {
+        Err(HealthError::InvalidMonitor {
+            service,
+            monitor,
+            reason,
+        }) => {
             assert_eq!((service.as_str(), monitor.as_str()), ("b", "web"));
             assert!(reason.contains("path"), "{reason}");
         }
@@ -800,15 +1028,34 @@ async fn invalid_configurations_change_nothing() {
     }
     let mut zero = monitor("tcp", MonitorKind::Tcp, 10, 1, 1);
     zero.interval = Duration::ZERO;
-    assert!(supervisor.set_services(vec![service("c", addr, vec![zero])]).await.is_err());
-    let bad_name = monitor("dns", MonitorKind::Dns(DnsCheck::new("a..b", RecordType::A)), 10, 1, 1);
-    assert!(supervisor.set_services(vec![service("d", addr, vec![bad_name])]).await.is_err());
+    assert!(
+        supervisor
+            .set_services(vec![service("c", addr, vec![zero])])
+            .await
+            .is_err()
+    );
+    let bad_name = monitor(
+        "dns",
+        MonitorKind::Dns(DnsCheck::new("a..b", RecordType::A)),
+        10,
+        1,
+        1,
+    );
+    assert!(
+        supervisor
+            .set_services(vec![service("d", addr, vec![bad_name])])
+            .await
+            .is_err()
+    );
 
     // "a" kept running through all of it.
     let snapshot = supervisor.snapshot();
     assert_eq!(snapshot.keys().collect::<Vec<_>>(), ["a"]);
     let before = checks(&supervisor, "a", 0);
-    wait_until("a still checked", || checks(&supervisor, "a", 0) > before + 2).await;
+    wait_until("a still checked", || {
+        checks(&supervisor, "a", 0) > before + 2
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -817,17 +1064,27 @@ async fn initial_state_and_services_without_monitors() {
     let supervisor = HealthSupervisor::new();
     let mut events = supervisor.subscribe();
     // Starting up: a dead target is withdrawn after `fall` checks.
-    let assumed_up = service("assumed", server.addr, vec![monitor("http", http("/"), 10, 3, 1)]);
+    let assumed_up = service(
+        "assumed",
+        server.addr,
+        vec![monitor("http", http("/"), 10, 3, 1)],
+    );
     // Starting down: a live target is answered after `rise` checks.
-    let mut starts_down =
-        service("cautious", "127.0.0.1:1".parse().unwrap(), vec![monitor("tcp", MonitorKind::Tcp, 10, 1, 2)]);
+    let mut starts_down = service(
+        "cautious",
+        "127.0.0.1:1".parse().unwrap(),
+        vec![monitor("tcp", MonitorKind::Tcp, 10, 1, 2)],
+    );
     let ok = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
     starts_down.port = ok.local_addr().unwrap().port();
     starts_down.initial_up = false;
     // No monitors: always up, even with a threshold.
     let mut bare = ServiceMonitors::new("bare", LOCALHOST, 80);
     bare.threshold = 5;
-    supervisor.set_services(vec![assumed_up, starts_down, bare]).await.unwrap();
+    supervisor
+        .set_services(vec![assumed_up, starts_down, bare])
+        .await
+        .unwrap();
 
     let initial = supervisor.snapshot();
     assert!(initial["assumed"].up && !initial["cautious"].up && initial["bare"].up);
@@ -836,8 +1093,16 @@ async fn initial_state_and_services_without_monitors() {
         let event = timeout(WAIT, events.recv()).await.unwrap().unwrap();
         got.insert(event.service.clone(), event);
     }
-    assert!(!got["assumed"].up && server.served(500) >= 3, "{:?}", got["assumed"]);
-    assert!(got["cautious"].up && got["cautious"].reason.contains("2 in a row"), "{:?}", got["cautious"]);
+    assert!(
+        !got["assumed"].up && server.served(500) >= 3,
+        "{:?}",
+        got["assumed"]
+    );
+    assert!(
+        got["cautious"].up && got["cautious"].reason.contains("2 in a row"),
+        "{:?}",
+        got["cautious"]
+    );
     assert!(supervisor.snapshot()["bare"].up);
     assert!(supervisor.snapshot()["bare"].monitors.is_empty());
 }
@@ -858,7 +1123,11 @@ async fn link_load_over_and_back_under_threshold() {
         over_after: 2,
         under_after: 2,
     };
-    let missing = LinkSpec { link: "gone".into(), interface: "nope0".into(), ..spec.clone() };
+    let missing = LinkSpec {
+        link: "gone".into(),
+        interface: "nope0".into(),
+        ..spec.clone()
+    };
     let monitor = LinkMonitor::spawn_with_root(vec![spec, missing], root.clone());
     let mut loads = monitor.loads();
 
@@ -877,28 +1146,47 @@ async fn link_load_over_and_back_under_threshold() {
             }
         })
     };
-    let over = timeout(WAIT, loads.wait_for(|l| l.get("wan").is_some_and(|l| l.over)))
-        .await
-        .unwrap()
-        .unwrap()
-        .clone();
+    let over = timeout(
+        WAIT,
+        loads.wait_for(|l| l.get("wan").is_some_and(|l| l.over)),
+    )
+    .await
+    .unwrap()
+    .unwrap()
+    .clone();
     let wan = &over["wan"];
     assert!(
         wan.rx_bytes_per_sec.unwrap() > 1_000_000 && wan.transitions == 1 && wan.error.is_none(),
         "{wan:?}"
     );
-    assert!(over["gone"].error.as_ref().unwrap().contains("No such file"), "{:?}", over["gone"]);
+    assert!(
+        over["gone"]
+            .error
+            .as_ref()
+            .unwrap()
+            .contains("No such file"),
+        "{:?}",
+        over["gone"]
+    );
     assert!(!over["gone"].over && over["gone"].rx_bytes_per_sec.is_none());
 
     // Traffic stops: back under after two quiet samples.
     writer.abort();
     let _ = writer.await;
-    let under = timeout(WAIT, loads.wait_for(|l| l.get("wan").is_some_and(|l| !l.over)))
-        .await
-        .unwrap()
-        .unwrap()
-        .clone();
-    assert_eq!((under["wan"].rx_bytes_per_sec, under["wan"].transitions), (Some(0), 2), "{:?}", under["wan"]);
+    let under = timeout(
+        WAIT,
+        loads.wait_for(|l| l.get("wan").is_some_and(|l| !l.over)),
+    )
+    .await
+    .unwrap()
+    .unwrap()
+    .clone();
+    assert_eq!(
+        (under["wan"].rx_bytes_per_sec, under["wan"].transitions),
+        (Some(0), 2),
+        "{:?}",
+        under["wan"]
+    );
     drop(monitor);
     std::fs::remove_dir_all(&root).unwrap();
 }
@@ -917,7 +1205,10 @@ async fn link_counter_of_the_real_loopback() {
     let receiver = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
     let sender = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
     for _ in 0..64 {
-        sender.send_to(&[0u8; 1000], receiver.local_addr().unwrap()).await.unwrap();
+        sender
+            .send_to(&[0u8; 1000], receiver.local_addr().unwrap())
+            .await
+            .unwrap();
     }
     let after = rx_bytes(root, "lo").unwrap();
     assert!(after >= before + 64_000, "{before} → {after}");

@@ -16,8 +16,8 @@ use std::{
 
 use gslb_tests::{ProxyMode, TcpProxy};
 use gslb_user::mep::{
-    CloseReason, LocalState, MepConfig, MepNode, MepTls, MepView, PersistEntry, Role, RttProtocol, RttRow,
-    ServiceState, SiteSpec, SiteStatus, Topology, TopologyTiming,
+    CloseReason, LocalState, MepConfig, MepNode, MepTls, MepView, PersistEntry, Role, RttProtocol,
+    RttRow, ServiceState, SiteSpec, SiteStatus, Topology, TopologyTiming,
     frame::{self, Message, ServiceStates},
     session::{self, LocalHello},
 };
@@ -85,7 +85,11 @@ struct Lab {
 }
 
 fn pair(a: &str, b: &str) -> (String, String) {
-    if a < b { (a.into(), b.into()) } else { (b.into(), a.into()) }
+    if a < b {
+        (a.into(), b.into())
+    } else {
+        (b.into(), a.into())
+    }
 }
 
 impl Lab {
@@ -139,7 +143,11 @@ impl Lab {
         let mut sites: Vec<SiteSpec> = match me.role {
             Role::Parent => self.specs.clone(),
             Role::Child => {
-                let mut p = self.full.site(me.parent.as_deref().unwrap()).unwrap().clone();
+                let mut p = self
+                    .full
+                    .site(me.parent.as_deref().unwrap())
+                    .unwrap()
+                    .clone();
                 p.backups.clear();
                 vec![p, me.clone()]
             }
@@ -174,7 +182,14 @@ impl Lab {
                 .expect("node runs");
             }
         });
-        self.running.insert(site.into(), Running { node: node.clone(), stop: Some(stop), task });
+        self.running.insert(
+            site.into(),
+            Running {
+                node: node.clone(),
+                stop: Some(stop),
+                task,
+            },
+        );
         node
     }
 
@@ -235,13 +250,19 @@ async fn wait_until(what: &str, f: impl Fn() -> bool) {
 }
 
 fn service(name: &str, up: bool, connections: u64) -> ServiceState {
-    ServiceState { name: name.into(), up, connections, bandwidth_bps: connections * 1000 }
+    ServiceState {
+        name: name.into(),
+        up,
+        connections,
+        bandwidth_bps: connections * 1000,
+    }
 }
 
 fn rtt(site: &str, n: u32) -> Vec<RttRow> {
     (0..n)
         .map(|i| RttRow {
-            ldns: ipnet::IpNet::new(IpAddr::from((0x0a00_0000u32 + (i << 8)).to_be_bytes()), 24).unwrap(),
+            ldns: ipnet::IpNet::new(IpAddr::from((0x0a00_0000u32 + (i << 8)).to_be_bytes()), 24)
+                .unwrap(),
             site: site.into(),
             rtt_us: 1000 + i,
             protocol: RttProtocol::Dns,
@@ -282,7 +303,10 @@ async fn two_sites_handshake_and_exchange_state() {
         })
         .unwrap();
     lab.node("B")
-        .publish_local(LocalState { services: vec![service("b-web", true, 3)], ..Default::default() })
+        .publish_local(LocalState {
+            services: vec![service("b-web", true, 3)],
+            ..Default::default()
+        })
         .unwrap();
     lab.wait("B", "A's state", |v| {
         let a = &v.sites["A"];
@@ -296,15 +320,25 @@ async fn two_sites_handshake_and_exchange_state() {
     assert_eq!(*a_site.rtt, rtt("A", 3000));
     assert!(b.service_up("A", "a-web", None));
     assert!(!b.service_up("A", "a-db", None));
-    assert!(b.service_up("A", "a-db", Some(true)), "a local monitor decides");
+    assert!(
+        b.service_up("A", "a-db", Some(true)),
+        "a local monitor decides"
+    );
     assert_eq!(a_site.backups.as_deref(), Some(&[][..]));
-    lab.wait("A", "B's services", |v| v.sites["B"].services.len() == 1).await;
+    lab.wait("A", "B's services", |v| v.sites["B"].services.len() == 1)
+        .await;
 
     // An update replaces the previous state.
     lab.node("A")
-        .publish_local(LocalState { services: vec![service("a-web", false, 0)], ..Default::default() })
+        .publish_local(LocalState {
+            services: vec![service("a-web", false, 0)],
+            ..Default::default()
+        })
         .unwrap();
-    lab.wait("B", "A's update", |v| v.sites["A"].services.len() == 1 && v.sites["A"].rtt.is_empty()).await;
+    lab.wait("B", "A's update", |v| {
+        v.sites["A"].services.len() == 1 && v.sites["A"].rtt.is_empty()
+    })
+    .await;
     assert!(!lab.node("B").view().service_up("A", "a-web", None));
     let stats = lab.node("A").stats();
     assert!(stats.handshakes >= 1 && stats.frames_out > 0 && stats.bytes_in > 0);
@@ -315,11 +349,22 @@ async fn two_sites_handshake_and_exchange_state() {
 async fn large_tables_travel_in_chunks_under_the_cap() {
     let mut lab = Lab::new(two_parents()).await;
     for site in ["A", "B"] {
-        lab.tweaks.insert(site.into(), Box::new(|c: &mut MepConfig| c.max_payload = 4096));
+        lab.tweaks.insert(
+            site.into(),
+            Box::new(|c: &mut MepConfig| c.max_payload = 4096),
+        );
     }
     lab.start_all().await;
-    lab.node("A").publish_local(LocalState { rtt: rtt("A", 5000), ..Default::default() }).unwrap();
-    lab.wait("B", "5000 RTT rows", |v| v.sites.get("A").is_some_and(|a| a.rtt.len() == 5000)).await;
+    lab.node("A")
+        .publish_local(LocalState {
+            rtt: rtt("A", 5000),
+            ..Default::default()
+        })
+        .unwrap();
+    lab.wait("B", "5000 RTT rows", |v| {
+        v.sites.get("A").is_some_and(|a| a.rtt.len() == 5000)
+    })
+    .await;
     assert_eq!(*lab.node("B").view().sites["A"].rtt, rtt("A", 5000));
     assert_eq!(lab.node("B").stats().closed(CloseReason::Oversized), 0);
 }
@@ -328,37 +373,85 @@ async fn large_tables_travel_in_chunks_under_the_cap() {
 async fn wrong_secret_is_rejected_both_ways() {
     // The opener (A, lower IP) has another secret: B refuses it.
     let mut lab = Lab::new(two_parents()).await;
-    lab.tweaks.insert("A".into(), Box::new(|c: &mut MepConfig| c.secret = b"not the secret".to_vec()));
+    lab.tweaks.insert(
+        "A".into(),
+        Box::new(|c: &mut MepConfig| c.secret = b"not the secret".to_vec()),
+    );
     lab.start_all().await;
-    wait_until("B counts bad_auth", || lab.node("B").stats().closed(CloseReason::BadAuth) >= 2).await;
+    wait_until("B counts bad_auth", || {
+        lab.node("B").stats().closed(CloseReason::BadAuth) >= 2
+    })
+    .await;
     assert!(lab.node("A").stats().closed(CloseReason::PeerRejected) >= 1);
     assert!(!lab.node("A").view().link_up("B") && !lab.node("B").view().link_up("A"));
-    assert!(lab.node("A").view().links["B"].last_error.as_deref().unwrap().contains("BadAuth"));
+    assert!(
+        lab.node("A").view().links["B"]
+            .last_error
+            .as_deref()
+            .unwrap()
+            .contains("BadAuth")
+    );
 
     // The acceptor (B) has another secret: the same, from the other side.
     let mut lab = Lab::new(two_parents()).await;
-    lab.tweaks.insert("B".into(), Box::new(|c: &mut MepConfig| c.secret = b"not the secret".to_vec()));
+    lab.tweaks.insert(
+        "B".into(),
+        Box::new(|c: &mut MepConfig| c.secret = b"not the secret".to_vec()),
+    );
     lab.start_all().await;
-    wait_until("B counts bad_auth", || lab.node("B").stats().closed(CloseReason::BadAuth) >= 2).await;
+    wait_until("B counts bad_auth", || {
+        lab.node("B").stats().closed(CloseReason::BadAuth) >= 2
+    })
+    .await;
     assert!(!lab.node("A").view().link_up("B"));
 
     // An impostor acceptor that does not know the secret answers with a made-up proof:
     // the opener refuses it (mutual authentication), never sending state.
     let mut lab = Lab::new(two_parents()).await;
     let impostor = TcpListener::bind((ip(2), 0)).await.unwrap();
-    lab.proxies.insert(pair("A", "B"), proxy_to(impostor.local_addr().unwrap()));
+    lab.proxies
+        .insert(pair("A", "B"), proxy_to(impostor.local_addr().unwrap()));
     let a = lab.start("A").await;
     let (mut s, _) = timeout(WAIT, impostor.accept()).await.unwrap().unwrap();
-    let (_, hello, _) = session::read_frame(&mut s, frame::DEFAULT_MAX_PAYLOAD).await.unwrap();
-    let Message::Hello(h) = hello else { panic!("{hello:?}") };
-    let reply = Message::Hello(frame::Hello { site: "B".into(), peer: "A".into(), nonce: [1; 32], ..h });
-    s.write_all(&frame::encode(0, &reply, 1 << 20).unwrap()).await.unwrap();
-    let (_, auth, _) = session::read_frame(&mut s, frame::DEFAULT_MAX_PAYLOAD).await.unwrap();
+    let (_, hello, _) = session::read_frame(&mut s, frame::DEFAULT_MAX_PAYLOAD)
+        .await
+        .unwrap();
+    let Message::Hello(h) = hello else {
+        panic!("{hello:?}")
+    };
+    let reply = Message::Hello(frame::Hello {
+        site: "B".into(),
+        peer: "A".into(),
+        nonce: [1; 32],
+        ..h
+    });
+    s.write_all(&frame::encode(0, &reply, 1 << 20).unwrap())
+        .await
+        .unwrap();
+    let (_, auth, _) = session::read_frame(&mut s, frame::DEFAULT_MAX_PAYLOAD)
+        .await
+        .unwrap();
     assert!(matches!(auth, Message::Auth(_)), "the opener proves first");
-    s.write_all(&frame::encode(1, &Message::Auth([0; 32]), 1 << 20).unwrap()).await.unwrap();
-    let (_, last, _) = session::read_frame(&mut s, frame::DEFAULT_MAX_PAYLOAD).await.unwrap();
-    assert!(matches!(last, Message::Reject { code: frame::RejectCode::BadAuth, .. }), "{last:?}");
-    wait_until("A counts bad_auth", || a.stats().closed(CloseReason::BadAuth) >= 1).await;
+    s.write_all(&frame::encode(1, &Message::Auth([0; 32]), 1 << 20).unwrap())
+        .await
+        .unwrap();
+    let (_, last, _) = session::read_frame(&mut s, frame::DEFAULT_MAX_PAYLOAD)
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            last,
+            Message::Reject {
+                code: frame::RejectCode::BadAuth,
+                ..
+            }
+        ),
+        "{last:?}"
+    );
+    wait_until("A counts bad_auth", || {
+        a.stats().closed(CloseReason::BadAuth) >= 1
+    })
+    .await;
     assert!(!a.view().link_up("B"));
 }
 
@@ -374,8 +467,14 @@ async fn versions_are_negotiated() {
     for (va, vb, want) in cases {
         let mut lab = Lab::new(two_parents()).await;
         let (va, vb) = (va.to_vec(), vb.to_vec());
-        lab.tweaks.insert("A".into(), Box::new(move |c: &mut MepConfig| c.versions = va.clone()));
-        lab.tweaks.insert("B".into(), Box::new(move |c: &mut MepConfig| c.versions = vb.clone()));
+        lab.tweaks.insert(
+            "A".into(),
+            Box::new(move |c: &mut MepConfig| c.versions = va.clone()),
+        );
+        lab.tweaks.insert(
+            "B".into(),
+            Box::new(move |c: &mut MepConfig| c.versions = vb.clone()),
+        );
         lab.start_all().await;
         match want {
             Some(v) => {
@@ -389,9 +488,13 @@ async fn versions_are_negotiated() {
                 .await;
                 // And it carries state at that version.
                 lab.node("A")
-                    .publish_local(LocalState { services: vec![service("x", true, 1)], ..Default::default() })
+                    .publish_local(LocalState {
+                        services: vec![service("x", true, 1)],
+                        ..Default::default()
+                    })
                     .unwrap();
-                lab.wait("B", "state", |view| view.sites["A"].services.len() == 1).await;
+                lab.wait("B", "state", |view| view.sites["A"].services.len() == 1)
+                    .await;
             }
             None => {
                 wait_until("B counts no_common_version", || {
@@ -416,9 +519,16 @@ async fn raw_link(to: SocketAddr, me: &str, peer: &str) -> TcpStream {
         software: "test".into(),
         rtt_tolerance_ms: None,
     };
-    session::handshake_initiator(&mut s, &hello, peer, SECRET, frame::DEFAULT_MAX_PAYLOAD, WAIT)
-        .await
-        .unwrap();
+    session::handshake_initiator(
+        &mut s,
+        &hello,
+        peer,
+        SECRET,
+        frame::DEFAULT_MAX_PAYLOAD,
+        WAIT,
+    )
+    .await
+    .unwrap();
     s
 }
 
@@ -445,10 +555,14 @@ async fn bad_frames_close_the_link_with_a_reason_and_the_node_goes_on() {
 
     // After the handshake: an oversized frame (only its header is ever read).
     let mut s = raw_link(b_addr, "F", "B").await;
-    s.write_all(&[b'M', b'P', 1, 5, 0x7f, 0xff, 0xff, 0xff]).await.unwrap();
+    s.write_all(&[b'M', b'P', 1, 5, 0x7f, 0xff, 0xff, 0xff])
+        .await
+        .unwrap();
     wait_until("oversized", || count(CloseReason::Oversized) >= 1).await;
     let mut rest = Vec::new();
-    let _ = timeout(WAIT, s.read_to_end(&mut rest)).await.expect("B closes the link");
+    let _ = timeout(WAIT, s.read_to_end(&mut rest))
+        .await
+        .expect("B closes the link");
 
     // An unknown frame type.
     let mut s = raw_link(b_addr, "F", "B").await;
@@ -457,18 +571,24 @@ async fn bad_frames_close_the_link_with_a_reason_and_the_node_goes_on() {
 
     // A malformed payload (a SiteStatus whose bool is 7).
     let mut s = raw_link(b_addr, "F", "B").await;
-    s.write_all(&[b'M', b'P', 1, 5, 0, 0, 0, 6, 0, 1, b'F', 1, 0, 7]).await.unwrap();
+    s.write_all(&[b'M', b'P', 1, 5, 0, 0, 0, 6, 0, 1, b'F', 1, 0, 7])
+        .await
+        .unwrap();
     wait_until("malformed payload", || count(CloseReason::Malformed) >= 2).await;
 
     // A frame cut short by the end of the stream.
     let mut s = raw_link(b_addr, "F", "B").await;
-    s.write_all(&[b'M', b'P', 1, 4, 0, 0, 0, 8, 1, 2]).await.unwrap();
+    s.write_all(&[b'M', b'P', 1, 4, 0, 0, 0, 8, 1, 2])
+        .await
+        .unwrap();
     s.shutdown().await.unwrap();
     wait_until("truncated", || count(CloseReason::Truncated) >= 1).await;
 
     // A frame of another version than negotiated.
     let mut s = raw_link(b_addr, "F", "B").await;
-    s.write_all(&frame::encode(7, &Message::Heartbeat { seq: 1 }, 64).unwrap()).await.unwrap();
+    s.write_all(&frame::encode(7, &Message::Heartbeat { seq: 1 }, 64).unwrap())
+        .await
+        .unwrap();
     wait_until("wrong version", || count(CloseReason::Malformed) >= 3).await;
 
     // A site B does not know, and a site that should be called by B rather than call it.
@@ -481,11 +601,15 @@ async fn bad_frames_close_the_link_with_a_reason_and_the_node_goes_on() {
         software: "test".into(),
         rtt_tolerance_ms: None,
     };
-    let e = session::handshake_initiator(&mut s, &hello("X"), "B", SECRET, 1 << 20, WAIT).await.unwrap_err();
+    let e = session::handshake_initiator(&mut s, &hello("X"), "B", SECRET, 1 << 20, WAIT)
+        .await
+        .unwrap_err();
     assert_eq!(e.reason(), CloseReason::PeerRejected, "{e}");
     assert!(count(CloseReason::UnknownSite) >= 1);
     let mut s = TcpStream::connect(b_addr).await.unwrap();
-    let e = session::handshake_initiator(&mut s, &hello("C"), "B", SECRET, 1 << 20, WAIT).await.unwrap_err();
+    let e = session::handshake_initiator(&mut s, &hello("C"), "B", SECRET, 1 << 20, WAIT)
+        .await
+        .unwrap_err();
     assert!(e.to_string().contains("initiates"), "{e}");
     assert!(count(CloseReason::NotAllowed) >= 1);
 
@@ -493,7 +617,10 @@ async fn bad_frames_close_the_link_with_a_reason_and_the_node_goes_on() {
     assert!(b.view().link_up("C"));
     let mut s = raw_link(b_addr, "F", "B").await;
     let (_, m, _) = session::read_frame(&mut s, 1 << 20).await.unwrap();
-    assert!(matches!(m, Message::SiteStatus(_) | Message::Heartbeat { .. }), "{m:?}");
+    assert!(
+        matches!(m, Message::SiteStatus(_) | Message::Heartbeat { .. }),
+        "{m:?}"
+    );
     lab.wait("B", "F up", |v| v.link_up("F")).await;
 }
 
@@ -504,7 +631,9 @@ async fn bad_frames_close_the_link_with_a_reason_and_the_node_goes_on() {
 fn tls() -> MepTls {
     let certified = rcgen::generate_simple_self_signed(vec!["A".into(), "B".into()]).unwrap();
     let cert = CertificateDer::from(certified.cert.der().to_vec());
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.signing_key.serialize_der()));
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
+        certified.signing_key.serialize_der(),
+    ));
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let server = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -519,7 +648,10 @@ fn tls() -> MepTls {
         .unwrap()
         .with_root_certificates(roots)
         .with_no_client_auth();
-    MepTls { server: Arc::new(server), client: Arc::new(client) }
+    MepTls {
+        server: Arc::new(server),
+        client: Arc::new(client),
+    }
 }
 
 #[tokio::test]
@@ -528,7 +660,10 @@ async fn tls_links_carry_state_and_refuse_plain_peers() {
     let mut lab = Lab::new(two_parents()).await;
     for site in ["A", "B"] {
         let t = t.clone();
-        lab.tweaks.insert(site.into(), Box::new(move |c: &mut MepConfig| c.tls = Some(t.clone())));
+        lab.tweaks.insert(
+            site.into(),
+            Box::new(move |c: &mut MepConfig| c.tls = Some(t.clone())),
+        );
     }
     lab.start_all().await;
     lab.wait("A", "TLS link to B", |v| v.link_up("B")).await;
@@ -539,8 +674,10 @@ async fn tls_links_carry_state_and_refuse_plain_peers() {
             ..Default::default()
         })
         .unwrap();
-    lab.wait("B", "A's state over TLS", |v| v.service_up("A", "a", None) && v.sites["A"].rtt.len() == 100)
-        .await;
+    lab.wait("B", "A's state over TLS", |v| {
+        v.service_up("A", "a", None) && v.sites["A"].rtt.len() == 100
+    })
+    .await;
 
     // A plain MEP caller is refused by a TLS site.
     let mut s = TcpStream::connect(lab.listen["B"]).await.unwrap();
@@ -552,17 +689,36 @@ async fn tls_links_carry_state_and_refuse_plain_peers() {
         software: "test".into(),
         rtt_tolerance_ms: None,
     };
-    assert!(session::handshake_initiator(&mut s, &hello, "B", SECRET, 1 << 20, WAIT).await.is_err());
-    wait_until("B counts tls", || lab.node("B").stats().closed(CloseReason::Tls) >= 1).await;
-    assert!(lab.node("B").view().link_up("A"), "the real link is untouched");
+    assert!(
+        session::handshake_initiator(&mut s, &hello, "B", SECRET, 1 << 20, WAIT)
+            .await
+            .is_err()
+    );
+    wait_until("B counts tls", || {
+        lab.node("B").stats().closed(CloseReason::Tls) >= 1
+    })
+    .await;
+    assert!(
+        lab.node("B").view().link_up("A"),
+        "the real link is untouched"
+    );
 
     // A TLS site calling a plain one: no link, a reason on both sides.
     let mut lab = Lab::new(two_parents()).await;
     let t2 = t.clone();
-    lab.tweaks.insert("A".into(), Box::new(move |c: &mut MepConfig| c.tls = Some(t2.clone())));
+    lab.tweaks.insert(
+        "A".into(),
+        Box::new(move |c: &mut MepConfig| c.tls = Some(t2.clone())),
+    );
     lab.start_all().await;
-    wait_until("A counts tls", || lab.node("A").stats().closed(CloseReason::Tls) >= 1).await;
-    wait_until("B counts malformed", || lab.node("B").stats().closed(CloseReason::Malformed) >= 1).await;
+    wait_until("A counts tls", || {
+        lab.node("A").stats().closed(CloseReason::Tls) >= 1
+    })
+    .await;
+    wait_until("B counts malformed", || {
+        lab.node("B").stats().closed(CloseReason::Malformed) >= 1
+    })
+    .await;
     assert!(!lab.node("A").view().link_up("B"));
 }
 
@@ -575,9 +731,13 @@ async fn dead_peer_detected_within_the_timeout_and_reconnected() {
     lab.wait("A", "link", |v| v.link_up("B")).await;
     lab.wait("B", "link", |v| v.link_up("A")).await;
     lab.node("A")
-        .publish_local(LocalState { services: vec![service("a", true, 1)], ..Default::default() })
+        .publish_local(LocalState {
+            services: vec![service("a", true, 1)],
+            ..Default::default()
+        })
         .unwrap();
-    lab.wait("B", "A's services", |v| v.sites["A"].services.len() == 1).await;
+    lab.wait("B", "A's services", |v| v.sites["A"].services.len() == 1)
+        .await;
 
     // Silent: nothing crosses any more, no connection closes.
     let stalled = Instant::now();
@@ -586,7 +746,10 @@ async fn dead_peer_detected_within_the_timeout_and_reconnected() {
     lab.wait("A", "B dead", |v| !v.link_up("B")).await;
     let took = stalled.elapsed();
     let dead_after = Duration::from_millis(400);
-    assert!(took >= dead_after - Duration::from_millis(60) && took < dead_after * 3, "{took:?}");
+    assert!(
+        took >= dead_after - Duration::from_millis(60) && took < dead_after * 3,
+        "{took:?}"
+    );
     assert!(lab.node("B").stats().closed(CloseReason::DeadPeer) >= 1);
     // A's services are DOWN for B while the link is down.
     let v = lab.node("B").view();
@@ -594,7 +757,10 @@ async fn dead_peer_detected_within_the_timeout_and_reconnected() {
 
     // Back: A reconnects (backoff ≤ 200 ms here) and the state flows again.
     lab.proxy("A", "B").set(ProxyMode::Open);
-    lab.wait("B", "A back", |v| v.link_up("A") && v.service_up("A", "a", None)).await;
+    lab.wait("B", "A back", |v| {
+        v.link_up("A") && v.service_up("A", "a", None)
+    })
+    .await;
 
     // Cut (connections reset): seen at once, not after the timeout.
     let cut = Instant::now();
@@ -609,8 +775,12 @@ async fn dead_peer_detected_within_the_timeout_and_reconnected() {
     lab.kill("B").await;
     lab.wait("A", "B gone", |v| !v.link_up("B")).await;
     lab.start("B").await;
-    lab.wait("A", "B back after restart", |v| v.link_up("B")).await;
-    lab.wait("B", "A's services after restart", |v| v.service_up("A", "a", None)).await;
+    lab.wait("A", "B back after restart", |v| v.link_up("B"))
+        .await;
+    lab.wait("B", "A's services after restart", |v| {
+        v.service_up("A", "a", None)
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -650,15 +820,25 @@ async fn a_peer_that_stops_reading_blocks_nobody_else() {
         })
         .unwrap();
         lab.wait("B", "the round", |v| {
-            v.sites["A"].services.first().is_some_and(|s| s.connections == round as u64)
+            v.sites["A"]
+                .services
+                .first()
+                .is_some_and(|s| s.connections == round as u64)
                 && v.sites["A"].rtt.first().is_some_and(|r| r.rtt_us == round)
         })
         .await;
         worst = worst.max(sent.elapsed());
     }
     lab.wait("A", "F dropped", |v| !v.link_up("F")).await;
-    assert!(a.stats().closed(CloseReason::WriteTimeout) >= 1, "{:?}", a.stats());
-    assert!(worst < Duration::from_secs(2), "B waited {worst:?} for an update");
+    assert!(
+        a.stats().closed(CloseReason::WriteTimeout) >= 1,
+        "{:?}",
+        a.stats()
+    );
+    assert!(
+        worst < Duration::from_secs(2),
+        "B waited {worst:?} for an update"
+    );
     hb.abort();
 }
 
@@ -677,11 +857,17 @@ fn small_tree() -> Vec<SiteSpec> {
 async fn three_nodes_parent_child_metrics_and_relay() {
     let mut lab = Lab::new(small_tree()).await;
     lab.start_all().await;
-    lab.wait("c1", "attached to P1", |v| v.current_parent.as_deref() == Some("P1")).await;
+    lab.wait("c1", "attached to P1", |v| {
+        v.current_parent.as_deref() == Some("P1")
+    })
+    .await;
     let c1 = lab.node("c1").view();
     assert_eq!(c1.role, Role::Child);
     assert!(!c1.answers_dns, "only parents answer DNS");
-    assert!(c1.links["P1"].version == Some(1) && !c1.links["P1"].initiated, "the parent calls its child");
+    assert!(
+        c1.links["P1"].version == Some(1) && !c1.links["P1"].initiated,
+        "the parent calls its child"
+    );
     lab.node("c1")
         .publish_local(LocalState {
             services: vec![service("c1-web", true, 7)],
@@ -703,20 +889,36 @@ async fn three_nodes_parent_child_metrics_and_relay() {
     })
     .await;
     assert!(lab.node("P2").view().service_up("c1", "c1-web", None));
-    assert_eq!(lab.node("P2").view().holders.get("c1").map(String::as_str), Some("P1"));
-    lab.wait("P2", "P1's RTT", |v| v.sites["P1"].rtt.len() == 10).await;
-    lab.wait("c1", "P1's backups", |v| v.sites["P1"].backups.as_deref() == Some(&["P2".to_string()][..]))
+    assert_eq!(
+        lab.node("P2").view().holders.get("c1").map(String::as_str),
+        Some("P1")
+    );
+    lab.wait("P2", "P1's RTT", |v| v.sites["P1"].rtt.len() == 10)
         .await;
+    lab.wait("c1", "P1's backups", |v| {
+        v.sites["P1"].backups.as_deref() == Some(&["P2".to_string()][..])
+    })
+    .await;
     sleep(Duration::from_millis(200)).await;
     let c1 = lab.node("c1").view();
-    assert!(c1.sites["P1"].rtt.is_empty(), "network metrics only between parents");
-    assert!(c1.sites["P1"].services.is_empty(), "a child gets no services");
+    assert!(
+        c1.sites["P1"].rtt.is_empty(),
+        "network metrics only between parents"
+    );
+    assert!(
+        c1.sites["P1"].services.is_empty(),
+        "a child gets no services"
+    );
     assert!(lab.node("P1").view().sites["c1"].rtt.is_empty());
-    assert!(!c1.sites.contains_key("P2"), "a child knows only its parent");
+    assert!(
+        !c1.sites.contains_key("P2"),
+        "a child knows only its parent"
+    );
 
     // c1's link to P1 drops: its services are DOWN for P2 (unless P2 monitors them itself).
     lab.proxy("P1", "c1").set(ProxyMode::Cut);
-    lab.wait("P2", "c1 unreachable", |v| !v.sites["c1"].reachable).await;
+    lab.wait("P2", "c1 unreachable", |v| !v.sites["c1"].reachable)
+        .await;
     let v = lab.node("P2").view();
     assert!(!v.service_up("c1", "c1-web", None));
     assert!(v.service_up("c1", "c1-web", Some(true)));
@@ -724,7 +926,8 @@ async fn three_nodes_parent_child_metrics_and_relay() {
     sleep(Duration::from_millis(800)).await;
     assert!(lab.node("P2").view().adopted.is_empty());
     lab.proxy("P1", "c1").set(ProxyMode::Open);
-    lab.wait("P2", "c1 back", |v| v.service_up("c1", "c1-web", None)).await;
+    lab.wait("P2", "c1 back", |v| v.service_up("c1", "c1-web", None))
+        .await;
 }
 
 /// Records the first view of `node` in which `site`'s `service` is DOWN, until stopped.
@@ -751,13 +954,19 @@ impl DownWatch {
                 }
             }
         });
-        DownWatch { stop: Some(stop), task }
+        DownWatch {
+            stop: Some(stop),
+            task,
+        }
     }
 
     /// The first view that had the service DOWN, if any.
     async fn finish(mut self) -> Option<String> {
         let _ = self.stop.take().map(|s| s.send(()));
-        timeout(WAIT, self.task).await.expect("watch stops").expect("watch task")
+        timeout(WAIT, self.task)
+            .await
+            .expect("watch stops")
+            .expect("watch task")
     }
 }
 
@@ -766,20 +975,29 @@ impl DownWatch {
 async fn c1_adopted_by_p2(dead_after: Duration) -> Lab {
     let mut lab = Lab::new(small_tree()).await;
     for site in ["P1", "P2", "c1"] {
-        lab.tweaks.insert(site.into(), Box::new(move |c: &mut MepConfig| c.dead_after = dead_after));
+        lab.tweaks.insert(
+            site.into(),
+            Box::new(move |c: &mut MepConfig| c.dead_after = dead_after),
+        );
     }
     lab.start_all().await;
     lab.wait("c1", "attached to P1", parent_is("P1")).await;
     lab.node("c1")
-        .publish_local(LocalState { services: vec![service("c1-web", true, 1)], ..Default::default() })
+        .publish_local(LocalState {
+            services: vec![service("c1-web", true, 1)],
+            ..Default::default()
+        })
         .unwrap();
-    lab.wait("P2", "c1 via P1", |v| v.service_up("c1", "c1-web", None)).await;
+    lab.wait("P2", "c1 via P1", |v| v.service_up("c1", "c1-web", None))
+        .await;
     lab.proxy("P1", "P2").set(ProxyMode::Cut);
     lab.proxy("P1", "c1").set(ProxyMode::Cut);
     lab.wait("c1", "adopted by P2", parent_is("P2")).await;
-    lab.wait("P2", "c1 adopted", |v| v.service_up("c1", "c1-web", None)).await;
+    lab.wait("P2", "c1 adopted", |v| v.service_up("c1", "c1-web", None))
+        .await;
     lab.proxy("P1", "P2").set(ProxyMode::Open);
-    lab.wait("P1", "c1 via P2", |v| v.service_up("c1", "c1-web", None)).await;
+    lab.wait("P1", "c1 via P2", |v| v.service_up("c1", "c1-web", None))
+        .await;
     lab
 }
 
@@ -789,7 +1007,10 @@ async fn hand_c1_back_with_p1_p2_stalled(lab: &Lab) {
     lab.proxy("P1", "P2").set(ProxyMode::Stall);
     lab.proxy("P1", "c1").set(ProxyMode::Open);
     lab.wait("c1", "back with P1", parent_is("P1")).await;
-    lab.wait("P2", "c1 gone from P2", |v| !v.link_up("c1") && v.adopted.is_empty()).await;
+    lab.wait("P2", "c1 gone from P2", |v| {
+        !v.link_up("c1") && v.adopted.is_empty()
+    })
+    .await;
 }
 
 /// A child going back from its adopter to its own parent is a planned handover: neither parent
@@ -801,8 +1022,10 @@ async fn hand_c1_back_with_p1_p2_stalled(lab: &Lab) {
 async fn a_child_handed_back_to_its_parent_stays_up_at_both_parents() {
     // The P1–P2 link must outlive the stall (the grace is this long too).
     let lab = c1_adopted_by_p2(Duration::from_secs(3)).await;
-    let watches =
-        [DownWatch::start(lab.node("P1"), "c1", "c1-web"), DownWatch::start(lab.node("P2"), "c1", "c1-web")];
+    let watches = [
+        DownWatch::start(lab.node("P1"), "c1", "c1-web"),
+        DownWatch::start(lab.node("P2"), "c1", "c1-web"),
+    ];
     hand_c1_back_with_p1_p2_stalled(&lab).await;
     sleep(Duration::from_millis(200)).await;
     let v = lab.node("P2").view();
@@ -818,9 +1041,16 @@ async fn a_child_handed_back_to_its_parent_stays_up_at_both_parents() {
         c.via.as_deref() == Some("P1") && c.handover.is_none() && v.service_up("c1", "c1-web", None)
     })
     .await;
-    lab.wait("P1", "c1 directly", |v| v.sites["c1"].via.as_deref() == Some("c1")).await;
+    lab.wait("P1", "c1 directly", |v| {
+        v.sites["c1"].via.as_deref() == Some("c1")
+    })
+    .await;
     for w in watches {
-        assert_eq!(w.finish().await, None, "c1-web counted DOWN during the handover");
+        assert_eq!(
+            w.finish().await,
+            None,
+            "c1-web counted DOWN during the handover"
+        );
     }
 }
 
@@ -834,13 +1064,22 @@ async fn a_handover_not_completed_within_dead_after_makes_the_child_unreachable(
     hand_c1_back_with_p1_p2_stalled(&lab).await;
     let moved = Instant::now();
     let v = lab.node("P2").view();
-    assert!(v.sites["c1"].handover.is_some() && v.service_up("c1", "c1-web", None), "{:?}", v.sites["c1"]);
-    lab.wait("P2", "c1 unreachable", |v| !v.sites["c1"].reachable).await;
+    assert!(
+        v.sites["c1"].handover.is_some() && v.service_up("c1", "c1-web", None),
+        "{:?}",
+        v.sites["c1"]
+    );
+    lab.wait("P2", "c1 unreachable", |v| !v.sites["c1"].reachable)
+        .await;
     let took = moved.elapsed();
-    assert!(took >= dead_after - Duration::from_millis(100) && took < dead_after * 3, "{took:?}");
+    assert!(
+        took >= dead_after - Duration::from_millis(100) && took < dead_after * 3,
+        "{took:?}"
+    );
     assert!(!lab.node("P2").view().service_up("c1", "c1-web", None));
     lab.proxy("P1", "P2").set(ProxyMode::Open);
-    lab.wait("P2", "c1 via P1", |v| v.service_up("c1", "c1-web", None)).await;
+    lab.wait("P2", "c1 via P1", |v| v.service_up("c1", "c1-web", None))
+        .await;
 }
 
 /// Plays `me` by hand on the listener the lab bound for it: accepts one link (from the site
@@ -851,9 +1090,16 @@ async fn raw_site(
     me: &str,
     role: Role,
     parent: Option<&str>,
-) -> (tokio::io::ReadHalf<TcpStream>, tokio::sync::mpsc::Sender<Message>, JoinHandle<()>) {
+) -> (
+    tokio::io::ReadHalf<TcpStream>,
+    tokio::sync::mpsc::Sender<Message>,
+    JoinHandle<()>,
+) {
     let listener = TcpListener::from_std(lab.bound.remove(me).expect("not started")).unwrap();
-    let (mut s, _) = timeout(WAIT, listener.accept()).await.expect("called").unwrap();
+    let (mut s, _) = timeout(WAIT, listener.accept())
+        .await
+        .expect("called")
+        .unwrap();
     let hello = LocalHello {
         site: me.into(),
         role,
@@ -862,9 +1108,16 @@ async fn raw_site(
         software: "test".into(),
         rtt_tolerance_ms: None,
     };
-    session::handshake_acceptor(&mut s, &hello, SECRET, frame::DEFAULT_MAX_PAYLOAD, WAIT, |_| Ok(()))
-        .await
-        .unwrap();
+    session::handshake_acceptor(
+        &mut s,
+        &hello,
+        SECRET,
+        frame::DEFAULT_MAX_PAYLOAD,
+        WAIT,
+        |_| Ok(()),
+    )
+    .await
+    .unwrap();
     let (rd, mut wr) = tokio::io::split(s);
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Message>(8);
     let task = tokio::spawn(async move {
@@ -874,7 +1127,11 @@ async fn raw_site(
                 _ = tick.tick() => Message::Heartbeat { seq },
                 m = rx.recv() => match m { Some(m) => m, None => return },
             };
-            if wr.write_all(&frame::encode(1, &m, frame::DEFAULT_MAX_PAYLOAD).unwrap()).await.is_err() {
+            if wr
+                .write_all(&frame::encode(1, &m, frame::DEFAULT_MAX_PAYLOAD).unwrap())
+                .await
+                .is_err()
+            {
                 return;
             }
         }
@@ -893,9 +1150,15 @@ async fn a_parent_relays_a_childs_services_only_once_the_child_sent_them() {
     lab.start("P1").await;
     let (mut p2, _p2_tx, p2_task) = raw_site(&mut lab, "P2", Role::Parent, None).await;
     let (_c1, c1_tx, c1_task) = raw_site(&mut lab, "c1", Role::Child, Some("P1")).await;
-    let status = SiteStatus { site: "c1".into(), role: Role::Child, parent: Some("P1".into()), up: true };
+    let status = SiteStatus {
+        site: "c1".into(),
+        role: Role::Child,
+        parent: Some("P1".into()),
+        up: true,
+    };
     c1_tx.send(Message::SiteStatus(status)).await.unwrap();
-    lab.wait("P1", "c1's status", |v| v.sites["c1"].status.is_some()).await;
+    lab.wait("P1", "c1's status", |v| v.sites["c1"].status.is_some())
+        .await;
     // Time for P1's link to P2 to send whatever that changed (a link sends the latest state
     // only, so an intermediate relay is seen only if it stays a moment).
     sleep(Duration::from_millis(300)).await;
@@ -908,8 +1171,9 @@ async fn a_parent_relays_a_childs_services_only_once_the_child_sent_them() {
         .unwrap();
     let first = timeout(WAIT, async {
         loop {
-            let (_, m, _) =
-                session::read_frame(&mut p2, frame::DEFAULT_MAX_PAYLOAD).await.expect("P1's link");
+            let (_, m, _) = session::read_frame(&mut p2, frame::DEFAULT_MAX_PAYLOAD)
+                .await
+                .expect("P1's link");
             if let Message::ServiceStates(s) = m
                 && s.site == "c1"
             {
@@ -919,7 +1183,11 @@ async fn a_parent_relays_a_childs_services_only_once_the_child_sent_them() {
     })
     .await
     .expect("P1 relays c1's services");
-    assert_eq!(first, [service("c1-web", true, 1)], "the first services of c1 P1 relayed");
+    assert_eq!(
+        first,
+        [service("c1-web", true, 1)],
+        "the first services of c1 P1 relayed"
+    );
     drop(c1_tx);
     for t in [p2_task, c1_task] {
         t.abort();
@@ -943,7 +1211,8 @@ async fn seed_lab() -> Lab {
     let mut lab = Lab::new(seed()).await;
     lab.start_all().await;
     for (c, p) in [("child1", "P1"), ("child2", "P2"), ("child3", "P3")] {
-        lab.wait(c, "own parent", |v| v.current_parent.as_deref() == Some(p)).await;
+        lab.wait(c, "own parent", |v| v.current_parent.as_deref() == Some(p))
+            .await;
         lab.node(c)
             .publish_local(LocalState {
                 services: vec![service(&format!("{c}-web"), true, 1)],
@@ -954,7 +1223,9 @@ async fn seed_lab() -> Lab {
     for p in ["P1", "P2", "P3"] {
         lab.wait(p, "mesh and children", |v| {
             ["P1", "P2", "P3"].iter().all(|q| *q == p || v.link_up(q))
-                && ["child1", "child2", "child3"].iter().all(|c| v.service_up(c, &format!("{c}-web"), None))
+                && ["child1", "child2", "child3"]
+                    .iter()
+                    .all(|c| v.service_up(c, &format!("{c}-web"), None))
         })
         .await;
     }
@@ -972,21 +1243,37 @@ async fn scenario_1_over_mep() {
     let killed = Instant::now();
     lab.wait("child1", "adopted by P2", parent_is("P2")).await;
     let adoption = killed.elapsed();
-    lab.wait("P2", "child1 adopted", |v| v.adopted.get("child1").map(String::as_str) == Some("P1")).await;
+    lab.wait("P2", "child1 adopted", |v| {
+        v.adopted.get("child1").map(String::as_str) == Some("P1")
+    })
+    .await;
     lab.wait("P3", "child1 is P2's", |v| {
         v.holders.get("child1").map(String::as_str) == Some("P2")
             && v.service_up("child1", "child1-web", None)
     })
     .await;
     assert!(lab.node("P3").view().adopted.is_empty());
-    assert!(adoption < Duration::from_secs(3), "adoption took {adoption:?}");
+    assert!(
+        adoption < Duration::from_secs(3),
+        "adoption took {adoption:?}"
+    );
     // P1 returns: child1 goes back.
     lab.start("P1").await;
     lab.wait("child1", "back to P1", parent_is("P1")).await;
-    lab.wait("P2", "child1 released", |v| v.adopted.is_empty() && !v.link_up("child1")).await;
-    lab.wait("P3", "child1 is P1's", |v| v.holders.get("child1").map(String::as_str) == Some("P1")).await;
+    lab.wait("P2", "child1 released", |v| {
+        v.adopted.is_empty() && !v.link_up("child1")
+    })
+    .await;
+    lab.wait("P3", "child1 is P1's", |v| {
+        v.holders.get("child1").map(String::as_str) == Some("P1")
+    })
+    .await;
     sleep(Duration::from_millis(800)).await;
-    assert_eq!(lab.node("child1").view().current_parent.as_deref(), Some("P1"), "and stays");
+    assert_eq!(
+        lab.node("child1").view().current_parent.as_deref(),
+        Some("P1"),
+        "and stays"
+    );
 }
 
 #[tokio::test]
@@ -995,16 +1282,30 @@ async fn scenario_2_over_mep() {
     lab.proxy("P1", "P2").set(ProxyMode::Cut);
     lab.wait("P2", "P1 down", |v| !v.link_up("P1")).await;
     // P2 tries to adopt child1, which refuses: its parent P1 is up.
-    wait_until("child1 refuses P2", || lab.node("child1").stats().closed(CloseReason::AdoptRejected) >= 1)
-        .await;
-    wait_until("P2 told", || lab.node("P2").stats().closed(CloseReason::PeerRejected) >= 1).await;
-    assert_eq!(lab.node("child1").view().current_parent.as_deref(), Some("P1"));
+    wait_until("child1 refuses P2", || {
+        lab.node("child1")
+            .stats()
+            .closed(CloseReason::AdoptRejected)
+            >= 1
+    })
+    .await;
+    wait_until("P2 told", || {
+        lab.node("P2").stats().closed(CloseReason::PeerRejected) >= 1
+    })
+    .await;
+    assert_eq!(
+        lab.node("child1").view().current_parent.as_deref(),
+        Some("P1")
+    );
     assert!(lab.node("P2").view().adopted.is_empty());
     assert!(lab.node("P3").view().adopted.is_empty());
     lab.proxy("P1", "P2").set(ProxyMode::Open);
     lab.wait("P2", "P1 back", |v| v.link_up("P1")).await;
     sleep(Duration::from_millis(500)).await;
-    assert_eq!(lab.node("child1").view().current_parent.as_deref(), Some("P1"));
+    assert_eq!(
+        lab.node("child1").view().current_parent.as_deref(),
+        Some("P1")
+    );
 }
 
 #[tokio::test]
@@ -1018,10 +1319,14 @@ async fn scenario_3_over_mep() {
     assert!(lab.node("P2").view().adopted.is_empty(), "P2 does nothing");
     lab.proxy("P1", "P2").set(ProxyMode::Cut);
     lab.wait("child1", "moved to P2", parent_is("P2")).await;
-    lab.wait("P3", "let go of child1", |v| v.adopted.is_empty()).await;
+    lab.wait("P3", "let go of child1", |v| v.adopted.is_empty())
+        .await;
     // P3 keeps offering and is refused; child1 stays with P2.
     sleep(Duration::from_millis(800)).await;
-    assert_eq!(lab.node("child1").view().current_parent.as_deref(), Some("P2"));
+    assert_eq!(
+        lab.node("child1").view().current_parent.as_deref(),
+        Some("P2")
+    );
     for (a, b) in [("P1", "P3"), ("P1", "child1"), ("P2", "P3"), ("P1", "P2")] {
         lab.proxy(a, b).set(ProxyMode::Open);
     }

@@ -52,7 +52,11 @@ fn mep_section_and_site_keys() {
          [mep.tls]\ncert_file = \"p1.pem\"\nkey_file = \"{}\"\nca_file = \"ca.pem\"\n{}{}",
         dir.0.join("p1.key").display(),
         sites(),
-        site("p3", "10.0.0.3", "public_ip = \"203.0.113.3\"\nmep_port = 4000\nbackup_parents = []\n"),
+        site(
+            "p3",
+            "10.0.0.3",
+            "public_ip = \"203.0.113.3\"\nmep_port = 4000\nbackup_parents = []\n"
+        ),
     );
     let config = Config::parse(&text, &file).unwrap_or_else(|e| panic!("{e}\n{text}"));
     let mep = config.mep.as_ref().expect("[mep]");
@@ -60,11 +64,24 @@ fn mep_section_and_site_keys() {
     assert_eq!(config.mep_enabled(), Some(mep));
     // The local site's ip and port, when listen is not written.
     assert_eq!(mep.listen, "10.0.0.1:3011".parse::<SocketAddr>().unwrap());
-    assert_eq!(mep.secret.0, b"from a file 0123", "the file's trailing newline is not part of it");
-    assert!(!format!("{mep:?}").contains("from a file"), "Debug never shows the secret: {mep:?}");
-    assert_eq!((mep.heartbeat, mep.dead_after), (Duration::from_millis(100), Duration::from_millis(450)));
+    assert_eq!(
+        mep.secret.0, b"from a file 0123",
+        "the file's trailing newline is not part of it"
+    );
+    assert!(
+        !format!("{mep:?}").contains("from a file"),
+        "Debug never shows the secret: {mep:?}"
+    );
+    assert_eq!(
+        (mep.heartbeat, mep.dead_after),
+        (Duration::from_millis(100), Duration::from_millis(450))
+    );
     let tls = mep.tls.as_ref().expect("[mep.tls]");
-    assert_eq!(tls.cert_file, dir.0.join("p1.pem"), "relative to the configuration file");
+    assert_eq!(
+        tls.cert_file,
+        dir.0.join("p1.pem"),
+        "relative to the configuration file"
+    );
     assert_eq!(tls.key_file, dir.0.join("p1.key"));
     assert!(tls.tls().is_ok());
 
@@ -89,15 +106,32 @@ fn mep_section_and_site_keys() {
     };
     let c = parse(MEP);
     let m = c.mep.as_ref().unwrap();
-    assert_eq!((m.heartbeat, m.dead_after, m.tls.is_none()), (Duration::from_millis(500), Duration::from_secs(2), true));
-    assert_eq!(parse(&format!("{MEP}listen = \"0.0.0.0\"\n")).mep.unwrap().listen, "0.0.0.0:3011".parse().unwrap());
-    assert_eq!(parse(&format!("{MEP}listen = \"[::1]:5000\"\n")).mep.unwrap().listen, "[::1]:5000".parse().unwrap());
+    assert_eq!(
+        (m.heartbeat, m.dead_after, m.tls.is_none()),
+        (Duration::from_millis(500), Duration::from_secs(2), true)
+    );
+    assert_eq!(
+        parse(&format!("{MEP}listen = \"0.0.0.0\"\n"))
+            .mep
+            .unwrap()
+            .listen,
+        "0.0.0.0:3011".parse().unwrap()
+    );
+    assert_eq!(
+        parse(&format!("{MEP}listen = \"[::1]:5000\"\n"))
+            .mep
+            .unwrap()
+            .listen,
+        "[::1]:5000".parse().unwrap()
+    );
     let off = parse(&format!("{MEP}enabled = false\n"));
     assert!(off.mep.as_ref().is_some_and(|m| !m.enabled) && off.mep_enabled().is_none());
 
     // Without [mep] nor MEP keys, sites are only answer locations: no topology limits (here
     // 40 parents, over MEP's 32).
-    let many: String = (0..40).map(|i| site(&format!("s{i}"), &format!("10.9.0.{i}"), "")).collect();
+    let many: String = (0..40)
+        .map(|i| site(&format!("s{i}"), &format!("10.9.0.{i}"), ""))
+        .collect();
     let text = format!("[server]\nlisten = [\"192.0.2.1\"]\n{ZONE}{many}");
     let c = Config::parse(&text, Path::new("test.toml")).unwrap_or_else(|e| panic!("{e}"));
     assert!(c.mep.is_none() && c.sites.len() == 40);
@@ -113,12 +147,34 @@ fn example_is_a_two_parent_tree() {
     let config = Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(config.server.site.as_deref(), Some("paris"));
     let topology = config.mep_topology().unwrap();
-    assert_eq!(topology.parents().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["paris", "frankfurt"]);
-    assert_eq!(topology.children_of("paris").map(|s| s.name.as_str()).collect::<Vec<_>>(), ["lyon"]);
+    assert_eq!(
+        topology
+            .parents()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>(),
+        ["paris", "frankfurt"]
+    );
+    assert_eq!(
+        topology
+            .children_of("paris")
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>(),
+        ["lyon"]
+    );
     assert_eq!(topology.site("paris").unwrap().backups, ["frankfurt"]);
-    assert_eq!(topology.initiator("paris", "frankfurt"), Some("paris"), "the lower IP");
-    assert_eq!(topology.site("frankfurt").unwrap().mep_addr(), "198.51.100.1:3011".parse().unwrap());
-    assert_eq!(config.mep_enabled().unwrap().listen, "10.1.0.1:3011".parse().unwrap());
+    assert_eq!(
+        topology.initiator("paris", "frankfurt"),
+        Some("paris"),
+        "the lower IP"
+    );
+    assert_eq!(
+        topology.site("frankfurt").unwrap().mep_addr(),
+        "198.51.100.1:3011".parse().unwrap()
+    );
+    assert_eq!(
+        config.mep_enabled().unwrap().listen,
+        "10.1.0.1:3011".parse().unwrap()
+    );
 }
 
 /// Each case: the file, a `#<` marking the line the error must be on, the text the column
@@ -130,88 +186,299 @@ fn mep_rules_are_reported_at_the_value() {
     let file = dir.0.join("gslb.toml");
     let with = |mep: &str, sites: &str| format!("{SERVER}{ZONE}{mep}{sites}");
     let tls = |cert: &str, key: &str, ca: &str| {
-        format!("{MEP}[mep.tls]\ncert_file = \"{cert}\"\nkey_file = \"{key}\"\nca_file = \"{ca}\"\n")
+        format!(
+            "{MEP}[mep.tls]\ncert_file = \"{cert}\"\nkey_file = \"{key}\"\nca_file = \"{ca}\"\n"
+        )
     };
     let parents = |n: usize| -> String {
         (0..n)
             .map(|i| {
                 let s = site(&format!("p{}", i + 1), &format!("10.0.0.{}", i + 1), "");
-                if i == 32 { s.replacen("\"\nip", "\" #<\nip", 1) } else { s }
+                if i == 32 {
+                    s.replacen("\"\nip", "\" #<\nip", 1)
+                } else {
+                    s
+                }
             })
             .collect()
     };
     let cases: Vec<(String, &str, &str)> = vec![
         // [mep]
         (
-            format!("[server]\nlisten = [\"192.0.2.1\"]\n{ZONE}[mep]\nenabled = true #<\nsecret = \"0123456789\"\n{}", sites()),
+            format!(
+                "[server]\nlisten = [\"192.0.2.1\"]\n{ZONE}[mep]\nenabled = true #<\nsecret = \"0123456789\"\n{}",
+                sites()
+            ),
             "true",
             "mep: needs server.site",
         ),
-        (with("[mep] #<\nheartbeat_ms = 100\n", &sites()), "[mep]", "the shared secret is missing"),
-        (with(&format!("{MEP}secret_file = \"secret\" #<\n"), &sites()), "\"secret\"", "secret and secret_file are both set"),
-        (with("[mep]\nsecret = \"short\" #<\n", &sites()), "\"short\"", "has 5 bytes, at least 8"),
-        (with("[mep]\nsecret_file = \"nope/secret\" #<\n", &sites()), "\"nope", "mep: secret_file: cannot read"),
-        (with(&format!("{MEP}listen = \"10.0.0.1:0\" #<\n"), &sites()), "\"10.0.0.1:0\"", "mep: listen \"10.0.0.1:0\" is not"),
-        (with(&format!("{MEP}listen = \"somewhere\" #<\n"), &sites()), "\"somewhere\"", "is not an address"),
-        (with(&format!("{MEP}heartbeat_ms = 5 #<\n"), &sites()), "5", "mep: heartbeat_ms 5 out of range 10..=60000"),
         (
-            with(&format!("{MEP}heartbeat_ms = 1000\ndead_after_ms = 1000 #<\n"), &sites()),
+            with("[mep] #<\nheartbeat_ms = 100\n", &sites()),
+            "[mep]",
+            "the shared secret is missing",
+        ),
+        (
+            with(&format!("{MEP}secret_file = \"secret\" #<\n"), &sites()),
+            "\"secret\"",
+            "secret and secret_file are both set",
+        ),
+        (
+            with("[mep]\nsecret = \"short\" #<\n", &sites()),
+            "\"short\"",
+            "has 5 bytes, at least 8",
+        ),
+        (
+            with("[mep]\nsecret_file = \"nope/secret\" #<\n", &sites()),
+            "\"nope",
+            "mep: secret_file: cannot read",
+        ),
+        (
+            with(&format!("{MEP}listen = \"10.0.0.1:0\" #<\n"), &sites()),
+            "\"10.0.0.1:0\"",
+            "mep: listen \"10.0.0.1:0\" is not",
+        ),
+        (
+            with(&format!("{MEP}listen = \"somewhere\" #<\n"), &sites()),
+            "\"somewhere\"",
+            "is not an address",
+        ),
+        (
+            with(&format!("{MEP}heartbeat_ms = 5 #<\n"), &sites()),
+            "5",
+            "mep: heartbeat_ms 5 out of range 10..=60000",
+        ),
+        (
+            with(
+                &format!("{MEP}heartbeat_ms = 1000\ndead_after_ms = 1000 #<\n"),
+                &sites(),
+            ),
             "1000",
             "dead_after_ms (1000) must be longer than heartbeat_ms (1000)",
         ),
-        (with(&format!("{MEP}port = 3011 #<\n"), &sites()), "port", "unknown field `port`"),
-        (with(&format!("{MEP}[mep.tls] #<\ncert_file = \"p1.pem\"\nca_file = \"ca.pem\"\n"), &sites()), "[mep.tls]", "missing field `key_file`"),
-        (with(&tls("p1.pem", "p1.key", "missing.pem").replace("missing.pem\"", "missing.pem\" #<"), &sites()), "\"missing", "tls.ca_file: cannot read"),
-        (with(&tls("junk.pem", "p1.key", "ca.pem").replace("junk.pem\"", "junk.pem\" #<"), &sites()), "\"junk", "certificate: no PEM certificate"),
-        (with(&tls("p1.pem", "junk.pem", "ca.pem").replace("key_file = \"junk.pem\"", "key_file = \"junk.pem\" #<"), &sites()), "\"junk", "private key"),
-        (with(&tls("p1.pem", "p1.key", "junk.pem").replace("ca_file = \"junk.pem\"", "ca_file = \"junk.pem\" #<"), &sites()), "\"junk", "CA: no PEM certificate"),
-        // [[site]] keys
-        (with(MEP, &format!("{}{}", sites(), site("x", "10.0.2.1", "role = \"leaf\" #<\n"))), "\"leaf\"", "unknown variant `leaf`"),
-        (with(MEP, &format!("{}{}", sites(), site("x", "10.0.2.1", "mep_port = 0 #<\n"))), "0", "site \"x\": mep_port 0 out of range"),
-        (with(MEP, &format!("{}{}", sites(), site("x", "10.0.2.1", "role = \"child\" #<\n"))), "\"child\"", "child \"x\" has no parent"),
         (
-            with(MEP, &format!("{}{}", sites(), site("x", "10.0.2.1", "parent = \"p1\" #<\n"))),
+            with(&format!("{MEP}port = 3011 #<\n"), &sites()),
+            "port",
+            "unknown field `port`",
+        ),
+        (
+            with(
+                &format!("{MEP}[mep.tls] #<\ncert_file = \"p1.pem\"\nca_file = \"ca.pem\"\n"),
+                &sites(),
+            ),
+            "[mep.tls]",
+            "missing field `key_file`",
+        ),
+        (
+            with(
+                &tls("p1.pem", "p1.key", "missing.pem")
+                    .replace("missing.pem\"", "missing.pem\" #<"),
+                &sites(),
+            ),
+            "\"missing",
+            "tls.ca_file: cannot read",
+        ),
+        (
+            with(
+                &tls("junk.pem", "p1.key", "ca.pem").replace("junk.pem\"", "junk.pem\" #<"),
+                &sites(),
+            ),
+            "\"junk",
+            "certificate: no PEM certificate",
+        ),
+        (
+            with(
+                &tls("p1.pem", "junk.pem", "ca.pem")
+                    .replace("key_file = \"junk.pem\"", "key_file = \"junk.pem\" #<"),
+                &sites(),
+            ),
+            "\"junk",
+            "private key",
+        ),
+        (
+            with(
+                &tls("p1.pem", "p1.key", "junk.pem")
+                    .replace("ca_file = \"junk.pem\"", "ca_file = \"junk.pem\" #<"),
+                &sites(),
+            ),
+            "\"junk",
+            "CA: no PEM certificate",
+        ),
+        // [[site]] keys
+        (
+            with(
+                MEP,
+                &format!(
+                    "{}{}",
+                    sites(),
+                    site("x", "10.0.2.1", "role = \"leaf\" #<\n")
+                ),
+            ),
+            "\"leaf\"",
+            "unknown variant `leaf`",
+        ),
+        (
+            with(
+                MEP,
+                &format!("{}{}", sites(), site("x", "10.0.2.1", "mep_port = 0 #<\n")),
+            ),
+            "0",
+            "site \"x\": mep_port 0 out of range",
+        ),
+        (
+            with(
+                MEP,
+                &format!(
+                    "{}{}",
+                    sites(),
+                    site("x", "10.0.2.1", "role = \"child\" #<\n")
+                ),
+            ),
+            "\"child\"",
+            "child \"x\" has no parent",
+        ),
+        (
+            with(
+                MEP,
+                &format!(
+                    "{}{}",
+                    sites(),
+                    site("x", "10.0.2.1", "parent = \"p1\" #<\n")
+                ),
+            ),
             "\"p1\"",
             "parent \"x\" has a parent of its own (a child needs role = \"child\")",
         ),
         (
-            with(MEP, &format!("{}{}", sites(), site("x", "10.0.2.1", "role = \"child\"\nparent = \"p9\" #<\n"))),
+            with(
+                MEP,
+                &format!(
+                    "{}{}",
+                    sites(),
+                    site("x", "10.0.2.1", "role = \"child\"\nparent = \"p9\" #<\n")
+                ),
+            ),
             "\"p9\"",
             "child \"x\": parent \"p9\" is not defined",
         ),
         (
-            with(MEP, &format!("{}{}", sites(), site("x", "10.0.2.1", "role = \"child\"\nparent = \"c1\" #<\n"))),
+            with(
+                MEP,
+                &format!(
+                    "{}{}",
+                    sites(),
+                    site("x", "10.0.2.1", "role = \"child\"\nparent = \"c1\" #<\n")
+                ),
+            ),
             "\"c1\"",
             "parent \"c1\" is not a parent",
         ),
         (
-            with(MEP, &format!("{}{}", sites(), site("x", "10.0.2.1", "role = \"child\"\nparent = \"p1\"\nbackup_parents = [\"p2\"] #<\n"))),
+            with(
+                MEP,
+                &format!(
+                    "{}{}",
+                    sites(),
+                    site(
+                        "x",
+                        "10.0.2.1",
+                        "role = \"child\"\nparent = \"p1\"\nbackup_parents = [\"p2\"] #<\n"
+                    )
+                ),
+            ),
             "[\"p2\"]",
             "site \"x\": only parents have backup parents",
         ),
         (
-            with(MEP, &format!("{}{}", site("p1", "10.0.0.9", "backup_parents = [\"a\", \"b\", \"c\", \"d\", \"e\", \"f\"] #<\n"),
-                ["a", "b", "c", "d", "e", "f"].iter().enumerate().map(|(i, n)| site(n, &format!("10.0.3.{i}"), "")).collect::<String>())),
+            with(
+                MEP,
+                &format!(
+                    "{}{}",
+                    site(
+                        "p1",
+                        "10.0.0.9",
+                        "backup_parents = [\"a\", \"b\", \"c\", \"d\", \"e\", \"f\"] #<\n"
+                    ),
+                    ["a", "b", "c", "d", "e", "f"]
+                        .iter()
+                        .enumerate()
+                        .map(|(i, n)| site(n, &format!("10.0.3.{i}"), ""))
+                        .collect::<String>()
+                ),
+            ),
             "[\"a\"",
             "6 backup parents, at most 5",
         ),
-        (with(MEP, &format!("{}{}", sites(), site("x", "10.0.2.1", "backup_parents = [\"p2\", \"zz\"] #<\n"))), "\"zz\"", "backup parent \"zz\" is not defined (add the site first)"),
-        (with(MEP, &format!("{}{}", sites(), site("x", "10.0.2.1", "backup_parents = [\"c1\"] #<\n"))), "\"c1\"", "backup parent \"c1\" is not a parent"),
-        (with(MEP, &format!("{}{}", sites(), site("x", "10.0.2.1", "backup_parents = [\"x\"] #<\n"))), "\"x\"]", "backup parent \"x\" is the site itself"),
         (
-            with(MEP, &format!("{}{}", sites(), site("x", "10.0.2.1", "backup_parents = [\"p2\", \"p1\", \"p2\"] #<\n"))),
+            with(
+                MEP,
+                &format!(
+                    "{}{}",
+                    sites(),
+                    site("x", "10.0.2.1", "backup_parents = [\"p2\", \"zz\"] #<\n")
+                ),
+            ),
+            "\"zz\"",
+            "backup parent \"zz\" is not defined (add the site first)",
+        ),
+        (
+            with(
+                MEP,
+                &format!(
+                    "{}{}",
+                    sites(),
+                    site("x", "10.0.2.1", "backup_parents = [\"c1\"] #<\n")
+                ),
+            ),
+            "\"c1\"",
+            "backup parent \"c1\" is not a parent",
+        ),
+        (
+            with(
+                MEP,
+                &format!(
+                    "{}{}",
+                    sites(),
+                    site("x", "10.0.2.1", "backup_parents = [\"x\"] #<\n")
+                ),
+            ),
+            "\"x\"]",
+            "backup parent \"x\" is the site itself",
+        ),
+        (
+            with(
+                MEP,
+                &format!(
+                    "{}{}",
+                    sites(),
+                    site(
+                        "x",
+                        "10.0.2.1",
+                        "backup_parents = [\"p2\", \"p1\", \"p2\"] #<\n"
+                    )
+                ),
+            ),
             "\"p2\"]",
             "backup parent \"p2\" is listed twice",
         ),
         (with(MEP, &parents(33)), "\"p33\"", "33 parents, at most 32"),
         (
-            with(MEP, &format!("{}{}", sites(), site(&"x".repeat(64), "10.0.2.1", "").replacen("\"\nip", "\" #<\nip", 1))),
+            with(
+                MEP,
+                &format!(
+                    "{}{}",
+                    sites(),
+                    site(&"x".repeat(64), "10.0.2.1", "").replacen("\"\nip", "\" #<\nip", 1)
+                ),
+            ),
             "\"xxx",
             "is empty or longer than 63 bytes",
         ),
         // MEP keys without [mep] are still checked.
         (
-            format!("{SERVER}{ZONE}{}", site("p1", "10.0.0.1", "backup_parents = [\"nope\"] #<\n")),
+            format!(
+                "{SERVER}{ZONE}{}",
+                site("p1", "10.0.0.1", "backup_parents = [\"nope\"] #<\n")
+            ),
             "\"nope\"",
             "backup parent \"nope\" is not defined",
         ),

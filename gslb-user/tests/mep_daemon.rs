@@ -29,7 +29,10 @@ use gslb_user::{
     config::Config,
     control::{self, Reload},
     daemon::{self, Overrides},
-    mep::{LocalState, MepConfig, MepNode, MepView, RttProtocol, RttRow, ServiceState, SiteSpec, Topology, TopologyTiming},
+    mep::{
+        LocalState, MepConfig, MepNode, MepView, RttProtocol, RttRow, ServiceState, SiteSpec,
+        Topology, TopologyTiming,
+    },
     responder::{Responder, Transport},
 };
 use hickory_proto::{
@@ -48,7 +51,11 @@ const WEB1: &str = "192.0.2.1";
 const WEB2: &str = "192.0.2.2";
 
 fn free_port(ip: &str) -> u16 {
-    std::net::TcpListener::bind((ip, 0)).unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind((ip, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 // ---- The peer node, a backend ----
@@ -85,7 +92,11 @@ impl Peer {
                 .expect("peer runs");
             }
         });
-        Peer { node, stop: Some(stop), task }
+        Peer {
+            node,
+            stop: Some(stop),
+            task,
+        }
     }
 
     async fn wait(&self, what: &str, f: impl Fn(&MepView) -> bool) {
@@ -102,12 +113,19 @@ impl Peer {
             }
         })
         .await;
-        assert!(done.is_ok(), "timed out waiting for {what}; peer's view: {:#?}", self.node.view());
+        assert!(
+            done.is_ok(),
+            "timed out waiting for {what}; peer's view: {:#?}",
+            self.node.view()
+        );
     }
 
     async fn stop(mut self) {
         let _ = self.stop.take().unwrap().send(());
-        tokio::time::timeout(WAIT, self.task).await.expect("peer stops").unwrap();
+        tokio::time::timeout(WAIT, self.task)
+            .await
+            .expect("peer stops")
+            .unwrap();
     }
 }
 
@@ -136,7 +154,9 @@ impl Drop for Backend {
 // ---- DNS ----
 
 async fn ask(port: u16, name: &'static str, rtype: RecordType) -> Message {
-    tokio::task::spawn_blocking(move || ask_loopback(port, name, rtype)).await.unwrap()
+    tokio::task::spawn_blocking(move || ask_loopback(port, name, rtype))
+        .await
+        .unwrap()
 }
 
 fn addrs(m: &Message) -> Vec<IpAddr> {
@@ -163,7 +183,10 @@ async fn answer_becomes(port: u16, want: &[&str], what: &str) {
         if got == want {
             return;
         }
-        assert!(Instant::now() < deadline, "{what}: www stayed {got:?}, not {want:?}");
+        assert!(
+            Instant::now() < deadline,
+            "{what}: www stayed {got:?}, not {want:?}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -180,7 +203,14 @@ async fn until(what: &str, mut f: impl AsyncFnMut() -> bool) {
 
 /// gslbd is parent p1 at 127.0.0.1; the peer is parent p2 at 127.0.0.2 (p1 has the lower IP,
 /// so it opens the link). web1 is p1's, monitored here; web2 is p2's.
-fn parent_config(dns: u16, p1_mep: u16, p2_mep: u16, backend: u16, mep_extra: &str, p1_extra: &str) -> String {
+fn parent_config(
+    dns: u16,
+    p1_mep: u16,
+    p2_mep: u16,
+    backend: u16,
+    mep_extra: &str,
+    p1_extra: &str,
+) -> String {
     format!(
         r#"
 [server]
@@ -255,7 +285,9 @@ async fn a_parent_exchanges_state_with_its_peer_and_reloads_mep_in_place() {
     let backend_addr = SocketAddr::from(([127, 0, 0, 1], backend_port));
     let peer_listener = TcpListener::bind("127.0.0.2:0").await.unwrap();
     let p2_mep = peer_listener.local_addr().unwrap().port();
-    let config = |mep_extra: &str, p1_extra: &str| parent_config(dns, p1_mep, p2_mep, backend_port, mep_extra, p1_extra);
+    let config = |mep_extra: &str, p1_extra: &str| {
+        parent_config(dns, p1_mep, p2_mep, backend_port, mep_extra, p1_extra)
+    };
     std::fs::write(&path, config("", "")).unwrap();
     let mut backend = Some(Backend::start(backend_addr).await);
     let gslbd = Gslbd::start(&path, Some(socket.clone()), WAIT).await;
@@ -268,7 +300,12 @@ async fn a_parent_exchanges_state_with_its_peer_and_reloads_mep_in_place() {
         SiteSpec::parent("p2", "127.0.0.2".parse().unwrap()).with_port(p2_mep),
     ];
     let peer = Peer::start(peer_listener, "p2", sites).await;
-    let web2 = |up| ServiceState { name: "web2".into(), up, connections: 3, bandwidth_bps: 8000 };
+    let web2 = |up| ServiceState {
+        name: "web2".into(),
+        up,
+        connections: 3,
+        bandwidth_bps: 8000,
+    };
     let peer_rtt = vec![RttRow {
         ldns: "203.0.113.9/32".parse().unwrap(),
         site: "p2".into(),
@@ -276,12 +313,17 @@ async fn a_parent_exchanges_state_with_its_peer_and_reloads_mep_in_place() {
         protocol: RttProtocol::Icmp,
         age_s: 0,
     }];
-    let publish = |up| LocalState { services: vec![web2(up)], rtt: peer_rtt.clone(), persistence: vec![] };
+    let publish = |up| LocalState {
+        services: vec![web2(up)],
+        rtt: peer_rtt.clone(),
+        persistence: vec![],
+    };
     peer.node.publish_local(publish(true)).unwrap();
     answer_becomes(dns, &[WEB1, WEB2], "p2's web2 UP over MEP").await;
 
     // Out: p1's services as its monitor sees them.
-    peer.wait("p1's web1 UP", |v| v.service_up("p1", "web1", None)).await;
+    peer.wait("p1's web1 UP", |v| v.service_up("p1", "web1", None))
+        .await;
     // In: p2's RTT column in p1's RTT table.
     until("p2's RTT row in p1's table", async || {
         let report = control::request(&socket, "ldns", WAIT).await.unwrap();
@@ -290,14 +332,20 @@ async fn a_parent_exchanges_state_with_its_peer_and_reloads_mep_in_place() {
     .await;
     // Out: p1's own RTT column (it probes 127.0.0.1, the resolver of the queries above).
     peer.wait("p1's RTT row for 127.0.0.1", |v| {
-        v.sites["p1"].rtt.iter().any(|r| r.site == "p1" && r.ldns == "127.0.0.1/32".parse().unwrap())
+        v.sites["p1"]
+            .rtt
+            .iter()
+            .any(|r| r.site == "p1" && r.ldns == "127.0.0.1/32".parse().unwrap())
     })
     .await;
 
     // p1's monitor takes web1 DOWN: out of the answers, and reported to p2.
     backend.take();
     answer_becomes(dns, &[WEB2], "web1's backend gone").await;
-    peer.wait("p1's web1 DOWN", |v| v.sites["p1"].reachable && !v.service_up("p1", "web1", None)).await;
+    peer.wait("p1's web1 DOWN", |v| {
+        v.sites["p1"].reachable && !v.service_up("p1", "web1", None)
+    })
+    .await;
     backend = Some(Backend::start(backend_addr).await);
     answer_becomes(dns, &[WEB1, WEB2], "web1's backend back").await;
 
@@ -322,7 +370,11 @@ async fn a_parent_exchanges_state_with_its_peer_and_reloads_mep_in_place() {
     let mut asked = 0;
     while Instant::now() < watch_until {
         let got = www(dns).await;
-        assert_eq!(got, ips(&[WEB1, WEB2]), "answers during the MEP restart (query {asked})");
+        assert_eq!(
+            got,
+            ips(&[WEB1, WEB2]),
+            "answers during the MEP restart (query {asked})"
+        );
         asked += 1;
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -331,12 +383,26 @@ async fn a_parent_exchanges_state_with_its_peer_and_reloads_mep_in_place() {
         v.sites["p1"].backups.as_deref() == Some(&["p2".to_owned()][..]) && v.link_up("p1")
     })
     .await;
-    assert!(peer.node.stats().closes.values().sum::<u64>() >= 1, "the link was restarted: {:?}", peer.node.stats());
+    assert!(
+        peer.node.stats().closes.values().sum::<u64>() >= 1,
+        "the link was restarted: {:?}",
+        peer.node.stats()
+    );
 
     // A new listen address needs a restart: refused, the running MEP stays.
-    std::fs::write(&path, config("listen = \"127.0.0.1:1\"", "backup_parents = [\"p2\"]")).unwrap();
-    let refused = gslbd.reload().await.expect_err("a new MEP listen address is refused");
-    assert!(refused.contains("mep.listen") && refused.contains("needs a restart"), "{refused}");
+    std::fs::write(
+        &path,
+        config("listen = \"127.0.0.1:1\"", "backup_parents = [\"p2\"]"),
+    )
+    .unwrap();
+    let refused = gslbd
+        .reload()
+        .await
+        .expect_err("a new MEP listen address is refused");
+    assert!(
+        refused.contains("mep.listen") && refused.contains("needs a restart"),
+        "{refused}"
+    );
     assert!(peer.node.view().link_up("p1"));
     assert_eq!(www(dns).await, ips(&[WEB1, WEB2]));
 
@@ -344,7 +410,10 @@ async fn a_parent_exchanges_state_with_its_peer_and_reloads_mep_in_place() {
     peer.stop().await;
     answer_becomes(dns, &[WEB1], "p2 gone").await;
     until("p2's RTT row removed", async || {
-        !control::request(&socket, "ldns", WAIT).await.unwrap().contains("203.0.113.9")
+        !control::request(&socket, "ldns", WAIT)
+            .await
+            .unwrap()
+            .contains("203.0.113.9")
     })
     .await;
 
@@ -433,11 +502,22 @@ async fn a_child_refuses_gslb_names_serves_static_data_and_reports_to_its_parent
         assert!(!m.authoritative() && m.answers().is_empty(), "{m:?}");
     }
     let ns1 = ask(dns, "ns1.example.com.", RecordType::A).await;
-    assert_eq!((ns1.response_code(), addrs(&ns1)), (ResponseCode::NoError, ips(&["192.0.2.53"])));
+    assert_eq!(
+        (ns1.response_code(), addrs(&ns1)),
+        (ResponseCode::NoError, ips(&["192.0.2.53"]))
+    );
     assert!(ns1.authoritative());
     let soa = ask(dns, "example.com.", RecordType::SOA).await;
-    assert_eq!((soa.response_code(), soa.answers().len()), (ResponseCode::NoError, 1));
-    assert_eq!(ask(dns, "nope.example.com.", RecordType::A).await.response_code(), ResponseCode::NXDomain);
+    assert_eq!(
+        (soa.response_code(), soa.answers().len()),
+        (ResponseCode::NoError, 1)
+    );
+    assert_eq!(
+        ask(dns, "nope.example.com.", RecordType::A)
+            .await
+            .response_code(),
+        ResponseCode::NXDomain
+    );
 
     // Its parent opens the link and gets its services' states.
     let sites = vec![
@@ -445,11 +525,20 @@ async fn a_child_refuses_gslb_names_serves_static_data_and_reports_to_its_parent
         SiteSpec::child("c1", "127.0.0.3".parse().unwrap(), "p1").with_port(c1_mep),
     ];
     let peer = Peer::start(peer_listener, "p1", sites).await;
-    peer.wait("c1's web-c1 UP", |v| v.service_up("c1", "web-c1", None)).await;
+    peer.wait("c1's web-c1 UP", |v| v.service_up("c1", "web-c1", None))
+        .await;
     drop(backend);
-    peer.wait("c1's web-c1 DOWN", |v| v.sites["c1"].reachable && !v.service_up("c1", "web-c1", None)).await;
+    peer.wait("c1's web-c1 DOWN", |v| {
+        v.sites["c1"].reachable && !v.service_up("c1", "web-c1", None)
+    })
+    .await;
     // Still refused with the parent linked (the role, not the link, decides).
-    assert_eq!(ask(dns, "www.example.com.", RecordType::A).await.response_code(), ResponseCode::Refused);
+    assert_eq!(
+        ask(dns, "www.example.com.", RecordType::A)
+            .await
+            .response_code(),
+        ResponseCode::Refused
+    );
 
     peer.stop().await;
     gslbd.stop().await;
@@ -463,18 +552,28 @@ async fn a_mep_port_in_use_fails_the_start() {
     let path = dir.0.join("gslb.toml");
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port();
-    std::fs::write(&path, parent_config(free_port("127.0.0.1"), port, 3011, 9, "", "")).unwrap();
+    std::fs::write(
+        &path,
+        parent_config(free_port("127.0.0.1"), port, 3011, 9, "", ""),
+    )
+    .unwrap();
     let (ready_tx, ready_rx) = oneshot::channel::<()>();
     let run = daemon::run(
         path.clone(),
-        Overrides { no_xdp: true, ..Overrides::default() },
+        Overrides {
+            no_xdp: true,
+            ..Overrides::default()
+        },
         move || {
             let _ = ready_tx.send(());
         },
         std::future::pending(),
         mpsc::channel::<()>(1).1,
     );
-    let error = tokio::time::timeout(WAIT, run).await.expect("fails at once").expect_err("port in use");
+    let error = tokio::time::timeout(WAIT, run)
+        .await
+        .expect("fails at once")
+        .expect_err("port in use");
     assert!(ready_rx.await.is_err(), "never ready");
     let mut text = error.to_string();
     let mut cause = std::error::Error::source(&error);
@@ -482,7 +581,10 @@ async fn a_mep_port_in_use_fails_the_start() {
         text += &format!(": {c}");
         cause = c.source();
     }
-    assert!(text.contains(&format!("listening on 127.0.0.1:{port} (mep)")) && text.contains("in use"), "{text}");
+    assert!(
+        text.contains(&format!("listening on 127.0.0.1:{port} (mep)")) && text.contains("in use"),
+        "{text}"
+    );
 }
 
 // ---- The responder's rule ----
@@ -494,21 +596,55 @@ fn the_responder_refuses_gslb_names_only_when_told() {
     let responder = Arc::new(Responder::new(&config, &Snapshot::from_config(&config)));
     let rcode = |name: &str, rtype: RecordType| {
         let mut q = Message::new();
-        q.set_id(1).add_query(Query::query(Name::from_ascii(name).unwrap(), rtype));
-        let reply = responder.respond(&q.to_vec().unwrap(), "198.51.100.7".parse().unwrap(), Transport::Udp);
+        q.set_id(1)
+            .add_query(Query::query(Name::from_ascii(name).unwrap(), rtype));
+        let reply = responder.respond(
+            &q.to_vec().unwrap(),
+            "198.51.100.7".parse().unwrap(),
+            Transport::Udp,
+        );
         let reply = Message::from_vec(&reply.expect("a reply")).unwrap();
         (reply.response_code(), addrs(&reply))
     };
     let www = "www.example.com.";
-    assert_eq!(rcode(www, RecordType::A), (ResponseCode::NoError, ips(&["192.0.2.3"])));
+    assert_eq!(
+        rcode(www, RecordType::A),
+        (ResponseCode::NoError, ips(&["192.0.2.3"]))
+    );
     responder.set_gslb_refused(true);
-    for rtype in [RecordType::A, RecordType::AAAA, RecordType::ANY, RecordType::TXT] {
-        assert_eq!(rcode(www, rtype), (ResponseCode::Refused, vec![]), "{rtype}");
+    for rtype in [
+        RecordType::A,
+        RecordType::AAAA,
+        RecordType::ANY,
+        RecordType::TXT,
+    ] {
+        assert_eq!(
+            rcode(www, rtype),
+            (ResponseCode::Refused, vec![]),
+            "{rtype}"
+        );
     }
-    assert_eq!(rcode("WWW.Example.COM.", RecordType::A).0, ResponseCode::Refused, "case-insensitive");
-    assert_eq!(rcode("ns1.example.com.", RecordType::A), (ResponseCode::NoError, ips(&["192.0.2.53"])));
-    assert_eq!(rcode("sub.www.example.com.", RecordType::A).0, ResponseCode::NXDomain, "only the GSLB name itself");
-    assert_eq!(rcode("example.com.", RecordType::SOA).0, ResponseCode::NoError);
+    assert_eq!(
+        rcode("WWW.Example.COM.", RecordType::A).0,
+        ResponseCode::Refused,
+        "case-insensitive"
+    );
+    assert_eq!(
+        rcode("ns1.example.com.", RecordType::A),
+        (ResponseCode::NoError, ips(&["192.0.2.53"]))
+    );
+    assert_eq!(
+        rcode("sub.www.example.com.", RecordType::A).0,
+        ResponseCode::NXDomain,
+        "only the GSLB name itself"
+    );
+    assert_eq!(
+        rcode("example.com.", RecordType::SOA).0,
+        ResponseCode::NoError
+    );
     responder.set_gslb_refused(false);
-    assert_eq!(rcode(www, RecordType::A), (ResponseCode::NoError, ips(&["192.0.2.3"])));
+    assert_eq!(
+        rcode(www, RecordType::A),
+        (ResponseCode::NoError, ips(&["192.0.2.3"]))
+    );
 }

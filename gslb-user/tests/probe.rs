@@ -16,8 +16,8 @@ use aya::programs::{TestRun, TestRunOptions};
 use gslb_user::{
     dataplane::Dataplane,
     probe::{
-        LdnsMask, LdnsRecorder, NetProber, ProbeKind, ProbeOutcome, ProbeSettings, ProbeSupervisor, Prober,
-        RttChange, RttRow, format_report,
+        LdnsMask, LdnsRecorder, NetProber, ProbeKind, ProbeOutcome, ProbeSettings, ProbeSupervisor,
+        Prober, RttChange, RttRow, format_report,
     },
 };
 use hickory_proto::{
@@ -58,12 +58,22 @@ struct Fake {
 impl Fake {
     fn answer(&self, target: &str, replies: &[(ProbeKind, u64)]) {
         let replies = replies.iter().map(|(k, n)| (*k, ms(*n))).collect();
-        self.script.lock().unwrap().targets.insert(ip(target), replies);
+        self.script
+            .lock()
+            .unwrap()
+            .targets
+            .insert(ip(target), replies);
     }
 
     fn probes_to(&self, target: &str) -> Vec<(Instant, ProbeKind)> {
         let target = ip(target);
-        self.log.lock().unwrap().iter().filter(|(_, _, t)| *t == target).map(|(at, k, _)| (*at, *k)).collect()
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, _, t)| *t == target)
+            .map(|(at, k, _)| (*at, *k))
+            .collect()
     }
 
     fn max_running(&self) -> usize {
@@ -85,7 +95,10 @@ impl Prober for Fake {
             .targets
             .get(&target)
             .and_then(|r| r.iter().find(|(k, _)| *k == kind).map(|(_, rtt)| *rtt));
-        self.log.lock().unwrap().push((Instant::now(), kind, target));
+        self.log
+            .lock()
+            .unwrap()
+            .push((Instant::now(), kind, target));
         let running = self.running.clone();
         async move {
             {
@@ -111,13 +124,22 @@ impl Prober for Fake {
 
 fn start(settings: ProbeSettings) -> (ProbeSupervisor, Fake) {
     let fake = Fake::default();
-    let supervisor = ProbeSupervisor::start("east", settings, fake.clone()).expect("valid settings");
+    let supervisor =
+        ProbeSupervisor::start("east", settings, fake.clone()).expect("valid settings");
     (supervisor, fake)
 }
 
 fn local_rtt(supervisor: &ProbeSupervisor, ldns: &str) -> Option<(Duration, Option<ProbeKind>)> {
-    let report = supervisor.handle().report().into_iter().find(|r| r.ldns == ip(ldns))?;
-    report.paths.into_iter().find(|p| p.local).map(|p| (p.rtt, p.kind))
+    let report = supervisor
+        .handle()
+        .report()
+        .into_iter()
+        .find(|r| r.ldns == ip(ldns))?;
+    report
+        .paths
+        .into_iter()
+        .find(|p| p.local)
+        .map(|p| (p.rtt, p.kind))
 }
 
 // ---- The supervisor, on a paused clock ----
@@ -159,11 +181,24 @@ async fn only_resolvers_that_queried_are_probed_once_per_interval() {
 async fn each_resolver_is_measured_by_the_first_type_that_answers() {
     use ProbeKind::*;
     // One round each within the interval: three timeouts of 2 s at most.
-    let (supervisor, fake) = start(ProbeSettings { interval: secs(10), ..ProbeSettings::default() });
+    let (supervisor, fake) = start(ProbeSettings {
+        interval: secs(10),
+        ..ProbeSettings::default()
+    });
     // (resolver, what it answers, the type that measures it, probes per round)
-    type Case<'a> = (&'a str, &'a [(ProbeKind, u64)], Option<(ProbeKind, u64)>, usize);
+    type Case<'a> = (
+        &'a str,
+        &'a [(ProbeKind, u64)],
+        Option<(ProbeKind, u64)>,
+        usize,
+    );
     let table: [Case; 5] = [
-        ("192.0.2.1", &[(Icmp, 10), (DnsDot, 11), (Tcp, 12)], Some((Icmp, 10)), 1),
+        (
+            "192.0.2.1",
+            &[(Icmp, 10), (DnsDot, 11), (Tcp, 12)],
+            Some((Icmp, 10)),
+            1,
+        ),
         ("192.0.2.2", &[(Tcp, 12)], Some((Tcp, 12)), 3),
         ("192.0.2.3", &[(DnsDot, 11)], Some((DnsDot, 11)), 2),
         ("192.0.2.4", &[], None, 3),
@@ -176,11 +211,20 @@ async fn each_resolver_is_measured_by_the_first_type_that_answers() {
     }
     sleep(secs(7)).await;
     for (target, _, measured, probes) in table {
-        assert_eq!(local_rtt(&supervisor, target), measured.map(|(k, n)| (ms(n), Some(k))), "{target}");
+        assert_eq!(
+            local_rtt(&supervisor, target),
+            measured.map(|(k, n)| (ms(n), Some(k))),
+            "{target}"
+        );
         let kinds: Vec<ProbeKind> = fake.probes_to(target).into_iter().map(|(_, k)| k).collect();
         assert_eq!(kinds, [Icmp, DnsDot, Tcp][..probes], "{target}");
     }
-    let silent = supervisor.handle().report().into_iter().find(|r| r.ldns == ip("192.0.2.4")).unwrap();
+    let silent = supervisor
+        .handle()
+        .report()
+        .into_iter()
+        .find(|r| r.ldns == ip("192.0.2.4"))
+        .unwrap();
     assert!(silent.paths.is_empty());
     assert_eq!((silent.rounds, silent.completion_rate), (1, Some(0)));
 }
@@ -188,14 +232,24 @@ async fn each_resolver_is_measured_by_the_first_type_that_answers() {
 #[tokio::test(start_paused = true)]
 async fn the_probe_order_is_configurable() {
     use ProbeKind::*;
-    let settings = ProbeSettings { order: vec![DnsRev, Tcp, Icmp], ..ProbeSettings::default() };
+    let settings = ProbeSettings {
+        order: vec![DnsRev, Tcp, Icmp],
+        ..ProbeSettings::default()
+    };
     let (supervisor, fake) = start(settings);
     fake.answer("192.0.2.1", &[(Icmp, 10), (Tcp, 12)]);
     supervisor.recorder().record(ip("192.0.2.1"));
     sleep(secs(3)).await;
-    let kinds: Vec<ProbeKind> = fake.probes_to("192.0.2.1").into_iter().map(|(_, k)| k).collect();
+    let kinds: Vec<ProbeKind> = fake
+        .probes_to("192.0.2.1")
+        .into_iter()
+        .map(|(_, k)| k)
+        .collect();
     assert_eq!(kinds, [DnsRev, Tcp]);
-    assert_eq!(local_rtt(&supervisor, "192.0.2.1"), Some((ms(12), Some(Tcp))));
+    assert_eq!(
+        local_rtt(&supervisor, "192.0.2.1"),
+        Some((ms(12), Some(Tcp)))
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -211,29 +265,57 @@ async fn a_change_within_the_tolerance_is_not_propagated() {
     let first = changes.try_recv().expect("the first sample is published");
     assert_eq!(
         first,
-        RttChange { ldns: ip("192.0.2.1"), site: "east".into(), rtt: Some(ms(10)), kind: Some(Icmp) }
+        RttChange {
+            ldns: ip("192.0.2.1"),
+            site: "east".into(),
+            rtt: Some(ms(10)),
+            kind: Some(Icmp)
+        }
     );
     assert!(version.has_changed().unwrap());
     version.mark_unchanged();
     // (new RTT, published): each lasts one round.
-    let steps = [(13, false), (7, false), (15, false), (18, true), (14, false), (12, true)];
+    let steps = [
+        (13, false),
+        (7, false),
+        (15, false),
+        (18, true),
+        (14, false),
+        (12, true),
+    ];
     let mut stored = 10;
     for (rtt, published) in steps {
         fake.answer("192.0.2.1", &[(Icmp, rtt)]);
         sleep(secs(5)).await;
         let change = changes.try_recv().ok();
-        assert_eq!(change.is_some(), published, "{stored} ms -> {rtt} ms: {change:?}");
-        assert_eq!(version.has_changed().unwrap(), published, "{stored} -> {rtt}: version");
+        assert_eq!(
+            change.is_some(),
+            published,
+            "{stored} ms -> {rtt} ms: {change:?}"
+        );
+        assert_eq!(
+            version.has_changed().unwrap(),
+            published,
+            "{stored} -> {rtt}: version"
+        );
         version.mark_unchanged();
         if published {
             stored = rtt;
             assert_eq!(change.unwrap().rtt, Some(ms(rtt)));
         }
-        assert_eq!(local_rtt(&supervisor, "192.0.2.1"), Some((ms(stored), Some(Icmp))), "after {rtt} ms");
+        assert_eq!(
+            local_rtt(&supervisor, "192.0.2.1"),
+            Some((ms(stored), Some(Icmp))),
+            "after {rtt} ms"
+        );
         // The peers' view (the local column MEP sends) moves only with published changes.
         assert_eq!(
             handle.local_column(),
-            [RttRow { ldns: ip("192.0.2.1"), rtt: Some(ms(stored)), kind: Some(Icmp) }]
+            [RttRow {
+                ldns: ip("192.0.2.1"),
+                rtt: Some(ms(stored)),
+                kind: Some(Icmp)
+            }]
         );
     }
 }
@@ -241,7 +323,10 @@ async fn a_change_within_the_tolerance_is_not_propagated() {
 #[tokio::test(start_paused = true)]
 async fn idle_entries_expire_with_their_rtt_and_come_back_when_queried_again() {
     use ProbeKind::*;
-    let settings = ProbeSettings { ldns_timeout: secs(30), ..ProbeSettings::default() };
+    let settings = ProbeSettings {
+        ldns_timeout: secs(30),
+        ..ProbeSettings::default()
+    };
     let (supervisor, fake) = start(settings);
     let handle = supervisor.handle();
     let mut changes = handle.subscribe();
@@ -256,31 +341,54 @@ async fn idle_entries_expire_with_their_rtt_and_come_back_when_queried_again() {
     sleep(secs(12)).await;
     assert_eq!(local_rtt(&supervisor, "192.0.2.1"), None);
     assert!(handle.ldns_entry(ip("192.0.2.1")).is_none());
-    assert_eq!(local_rtt(&supervisor, "192.0.2.2"), Some((ms(20), Some(Tcp))));
+    assert_eq!(
+        local_rtt(&supervisor, "192.0.2.2"),
+        Some((ms(20), Some(Tcp)))
+    );
     let mut seen = Vec::new();
     while let Ok(change) = changes.try_recv() {
         seen.push(change);
     }
     assert!(
-        seen.contains(&RttChange { ldns: ip("192.0.2.1"), site: "east".into(), rtt: None, kind: Some(Icmp) }),
+        seen.contains(&RttChange {
+            ldns: ip("192.0.2.1"),
+            site: "east".into(),
+            rtt: None,
+            kind: Some(Icmp)
+        }),
         "the removal is published: {seen:?}"
     );
     assert_eq!(handle.stats().expired, 1);
     let rounds = fake.probes_to("192.0.2.1").len();
     sleep(secs(20)).await;
-    assert_eq!(fake.probes_to("192.0.2.1").len(), rounds, "an expired entry is not probed");
+    assert_eq!(
+        fake.probes_to("192.0.2.1").len(),
+        rounds,
+        "an expired entry is not probed"
+    );
     // Queried again: a new entry, probed at once.
     recorder.record(ip("192.0.2.1"));
     sleep(secs(1)).await;
-    assert_eq!(local_rtt(&supervisor, "192.0.2.1"), Some((ms(10), Some(Icmp))));
+    assert_eq!(
+        local_rtt(&supervisor, "192.0.2.1"),
+        Some((ms(10), Some(Icmp)))
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_mask_groups_resolvers_into_one_entry_probed_at_the_first_address() {
     use ProbeKind::*;
-    let settings = ProbeSettings { mask: LdnsMask { v4: 24, v6: 56 }, ..ProbeSettings::default() };
+    let settings = ProbeSettings {
+        mask: LdnsMask { v4: 24, v6: 56 },
+        ..ProbeSettings::default()
+    };
     let (supervisor, fake) = start(settings);
-    for target in ["198.51.100.7", "198.51.100.8", "2001:db8:1:2aa::53", "2001:db8:1:2bb::53"] {
+    for target in [
+        "198.51.100.7",
+        "198.51.100.8",
+        "2001:db8:1:2aa::53",
+        "2001:db8:1:2bb::53",
+    ] {
         fake.answer(target, &[(Icmp, 10)]);
     }
     let recorder = supervisor.recorder();
@@ -296,19 +404,34 @@ async fn a_mask_groups_resolvers_into_one_entry_probed_at_the_first_address() {
     assert!(fake.probes_to("2001:db8:1:2bb::53").is_empty());
     let handle = supervisor.handle();
     // Any resolver of the group gets the group's RTT.
-    assert_eq!(handle.rtts(ip("198.51.100.200")), [("east".to_owned(), ms(10))]);
-    assert_eq!(handle.rtts(ip("2001:db8:1:2ff::1")), [("east".to_owned(), ms(10))]);
+    assert_eq!(
+        handle.rtts(ip("198.51.100.200")),
+        [("east".to_owned(), ms(10))]
+    );
+    assert_eq!(
+        handle.rtts(ip("2001:db8:1:2ff::1")),
+        [("east".to_owned(), ms(10))]
+    );
     assert!(handle.rtts(ip("198.51.101.1")).is_empty());
     let text = format_report(&handle.report());
-    assert!(text.contains("ldns 198.51.100.0/24  address 198.51.100.7"), "{text}");
-    assert!(text.contains("ldns 2001:db8:1:200::/56  address 2001:db8:1:2aa::53"), "{text}");
+    assert!(
+        text.contains("ldns 198.51.100.0/24  address 198.51.100.7"),
+        "{text}"
+    );
+    assert!(
+        text.contains("ldns 2001:db8:1:200::/56  address 2001:db8:1:2aa::53"),
+        "{text}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn rounds_are_capped_in_number_at_once() {
     use ProbeKind::*;
-    let (supervisor, fake) =
-        start(ProbeSettings { max_concurrent: 4, max_rate: 0, ..ProbeSettings::default() });
+    let (supervisor, fake) = start(ProbeSettings {
+        max_concurrent: 4,
+        max_rate: 0,
+        ..ProbeSettings::default()
+    });
     let recorder = supervisor.recorder();
     for i in 1..=30u8 {
         let target = format!("192.0.2.{i}");
@@ -316,12 +439,20 @@ async fn rounds_are_capped_in_number_at_once() {
         recorder.record(ip(&target));
     }
     sleep(secs(3)).await;
-    assert_eq!(fake.max_running(), 4, "at most 4 rounds at once, and 4 while there is work");
+    assert_eq!(
+        fake.max_running(),
+        4,
+        "at most 4 rounds at once, and 4 while there is work"
+    );
     assert_eq!(supervisor.handle().stats().max_in_flight, 4);
     // 30 rounds of 300 ms, 4 at a time: all done in 3 s.
     let handle = supervisor.handle();
     for i in 1..=30u8 {
-        assert_eq!(handle.rtts(ip(&format!("192.0.2.{i}"))), [("east".to_owned(), ms(300))], "192.0.2.{i}");
+        assert_eq!(
+            handle.rtts(ip(&format!("192.0.2.{i}"))),
+            [("east".to_owned(), ms(300))],
+            "192.0.2.{i}"
+        );
     }
 }
 
@@ -329,8 +460,11 @@ async fn rounds_are_capped_in_number_at_once() {
 async fn probes_are_paced_to_the_rate_limit() {
     use ProbeKind::*;
     // One round each in this test.
-    let (supervisor, fake) =
-        start(ProbeSettings { max_rate: 10, interval: secs(60), ..ProbeSettings::default() });
+    let (supervisor, fake) = start(ProbeSettings {
+        max_rate: 10,
+        interval: secs(60),
+        ..ProbeSettings::default()
+    });
     let recorder = supervisor.recorder();
     for i in 1..=30u8 {
         let target = format!("192.0.2.{i}");
@@ -344,10 +478,20 @@ async fn probes_are_paced_to_the_rate_limit() {
     }
     let t0 = Instant::now();
     sleep(secs(4)).await;
-    let mut times: Vec<Instant> = fake.log.lock().unwrap().iter().map(|(at, _, _)| *at).collect();
+    let mut times: Vec<Instant> = fake
+        .log
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(at, _, _)| *at)
+        .collect();
     times.sort();
     // 10 per second: about 40 in 4 s, 100 ms apart.
-    assert!((38..=41).contains(&times.len()), "{} probes in 4 s", times.len());
+    assert!(
+        (38..=41).contains(&times.len()),
+        "{} probes in 4 s",
+        times.len()
+    );
     for pair in times.windows(2) {
         assert!(
             pair[1].duration_since(pair[0]) >= ms(99),
@@ -361,7 +505,11 @@ async fn probes_are_paced_to_the_rate_limit() {
     sleep(secs(6)).await;
     let handle = supervisor.handle();
     for i in 1..=30u8 {
-        assert_eq!(handle.rtts(ip(&format!("192.0.2.{i}"))).len(), 1, "192.0.2.{i}");
+        assert_eq!(
+            handle.rtts(ip(&format!("192.0.2.{i}"))).len(),
+            1,
+            "192.0.2.{i}"
+        );
     }
 }
 
@@ -378,18 +526,32 @@ async fn other_sites_columns_merge_in_and_the_table_reads_lowest_first() {
     handle.merge_remote(
         "west",
         &[
-            RttRow { ldns: ip("192.0.2.1"), rtt: Some(ms(10)), kind: Some(Tcp) },
+            RttRow {
+                ldns: ip("192.0.2.1"),
+                rtt: Some(ms(10)),
+                kind: Some(Tcp),
+            },
             // A resolver that only queried the other site.
-            RttRow { ldns: ip("192.0.2.9"), rtt: Some(ms(25)), kind: Some(Icmp) },
+            RttRow {
+                ldns: ip("192.0.2.9"),
+                rtt: Some(ms(25)),
+                kind: Some(Icmp),
+            },
         ],
     );
     assert!(version.has_changed().unwrap(), "a merge is republished");
-    assert_eq!(handle.rtts(ip("192.0.2.1")), [("west".to_owned(), ms(10)), ("east".to_owned(), ms(40))]);
+    assert_eq!(
+        handle.rtts(ip("192.0.2.1")),
+        [("west".to_owned(), ms(10)), ("east".to_owned(), ms(40))]
+    );
     assert_eq!(handle.rtts(ip("192.0.2.9")), [("west".to_owned(), ms(25))]);
     let map = handle.to_map();
     assert_eq!(map[&ip("192.0.2.1")].len(), 2);
     let text = format_report(&handle.report());
-    assert!(text.contains("ldns 192.0.2.9  (known from peers only)"), "{text}");
+    assert!(
+        text.contains("ldns 192.0.2.9  (known from peers only)"),
+        "{text}"
+    );
     assert!(text.contains("  west   10.000 ms  tcp"), "{text}");
     assert!(text.contains("  east   40.000 ms  icmp"), "{text}");
     // The peer leaves.
@@ -400,10 +562,18 @@ async fn other_sites_columns_merge_in_and_the_table_reads_lowest_first() {
 
 #[test]
 fn invalid_settings_are_refused() {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     runtime.block_on(async {
-        let settings = ProbeSettings { order: vec![], ..ProbeSettings::default() };
-        let err = ProbeSupervisor::start("east", settings, Fake::default()).err().unwrap();
+        let settings = ProbeSettings {
+            order: vec![],
+            ..ProbeSettings::default()
+        };
+        let err = ProbeSupervisor::start("east", settings, Fake::default())
+            .err()
+            .unwrap();
         assert_eq!(err, "the probe order is empty");
     });
 }
@@ -427,8 +597,13 @@ async fn tcp_probes_take_a_syn_ack_or_a_reset_as_a_sample() {
         l.local_addr().unwrap().port()
     };
     let localhost = IpAddr::V4(Ipv4Addr::LOCALHOST);
-    for (port, what) in [(open_port, "open port (SYN-ACK)"), (closed_port, "closed port (RST)")] {
-        let outcome = loopback_prober(53, port).probe(ProbeKind::Tcp, localhost, secs(2)).await;
+    for (port, what) in [
+        (open_port, "open port (SYN-ACK)"),
+        (closed_port, "closed port (RST)"),
+    ] {
+        let outcome = loopback_prober(53, port)
+            .probe(ProbeKind::Tcp, localhost, secs(2))
+            .await;
         assert!(is_reply(&outcome), "{what}: {outcome:?}");
     }
     drop(open);
@@ -463,9 +638,14 @@ async fn dns_probes_take_any_response_as_a_sample() {
     let (refused, queries) = dns_responder(5, Duration::ZERO);
     let (slow, _) = dns_responder(0, ms(30));
     for kind in [ProbeKind::DnsDot, ProbeKind::DnsRev] {
-        let outcome = loopback_prober(refused, 53).probe(kind, localhost, secs(2)).await;
+        let outcome = loopback_prober(refused, 53)
+            .probe(kind, localhost, secs(2))
+            .await;
         assert!(is_reply(&outcome), "{kind}: {outcome:?}");
-        let ProbeOutcome::Reply(rtt) = loopback_prober(slow, 53).probe(kind, localhost, secs(2)).await else {
+        let ProbeOutcome::Reply(rtt) = loopback_prober(slow, 53)
+            .probe(kind, localhost, secs(2))
+            .await
+        else {
             panic!("{kind}: no reply from the slow server")
         };
         assert!(rtt >= ms(30) && rtt < ms(500), "{kind}: {rtt:?}");
@@ -473,7 +653,13 @@ async fn dns_probes_take_any_response_as_a_sample() {
     let queries = queries.lock().unwrap().clone();
     let asked: Vec<(String, RecordType, bool)> = queries
         .iter()
-        .map(|m| (m.queries()[0].name().to_ascii(), m.queries()[0].query_type(), m.recursion_desired()))
+        .map(|m| {
+            (
+                m.queries()[0].name().to_ascii(),
+                m.queries()[0].query_type(),
+                m.recursion_desired(),
+            )
+        })
         .collect();
     assert_eq!(
         asked,
@@ -482,11 +668,21 @@ async fn dns_probes_take_any_response_as_a_sample() {
             ("1.0.0.127.in-addr.arpa.".to_owned(), RecordType::PTR, false)
         ]
     );
-    assert!(queries.iter().all(|m| m.message_type() == MessageType::Query));
+    assert!(
+        queries
+            .iter()
+            .all(|m| m.message_type() == MessageType::Query)
+    );
 
     // A closed port answers with an ICMP port unreachable: a sample too.
-    let closed = UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let outcome = loopback_prober(closed, 53).probe(ProbeKind::DnsDot, localhost, secs(2)).await;
+    let closed = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let outcome = loopback_prober(closed, 53)
+        .probe(ProbeKind::DnsDot, localhost, secs(2))
+        .await;
     assert!(is_reply(&outcome), "closed UDP port: {outcome:?}");
 
     // A server that never answers: no sample, after the timeout.
@@ -502,12 +698,21 @@ async fn dns_probes_take_any_response_as_a_sample() {
 #[tokio::test]
 async fn icmp_probes_ping_the_loopback() {
     if gslb_user::health::icmp_mode(false).is_err() {
-        assert_ne!(std::env::var("GSLB_REQUIRE_PRIVILEGED").as_deref(), Ok("1"), "no ICMP socket");
+        assert_ne!(
+            std::env::var("GSLB_REQUIRE_PRIVILEGED").as_deref(),
+            Ok("1"),
+            "no ICMP socket"
+        );
         eprintln!("skipped: no ICMP socket (neither ping group nor CAP_NET_RAW)");
         return;
     }
-    for target in [IpAddr::V4(Ipv4Addr::LOCALHOST), IpAddr::V6(Ipv6Addr::LOCALHOST)] {
-        let outcome = NetProber::default().probe(ProbeKind::Icmp, target, secs(2)).await;
+    for target in [
+        IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(Ipv6Addr::LOCALHOST),
+    ] {
+        let outcome = NetProber::default()
+            .probe(ProbeKind::Icmp, target, secs(2))
+            .await;
         assert!(is_reply(&outcome), "{target}: {outcome:?}");
     }
 }
@@ -517,7 +722,11 @@ async fn icmp_probes_ping_the_loopback() {
 fn run(dp: &Dataplane, frame: &[u8]) -> u32 {
     let mut out = vec![0u8; 4096];
     dp.program()
-        .test_run(TestRunOptions { data_in: Some(frame), data_out: Some(&mut out), ..TestRunOptions::new() })
+        .test_run(TestRunOptions {
+            data_in: Some(frame),
+            data_out: Some(&mut out),
+            ..TestRunOptions::new()
+        })
         .expect("BPF_PROG_TEST_RUN")
         .return_value
 }
@@ -527,18 +736,29 @@ fn www_from(src: IpAddr, rtype: RecordType) -> Vec<u8> {
         IpAddr::V4(_) => IpAddr::V4(common::SERVER_V4),
         IpAddr::V6(_) => IpAddr::V6(common::SERVER_V6),
     };
-    common::Frame::udp(src, server, common::wire(&common::query(1, common::WWW, rtype))).bytes()
+    common::Frame::udp(
+        src,
+        server,
+        common::wire(&common::query(1, common::WWW, rtype)),
+    )
+    .bytes()
 }
 
 fn scan(dp: &mut Dataplane, timeout: Duration) -> gslb_user::dataplane::LdnsScan {
-    let mut scan = dp.ldns().expect("the LDNS map").scan(timeout).expect("scanning LDNS");
+    let mut scan = dp
+        .ldns()
+        .expect("the LDNS map")
+        .scan(timeout)
+        .expect("scanning LDNS");
     scan.seen.sort_by_key(|s| s.group);
     scan
 }
 
 #[test]
 fn the_fast_path_records_the_sources_of_queries() {
-    let Some(mut dp) = common::dataplane() else { return };
+    let Some(mut dp) = common::dataplane() else {
+        return;
+    };
     common::pin_to_current_cpu();
     const XDP_TX: u32 = 3;
     const XDP_PASS: u32 = 2;
@@ -567,7 +787,12 @@ fn the_fast_path_records_the_sources_of_queries() {
             XDP_PASS,
         ),
         (
-            common::Frame::udp(response, IpAddr::V4(common::SERVER_V4), common::wire(&not_a_query)).bytes(),
+            common::Frame::udp(
+                response,
+                IpAddr::V4(common::SERVER_V4),
+                common::wire(&not_a_query),
+            )
+            .bytes(),
             XDP_PASS,
         ),
         (to_other_port.bytes(), XDP_PASS),
@@ -607,7 +832,9 @@ fn the_fast_path_records_the_sources_of_queries() {
 
 #[test]
 fn the_fast_path_refreshes_a_resolver_once_per_epoch() {
-    let Some(mut dp) = common::dataplane() else { return };
+    let Some(mut dp) = common::dataplane() else {
+        return;
+    };
     common::pin_to_current_cpu();
     let src = IpAddr::V4(common::CLIENT_V4);
     // Each scan also starts a new epoch.
@@ -625,12 +852,17 @@ fn the_fast_path_refreshes_a_resolver_once_per_epoch() {
     for _ in 0..10 {
         run(&dp, &www_from(src, RecordType::A));
     }
-    assert!(idle(&mut dp) >= ms(50), "not refreshed again in epoch {epoch}");
+    assert!(
+        idle(&mut dp) >= ms(50),
+        "not refreshed again in epoch {epoch}"
+    );
 }
 
 #[test]
 fn the_fast_path_groups_resolvers_by_the_ldns_mask() {
-    let Some(mut dp) = common::dataplane() else { return };
+    let Some(mut dp) = common::dataplane() else {
+        return;
+    };
     dp.ldns().unwrap().set_masks(24, 48).unwrap();
     let sources = [
         "198.51.100.7",
@@ -641,11 +873,18 @@ fn the_fast_path_groups_resolvers_by_the_ldns_mask() {
         "2001:db8:2::9",
     ];
     for src in sources {
-        let rtype = if src.contains(':') { RecordType::AAAA } else { RecordType::A };
+        let rtype = if src.contains(':') {
+            RecordType::AAAA
+        } else {
+            RecordType::A
+        };
         run(&dp, &www_from(ip(src), rtype));
     }
-    let seen: Vec<(IpAddr, IpAddr)> =
-        scan(&mut dp, secs(180)).seen.iter().map(|s| (s.group, s.addr)).collect();
+    let seen: Vec<(IpAddr, IpAddr)> = scan(&mut dp, secs(180))
+        .seen
+        .iter()
+        .map(|s| (s.group, s.addr))
+        .collect();
     assert_eq!(
         seen,
         [
@@ -658,6 +897,9 @@ fn the_fast_path_groups_resolvers_by_the_ldns_mask() {
     // The user-space grouping agrees with the kernel's.
     let mask = LdnsMask { v4: 24, v6: 48 };
     for src in sources {
-        assert!(seen.iter().any(|(group, _)| *group == mask.group(ip(src))), "{src}");
+        assert!(
+            seen.iter().any(|(group, _)| *group == mask.group(ip(src))),
+            "{src}"
+        );
     }
 }

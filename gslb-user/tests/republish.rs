@@ -50,7 +50,9 @@ services = ["web"]
 
 #[test]
 fn every_reply_belongs_to_exactly_one_generation() {
-    let Some(mut dp) = common::dataplane() else { return };
+    let Some(mut dp) = common::dataplane() else {
+        return;
+    };
     if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
         panic!("this test needs two CPUs: one runs the program while the other publishes");
     }
@@ -106,10 +108,19 @@ fn every_reply_belongs_to_exactly_one_generation() {
 
     eprintln!("replies over {PUBLISHES} publishes: {seen:?}");
     let allowed = ["198.51.100.1 ttl 100", "198.51.100.2 ttl 200"];
-    let unexpected: Vec<_> = seen.iter().filter(|(r, _)| !allowed.contains(&r.as_str())).collect();
-    assert!(unexpected.is_empty(), "replies of no single generation: {unexpected:?} (all: {seen:?})");
+    let unexpected: Vec<_> = seen
+        .iter()
+        .filter(|(r, _)| !allowed.contains(&r.as_str()))
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "replies of no single generation: {unexpected:?} (all: {seen:?})"
+    );
     for want in allowed {
-        assert!(seen.get(want).is_some_and(|n| *n > 0), "never saw {want}: {seen:?}");
+        assert!(
+            seen.get(want).is_some_and(|n| *n > 0),
+            "never saw {want}: {seen:?}"
+        );
     }
 }
 
@@ -166,7 +177,9 @@ fn in_place_view_edits_are_atomic() {
         location::db::LocationDb,
         policy::ServiceState,
     };
-    let Some(mut dp) = common::dataplane() else { return };
+    let Some(mut dp) = common::dataplane() else {
+        return;
+    };
     if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
         panic!("this test needs two CPUs: one runs the program while the other publishes");
     }
@@ -176,7 +189,11 @@ fn in_place_view_edits_are_atomic() {
     let state = |gb_up: bool| Inputs {
         locations: Some(&db),
         services: vec![
-            if gb_up { ServiceState::UP } else { ServiceState::DOWN },
+            if gb_up {
+                ServiceState::UP
+            } else {
+                ServiceState::DOWN
+            },
             ServiceState::DOWN,
             ServiceState::UP,
         ],
@@ -190,7 +207,12 @@ fn in_place_view_edits_are_atomic() {
     let london = "198.51.100.7".parse::<IpAddr>().unwrap();
     let berlin = "203.0.113.7".parse::<IpAddr>().unwrap();
     let frame = |client: IpAddr| {
-        Frame::udp(client, common::SERVER_V4.into(), wire(&query(1, "www.example.com", RecordType::A))).bytes()
+        Frame::udp(
+            client,
+            common::SERVER_V4.into(),
+            wire(&query(1, "www.example.com", RecordType::A)),
+        )
+        .bytes()
     };
     let frames = [(london, frame(london)), (berlin, frame(berlin))];
     let done = AtomicBool::new(false);
@@ -234,7 +256,10 @@ fn in_place_view_edits_are_atomic() {
         for i in 0..PUBLISHES {
             let snapshot = compiler.compile(&config, if i % 2 == 0 { &up } else { &down });
             let stats = table.publish(&snapshot).unwrap();
-            assert!(snapshot.stats.incremental, "publish {i}: the partition is reused");
+            assert!(
+                snapshot.stats.incremental,
+                "publish {i}: the partition is reused"
+            );
             in_place += usize::from(stats.in_place);
         }
         done.store(true, Ordering::Relaxed);
@@ -242,14 +267,28 @@ fn in_place_view_edits_are_atomic() {
     });
 
     eprintln!("replies over {PUBLISHES} in-place publishes: {seen:?}");
-    assert_eq!(in_place, PUBLISHES, "every publish after the first edits the trie in place");
-    let allowed = [(london, "192.0.2.30"), (london, "192.0.2.10"), (berlin, "192.0.2.30")];
+    assert_eq!(
+        in_place, PUBLISHES,
+        "every publish after the first edits the trie in place"
+    );
+    let allowed = [
+        (london, "192.0.2.30"),
+        (london, "192.0.2.10"),
+        (berlin, "192.0.2.30"),
+    ];
     let unexpected: Vec<_> = seen
         .iter()
         .filter(|((c, r), _)| !allowed.iter().any(|(ac, ar)| ac == c && ar == r))
         .collect();
-    assert!(unexpected.is_empty(), "replies of no single state: {unexpected:?} (all: {seen:?})");
+    assert!(
+        unexpected.is_empty(),
+        "replies of no single state: {unexpected:?} (all: {seen:?})"
+    );
     for (client, answer) in allowed {
-        assert!(seen.get(&(client, answer.to_string())).is_some_and(|n| *n > 0), "never saw {client} → {answer}: {seen:?}");
+        assert!(
+            seen.get(&(client, answer.to_string()))
+                .is_some_and(|n| *n > 0),
+            "never saw {client} → {answer}: {seen:?}"
+        );
     }
 }

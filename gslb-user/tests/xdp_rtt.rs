@@ -73,8 +73,18 @@ fn rows() -> Arc<Vec<LdnsRtt>> {
 #[test]
 fn rtt_answers_come_from_the_ldns_view() {
     let config = Config::parse(CONFIG, Path::new("rtt.toml")).unwrap();
-    let snapshot = Snapshot::compile(&config, &Inputs { rtt: rows(), ..Inputs::default() });
-    let entry = snapshot.domains.iter().find(|d| d.qtype == 1).expect("an A entry");
+    let snapshot = Snapshot::compile(
+        &config,
+        &Inputs {
+            rtt: rows(),
+            ..Inputs::default()
+        },
+    );
+    let entry = snapshot
+        .domains
+        .iter()
+        .find(|d| d.qtype == 1)
+        .expect("an A entry");
     assert!(entry.by_rtt, "{entry:?}");
     assert!(snapshot.stats.rtt_views >= 2, "{:?}", snapshot.stats);
 
@@ -85,7 +95,11 @@ fn rtt_answers_come_from_the_ldns_view() {
         ("2001:db8:1::7", RecordType::AAAA, &["2001:db8::10"]),
         // No RTT row: round robin over both sites.
         ("192.0.2.99", RecordType::A, &["192.0.2.10", "192.0.2.20"]),
-        ("2001:db8:2::7", RecordType::AAAA, &["2001:db8::10", "2001:db8::20"]),
+        (
+            "2001:db8:2::7",
+            RecordType::AAAA,
+            &["2001:db8::10", "2001:db8::20"],
+        ),
         // An LDNS view, but AAAA from a v4 client in a row: near's IPv6 service.
         ("198.51.100.8", RecordType::AAAA, &["2001:db8::10"]),
     ];
@@ -96,7 +110,10 @@ fn rtt_answers_come_from_the_ldns_view() {
     for &(client, rtype, want) in &table {
         let want: Vec<IpAddr> = want.iter().map(|a| ip(a)).collect();
         let got = responder_addrs(&responder, "www.example.com", rtype, ip(client));
-        assert!(got.len() == 1 && want.contains(&got[0]), "responder, {client} {rtype}: {got:?}, want one of {want:?}");
+        assert!(
+            got.len() == 1 && want.contains(&got[0]),
+            "responder, {client} {rtype}: {got:?}, want one of {want:?}"
+        );
     }
 
     if !common::privileged() {
@@ -106,10 +123,23 @@ fn rtt_answers_come_from_the_ldns_view() {
     dp.table.publish(&snapshot).expect("publishing");
     for &(client, rtype, want) in &table {
         let want: Vec<IpAddr> = want.iter().map(|a| ip(a)).collect();
-        let server: IpAddr = if ip(client).is_ipv4() { common::SERVER_V4.into() } else { common::SERVER_V6.into() };
-        let frame = Frame::udp(ip(client), server, wire(&query(7, "www.example.com", rtype))).bytes();
+        let server: IpAddr = if ip(client).is_ipv4() {
+            common::SERVER_V4.into()
+        } else {
+            common::SERVER_V6.into()
+        };
+        let frame = Frame::udp(
+            ip(client),
+            server,
+            wire(&query(7, "www.example.com", rtype)),
+        )
+        .bytes();
         let out = run(&dp, &frame);
-        let expect = Expect { rtype, ttl: 30, answers: Answers::OneOf(want.clone()) };
+        let expect = Expect {
+            rtype,
+            ttl: 30,
+            answers: Answers::OneOf(want.clone()),
+        };
         assert_reply(&format!("{client} {rtype}"), &frame, &out, &expect);
     }
 }

@@ -24,16 +24,35 @@ const V6: IpAddr = IpAddr::V6(SERVER_V6);
 // ---- What a reply must be ----
 
 fn www(rtype: RecordType, addrs: &[&str]) -> Expect {
-    Expect { rtype, ttl: WWW_TTL, answers: Answers::OneOf(ips(addrs)) }
+    Expect {
+        rtype,
+        ttl: WWW_TTL,
+        answers: Answers::OneOf(ips(addrs)),
+    }
 }
 
 fn www_default(rtype: RecordType) -> Expect {
-    www(rtype, if rtype == RecordType::A { &WWW_A } else { &WWW_AAAA })
+    www(
+        rtype,
+        if rtype == RecordType::A {
+            &WWW_A
+        } else {
+            &WWW_AAAA
+        },
+    )
 }
 
 fn all(rtype: RecordType) -> Expect {
-    let addrs: &[&str] = if rtype == RecordType::A { &ALL_A } else { &ALL_AAAA };
-    Expect { rtype, ttl: ALL_TTL, answers: Answers::All(ips(addrs)) }
+    let addrs: &[&str] = if rtype == RecordType::A {
+        &ALL_A
+    } else {
+        &ALL_AAAA
+    };
+    Expect {
+        rtype,
+        ttl: ALL_TTL,
+        answers: Answers::All(ips(addrs)),
+    }
 }
 
 // ---- Queries ----
@@ -64,7 +83,11 @@ fn padding(len: usize) -> EdnsOption {
 }
 
 fn ecs() -> EdnsOption {
-    EdnsOption::Subnet(ClientSubnet::new(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 0)), 24, 0))
+    EdnsOption::Subnet(ClientSubnet::new(
+        IpAddr::V4(Ipv4Addr::new(198, 51, 100, 0)),
+        24,
+        0,
+    ))
 }
 
 // ---- Answered ----
@@ -80,7 +103,12 @@ fn answers_a_and_aaaa_over_ipv4_and_ipv6_with_and_without_edns() {
                     msg.set_edns(common::edns());
                 }
                 let case = format!("{rtype} over {server}, EDNS {edns}");
-                ask(&dp, &case, &Frame::query_to(server, wire(&msg)), &www_default(rtype));
+                ask(
+                    &dp,
+                    &case,
+                    &Frame::query_to(server, wire(&msg)),
+                    &www_default(rtype),
+                );
             }
         }
     }
@@ -105,7 +133,12 @@ fn copies_rd_cd_and_do_and_clears_ad() {
     for server in [V4, V6] {
         for (name, msg) in &cases {
             let frame = Frame::query_to(server, wire(msg));
-            ask(&dp, &format!("{name} over {server}"), &frame, &www_default(RecordType::A));
+            ask(
+                &dp,
+                &format!("{name} over {server}"),
+                &frame,
+                &www_default(RecordType::A),
+            );
         }
     }
 }
@@ -120,7 +153,10 @@ fn keeps_the_vlan_tag() {
                 msg.set_edns(common::edns());
             }
             // PCP 5, VID 100: the whole TCI must come back.
-            let frame = Frame { vlan: Some(0xa064), ..Frame::query_to(server, wire(&msg)) };
+            let frame = Frame {
+                vlan: Some(0xa064),
+                ..Frame::query_to(server, wire(&msg))
+            };
             let case = format!("VLAN over {server}, EDNS {edns}");
             ask(&dp, &case, &frame, &www_default(RecordType::AAAA));
         }
@@ -132,8 +168,16 @@ fn matches_names_case_insensitively_and_echoes_the_case() {
     let Some(dp) = dataplane() else { return };
     for server in [V4, V6] {
         // assert_reply compares the question bytes, so the case must come back as sent.
-        let frame = Frame::query_to(server, wire(&query(0x4000, "wWw.ExAmPlE.cOm", RecordType::A)));
-        ask(&dp, &format!("mixed case over {server}"), &frame, &www_default(RecordType::A));
+        let frame = Frame::query_to(
+            server,
+            wire(&query(0x4000, "wWw.ExAmPlE.cOm", RecordType::A)),
+        );
+        ask(
+            &dp,
+            &format!("mixed case over {server}"),
+            &frame,
+            &www_default(RecordType::A),
+        );
     }
 }
 
@@ -154,7 +198,12 @@ fn answers_by_the_clients_view() {
     ];
     for (client, server, rtype, addrs) in cases {
         let frame = Frame::udp(client, server, wire(&query(0x5000, WWW, rtype)));
-        ask(&dp, &format!("{rtype} from {client}"), &frame, &www(rtype, addrs));
+        ask(
+            &dp,
+            &format!("{rtype} from {client}"),
+            &frame,
+            &www(rtype, addrs),
+        );
     }
 }
 
@@ -171,21 +220,36 @@ fn rotates_one_address_per_query() {
                 ask(&dp, &format!("{rtype} turn {i}"), &frame, &expect)[0]
             })
             .collect();
-        let Answers::OneOf(set) = &expect.answers else { unreachable!() };
-        assert!(got.windows(2).all(|w| w[0] != w[1]), "{rtype}: consecutive answers: {got:?}");
-        assert!(set.iter().all(|a| got.contains(a)), "{rtype}: every address in turn: {got:?}");
+        let Answers::OneOf(set) = &expect.answers else {
+            unreachable!()
+        };
+        assert!(
+            got.windows(2).all(|w| w[0] != w[1]),
+            "{rtype}: consecutive answers: {got:?}"
+        );
+        assert!(
+            set.iter().all(|a| got.contains(a)),
+            "{rtype}: every address in turn: {got:?}"
+        );
     }
 }
-
 
 #[test]
 fn answers_every_address_in_all_mode() {
     let Some(dp) = dataplane() else { return };
     for server in [V4, V6] {
         for rtype in [RecordType::A, RecordType::AAAA] {
-            for msg in [query(0x7000, ALL, rtype), with_edns(query(0x7001, ALL, rtype))] {
+            for msg in [
+                query(0x7000, ALL, rtype),
+                with_edns(query(0x7001, ALL, rtype)),
+            ] {
                 let case = format!("all {rtype} over {server}");
-                ask(&dp, &case, &Frame::query_to(server, wire(&msg)), &all(rtype));
+                ask(
+                    &dp,
+                    &case,
+                    &Frame::query_to(server, wire(&msg)),
+                    &all(rtype),
+                );
             }
         }
     }
@@ -207,7 +271,12 @@ fn answers_queries_with_cookies_or_padding_and_sends_no_options() {
     for server in [V4, V6] {
         for (name, options) in &cases {
             let frame = Frame::query_to(server, wire(&with_options(options.clone())));
-            ask(&dp, &format!("{name} over {server}"), &frame, &www_default(RecordType::A));
+            ask(
+                &dp,
+                &format!("{name} over {server}"),
+                &frame,
+                &www_default(RecordType::A),
+            );
         }
     }
 }
@@ -216,9 +285,16 @@ fn answers_queries_with_cookies_or_padding_and_sends_no_options() {
 fn answers_the_longest_name_that_fits_the_key() {
     let Some(dp) = dataplane() else { return };
     let msg = query(0x7100, &longest_name(), RecordType::A);
-    assert_eq!(question_bytes(&wire(&msg)).len(), QNAME_MAX + 4, "name of QNAME_MAX bytes");
-    let expect =
-        Expect { rtype: RecordType::A, ttl: 30, answers: Answers::OneOf(ips(&[LONGEST_A])) };
+    assert_eq!(
+        question_bytes(&wire(&msg)).len(),
+        QNAME_MAX + 4,
+        "name of QNAME_MAX bytes"
+    );
+    let expect = Expect {
+        rtype: RecordType::A,
+        ttl: 30,
+        answers: Answers::OneOf(ips(&[LONGEST_A])),
+    };
     for server in [V4, V6] {
         let case = format!("{QNAME_MAX}-byte name over {server}");
         ask(&dp, &case, &Frame::query_to(server, wire(&msg)), &expect);
@@ -235,7 +311,11 @@ fn answers_frames_with_ethernet_padding_or_a_trailer() {
         for trailer in [1, 2, 3, 7, 46] {
             for vlan in [None, Some(7)] {
                 let msg = with_edns(query(0x7200, WWW, RecordType::A));
-                let frame = Frame { trailer, vlan, ..Frame::query_to(server, wire(&msg)) };
+                let frame = Frame {
+                    trailer,
+                    vlan,
+                    ..Frame::query_to(server, wire(&msg))
+                };
                 let case = format!("{trailer} trailing bytes, VLAN {vlan:?}, over {server}");
                 ask(&dp, &case, &frame, &www_default(RecordType::A));
             }
@@ -246,7 +326,10 @@ fn answers_frames_with_ethernet_padding_or_a_trailer() {
 #[test]
 fn answers_ipv4_with_dont_fragment() {
     let Some(dp) = dataplane() else { return };
-    let frame = Frame { ipv4_frag: 0x4000, ..Frame::v4(wire(&query(0x7300, WWW, RecordType::A))) };
+    let frame = Frame {
+        ipv4_frag: 0x4000,
+        ..Frame::v4(wire(&query(0x7300, WWW, RecordType::A)))
+    };
     ask(&dp, "DF", &frame, &www_default(RecordType::A));
 }
 
@@ -287,7 +370,11 @@ fn frame_with(server: IpAddr, change: impl FnOnce(&mut Frame)) -> Vec<u8> {
 }
 
 fn an_a_record() -> Record {
-    Record::from_rdata(Name::from_ascii(WWW).unwrap(), 60, RData::A(A::new(192, 0, 2, 1)))
+    Record::from_rdata(
+        Name::from_ascii(WWW).unwrap(),
+        60,
+        RData::A(A::new(192, 0, 2, 1)),
+    )
 }
 
 /// Each DNS message, over IPv4 and over IPv6, must be passed for its reason.
@@ -422,10 +509,18 @@ fn parses_a_padded_minimum_size_frame() {
     let Some(dp) = dataplane() else { return };
     // A query for the root: 59 bytes, padded to 60. The padding must not stop the parse, which
     // gets as far as the lookup.
-    let frame = Frame { trailer: 1, ..Frame::v4(wire(&query(0x8100, ".", RecordType::A))) };
+    let frame = Frame {
+        trailer: 1,
+        ..Frame::v4(wire(&query(0x8100, ".", RecordType::A)))
+    };
     let bytes = frame.bytes();
     assert_eq!(bytes.len(), 60);
-    assert_passed("root query padded to 60 bytes", &dp, &bytes, Counter::UnknownName);
+    assert_passed(
+        "root query padded to 60 bytes",
+        &dp,
+        &bytes,
+        Counter::UnknownName,
+    );
 }
 
 #[test]
@@ -433,9 +528,21 @@ fn never_answers_a_truncated_frame() {
     let Some(dp) = dataplane() else { return };
     let cookie_query = with_options(vec![client_cookie()]);
     let frames = [
-        ("IPv4 with EDNS", Frame::v4(wire(&with_edns(query(0x9000, WWW, RecordType::A))))),
-        ("IPv6", Frame::v6(wire(&query(0x9001, WWW, RecordType::AAAA)))),
-        ("VLAN IPv4 with a cookie", Frame { vlan: Some(5), ..Frame::v4(wire(&cookie_query)) }),
+        (
+            "IPv4 with EDNS",
+            Frame::v4(wire(&with_edns(query(0x9000, WWW, RecordType::A)))),
+        ),
+        (
+            "IPv6",
+            Frame::v6(wire(&query(0x9001, WWW, RecordType::AAAA))),
+        ),
+        (
+            "VLAN IPv4 with a cookie",
+            Frame {
+                vlan: Some(5),
+                ..Frame::v4(wire(&cookie_query))
+            },
+        ),
     ];
     for (name, frame) in frames {
         let full = frame.bytes();
@@ -474,7 +581,10 @@ fn never_answers_a_dns_message_cut_short() {
     // message's own structure shows that it is incomplete.
     let messages = [
         ("A", wire(&query(0x9100, WWW, RecordType::A))),
-        ("A with a cookie", wire(&with_options(vec![client_cookie()]))),
+        (
+            "A with a cookie",
+            wire(&with_options(vec![client_cookie()])),
+        ),
     ];
     for server in [V4, V6] {
         for (name, dns) in &messages {

@@ -77,7 +77,13 @@ const SERVICES: [(&str, Site, &str, &str); 4] = [
 /// The configuration of `me`: the same sites and services everywhere; its own monitors; and
 /// for A, B and C reached through the proxies.
 fn config(me: Site, monitored: &[&str]) -> String {
-    let port = |to: Site| if me == Site::A && to != Site::A { PROXY_PORT } else { MEP_PORT };
+    let port = |to: Site| {
+        if me == Site::A && to != Site::A {
+            PROXY_PORT
+        } else {
+            MEP_PORT
+        }
+    };
     let mut text = format!(
         r#"[server]
 listen = ["{SERVER_V4}"]
@@ -135,7 +141,11 @@ rise = 1
     );
     for (name, site, backend, answer) in SERVICES {
         let addr: SocketAddr = backend.parse().unwrap();
-        let monitors = if monitored.contains(&name) { "monitors = [\"tcp\"]\n" } else { "" };
+        let monitors = if monitored.contains(&name) {
+            "monitors = [\"tcp\"]\n"
+        } else {
+            ""
+        };
         text += &format!(
             "\n[[service]]\nname = \"{name}\"\nip = \"{}\"\nport = {}\npublic_ip = \"{answer}\"\nsite = \"{}\"\n{monitors}",
             addr.ip(),
@@ -149,7 +159,10 @@ rise = 1
 
 /// `name` `rtype` asked of `site`: the status and the addresses answered.
 fn ask(lab: &Lab, site: Site, name: &str, rtype: &str) -> (String, BTreeSet<String>) {
-    let out = lab.dig(IpAddr::V4(SERVER_V4), &["-p", &site.dns_port().to_string(), name, rtype]);
+    let out = lab.dig(
+        IpAddr::V4(SERVER_V4),
+        &["-p", &site.dns_port().to_string(), name, rtype],
+    );
     let reply = DigReply::parse(&out);
     let addrs = reply
         .answer
@@ -161,7 +174,10 @@ fn ask(lab: &Lab, site: Site, name: &str, rtype: &str) -> (String, BTreeSet<Stri
 
 /// The answer addresses of `services`.
 fn of(services: &[&str]) -> BTreeSet<String> {
-    services.iter().map(|s| SERVICES.iter().find(|x| x.0 == *s).unwrap().3.to_owned()).collect()
+    services
+        .iter()
+        .map(|s| SERVICES.iter().find(|x| x.0 == *s).unwrap().3.to_owned())
+        .collect()
 }
 
 /// Waits until parent A answers `at_a` and B `at_b` (NOERROR both), for at most WAIT.
@@ -188,8 +204,16 @@ fn parents_answer(lab: &Lab, at_a: &[&str], at_b: &[&str], what: &str) {
 fn parents_keep_answering(lab: &Lab, at_a: &[&str], at_b: &[&str], hold: Duration, what: &str) {
     let until = Instant::now() + hold;
     while Instant::now() < until {
-        assert_eq!(ask(lab, Site::A, "www.example.com", "A").1, of(at_a), "{what}: A");
-        assert_eq!(ask(lab, Site::B, "www.example.com", "A").1, of(at_b), "{what}: B");
+        assert_eq!(
+            ask(lab, Site::A, "www.example.com", "A").1,
+            of(at_a),
+            "{what}: A"
+        );
+        assert_eq!(
+            ask(lab, Site::B, "www.example.com", "A").1,
+            of(at_b),
+            "{what}: B"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -207,11 +231,21 @@ fn parents_answer_consistently_from_mep_state() {
     let pin_path = PathBuf::from(format!("/sys/fs/bpf/{}", lab.server_ns));
 
     let backend = |lab: &Lab, name: &str| {
-        let addr = SERVICES.iter().find(|s| s.0 == name).unwrap().2.parse().unwrap();
+        let addr = SERVICES
+            .iter()
+            .find(|s| s.0 == name)
+            .unwrap()
+            .2
+            .parse()
+            .unwrap();
         lab.tcp_backend(&lab.server_ns, addr)
     };
-    let (_a, _b, mut c1, _c2) =
-        (backend(&lab, "a"), backend(&lab, "b"), Some(backend(&lab, "c1")), backend(&lab, "c2"));
+    let (_a, _b, mut c1, _c2) = (
+        backend(&lab, "a"),
+        backend(&lab, "b"),
+        Some(backend(&lab, "c1")),
+        backend(&lab, "c2"),
+    );
 
     // A's links to B and to C (A opens both: the lower IP, and C's parent).
     let proxy = |to: Site| {
@@ -222,14 +256,30 @@ fn parents_answer_consistently_from_mep_state() {
     let (a_to_b, a_to_c) = (proxy(Site::B), proxy(Site::C));
 
     let gslbd = env!("CARGO_BIN_EXE_gslbd");
-    for (site, monitored) in [(Site::A, &["a"][..]), (Site::B, &["b", "c2"]), (Site::C, &["c1", "c2"])] {
+    for (site, monitored) in [
+        (Site::A, &["a"][..]),
+        (Site::B, &["b", "c2"]),
+        (Site::C, &["c1", "c2"]),
+    ] {
         let path = dir.join(format!("{}.toml", site.name()));
         std::fs::write(&path, config(site, monitored)).unwrap();
         let mut cmd = lab.nsenter(&lab.server_ns, gslbd.as_ref());
         let control = dir.join(format!("{}.sock", site.name()));
-        cmd.args(["--config", path.to_str().unwrap(), "--control", control.to_str().unwrap()]);
+        cmd.args([
+            "--config",
+            path.to_str().unwrap(),
+            "--control",
+            control.to_str().unwrap(),
+        ]);
         if site == Site::C {
-            cmd.args(["--interface", SERVER_IF, "--xdp-mode", "skb", "--pin-path", pin_path.to_str().unwrap()]);
+            cmd.args([
+                "--interface",
+                SERVER_IF,
+                "--xdp-mode",
+                "skb",
+                "--pin-path",
+                pin_path.to_str().unwrap(),
+            ]);
         } else {
             cmd.arg("--no-xdp");
         }
@@ -237,19 +287,36 @@ fn parents_answer_consistently_from_mep_state() {
     }
 
     // 1. One picture of the world at both parents.
-    parents_answer(&lab, &["a", "b", "c1", "c2"], &["a", "b", "c1", "c2"], "all sites linked");
+    parents_answer(
+        &lab,
+        &["a", "b", "c1", "c2"],
+        &["a", "b", "c1", "c2"],
+        "all sites linked",
+    );
 
     // 2. The child: GSLB names REFUSED (its fast path has no entry, so it passes them, counted
     //    as unknown names), static data answered.
     let before = pinned_counters(&pin_path).expect("C's counters");
     for rtype in ["A", "AAAA"] {
         let (status, addrs) = ask(&lab, Site::C, "www.example.com", rtype);
-        assert_eq!((status.as_str(), addrs.len()), ("REFUSED", 0), "C, www {rtype}");
+        assert_eq!(
+            (status.as_str(), addrs.len()),
+            ("REFUSED", 0),
+            "C, www {rtype}"
+        );
     }
     let (status, addrs) = ask(&lab, Site::C, "ns1.example.com", "A");
-    assert_eq!((status.as_str(), addrs), ("NOERROR", BTreeSet::from([SERVER_V4.to_string()])), "C, static data");
+    assert_eq!(
+        (status.as_str(), addrs),
+        ("NOERROR", BTreeSet::from([SERVER_V4.to_string()])),
+        "C, static data"
+    );
     let after = pinned_counters(&pin_path).expect("C's counters");
-    assert_eq!(after.hits(), before.hits(), "C's fast path answered a GSLB query");
+    assert_eq!(
+        after.hits(),
+        before.hits(),
+        "C's fast path answered a GSLB query"
+    );
     assert!(
         after.get(Counter::UnknownName) >= before.get(Counter::UnknownName) + 2,
         "C's fast path saw the GSLB queries: {:?}",
@@ -260,18 +327,34 @@ fn parents_answer_consistently_from_mep_state() {
     c1.take();
     parents_answer(&lab, &["a", "b", "c2"], &["a", "b", "c2"], "c1 down at C");
     c1 = Some(backend(&lab, "c1"));
-    parents_answer(&lab, &["a", "b", "c1", "c2"], &["a", "b", "c1", "c2"], "c1 back");
+    parents_answer(
+        &lab,
+        &["a", "b", "c1", "c2"],
+        &["a", "b", "c1", "c2"],
+        "c1 back",
+    );
 
     // 4. A loses C: C's services are DOWN at A; at B too (C's state came through A), except
     //    c2, which B monitors itself. B does not adopt C while A is up.
     a_to_c.set(ProxyMode::Cut);
     parents_answer(&lab, &["a", "b"], &["a", "b", "c2"], "A–C cut");
-    parents_keep_answering(&lab, &["a", "b"], &["a", "b", "c2"], Duration::from_secs(3), "A–C cut, A up");
+    parents_keep_answering(
+        &lab,
+        &["a", "b"],
+        &["a", "b", "c2"],
+        Duration::from_secs(3),
+        "A–C cut, A up",
+    );
     assert_eq!(ask(&lab, Site::C, "www.example.com", "A").0, "REFUSED");
 
     // 5. A loses B too: B, A's first backup, adopts C; A is alone.
     a_to_b.set(ProxyMode::Cut);
-    parents_answer(&lab, &["a"], &["b", "c1", "c2"], "A isolated, C adopted by B");
+    parents_answer(
+        &lab,
+        &["a"],
+        &["b", "c1", "c2"],
+        "A isolated, C adopted by B",
+    );
 
     // 6. A–B back: one picture again, C's state coming to A through B, its adopter. Then A–C
     //    back: once A has reached C (C then leaves B for A), the answers must not move.
@@ -285,7 +368,13 @@ fn parents_answer_consistently_from_mep_state() {
         assert!(Instant::now() < deadline, "A does not call C again");
         std::thread::sleep(Duration::from_millis(20));
     }
-    parents_keep_answering(&lab, &all, &all, Duration::from_secs(3), "C handed back from B to A");
+    parents_keep_answering(
+        &lab,
+        &all,
+        &all,
+        Duration::from_secs(3),
+        "C handed back from B to A",
+    );
 
     drop(lab); // SIGTERM to every gslbd: C detaches and unpins
     assert!(!pin_path.exists(), "C's pins left behind");

@@ -22,8 +22,18 @@ fn xdp_keeps_answering_across_sigkill_and_restart() {
     let pin_path = PathBuf::from(format!("/sys/fs/bpf/{}", lab.server_ns));
     let gslbd = |lab: &Lab| {
         let mut cmd = lab.nsenter(&lab.server_ns, env!("CARGO_BIN_EXE_gslbd").as_ref());
-        cmd.args(["--config", config.to_str().unwrap(), "--interface", SERVER_IF]);
-        cmd.args(["--xdp-mode", "skb", "--pin-path", pin_path.to_str().unwrap()]);
+        cmd.args([
+            "--config",
+            config.to_str().unwrap(),
+            "--interface",
+            SERVER_IF,
+        ]);
+        cmd.args([
+            "--xdp-mode",
+            "skb",
+            "--pin-path",
+            pin_path.to_str().unwrap(),
+        ]);
         cmd
     };
     let first = lab.spawn_until(gslbd(&lab), "gslbd: ready", Duration::from_secs(30));
@@ -34,27 +44,58 @@ fn xdp_keeps_answering_across_sigkill_and_restart() {
     let script = format!(
         "for i in $(seq {QUERIES}); do dig +short +tries=1 +time=1 @{SERVER_V4} www.example.com A; done"
     );
-    let looper = lab.exec(&lab.client_ns, "sh").arg("-c").arg(&script).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let looper = lab
+        .exec(&lab.client_ns, "sh")
+        .arg("-c")
+        .arg(&script)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
 
     std::thread::sleep(Duration::from_millis(500));
     lab.kill(first);
-    assert!(pin_path.join(format!("link-{SERVER_IF}")).exists(), "the link stays pinned after SIGKILL");
+    assert!(
+        pin_path.join(format!("link-{SERVER_IF}")).exists(),
+        "the link stays pinned after SIGKILL"
+    );
     std::thread::sleep(Duration::from_millis(500));
     let second = lab.spawn_until(gslbd(&lab), "gslbd: ready", Duration::from_secs(30));
 
     let out = looper.wait_with_output().unwrap();
-    let lines: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect();
-    let answered = lines.iter().filter(|l| l.parse::<std::net::Ipv4Addr>().is_ok()).count();
-    assert_eq!(answered, QUERIES, "every query answered across the kill and the restart; unanswered:\n{}",
-        lines.iter().filter(|l| l.parse::<std::net::Ipv4Addr>().is_err()).cloned().collect::<Vec<_>>().join("\n"));
+    let lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let answered = lines
+        .iter()
+        .filter(|l| l.parse::<std::net::Ipv4Addr>().is_ok())
+        .count();
+    assert_eq!(
+        answered,
+        QUERIES,
+        "every query answered across the kill and the restart; unanswered:\n{}",
+        lines
+            .iter()
+            .filter(|l| l.parse::<std::net::Ipv4Addr>().is_err())
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 
     // XDP answered them all, counted in the one COUNTERS map both gslbds used: the second
     // adopted the first's pins instead of starting empty ones.
     let hits = pinned_counters(&pin_path).expect("counters").hits() - hits_before;
-    assert!(hits >= QUERIES as u64, "{hits} fast-path hits for {QUERIES} queries");
+    assert!(
+        hits >= QUERIES as u64,
+        "{hits} fast-path hits for {QUERIES} queries"
+    );
 
     // A clean stop detaches and removes every pin.
     lab.stop(second);
-    assert!(!pin_path.exists(), "pins left behind: {:?}", std::fs::read_dir(&pin_path).map(|d| d.count()));
+    assert!(
+        !pin_path.exists(),
+        "pins left behind: {:?}",
+        std::fs::read_dir(&pin_path).map(|d| d.count())
+    );
     let _ = std::fs::remove_file(&config);
 }

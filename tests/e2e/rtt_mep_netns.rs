@@ -35,8 +35,8 @@ use std::{
 };
 
 use gslb_tests::{
-    DigReply, Direction, Netns, Processes, ProxyMode, TapWire, TcpProxy, TempPaths, gslbctl, ipv4_packet,
-    ipv4_ports, privileged,
+    DigReply, Direction, Netns, Processes, ProxyMode, TapWire, TcpProxy, TempPaths, gslbctl,
+    ipv4_packet, ipv4_ports, privileged,
 };
 use gslb_user::dataplane::pinned_counters;
 
@@ -145,7 +145,9 @@ fallback = "roundrobin"
 /// The wires' firewall while probing is blocked: frames from the site to the resolver that
 /// are probes (ICMP, TCP or UDP to port 53). DNS replies (UDP from port 53) and ARP pass.
 fn probes(direction: Direction, frame: &[u8]) -> bool {
-    let Some((proto, _, dst)) = ipv4_packet(frame) else { return false };
+    let Some((proto, _, dst)) = ipv4_packet(frame) else {
+        return false;
+    };
     direction == Direction::BToA
         && dst == LDNS
         && (proto == IPPROTO_ICMP || ipv4_ports(frame).is_some_and(|(_, dport)| dport == 53))
@@ -180,19 +182,41 @@ impl Sites {
             TapWire::new(&ldns, "to-s2", &site_ns[1], "ldns0"),
         ];
         ldns.ip(&["addr", "add", &format!("{LDNS}/32"), "dev", "lo"]);
-        for ((ns, (ldns_end, site_end)), to) in site_ns.iter().zip([LINK1, LINK2]).zip(["to-s1", "to-s2"]) {
+        for ((ns, (ldns_end, site_end)), to) in
+            site_ns.iter().zip([LINK1, LINK2]).zip(["to-s1", "to-s2"])
+        {
             ldns.ip(&["addr", "add", &format!("{ldns_end}/30"), "dev", to]);
             ns.ip(&["addr", "add", &format!("{site_end}/30"), "dev", "ldns0"]);
-            ns.ip(&["route", "add", &format!("{LDNS}/32"), "via", &ldns_end.to_string()]);
+            ns.ip(&[
+                "route",
+                "add",
+                &format!("{LDNS}/32"),
+                "via",
+                &ldns_end.to_string(),
+            ]);
         }
         // MEP: a veth of the sites' own.
-        site_ns[0].ip(&["link", "add", "mep0", "type", "veth", "peer", "name", "mep0", "netns", &site_ns[1].name]);
+        site_ns[0].ip(&[
+            "link",
+            "add",
+            "mep0",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "mep0",
+            "netns",
+            &site_ns[1].name,
+        ]);
         for (ns, addr) in site_ns.iter().zip([MEP1, MEP2]) {
             ns.ip(&["addr", "add", &format!("{addr}/30"), "dev", "mep0"]);
             ns.ip(&["link", "set", "mep0", "up"]);
         }
         let proxy = site_ns[1].enter(|| {
-            TcpProxy::start(SocketAddr::from((MEP2, PROXY_PORT)), SocketAddr::from((MEP2, MEP_PORT)))
+            TcpProxy::start(
+                SocketAddr::from((MEP2, PROXY_PORT)),
+                SocketAddr::from((MEP2, MEP_PORT)),
+            )
         });
 
         let mut sites = Sites {
@@ -212,13 +236,20 @@ impl Sites {
             let config_path = sites.dir.join(format!("{}.toml", site.name()));
             std::fs::write(&config_path, config(site)).unwrap();
             let mut cmd = sites.site_ns[site as usize].nsenter(gslbd);
-            cmd.arg("--config").arg(&config_path).arg("--control").arg(sites.control(site));
+            cmd.arg("--config")
+                .arg(&config_path)
+                .arg("--control")
+                .arg(sites.control(site));
             if site == One {
-                cmd.args(["--interface", "ldns0", "--xdp-mode", "skb"]).arg("--pin-path").arg(&sites.pin_path);
+                cmd.args(["--interface", "ldns0", "--xdp-mode", "skb"])
+                    .arg("--pin-path")
+                    .arg(&sites.pin_path);
             } else {
                 cmd.arg("--no-xdp");
             }
-            sites.gslbds.spawn_until(cmd, "gslbd: ready", Duration::from_secs(30));
+            sites
+                .gslbds
+                .spawn_until(cmd, "gslbd: ready", Duration::from_secs(30));
         }
         sites
     }
@@ -243,13 +274,26 @@ impl Sites {
     /// The resolver asks `site` for www A: the addresses answered, and (site1) how many
     /// fast-path hits the query made.
     fn ask(&self, site: Site) -> (Vec<String>, Option<u64>) {
-        let hits = || (site == One).then(|| pinned_counters(&self.pin_path).expect("site1's counters").hits());
+        let hits = || {
+            (site == One).then(|| {
+                pinned_counters(&self.pin_path)
+                    .expect("site1's counters")
+                    .hits()
+            })
+        };
         let before = hits();
-        let out = self.ldns.dig(IpAddr::V4(site.dns()), &["-b", &LDNS.to_string(), NAME, "A"]);
+        let out = self.ldns.dig(
+            IpAddr::V4(site.dns()),
+            &["-b", &LDNS.to_string(), NAME, "A"],
+        );
         let hits = hits().zip(before).map(|(after, before)| after - before);
         let reply = DigReply::parse(&out);
         assert_eq!(reply.status, "NOERROR", "{} answered:\n{out}", site.name());
-        let addrs = reply.answer.iter().filter_map(|r| r.split_whitespace().nth(3).map(str::to_owned)).collect();
+        let addrs = reply
+            .answer
+            .iter()
+            .filter_map(|r| r.split_whitespace().nth(3).map(str::to_owned))
+            .collect();
         (addrs, hits)
     }
 
@@ -259,7 +303,12 @@ impl Sites {
         (0..n)
             .map(|_| {
                 let (addrs, hits) = self.ask(site);
-                assert_eq!(addrs.len(), 1, "{}: one address per answer: {addrs:?}", site.name());
+                assert_eq!(
+                    addrs.len(),
+                    1,
+                    "{}: one address per answer: {addrs:?}",
+                    site.name()
+                );
                 if let Some(hits) = hits {
                     assert_eq!(hits, 1, "site1 answers from XDP ({addrs:?})");
                 }
@@ -272,7 +321,12 @@ impl Sites {
     fn ldns_report(&self, site: Site) -> String {
         let out = gslbctl(env!("CARGO_BIN_EXE_gslbctl"), &self.control(site), "ldns");
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(out.status.success(), "gslbctl ldns at {}: {}{text}", site.name(), String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "gslbctl ldns at {}: {}{text}",
+            site.name(),
+            String::from_utf8_lossy(&out.stderr)
+        );
         text
     }
 
@@ -302,7 +356,11 @@ impl Sites {
                         })
                     });
                 // Five in a row once the table is right; one (for the message) until then.
-                let answers = if table_ok { self.ask_n(site, 5) } else { self.ask(site).0 };
+                let answers = if table_ok {
+                    self.ask_n(site, 5)
+                } else {
+                    self.ask(site).0
+                };
                 if table_ok && answers.iter().all(|a| a == want[i]) {
                     break;
                 }
@@ -336,14 +394,20 @@ fn columns(report: &str, ldns: Ipv4Addr) -> BTreeMap<String, Column> {
         .skip_while(|l| !l.starts_with(&head))
         .skip(1)
         .take_while(|l| l.starts_with("  "))
-        .filter_map(|l| match l.split_whitespace().collect::<Vec<_>>().as_slice() {
-            // site, "10.123", "ms", protocol, age, confirmed, ["(local)"]
-            [site, rtt, "ms", protocol, _age, _confirmed, rest @ ..] => Some((
-                (*site).to_owned(),
-                Column { rtt_ms: rtt.parse().ok()?, protocol: (*protocol).to_owned(), local: rest == ["(local)"] },
-            )),
-            _ => None,
-        })
+        .filter_map(
+            |l| match l.split_whitespace().collect::<Vec<_>>().as_slice() {
+                // site, "10.123", "ms", protocol, age, confirmed, ["(local)"]
+                [site, rtt, "ms", protocol, _age, _confirmed, rest @ ..] => Some((
+                    (*site).to_owned(),
+                    Column {
+                        rtt_ms: rtt.parse().ok()?,
+                        protocol: (*protocol).to_owned(),
+                        local: rest == ["(local)"],
+                    },
+                )),
+                _ => None,
+            },
+        )
         .collect()
 }
 
@@ -354,7 +418,10 @@ fn both_sites_answer_the_nearest_site_from_both_rtt_columns() {
     }
     let started = Instant::now();
     let sites = Sites::start();
-    eprintln!("[{:.1} s] 0. lab and gslbds up", started.elapsed().as_secs_f64());
+    eprintln!(
+        "[{:.1} s] 0. lab and gslbds up",
+        started.elapsed().as_secs_f64()
+    );
 
     // 1. Probes dropped on the wires: the resolver has no RTT anywhere. Once MEP is up (until
     //    then the other site's service is DOWN), both sites answer by the fallback, round
@@ -380,13 +447,33 @@ fn both_sites_answer_the_nearest_site_from_both_rtt_columns() {
     for site in [One, Two] {
         loop {
             let report = sites.ldns_report(site);
-            let probed = report.lines().skip_while(|l| !l.starts_with(&format!("ldns {LDNS} "))).take(2).collect::<Vec<_>>();
-            let rounds = probed.first().and_then(|l| l.split("rounds ").nth(1)?.split_whitespace().next()?.parse::<u64>().ok());
+            let probed = report
+                .lines()
+                .skip_while(|l| !l.starts_with(&format!("ldns {LDNS} ")))
+                .take(2)
+                .collect::<Vec<_>>();
+            let rounds = probed.first().and_then(|l| {
+                l.split("rounds ")
+                    .nth(1)?
+                    .split_whitespace()
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            });
             if rounds.is_some_and(|r| r >= 1) {
-                assert_eq!(probed.get(1).map(|l| l.trim()), Some("no RTT yet"), "{}:\n{report}", site.name());
+                assert_eq!(
+                    probed.get(1).map(|l| l.trim()),
+                    Some("no RTT yet"),
+                    "{}:\n{report}",
+                    site.name()
+                );
                 break;
             }
-            assert!(Instant::now() < deadline, "{} never probed {LDNS}:\n{report}", site.name());
+            assert!(
+                Instant::now() < deadline,
+                "{} never probed {LDNS}:\n{report}",
+                site.name()
+            );
             std::thread::sleep(Duration::from_millis(200));
         }
     }
@@ -399,38 +486,65 @@ fn both_sites_answer_the_nearest_site_from_both_rtt_columns() {
         );
     }
 
-    eprintln!("[{:.1} s] 1. fallback before any RTT: done", started.elapsed().as_secs_f64());
+    eprintln!(
+        "[{:.1} s] 1. fallback before any RTT: done",
+        started.elapsed().as_secs_f64()
+    );
 
     // 2. Probes through: each site measures its column (by the first probe type that gets
     //    through: ICMP, or TCP or DNS when the wire opened during a round), MEP carries it to
     //    the other, and both answer site1's service.
     sites.block_probes(false);
     let both = [(One, 10), (Two, 40)];
-    sites.converge("site1 at 10 ms, site2 at 40 ms", [WEB1, WEB1], [&both, &both]);
+    sites.converge(
+        "site1 at 10 ms, site2 at 40 ms",
+        [WEB1, WEB1],
+        [&both, &both],
+    );
     // One picture: each column as its site measured it (RTT and protocol), at both sites.
     let deadline = Instant::now() + WAIT;
     loop {
-        let (t1, t2) = (columns(&sites.ldns_report(One), LDNS), columns(&sites.ldns_report(Two), LDNS));
+        let (t1, t2) = (
+            columns(&sites.ldns_report(One), LDNS),
+            columns(&sites.ldns_report(Two), LDNS),
+        );
         let same = |c1: &Column, c2: &Column| c1.rtt_ms == c2.rtt_ms && c1.protocol == c2.protocol;
-        if t1.len() == 2 && t1.iter().all(|(s, c1)| t2.get(s).is_some_and(|c2| same(c1, c2))) {
+        if t1.len() == 2
+            && t1
+                .iter()
+                .all(|(s, c1)| t2.get(s).is_some_and(|c2| same(c1, c2)))
+        {
             break;
         }
-        assert!(Instant::now() < deadline, "the sites disagree on the columns:\n{}", sites.reports());
+        assert!(
+            Instant::now() < deadline,
+            "the sites disagree on the columns:\n{}",
+            sites.reports()
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
-    eprintln!("[{:.1} s] 2. both answer site1 (10 ms): done", started.elapsed().as_secs_f64());
+    eprintln!(
+        "[{:.1} s] 2. both answer site1 (10 ms): done",
+        started.elapsed().as_secs_f64()
+    );
 
     // 3. Delays swapped: both columns follow, both answer site2's service.
     sites.set_delays(40, 10);
     let swapped = [(One, 40), (Two, 10)];
     sites.converge("delays swapped", [WEB2, WEB2], [&swapped, &swapped]);
-    eprintln!("[{:.1} s] 3. swapped, both answer site2: done", started.elapsed().as_secs_f64());
+    eprintln!(
+        "[{:.1} s] 3. swapped, both answer site2: done",
+        started.elapsed().as_secs_f64()
+    );
 
     // 4. MEP cut: each site keeps only its own column, and the other site's service is DOWN
     //    there (unreachable, not monitored locally): each answers its own.
     sites.proxy.set(ProxyMode::Cut);
     sites.converge("MEP cut", [WEB1, WEB2], [&[(One, 40)], &[(Two, 10)]]);
-    eprintln!("[{:.1} s] 4. MEP cut, own columns only: done", started.elapsed().as_secs_f64());
+    eprintln!(
+        "[{:.1} s] 4. MEP cut, own columns only: done",
+        started.elapsed().as_secs_f64()
+    );
 
     // 5. MEP back: the columns are exchanged again (on the new link), and both answer site2's.
     sites.proxy.set(ProxyMode::Open);
@@ -439,7 +553,10 @@ fn both_sites_answer_the_nearest_site_from_both_rtt_columns() {
     println!("{}", sites.reports());
     let mut sites = sites;
     sites.gslbds.stop_all();
-    assert!(!sites.pin_path.exists(), "site1's pins left behind (gslbd did not exit cleanly)");
+    assert!(
+        !sites.pin_path.exists(),
+        "site1's pins left behind (gslbd did not exit cleanly)"
+    );
     drop(sites);
     println!("rtt_mep_netns: {:.1} s", started.elapsed().as_secs_f64());
 }

@@ -30,7 +30,10 @@ use gslb_user::{
     compile::Snapshot,
     config::{Config, XdpMode},
     dataplane::Dataplane,
-    probe::{LdnsRecorder, NetProber, ProbeKind, ProbeSettings, ProbeSupervisor, RttHandle, format_report},
+    probe::{
+        LdnsRecorder, NetProber, ProbeKind, ProbeSettings, ProbeSupervisor, RttHandle,
+        format_report,
+    },
 };
 
 const SITE_A: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 2);
@@ -62,7 +65,9 @@ fn packet(frame: &[u8]) -> Option<(u8, Ipv4Addr, Ipv4Addr, u16, u16)> {
 /// The firewalls in front of the LDNS addresses. Each lets its resolver's own queries out
 /// and their responses in; the rest depends on the resolver.
 fn ldns_firewall(_: Direction, frame: &[u8]) -> bool {
-    let Some((proto, src, dst, sport, dport)) = packet(frame) else { return false };
+    let Some((proto, src, dst, sport, dport)) = packet(frame) else {
+        return false;
+    };
     let involves = |a: Ipv4Addr| src == a || dst == a;
     let own_dns = (proto == IPPROTO_UDP && src == SILENT && dport == 53)
         || (proto == IPPROTO_UDP && dst == SILENT && sport == 53);
@@ -98,7 +103,9 @@ name = "www.example.com"
 services = ["web"]
 "#
     );
-    Snapshot::from_config(&Config::parse(&text, Path::new("rtt-site.toml")).expect("site configuration"))
+    Snapshot::from_config(
+        &Config::parse(&text, Path::new("rtt-site.toml")).expect("site configuration"),
+    )
 }
 
 fn settings() -> ProbeSettings {
@@ -127,9 +134,13 @@ impl Site {
         let thread = ns.spawn(move || {
             // The probes are timed on this thread: woken late, it would add to the RTT.
             gslb_tests::realtime_thread();
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
             runtime.block_on(async move {
-                let supervisor = ProbeSupervisor::start(name, settings(), NetProber::default()).unwrap();
+                let supervisor =
+                    ProbeSupervisor::start(name, settings(), NetProber::default()).unwrap();
                 let recorder = supervisor.recorder();
                 // The fast path, attached in generic mode (the TAP peer runs no XDP program).
                 let _dataplane = xdp.map(|(interface, listen)| {
@@ -151,14 +162,29 @@ impl Site {
                 supervisor.shutdown().await;
             });
         });
-        let (handle, recorder) = ready_rx.recv_timeout(Duration::from_secs(30)).expect("site started");
-        Site { handle, recorder, stop: Some(stop), thread: Some(thread) }
+        let (handle, recorder) = ready_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("site started");
+        Site {
+            handle,
+            recorder,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
     }
 
     /// This site's RTT to `ldns`, if it has one.
     fn rtt(&self, ldns: Ipv4Addr) -> Option<(Duration, Option<ProbeKind>)> {
-        let report = self.handle.report().into_iter().find(|r| r.ldns == IpAddr::V4(ldns))?;
-        report.paths.into_iter().find(|p| p.local).map(|p| (p.rtt, p.kind))
+        let report = self
+            .handle
+            .report()
+            .into_iter()
+            .find(|r| r.ldns == IpAddr::V4(ldns))?;
+        report
+            .paths
+            .into_iter()
+            .find(|p| p.local)
+            .map(|p| (p.rtt, p.kind))
     }
 }
 
@@ -204,8 +230,14 @@ fn tolerance_attempt(site: &Site, set_delay: &dyn Fn(u64)) -> Result<(), String>
     set_delay(10);
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let stored: Vec<Option<Duration>> = resolvers.iter().map(|l| site.rtt(*l).map(|(r, _)| r)).collect();
-        if stored.iter().all(|r| r.is_some_and(|r| r >= ms(10) && r < ms(11) + ms(1) / 2)) {
+        let stored: Vec<Option<Duration>> = resolvers
+            .iter()
+            .map(|l| site.rtt(*l).map(|(r, _)| r))
+            .collect();
+        if stored
+            .iter()
+            .all(|r| r.is_some_and(|r| r >= ms(10) && r < ms(11) + ms(1) / 2))
+        {
             break;
         }
         if Instant::now() > deadline {
@@ -237,8 +269,13 @@ fn tolerance_attempt(site: &Site, set_delay: &dyn Fn(u64)) -> Result<(), String>
     converge(site, "+8 ms", &want(18));
     let published = drain(&mut changes);
     for ldns in resolvers {
-        if !published.iter().any(|c| c.ldns == IpAddr::V4(ldns) && c.rtt.is_some_and(|r| r >= ms(16))) {
-            return Err(format!("{ldns}: the 8 ms change was not published: {published:?}"));
+        if !published
+            .iter()
+            .any(|c| c.ldns == IpAddr::V4(ldns) && c.rtt.is_some_and(|r| r >= ms(16)))
+        {
+            return Err(format!(
+                "{ldns}: the 8 ms change was not published: {published:?}"
+            ));
         }
     }
     Ok(())
@@ -263,7 +300,9 @@ fn query_from(ns: &Netns, src: Ipv4Addr, server: Ipv4Addr) {
             0, // name
             0x00, 0x01, 0x00, 0x01, // A IN
         ];
-        socket.send_to(&query, (server, 53)).expect("send the query");
+        socket
+            .send_to(&query, (server, 53))
+            .expect("send the query");
     });
 }
 
@@ -282,7 +321,10 @@ fn sites_measure_the_ldns_rtt_by_whatever_answers() {
     for addr in QUERYING.iter().chain([&NEVER_ASKED]) {
         ldns.ip(&["addr", "add", &format!("{addr}/32"), "dev", "lo"]);
     }
-    for (ns, addr, gateway) in [(&site_a_ns, SITE_A, "10.1.0.1"), (&site_b_ns, SITE_B, "10.2.0.1")] {
+    for (ns, addr, gateway) in [
+        (&site_a_ns, SITE_A, "10.1.0.1"),
+        (&site_b_ns, SITE_B, "10.2.0.1"),
+    ] {
         ns.ip(&["addr", "add", &format!("{addr}/24"), "dev", "site0"]);
         ns.ip(&["route", "add", "203.0.113.0/24", "via", gateway]);
     }
@@ -306,7 +348,9 @@ fn sites_measure_the_ldns_rtt_by_whatever_answers() {
             ready_tx.send(()).unwrap();
             let mut buf = [0u8; 512];
             while !stop.load(Ordering::Relaxed) {
-                let Ok((len, from)) = socket.recv_from(&mut buf) else { continue };
+                let Ok((len, from)) = socket.recv_from(&mut buf) else {
+                    continue;
+                };
                 if len >= 12 {
                     buf[2] |= 0x80;
                     buf[3] = (buf[3] & 0xf0) | 5;
@@ -336,19 +380,34 @@ fn sites_measure_the_ldns_rtt_by_whatever_answers() {
     for site in [&site_a, &site_b] {
         // Its rounds take three timeouts: wait for two.
         let deadline = Instant::now() + Duration::from_secs(10);
-        let silent_rounds =
-            || site.handle.report().iter().find(|r| r.ldns == IpAddr::V4(SILENT)).map_or(0, |r| r.rounds);
+        let silent_rounds = || {
+            site.handle
+                .report()
+                .iter()
+                .find(|r| r.ldns == IpAddr::V4(SILENT))
+                .map_or(0, |r| r.rounds)
+        };
         while silent_rounds() < 2 {
-            assert!(Instant::now() < deadline, "{}", format_report(&site.handle.report()));
+            assert!(
+                Instant::now() < deadline,
+                "{}",
+                format_report(&site.handle.report())
+            );
             std::thread::sleep(ms(100));
         }
         let reports = site.handle.report();
-        let silent =
-            reports.iter().find(|r| r.ldns == IpAddr::V4(SILENT)).expect("the silent LDNS is an entry");
+        let silent = reports
+            .iter()
+            .find(|r| r.ldns == IpAddr::V4(SILENT))
+            .expect("the silent LDNS is an entry");
         assert!(silent.paths.is_empty(), "{}", format_report(&reports));
         assert_eq!(silent.completion_rate, Some(0));
         assert!(site.handle.rtts(IpAddr::V4(SILENT)).is_empty());
-        assert!(reports.iter().all(|r| r.ldns != IpAddr::V4(NEVER_ASKED)), "{}", format_report(&reports));
+        assert!(
+            reports.iter().all(|r| r.ldns != IpAddr::V4(NEVER_ASKED)),
+            "{}",
+            format_report(&reports)
+        );
     }
     assert_eq!(
         wire_a.carried_to(NEVER_ASKED) + wire_b.carried_to(NEVER_ASKED),
@@ -357,9 +416,15 @@ fn sites_measure_the_ldns_rtt_by_whatever_answers() {
     );
 
     // Both columns at site A (site B's arrives over MEP; here the test carries it).
-    site_a.handle.merge_remote("site-b", &site_b.handle.local_column());
+    site_a
+        .handle
+        .merge_remote("site-b", &site_b.handle.local_column());
     let order = |handle: &RttHandle, ldns: Ipv4Addr| -> Vec<String> {
-        handle.rtts(IpAddr::V4(ldns)).into_iter().map(|(site, _)| site).collect()
+        handle
+            .rtts(IpAddr::V4(ldns))
+            .into_iter()
+            .map(|(site, _)| site)
+            .collect()
     };
     for ldns in [ALL, NO_ICMP, DNS_ONLY] {
         assert_eq!(order(&site_a.handle, ldns), ["site-a", "site-b"], "{ldns}");
@@ -370,7 +435,9 @@ fn sites_measure_the_ldns_rtt_by_whatever_answers() {
     delay(&wire_b, 10);
     converge(&site_a, "site A, swapped", &want(40));
     converge(&site_b, "site B, swapped", &want(10));
-    site_a.handle.merge_remote("site-b", &site_b.handle.local_column());
+    site_a
+        .handle
+        .merge_remote("site-b", &site_b.handle.local_column());
     for ldns in [ALL, NO_ICMP, DNS_ONLY] {
         assert_eq!(order(&site_a.handle, ldns), ["site-b", "site-a"], "{ldns}");
     }

@@ -52,24 +52,42 @@ fn answered_by_xdp(mode: XdpMode) {
     // Native XDP_TX on veth only reaches a peer that runs XDP itself, and the peer must not
     // leave UDP checksums to an offload that never happens for XDP frames.
     let _peer = (mode == XdpMode::Native).then(|| {
-        run(lab.exec(&lab.client_ns, "ethtool").args(["-K", CLIENT_IF, "tx", "off"]));
+        run(lab
+            .exec(&lab.client_ns, "ethtool")
+            .args(["-K", CLIENT_IF, "tx", "off"]));
         lab.in_netns(&lab.client_ns.clone(), || {
             let mut dp = dataplane::Dataplane::load(None).expect("load pass program");
-            dp.attach_pass(CLIENT_IF, XdpMode::Native).expect("attach pass program");
+            dp.attach_pass(CLIENT_IF, XdpMode::Native)
+                .expect("attach pass program");
             dp
         })
     });
 
     let mut gslbd = lab.nsenter(&lab.server_ns, env!("CARGO_BIN_EXE_gslbd").as_ref());
     gslbd.args(["--config", dir.to_str().unwrap(), "--interface", SERVER_IF]);
-    gslbd.args(["--xdp-mode", &mode.to_string(), "--pin-path", pin_path.to_str().unwrap()]);
+    gslbd.args([
+        "--xdp-mode",
+        &mode.to_string(),
+        "--pin-path",
+        pin_path.to_str().unwrap(),
+    ]);
     lab.spawn_until(gslbd, "gslbd: ready", Duration::from_secs(30));
 
     let cases: [(IpAddr, &str, &str, Counter); 4] = [
         (SERVER_V4.into(), "A", "198.51.100.10", Counter::HitAV4),
-        (SERVER_V4.into(), "AAAA", "2001:db8:100::10", Counter::HitAaaaV4),
+        (
+            SERVER_V4.into(),
+            "AAAA",
+            "2001:db8:100::10",
+            Counter::HitAaaaV4,
+        ),
         (SERVER_V6.into(), "A", "198.51.100.10", Counter::HitAV6),
-        (SERVER_V6.into(), "AAAA", "2001:db8:100::10", Counter::HitAaaaV6),
+        (
+            SERVER_V6.into(),
+            "AAAA",
+            "2001:db8:100::10",
+            Counter::HitAaaaV6,
+        ),
     ];
     for (server, qtype, want, counter) in cases {
         let before = dataplane::pinned_counters(&pin_path).expect("read counters");
@@ -86,7 +104,10 @@ fn answered_by_xdp(mode: XdpMode) {
             vec![("www.example.com.".into(), qtype.into(), want.into())],
             "{mode} {qtype} via {server}:\n{out}"
         );
-        assert!(out.contains("\t45\tIN\t"), "{mode}: TTL from the map\n{out}");
+        assert!(
+            out.contains("\t45\tIN\t"),
+            "{mode}: TTL from the map\n{out}"
+        );
         // Misses may rise too (ARP and neighbour discovery are passed as not_ip).
         let hits: Vec<_> = delta.into_iter().filter(|(c, _)| c.is_hit()).collect();
         assert_eq!(
@@ -97,7 +118,10 @@ fn answered_by_xdp(mode: XdpMode) {
     }
     drop(lab);
     let _ = std::fs::remove_file(dir);
-    assert!(!pin_path.join("COUNTERS").exists(), "gslbd removes its pins on SIGTERM");
+    assert!(
+        !pin_path.join("COUNTERS").exists(),
+        "gslbd removes its pins on SIGTERM"
+    );
     let _ = Command::new("rmdir").arg(&pin_path).status();
 }
 

@@ -58,7 +58,11 @@ impl Lab {
     /// run in parallel apart.
     pub fn new(tag: &str) -> Lab {
         static SEQ: AtomicU32 = AtomicU32::new(0);
-        let id = format!("{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
+        let id = format!(
+            "{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        );
         let lab = Lab {
             server_ns: format!("gslb-{tag}-{id}-s"),
             client_ns: format!("gslb-{tag}-{id}-c"),
@@ -69,15 +73,29 @@ impl Lab {
             run(lab.exec(ns, "ip").args(["link", "set", "lo", "up"]));
         }
         run(Command::new("ip").args([
-            "-n", &lab.server_ns, "link", "add", SERVER_IF, "type", "veth", "peer", "name",
-            CLIENT_IF, "netns", &lab.client_ns,
+            "-n",
+            &lab.server_ns,
+            "link",
+            "add",
+            SERVER_IF,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            CLIENT_IF,
+            "netns",
+            &lab.client_ns,
         ]));
         for (ns, dev, v4, v6) in [
             (&lab.server_ns, SERVER_IF, SERVER_V4, SERVER_V6),
             (&lab.client_ns, CLIENT_IF, CLIENT_V4, CLIENT_V6),
         ] {
-            run(lab.exec(ns, "ip").args(["addr", "add", &format!("{v4}/24"), "dev", dev]));
-            run(lab.exec(ns, "ip").args(["addr", "add", &format!("{v6}/64"), "dev", dev, "nodad"]));
+            run(lab
+                .exec(ns, "ip")
+                .args(["addr", "add", &format!("{v4}/24"), "dev", dev]));
+            run(lab
+                .exec(ns, "ip")
+                .args(["addr", "add", &format!("{v6}/64"), "dev", dev, "nodad"]));
             run(lab.exec(ns, "ip").args(["link", "set", dev, "up"]));
         }
         lab
@@ -129,7 +147,9 @@ impl Lab {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let listener = self.in_netns(ns, || std::net::TcpListener::bind(addr));
         let listener = listener.unwrap_or_else(|e| panic!("backend {addr} in {ns}: {e}"));
-        listener.set_nonblocking(true).expect("nonblocking listener");
+        listener
+            .set_nonblocking(true)
+            .expect("nonblocking listener");
         let flag = stop.clone();
         let thread = std::thread::spawn(move || {
             while !flag.load(Ordering::Relaxed) {
@@ -139,7 +159,10 @@ impl Lab {
                 }
             }
         });
-        TcpBackend { stop, thread: Some(thread) }
+        TcpBackend {
+            stop,
+            thread: Some(thread),
+        }
     }
 
     /// Kills a process started by [`Lab::spawn_until`] with SIGKILL, as a crash would.
@@ -162,7 +185,12 @@ impl Lab {
 impl Lab {
     /// Sends one UDP datagram from the client namespace and waits up to `wait` for the reply.
     /// For what `dig` cannot send (malformed queries, responses).
-    pub fn udp_exchange(&self, server: SocketAddr, request: &[u8], wait: Duration) -> Option<Vec<u8>> {
+    pub fn udp_exchange(
+        &self,
+        server: SocketAddr,
+        request: &[u8],
+        wait: Duration,
+    ) -> Option<Vec<u8>> {
         self.in_netns(&self.client_ns, || {
             let any: SocketAddr = match server {
                 SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
@@ -181,12 +209,22 @@ impl Lab {
     /// Opens a TCP connection from the client namespace, writes every request at once
     /// (pipelined, each with its length prefix), then reads replies until there are as many or
     /// `wait` passes without one.
-    pub fn tcp_exchange(&self, server: SocketAddr, requests: &[Vec<u8>], wait: Duration) -> Vec<Vec<u8>> {
+    pub fn tcp_exchange(
+        &self,
+        server: SocketAddr,
+        requests: &[Vec<u8>],
+        wait: Duration,
+    ) -> Vec<Vec<u8>> {
         let mut stream = self.tcp_connect(server);
         stream.set_read_timeout(Some(wait)).expect("read timeout");
         let framed: Vec<u8> = requests
             .iter()
-            .flat_map(|r| (r.len() as u16).to_be_bytes().into_iter().chain(r.iter().copied()))
+            .flat_map(|r| {
+                (r.len() as u16)
+                    .to_be_bytes()
+                    .into_iter()
+                    .chain(r.iter().copied())
+            })
             .collect();
         stream.write_all(&framed).expect("write");
         let mut replies = Vec::new();
@@ -255,7 +293,9 @@ fn stop(child: &mut Child) {
 /// `dig` (the command, run wherever the caller placed it) asking `server`, without recursion,
 /// 2 s per try, 2 tries; its output, also when it got no answer.
 fn dig(mut cmd: Command, server: IpAddr, args: &[&str]) -> String {
-    cmd.arg(format!("@{server}")).args(["+norec", "+time=2", "+tries=2"]).args(args);
+    cmd.arg(format!("@{server}"))
+        .args(["+norec", "+time=2", "+tries=2"])
+        .args(args);
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -425,9 +465,16 @@ pub struct DigReply {
 
 impl DigReply {
     pub fn parse(out: &str) -> DigReply {
-        let header = out.lines().find_map(|l| l.strip_prefix(";; ->>HEADER<<- ")).unwrap_or("");
+        let header = out
+            .lines()
+            .find_map(|l| l.strip_prefix(";; ->>HEADER<<- "))
+            .unwrap_or("");
         let field = |name: &str| {
-            header.split(", ").find_map(|f| f.strip_prefix(name)).unwrap_or("").to_owned()
+            header
+                .split(", ")
+                .find_map(|f| f.strip_prefix(name))
+                .unwrap_or("")
+                .to_owned()
         };
         let section = |name: &str| {
             let title = format!(";; {name} SECTION:");
@@ -435,12 +482,14 @@ impl DigReply {
                 .skip_while(|l| *l != title)
                 .skip(1)
                 .take_while(|l| !l.trim().is_empty())
-                .map(|l| match l.split_whitespace().collect::<Vec<_>>().as_slice() {
-                    [owner, ttl, _class, rtype, data @ ..] => {
-                        format!("{owner} {ttl} {rtype} {}", data.join(" "))
-                    }
-                    _ => l.to_owned(),
-                })
+                .map(
+                    |l| match l.split_whitespace().collect::<Vec<_>>().as_slice() {
+                        [owner, ttl, _class, rtype, data @ ..] => {
+                            format!("{owner} {ttl} {rtype} {}", data.join(" "))
+                        }
+                        _ => l.to_owned(),
+                    },
+                )
                 .collect()
         };
         DigReply {
@@ -700,7 +749,8 @@ impl Netns {
     /// namespace (so that /sys/fs/bpf is the host's bpffs): for daemons that pin BPF objects.
     pub fn nsenter(&self, program: &Path) -> Command {
         let mut cmd = Command::new("nsenter");
-        cmd.arg(format!("--net=/run/netns/{}", self.name)).arg(program);
+        cmd.arg(format!("--net=/run/netns/{}", self.name))
+            .arg(program);
         cmd
     }
 
@@ -738,7 +788,9 @@ impl Netns {
 
 impl Drop for Netns {
     fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
     }
 }
 
@@ -790,7 +842,10 @@ pub struct TapWire {
 impl TapWire {
     /// A TAP device named `a_if` in `a` and one named `b_if` in `b`, up, without addresses.
     pub fn new(a: &Netns, a_if: &str, b: &Netns, b_if: &str) -> TapWire {
-        use std::sync::{Arc, Mutex, RwLock, atomic::{AtomicBool, AtomicU64}};
+        use std::sync::{
+            Arc, Mutex, RwLock,
+            atomic::{AtomicBool, AtomicU64},
+        };
         let fd_a = a.enter(|| open_tap(a_if));
         let fd_b = b.enter(|| open_tap(b_if));
         a.ip(&["link", "set", a_if, "up"]);
@@ -805,18 +860,30 @@ impl TapWire {
             threads: Vec::new(),
         };
         for (direction, from, to, delay) in [
-            (Direction::AToB, fd_a.clone(), fd_b.clone(), wire.delays[0].clone()),
+            (
+                Direction::AToB,
+                fd_a.clone(),
+                fd_b.clone(),
+                wire.delays[0].clone(),
+            ),
             (Direction::BToA, fd_b, fd_a, wire.delays[1].clone()),
         ] {
             let (tx, rx) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
-            let (stop, rule, carried) = (wire.stop.clone(), wire.rule.clone(), wire.carried.clone());
+            let (stop, rule, carried) =
+                (wire.stop.clone(), wire.rule.clone(), wire.carried.clone());
             wire.threads.push(std::thread::spawn(move || {
                 realtime_thread();
                 let mut buf = vec![0u8; 65536];
                 while !stop.load(Ordering::Relaxed) {
-                    let Some(len) = read_frame(&from, &mut buf) else { continue };
+                    let Some(len) = read_frame(&from, &mut buf) else {
+                        continue;
+                    };
                     let frame = &buf[..len];
-                    let drop_it = rule.read().unwrap().as_ref().is_some_and(|r| r(direction, frame));
+                    let drop_it = rule
+                        .read()
+                        .unwrap()
+                        .as_ref()
+                        .is_some_and(|r| r(direction, frame));
                     if drop_it {
                         continue;
                     }
@@ -833,7 +900,9 @@ impl TapWire {
             wire.threads.push(std::thread::spawn(move || {
                 realtime_thread();
                 while !stop.load(Ordering::Relaxed) {
-                    let Ok((due, frame)) = rx.recv_timeout(Duration::from_millis(100)) else { continue };
+                    let Ok((due, frame)) = rx.recv_timeout(Duration::from_millis(100)) else {
+                        continue;
+                    };
                     if let Some(wait) = due.checked_duration_since(Instant::now()) {
                         std::thread::sleep(wait);
                     }
@@ -891,7 +960,11 @@ pub fn ipv4_ports(frame: &[u8]) -> Option<(u16, u16)> {
         return None;
     }
     let l4 = 14 + usize::from(frame[14] & 0x0f) * 4;
-    let port = |at: usize| frame.get(at..at + 2).map(|p| u16::from_be_bytes([p[0], p[1]]));
+    let port = |at: usize| {
+        frame
+            .get(at..at + 2)
+            .map(|p| u16::from_be_bytes([p[0], p[1]]))
+    };
     Some((port(l4)?, port(l4 + 2)?))
 }
 
@@ -911,18 +984,37 @@ fn open_tap(name: &str) -> std::os::fd::OwnedFd {
     // SAFETY: a fresh fd we own.
     let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
     let flags = (libc::IFF_TAP | libc::IFF_NO_PI) as libc::c_short;
-    let mut req = IfReq { name: [0; 16], flags, pad: [0; 22] };
+    let mut req = IfReq {
+        name: [0; 16],
+        flags,
+        pad: [0; 22],
+    };
     req.name[..name.len()].copy_from_slice(name.as_bytes());
     // SAFETY: TUNSETIFF with a struct ifreq-sized buffer.
-    let rc = unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&fd), libc::TUNSETIFF, &mut req) };
-    assert_eq!(rc, 0, "TUNSETIFF {name}: {}", std::io::Error::last_os_error());
+    let rc = unsafe {
+        libc::ioctl(
+            std::os::fd::AsRawFd::as_raw_fd(&fd),
+            libc::TUNSETIFF,
+            &mut req,
+        )
+    };
+    assert_eq!(
+        rc,
+        0,
+        "TUNSETIFF {name}: {}",
+        std::io::Error::last_os_error()
+    );
     fd
 }
 
 /// One frame from a TAP fd, or `None` after 100 ms without one.
 fn read_frame(fd: &std::os::fd::OwnedFd, buf: &mut [u8]) -> Option<usize> {
     use std::os::fd::AsRawFd;
-    let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
     // SAFETY: one valid pollfd.
     if unsafe { libc::poll(&mut pfd, 1, 100) } <= 0 {
         return None;
@@ -961,7 +1053,12 @@ impl ProxyShared {
     }
 
     fn close_all(&self) {
-        for c in self.conns.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+        for c in self
+            .conns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
             let _ = c.shutdown(std::net::Shutdown::Both);
         }
     }
@@ -982,8 +1079,11 @@ const PROXY_POLL: Duration = Duration::from_millis(10);
 impl TcpProxy {
     /// Listens on `listen` (port 0: any) and forwards each connection to `target`.
     pub fn start(listen: SocketAddr, target: SocketAddr) -> TcpProxy {
-        let listener = std::net::TcpListener::bind(listen).unwrap_or_else(|e| panic!("proxy on {listen}: {e}"));
-        listener.set_nonblocking(true).expect("nonblocking listener");
+        let listener = std::net::TcpListener::bind(listen)
+            .unwrap_or_else(|e| panic!("proxy on {listen}: {e}"));
+        listener
+            .set_nonblocking(true)
+            .expect("nonblocking listener");
         let addr = listener.local_addr().expect("proxy address");
         let shared = std::sync::Arc::new(ProxyShared {
             mode: std::sync::Mutex::new(ProxyMode::Open),
@@ -1005,18 +1105,31 @@ impl TcpProxy {
                     if shared.mode() == ProxyMode::Cut {
                         continue; // dropped: closed at once
                     }
-                    let Ok(server) = TcpStream::connect_timeout(&target, Duration::from_secs(1)) else {
+                    let Ok(server) = TcpStream::connect_timeout(&target, Duration::from_secs(1))
+                    else {
                         continue;
                     };
                     let ends = [&client, &server];
                     if ends.iter().any(|s| {
-                        s.set_nonblocking(false).is_err() || s.set_read_timeout(Some(PROXY_POLL)).is_err()
+                        s.set_nonblocking(false).is_err()
+                            || s.set_read_timeout(Some(PROXY_POLL)).is_err()
                     }) {
                         continue;
                     }
-                    let clones = (client.try_clone(), server.try_clone(), client.try_clone(), server.try_clone());
-                    let (Ok(c2), Ok(s2), Ok(c3), Ok(s3)) = clones else { continue };
-                    shared.conns.lock().unwrap_or_else(|e| e.into_inner()).extend([c3, s3]);
+                    let clones = (
+                        client.try_clone(),
+                        server.try_clone(),
+                        client.try_clone(),
+                        server.try_clone(),
+                    );
+                    let (Ok(c2), Ok(s2), Ok(c3), Ok(s3)) = clones else {
+                        continue;
+                    };
+                    shared
+                        .conns
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .extend([c3, s3]);
                     shared.forwarded.fetch_add(1, Ordering::Relaxed);
                     for (from, to) in [(client, s2), (server, c2)] {
                         let shared = shared.clone();
@@ -1025,7 +1138,11 @@ impl TcpProxy {
                 }
             }
         });
-        TcpProxy { addr, shared, accept: Some(accept) }
+        TcpProxy {
+            addr,
+            shared,
+            accept: Some(accept),
+        }
     }
 
     /// How many connections it has forwarded (opened to the target) so far: a test learns
@@ -1073,7 +1190,14 @@ fn pump(mut from: TcpStream, mut to: TcpStream, shared: &ProxyShared) {
         let n = match from.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => n,
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue;
+            }
             Err(_) => break,
         };
         if !wait_open() || to.write_all(&buf[..n]).is_err() {

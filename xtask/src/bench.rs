@@ -37,7 +37,11 @@ pub fn run(name: Option<Bench>) -> Result<()> {
         return Ok(());
     };
     let env = setup::run()?;
-    let name = bench.to_possible_value().expect("no skipped variants").get_name().to_owned();
+    let name = bench
+        .to_possible_value()
+        .expect("no skipped variants")
+        .get_name()
+        .to_owned();
     let mut cmd = env.cargo();
     cmd.args(["bench", "-p", "gslb-user", "--bench", &name]);
     util::run_inherit(&format!("bench {name}"), &mut cmd)

@@ -30,29 +30,67 @@ struct Query {
 
 pub fn run(once: bool) -> Result<()> {
     let env = setup::run()?;
-    util::run_inherit("demo build", env.cargo().args(["build", "-p", "gslb-user", "--bins"]))?;
+    util::run_inherit(
+        "demo build",
+        env.cargo().args(["build", "-p", "gslb-user", "--bins"]),
+    )?;
     let bin = target_dir(&env.root).join("debug");
 
     let mut lab = Lab::new("demo");
     // The backend of the lab view's service web-lab, watched by a TCP monitor.
-    gslb_tests::run(lab.exec(&lab.server_ns, "ip").args(["addr", "add", "192.0.2.80/32", "dev", "lo"]));
+    gslb_tests::run(lab.exec(&lab.server_ns, "ip").args([
+        "addr",
+        "add",
+        "192.0.2.80/32",
+        "dev",
+        "lo",
+    ]));
     let backend = lab.tcp_backend(&lab.server_ns, BACKEND.parse().expect("an address"));
     // The lab is a veth pair: generic (SKB) XDP needs nothing from the peer, while native XDP_TX
     // on veth needs an XDP program on the client end too. On a real NIC, "auto" picks native.
     let mut gslbd = lab.nsenter(&lab.server_ns, &bin.join("gslbd"));
-    gslbd.current_dir(&env.root).args(["--config", CONFIG, "--xdp-mode", "skb"]);
-    println!("demo: starting gslbd with {CONFIG} in namespace {}", lab.server_ns);
+    gslbd
+        .current_dir(&env.root)
+        .args(["--config", CONFIG, "--xdp-mode", "skb"]);
+    println!(
+        "demo: starting gslbd with {CONFIG} in namespace {}",
+        lab.server_ns
+    );
     lab.spawn_until(gslbd, "gslbd: ready", Duration::from_secs(60));
 
     let v4 = IpAddr::V4(SERVER_V4);
     let v6 = IpAddr::V6(SERVER_V6);
     let queries = [
-        Query { what: "GSLB domain, A over IPv4", server: v4, args: &["www.example.com", "A"] },
-        Query { what: "GSLB domain, AAAA over IPv6", server: v6, args: &["www.example.com", "AAAA"] },
-        Query { what: "GSLB domain, all addresses", server: v4, args: &["all.example.com", "A"] },
-        Query { what: "a name that does not exist", server: v4, args: &["nope.example.com", "A"] },
-        Query { what: "static TXT record", server: v6, args: &["txt.example.com", "TXT"] },
-        Query { what: "GSLB domain over TCP", server: v4, args: &["www.example.com", "A", "+tcp"] },
+        Query {
+            what: "GSLB domain, A over IPv4",
+            server: v4,
+            args: &["www.example.com", "A"],
+        },
+        Query {
+            what: "GSLB domain, AAAA over IPv6",
+            server: v6,
+            args: &["www.example.com", "AAAA"],
+        },
+        Query {
+            what: "GSLB domain, all addresses",
+            server: v4,
+            args: &["all.example.com", "A"],
+        },
+        Query {
+            what: "a name that does not exist",
+            server: v4,
+            args: &["nope.example.com", "A"],
+        },
+        Query {
+            what: "static TXT record",
+            server: v6,
+            args: &["txt.example.com", "TXT"],
+        },
+        Query {
+            what: "GSLB domain over TCP",
+            server: v4,
+            args: &["www.example.com", "A", "+tcp"],
+        },
         Query {
             what: "too big for 512-byte UDP: TC, then TCP",
             server: v4,
@@ -68,7 +106,11 @@ pub fn run(once: bool) -> Result<()> {
 
     // Health: the backend stops, its monitor takes web-lab down, the answers move to the
     // default view's services (in the maps too: XDP answers the new answer); then it returns.
-    let www = Query { what: "GSLB domain, A over IPv4", server: v4, args: &["www.example.com", "A"] };
+    let www = Query {
+        what: "GSLB domain, A over IPv4",
+        server: v4,
+        args: &["www.example.com", "A"],
+    };
     println!();
     println!("== web-lab's backend ({BACKEND}) stops; its TCP monitor takes the service down");
     drop(backend);
@@ -83,8 +125,14 @@ pub fn run(once: bool) -> Result<()> {
         return Ok(());
     }
     println!("demo: gslbd keeps serving at {SERVER_V4} and {SERVER_V6}; try");
-    println!("  ip netns exec {} dig @{SERVER_V4} www.example.com", lab.client_ns);
-    println!("  {} --pin-path {PIN_PATH} stats", bin.join("gslbctl").display());
+    println!(
+        "  ip netns exec {} dig @{SERVER_V4} www.example.com",
+        lab.client_ns
+    );
+    println!(
+        "  {} --pin-path {PIN_PATH} stats",
+        bin.join("gslbctl").display()
+    );
     println!("demo: Ctrl-C to stop and remove the lab");
     let (tx, rx) = std::sync::mpsc::channel();
     ctrlc::set_handler(move || {
@@ -147,7 +195,11 @@ fn show(q: &Query, out: &str, before: &BTreeMap<String, u64>, after: &BTreeMap<S
         println!("   UDP answer was truncated (TC); dig retried over TCP");
     }
     for (name, rtype, data) in dig_answers(out) {
-        let data = if data.len() > 60 { format!("{}...", &data[..60]) } else { data };
+        let data = if data.len() > 60 {
+            format!("{}...", &data[..60])
+        } else {
+            data
+        };
         println!("   {name} {rtype} {data}");
     }
     let hits: Vec<String> = after

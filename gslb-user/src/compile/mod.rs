@@ -164,9 +164,21 @@ impl Snapshot {
         let services = config
             .services
             .iter()
-            .map(|s| if up(&s.name) { ServiceState::UP } else { ServiceState::DOWN })
+            .map(|s| {
+                if up(&s.name) {
+                    ServiceState::UP
+                } else {
+                    ServiceState::DOWN
+                }
+            })
             .collect();
-        Snapshot::compile(config, &Inputs { services, ..Inputs::default() })
+        Snapshot::compile(
+            config,
+            &Inputs {
+                services,
+                ..Inputs::default()
+            },
+        )
     }
 
     /// The answers of `config` under `inputs`, from scratch. Down services are left out; a
@@ -186,7 +198,10 @@ pub struct Compiler {
 
 impl Default for Compiler {
     fn default() -> Self {
-        Compiler { cache: None, rtt_budget: RTT_ENTRY_BUDGET }
+        Compiler {
+            cache: None,
+            rtt_budget: RTT_ENTRY_BUDGET,
+        }
     }
 }
 
@@ -262,7 +277,13 @@ struct ClassKey {
 
 impl ClassKey {
     fn family(v4: bool) -> ClassKey {
-        ClassKey { v4, view: 0, subnet: 0, rtt: 0, location: 0 }
+        ClassKey {
+            v4,
+            view: 0,
+            subnet: 0,
+            rtt: 0,
+            location: 0,
+        }
     }
 }
 
@@ -285,7 +306,15 @@ struct Signature {
     place: bool,
     rtt: bool,
     /// Per position: site, IPv6, weight, location, limits, state.
-    services: Vec<(usize, bool, u32, Option<Location>, Option<u64>, Option<u64>, ServiceState)>,
+    services: Vec<(
+        usize,
+        bool,
+        u32,
+        Option<Location>,
+        Option<u64>,
+        Option<u64>,
+        ServiceState,
+    )>,
     /// The states of the backup domains' services, in chain order: a backup domain answers
     /// when this one cannot, so its services' states decide too.
     backups: Vec<ServiceState>,
@@ -321,19 +350,25 @@ enum Column {
 impl Compiler {
     /// A compiler that gives LDNS views at most `entries` answer entries.
     pub fn with_rtt_budget(entries: usize) -> Compiler {
-        Compiler { cache: None, rtt_budget: entries }
+        Compiler {
+            cache: None,
+            rtt_budget: entries,
+        }
     }
 
     /// The answers of `config` under `inputs`, reusing what the previous compilation left when
     /// only service states changed.
     pub fn compile(&mut self, config: &Config, inputs: &Inputs<'_>) -> Snapshot {
-        let locations = inputs.locations.map_or(0, |db| db as *const LocationDb as usize);
+        let locations = inputs
+            .locations
+            .map_or(0, |db| db as *const LocationDb as usize);
         let reusable = self.cache.as_ref().is_some_and(|c| {
             c.locations == locations
                 && (Arc::ptr_eq(&c.rtt, &inputs.rtt) || c.rtt == inputs.rtt)
                 && c.config == *config
         });
-        let mut rtt_to_responder = reusable && self.cache.as_ref().is_some_and(|c| c.rtt_to_responder);
+        let mut rtt_to_responder =
+            reusable && self.cache.as_ref().is_some_and(|c| c.rtt_to_responder);
         let mut cache = self.cache.take().filter(|_| reusable);
         loop {
             // The engine depends on the configuration only: kept with the cache.
@@ -366,7 +401,10 @@ impl Compiler {
                     self.cache = Some(fresh);
                     return snapshot;
                 }
-                Err(OverBudget { ldns_views, entries }) => {
+                Err(OverBudget {
+                    ldns_views,
+                    entries,
+                }) => {
                     tracing::warn!(
                         ldns_views,
                         entries,
@@ -415,24 +453,28 @@ impl<'a> Job<'a> {
         rtt_to_responder: bool,
         engine: Option<Option<Arc<Engine>>>,
     ) -> Self {
-        let services =
-            config.services.iter().enumerate().map(|(i, s)| (s.name.as_str(), (i, s))).collect();
+        let services = config
+            .services
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.name.as_str(), (i, s)))
+            .collect();
         let engine = match engine {
             Some(engine) => engine,
             None => config
-            .gslb_domains
-            .iter()
-            .any(|d| needs_engine(config, d, &services))
-            .then(|| match Engine::from_config(config) {
-                Ok(engine) => Some(Arc::new(engine)),
-                Err(error) => {
-                    // Validation makes this unreachable; no answers for those names is the safe
-                    // side if it ever is not.
-                    tracing::error!(%error, "decision engine rejected the configuration");
-                    None
-                }
-            })
-            .flatten(),
+                .gslb_domains
+                .iter()
+                .any(|d| needs_engine(config, d, &services))
+                .then(|| match Engine::from_config(config) {
+                    Ok(engine) => Some(Arc::new(engine)),
+                    Err(error) => {
+                        // Validation makes this unreachable; no answers for those names is the safe
+                        // side if it ever is not.
+                        tracing::error!(%error, "decision engine rejected the configuration");
+                        None
+                    }
+                })
+                .flatten(),
         };
         let kinds: Vec<Kind> = config
             .gslb_domains
@@ -448,7 +490,17 @@ impl<'a> Job<'a> {
             .filter(|(_, k)| **k != Kind::PerQuery)
             .flat_map(|(d, _)| [(d, QTYPE_A), (d, QTYPE_AAAA)])
             .collect();
-        Job { config, inputs, engine, services, kinds, entries, decisions: 0, rtt_to_responder, rtt_budget: RTT_ENTRY_BUDGET }
+        Job {
+            config,
+            inputs,
+            engine,
+            services,
+            kinds,
+            entries,
+            decisions: 0,
+            rtt_to_responder,
+            rtt_budget: RTT_ENTRY_BUDGET,
+        }
     }
 
     fn up(&self, service: usize) -> bool {
@@ -456,14 +508,24 @@ impl<'a> Job<'a> {
     }
 
     fn state(&self, service: usize) -> ServiceState {
-        self.inputs.services.get(service).copied().unwrap_or_default()
+        self.inputs
+            .services
+            .get(service)
+            .copied()
+            .unwrap_or_default()
     }
 
     /// Cuts the address space at every boundary and finds each segment's class.
     fn partition(&self) -> Partition {
         let config = self.config;
-        let place = self.kinds.iter().any(|k| matches!(k, Kind::Decided { place: true, .. }));
-        let rtt = self.kinds.iter().any(|k| matches!(k, Kind::Decided { rtt: true, .. }));
+        let place = self
+            .kinds
+            .iter()
+            .any(|k| matches!(k, Kind::Decided { place: true, .. }));
+        let rtt = self
+            .kinds
+            .iter()
+            .any(|k| matches!(k, Kind::Decided { rtt: true, .. }));
         let views = Steps::longest_match(
             config
                 .views
@@ -483,11 +545,17 @@ impl<'a> Job<'a> {
                 }
             }
         }
-        let subnets =
-            Steps::longest_match(subnets.iter().enumerate().map(|(i, n)| (*n, i as u32 + 1)), 0);
+        let subnets = Steps::longest_match(
+            subnets.iter().enumerate().map(|(i, n)| (*n, i as u32 + 1)),
+            0,
+        );
         // Kept even when no compiled domain reads them: the responder's per-query decisions do.
         let rtt_rows = Arc::new(Steps::longest_match(
-            self.inputs.rtt.iter().enumerate().map(|(i, r)| (r.ldns, i as u32 + 1)),
+            self.inputs
+                .rtt
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (r.ldns, i as u32 + 1)),
             0,
         ));
         let locations = self.inputs.locations.filter(|_| place);
@@ -499,17 +567,19 @@ impl<'a> Job<'a> {
         let mut truncated: HashMap<Location, u64> = HashMap::new();
         let mut by_class: HashMap<u64, u64> = HashMap::new();
         let mut location_key = |db: &LocationDb, addr: IpAddr| {
-            *by_class.entry(db.class(addr)).or_insert_with(|| match db.lookup(addr) {
-                None => 0,
-                Some(l) => {
-                    let mut l = l.into_owned();
-                    for q in &mut l.0[depth..] {
-                        *q = crate::location::Qualifier::Any;
+            *by_class
+                .entry(db.class(addr))
+                .or_insert_with(|| match db.lookup(addr) {
+                    None => 0,
+                    Some(l) => {
+                        let mut l = l.into_owned();
+                        for q in &mut l.0[depth..] {
+                            *q = crate::location::Qualifier::Any;
+                        }
+                        let next = truncated.len() as u64 + 1;
+                        *truncated.entry(l).or_insert(next)
                     }
-                    let next = truncated.len() as u64 + 1;
-                    *truncated.entry(l).or_insert(next)
-                }
-            })
+                })
         };
         let mut points: Vec<u128> = vec![0, V4_FIRST, V4_LAST + 1];
         for steps in [&views, &subnets] {
@@ -558,19 +628,38 @@ impl<'a> Job<'a> {
             .iter()
             .map(|(k, _)| {
                 let next = place_numbers.len() as u32;
-                *place_numbers.entry((k.v4, k.subnet, k.location)).or_insert(next)
+                *place_numbers
+                    .entry((k.v4, k.subnet, k.location))
+                    .or_insert(next)
             })
             .collect();
-        Partition { points, seg_class, classes, class_segments, place_ids, places: place_numbers.len(), rtt_rows }
+        Partition {
+            points,
+            seg_class,
+            classes,
+            class_segments,
+            place_ids,
+            places: place_numbers.len(),
+            rtt_rows,
+        }
     }
 
     /// The signature of a decided entry.
     fn signature(&self, d: usize, qtype: u16) -> Signature {
-        let engine = self.engine.as_ref().expect("decided domains have an engine");
+        let engine = self
+            .engine
+            .as_ref()
+            .expect("decided domains have an engine");
         let spec = engine.domain(d);
-        let Kind::Decided { place, rtt } = self.kinds[d] else { unreachable!("decided entries only") };
+        let Kind::Decided { place, rtt } = self.kinds[d] else {
+            unreachable!("decided entries only")
+        };
         let own = spec.backup_domain.is_some()
-            || self.config.policies.iter().any(|p| p.expression.reads_name());
+            || self
+                .config
+                .policies
+                .iter()
+                .any(|p| p.expression.reads_name());
         Signature {
             domain: own.then_some(d),
             qtype,
@@ -585,7 +674,15 @@ impl<'a> Job<'a> {
                 .iter()
                 .map(|&i| {
                     let s = engine.service(i);
-                    (s.site, s.ip.is_ipv6(), s.weight, s.location.clone(), s.max_connections, s.max_bandwidth_kbps, self.state(i))
+                    (
+                        s.site,
+                        s.ip.is_ipv6(),
+                        s.weight,
+                        s.location.clone(),
+                        s.max_connections,
+                        s.max_bandwidth_kbps,
+                        self.state(i),
+                    )
                 })
                 .collect(),
             backups: self.backup_states(d),
@@ -594,7 +691,9 @@ impl<'a> Job<'a> {
 
     /// The states of the services of `d`'s backup domains, in chain order.
     fn backup_states(&self, d: usize) -> Vec<ServiceState> {
-        let Some(engine) = self.engine.as_ref() else { return Vec::new() };
+        let Some(engine) = self.engine.as_ref() else {
+            return Vec::new();
+        };
         let mut states = Vec::new();
         let mut next = engine.domain(d).backup_domain;
         // Validation forbids cycles; the bound keeps a bug from looping.
@@ -624,7 +723,13 @@ impl<'a> Job<'a> {
             next_rtt_view,
             ..
         } = cache;
-        let mut parts = CacheParts { outcomes, outcome_ids, decided, dense, places: partition.places };
+        let mut parts = CacheParts {
+            outcomes,
+            outcome_ids,
+            decided,
+            dense,
+            places: partition.places,
+        };
         let partition = &*partition;
         let classes = &partition.classes;
 
@@ -672,7 +777,10 @@ impl<'a> Job<'a> {
             }
         }
 
-        let rtt_entries = entry_column.iter().filter(|&&c| rtt_columns.contains(&c)).count();
+        let rtt_entries = entry_column
+            .iter()
+            .filter(|&&c| rtt_columns.contains(&c))
+            .count();
         // Each class's vectors: the view's (every column, no RTT) and the LDNS view's (the RTT
         // columns, with the class's RTT row).
         let mut static_memo: HashMap<(usize, u32), u32> = HashMap::new();
@@ -702,9 +810,16 @@ impl<'a> Job<'a> {
                                     })
                                 })
                             }
-                            Column::Decided(sig) => {
-                                self.outcome(&mut parts, sig, sig_by_id[&sig], representative[&sig], key, place, addr, false)
-                            }
+                            Column::Decided(sig) => self.outcome(
+                                &mut parts,
+                                sig,
+                                sig_by_id[&sig],
+                                representative[&sig],
+                                key,
+                                place,
+                                addr,
+                                false,
+                            ),
                         });
                     }
                     let next = view_vectors.len() as u32;
@@ -719,8 +834,19 @@ impl<'a> Job<'a> {
             let rtt_vector = if key.rtt != 0 && !rtt_columns.is_empty() {
                 let mut vector = Vec::with_capacity(rtt_columns.len());
                 for &c in &rtt_columns {
-                    let Column::Decided(sig) = columns[c] else { unreachable!("RTT columns are signatures") };
-                    vector.push(self.outcome(&mut parts, sig, sig_by_id[&sig], representative[&sig], key, place, addr, true));
+                    let Column::Decided(sig) = columns[c] else {
+                        unreachable!("RTT columns are signatures")
+                    };
+                    vector.push(self.outcome(
+                        &mut parts,
+                        sig,
+                        sig_by_id[&sig],
+                        representative[&sig],
+                        key,
+                        place,
+                        addr,
+                        true,
+                    ));
                 }
                 let next = rtt_vectors.len() as u32;
                 let id = *rtt_vector_ids.entry(vector.clone()).or_insert_with(|| {
@@ -729,7 +855,10 @@ impl<'a> Job<'a> {
                 });
                 let entries = (rtt_vectors.len() - 1) * rtt_entries;
                 if entries > self.rtt_budget {
-                    return Err(OverBudget { ldns_views: rtt_vectors.len() - 1, entries });
+                    return Err(OverBudget {
+                        ldns_views: rtt_vectors.len() - 1,
+                        entries,
+                    });
                 }
                 id
             } else {
@@ -749,12 +878,19 @@ impl<'a> Job<'a> {
             Vec::new()
         };
         let (class_views, views, rtt_views) = if previous.is_empty() {
-            let (views, rtt_views, class_views) = number_fresh(seg_class, class_segments, &class_vectors);
+            let (views, rtt_views, class_views) =
+                number_fresh(seg_class, class_segments, &class_vectors);
             *next_view = views as u32;
             *next_rtt_view = rtt_views as u32 + 1;
             (class_views, views, rtt_views)
         } else {
-            number_stable(class_segments, &class_vectors, &previous, next_view, next_rtt_view)
+            number_stable(
+                class_segments,
+                &class_vectors,
+                &previous,
+                next_view,
+                next_rtt_view,
+            )
         };
         // `cached_views` was taken into `previous` above.
         let unchanged = !previous.is_empty() && previous == class_views;
@@ -788,12 +924,17 @@ impl<'a> Job<'a> {
                 .entry((e, value))
                 .or_insert_with(|| match columns[entry_column[e]] {
                     Column::Static(_) => static_answers[value as usize].clone(),
-                    Column::Decided(_) => job.translate(&parts.outcomes[value as usize], job.entries[e]),
+                    Column::Decided(_) => {
+                        job.translate(&parts.outcomes[value as usize], job.entries[e])
+                    }
                 })
                 .clone()
         };
-        let rtt_position: HashMap<usize, usize> =
-            rtt_columns.iter().enumerate().map(|(i, &c)| (c, i)).collect();
+        let rtt_position: HashMap<usize, usize> = rtt_columns
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| (c, i))
+            .collect();
         let mut domains = Vec::new();
         entry_memo.resize(self.entries.len(), None);
         for e in 0..self.entries.len() {
@@ -808,7 +949,10 @@ impl<'a> Job<'a> {
             key.extend((0..views).map(|v| if live(v) { value(v) } else { u32::MAX }));
             if let Some(&pos) = by_rtt {
                 key.extend((1..=rtt_views).map(|r| {
-                    rtt_vectors[rtt_view_vector[r] as usize].get(pos).copied().unwrap_or(u32::MAX)
+                    rtt_vectors[rtt_view_vector[r] as usize]
+                        .get(pos)
+                        .copied()
+                        .unwrap_or(u32::MAX)
                 }));
             }
             if let Some((known, entry)) = &entry_memo[e]
@@ -816,11 +960,18 @@ impl<'a> Job<'a> {
             {
                 if let Some(entry) = entry {
                     let id = domains.len() as u32;
-                    domains.push(DomainEntry { id, ..entry.clone() });
+                    domains.push(DomainEntry {
+                        id,
+                        ..entry.clone()
+                    });
                 }
                 continue;
             }
-            let base = if live(0) { answer(self, e, value(0)) } else { None };
+            let base = if live(0) {
+                answer(self, e, value(0))
+            } else {
+                None
+            };
             let mut answers = Vec::new();
             if let Some(a) = &base {
                 answers.push((DEFAULT_VIEW, a.clone()));
@@ -833,7 +984,10 @@ impl<'a> Job<'a> {
                 if a == base {
                     continue;
                 }
-                answers.push((v as u32, a.unwrap_or_else(|| empty(base.as_ref(), config, d))));
+                answers.push((
+                    v as u32,
+                    a.unwrap_or_else(|| empty(base.as_ref(), config, d)),
+                ));
             }
             let mut rtt_answers = Vec::new();
             if let Some(&pos) = by_rtt {
@@ -841,7 +995,10 @@ impl<'a> Job<'a> {
                     let vector = &rtt_vectors[rtt_view_vector[r] as usize];
                     if let Some(&outcome) = vector.get(pos) {
                         let a = answer(self, e, outcome);
-                        rtt_answers.push((r as u32, a.unwrap_or_else(|| empty(base.as_ref(), config, d))));
+                        rtt_answers.push((
+                            r as u32,
+                            a.unwrap_or_else(|| empty(base.as_ref(), config, d)),
+                        ));
                     }
                 }
             }
@@ -860,7 +1017,10 @@ impl<'a> Job<'a> {
             entry_memo[e] = Some((key, entry));
         }
 
-        let entries: usize = domains.iter().map(|d| d.answers.len() + d.rtt_answers.len()).sum();
+        let entries: usize = domains
+            .iter()
+            .map(|d| d.answers.len() + d.rtt_answers.len())
+            .sum();
         let stats = CompileStats {
             rtt_to_responder: self.rtt_to_responder,
             segments: points.len(),
@@ -922,10 +1082,21 @@ impl<'a> Job<'a> {
         addr: IpAddr,
         with_rtt: bool,
     ) -> u32 {
-        let CacheParts { outcomes, outcome_ids, decided, dense, places } = cache;
-        let (outcomes, outcome_ids, decided) = (&mut **outcomes, &mut **outcome_ids, &mut **decided);
+        let CacheParts {
+            outcomes,
+            outcome_ids,
+            decided,
+            dense,
+            places,
+        } = cache;
+        let (outcomes, outcome_ids, decided) =
+            (&mut **outcomes, &mut **outcome_ids, &mut **decided);
         let row = if with_rtt { key.rtt } else { 0 };
-        let slot = if signature.place { place as usize } else { usize::from(key.v4) };
+        let slot = if signature.place {
+            place as usize
+        } else {
+            usize::from(key.v4)
+        };
         if row == 0 {
             let known = dense.get(&sig).map_or(u32::MAX, |t| t[slot]);
             if known != u32::MAX {
@@ -951,7 +1122,11 @@ impl<'a> Job<'a> {
         {
             return o;
         }
-        let any_place = ClassKey { subnet: 0, location: ANY_PLACE, ..projected };
+        let any_place = ClassKey {
+            subnet: 0,
+            location: ANY_PLACE,
+            ..projected
+        };
         if row != 0
             && signature.place
             && let Some(&o) = decided.get(&(sig, any_place))
@@ -962,7 +1137,12 @@ impl<'a> Job<'a> {
         // No service of the family: nothing to decide, the domain's fallback answers.
         let v6 = qtype == QTYPE_AAAA;
         if signature.domain.is_none() && !signature.services.iter().any(|s| s.1 == v6) {
-            let outcome = Outcome { domain: d, positions: Vec::new(), pick: OutcomePick::All, fallback: Some(signature.down) };
+            let outcome = Outcome {
+                domain: d,
+                positions: Vec::new(),
+                pick: OutcomePick::All,
+                fallback: Some(signature.down),
+            };
             let next = outcomes.len() as u32;
             let id = *outcome_ids.entry(outcome.clone()).or_insert_with(|| {
                 outcomes.push(outcome);
@@ -977,7 +1157,11 @@ impl<'a> Job<'a> {
         let placeless = row != 0
             && signature.place
             && self.config.policies.is_empty()
-            && decision.tier == (Tier::Method { step: 0, method: Method::Rtt });
+            && decision.tier
+                == (Tier::Method {
+                    step: 0,
+                    method: Method::Rtt,
+                });
         let outcome = Outcome::of(self.engine.as_deref(), &decision);
         let next = outcomes.len() as u32;
         let id = *outcome_ids.entry(outcome.clone()).or_insert_with(|| {
@@ -989,7 +1173,10 @@ impl<'a> Job<'a> {
     }
 
     fn decide(&mut self, d: usize, qtype: u16, addr: IpAddr, rtt_row: u32) -> Decision {
-        let engine = self.engine.as_ref().expect("decided domains have an engine");
+        let engine = self
+            .engine
+            .as_ref()
+            .expect("decided domains have an engine");
         self.decisions += 1;
         let location = self.inputs.locations.and_then(|db| db.lookup(addr));
         let rtt = match rtt_row {
@@ -999,9 +1186,19 @@ impl<'a> Job<'a> {
         let domain = &self.config.gslb_domains[d];
         engine.decide(
             d,
-            &Query { name: &domain.name, qtype },
-            &Client { addr, location: location.as_deref(), sticky: None },
-            &State { services: &self.inputs.services, rtt },
+            &Query {
+                name: &domain.name,
+                qtype,
+            },
+            &Client {
+                addr,
+                location: location.as_deref(),
+                sticky: None,
+            },
+            &State {
+                services: &self.inputs.services,
+                rtt,
+            },
         )
     }
 
@@ -1011,7 +1208,11 @@ impl<'a> Job<'a> {
         let family = |ip: &IpAddr| ip.is_ipv6() == (qtype == QTYPE_AAAA);
         // A signature shared by several domains has no backup domain: the asked domain
         // answered. Otherwise the outcome is the domain's own.
-        let answering = if outcome.domain == d || engine.domain(d).backup_domain.is_none() { d } else { outcome.domain };
+        let answering = if outcome.domain == d || engine.domain(d).backup_domain.is_none() {
+            d
+        } else {
+            outcome.domain
+        };
         let asked = &self.config.gslb_domains[answering];
         let services = &engine.domain(answering).services;
         let ip = |pos: u32| engine.service(services[pos as usize]).ip;
@@ -1019,13 +1220,20 @@ impl<'a> Job<'a> {
             Some(Fallback::Empty) => return None,
             Some(Fallback::BackupIp) => {
                 let asked = &self.config.gslb_domains[d];
-                (asked.answer, asked.backup_ip.iter().copied().filter(family).collect())
+                (
+                    asked.answer,
+                    asked.backup_ip.iter().copied().filter(family).collect(),
+                )
             }
             None => match &outcome.pick {
-                OutcomePick::All => (AnswerMode::All, distinct(outcome.positions.iter().map(|&p| ip(p)).filter(family))),
-                OutcomePick::Rotate(weights) if weights.is_empty() => {
-                    (AnswerMode::Rotate, distinct(outcome.positions.iter().map(|&p| ip(p)).filter(family)))
-                }
+                OutcomePick::All => (
+                    AnswerMode::All,
+                    distinct(outcome.positions.iter().map(|&p| ip(p)).filter(family)),
+                ),
+                OutcomePick::Rotate(weights) if weights.is_empty() => (
+                    AnswerMode::Rotate,
+                    distinct(outcome.positions.iter().map(|&p| ip(p)).filter(family)),
+                ),
                 OutcomePick::Rotate(weights) => (
                     AnswerMode::Rotate,
                     outcome
@@ -1038,7 +1246,11 @@ impl<'a> Job<'a> {
                 ),
             },
         };
-        (!addrs.is_empty()).then_some(Answer { ttl: asked.ttl, mode, addrs })
+        (!addrs.is_empty()).then_some(Answer {
+            ttl: asked.ttl,
+            mode,
+            addrs,
+        })
     }
 
     /// A round-robin domain's answer for a static view (0: the default view): the view's up
@@ -1057,11 +1269,20 @@ impl<'a> Job<'a> {
                     .map(|(_, s)| s.answer_ip())
                     .filter(family),
             );
-            (!addrs.is_empty()).then_some(Answer { ttl: domain.ttl, mode: domain.answer, addrs })
+            (!addrs.is_empty()).then_some(Answer {
+                ttl: domain.ttl,
+                mode: domain.answer,
+                addrs,
+            })
         };
         if view != 0 {
             let name = &self.config.views[view as usize - 1].name;
-            if let Some(a) = domain.views.iter().find(|(v, _)| v == name).and_then(|(_, n)| answer(n)) {
+            if let Some(a) = domain
+                .views
+                .iter()
+                .find(|(v, _)| v == name)
+                .and_then(|(_, n)| answer(n))
+            {
                 return Some(a);
             }
         }
@@ -1075,8 +1296,13 @@ impl<'a> Job<'a> {
             .filter_map(|n| self.services.get(n.as_str()))
             .any(|(_, s)| family(&s.answer_ip()));
         let backup: Vec<IpAddr> = domain.backup_ip.iter().copied().filter(family).collect();
-        (configured && domain.down_response == DownResponse::Backup && !backup.is_empty())
-            .then(|| Answer { ttl: domain.ttl, mode: domain.answer, addrs: backup })
+        (configured && domain.down_response == DownResponse::Backup && !backup.is_empty()).then(
+            || Answer {
+                ttl: domain.ttl,
+                mode: domain.answer,
+                addrs: backup,
+            },
+        )
     }
 }
 
@@ -1110,15 +1336,28 @@ impl Outcome {
             }
         };
         let positions = match decision.pick {
-            Pick::First => decision.candidates.first().map(|&s| vec![position(s)]).unwrap_or_default(),
+            Pick::First => decision
+                .candidates
+                .first()
+                .map(|&s| vec![position(s)])
+                .unwrap_or_default(),
             _ => positions,
         };
-        Outcome { domain: decision.domain, positions, pick, fallback: decision.fallback }
+        Outcome {
+            domain: decision.domain,
+            positions,
+            pick,
+            fallback: decision.fallback,
+        }
     }
 }
 
 /// Neighbouring segments of one (view, LDNS view) merged, and the trie's prefixes for them.
-fn merge(points: &[u128], seg_class: &[u32], class_views: &[(u32, u32)]) -> (Segments, Vec<(IpNet, ViewValue)>) {
+fn merge(
+    points: &[u128],
+    seg_class: &[u32],
+    class_views: &[(u32, u32)],
+) -> (Segments, Vec<(IpNet, ViewValue)>) {
     let mut segments = Segments::default();
     for (i, &p) in points.iter().enumerate() {
         let (view, rtt_view) = class_views[seg_class[i] as usize];
@@ -1152,18 +1391,34 @@ fn merge(points: &[u128], seg_class: &[u32], class_views: &[(u32, u32)]) -> (Seg
 /// in a service location, a policy's or an action's location, or a topology record.
 fn location_depth(config: &Config) -> usize {
     let mut patterns: Vec<Location> = Vec::new();
-    patterns.extend(config.services.iter().filter_map(|s| s.location.as_deref()).filter_map(|l| Location::parse(l).ok()));
+    patterns.extend(
+        config
+            .services
+            .iter()
+            .filter_map(|s| s.location.as_deref())
+            .filter_map(|l| Location::parse(l).ok()),
+    );
     for p in &config.policies {
         let mut found = Vec::new();
         p.expression.locations(&mut found);
         patterns.extend(found.into_iter().cloned());
     }
-    patterns.extend(config.actions.iter().flat_map(|a| a.preferred_locations.iter().cloned()));
+    patterns.extend(
+        config
+            .actions
+            .iter()
+            .flat_map(|a| a.preferred_locations.iter().cloned()),
+    );
     patterns.extend(config.topology.iter().filter_map(|r| match &r.ldns {
         Ldns::Location(l) => Some(l.clone()),
         Ldns::Prefix(_) => None,
     }));
-    patterns.iter().filter_map(|l| l.0.iter().rposition(|q| !q.is_any())).map(|i| i + 1).max().unwrap_or(0)
+    patterns
+        .iter()
+        .filter_map(|l| l.0.iter().rposition(|q| !q.is_any()))
+        .map(|i| i + 1)
+        .max()
+        .unwrap_or(0)
 }
 
 /// Addresses in order, each once.
@@ -1180,7 +1435,11 @@ fn distinct(addrs: impl Iterator<Item = IpAddr>) -> Vec<IpAddr> {
 /// NODATA in a view whose default view answers: an answer without addresses.
 fn empty(base: Option<&Answer>, config: &Config, d: usize) -> Answer {
     let domain = &config.gslb_domains[d];
-    Answer { ttl: base.map_or(domain.ttl, |b| b.ttl), mode: domain.answer, addrs: Vec::new() }
+    Answer {
+        ttl: base.map_or(domain.ttl, |b| b.ttl),
+        mode: domain.answer,
+        addrs: Vec::new(),
+    }
 }
 
 /// Numbers views from scratch: the most common view vector (by segments) is the default view,
@@ -1191,19 +1450,29 @@ fn number_fresh(
     class_segments: &[u32],
     class_vectors: &[(u32, u32)],
 ) -> (usize, usize, Vec<(u32, u32)>) {
-    let vectors = class_vectors.iter().map(|v| v.0).max().map_or(0, |m| m as usize + 1);
+    let vectors = class_vectors
+        .iter()
+        .map(|v| v.0)
+        .max()
+        .map_or(0, |m| m as usize + 1);
     let mut count = vec![0usize; vectors];
     for (c, &(v, _)) in class_vectors.iter().enumerate() {
         count[v as usize] += class_segments[c] as usize;
     }
-    let default = (0..vectors).max_by_key(|&v| (count[v], std::cmp::Reverse(v))).unwrap_or(0);
+    let default = (0..vectors)
+        .max_by_key(|&v| (count[v], std::cmp::Reverse(v)))
+        .unwrap_or(0);
     let mut number = vec![u32::MAX; vectors];
     let mut views = 0;
     if vectors > 0 {
         number[default] = DEFAULT_VIEW;
         views = 1;
     }
-    let rtt_vectors = class_vectors.iter().map(|v| v.1).max().map_or(1, |m| m as usize + 1);
+    let rtt_vectors = class_vectors
+        .iter()
+        .map(|v| v.1)
+        .max()
+        .map_or(1, |m| m as usize + 1);
     let mut rtt_number = vec![u32::MAX; rtt_vectors];
     rtt_number[0] = 0;
     let mut rtt_views = 0;
@@ -1218,8 +1487,10 @@ fn number_fresh(
             rtt_number[r as usize] = rtt_views as u32;
         }
     }
-    let class_views =
-        class_vectors.iter().map(|&(v, r)| (number[v as usize], rtt_number[r as usize])).collect();
+    let class_views = class_vectors
+        .iter()
+        .map(|&(v, r)| (number[v as usize], rtt_number[r as usize]))
+        .collect();
     (views, rtt_views, class_views)
 }
 
@@ -1240,7 +1511,11 @@ fn number_stable(
         *parts.entry((pv, v)).or_default() += n;
         *rtt_parts.entry((pr, r)).or_default() += n;
     }
-    fn assign(parts: HashMap<(u32, u32), usize>, next: &mut u32, keep_zero_only_for_zero: bool) -> HashMap<(u32, u32), u32> {
+    fn assign(
+        parts: HashMap<(u32, u32), usize>,
+        next: &mut u32,
+        keep_zero_only_for_zero: bool,
+    ) -> HashMap<(u32, u32), u32> {
         // The biggest part of each previous number keeps it.
         let mut best: HashMap<u32, ((u32, u32), usize)> = HashMap::new();
         for (&part, &n) in &parts {
@@ -1254,7 +1529,8 @@ fn number_stable(
         let mut numbers = HashMap::new();
         for part in sorted {
             // LDNS view 0 means "no RTT row": only the no-row vector keeps it.
-            let keeps = best[&part.0].0 == part && (!keep_zero_only_for_zero || part.0 != 0 || part.1 == 0);
+            let keeps =
+                best[&part.0].0 == part && (!keep_zero_only_for_zero || part.0 != 0 || part.1 == 0);
             let n = if keeps {
                 part.0
             } else {
@@ -1273,7 +1549,11 @@ fn number_stable(
         .zip(previous)
         .map(|(&(v, r), &(pv, pr))| (numbers[&(pv, v)], rtt_numbers[&(pr, r)]))
         .collect();
-    (class_views, *next_view as usize, (*next_rtt_view - 1) as usize)
+    (
+        class_views,
+        *next_view as usize,
+        (*next_rtt_view - 1) as usize,
+    )
 }
 
 fn gcd(a: u32, b: u32) -> u32 {
@@ -1298,7 +1578,9 @@ fn needs_engine(
         .iter()
         .filter_map(|n| services.get(n.as_str()))
         .any(|(_, s)| {
-            s.max_connections.is_some() || s.max_bandwidth_kbps.is_some() || config.link_of(&s.name).is_some()
+            s.max_connections.is_some()
+                || s.max_bandwidth_kbps.is_some()
+                || config.link_of(&s.name).is_some()
         });
     domain.method != Method::RoundRobin
         || domain.alternate.is_some()
@@ -1319,7 +1601,9 @@ fn kind(
     if !needs_engine(config, domain, services) {
         return Kind::Static;
     }
-    let Some(engine) = engine else { return Kind::PerQuery };
+    let Some(engine) = engine else {
+        return Kind::PerQuery;
+    };
     let (mut place, mut rtt) = (!config.policies.is_empty(), false);
     let mut next = engine.domain_index(&domain.name);
     let mut seen = 0;
@@ -1328,7 +1612,10 @@ fn kind(
         if spec.persistence.is_some() || spec.chain.contains(&Method::SourceIpHash) {
             return Kind::PerQuery;
         }
-        place |= spec.chain.iter().any(|m| matches!(m, Method::StaticProximity | Method::Topology));
+        place |= spec
+            .chain
+            .iter()
+            .any(|m| matches!(m, Method::StaticProximity | Method::Topology));
         rtt |= spec.chain.contains(&Method::Rtt);
         next = spec.backup_domain;
         seen += 1;
@@ -1415,9 +1702,27 @@ mod tests {
             *s.views,
             // In address order (IPv4 as IPv4-mapped IPv6), numbered in that order.
             vec![
-                ("198.51.100.0/24".parse().unwrap(), ViewValue { view: 1, rtt_view: 0 }),
-                ("203.0.113.0/24".parse().unwrap(), ViewValue { view: 2, rtt_view: 0 }),
-                ("2001:db8:100::/48".parse().unwrap(), ViewValue { view: 1, rtt_view: 0 }),
+                (
+                    "198.51.100.0/24".parse().unwrap(),
+                    ViewValue {
+                        view: 1,
+                        rtt_view: 0
+                    }
+                ),
+                (
+                    "203.0.113.0/24".parse().unwrap(),
+                    ViewValue {
+                        view: 2,
+                        rtt_view: 0
+                    }
+                ),
+                (
+                    "2001:db8:100::/48".parse().unwrap(),
+                    ViewValue {
+                        view: 1,
+                        rtt_view: 0
+                    }
+                ),
             ]
         );
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
@@ -1509,13 +1814,38 @@ mod tests {
         .unwrap();
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         // (services down, www default view, www lab view, empty.example.com default view)
-        let table: [(&[&str], Option<Vec<IpAddr>>, Option<Vec<IpAddr>>, Option<Vec<IpAddr>>); 4] = [
-            (&[], Some(vec![ip("198.51.100.1"), ip("198.51.100.2")]), Some(vec![ip("192.0.2.80")]), Some(vec![ip("198.51.100.1")])),
-            (&["a"], Some(vec![ip("198.51.100.2")]), Some(vec![ip("192.0.2.80")]), None),
+        let table: [(
+            &[&str],
+            Option<Vec<IpAddr>>,
+            Option<Vec<IpAddr>>,
+            Option<Vec<IpAddr>>,
+        ); 4] = [
+            (
+                &[],
+                Some(vec![ip("198.51.100.1"), ip("198.51.100.2")]),
+                Some(vec![ip("192.0.2.80")]),
+                Some(vec![ip("198.51.100.1")]),
+            ),
+            (
+                &["a"],
+                Some(vec![ip("198.51.100.2")]),
+                Some(vec![ip("192.0.2.80")]),
+                None,
+            ),
             // The lab view's only service down: its clients get the default view's answer.
-            (&["lab"], Some(vec![ip("198.51.100.1"), ip("198.51.100.2")]), None, Some(vec![ip("198.51.100.1")])),
+            (
+                &["lab"],
+                Some(vec![ip("198.51.100.1"), ip("198.51.100.2")]),
+                None,
+                Some(vec![ip("198.51.100.1")]),
+            ),
             // Everything down: the backup address; no backup: nothing (NODATA).
-            (&["a", "b", "lab"], Some(vec![ip("203.0.113.99")]), None, None),
+            (
+                &["a", "b", "lab"],
+                Some(vec![ip("203.0.113.99")]),
+                None,
+                None,
+            ),
         ];
         for (down, www, lab, empty) in table {
             let s = Snapshot::with_health(&config, |name| !down.contains(&name));
@@ -1526,18 +1856,35 @@ mod tests {
                     .and_then(|d| d.answers.iter().find(|(v, _)| *v == view))
                     .map(|(_, a)| a.addrs.clone())
             };
-            assert_eq!(get("www.example.com", DEFAULT_VIEW), www, "down {down:?}: www");
-            assert_eq!(get("www.example.com", 1), lab, "down {down:?}: www, lab view");
-            assert_eq!(get("empty.example.com", DEFAULT_VIEW), empty, "down {down:?}: empty");
+            assert_eq!(
+                get("www.example.com", DEFAULT_VIEW),
+                www,
+                "down {down:?}: www"
+            );
+            assert_eq!(
+                get("www.example.com", 1),
+                lab,
+                "down {down:?}: www, lab view"
+            );
+            assert_eq!(
+                get("empty.example.com", DEFAULT_VIEW),
+                empty,
+                "down {down:?}: empty"
+            );
         }
     }
 
     /// The answer a snapshot gives `client` for (`name`, `qtype`), looked up as the fast path
     /// does: the view's answer, else the default view's, the LDNS view's for RTT domains.
     fn resolve(s: &Snapshot, name: &str, qtype: u16, client: IpAddr) -> Option<Vec<IpAddr>> {
-        let entry = s.domains.iter().find(|d| d.name == name && d.qtype == qtype)?;
+        let entry = s
+            .domains
+            .iter()
+            .find(|d| d.name == name && d.qtype == qtype)?;
         let (view, rtt_view, _) = s.segments.lookup_both(client);
-        let find = |list: &[(u32, Answer)], v: u32| list.iter().find(|(x, _)| *x == v).map(|(_, a)| a.clone());
+        let find = |list: &[(u32, Answer)], v: u32| {
+            list.iter().find(|(x, _)| *x == v).map(|(_, a)| a.clone())
+        };
         let by_view = find(&entry.answers, view).or_else(|| find(&entry.answers, DEFAULT_VIEW))?;
         let answer = match (entry.by_rtt, rtt_view) {
             (true, r) if r != 0 => find(&entry.rtt_answers, r).unwrap_or(by_view),
@@ -1626,23 +1973,55 @@ mod tests {
         let db = LocationDb::from_sources(&config.locations, Path::new("test.toml")).unwrap();
         let rows = Arc::new(Vec::new());
         // Down services per step (by name).
-        let steps: [&[&str]; 7] = [&[], &["gb"], &["gb", "de"], &[], &["us"], &["gb", "us", "de"], &["de"]];
+        let steps: [&[&str]; 7] = [
+            &[],
+            &["gb"],
+            &["gb", "de"],
+            &[],
+            &["us"],
+            &["gb", "us", "de"],
+            &["de"],
+        ];
         let clients: Vec<IpAddr> = [
-            "198.51.100.1", "198.51.100.127", "198.51.100.128", "198.51.100.255", "203.0.113.9",
-            "192.0.2.7", "0.0.0.0", "255.255.255.255", "2001:db8:1::1", "2001:db8:2::1", "::1",
+            "198.51.100.1",
+            "198.51.100.127",
+            "198.51.100.128",
+            "198.51.100.255",
+            "203.0.113.9",
+            "192.0.2.7",
+            "0.0.0.0",
+            "255.255.255.255",
+            "2001:db8:1::1",
+            "2001:db8:2::1",
+            "::1",
         ]
         .iter()
         .map(|a| a.parse().unwrap())
         .collect();
-        let names = ["near.example.com", "near2.example.com", "dr.example.com", "rr.example.com"];
+        let names = [
+            "near.example.com",
+            "near2.example.com",
+            "dr.example.com",
+            "rr.example.com",
+        ];
         let mut compiler = Compiler::default();
         for (i, down) in steps.iter().enumerate() {
             let services = config
                 .services
                 .iter()
-                .map(|s| if down.contains(&s.name.as_str()) { ServiceState::DOWN } else { ServiceState::UP })
+                .map(|s| {
+                    if down.contains(&s.name.as_str()) {
+                        ServiceState::DOWN
+                    } else {
+                        ServiceState::UP
+                    }
+                })
                 .collect();
-            let inputs = Inputs { locations: Some(&db), services, rtt: rows.clone() };
+            let inputs = Inputs {
+                locations: Some(&db),
+                services,
+                rtt: rows.clone(),
+            };
             let incremental = compiler.compile(&config, &inputs);
             let fresh = Snapshot::compile(&config, &inputs);
             assert_eq!(incremental.stats.incremental, i > 0, "step {i}");
@@ -1659,7 +2038,10 @@ mod tests {
             }
             // The same decisions were not taken again.
             if i == 3 {
-                assert_eq!(incremental.stats.decisions, 0, "step {i}: every state was seen before");
+                assert_eq!(
+                    incremental.stats.decisions, 0,
+                    "step {i}: every state was seen before"
+                );
             }
         }
     }
@@ -1698,32 +2080,71 @@ mod tests {
             services = ["a", "b"]
         "#;
         let config = Config::parse(text, Path::new("test.toml")).unwrap();
-        let row = |net: &str, a: u32, b: u32| LdnsRtt { ldns: net.parse().unwrap(), rtt_us: vec![Some(a), Some(b)] };
+        let row = |net: &str, a: u32, b: u32| LdnsRtt {
+            ldns: net.parse().unwrap(),
+            rtt_us: vec![Some(a), Some(b)],
+        };
         // Two distinct LDNS views (a nearer, b nearer), two entries each (A and AAAA).
-        let rows = Arc::new(vec![row("198.51.100.0/24", 10_000, 40_000), row("203.0.113.0/24", 40_000, 10_000)]);
-        let inputs = Inputs { rtt: rows, ..Inputs::default() };
+        let rows = Arc::new(vec![
+            row("198.51.100.0/24", 10_000, 40_000),
+            row("203.0.113.0/24", 40_000, 10_000),
+        ]);
+        let inputs = Inputs {
+            rtt: rows,
+            ..Inputs::default()
+        };
         // (budget, left to the responder)
         for (budget, responder) in [(4, false), (3, true)] {
             let s = Compiler::with_rtt_budget(budget).compile(&config, &inputs);
             assert_eq!(s.stats.rtt_to_responder, responder, "budget {budget}");
-            assert_eq!(s.engine_domains.contains(&"rtt.example.com".to_string()), responder, "budget {budget}");
-            assert_eq!(s.domains.iter().any(|d| d.name == "rtt.example.com"), !responder, "budget {budget}");
-            assert!(s.domains.iter().any(|d| d.name == "rr.example.com"), "budget {budget}");
-            assert_eq!(s.stats.rtt_views, if responder { 0 } else { 2 }, "budget {budget}");
+            assert_eq!(
+                s.engine_domains.contains(&"rtt.example.com".to_string()),
+                responder,
+                "budget {budget}"
+            );
+            assert_eq!(
+                s.domains.iter().any(|d| d.name == "rtt.example.com"),
+                !responder,
+                "budget {budget}"
+            );
+            assert!(
+                s.domains.iter().any(|d| d.name == "rr.example.com"),
+                "budget {budget}"
+            );
+            assert_eq!(
+                s.stats.rtt_views,
+                if responder { 0 } else { 2 },
+                "budget {budget}"
+            );
             // Either way the answer is by RTT: from the maps, or decided per query.
             let responder = crate::responder::Responder::new(&config, &s);
-            for (client, want) in [("198.51.100.9", "192.0.2.10"), ("203.0.113.9", "192.0.2.20")] {
+            for (client, want) in [
+                ("198.51.100.9", "192.0.2.10"),
+                ("203.0.113.9", "192.0.2.20"),
+            ] {
                 let mut q = hickory_proto::op::Message::new();
                 q.set_id(1).add_query(hickory_proto::op::Query::query(
                     hickory_proto::rr::Name::from_ascii("rtt.example.com.").unwrap(),
                     hickory_proto::rr::RecordType::A,
                 ));
                 let reply = responder
-                    .respond(&q.to_vec().unwrap(), client.parse().unwrap(), crate::responder::Transport::Udp)
+                    .respond(
+                        &q.to_vec().unwrap(),
+                        client.parse().unwrap(),
+                        crate::responder::Transport::Udp,
+                    )
                     .expect("a reply");
                 let reply = hickory_proto::op::Message::from_vec(&reply).unwrap();
-                let got: Vec<String> = reply.answers().iter().map(|r| r.data().to_string()).collect();
-                assert_eq!(got, vec![want.to_string()], "budget {budget}, client {client}");
+                let got: Vec<String> = reply
+                    .answers()
+                    .iter()
+                    .map(|r| r.data().to_string())
+                    .collect();
+                assert_eq!(
+                    got,
+                    vec![want.to_string()],
+                    "budget {budget}, client {client}"
+                );
             }
         }
     }

@@ -50,7 +50,10 @@ impl Default for Steps {
 
 impl Steps {
     pub fn constant(val: u32) -> Steps {
-        Steps { starts: vec![0], vals: vec![val] }
+        Steps {
+            starts: vec![0],
+            vals: vec![val],
+        }
     }
 
     /// Sets the value from `start` on; `start` is at least the last start (equal: replaces it).
@@ -87,16 +90,34 @@ impl Steps {
         let v4 = nested(v4, none);
         let v6 = nested(v6, none);
         // The IPv6 function outside the IPv4 range, the IPv4 one inside.
-        let mut out = Steps { starts: Vec::new(), vals: Vec::new() };
-        for (&s, &v) in v6.starts.iter().zip(&v6.vals).take_while(|(s, _)| **s < V4_FIRST) {
+        let mut out = Steps {
+            starts: Vec::new(),
+            vals: Vec::new(),
+        };
+        for (&s, &v) in v6
+            .starts
+            .iter()
+            .zip(&v6.vals)
+            .take_while(|(s, _)| **s < V4_FIRST)
+        {
             out.push(s, v);
         }
         out.push(V4_FIRST, none);
-        for (&s, &v) in v4.starts.iter().zip(&v4.vals).filter(|(s, _)| **s >= V4_FIRST) {
+        for (&s, &v) in v4
+            .starts
+            .iter()
+            .zip(&v4.vals)
+            .filter(|(s, _)| **s >= V4_FIRST)
+        {
             out.push(s, v);
         }
         out.push(V4_LAST + 1, v6.get(V4_LAST + 1));
-        for (&s, &v) in v6.starts.iter().zip(&v6.vals).filter(|(s, _)| **s > V4_LAST + 1) {
+        for (&s, &v) in v6
+            .starts
+            .iter()
+            .zip(&v6.vals)
+            .filter(|(s, _)| **s > V4_LAST + 1)
+        {
             out.push(s, v);
         }
         out
@@ -133,20 +154,34 @@ fn nested(mut ranges: Vec<(u128, u128, u32)>, none: u32) -> Steps {
 /// range's edges or inside it: IPv4 prefixes inside, IPv6 outside.
 pub fn prefixes_of(first: u128, last: u128, out: &mut Vec<IpNet>) {
     let v4 = (V4_FIRST..=V4_LAST).contains(&first);
-    debug_assert_eq!(v4, (V4_FIRST..=V4_LAST).contains(&last), "{first:x}..{last:x} straddles");
+    debug_assert_eq!(
+        v4,
+        (V4_FIRST..=V4_LAST).contains(&last),
+        "{first:x}..{last:x} straddles"
+    );
     let mut at = first;
     loop {
         // The largest aligned block starting at `at` that ends by `last`.
         let align = if at == 0 { 128 } else { at.trailing_zeros() };
-        let span = if last - at == u128::MAX { 128 } else { 127 - (last - at + 1).leading_zeros() };
+        let span = if last - at == u128::MAX {
+            128
+        } else {
+            127 - (last - at + 1).leading_zeros()
+        };
         let bits = align.min(span);
         let len = 128 - bits as u8;
         out.push(if v4 {
-            IpNet::V4(Ipv4Net::new(Ipv4Addr::from(at as u32), len - 96).expect("length within IPv4"))
+            IpNet::V4(
+                Ipv4Net::new(Ipv4Addr::from(at as u32), len - 96).expect("length within IPv4"),
+            )
         } else {
             IpNet::V6(Ipv6Net::new(Ipv6Addr::from(at), len).expect("length within IPv6"))
         });
-        let end = if bits == 128 { u128::MAX } else { at + ((1u128 << bits) - 1) };
+        let end = if bits == 128 {
+            u128::MAX
+        } else {
+            at + ((1u128 << bits) - 1)
+        };
         if end >= last {
             break;
         }
@@ -180,9 +215,14 @@ impl Segments {
         let key = key_of(ip);
         let i = self.starts.partition_point(|&s| s <= key) - 1;
         let (view, rtt_view) = (self.views[i], self.rtt_views.get(i).copied().unwrap_or(0));
-        let same = |j: usize| self.views[j] == view && self.rtt_views.get(j).copied().unwrap_or(0) == rtt_view;
+        let same = |j: usize| {
+            self.views[j] == view && self.rtt_views.get(j).copied().unwrap_or(0) == rtt_view
+        };
         let segment = |i: usize| {
-            (self.starts[i], self.starts.get(i + 1).map_or(u128::MAX, |&next| next - 1))
+            (
+                self.starts[i],
+                self.starts.get(i + 1).map_or(u128::MAX, |&next| next - 1),
+            )
         };
         let (mut first, mut last) = segment(i);
         let v4 = (V4_FIRST..=V4_LAST).contains(&key);
@@ -260,18 +300,50 @@ mod tests {
         for (addr, want) in table {
             assert_eq!(steps.get(key(addr)), want, "{addr}");
         }
-        assert!(steps.vals.windows(2).all(|w| w[0] != w[1]), "neighbours differ: {steps:?}");
+        assert!(
+            steps.vals.windows(2).all(|w| w[0] != w[1]),
+            "neighbours differ: {steps:?}"
+        );
     }
 
     #[test]
     fn ranges_split_into_the_fewest_prefixes() {
         let table: [(&str, &str, &[&str]); 6] = [
             ("10.0.0.0", "10.0.0.255", &["10.0.0.0/24"]),
-            ("10.0.0.1", "10.0.0.6", &["10.0.0.1/32", "10.0.0.2/31", "10.0.0.4/31", "10.0.0.6/32"]),
+            (
+                "10.0.0.1",
+                "10.0.0.6",
+                &["10.0.0.1/32", "10.0.0.2/31", "10.0.0.4/31", "10.0.0.6/32"],
+            ),
             ("0.0.0.0", "255.255.255.255", &["0.0.0.0/0"]),
             ("::", "::7fff:ffff:ffff", &["::/81"]),
-            ("::", "::fffe:ffff:ffff", &["::/81", "::8000:0:0/82", "::c000:0:0/83", "::e000:0:0/84", "::f000:0:0/85", "::f800:0:0/86", "::fc00:0:0/87", "::fe00:0:0/88", "::ff00:0:0/89", "::ff80:0:0/90", "::ffc0:0:0/91", "::ffe0:0:0/92", "::fff0:0:0/93", "::fff8:0:0/94", "::fffc:0:0/95", "::fffe:0:0/96"]),
-            ("2001:db8::", "2001:db8:ffff:ffff:ffff:ffff:ffff:ffff", &["2001:db8::/32"]),
+            (
+                "::",
+                "::fffe:ffff:ffff",
+                &[
+                    "::/81",
+                    "::8000:0:0/82",
+                    "::c000:0:0/83",
+                    "::e000:0:0/84",
+                    "::f000:0:0/85",
+                    "::f800:0:0/86",
+                    "::fc00:0:0/87",
+                    "::fe00:0:0/88",
+                    "::ff00:0:0/89",
+                    "::ff80:0:0/90",
+                    "::ffc0:0:0/91",
+                    "::ffe0:0:0/92",
+                    "::fff0:0:0/93",
+                    "::fff8:0:0/94",
+                    "::fffc:0:0/95",
+                    "::fffe:0:0/96",
+                ],
+            ),
+            (
+                "2001:db8::",
+                "2001:db8:ffff:ffff:ffff:ffff:ffff:ffff",
+                &["2001:db8::/32"],
+            ),
         ];
         for (first, last, want) in table {
             let mut out = Vec::new();
@@ -288,12 +360,23 @@ mod tests {
     fn segment_scope_is_the_widest_block_inside_the_segment() {
         // View 1 on 192.0.2.0/24 and 2001:db8::/32; default elsewhere.
         let segments = Segments {
-            starts: vec![0, key("2001:db8::"), key("2001:db9::"), key("192.0.2.0"), key("192.0.3.0")],
+            starts: vec![
+                0,
+                key("2001:db8::"),
+                key("2001:db9::"),
+                key("192.0.2.0"),
+                key("192.0.3.0"),
+            ],
             views: vec![0, 1, 0, 1, 0],
             rtt_views: vec![0; 5],
         };
         // Not sorted above: sort as the compiler does.
-        let mut pairs: Vec<(u128, u32)> = segments.starts.iter().copied().zip(segments.views.iter().copied()).collect();
+        let mut pairs: Vec<(u128, u32)> = segments
+            .starts
+            .iter()
+            .copied()
+            .zip(segments.views.iter().copied())
+            .collect();
         pairs.sort();
         let segments = Segments {
             starts: pairs.iter().map(|p| p.0).collect(),

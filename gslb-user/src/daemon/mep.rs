@@ -37,7 +37,10 @@ use crate::{
     compile::Snapshot,
     config::{Config, MepSettings},
     controller::World,
-    mep::{LocalState, MepConfig, MepError, MepNode, MepView, Role, RttProtocol, RttRow, ServiceState, Topology},
+    mep::{
+        LocalState, MepConfig, MepError, MepNode, MepView, Role, RttProtocol, RttRow, ServiceState,
+        Topology,
+    },
     probe::{ProbeKind, RttHandle},
 };
 
@@ -51,21 +54,28 @@ const HOLD_MIN: Duration = Duration::from_secs(1);
 #[derive(Debug, thiserror::Error)]
 pub enum MepStartError {
     #[error("listening on {addr} (mep)")]
-    Bind { addr: SocketAddr, source: std::io::Error },
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Settings(#[from] MepError),
 }
 
 /// Binds the MEP listener when `[mep]` is enabled: at start-up, with the DNS sockets.
 pub fn bind(config: &Config) -> Result<Option<std::net::TcpListener>, MepStartError> {
-    let Some(mep) = config.mep_enabled() else { return Ok(None) };
+    let Some(mep) = config.mep_enabled() else {
+        return Ok(None);
+    };
     let addr = mep.listen;
     let bind = || {
         let listener = std::net::TcpListener::bind(addr)?;
         listener.set_nonblocking(true)?;
         Ok(listener)
     };
-    bind().map(Some).map_err(|source| MepStartError::Bind { addr, source })
+    bind()
+        .map(Some)
+        .map_err(|source| MepStartError::Bind { addr, source })
 }
 
 /// What a node runs with, as far as the configuration says: a change restarts the node.
@@ -98,7 +108,8 @@ fn node_config(config: &Config) -> Result<Option<MepConfig>, MepError> {
     c.heartbeat = mep.heartbeat;
     c.dead_after = mep.dead_after;
     // Every site must agree on it; the node warns about a peer that does not.
-    c.rtt_tolerance_ms = Some(u32::try_from(config.rtt.probe.tolerance.as_millis()).unwrap_or(u32::MAX));
+    c.rtt_tolerance_ms =
+        Some(u32::try_from(config.rtt.probe.tolerance.as_millis()).unwrap_or(u32::MAX));
     c.tls = mep.tls.as_ref().map(|t| t.tls()).transpose()?;
     c.validate()?;
     Ok(Some(c))
@@ -123,7 +134,10 @@ pub fn check_reload(running: &Config, new: &Config) -> Result<(), String> {
         }
     }
     if !restart.is_empty() {
-        return Err(format!("{} changed: MEP needs a restart for that", restart.join(", ")));
+        return Err(format!(
+            "{} changed: MEP needs a restart for that",
+            restart.join(", ")
+        ));
     }
     node_config(new).map(|_| ()).map_err(|e| e.to_string())
 }
@@ -227,8 +241,13 @@ pub struct Mep {
 impl Mep {
     /// Starts the node on `listener` (from [`bind`]) with the settings of `world.config`, and
     /// publishes the local state. `None` when the configuration has MEP off.
-    pub fn start(listener: std::net::TcpListener, world: &World) -> Result<Option<Mep>, MepStartError> {
-        let Some(config) = node_config(&world.config)? else { return Ok(None) };
+    pub fn start(
+        listener: std::net::TcpListener,
+        world: &World,
+    ) -> Result<Option<Mep>, MepStartError> {
+        let Some(config) = node_config(&world.config)? else {
+            return Ok(None);
+        };
         let site = config.site.clone();
         let hold_min = config.dead_after.max(HOLD_MIN);
         let running = spawn(&listener, config)?;
@@ -263,8 +282,16 @@ impl Mep {
                 bandwidth_bps: link_load_bps(world, &s.name),
             })
             .collect();
-        let rtt = world.rtt.as_ref().map(|r| local_rtt(&self.site, r)).unwrap_or_default();
-        if let Err(error) = self.running.node.publish_local(LocalState { services, rtt, persistence: Vec::new() }) {
+        let rtt = world
+            .rtt
+            .as_ref()
+            .map(|r| local_rtt(&self.site, r))
+            .unwrap_or_default();
+        if let Err(error) = self.running.node.publish_local(LocalState {
+            services,
+            rtt,
+            persistence: Vec::new(),
+        }) {
             error!(%error, "MEP: the local state cannot be sent");
         }
     }
@@ -272,7 +299,9 @@ impl Mep {
     /// Resolves when the node has a new view (or a kept view's time is up); then call
     /// [`Mep::apply`]. Pending forever without MEP. Cancel-safe.
     pub async fn changed(mep: &mut Option<Mep>) {
-        let Some(m) = mep else { return std::future::pending().await };
+        let Some(m) = mep else {
+            return std::future::pending().await;
+        };
         let until = m.hold.as_ref().map(|h| h.until);
         tokio::select! {
             r = m.running.views.changed() => {
@@ -291,7 +320,8 @@ impl Mep {
     pub fn apply(&mut self, world: &mut World) -> bool {
         let view = self.running.views.borrow_and_update().clone();
         // The node's placeholder before its first view has no site.
-        let reachable = |s: &String| !view.site.is_empty() && view.sites.get(s).is_some_and(|r| r.reachable);
+        let reachable =
+            |s: &String| !view.site.is_empty() && view.sites.get(s).is_some_and(|r| r.reachable);
         if let Some(hold) = &self.hold {
             if !hold.want.iter().all(reachable) && Instant::now() < hold.until {
                 return false;
@@ -311,10 +341,19 @@ impl Mep {
         if facts == self.applied {
             return false;
         }
-        for (site, _) in facts.reachable.iter().filter(|(s, _)| !self.applied.reachable.contains_key(*s)) {
+        for (site, _) in facts
+            .reachable
+            .iter()
+            .filter(|(s, _)| !self.applied.reachable.contains_key(*s))
+        {
             info!(%site, "MEP: site reachable");
         }
-        for (site, _) in self.applied.reachable.iter().filter(|(s, _)| !facts.reachable.contains_key(*s)) {
+        for (site, _) in self
+            .applied
+            .reachable
+            .iter()
+            .filter(|(s, _)| !facts.reachable.contains_key(*s))
+        {
             warn!(%site, "MEP: site unreachable; its services count as DOWN unless monitored here");
         }
         self.applied = facts;
@@ -333,7 +372,13 @@ impl Mep {
                     let want: BTreeSet<String> = world
                         .mep
                         .as_ref()
-                        .map(|v| v.sites.iter().filter(|(_, r)| r.reachable).map(|(s, _)| s.clone()).collect())
+                        .map(|v| {
+                            v.sites
+                                .iter()
+                                .filter(|(_, r)| r.reachable)
+                                .map(|(s, _)| s.clone())
+                                .collect()
+                        })
                         .unwrap_or_default();
                     info!(keep_view_of = ?want, "MEP settings changed: restarting the MEP node");
                     let hold_min = config.dead_after.max(HOLD_MIN);
@@ -343,10 +388,16 @@ impl Mep {
                             self.running = running;
                             self.key = key;
                             self.hold_min = hold_min;
-                            self.hold = Some(Hold { until: Instant::now() + self.hold_min, want });
+                            self.hold = Some(Hold {
+                                until: Instant::now() + self.hold_min,
+                                want,
+                            });
                         }
                         Err(error) => {
-                            error!(error = super::anyhow_like(&error), "MEP: the node cannot be restarted; MEP is down until the next reload or restart");
+                            error!(
+                                error = super::anyhow_like(&error),
+                                "MEP: the node cannot be restarted; MEP is down until the next reload or restart"
+                            );
                         }
                     }
                 }
@@ -379,9 +430,16 @@ impl Mep {
     /// what changed since the last merge, and removals for rows that went (or for the whole
     /// column when its link went down).
     fn merge_rtt(&mut self, config: &Config, rtt: &RttHandle, view: &MepView) {
-        let parents = config.sites.iter().filter(|s| s.role == Role::Parent && s.name != self.site);
+        let parents = config
+            .sites
+            .iter()
+            .filter(|s| s.role == Role::Parent && s.name != self.site);
         for parent in parents {
-            let table = view.sites.get(&parent.name).map(|r| r.rtt.clone()).unwrap_or_default();
+            let table = view
+                .sites
+                .get(&parent.name)
+                .map(|r| r.rtt.clone())
+                .unwrap_or_default();
             let merged = self.rtt.entry(parent.name.clone()).or_default();
             if Arc::ptr_eq(&merged.table, &table) || (table.is_empty() && merged.cells.is_empty()) {
                 continue;
@@ -397,11 +455,7 @@ impl Mep {
 
 /// `site`'s column in `table` (its rows only: a parent speaks for itself), and the rows that
 /// turn `merged` into it: changed cells, and removals for cells that went.
-fn rtt_changes(
-    site: &str,
-    merged: &Cells,
-    table: &[RttRow],
-) -> (Cells, Vec<crate::probe::RttRow>) {
+fn rtt_changes(site: &str, merged: &Cells, table: &[RttRow]) -> (Cells, Vec<crate::probe::RttRow>) {
     let cells: Cells = table
         .iter()
         .filter(|r| r.site == site)
@@ -420,32 +474,45 @@ fn rtt_changes(
         merged
             .keys()
             .filter(|ldns| !cells.contains_key(*ldns))
-            .map(|ldns| crate::probe::RttRow { ldns: *ldns, rtt: None, kind: None }),
+            .map(|ldns| crate::probe::RttRow {
+                ldns: *ldns,
+                rtt: None,
+                kind: None,
+            }),
     );
     (cells, rows)
 }
 
 /// Runs a node on a duplicate of `listener`.
 fn spawn(listener: &std::net::TcpListener, config: MepConfig) -> Result<Running, MepStartError> {
-    let addr = listener.local_addr().unwrap_or_else(|_| ([0, 0, 0, 0], 0).into());
+    let addr = listener
+        .local_addr()
+        .unwrap_or_else(|_| ([0, 0, 0, 0], 0).into());
     let bind_error = |source| MepStartError::Bind { addr, source };
-    let listener = TcpListener::from_std(listener.try_clone().map_err(bind_error)?).map_err(bind_error)?;
+    let listener =
+        TcpListener::from_std(listener.try_clone().map_err(bind_error)?).map_err(bind_error)?;
     let node = MepNode::new();
     let views = node.subscribe();
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn({
         let node = node.clone();
         async move {
-            if let Err(error) = node.run(listener, config, async {
-                let _ = stopped.await;
-            })
-            .await
+            if let Err(error) = node
+                .run(listener, config, async {
+                    let _ = stopped.await;
+                })
+                .await
             {
                 error!(%error, "MEP node stopped");
             }
         }
     });
-    Ok(Running { node, views, stop: Some(stop), task: Some(task) })
+    Ok(Running {
+        node,
+        views,
+        stop: Some(stop),
+        task: Some(task),
+    })
 }
 
 /// Stops a node and waits for it (bounded: a node that does not stop in time is aborted).
@@ -453,7 +520,9 @@ async fn stop(running: &mut Running) {
     if let Some(stop) = running.stop.take() {
         let _ = stop.send(());
     }
-    let Some(mut task) = running.task.take() else { return };
+    let Some(mut task) = running.task.take() else {
+        return;
+    };
     if tokio::time::timeout(STOP_GRACE, &mut task).await.is_err() {
         warn!("MEP node did not stop in time; aborted");
         task.abort();
@@ -467,7 +536,11 @@ fn local_rtt(site: &str, rtt: &RttHandle) -> Vec<RttRow> {
         .into_iter()
         .filter_map(|row| {
             let d = row.rtt?;
-            let len = if row.ldns.is_ipv4() { mask.v4.min(32) } else { mask.v6.min(128) };
+            let len = if row.ldns.is_ipv4() {
+                mask.v4.min(32)
+            } else {
+                mask.v6.min(128)
+            };
             Some(RttRow {
                 ldns: IpNet::new(row.ldns, len).ok()?,
                 site: site.to_owned(),
@@ -497,9 +570,17 @@ fn probe_kind(protocol: RttProtocol) -> Option<ProbeKind> {
 /// service is full (docs/mep.md): they do not know this site's links. 0 without a link or a
 /// sample.
 pub(crate) fn link_load_bps(world: &World, service: &str) -> u64 {
-    let Some(link) = world.config.link_of(service) else { return 0 };
-    let Some(load) = world.links.get(&link.name) else { return 0 };
-    if load.over { u64::MAX } else { load.rx_bytes_per_sec.unwrap_or(0).saturating_mul(8) }
+    let Some(link) = world.config.link_of(service) else {
+        return 0;
+    };
+    let Some(load) = world.links.get(&link.name) else {
+        return 0;
+    };
+    if load.over {
+        u64::MAX
+    } else {
+        load.rx_bytes_per_sec.unwrap_or(0).saturating_mul(8)
+    }
 }
 
 #[cfg(test)]
@@ -507,7 +588,10 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::{health::HealthSupervisor, mep::{LinkInfo, RemoteSite, session::Audience}};
+    use crate::{
+        health::HealthSupervisor,
+        mep::{LinkInfo, RemoteSite, session::Audience},
+    };
 
     /// Parent p1 (this server unless `site` says otherwise), parent p2, p1's child c1; a GSLB
     /// domain over a service at each.
@@ -556,7 +640,12 @@ services = ["a", "b", "c"]
     const MEP: &str = "[mep]\nsecret = \"0123456789\"\n";
 
     fn state(name: &str, up: bool) -> ServiceState {
-        ServiceState { name: name.into(), up, connections: 0, bandwidth_bps: 0 }
+        ServiceState {
+            name: name.into(),
+            up,
+            connections: 0,
+            bandwidth_bps: 0,
+        }
     }
 
     fn remote(reachable: bool, services: Vec<ServiceState>) -> RemoteSite {
@@ -587,25 +676,40 @@ services = ["a", "b", "c"]
     #[test]
     fn only_what_the_answers_read_counts_as_a_change() {
         let mut view = (*initial_view(&config("p1", MEP)).unwrap()).clone();
-        view.sites.insert("p2".into(), remote(true, vec![state("b", true)]));
+        view.sites
+            .insert("p2".into(), remote(true, vec![state("b", true)]));
         view.links.insert("p2".into(), link(Instant::now()));
         let facts = Facts::of(&view);
         // A view rebuilt on a heartbeat, or with other link details: the same facts.
         let mut same = view.clone();
-        same.links.insert("p2".into(), link(Instant::now() + Duration::from_secs(1)));
+        same.links
+            .insert("p2".into(), link(Instant::now() + Duration::from_secs(1)));
         same.holders.insert("c1".into(), "p1".into());
         assert_eq!(Facts::of(&same), facts);
         // What an unreachable site reported does not matter: it is DOWN either way.
         let mut gone = view.clone();
-        gone.sites.insert("c1".into(), remote(false, vec![state("c", true)]));
+        gone.sites
+            .insert("c1".into(), remote(false, vec![state("c", true)]));
         assert_eq!(Facts::of(&gone), facts);
         // Reachability, a reported state, load and the role do.
         let mut down = view.clone();
-        down.sites.insert("p2".into(), remote(false, vec![state("b", true)]));
+        down.sites
+            .insert("p2".into(), remote(false, vec![state("b", true)]));
         let mut failed = view.clone();
-        failed.sites.insert("p2".into(), remote(true, vec![state("b", false)]));
+        failed
+            .sites
+            .insert("p2".into(), remote(true, vec![state("b", false)]));
         let mut loaded = view.clone();
-        loaded.sites.insert("p2".into(), remote(true, vec![ServiceState { connections: 5, ..state("b", true) }]));
+        loaded.sites.insert(
+            "p2".into(),
+            remote(
+                true,
+                vec![ServiceState {
+                    connections: 5,
+                    ..state("b", true)
+                }],
+            ),
+        );
         let mut child = view.clone();
         child.answers_dns = false;
         for changed in [down, failed, loaded, child] {
@@ -632,7 +736,10 @@ services = ["a", "b", "c"]
         use crate::health::link::LinkLoad;
         let links = "[[link]]\nname = \"uplink\"\ninterface = \"lo\"\nthreshold_kbps = 1000\nservices = [\"b\"]\n";
         // At p2, b's link: normal at 50 kB/s, then over.
-        let mut at_p2 = World::new(config("p2", &format!("{MEP}{links}")), HealthSupervisor::new());
+        let mut at_p2 = World::new(
+            config("p2", &format!("{MEP}{links}")),
+            HealthSupervisor::new(),
+        );
         at_p2.local_site = Some("p2".into());
         let load = |over| LinkLoad {
             interface: "lo".into(),
@@ -668,7 +775,12 @@ services = ["a", "b", "c"]
             world.mep = initial_view(&world.config);
             assert_eq!(answers_gslb(&world), answers, "{site}");
             let snapshot = for_role(&world, world.snapshot());
-            assert_eq!(!snapshot.domains.is_empty(), answers, "{site}: {:?}", snapshot.domains);
+            assert_eq!(
+                !snapshot.domains.is_empty(),
+                answers,
+                "{site}: {:?}",
+                snapshot.domains
+            );
         }
         // Without MEP every site answers.
         let world = World::new(config("c1", ""), HealthSupervisor::new());
@@ -680,9 +792,15 @@ services = ["a", "b", "c"]
         let running = config("p1", MEP);
         let cases = [
             (config("p1", ""), Some("mep.enabled")),
-            (config("p1", &format!("{MEP}enabled = false\n")), Some("mep.enabled")),
+            (
+                config("p1", &format!("{MEP}enabled = false\n")),
+                Some("mep.enabled"),
+            ),
             (config("p2", MEP), Some("server.site")),
-            (config("p1", &format!("{MEP}listen = \"0.0.0.0\"\n")), Some("mep.listen")),
+            (
+                config("p1", &format!("{MEP}listen = \"0.0.0.0\"\n")),
+                Some("mep.listen"),
+            ),
             // Applied in place (the node restarts on the same socket).
             (config("p1", "[mep]\nsecret = \"another secret\"\n"), None),
             (config("p1", &format!("{MEP}heartbeat_ms = 100\n")), None),
@@ -691,7 +809,10 @@ services = ["a", "b", "c"]
         for (new, refused) in cases {
             let got = check_reload(&running, &new);
             match refused {
-                Some(field) => assert!(got.as_ref().is_err_and(|e| e.contains(field)), "{field}: {got:?}"),
+                Some(field) => assert!(
+                    got.as_ref().is_err_and(|e| e.contains(field)),
+                    "{field}: {got:?}"
+                ),
                 None => assert!(got.is_ok(), "{got:?}"),
             }
         }
@@ -701,11 +822,20 @@ services = ["a", "b", "c"]
 
     #[test]
     fn node_settings_follow_the_configuration() {
-        let c = node_config(&config("p1", &format!("{MEP}heartbeat_ms = 100\ndead_after_ms = 300\n")))
-            .unwrap()
-            .unwrap();
-        assert_eq!((c.site.as_str(), c.secret.as_slice()), ("p1", &b"0123456789"[..]));
-        assert_eq!((c.heartbeat, c.dead_after), (Duration::from_millis(100), Duration::from_millis(300)));
+        let c = node_config(&config(
+            "p1",
+            &format!("{MEP}heartbeat_ms = 100\ndead_after_ms = 300\n"),
+        ))
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (c.site.as_str(), c.secret.as_slice()),
+            ("p1", &b"0123456789"[..])
+        );
+        assert_eq!(
+            (c.heartbeat, c.dead_after),
+            (Duration::from_millis(100), Duration::from_millis(300))
+        );
         assert_eq!(c.rtt_tolerance_ms, Some(5));
         assert_eq!(c.topology.children_of("p1").count(), 1);
         assert!(node_config(&config("p1", "")).unwrap().is_none());
@@ -732,7 +862,11 @@ services = ["a", "b", "c"]
         let (cells, rows) = rtt_changes(
             "p2",
             &BTreeMap::new(),
-            &[row("198.51.100.0/24", "p2", 1500), row("203.0.113.7/32", "p2", 900), row("192.0.2.0/24", "p3", 1)],
+            &[
+                row("198.51.100.0/24", "p2", 1500),
+                row("203.0.113.7/32", "p2", 900),
+                row("192.0.2.0/24", "p3", 1),
+            ],
         );
         assert_eq!(cells.len(), 2, "p3's row is not p2's to send: {cells:?}");
         assert_eq!(rows.len(), 2);
@@ -744,7 +878,10 @@ services = ["a", "b", "c"]
         assert_eq!(after.len(), 1);
         assert_eq!(rows.len(), 2, "{rows:?}");
         assert!(rows.iter().any(|r| r.ldns == ip("198.51.100.0") && r.rtt == Some(Duration::from_micros(2500))));
-        assert!(rows.iter().any(|r| r.ldns == ip("203.0.113.7") && r.rtt.is_none()));
+        assert!(
+            rows.iter()
+                .any(|r| r.ldns == ip("203.0.113.7") && r.rtt.is_none())
+        );
         // The link went: everything goes.
         let (none, rows) = rtt_changes("p2", &after, &[]);
         assert!(none.is_empty() && rows.len() == 1 && rows[0].rtt.is_none());

@@ -5,11 +5,7 @@ pub mod link;
 pub mod mep;
 pub mod rtt;
 
-use std::{
-    net::SocketAddr,
-    path::PathBuf,
-    sync::Arc,
-};
+use std::{net::SocketAddr, path::PathBuf, sync::Arc};
 
 use tokio::{
     net::{TcpListener, UdpSocket},
@@ -45,7 +41,11 @@ pub enum DaemonError {
     #[error("health monitors")]
     Health(#[from] crate::health::HealthError),
     #[error("listening on {addr} ({transport})")]
-    Bind { addr: SocketAddr, transport: &'static str, source: std::io::Error },
+    Bind {
+        addr: SocketAddr,
+        transport: &'static str,
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Control(#[from] crate::control::ControlError),
     #[error("MEP")]
@@ -101,7 +101,10 @@ pub async fn run(
     if !overrides.no_xdp && unsafe { libc::geteuid() } != 0 {
         return Err(DaemonError::NotRoot);
     }
-    let pin_path = overrides.pin_path.clone().unwrap_or_else(|| server.pin_path.clone());
+    let pin_path = overrides
+        .pin_path
+        .clone()
+        .unwrap_or_else(|| server.pin_path.clone());
 
     // Sockets first: a port in use is the most common start-up failure, and nothing has been
     // loaded into the kernel yet when it happens.
@@ -112,14 +115,19 @@ pub async fn run(
         // over them, so one busy receive loop does not drop what others could answer.
         let mut udp = Vec::new();
         for _ in 0..udp_workers() {
-            udp.push(
-                reuseport_udp(addr)
-                    .map_err(|source| DaemonError::Bind { addr, transport: "udp", source })?,
-            );
+            udp.push(reuseport_udp(addr).map_err(|source| DaemonError::Bind {
+                addr,
+                transport: "udp",
+                source,
+            })?);
         }
         let tcp = TcpListener::bind(addr)
             .await
-            .map_err(|source| DaemonError::Bind { addr, transport: "tcp", source })?;
+            .map_err(|source| DaemonError::Bind {
+                addr,
+                transport: "tcp",
+                source,
+            })?;
         sockets.push((udp, tcp));
     }
     let mep_listener = mep::bind(&config)?;
@@ -127,7 +135,10 @@ pub async fn run(
         Some(control) => match ControlSocket::bind(&control.path).await {
             Ok(socket) => Some(socket),
             Err(error) if !control.required => {
-                error!(error = anyhow_like(&error), "running without a control socket (gslbctl reload and ldns will not reach this gslbd)");
+                error!(
+                    error = anyhow_like(&error),
+                    "running without a control socket (gslbctl reload and ldns will not reach this gslbd)"
+                );
                 None
             }
             Err(error) => return Err(error.into()),
@@ -154,9 +165,17 @@ pub async fn run(
         info!("--no-xdp: the responder answers everything");
         None
     } else {
-        Some(start_fast_path(&world.config, &snapshot, &overrides, &pin_path)?)
+        Some(start_fast_path(
+            &world.config,
+            &snapshot,
+            &overrides,
+            &pin_path,
+        )?)
     };
-    let mut rtt = rtt::RttProbing::new(&world.config, dataplane.as_mut().and_then(Dataplane::take_ldns));
+    let mut rtt = rtt::RttProbing::new(
+        &world.config,
+        dataplane.as_mut().and_then(Dataplane::take_ldns),
+    );
     world.rtt = rtt.handle();
     let (rtt_handles, rtt_handle) = watch::channel(world.rtt.clone());
     let mut mep_rt = match mep_listener {
@@ -173,12 +192,26 @@ pub async fn run(
             let _ = rx.wait_for(|stop| *stop).await;
         };
         for udp in udp {
-            servers.spawn(server::run_udp_recording(udp, responder.clone(), Some(rtt.recorder()), wait(stopped.clone())));
+            servers.spawn(server::run_udp_recording(
+                udp,
+                responder.clone(),
+                Some(rtt.recorder()),
+                wait(stopped.clone()),
+            ));
         }
-        servers.spawn(server::run_tcp_recording(tcp, responder.clone(), TcpLimits::default(), Some(rtt.recorder()), wait(stopped.clone())));
+        servers.spawn(server::run_tcp_recording(
+            tcp,
+            responder.clone(),
+            TcpLimits::default(),
+            Some(rtt.recorder()),
+            wait(stopped.clone()),
+        ));
     }
     if let Some(control) = control {
-        let state = ControlState { reloads: control_reloads_tx.clone(), rtt: rtt_handle };
+        let state = ControlState {
+            reloads: control_reloads_tx.clone(),
+            rtt: rtt_handle,
+        };
         let mut stopped = stopped.clone();
         servers.spawn(control.serve(state, async move {
             let _ = stopped.wait_for(|stop| *stop).await;
@@ -363,7 +396,10 @@ pub async fn reload(
     let config = match load_config(path, overrides) {
         Ok(config) => config,
         Err(error) => {
-            error!(error = anyhow_like(&error), "reload refused; the running configuration stays in force");
+            error!(
+                error = anyhow_like(&error),
+                "reload refused; the running configuration stays in force"
+            );
             return Err(ReloadError::Config(error));
         }
     };
@@ -375,7 +411,11 @@ pub async fn reload(
         ("xdp_mode", old.xdp_mode != new.xdp_mode),
         ("pin_path", old.pin_path != new.pin_path),
     ];
-    let changed: Vec<&str> = restart_only.iter().filter(|(_, c)| *c).map(|(n, _)| *n).collect();
+    let changed: Vec<&str> = restart_only
+        .iter()
+        .filter(|(_, c)| *c)
+        .map(|(n, _)| *n)
+        .collect();
     if !changed.is_empty() {
         error!(fields = ?changed, "reload refused: [server] changes need a restart; the running configuration stays in force");
         return Err(ReloadError::RestartOnly { fields: changed });
@@ -388,12 +428,18 @@ pub async fn reload(
     let locations = match location_db(&config, path) {
         Ok(db) => db,
         Err(error) => {
-            error!(error = anyhow_like(&error), "reload refused: location database");
+            error!(
+                error = anyhow_like(&error),
+                "reload refused: location database"
+            );
             return Err(ReloadError::Locations(error));
         }
     };
     if let Err(error) = health.set_services(service_monitors(&config)).await {
-        error!(error = anyhow_like(&error), "reload refused: health monitors");
+        error!(
+            error = anyhow_like(&error),
+            "reload refused: health monitors"
+        );
         return Err(ReloadError::Health(error));
     }
     info!(config = %path.display(), "configuration reloaded");
@@ -411,7 +457,6 @@ async fn next_reload(
         else => None,
     }
 }
-
 
 /// The client location database the configuration describes, if it names any source.
 fn location_db(
@@ -441,10 +486,18 @@ fn republish(
 ) -> bool {
     if let Some(dataplane) = dataplane {
         match dataplane.table.publish(snapshot) {
-            Ok(stats) => info!(generation = stats.generation, domains = stats.domains, answers = stats.answers, "fast path republished"),
+            Ok(stats) => info!(
+                generation = stats.generation,
+                domains = stats.domains,
+                answers = stats.answers,
+                "fast path republished"
+            ),
             Err(error) => {
                 // The switch is the last write, so the old generation is still in force.
-                error!(error = anyhow_like(&error), "publishing to the fast path failed");
+                error!(
+                    error = anyhow_like(&error),
+                    "publishing to the fast path failed"
+                );
                 return false;
             }
         }
@@ -474,7 +527,12 @@ const LOCATION_POLL: std::time::Duration = std::time::Duration::from_secs(2);
 /// The files the location database is read from, as the loader opens them.
 fn location_files(config: &Config) -> Vec<PathBuf> {
     let l = &config.locations;
-    l.netscaler.iter().chain(&l.mmdb_city).chain(&l.mmdb_asn).cloned().collect()
+    l.netscaler
+        .iter()
+        .chain(&l.mmdb_city)
+        .chain(&l.mmdb_asn)
+        .cloned()
+        .collect()
 }
 
 /// Modification times and sizes of files (`None` for one that cannot be read).
@@ -487,7 +545,11 @@ impl FileStamps {
         FileStamps(
             files
                 .iter()
-                .map(|f| std::fs::metadata(f).ok().and_then(|m| Some((m.modified().ok()?, m.len()))))
+                .map(|f| {
+                    std::fs::metadata(f)
+                        .ok()
+                        .and_then(|m| Some((m.modified().ok()?, m.len())))
+                })
                 .collect(),
         )
     }
@@ -504,7 +566,11 @@ fn service_monitors(config: &Config) -> Vec<ServiceMonitors> {
             let mut watched = ServiceMonitors::new(&s.name, s.ip, s.port);
             watched.threshold = s.monitor_threshold;
             for name in &s.monitors {
-                let spec = config.monitors.iter().find(|m| &m.name == name).expect("validated");
+                let spec = config
+                    .monitors
+                    .iter()
+                    .find(|m| &m.name == name)
+                    .expect("validated");
                 watched = watched.monitor(spec.clone());
             }
             watched
@@ -562,7 +628,10 @@ fn start_fast_path(
     overrides: &Overrides,
     pin_path: &std::path::Path,
 ) -> Result<Dataplane, DaemonError> {
-    let interface = overrides.interface.clone().or_else(|| config.server.interface.clone());
+    let interface = overrides
+        .interface
+        .clone()
+        .or_else(|| config.server.interface.clone());
     let mode = overrides.xdp_mode.unwrap_or(config.server.xdp_mode);
     let mut dataplane = Dataplane::load(Some(pin_path))?;
     let stats = dataplane.table.publish(snapshot)?;

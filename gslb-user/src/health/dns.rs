@@ -20,11 +20,15 @@ pub(super) struct DnsProbe {
 
 impl DnsProbe {
     pub(super) fn new(addr: SocketAddr, check: &DnsCheck) -> Result<Self, String> {
-        let mut name =
-            Name::from_utf8(&check.qname).map_err(|e| format!("query name {:?}: {e}", check.qname))?;
+        let mut name = Name::from_utf8(&check.qname)
+            .map_err(|e| format!("query name {:?}: {e}", check.qname))?;
         name.set_fqdn(true);
-        if check.expect_answer.is_some() && !matches!(check.qtype, RecordType::A | RecordType::AAAA) {
-            return Err(format!("an expected answer address needs qtype A or AAAA, not {}", check.qtype));
+        if check.expect_answer.is_some() && !matches!(check.qtype, RecordType::A | RecordType::AAAA)
+        {
+            return Err(format!(
+                "an expected answer address needs qtype A or AAAA, not {}",
+                check.qtype
+            ));
         }
         Ok(DnsProbe {
             addr,
@@ -43,10 +47,15 @@ impl DnsProbe {
             .set_op_code(OpCode::Query)
             .set_recursion_desired(false)
             .add_query(self.query.clone());
-        let query = message.to_vec().map_err(|e| ProbeError::Dns(e.to_string()))?;
+        let query = message
+            .to_vec()
+            .map_err(|e| ProbeError::Dns(e.to_string()))?;
 
-        let local: IpAddr =
-            if self.addr.is_ipv4() { Ipv4Addr::UNSPECIFIED.into() } else { Ipv6Addr::UNSPECIFIED.into() };
+        let local: IpAddr = if self.addr.is_ipv4() {
+            Ipv4Addr::UNSPECIFIED.into()
+        } else {
+            Ipv6Addr::UNSPECIFIED.into()
+        };
         let io = |e: std::io::Error| ProbeError::Dns(e.to_string());
         let socket = UdpSocket::bind((local, 0)).await.map_err(io)?;
         // Connected: only the target's datagrams are received, and a closed port is reported
@@ -63,7 +72,10 @@ impl DnsProbe {
             }
         };
         if response.response_code() != self.expect_rcode {
-            return Err(ProbeError::Rcode { got: response.response_code(), expected: self.expect_rcode });
+            return Err(ProbeError::Rcode {
+                got: response.response_code(),
+                expected: self.expect_rcode,
+            });
         }
         if let Some(want) = self.expect_answer {
             let found = response.answers().iter().any(|record| match record.data() {

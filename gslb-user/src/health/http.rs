@@ -46,14 +46,21 @@ pub(super) struct HttpProbe {
 }
 
 impl HttpProbe {
-    pub(super) fn new(addr: SocketAddr, check: &HttpCheck, tls: Option<&TlsCheck>) -> Result<Self, String> {
+    pub(super) fn new(
+        addr: SocketAddr,
+        check: &HttpCheck,
+        tls: Option<&TlsCheck>,
+    ) -> Result<Self, String> {
         if !check.path.starts_with('/') {
             return Err(format!("path {:?} does not start with /", check.path));
         }
-        let path: Uri = check.path.parse().map_err(|e| format!("path {:?}: {e}", check.path))?;
+        let path: Uri = check
+            .path
+            .parse()
+            .map_err(|e| format!("path {:?}: {e}", check.path))?;
         let host = check.host.clone().unwrap_or_else(|| addr.to_string());
-        let host_header =
-            HeaderValue::from_str(&host).map_err(|_| format!("host {host:?} is not a header value"))?;
+        let host_header = HeaderValue::from_str(&host)
+            .map_err(|_| format!("host {host:?} is not a header value"))?;
         let tls = match tls {
             None => None,
             Some(tls) => {
@@ -62,8 +69,8 @@ impl HttpProbe {
                     (None, Some(host)) => strip_port(host).to_owned(),
                     (None, None) => addr.ip().to_string(),
                 };
-                let name =
-                    ServerName::try_from(name.clone()).map_err(|_| format!("TLS server name {name:?}"))?;
+                let name = ServerName::try_from(name.clone())
+                    .map_err(|_| format!("TLS server name {name:?}"))?;
                 Some((TlsConnector::from(client_config(tls)?), name))
             }
         };
@@ -78,12 +85,17 @@ impl HttpProbe {
     }
 
     pub(super) async fn check(&self) -> Result<(), ProbeError> {
-        let tcp = TcpStream::connect(self.addr).await.map_err(ProbeError::Connect)?;
+        let tcp = TcpStream::connect(self.addr)
+            .await
+            .map_err(ProbeError::Connect)?;
         let _ = tcp.set_nodelay(true);
         match &self.tls {
             None => self.exchange(tcp).await,
             Some((connector, name)) => {
-                let stream = connector.connect(name.clone(), tcp).await.map_err(ProbeError::Tls)?;
+                let stream = connector
+                    .connect(name.clone(), tcp)
+                    .await
+                    .map_err(ProbeError::Tls)?;
                 self.exchange(stream).await
             }
         }
@@ -95,8 +107,9 @@ impl HttpProbe {
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let http_error = |e: hyper::Error| ProbeError::Http(e.to_string());
-        let (mut sender, conn) =
-            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(http_error)?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(http_error)?;
         let request = Request::get(self.path.clone())
             .header(header::HOST, self.host.clone())
             .header(header::USER_AGENT, "gslb-health")
@@ -118,13 +131,20 @@ impl HttpProbe {
                 } else {
                     format!("{:?}", self.expect_status)
                 };
-                return Err(ProbeError::Status { got: status, expected });
+                return Err(ProbeError::Status {
+                    got: status,
+                    expected,
+                });
             }
-            let Some(needle) = &self.body_contains else { return Ok(()) };
+            let Some(needle) = &self.body_contains else {
+                return Ok(());
+            };
             let mut body = response.into_body();
             let mut seen = Vec::new();
             while seen.len() < BODY_LIMIT {
-                let Some(frame) = body.frame().await else { break };
+                let Some(frame) = body.frame().await else {
+                    break;
+                };
                 if let Ok(data) = frame.map_err(http_error)?.into_data() {
                     seen.extend_from_slice(&data);
                     if contains(&seen, needle) {
@@ -132,7 +152,9 @@ impl HttpProbe {
                     }
                 }
             }
-            Err(ProbeError::Body(String::from_utf8_lossy(needle).into_owned()))
+            Err(ProbeError::Body(
+                String::from_utf8_lossy(needle).into_owned(),
+            ))
         };
         // The connection is driven here, not in a task of its own, so that it ends with the
         // check. When it ends first, what it read is already queued for `work`.
@@ -156,7 +178,9 @@ fn strip_port(host: &str) -> &str {
         return rest.split(']').next().unwrap_or(rest);
     }
     match host.rsplit_once(':') {
-        Some((name, port)) if !name.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) => name,
+        Some((name, port)) if !name.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) => {
+            name
+        }
         _ => host,
     }
 }
@@ -167,7 +191,9 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 
 fn provider() -> Arc<CryptoProvider> {
     static PROVIDER: OnceLock<Arc<CryptoProvider>> = OnceLock::new();
-    PROVIDER.get_or_init(|| Arc::new(rustls::crypto::ring::default_provider())).clone()
+    PROVIDER
+        .get_or_init(|| Arc::new(rustls::crypto::ring::default_provider()))
+        .clone()
 }
 
 /// The client configuration of `tls`; the common ones are built once and shared.
@@ -175,10 +201,14 @@ fn client_config(tls: &TlsCheck) -> Result<Arc<ClientConfig>, String> {
     static VERIFIED: OnceLock<Arc<ClientConfig>> = OnceLock::new();
     static INSECURE: OnceLock<Arc<ClientConfig>> = OnceLock::new();
     if tls.insecure {
-        return Ok(INSECURE.get_or_init(|| build_config(None, true).expect("no CA file")).clone());
+        return Ok(INSECURE
+            .get_or_init(|| build_config(None, true).expect("no CA file"))
+            .clone());
     }
     match &tls.ca_file {
-        None => Ok(VERIFIED.get_or_init(|| build_config(None, false).expect("no CA file")).clone()),
+        None => Ok(VERIFIED
+            .get_or_init(|| build_config(None, false).expect("no CA file"))
+            .clone()),
         Some(path) => build_config(Some(path), false),
     }
 }
@@ -200,7 +230,9 @@ fn build_config(ca_file: Option<&Path>, insecure: bool) -> Result<Arc<ClientConf
             let mut added = 0;
             for cert in certs {
                 let cert = cert.map_err(|e| format!("CA file {}: {e}", path.display()))?;
-                roots.add(cert).map_err(|e| format!("CA file {}: {e}", path.display()))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("CA file {}: {e}", path.display()))?;
                 added += 1;
             }
             if added == 0 {
@@ -251,7 +283,12 @@ impl ServerCertVerifier for AcceptAnyCertificate {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
     }
 
     fn verify_tls13_signature(
@@ -260,7 +297,12 @@ impl ServerCertVerifier for AcceptAnyCertificate {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -294,12 +336,28 @@ mod tests {
     fn invalid_checks_are_refused() {
         let addr: SocketAddr = "192.0.2.1:80".parse().unwrap();
         assert!(HttpProbe::new(addr, &HttpCheck::get("health"), None).is_err());
-        let bad_host = HttpCheck { host: Some("a\nb".into()), ..HttpCheck::get("/") };
+        let bad_host = HttpCheck {
+            host: Some("a\nb".into()),
+            ..HttpCheck::get("/")
+        };
         assert!(HttpProbe::new(addr, &bad_host, None).is_err());
-        let tls = TlsCheck { sni: Some("not a name".into()), ..TlsCheck::default() };
+        let tls = TlsCheck {
+            sni: Some("not a name".into()),
+            ..TlsCheck::default()
+        };
         assert!(HttpProbe::new(addr, &HttpCheck::get("/"), Some(&tls)).is_err());
-        let missing_ca = TlsCheck { ca_file: Some("/nonexistent/ca.pem".into()), ..TlsCheck::default() };
+        let missing_ca = TlsCheck {
+            ca_file: Some("/nonexistent/ca.pem".into()),
+            ..TlsCheck::default()
+        };
         assert!(HttpProbe::new(addr, &HttpCheck::get("/"), Some(&missing_ca)).is_err());
-        assert!(HttpProbe::new(addr, &HttpCheck::get("/healthz?full=1"), Some(&TlsCheck::default())).is_ok());
+        assert!(
+            HttpProbe::new(
+                addr,
+                &HttpCheck::get("/healthz?full=1"),
+                Some(&TlsCheck::default())
+            )
+            .is_ok()
+        );
     }
 }

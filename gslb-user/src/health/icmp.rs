@@ -32,8 +32,11 @@ pub fn icmp_mode(ipv6: bool) -> io::Result<IcmpMode> {
 }
 
 fn open(ipv6: bool) -> io::Result<(Socket, IcmpMode)> {
-    let (domain, protocol) =
-        if ipv6 { (Domain::IPV6, Protocol::ICMPV6) } else { (Domain::IPV4, Protocol::ICMPV4) };
+    let (domain, protocol) = if ipv6 {
+        (Domain::IPV6, Protocol::ICMPV6)
+    } else {
+        (Domain::IPV4, Protocol::ICMPV4)
+    };
     let dgram_error = match Socket::new(domain, Type::DGRAM, Some(protocol)) {
         Ok(socket) => return Ok((socket, IcmpMode::Datagram)),
         Err(e) => e,
@@ -107,7 +110,11 @@ const ECHO_REPLY_V6: u8 = 129;
 /// does it for ICMPv6, whose checksum covers a pseudo-header, and for ping sockets).
 fn echo_request(ipv6: bool, ident: u16, seq: u16, token: &[u8; 8]) -> Vec<u8> {
     let mut packet = Vec::with_capacity(16);
-    packet.push(if ipv6 { ECHO_REQUEST_V6 } else { ECHO_REQUEST_V4 });
+    packet.push(if ipv6 {
+        ECHO_REQUEST_V6
+    } else {
+        ECHO_REQUEST_V4
+    });
     packet.push(0); // code
     packet.extend_from_slice(&[0, 0]); // checksum
     packet.extend_from_slice(&ident.to_be_bytes());
@@ -121,10 +128,19 @@ fn echo_request(ipv6: bool, ident: u16, seq: u16, token: &[u8; 8]) -> Vec<u8> {
 }
 
 /// Whether `packet` (as the socket returned it) is the reply to our request.
-fn is_reply(packet: &[u8], ipv6: bool, mode: IcmpMode, ident: u16, seq: u16, token: &[u8; 8]) -> bool {
+fn is_reply(
+    packet: &[u8],
+    ipv6: bool,
+    mode: IcmpMode,
+    ident: u16,
+    seq: u16,
+    token: &[u8; 8],
+) -> bool {
     // A raw IPv4 socket returns the IP header too.
     let icmp = if !ipv6 && mode == IcmpMode::Raw {
-        let Some(&first) = packet.first() else { return false };
+        let Some(&first) = packet.first() else {
+            return false;
+        };
         let header = usize::from(first & 0x0f) * 4;
         if first >> 4 != 4 || header < 20 {
             return false;
@@ -170,7 +186,10 @@ mod tests {
         // The checksum over a packet with its checksum filled in is 0.
         assert_eq!(checksum(&request), 0);
         // RFC 1071's example: 0001 f203 f4f5 f6f7 sums to ddf2.
-        assert_eq!(checksum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]), !0xddf2);
+        assert_eq!(
+            checksum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]),
+            !0xddf2
+        );
         assert_eq!(checksum(&[0xff]), !0xff00);
     }
 
@@ -189,9 +208,30 @@ mod tests {
         assert!(!is_reply(&with_ip, false, IcmpMode::Raw, 8, 9, &token));
         // Other sequence, other token, the request itself, truncated, empty.
         assert!(!is_reply(&reply, false, IcmpMode::Datagram, 7, 10, &token));
-        assert!(!is_reply(&reply, false, IcmpMode::Datagram, 7, 9, b"abcdefgX"));
-        assert!(!is_reply(&echo_request(false, 7, 9, &token), false, IcmpMode::Datagram, 7, 9, &token));
-        assert!(!is_reply(&reply[..15], false, IcmpMode::Datagram, 7, 9, &token));
+        assert!(!is_reply(
+            &reply,
+            false,
+            IcmpMode::Datagram,
+            7,
+            9,
+            b"abcdefgX"
+        ));
+        assert!(!is_reply(
+            &echo_request(false, 7, 9, &token),
+            false,
+            IcmpMode::Datagram,
+            7,
+            9,
+            &token
+        ));
+        assert!(!is_reply(
+            &reply[..15],
+            false,
+            IcmpMode::Datagram,
+            7,
+            9,
+            &token
+        ));
         assert!(!is_reply(&[], false, IcmpMode::Raw, 7, 9, &token));
         // ICMPv6: no IP header even on a raw socket.
         let mut reply6 = echo_request(true, 7, 9, &token);

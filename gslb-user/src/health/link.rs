@@ -90,19 +90,27 @@ pub fn valid_interface_name(name: &str) -> bool {
         && name.len() < 16
         && name != "."
         && name != ".."
-        && !name.chars().any(|c| c == '/' || c == ':' || c.is_whitespace())
+        && !name
+            .chars()
+            .any(|c| c == '/' || c == ':' || c.is_whitespace())
 }
 
 /// Reads `interface`'s inbound byte counter under `root` (normally [`SYS_CLASS_NET`]).
 pub fn rx_bytes(root: &Path, interface: &str) -> io::Result<u64> {
     if !valid_interface_name(interface) {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("interface name {interface:?}")));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("interface name {interface:?}"),
+        ));
     }
     let path = root.join(interface).join("statistics/rx_bytes");
     let text = std::fs::read_to_string(&path)?;
-    text.trim()
-        .parse()
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", path.display())))
+    text.trim().parse().map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: {e}", path.display()),
+        )
+    })
 }
 
 /// Samples the links, each in its own task, until dropped.
@@ -131,8 +139,12 @@ impl LinkMonitor {
     /// Starts sampling `links` from counters under `root` (tests use a directory of their own).
     pub fn spawn_with_root(links: Vec<LinkSpec>, root: PathBuf) -> Self {
         let (sender, loads) = watch::channel(HashMap::new());
-        let mut monitor =
-            LinkMonitor { sender: Arc::new(sender), loads, root: Arc::new(root), tasks: HashMap::new() };
+        let mut monitor = LinkMonitor {
+            sender: Arc::new(sender),
+            loads,
+            root: Arc::new(root),
+            tasks: HashMap::new(),
+        };
         monitor.set_links(links);
         monitor
     }
@@ -146,7 +158,8 @@ impl LinkMonitor {
     /// loads, changed ones start again (not over), unchanged ones carry on with their state.
     /// Needs a tokio runtime.
     pub fn set_links(&mut self, links: Vec<LinkSpec>) {
-        let wanted: HashMap<String, LinkSpec> = links.into_iter().map(|l| (l.link.clone(), l)).collect();
+        let wanted: HashMap<String, LinkSpec> =
+            links.into_iter().map(|l| (l.link.clone(), l)).collect();
         let stale: Vec<String> = self
             .tasks
             .iter()
@@ -180,8 +193,20 @@ impl LinkMonitor {
                 "link sampling started"
             );
             let stopped = Arc::new(AtomicBool::new(false));
-            let task = tokio::spawn(sample_link(spec.clone(), self.root.clone(), self.sender.clone(), stopped.clone()));
-            self.tasks.insert(link, Sampler { spec, task, stopped });
+            let task = tokio::spawn(sample_link(
+                spec.clone(),
+                self.root.clone(),
+                self.sender.clone(),
+                stopped.clone(),
+            ));
+            self.tasks.insert(
+                link,
+                Sampler {
+                    spec,
+                    task,
+                    stopped,
+                },
+            );
         }
     }
 }
@@ -228,11 +253,18 @@ async fn sample_link(
             && let Some(now_normal) = normal.record(rate <= spec.threshold_bytes_per_sec)
         {
             transitions += 1;
-            let (link, interface, threshold) = (&spec.link, &spec.interface, spec.threshold_bytes_per_sec);
+            let (link, interface, threshold) =
+                (&spec.link, &spec.interface, spec.threshold_bytes_per_sec);
             if now_normal {
-                info!(link, interface, rate, threshold, transitions, "link load back under its threshold");
+                info!(
+                    link,
+                    interface, rate, threshold, transitions, "link load back under its threshold"
+                );
             } else {
-                warn!(link, interface, rate, threshold, transitions, "link load over its threshold");
+                warn!(
+                    link,
+                    interface, rate, threshold, transitions, "link load over its threshold"
+                );
             }
         }
         let load = LinkLoad {
@@ -277,14 +309,34 @@ mod tests {
     #[test]
     fn interface_names_are_one_component() {
         let root = Path::new("/nonexistent");
-        for bad in ["", ".", "..", "a/b", "../../etc", "sixteen-chars-xx", "eth0:1", "eth 0", "eth0\n"] {
+        for bad in [
+            "",
+            ".",
+            "..",
+            "a/b",
+            "../../etc",
+            "sixteen-chars-xx",
+            "eth0:1",
+            "eth 0",
+            "eth0\n",
+        ] {
             assert!(!valid_interface_name(bad), "{bad:?}");
             let error = rx_bytes(root, bad).unwrap_err();
             assert_eq!(error.kind(), io::ErrorKind::InvalidInput, "{bad:?}");
         }
-        for good in ["eth0", "fifteen-chars-x", ".hidden", "br-lan.10", "\u{e9}th0"] {
+        for good in [
+            "eth0",
+            "fifteen-chars-x",
+            ".hidden",
+            "br-lan.10",
+            "\u{e9}th0",
+        ] {
             assert!(valid_interface_name(good), "{good:?}");
-            assert_eq!(rx_bytes(root, good).unwrap_err().kind(), io::ErrorKind::NotFound, "{good:?}");
+            assert_eq!(
+                rx_bytes(root, good).unwrap_err().kind(),
+                io::ErrorKind::NotFound,
+                "{good:?}"
+            );
         }
     }
 }

@@ -59,8 +59,8 @@ use hickory_proto::{op::ResponseCode, rr::RecordType};
 use tokio::{sync::broadcast, task::JoinHandle};
 use tracing::{debug, info, warn};
 
-pub use icmp::{IcmpMode, icmp_mode};
 pub(crate) use icmp::{Echo, echo};
+pub use icmp::{IcmpMode, icmp_mode};
 use state::{MonitorTracker, service_up};
 
 /// Events kept for a subscriber that does not keep up; older ones are dropped for it.
@@ -148,7 +148,12 @@ pub struct HttpCheck {
 impl HttpCheck {
     /// `GET path`, any 2xx, any body.
     pub fn get(path: impl Into<String>) -> Self {
-        HttpCheck { path: path.into(), host: None, expect_status: Vec::new(), body_contains: None }
+        HttpCheck {
+            path: path.into(),
+            host: None,
+            expect_status: Vec::new(),
+            body_contains: None,
+        }
     }
 }
 
@@ -179,7 +184,12 @@ pub struct DnsCheck {
 impl DnsCheck {
     /// `qname qtype`, NOERROR, any answer.
     pub fn new(qname: impl Into<String>, qtype: RecordType) -> Self {
-        DnsCheck { qname: qname.into(), qtype, expect_rcode: ResponseCode::NoError, expect_answer: None }
+        DnsCheck {
+            qname: qname.into(),
+            qtype,
+            expect_rcode: ResponseCode::NoError,
+            expect_answer: None,
+        }
     }
 }
 
@@ -289,7 +299,10 @@ pub enum ProbeError {
     #[error("DNS: {0}")]
     Dns(String),
     #[error("DNS response code {got}, expected {expected}")]
-    Rcode { got: ResponseCode, expected: ResponseCode },
+    Rcode {
+        got: ResponseCode,
+        expected: ResponseCode,
+    },
     #[error("DNS answer does not contain {0}")]
     Answer(IpAddr),
     #[error("ICMP: {0}")]
@@ -304,7 +317,11 @@ pub enum HealthError {
     #[error("service {0:?} is listed twice")]
     DuplicateService(String),
     #[error("service {service:?}, monitor {monitor:?}: {reason}")]
-    InvalidMonitor { service: String, monitor: String, reason: String },
+    InvalidMonitor {
+        service: String,
+        monitor: String,
+        reason: String,
+    },
 }
 
 /// A monitor's check, ready to run: everything parsed and loaded once.
@@ -327,7 +344,9 @@ impl Probe {
         Ok(match &spec.kind {
             MonitorKind::Tcp => Probe::Tcp(addr),
             MonitorKind::Http(check) => Probe::Http(http::HttpProbe::new(addr, check, None)?),
-            MonitorKind::Https(check, tls) => Probe::Http(http::HttpProbe::new(addr, check, Some(tls))?),
+            MonitorKind::Https(check, tls) => {
+                Probe::Http(http::HttpProbe::new(addr, check, Some(tls))?)
+            }
             MonitorKind::Dns(check) => Probe::Dns(dns::DnsProbe::new(addr, check)?),
             MonitorKind::Icmp => Probe::Icmp(target),
         })
@@ -345,7 +364,9 @@ impl Probe {
 
     /// One check within `timeout`.
     async fn check_within(&self, timeout: Duration) -> Result<(), ProbeError> {
-        tokio::time::timeout(timeout, self.check()).await.unwrap_or(Err(ProbeError::Timeout(timeout)))
+        tokio::time::timeout(timeout, self.check())
+            .await
+            .unwrap_or(Err(ProbeError::Timeout(timeout)))
     }
 }
 
@@ -408,20 +429,32 @@ impl Shared {
         }
         let detail = match &result.error {
             Some(error) => error.clone(),
-            None => format!("check passed ({} in a row)", monitor.tracker.ok_run().saturating_add(1)),
+            None => format!(
+                "check passed ({} in a row)",
+                monitor.tracker.ok_run().saturating_add(1)
+            ),
         };
         let changed = monitor.tracker.record(ok);
         if let Some(error) = &result.error {
             debug!(service, monitor = %monitor.name, %error, "check failed");
         }
         monitor.last = Some(result);
-        let Some(monitor_up) = changed else { return true };
+        let Some(monitor_up) = changed else {
+            return true;
+        };
         monitor.transitions += 1;
         info!(service, monitor = %monitor.name, kind = monitor.kind, up = monitor_up, reason = %detail,
             "monitor state changed");
-        let reason = format!("monitor {} {}: {detail}", monitor.name, if monitor_up { "up" } else { "down" });
+        let reason = format!(
+            "monitor {} {}: {detail}",
+            monitor.name,
+            if monitor_up { "up" } else { "down" }
+        );
 
-        let up = service_up(entry.monitors.iter().map(|m| (m.tracker.up(), m.weight)), entry.threshold);
+        let up = service_up(
+            entry.monitors.iter().map(|m| (m.tracker.up(), m.weight)),
+            entry.threshold,
+        );
         if up != entry.up {
             let at = SystemTime::now();
             entry.up = up;
@@ -470,7 +503,10 @@ impl HealthSupervisor {
     pub fn new() -> Self {
         let (events, _) = broadcast::channel(EVENT_BACKLOG);
         HealthSupervisor {
-            shared: Arc::new(Shared { services: Mutex::new(HashMap::new()), events }),
+            shared: Arc::new(Shared {
+                services: Mutex::new(HashMap::new()),
+                events,
+            }),
             running: Mutex::new(HashMap::new()),
             next_epoch: AtomicU64::new(1),
         }
@@ -508,10 +544,12 @@ impl HealthSupervisor {
                     .monitors
                     .iter()
                     .map(|m| {
-                        Probe::new(spec.target, spec.port, m).map_err(|reason| HealthError::InvalidMonitor {
-                            service: spec.service.clone(),
-                            monitor: m.name.clone(),
-                            reason,
+                        Probe::new(spec.target, spec.port, m).map_err(|reason| {
+                            HealthError::InvalidMonitor {
+                                service: spec.service.clone(),
+                                monitor: m.name.clone(),
+                                reason,
+                            }
                         })
                     })
                     .collect::<Result<Vec<_>, _>>()?;
@@ -519,10 +557,17 @@ impl HealthSupervisor {
             }
 
             let keep: HashSet<&str> = wanted.iter().map(|s| s.service.as_str()).collect();
-            let mut services = self.shared.services.lock().unwrap_or_else(|e| e.into_inner());
+            let mut services = self
+                .shared
+                .services
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
             // Removed services: gone from the snapshot, their monitors stopped.
-            let removed: Vec<String> =
-                running.keys().filter(|k| !keep.contains(k.as_str())).cloned().collect();
+            let removed: Vec<String> = running
+                .keys()
+                .filter(|k| !keep.contains(k.as_str()))
+                .cloned()
+                .collect();
             for service in removed {
                 if let Some(r) = running.remove(&service) {
                     info!(service, "monitors stopped: service removed");
@@ -554,12 +599,22 @@ impl HealthSupervisor {
                         last: None,
                     })
                     .collect();
-                let up = service_up(monitors.iter().map(|m| (m.tracker.up(), m.weight)), spec.threshold);
+                let up = service_up(
+                    monitors.iter().map(|m| (m.tracker.up(), m.weight)),
+                    spec.threshold,
+                );
                 let (transitions, last_change) =
                     previous.map_or((0, None), |p| (p.transitions, p.last_change));
                 services.insert(
                     spec.service.clone(),
-                    ServiceEntry { epoch, threshold: spec.threshold, up, transitions, last_change, monitors },
+                    ServiceEntry {
+                        epoch,
+                        threshold: spec.threshold,
+                        up,
+                        transitions,
+                        last_change,
+                        monitors,
+                    },
                 );
                 let tasks = spec
                     .monitors
@@ -593,7 +648,11 @@ impl HealthSupervisor {
 
     /// Every configured service's health.
     pub fn snapshot(&self) -> HashMap<String, ServiceHealth> {
-        let services = self.shared.services.lock().unwrap_or_else(|e| e.into_inner());
+        let services = self
+            .shared
+            .services
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         services
             .iter()
             .map(|(service, e)| {
@@ -626,7 +685,11 @@ impl HealthSupervisor {
 
     /// Whether `service` is UP; `None` for a service not configured.
     pub fn is_up(&self, service: &str) -> Option<bool> {
-        let services = self.shared.services.lock().unwrap_or_else(|e| e.into_inner());
+        let services = self
+            .shared
+            .services
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         services.get(service).map(|e| e.up)
     }
 
@@ -664,8 +727,11 @@ async fn run_monitor(
         ticker.tick().await;
         let (at, started) = (SystemTime::now(), Instant::now());
         let outcome = probe.check_within(timeout).await;
-        let result =
-            CheckResult { at, elapsed: started.elapsed(), error: outcome.err().map(|e| e.to_string()) };
+        let result = CheckResult {
+            at,
+            elapsed: started.elapsed(),
+            error: outcome.err().map(|e| e.to_string()),
+        };
         if !shared.record(&service, epoch, index, result) {
             return;
         }

@@ -21,7 +21,13 @@ pub struct MonitorTracker {
 impl MonitorTracker {
     /// A tracker starting in `initial_up` with no results yet.
     pub fn new(initial_up: bool, fall: u32, rise: u32) -> Self {
-        MonitorTracker { up: initial_up, fall: fall.max(1), rise: rise.max(1), ok_run: 0, fail_run: 0 }
+        MonitorTracker {
+            up: initial_up,
+            fall: fall.max(1),
+            rise: rise.max(1),
+            ok_run: 0,
+            fail_run: 0,
+        }
     }
 
     /// The current state.
@@ -78,7 +84,11 @@ pub fn service_up(monitors: impl IntoIterator<Item = (bool, u32)>, threshold: u3
             all_up = false;
         }
     }
-    if !any || threshold == 0 { all_up } else { up_weight >= u64::from(threshold) }
+    if !any || threshold == 0 {
+        all_up
+    } else {
+        up_weight >= u64::from(threshold)
+    }
 }
 
 #[cfg(test)]

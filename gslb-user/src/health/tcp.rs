@@ -8,7 +8,9 @@ use super::ProbeError;
 
 /// Connects to `addr` and closes the connection at once.
 pub(super) async fn connect(addr: SocketAddr) -> Result<(), ProbeError> {
-    let stream = TcpStream::connect(addr).await.map_err(ProbeError::Connect)?;
+    let stream = TcpStream::connect(addr)
+        .await
+        .map_err(ProbeError::Connect)?;
     drop(stream);
     Ok(())
 }

@@ -192,7 +192,9 @@ impl LocationDb {
         if sources.continent_codes {
             builder = builder.continent_style(ContinentStyle::Code);
         }
-        builder.custom_at(config_file, sources.custom.iter().cloned()).build()
+        builder
+            .custom_at(config_file, sources.custom.iter().cloned())
+            .build()
     }
 
     /// An empty database: every lookup answers `None`.
@@ -261,8 +263,22 @@ impl LocationDb {
     /// location is assembled.
     pub fn class(&self, ip: IpAddr) -> u64 {
         let (val, isp) = match Addr::of(ip) {
-            Addr::V4(k) => (self.v4.get(k), if self.isps.is_empty() { NONE } else { self.asn_v4.get(k) }),
-            Addr::V6(k) => (self.v6.get(k), if self.isps.is_empty() { NONE } else { self.asn_v6.get(k) }),
+            Addr::V4(k) => (
+                self.v4.get(k),
+                if self.isps.is_empty() {
+                    NONE
+                } else {
+                    self.asn_v4.get(k)
+                },
+            ),
+            Addr::V6(k) => (
+                self.v6.get(k),
+                if self.isps.is_empty() {
+                    NONE
+                } else {
+                    self.asn_v6.get(k)
+                },
+            ),
         };
         u64::from(val) << 32 | u64::from(isp)
     }
@@ -2158,7 +2174,8 @@ ffff::,ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff,World6,Top
         // A file that is not there is named in the error.
         let missing = text.replace("proximity.csv", "missing.csv");
         let config = crate::config::Config::parse(&missing, Path::new("gslb.toml")).unwrap();
-        let error = LocationDb::from_sources(&config.locations, Path::new("gslb.toml")).unwrap_err();
+        let error =
+            LocationDb::from_sources(&config.locations, Path::new("gslb.toml")).unwrap_err();
         assert!(error.to_string().contains("missing.csv"), "{error}");
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -17,7 +17,11 @@ pub enum Qualifier {
 
 impl Qualifier {
     fn new(s: &str) -> Qualifier {
-        if s == "*" { Qualifier::Any } else { Qualifier::Is(s.to_lowercase().into()) }
+        if s == "*" {
+            Qualifier::Any
+        } else {
+            Qualifier::Is(s.to_lowercase().into())
+        }
     }
 
     pub fn is_any(&self) -> bool {
@@ -38,7 +42,9 @@ impl Default for Location {
 impl Location {
     /// Parses dotted notation (`Europe.UK.*."St. Albans"`); errors are `parse_location`'s.
     pub fn parse(s: &str) -> Result<Location, String> {
-        Ok(Location::from_qualifiers(parse_location(s)?.iter().map(String::as_str)))
+        Ok(Location::from_qualifiers(
+            parse_location(s)?.iter().map(String::as_str),
+        ))
     }
 
     /// From the qualifiers in order; missing trailing ones are wildcards, extra ones ignored,
@@ -47,7 +53,11 @@ impl Location {
         let mut loc = Location::default();
         for (slot, q) in loc.0.iter_mut().zip(qualifiers) {
             let q = q.trim();
-            *slot = if q.is_empty() { Qualifier::Any } else { Qualifier::new(q) };
+            *slot = if q.is_empty() {
+                Qualifier::Any
+            } else {
+                Qualifier::new(q)
+            };
         }
         loc
     }
@@ -56,7 +66,11 @@ impl Location {
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Trailing wildcards are omitted, as operators write them.
-        let last = self.0.iter().rposition(|q| !q.is_any()).map_or(0, |i| i + 1);
+        let last = self
+            .0
+            .iter()
+            .rposition(|q| !q.is_any())
+            .map_or(0, |i| i + 1);
         for (i, q) in self.0[..last.max(1)].iter().enumerate() {
             if i > 0 {
                 f.write_str(".")?;
@@ -101,7 +115,12 @@ pub enum Match {
     None,
 }
 
-fn qualifier_matches(pattern: &Qualifier, value: &Qualifier, mode: WildcardMode, ctx: Context) -> bool {
+fn qualifier_matches(
+    pattern: &Qualifier,
+    value: &Qualifier,
+    mode: WildcardMode,
+    ctx: Context,
+) -> bool {
     match (pattern, value) {
         (Qualifier::Any, _) => true,
         (Qualifier::Is(p), Qualifier::Is(v)) => p == v,
@@ -170,7 +189,10 @@ mod tests {
             assert_eq!(loc(shown), loc(input), "{input} round trip");
         }
         assert!(Location::parse("a.b.c.d.e.f.g").is_err());
-        assert_eq!(Location::from_qualifiers(["Europe", "", "x"]).to_string(), "europe.*.x");
+        assert_eq!(
+            Location::from_qualifiers(["Europe", "", "x"]).to_string(),
+            "europe.*.x"
+        );
     }
 
     #[test]
@@ -208,11 +230,19 @@ mod tests {
             (WildcardMode::Yes, Context::Expression, Match::Perfect),
             (WildcardMode::No, Context::Proximity, Match::Partial),
             (WildcardMode::No, Context::Expression, Match::Partial),
-            (WildcardMode::Expression, Context::Expression, Match::Perfect),
+            (
+                WildcardMode::Expression,
+                Context::Expression,
+                Match::Perfect,
+            ),
             (WildcardMode::Expression, Context::Proximity, Match::Partial),
         ];
         for (mode, ctx, want) in table {
-            assert_eq!(service.matches(&pattern, mode, ctx), want, "{mode:?} {ctx:?}");
+            assert_eq!(
+                service.matches(&pattern, mode, ctx),
+                want,
+                "{mode:?} {ctx:?}"
+            );
         }
     }
 

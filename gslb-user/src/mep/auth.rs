@@ -38,7 +38,12 @@ pub fn nonce() -> [u8; NONCE_LEN] {
 }
 
 /// The proof `side` sends, over the two Hello frames as they were sent.
-pub fn proof(secret: &[u8], side: Side, initiator_hello: &[u8], acceptor_hello: &[u8]) -> [u8; MAC_LEN] {
+pub fn proof(
+    secret: &[u8],
+    side: Side,
+    initiator_hello: &[u8],
+    acceptor_hello: &[u8],
+) -> [u8; MAC_LEN] {
     let key = hmac::Key::new(hmac::HMAC_SHA256, secret);
     let mut ctx = hmac::Context::with_key(&key);
     ctx.update(side.label());
@@ -51,9 +56,16 @@ pub fn proof(secret: &[u8], side: Side, initiator_hello: &[u8], acceptor_hello: 
 }
 
 /// Whether `mac` is `side`'s proof (compared in constant time).
-pub fn verify(secret: &[u8], side: Side, initiator_hello: &[u8], acceptor_hello: &[u8], mac: &[u8]) -> bool {
+pub fn verify(
+    secret: &[u8],
+    side: Side,
+    initiator_hello: &[u8],
+    acceptor_hello: &[u8],
+    mac: &[u8],
+) -> bool {
     let key = hmac::Key::new(hmac::HMAC_SHA256, secret);
-    let mut data = Vec::with_capacity(side.label().len() + 4 + initiator_hello.len() + acceptor_hello.len());
+    let mut data =
+        Vec::with_capacity(side.label().len() + 4 + initiator_hello.len() + acceptor_hello.len());
     data.extend_from_slice(side.label());
     data.extend_from_slice(&(initiator_hello.len() as u32).to_be_bytes());
     data.extend_from_slice(initiator_hello);
@@ -70,11 +82,26 @@ mod tests {
         let (i, a) = (b"hello-i".as_slice(), b"hello-a".as_slice());
         let p = proof(b"s3cret", Side::Initiator, i, a);
         assert!(verify(b"s3cret", Side::Initiator, i, a, &p));
-        assert!(!verify(b"other", Side::Initiator, i, a, &p), "another secret");
-        assert!(!verify(b"s3cret", Side::Acceptor, i, a, &p), "reflected to the other side");
-        assert!(!verify(b"s3cret", Side::Initiator, a, i, &p), "another transcript");
-        assert!(!verify(b"s3cret", Side::Initiator, b"hello-", b"ihello-a", &p), "moved boundary");
-        assert!(!verify(b"s3cret", Side::Initiator, i, a, &p[..31]), "short tag");
+        assert!(
+            !verify(b"other", Side::Initiator, i, a, &p),
+            "another secret"
+        );
+        assert!(
+            !verify(b"s3cret", Side::Acceptor, i, a, &p),
+            "reflected to the other side"
+        );
+        assert!(
+            !verify(b"s3cret", Side::Initiator, a, i, &p),
+            "another transcript"
+        );
+        assert!(
+            !verify(b"s3cret", Side::Initiator, b"hello-", b"ihello-a", &p),
+            "moved boundary"
+        );
+        assert!(
+            !verify(b"s3cret", Side::Initiator, i, a, &p[..31]),
+            "short tag"
+        );
         assert_ne!(nonce(), nonce());
     }
 }

@@ -342,7 +342,10 @@ pub enum FrameError {
     #[error("unknown frame type {0}")]
     UnknownType(u8),
     #[error("malformed {kind:?} frame: {what}")]
-    Malformed { kind: MessageType, what: &'static str },
+    Malformed {
+        kind: MessageType,
+        what: &'static str,
+    },
     #[error("{kind:?} frame has {extra} bytes after its payload")]
     TrailingBytes { kind: MessageType, extra: usize },
 }
@@ -358,7 +361,10 @@ pub struct Header {
 /// Decodes a header, checking the magic, the type and the length cap.
 pub fn decode_header(bytes: &[u8], max_payload: usize) -> Result<Header, FrameError> {
     if bytes.len() < HEADER_LEN {
-        return Err(FrameError::Truncated { needed: HEADER_LEN, have: bytes.len() });
+        return Err(FrameError::Truncated {
+            needed: HEADER_LEN,
+            have: bytes.len(),
+        });
     }
     if bytes[..2] != MAGIC {
         return Err(FrameError::BadMagic([bytes[0], bytes[1]]));
@@ -367,7 +373,10 @@ pub fn decode_header(bytes: &[u8], max_payload: usize) -> Result<Header, FrameEr
     let kind = MessageType::from_code(bytes[3]).ok_or(FrameError::UnknownType(bytes[3]))?;
     let len = u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) as usize;
     if len > max_payload {
-        return Err(FrameError::Oversized { len, max: max_payload });
+        return Err(FrameError::Oversized {
+            len,
+            max: max_payload,
+        });
     }
     Ok(Header { version, kind, len })
 }
@@ -378,7 +387,10 @@ pub fn decode_frame(bytes: &[u8], max_payload: usize) -> Result<(u8, Message, us
     let header = decode_header(bytes, max_payload)?;
     let end = HEADER_LEN + header.len;
     if bytes.len() < end {
-        return Err(FrameError::Truncated { needed: end, have: bytes.len() });
+        return Err(FrameError::Truncated {
+            needed: end,
+            have: bytes.len(),
+        });
     }
     let message = decode_payload(header.kind, &bytes[HEADER_LEN..end])?;
     Ok((header.version, message, end))
@@ -386,7 +398,11 @@ pub fn decode_frame(bytes: &[u8], max_payload: usize) -> Result<(u8, Message, us
 
 /// Decodes the payload of a frame of type `kind`.
 pub fn decode_payload(kind: MessageType, payload: &[u8]) -> Result<Message, FrameError> {
-    let mut r = Reader { buf: payload, pos: 0, kind };
+    let mut r = Reader {
+        buf: payload,
+        pos: 0,
+        kind,
+    };
     let message = match kind {
         MessageType::Hello => {
             let n = r.u8()? as usize;
@@ -406,9 +422,10 @@ pub fn decode_payload(kind: MessageType, payload: &[u8]) -> Result<Message, Fram
             })
         }
         MessageType::Auth => Message::Auth(r.array()?),
-        MessageType::Reject => {
-            Message::Reject { code: RejectCode::from_code(r.u8()?), detail: r.string(MAX_DETAIL)? }
-        }
+        MessageType::Reject => Message::Reject {
+            code: RejectCode::from_code(r.u8()?),
+            detail: r.string(MAX_DETAIL)?,
+        },
         MessageType::Heartbeat => Message::Heartbeat { seq: r.u64()? },
         MessageType::SiteStatus => Message::SiteStatus(SiteStatus {
             site: r.site()?,
@@ -437,7 +454,8 @@ pub fn decode_payload(kind: MessageType, payload: &[u8]) -> Result<Message, Fram
                     ldns: r.prefix()?,
                     site: r.site()?,
                     rtt_us: r.u32()?,
-                    protocol: RttProtocol::from_code(r.u8()?).ok_or(r.bad("unknown RTT protocol"))?,
+                    protocol: RttProtocol::from_code(r.u8()?)
+                        .ok_or(r.bad("unknown RTT protocol"))?,
                     age_s: r.u32()?,
                 })
             })?;
@@ -456,14 +474,21 @@ pub fn decode_payload(kind: MessageType, payload: &[u8]) -> Result<Message, Fram
             })?;
             Message::Persistence(Chunk { first, last, items })
         }
-        MessageType::BackupParents => Message::BackupParents { parent: r.site()?, backups: r.backups()? },
-        MessageType::AdoptRequest => {
-            Message::AdoptRequest { original_parent: r.site()?, backups: r.backups()? }
-        }
-        MessageType::AdoptAccept => Message::AdoptAccept { original_parent: r.site()? },
-        MessageType::AdoptReject => {
-            Message::AdoptReject { original_parent: r.site()?, reason: r.string(MAX_DETAIL)? }
-        }
+        MessageType::BackupParents => Message::BackupParents {
+            parent: r.site()?,
+            backups: r.backups()?,
+        },
+        MessageType::AdoptRequest => Message::AdoptRequest {
+            original_parent: r.site()?,
+            backups: r.backups()?,
+        },
+        MessageType::AdoptAccept => Message::AdoptAccept {
+            original_parent: r.site()?,
+        },
+        MessageType::AdoptReject => Message::AdoptReject {
+            original_parent: r.site()?,
+            reason: r.string(MAX_DETAIL)?,
+        },
     };
     let extra = r.buf.len() - r.pos;
     if extra != 0 {
@@ -476,7 +501,10 @@ pub fn decode_payload(kind: MessageType, payload: &[u8]) -> Result<Message, Fram
 /// `max_payload`, `Malformed` when a field breaks its cap (a name too long, too many backups).
 pub fn encode(version: u8, message: &Message, max_payload: usize) -> Result<Vec<u8>, FrameError> {
     let kind = message.kind();
-    let mut w = Writer { buf: Vec::with_capacity(64), kind };
+    let mut w = Writer {
+        buf: Vec::with_capacity(64),
+        kind,
+    };
     w.buf.extend_from_slice(&MAGIC);
     w.buf.push(version);
     w.buf.push(kind as u8);
@@ -551,19 +579,28 @@ pub fn encode(version: u8, message: &Message, max_payload: usize) -> Result<Vec<
             w.site(parent)?;
             w.backups(backups)?;
         }
-        Message::AdoptRequest { original_parent, backups } => {
+        Message::AdoptRequest {
+            original_parent,
+            backups,
+        } => {
             w.site(original_parent)?;
             w.backups(backups)?;
         }
         Message::AdoptAccept { original_parent } => w.site(original_parent)?,
-        Message::AdoptReject { original_parent, reason } => {
+        Message::AdoptReject {
+            original_parent,
+            reason,
+        } => {
             w.site(original_parent)?;
             w.string(truncate(reason, MAX_DETAIL), MAX_DETAIL)?;
         }
     }
     let len = w.buf.len() - HEADER_LEN;
     if len > max_payload {
-        return Err(FrameError::Oversized { len, max: max_payload });
+        return Err(FrameError::Oversized {
+            len,
+            max: max_payload,
+        });
     }
     w.buf[4..8].copy_from_slice(&(len as u32).to_be_bytes());
     Ok(w.buf)
@@ -589,7 +626,10 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn bad(&self, what: &'static str) -> FrameError {
-        FrameError::Malformed { kind: self.kind, what }
+        FrameError::Malformed {
+            kind: self.kind,
+            what,
+        }
     }
 
     fn take(&mut self, n: usize) -> Result<&'a [u8], FrameError> {
@@ -645,7 +685,9 @@ impl<'a> Reader<'a> {
             return Err(self.bad("string longer than its cap"));
         }
         let bytes = self.take(len)?;
-        std::str::from_utf8(bytes).map(str::to_owned).map_err(|_| self.bad("string not UTF-8"))
+        std::str::from_utf8(bytes)
+            .map(str::to_owned)
+            .map_err(|_| self.bad("string not UTF-8"))
     }
 
     fn site(&mut self) -> Result<String, FrameError> {
@@ -656,8 +698,15 @@ impl<'a> Reader<'a> {
         Ok(s)
     }
 
-    fn opt<T>(&mut self, f: fn(&mut Self) -> Result<T, FrameError>) -> Result<Option<T>, FrameError> {
-        if self.bool()? { f(self).map(Some) } else { Ok(None) }
+    fn opt<T>(
+        &mut self,
+        f: fn(&mut Self) -> Result<T, FrameError>,
+    ) -> Result<Option<T>, FrameError> {
+        if self.bool()? {
+            f(self).map(Some)
+        } else {
+            Ok(None)
+        }
     }
 
     /// A u32 count of items of at least `min_size` bytes each, checked against the bytes left
@@ -706,7 +755,10 @@ struct Writer {
 
 impl Writer {
     fn bad(&self, what: &'static str) -> FrameError {
-        FrameError::Malformed { kind: self.kind, what }
+        FrameError::Malformed {
+            kind: self.kind,
+            what,
+        }
     }
 
     fn string(&mut self, s: &str, max: usize) -> Result<(), FrameError> {
@@ -790,7 +842,11 @@ fn prefix_len(net: &IpNet) -> usize {
 
 /// Splits `items` into chunks whose frames stay under `max_payload` (room is left for the
 /// chunk's own fields). An empty table is one empty chunk, so that the receiver clears its copy.
-pub fn chunks<T: Clone>(items: &[T], max_payload: usize, len: impl Fn(&T) -> usize) -> Vec<Chunk<T>> {
+pub fn chunks<T: Clone>(
+    items: &[T],
+    max_payload: usize,
+    len: impl Fn(&T) -> usize,
+) -> Vec<Chunk<T>> {
     let budget = max_payload.saturating_sub(6).max(1);
     let mut out: Vec<Chunk<T>> = Vec::new();
     let mut current = Vec::new();
@@ -798,13 +854,21 @@ pub fn chunks<T: Clone>(items: &[T], max_payload: usize, len: impl Fn(&T) -> usi
     for item in items {
         let l = len(item);
         if !current.is_empty() && size + l > budget {
-            out.push(Chunk { first: out.is_empty(), last: false, items: std::mem::take(&mut current) });
+            out.push(Chunk {
+                first: out.is_empty(),
+                last: false,
+                items: std::mem::take(&mut current),
+            });
             size = 0;
         }
         size += l;
         current.push(item.clone());
     }
-    out.push(Chunk { first: out.is_empty(), last: true, items: current });
+    out.push(Chunk {
+        first: out.is_empty(),
+        last: true,
+        items: current,
+    });
     out
 }
 
@@ -835,8 +899,14 @@ mod tests {
                 ..hello()
             }),
             Message::Auth([9; MAC_LEN]),
-            Message::Reject { code: RejectCode::BadAuth, detail: "proof mismatch".into() },
-            Message::Reject { code: RejectCode::Other(200), detail: String::new() },
+            Message::Reject {
+                code: RejectCode::BadAuth,
+                detail: "proof mismatch".into(),
+            },
+            Message::Reject {
+                code: RejectCode::Other(200),
+                detail: String::new(),
+            },
             Message::Heartbeat { seq: u64::MAX },
             Message::SiteStatus(SiteStatus {
                 site: "child1".into(),
@@ -853,7 +923,12 @@ mod tests {
                         connections: 12,
                         bandwidth_bps: 1_000_000,
                     },
-                    ServiceState { name: "wéb-2".into(), up: false, connections: 0, bandwidth_bps: 0 },
+                    ServiceState {
+                        name: "wéb-2".into(),
+                        up: false,
+                        connections: 0,
+                        bandwidth_bps: 0,
+                    },
                 ],
             }),
             Message::RttRows(Chunk {
@@ -886,15 +961,30 @@ mod tests {
                     ttl_s: 120,
                 }],
             }),
-            Message::Persistence(Chunk { first: true, last: true, items: vec![] }),
+            Message::Persistence(Chunk {
+                first: true,
+                last: true,
+                items: vec![],
+            }),
             Message::BackupParents {
                 parent: "SiteP1".into(),
                 backups: vec!["SiteP2".into(), "SiteP3".into()],
             },
-            Message::BackupParents { parent: "SiteP1".into(), backups: vec![] },
-            Message::AdoptRequest { original_parent: "SiteP1".into(), backups: vec!["SiteP2".into()] },
-            Message::AdoptAccept { original_parent: "SiteP1".into() },
-            Message::AdoptReject { original_parent: "SiteP1".into(), reason: "SiteP1 is up".into() },
+            Message::BackupParents {
+                parent: "SiteP1".into(),
+                backups: vec![],
+            },
+            Message::AdoptRequest {
+                original_parent: "SiteP1".into(),
+                backups: vec!["SiteP2".into()],
+            },
+            Message::AdoptAccept {
+                original_parent: "SiteP1".into(),
+            },
+            Message::AdoptReject {
+                original_parent: "SiteP1".into(),
+                reason: "SiteP1 is up".into(),
+            },
         ]
     }
 
@@ -930,14 +1020,20 @@ mod tests {
     #[test]
     fn bad_headers_are_typed_errors() {
         let mut bytes = encode(1, &Message::Heartbeat { seq: 1 }, 64).unwrap();
-        assert_eq!(decode_frame(&bytes, 7), Err(FrameError::Oversized { len: 8, max: 7 }));
+        assert_eq!(
+            decode_frame(&bytes, 7),
+            Err(FrameError::Oversized { len: 8, max: 7 })
+        );
         bytes[3] = 99;
         assert_eq!(decode_frame(&bytes, 64), Err(FrameError::UnknownType(99)));
         bytes[0] = b'X';
         assert_eq!(decode_frame(&bytes, 64), Err(FrameError::BadMagic(*b"XP")));
         // The cap is checked on the header alone, before any payload arrives.
         let header = [b'M', b'P', 1, 6, 0xff, 0xff, 0xff, 0xff];
-        assert!(matches!(decode_header(&header, DEFAULT_MAX_PAYLOAD), Err(FrameError::Oversized { .. })));
+        assert!(matches!(
+            decode_header(&header, DEFAULT_MAX_PAYLOAD),
+            Err(FrameError::Oversized { .. })
+        ));
     }
 
     #[test]
@@ -953,9 +1049,15 @@ mod tests {
             other => panic!("{other:?}"),
         };
         // A bool of 2.
-        assert_eq!(malformed(frame(5, b"\x00\x01a\x01\x00\x02")), "bool not 0 or 1");
+        assert_eq!(
+            malformed(frame(5, b"\x00\x01a\x01\x00\x02")),
+            "bool not 0 or 1"
+        );
         // Unknown role.
-        assert_eq!(malformed(frame(5, b"\x00\x01a\x09\x00\x01")), "unknown role");
+        assert_eq!(
+            malformed(frame(5, b"\x00\x01a\x09\x00\x01")),
+            "unknown role"
+        );
         // Invalid UTF-8 in a site name.
         assert_eq!(malformed(frame(11, b"\x00\x01\xff")), "string not UTF-8");
         // Empty site name.
@@ -995,24 +1097,49 @@ mod tests {
         // Trailing bytes.
         assert_eq!(
             decode_frame(&frame(4, &[0; 9]), DEFAULT_MAX_PAYLOAD),
-            Err(FrameError::TrailingBytes { kind: MessageType::Heartbeat, extra: 1 })
+            Err(FrameError::TrailingBytes {
+                kind: MessageType::Heartbeat,
+                extra: 1
+            })
         );
     }
 
     #[test]
     fn encoder_refuses_what_the_decoder_would() {
         let long = "x".repeat(MAX_SITE_NAME + 1);
-        let m = Message::AdoptAccept { original_parent: long };
-        assert!(matches!(encode(1, &m, DEFAULT_MAX_PAYLOAD), Err(FrameError::Malformed { .. })));
-        let m = Message::BackupParents { parent: "p".into(), backups: vec!["b".into(); 6] };
-        assert!(matches!(encode(1, &m, DEFAULT_MAX_PAYLOAD), Err(FrameError::Malformed { .. })));
+        let m = Message::AdoptAccept {
+            original_parent: long,
+        };
+        assert!(matches!(
+            encode(1, &m, DEFAULT_MAX_PAYLOAD),
+            Err(FrameError::Malformed { .. })
+        ));
+        let m = Message::BackupParents {
+            parent: "p".into(),
+            backups: vec!["b".into(); 6],
+        };
+        assert!(matches!(
+            encode(1, &m, DEFAULT_MAX_PAYLOAD),
+            Err(FrameError::Malformed { .. })
+        ));
         let m = Message::Heartbeat { seq: 0 };
-        assert_eq!(encode(1, &m, 4), Err(FrameError::Oversized { len: 8, max: 4 }));
+        assert_eq!(
+            encode(1, &m, 4),
+            Err(FrameError::Oversized { len: 8, max: 4 })
+        );
         // Over-long reasons are cut (on a character boundary), not refused.
-        let m = Message::Reject { code: RejectCode::Closing, detail: "é".repeat(MAX_DETAIL) };
-        let (_, back, _) =
-            decode_frame(&encode(1, &m, DEFAULT_MAX_PAYLOAD).unwrap(), DEFAULT_MAX_PAYLOAD).unwrap();
-        let Message::Reject { detail, .. } = back else { panic!() };
+        let m = Message::Reject {
+            code: RejectCode::Closing,
+            detail: "é".repeat(MAX_DETAIL),
+        };
+        let (_, back, _) = decode_frame(
+            &encode(1, &m, DEFAULT_MAX_PAYLOAD).unwrap(),
+            DEFAULT_MAX_PAYLOAD,
+        )
+        .unwrap();
+        let Message::Reject { detail, .. } = back else {
+            panic!()
+        };
         assert_eq!(detail.len(), MAX_DETAIL);
     }
 
@@ -1040,6 +1167,13 @@ mod tests {
         }
         assert_eq!(all, rows);
         let empty: Vec<Chunk<RttRow>> = chunks(&[], max, rtt_row_len);
-        assert_eq!(empty, vec![Chunk { first: true, last: true, items: vec![] }]);
+        assert_eq!(
+            empty,
+            vec![Chunk {
+                first: true,
+                last: true,
+                items: vec![]
+            }]
+        );
     }
 }

@@ -26,13 +26,16 @@ use tokio_rustls::rustls::{self, pki_types::ServerName};
 use tracing::{debug, info, warn};
 
 use super::{
-    frame::{self, Hello, Message, PersistEntry, Role, RttRow, ServiceState, ServiceStates, SiteStatus},
+    frame::{
+        self, Hello, Message, PersistEntry, Role, RttRow, ServiceState, ServiceStates, SiteStatus,
+    },
     session::{
-        self, Audience, CloseReason, Counters, LinkChannels, LinkCmd, LinkError, LinkParams, LocalHello,
-        Outbound, Part, Relay,
+        self, Audience, CloseReason, Counters, LinkChannels, LinkCmd, LinkError, LinkParams,
+        LocalHello, Outbound, Part, Relay,
     },
     topology::{
-        Action, Purpose, SiteSpec, SiteView, Topology, TopologyError, TopologyTiming, remote_service_up,
+        Action, Purpose, SiteSpec, SiteView, Topology, TopologyError, TopologyTiming,
+        remote_service_up,
     },
 };
 
@@ -106,12 +109,16 @@ impl MepTls {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| bad("certificate", &e))?;
         if chain.is_empty() {
-            return Err(MepError::Tls("certificate: no PEM certificate found".into()));
+            return Err(MepError::Tls(
+                "certificate: no PEM certificate found".into(),
+            ));
         }
         let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| bad("private key", &e))?;
         let mut roots = rustls::RootCertStore::empty();
         for c in CertificateDer::pem_slice_iter(ca) {
-            roots.add(c.map_err(|e| bad("CA", &e))?).map_err(|e| bad("CA", &e))?;
+            roots
+                .add(c.map_err(|e| bad("CA", &e))?)
+                .map_err(|e| bad("CA", &e))?;
         }
         if roots.is_empty() {
             return Err(MepError::Tls("CA: no PEM certificate found".into()));
@@ -128,7 +135,10 @@ impl MepTls {
             .map_err(|e| bad("TLS", &e))?
             .with_root_certificates(roots)
             .with_no_client_auth();
-        Ok(MepTls { server: Arc::new(server), client: Arc::new(client) })
+        Ok(MepTls {
+            server: Arc::new(server),
+            client: Arc::new(client),
+        })
     }
 }
 
@@ -169,7 +179,9 @@ impl MepConfig {
         if self.secret.len() < 8 {
             return bad("the shared secret must be at least 8 bytes".into());
         }
-        if self.versions.is_empty() || self.versions.len() > frame::MAX_VERSIONS || self.versions.contains(&0)
+        if self.versions.is_empty()
+            || self.versions.len() > frame::MAX_VERSIONS
+            || self.versions.contains(&0)
         {
             return bad("versions: 1 to 16 versions, none 0".into());
         }
@@ -267,7 +279,11 @@ impl RemoteSite {
 
     /// The service's state as reported, and DOWN while the site is unreachable.
     pub fn service_up(&self, service: &str) -> bool {
-        let reported = self.services.iter().find(|s| s.name == service).map(|s| s.up);
+        let reported = self
+            .services
+            .iter()
+            .find(|s| s.name == service)
+            .map(|s| s.up);
         remote_service_up(None, self.reachable, reported)
     }
 }
@@ -310,7 +326,9 @@ impl MepView {
     /// else what its site reported over MEP, DOWN when the site is unreachable or unknown.
     pub fn service_up(&self, site: &str, service: &str, local_monitor: Option<bool>) -> bool {
         let remote = self.sites.get(site);
-        let reported = remote.and_then(|r| r.services.iter().find(|s| s.name == service)).map(|s| s.up);
+        let reported = remote
+            .and_then(|r| r.services.iter().find(|s| s.name == service))
+            .map(|s| s.up);
         remote_service_up(local_monitor, remote.is_some_and(|r| r.reachable), reported)
     }
 }
@@ -372,19 +390,29 @@ impl MepNode {
     /// audience gets it. Refused when the service list does not fit one frame or a name is
     /// too long.
     pub fn publish_local(&self, state: LocalState) -> Result<(), MepError> {
-        let probe =
-            Message::ServiceStates(ServiceStates { site: "x".into(), services: state.services.clone() });
+        let probe = Message::ServiceStates(ServiceStates {
+            site: "x".into(),
+            services: state.services.clone(),
+        });
         frame::encode(1, &probe, frame::DEFAULT_MAX_PAYLOAD - frame::MAX_SITE_NAME)
             .map_err(|e| MepError::State(format!("services: {e}")))?;
-        if state.rtt.iter().any(|r| r.site.is_empty() || r.site.len() > frame::MAX_SITE_NAME) {
-            return Err(MepError::State("an RTT row's site name is empty or too long".into()));
+        if state
+            .rtt
+            .iter()
+            .any(|r| r.site.is_empty() || r.site.len() > frame::MAX_SITE_NAME)
+        {
+            return Err(MepError::State(
+                "an RTT row's site name is empty or too long".into(),
+            ));
         }
         if state
             .persistence
             .iter()
             .any(|e| e.domain.len() > frame::MAX_NAME || e.service.len() > frame::MAX_NAME)
         {
-            return Err(MepError::State("a persistence entry's name is too long".into()));
+            return Err(MepError::State(
+                "a persistence entry's name is too long".into(),
+            ));
         }
         self.shared.local.send_replace(Arc::new(state));
         Ok(())
@@ -577,7 +605,9 @@ type BoxStream = Box<dyn Stream>;
 
 /// The accepted connection, in TLS when the site is configured so.
 async fn tls_accept(stream: TcpStream, cfg: &MepConfig) -> Result<BoxStream, LinkError> {
-    let Some(tls) = &cfg.tls else { return Ok(Box::new(stream)) };
+    let Some(tls) = &cfg.tls else {
+        return Ok(Box::new(stream));
+    };
     let accept = tokio_rustls::TlsAcceptor::from(tls.server.clone()).accept(stream);
     match tokio::time::timeout(cfg.handshake_timeout, accept).await {
         Err(_) => Err(LinkError::HandshakeTimeout(cfg.handshake_timeout)),
@@ -588,8 +618,14 @@ async fn tls_accept(stream: TcpStream, cfg: &MepConfig) -> Result<BoxStream, Lin
 
 /// The connection to `site`, in TLS (verifying the site's certificate for its name) when the
 /// site is configured so.
-async fn tls_connect(stream: TcpStream, site: &str, cfg: &MepConfig) -> Result<BoxStream, LinkError> {
-    let Some(tls) = &cfg.tls else { return Ok(Box::new(stream)) };
+async fn tls_connect(
+    stream: TcpStream,
+    site: &str,
+    cfg: &MepConfig,
+) -> Result<BoxStream, LinkError> {
+    let Some(tls) = &cfg.tls else {
+        return Ok(Box::new(stream));
+    };
     let name = ServerName::try_from(site.to_owned())
         .map_err(|e| LinkError::Tls(format!("site name {site:?} is not a TLS server name: {e}")))?;
     let connect = tokio_rustls::TlsConnector::from(tls.client.clone()).connect(name, stream);
@@ -613,7 +649,9 @@ async fn established(
     if let (Some(ours), Some(theirs)) = (cfg.rtt_tolerance_ms, est.peer.rtt_tolerance_ms)
         && ours != theirs
     {
-        ctx.counters.tolerance_mismatches.fetch_add(1, Ordering::Relaxed);
+        ctx.counters
+            .tolerance_mismatches
+            .fetch_add(1, Ordering::Relaxed);
         warn!(site = %cfg.site, %peer, ours, theirs,
             "RTT TOLERANCE DIFFERS between sites: RTT answers will disagree; configure the same value everywhere");
     }
@@ -647,7 +685,13 @@ async fn established(
         stream,
         params,
         ctx.counters.clone(),
-        LinkChannels { cmds, kill, outbound: ctx.outbound.subscribe(), audience, events: ctx.events.clone() },
+        LinkChannels {
+            cmds,
+            kill,
+            outbound: ctx.outbound.subscribe(),
+            audience,
+            events: ctx.events.clone(),
+        },
     )
     .await;
     let reason = error.reason();
@@ -658,7 +702,14 @@ async fn established(
         }
         _ => warn!(site = %cfg.site, %peer, reason = reason.as_str(), %error, "MEP link down"),
     }
-    let _ = ctx.events.send(Event::Down { link, peer, error: format!("{}: {error}", reason.as_str()) }).await;
+    let _ = ctx
+        .events
+        .send(Event::Down {
+            link,
+            peer,
+            error: format!("{}: {error}", reason.as_str()),
+        })
+        .await;
     Some(started.elapsed())
 }
 
@@ -674,13 +725,17 @@ async fn dial_loop(spec: SiteSpec, ctx: Arc<Ctx>, mut stop: watch::Receiver<bool
         }
         let attempt = async {
             ctx.counters.dialed.fetch_add(1, Ordering::Relaxed);
-            let stream = match tokio::time::timeout(cfg.connect_timeout, TcpStream::connect(addr)).await {
-                Err(_) => {
-                    return Err(LinkError::Connect { addr, source: std::io::ErrorKind::TimedOut.into() });
-                }
-                Ok(Err(source)) => return Err(LinkError::Connect { addr, source }),
-                Ok(Ok(s)) => s,
-            };
+            let stream =
+                match tokio::time::timeout(cfg.connect_timeout, TcpStream::connect(addr)).await {
+                    Err(_) => {
+                        return Err(LinkError::Connect {
+                            addr,
+                            source: std::io::ErrorKind::TimedOut.into(),
+                        });
+                    }
+                    Ok(Err(source)) => return Err(LinkError::Connect { addr, source }),
+                    Ok(Ok(s)) => s,
+                };
             let _ = stream.set_nodelay(true);
             let mut stream = tls_connect(stream, &spec.name, cfg).await?;
             let est = session::handshake_initiator(
@@ -714,7 +769,8 @@ async fn dial_loop(spec: SiteSpec, ctx: Arc<Ctx>, mut stop: watch::Receiver<bool
                 // An unreachable peer is never silent: the first failure of a streak and every
                 // tenth after it are warnings, with the address and the reason.
                 failures += 1;
-                let level_warn = !matches!(reason, CloseReason::ConnectFailed) || failures % 10 == 1;
+                let level_warn =
+                    !matches!(reason, CloseReason::ConnectFailed) || failures % 10 == 1;
                 if level_warn {
                     warn!(site = %cfg.site, peer = %spec.name, %addr, reason = reason.as_str(), %error, "MEP link failed");
                 } else {
@@ -878,18 +934,36 @@ impl Controller {
     fn refresh_local(&mut self, all: bool) {
         let local = self.local.borrow_and_update().clone();
         let me = self.view.me().to_owned();
-        let services = ServiceStates { site: me.clone(), services: local.services.clone() };
-        if all || self.out.services.as_ref().is_none_or(|p| *p.value != services) {
+        let services = ServiceStates {
+            site: me.clone(),
+            services: local.services.clone(),
+        };
+        if all
+            || self
+                .out
+                .services
+                .as_ref()
+                .is_none_or(|p| *p.value != services)
+        {
             let v = self.bump();
-            self.out.services = Some(Part { version: v, value: Arc::new(services) });
+            self.out.services = Some(Part {
+                version: v,
+                value: Arc::new(services),
+            });
         }
         if all || *self.out.rtt.value != local.rtt {
             let v = self.bump();
-            self.out.rtt = Part { version: v, value: Arc::new(local.rtt.clone()) };
+            self.out.rtt = Part {
+                version: v,
+                value: Arc::new(local.rtt.clone()),
+            };
         }
         if all || *self.out.persistence.value != local.persistence {
             let v = self.bump();
-            self.out.persistence = Part { version: v, value: Arc::new(local.persistence.clone()) };
+            self.out.persistence = Part {
+                version: v,
+                value: Arc::new(local.persistence.clone()),
+            };
         }
         self.refresh_topology_parts();
     }
@@ -905,17 +979,33 @@ impl Controller {
         };
         if self.out.status.as_ref().is_none_or(|p| *p.value != status) {
             let v = self.bump();
-            self.out.status = Some(Part { version: v, value: Arc::new(status) });
+            self.out.status = Some(Part {
+                version: v,
+                value: Arc::new(status),
+            });
         }
         if self.view.role() == Role::Parent {
             let backups = self.view.own_backups().to_vec();
-            if self.out.backups.as_ref().is_none_or(|p| *p.value != backups) {
+            if self
+                .out
+                .backups
+                .as_ref()
+                .is_none_or(|p| *p.value != backups)
+            {
                 let v = self.bump();
-                self.out.backups = Some(Part { version: v, value: Arc::new(backups) });
+                self.out.backups = Some(Part {
+                    version: v,
+                    value: Arc::new(backups),
+                });
             }
             // The children attached now, and those relayed before (to say they left).
             let mut children: BTreeSet<String> = self.out.children.keys().cloned().collect();
-            children.extend(self.links.keys().filter(|p| self.view.is_attached(p)).cloned());
+            children.extend(
+                self.links
+                    .keys()
+                    .filter(|p| self.view.is_attached(p))
+                    .cloned(),
+            );
             for child in children {
                 let status = self.view.child_status(&child);
                 let known = self.out.children.get(&child);
@@ -925,21 +1015,38 @@ impl Controller {
                 // Services only once the child sent them: relayed empty before that, they would
                 // count as the child's whole list at the other parents.
                 let reported = if status.up {
-                    self.table.get(&child, &child).and_then(|d| d.services.clone())
+                    self.table
+                        .get(&child, &child)
+                        .and_then(|d| d.services.clone())
                 } else {
                     None
                 };
                 if known.is_some_and(|r| {
-                    r.status == status && r.services.as_ref().map(|s| &s.services) == reported.as_deref()
+                    r.status == status
+                        && r.services.as_ref().map(|s| &s.services) == reported.as_deref()
                 }) {
                     continue;
                 }
-                let services =
-                    reported.map(|s| Arc::new(ServiceStates { site: child.clone(), services: (*s).clone() }));
-                let kept_status = known.filter(|r| r.status == status).map(|r| r.status_version);
+                let services = reported.map(|s| {
+                    Arc::new(ServiceStates {
+                        site: child.clone(),
+                        services: (*s).clone(),
+                    })
+                });
+                let kept_status = known
+                    .filter(|r| r.status == status)
+                    .map(|r| r.status_version);
                 let version = self.bump();
                 let status_version = kept_status.unwrap_or(version);
-                self.out.children.insert(child, Relay { version, status_version, status, services });
+                self.out.children.insert(
+                    child,
+                    Relay {
+                        version,
+                        status_version,
+                        status,
+                        services,
+                    },
+                );
             }
         }
     }
@@ -950,16 +1057,25 @@ impl Controller {
         self.topo_dirty |= match &event {
             Event::Frame { link, message } => match message {
                 // Services and tables matter to the topology only as a child's, relayed.
-                Message::ServiceStates(_) => {
-                    self.by_id.get(link).is_some_and(|peer| self.view.is_attached(peer))
-                }
+                Message::ServiceStates(_) => self
+                    .by_id
+                    .get(link)
+                    .is_some_and(|peer| self.view.is_attached(peer)),
                 Message::RttRows(_) | Message::Persistence(_) => false,
                 _ => true,
             },
             _ => true,
         };
         match event {
-            Event::Up { link, hello, version, initiated, cmds, kill, audience } => {
+            Event::Up {
+                link,
+                hello,
+                version,
+                initiated,
+                cmds,
+                kill,
+                audience,
+            } => {
                 let peer = hello.site.clone();
                 if let Some(mut old) = self.links.remove(&peer) {
                     // One link per pair: the newer one wins (the peer reconnected before we
@@ -970,7 +1086,13 @@ impl Controller {
                 self.by_id.insert(link, peer.clone());
                 self.links.insert(
                     peer.clone(),
-                    LinkHandle { id: link, initiated, cmds, kill: Some(kill), audience },
+                    LinkHandle {
+                        id: link,
+                        initiated,
+                        cmds,
+                        kill: Some(kill),
+                        audience,
+                    },
                 );
                 self.info.insert(
                     peer.clone(),
@@ -1029,7 +1151,9 @@ impl Controller {
                 }
             }
             Event::Frame { link, message } => {
-                let Some(peer) = self.by_id.get(&link).cloned() else { return };
+                let Some(peer) = self.by_id.get(&link).cloned() else {
+                    return;
+                };
                 self.frame(&peer, message, now);
             }
         }
@@ -1050,19 +1174,26 @@ impl Controller {
                 HandoverEnd::Delivered => {
                     debug!(site = %self.view.me(), %child, from = %h.via, to = %h.to, "handover done")
                 }
-                HandoverEnd::Expired => info!(site = %self.view.me(), %child, from = %h.via, to = %h.to,
-                    "handover not done within the grace: the child is unreachable until a parent relays it"),
+                HandoverEnd::Expired => {
+                    info!(site = %self.view.me(), %child, from = %h.via, to = %h.to,
+                    "handover not done within the grace: the child is unreachable until a parent relays it")
+                }
             }
         }
     }
 
     fn frame(&mut self, peer: &str, message: Message, now: Instant) {
         let me = self.view.me().to_owned();
-        let peer_is_parent = self.view.topology().site(peer).is_some_and(|s| s.role == Role::Parent);
+        let peer_is_parent = self
+            .view
+            .topology()
+            .site(peer)
+            .is_some_and(|s| s.role == Role::Parent);
         // What a peer says about another site is taken only from parents we peer with
         // (relayed children); a child speaks only for itself.
-        let about_ok =
-            |site: &str| site != me && (site == peer || (peer_is_parent && self.view.role() == Role::Parent));
+        let about_ok = |site: &str| {
+            site != me && (site == peer || (peer_is_parent && self.view.role() == Role::Parent))
+        };
         match message {
             Message::SiteStatus(s) => {
                 if !about_ok(&s.site) {
@@ -1084,8 +1215,13 @@ impl Controller {
                 if !self.view.topology().syncs_network_metrics(&me, peer) {
                     return;
                 }
-                if let Some(rows) = collect(&mut self.pending_rtt, peer, chunk.first, chunk.last, chunk.items)
-                {
+                if let Some(rows) = collect(
+                    &mut self.pending_rtt,
+                    peer,
+                    chunk.first,
+                    chunk.last,
+                    chunk.items,
+                ) {
                     self.table.entry(peer, peer).rtt = Arc::new(rows);
                 }
             }
@@ -1093,9 +1229,13 @@ impl Controller {
                 if !self.view.topology().syncs_network_metrics(&me, peer) {
                     return;
                 }
-                if let Some(rows) =
-                    collect(&mut self.pending_persist, peer, chunk.first, chunk.last, chunk.items)
-                {
+                if let Some(rows) = collect(
+                    &mut self.pending_persist,
+                    peer,
+                    chunk.first,
+                    chunk.last,
+                    chunk.items,
+                ) {
                     self.table.entry(peer, peer).persistence = Arc::new(rows);
                 }
             }
@@ -1106,12 +1246,22 @@ impl Controller {
                 self.view.backup_list(peer, &parent, backups.clone());
                 self.table.entry(peer, peer).backups = Some(backups);
             }
-            Message::AdoptRequest { original_parent, backups } => {
-                let actions = self.view.adopt_request(peer, &original_parent, &backups, now);
-                if actions
-                    .iter()
-                    .any(|a| matches!(a, Action::Send { message: Message::AdoptAccept { .. }, .. }))
-                {
+            Message::AdoptRequest {
+                original_parent,
+                backups,
+            } => {
+                let actions = self
+                    .view
+                    .adopt_request(peer, &original_parent, &backups, now);
+                if actions.iter().any(|a| {
+                    matches!(
+                        a,
+                        Action::Send {
+                            message: Message::AdoptAccept { .. },
+                            ..
+                        }
+                    )
+                }) {
                     info!(site = %me, adopter = %peer, %original_parent, "adopted by a backup parent");
                 }
                 self.apply(actions);
@@ -1121,12 +1271,18 @@ impl Controller {
                 let actions = self.view.adopt_answer(peer, true, "");
                 self.apply(actions);
             }
-            Message::AdoptReject { original_parent, reason } => {
+            Message::AdoptReject {
+                original_parent,
+                reason,
+            } => {
                 info!(site = %me, child = %peer, %original_parent, %reason, "adoption rejected");
                 let actions = self.view.adopt_answer(peer, false, &reason);
                 self.apply(actions);
             }
-            Message::Hello(_) | Message::Auth(_) | Message::Reject { .. } | Message::Heartbeat { .. } => {}
+            Message::Hello(_)
+            | Message::Auth(_)
+            | Message::Reject { .. }
+            | Message::Heartbeat { .. } => {}
         }
     }
 
@@ -1134,12 +1290,21 @@ impl Controller {
         for action in actions {
             match action {
                 Action::Send { to, message } => {
-                    let Some(link) = self.links.get_mut(&to) else { continue };
+                    let Some(link) = self.links.get_mut(&to) else {
+                        continue;
+                    };
                     if link.cmds.try_send(LinkCmd::Send(message)).is_err() {
-                        link.kill(CloseReason::QueueFull, "the link's queue is full (peer too slow)".into());
+                        link.kill(
+                            CloseReason::QueueFull,
+                            "the link's queue is full (peer too slow)".into(),
+                        );
                     }
                 }
-                Action::Close { peer, code: _, reason } => {
+                Action::Close {
+                    peer,
+                    code: _,
+                    reason,
+                } => {
                     if let Some(link) = self.links.get_mut(&peer) {
                         let why = if reason.starts_with("adoption rejected") {
                             CloseReason::AdoptRejected
@@ -1171,14 +1336,19 @@ impl Controller {
             if let Some(link) = self.links.get_mut(&peer)
                 && link.initiated
             {
-                link.kill(CloseReason::Unwanted, "the topology no longer wants this link".into());
+                link.kill(
+                    CloseReason::Unwanted,
+                    "the topology no longer wants this link".into(),
+                );
             }
         }
         for (peer, purpose) in desired {
             if self.dialers.contains_key(&peer) {
                 continue;
             }
-            let Some(spec) = self.view.topology().site(&peer).cloned() else { continue };
+            let Some(spec) = self.view.topology().site(&peer).cloned() else {
+                continue;
+            };
             let (stop, stop_rx) = watch::channel(false);
             if let Purpose::Adopt { original_parent } = &purpose {
                 info!(site = %self.view.me(), child = %peer, %original_parent, "adopting a child of a parent that is down");
@@ -1188,7 +1358,8 @@ impl Controller {
         }
         for (peer, link) in &self.links {
             let audience = self.view.audience(peer);
-            link.audience.send_if_modified(|a| std::mem::replace(a, audience) != audience);
+            link.audience
+                .send_if_modified(|a| std::mem::replace(a, audience) != audience);
             if let Some(i) = self.info.get_mut(peer)
                 && i.audience != audience
             {
@@ -1209,15 +1380,29 @@ impl Controller {
 
     fn publish(&self) {
         let me = self.view.me();
-        let names = self.view.topology().sites().iter().map(|s| s.name.as_str()).filter(|s| *s != me);
-        let sites = self.table.sites(names, |peer| self.info.get(peer).is_some_and(|i| i.up), Instant::now());
+        let names = self
+            .view
+            .topology()
+            .sites()
+            .iter()
+            .map(|s| s.name.as_str())
+            .filter(|s| *s != me);
+        let sites = self.table.sites(
+            names,
+            |peer| self.info.get(peer).is_some_and(|i| i.up),
+            Instant::now(),
+        );
         let holders = self
             .view
             .topology()
             .sites()
             .iter()
             .filter(|s| s.role == Role::Child)
-            .filter_map(|s| self.view.holder(&s.name).map(|h| (s.name.clone(), h.to_owned())))
+            .filter_map(|s| {
+                self.view
+                    .holder(&s.name)
+                    .map(|h| (s.name.clone(), h.to_owned()))
+            })
             .collect();
         let view = MepView {
             site: self.view.me().to_owned(),
@@ -1241,7 +1426,10 @@ fn same_versions(a: &Outbound, b: &Outbound) -> bool {
         && a.persistence.version == b.persistence.version
         && a.backups.as_ref().map(|p| p.version) == b.backups.as_ref().map(|p| p.version)
         && a.children.len() == b.children.len()
-        && a.children.iter().zip(&b.children).all(|((k1, r1), (k2, r2))| k1 == k2 && r1.version == r2.version)
+        && a.children
+            .iter()
+            .zip(&b.children)
+            .all(|((k1, r1), (k2, r2))| k1 == k2 && r1.version == r2.version)
 }
 
 /// Adds a chunk to `peer`'s table being received; the whole table once the last chunk came.

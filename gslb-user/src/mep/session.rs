@@ -24,8 +24,8 @@ use tokio::{
 use super::{
     auth::{self, Side},
     frame::{
-        self, FrameError, HEADER_LEN, Hello, Message, MessageType, PersistEntry, RejectCode, RttRow,
-        ServiceStates, SiteStatus,
+        self, FrameError, HEADER_LEN, Hello, Message, MessageType, PersistEntry, RejectCode,
+        RttRow, ServiceStates, SiteStatus,
     },
     node::Event,
 };
@@ -170,7 +170,10 @@ impl Counters {
 #[derive(Debug, thiserror::Error)]
 pub enum LinkError {
     #[error("connect to {addr}: {source}")]
-    Connect { addr: std::net::SocketAddr, source: io::Error },
+    Connect {
+        addr: std::net::SocketAddr,
+        source: io::Error,
+    },
     #[error("i/o: {0}")]
     Io(#[from] io::Error),
     #[error("peer closed the connection")]
@@ -243,7 +246,11 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
             return Err(if got == 0 {
                 LinkError::Closed
             } else {
-                FrameError::Truncated { needed: HEADER_LEN, have: got }.into()
+                FrameError::Truncated {
+                    needed: HEADER_LEN,
+                    have: got,
+                }
+                .into()
             });
         }
         got += n;
@@ -255,7 +262,11 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     while got < bytes.len() {
         let n = r.read(&mut bytes[got..]).await?;
         if n == 0 {
-            return Err(FrameError::Truncated { needed: bytes.len(), have: got }.into());
+            return Err(FrameError::Truncated {
+                needed: bytes.len(),
+                have: got,
+            }
+            .into());
         }
         got += n;
     }
@@ -341,15 +352,24 @@ async fn expect_proof<S: AsyncRead + AsyncWrite + Unpin>(
             Ok(())
         }
         Message::Reject { code, detail } => Err(LinkError::PeerRejected { code, detail }),
-        Message::Auth(_) => Err(LinkError::WrongFrameVersion { got: v, expected: version }),
+        Message::Auth(_) => Err(LinkError::WrongFrameVersion {
+            got: v,
+            expected: version,
+        }),
         other => Err(LinkError::Unexpected(other.kind())),
     }
 }
 
 async fn reject<W: AsyncWrite + Unpin>(w: &mut W, version: u8, error: &LinkError) {
-    let m = Message::Reject { code: error.reason().reject_code(), detail: error.to_string() };
-    let _ =
-        tokio::time::timeout(Duration::from_secs(1), send(w, version, &m, frame::DEFAULT_MAX_PAYLOAD)).await;
+    let m = Message::Reject {
+        code: error.reason().reject_code(),
+        detail: error.to_string(),
+    };
+    let _ = tokio::time::timeout(
+        Duration::from_secs(1),
+        send(w, version, &m, frame::DEFAULT_MAX_PAYLOAD),
+    )
+    .await;
 }
 
 /// Runs the initiator's side of the handshake on `stream` (called `expect_peer` in our
@@ -364,12 +384,25 @@ pub async fn handshake_initiator<S: AsyncRead + AsyncWrite + Unpin>(
     timeout: Duration,
 ) -> Result<Established, LinkError> {
     let steps = async {
-        let my_hello = send(stream, 0, &Message::Hello(local.hello(expect_peer)), max_payload).await?;
+        let my_hello = send(
+            stream,
+            0,
+            &Message::Hello(local.hello(expect_peer)),
+            max_payload,
+        )
+        .await?;
         let (version, m, their_hello) = read_frame(stream, max_payload).await?;
         let peer = match m {
             Message::Hello(h) if version == 0 => h,
-            Message::Reject { code, detail } => return Err(LinkError::PeerRejected { code, detail }),
-            Message::Hello(_) => return Err(LinkError::WrongFrameVersion { got: version, expected: 0 }),
+            Message::Reject { code, detail } => {
+                return Err(LinkError::PeerRejected { code, detail });
+            }
+            Message::Hello(_) => {
+                return Err(LinkError::WrongFrameVersion {
+                    got: version,
+                    expected: 0,
+                });
+            }
             other => return Err(LinkError::Unexpected(other.kind())),
         };
         let checked = (|| {
@@ -393,10 +426,21 @@ pub async fn handshake_initiator<S: AsyncRead + AsyncWrite + Unpin>(
         };
         let mine = auth::proof(secret, Side::Initiator, &my_hello, &their_hello);
         send(stream, version, &Message::Auth(mine), max_payload).await?;
-        expect_proof(stream, version, max_payload, secret, Side::Acceptor, &my_hello, &their_hello).await?;
+        expect_proof(
+            stream,
+            version,
+            max_payload,
+            secret,
+            Side::Acceptor,
+            &my_hello,
+            &their_hello,
+        )
+        .await?;
         Ok(Established { peer, version })
     };
-    tokio::time::timeout(timeout, steps).await.unwrap_or(Err(LinkError::HandshakeTimeout(timeout)))
+    tokio::time::timeout(timeout, steps)
+        .await
+        .unwrap_or(Err(LinkError::HandshakeTimeout(timeout)))
 }
 
 /// Runs the acceptor's side of the handshake on `stream` within `timeout`. `check` vets the
@@ -413,7 +457,12 @@ pub async fn handshake_acceptor<S: AsyncRead + AsyncWrite + Unpin>(
         let (version, m, their_hello) = read_frame(stream, max_payload).await?;
         let peer = match m {
             Message::Hello(h) if version == 0 => h,
-            Message::Hello(_) => return Err(LinkError::WrongFrameVersion { got: version, expected: 0 }),
+            Message::Hello(_) => {
+                return Err(LinkError::WrongFrameVersion {
+                    got: version,
+                    expected: 0,
+                });
+            }
             other => return Err(LinkError::Unexpected(other.kind())),
         };
         let checked = if peer.peer != local.site {
@@ -423,9 +472,11 @@ pub async fn handshake_acceptor<S: AsyncRead + AsyncWrite + Unpin>(
             )))
         } else {
             check(&peer).and_then(|()| {
-                negotiate(&local.versions, &peer.versions).ok_or_else(|| LinkError::NoCommonVersion {
-                    ours: local.versions.clone(),
-                    theirs: peer.versions.clone(),
+                negotiate(&local.versions, &peer.versions).ok_or_else(|| {
+                    LinkError::NoCommonVersion {
+                        ours: local.versions.clone(),
+                        theirs: peer.versions.clone(),
+                    }
                 })
             })
         };
@@ -436,13 +487,30 @@ pub async fn handshake_acceptor<S: AsyncRead + AsyncWrite + Unpin>(
                 return Err(e);
             }
         };
-        let my_hello = send(stream, 0, &Message::Hello(local.hello(&peer.site)), max_payload).await?;
-        expect_proof(stream, version, max_payload, secret, Side::Initiator, &their_hello, &my_hello).await?;
+        let my_hello = send(
+            stream,
+            0,
+            &Message::Hello(local.hello(&peer.site)),
+            max_payload,
+        )
+        .await?;
+        expect_proof(
+            stream,
+            version,
+            max_payload,
+            secret,
+            Side::Initiator,
+            &their_hello,
+            &my_hello,
+        )
+        .await?;
         let mine = auth::proof(secret, Side::Acceptor, &their_hello, &my_hello);
         send(stream, version, &Message::Auth(mine), max_payload).await?;
         Ok(Established { peer, version })
     };
-    tokio::time::timeout(timeout, steps).await.unwrap_or(Err(LinkError::HandshakeTimeout(timeout)))
+    tokio::time::timeout(timeout, steps)
+        .await
+        .unwrap_or(Err(LinkError::HandshakeTimeout(timeout)))
 }
 
 /// What a link sends to its peer, chosen by the controller from the topology.
@@ -468,7 +536,10 @@ pub struct Part<T> {
 
 impl<T: Default> Default for Part<T> {
     fn default() -> Self {
-        Part { version: 0, value: Arc::new(T::default()) }
+        Part {
+            version: 0,
+            value: Arc::new(T::default()),
+        }
     }
 }
 
@@ -534,7 +605,13 @@ pub async fn run_link<S: AsyncRead + AsyncWrite + Send + 'static>(
     counters: Arc<Counters>,
     channels: LinkChannels,
 ) -> LinkError {
-    let LinkChannels { mut cmds, mut kill, mut outbound, mut audience, events } = channels;
+    let LinkChannels {
+        mut cmds,
+        mut kill,
+        mut outbound,
+        mut audience,
+        events,
+    } = channels;
     let (mut rd, mut wr) = tokio::io::split(stream);
     let reader = {
         let counters = counters.clone();
@@ -542,22 +619,40 @@ pub async fn run_link<S: AsyncRead + AsyncWrite + Send + 'static>(
         async move {
             loop {
                 let (version, message, bytes) =
-                    match tokio::time::timeout(p.dead_after, read_frame(&mut rd, p.max_payload)).await {
+                    match tokio::time::timeout(p.dead_after, read_frame(&mut rd, p.max_payload))
+                        .await
+                    {
                         Err(_) => return LinkError::DeadPeer(p.dead_after),
                         Ok(Err(e)) => return e,
                         Ok(Ok(f)) => f,
                     };
                 counters.received(bytes.len());
                 // A Reject may come before the peer learnt the version (it is frozen).
-                if version != p.version && !(version == 0 && matches!(message, Message::Reject { .. })) {
-                    return LinkError::WrongFrameVersion { got: version, expected: p.version };
+                if version != p.version
+                    && !(version == 0 && matches!(message, Message::Reject { .. }))
+                {
+                    return LinkError::WrongFrameVersion {
+                        got: version,
+                        expected: p.version,
+                    };
                 }
                 match message {
                     Message::Heartbeat { .. } => {}
-                    Message::Reject { code, detail } => return LinkError::PeerRejected { code, detail },
-                    Message::Hello(_) | Message::Auth(_) => return LinkError::Unexpected(message.kind()),
+                    Message::Reject { code, detail } => {
+                        return LinkError::PeerRejected { code, detail };
+                    }
+                    Message::Hello(_) | Message::Auth(_) => {
+                        return LinkError::Unexpected(message.kind());
+                    }
                     message => {
-                        if events.send(Event::Frame { link: p.id, message }).await.is_err() {
+                        if events
+                            .send(Event::Frame {
+                                link: p.id,
+                                message,
+                            })
+                            .await
+                            .is_err()
+                        {
                             return LinkError::Local {
                                 reason: CloseReason::Shutdown,
                                 detail: "node stopped".into(),
@@ -574,15 +669,16 @@ pub async fn run_link<S: AsyncRead + AsyncWrite + Send + 'static>(
         let mut seq = 0u64;
         let mut ticker = tokio::time::interval(p.heartbeat);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let write = async |wr: &mut tokio::io::WriteHalf<S>, m: &Message| -> Result<(), LinkError> {
-            let bytes = frame::encode(p.version, m, p.max_payload)?;
-            match tokio::time::timeout(p.write_timeout, wr.write_all(&bytes)).await {
-                Err(_) => return Err(LinkError::WriteTimeout(p.write_timeout)),
-                Ok(r) => r?,
-            }
-            counters.sent(bytes.len());
-            Ok(())
-        };
+        let write =
+            async |wr: &mut tokio::io::WriteHalf<S>, m: &Message| -> Result<(), LinkError> {
+                let bytes = frame::encode(p.version, m, p.max_payload)?;
+                match tokio::time::timeout(p.write_timeout, wr.write_all(&bytes)).await {
+                    Err(_) => return Err(LinkError::WriteTimeout(p.write_timeout)),
+                    Ok(r) => r?,
+                }
+                counters.sent(bytes.len());
+                Ok(())
+            };
         loop {
             tokio::select! {
                 biased;
@@ -690,7 +786,10 @@ impl Sent {
             && let Some(status) = &out.status
         {
             self.backups = b.version;
-            v.push(Message::BackupParents { parent: status.value.site.clone(), backups: (*b.value).clone() });
+            v.push(Message::BackupParents {
+                parent: status.value.site.clone(),
+                backups: (*b.value).clone(),
+            });
         }
         if who == Audience::PeerParent {
             if out.rtt.version > self.rtt {
@@ -704,9 +803,13 @@ impl Sent {
             if out.persistence.version > self.persistence {
                 self.persistence = out.persistence.version;
                 v.extend(
-                    frame::chunks(&out.persistence.value, max_payload, frame::persist_entry_len)
-                        .into_iter()
-                        .map(Message::Persistence),
+                    frame::chunks(
+                        &out.persistence.value,
+                        max_payload,
+                        frame::persist_entry_len,
+                    )
+                    .into_iter()
+                    .map(Message::Persistence),
                 );
             }
             for (child, relay) in &out.children {

@@ -61,7 +61,11 @@ impl SiteSpec {
     }
 
     pub fn child(name: impl Into<String>, ip: IpAddr, parent: impl Into<String>) -> Self {
-        SiteSpec { role: Role::Child, parent: Some(parent.into()), ..SiteSpec::parent(name, ip) }
+        SiteSpec {
+            role: Role::Child,
+            parent: Some(parent.into()),
+            ..SiteSpec::parent(name, ip)
+        }
     }
 
     pub fn with_port(mut self, port: u16) -> Self {
@@ -98,7 +102,11 @@ pub enum TopologyError {
     #[error("parent {0:?} has a parent of its own")]
     ParentWithParent(String),
     #[error("child {child:?}: parent {parent:?} {why}")]
-    BadParent { child: String, parent: String, why: &'static str },
+    BadParent {
+        child: String,
+        parent: String,
+        why: &'static str,
+    },
     #[error("site {0:?} is unknown")]
     UnknownSite(String),
     #[error("site {site:?}: only parents have backup parents")]
@@ -106,7 +114,11 @@ pub enum TopologyError {
     #[error("site {site:?}: {n} backup parents, at most {MAX_BACKUPS}")]
     TooManyBackups { site: String, n: usize },
     #[error("site {site:?}: backup parent {backup:?} {why}")]
-    BadBackup { site: String, backup: String, why: &'static str },
+    BadBackup {
+        site: String,
+        backup: String,
+        why: &'static str,
+    },
 }
 
 /// The configured sites.
@@ -129,7 +141,11 @@ impl Topology {
                 return Err(TopologyError::DuplicateSite(s.name.clone()));
             }
             if let Some(other) = ips.insert(s.ip, &s.name) {
-                return Err(TopologyError::DuplicateIp(other.to_owned(), s.name.clone(), s.ip));
+                return Err(TopologyError::DuplicateIp(
+                    other.to_owned(),
+                    s.name.clone(),
+                    s.ip,
+                ));
             }
         }
         let parents = sites.iter().filter(|s| s.role == Role::Parent).count();
@@ -143,16 +159,24 @@ impl Topology {
         for s in &topo.sites {
             match s.role {
                 Role::Child => {
-                    let parent = s.parent.as_ref().ok_or_else(|| TopologyError::NoParent(s.name.clone()))?;
-                    let bad =
-                        |why| TopologyError::BadParent { child: s.name.clone(), parent: parent.clone(), why };
+                    let parent = s
+                        .parent
+                        .as_ref()
+                        .ok_or_else(|| TopologyError::NoParent(s.name.clone()))?;
+                    let bad = |why| TopologyError::BadParent {
+                        child: s.name.clone(),
+                        parent: parent.clone(),
+                        why,
+                    };
                     match topo.site(parent) {
                         None => return Err(bad("is not defined")),
                         Some(p) if p.role != Role::Parent => return Err(bad("is not a parent")),
                         Some(_) => {}
                     }
                     if !s.backups.is_empty() {
-                        return Err(TopologyError::ChildWithBackups { site: s.name.clone() });
+                        return Err(TopologyError::ChildWithBackups {
+                            site: s.name.clone(),
+                        });
                     }
                 }
                 Role::Parent => {
@@ -168,10 +192,17 @@ impl Topology {
 
     fn check_backups(&self, site: &str, backups: &[String]) -> Result<(), TopologyError> {
         if backups.len() > MAX_BACKUPS {
-            return Err(TopologyError::TooManyBackups { site: site.to_owned(), n: backups.len() });
+            return Err(TopologyError::TooManyBackups {
+                site: site.to_owned(),
+                n: backups.len(),
+            });
         }
         for (i, b) in backups.iter().enumerate() {
-            let bad = |why| TopologyError::BadBackup { site: site.to_owned(), backup: b.clone(), why };
+            let bad = |why| TopologyError::BadBackup {
+                site: site.to_owned(),
+                backup: b.clone(),
+                why,
+            };
             match self.site(b) {
                 None => return Err(bad("is not defined (add the site first)")),
                 Some(p) if p.role != Role::Parent => return Err(bad("is not a parent")),
@@ -189,9 +220,14 @@ impl Topology {
 
     /// `set gslb site <parent> -backupParentlist …`: replaces the list (sites must exist).
     pub fn set_backups(&mut self, parent: &str, backups: Vec<String>) -> Result<(), TopologyError> {
-        let i = *self.index.get(parent).ok_or_else(|| TopologyError::UnknownSite(parent.to_owned()))?;
+        let i = *self
+            .index
+            .get(parent)
+            .ok_or_else(|| TopologyError::UnknownSite(parent.to_owned()))?;
         if self.sites[i].role != Role::Parent {
-            return Err(TopologyError::ChildWithBackups { site: parent.to_owned() });
+            return Err(TopologyError::ChildWithBackups {
+                site: parent.to_owned(),
+            });
         }
         self.check_backups(parent, &backups)?;
         self.sites[i].backups = backups;
@@ -216,7 +252,9 @@ impl Topology {
     }
 
     pub fn children_of<'a>(&'a self, parent: &'a str) -> impl Iterator<Item = &'a SiteSpec> + 'a {
-        self.sites.iter().filter(move |s| s.parent.as_deref() == Some(parent))
+        self.sites
+            .iter()
+            .filter(move |s| s.parent.as_deref() == Some(parent))
     }
 
     /// Every site is a parent: a full mesh.
@@ -232,7 +270,11 @@ impl Topology {
         let (sa, sb) = (self.site(a)?, self.site(b)?);
         match (sa.role, sb.role) {
             (Role::Parent, Role::Parent) if a != b => {
-                Some(if (sa.ip, sa.port, a) < (sb.ip, sb.port, b) { a } else { b })
+                Some(if (sa.ip, sa.port, a) < (sb.ip, sb.port, b) {
+                    a
+                } else {
+                    b
+                })
             }
             (Role::Parent, Role::Child) if sb.parent.as_deref() == Some(a) => Some(a),
             (Role::Child, Role::Parent) if sa.parent.as_deref() == Some(b) => Some(b),
@@ -251,9 +293,17 @@ impl Topology {
     }
 
     /// Whether `me` lets `from` (who says it is a `role`) open a link to it; the reason if not.
-    pub fn inbound_allowed(&self, me: &str, from: &str, role: Role) -> Result<(), (RejectCode, String)> {
+    pub fn inbound_allowed(
+        &self,
+        me: &str,
+        from: &str,
+        role: Role,
+    ) -> Result<(), (RejectCode, String)> {
         let Some(my) = self.site(me) else {
-            return Err((RejectCode::UnknownSite, format!("{me:?} is not configured here")));
+            return Err((
+                RejectCode::UnknownSite,
+                format!("{me:?} is not configured here"),
+            ));
         };
         let known = self.site(from);
         if let Some(s) = known
@@ -261,22 +311,36 @@ impl Topology {
         {
             return Err((
                 RejectCode::UnknownSite,
-                format!("{from:?} says it is a {}, configured as a {}", role.as_str(), s.role.as_str()),
+                format!(
+                    "{from:?} says it is a {}, configured as a {}",
+                    role.as_str(),
+                    s.role.as_str()
+                ),
             ));
         }
         match (my.role, known) {
-            (Role::Parent, None) => {
-                Err((RejectCode::UnknownSite, format!("site {from:?} is not configured here")))
-            }
+            (Role::Parent, None) => Err((
+                RejectCode::UnknownSite,
+                format!("site {from:?} is not configured here"),
+            )),
             (Role::Parent, Some(_)) => match self.initiator(from, me) {
                 Some(i) if i == from => Ok(()),
-                Some(_) => Err((RejectCode::NotAllowed, format!("{me:?} initiates the link to {from:?}"))),
-                None => Err((RejectCode::NotAllowed, format!("{from:?} has no link to {me:?}"))),
+                Some(_) => Err((
+                    RejectCode::NotAllowed,
+                    format!("{me:?} initiates the link to {from:?}"),
+                )),
+                None => Err((
+                    RejectCode::NotAllowed,
+                    format!("{from:?} has no link to {me:?}"),
+                )),
             },
             // A child accepts its parent, and any parent offering adoption (its configuration
             // knows only its own parent; the offer is vetted by the backup list).
             (Role::Child, _) if role == Role::Parent => Ok(()),
-            (Role::Child, _) => Err((RejectCode::NotAllowed, "children talk only to parents".into())),
+            (Role::Child, _) => Err((
+                RejectCode::NotAllowed,
+                "children talk only to parents".into(),
+            )),
         }
     }
 }
@@ -319,8 +383,15 @@ pub enum Purpose {
 /// What the view asks the node to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
-    Send { to: String, message: Message },
-    Close { peer: String, code: RejectCode, reason: String },
+    Send {
+        to: String,
+        message: Message,
+    },
+    Close {
+        peer: String,
+        code: RejectCode,
+        reason: String,
+    },
 }
 
 pub use super::session::Audience;
@@ -364,7 +435,10 @@ impl SiteView {
         timing: TopologyTiming,
         now: Instant,
     ) -> Result<SiteView, TopologyError> {
-        let role = topo.site(me).ok_or_else(|| TopologyError::UnknownSite(me.to_owned()))?.role;
+        let role = topo
+            .site(me)
+            .ok_or_else(|| TopologyError::UnknownSite(me.to_owned()))?
+            .role;
         // Only lists actually configured: a child's configuration lists none, and learns its
         // parent's over MEP (an empty list received there means "cleared").
         let backups = topo
@@ -451,7 +525,10 @@ impl SiteView {
         if self.is_up(site) {
             return None;
         }
-        let since = self.links.get(site).map_or(self.started + self.timing.startup_grace, |l| l.since);
+        let since = self
+            .links
+            .get(site)
+            .map_or(self.started + self.timing.startup_grace, |l| l.since);
         Some(now.saturating_duration_since(since))
     }
 
@@ -467,7 +544,9 @@ impl SiteView {
     }
 
     fn is_own_child(&self, site: &str) -> bool {
-        self.topo.site(site).is_some_and(|s| s.parent.as_deref() == Some(self.me.as_str()))
+        self.topo
+            .site(site)
+            .is_some_and(|s| s.parent.as_deref() == Some(self.me.as_str()))
     }
 
     fn is_peer_parent(&self, site: &str) -> bool {
@@ -505,7 +584,9 @@ impl SiteView {
                 continue;
             }
             match s.role {
-                Role::Parent if self.topo.initiator(&self.me, &s.name) == Some(self.me.as_str()) => {
+                Role::Parent
+                    if self.topo.initiator(&self.me, &s.name) == Some(self.me.as_str()) =>
+                {
                     out.insert(s.name.clone(), Purpose::Peer);
                 }
                 Role::Parent => {}
@@ -516,7 +597,12 @@ impl SiteView {
                     } else if (self.adopted.contains_key(&s.name) && self.is_up(&s.name))
                         || self.should_adopt_from(parent, now)
                     {
-                        out.insert(s.name.clone(), Purpose::Adopt { original_parent: parent.to_owned() });
+                        out.insert(
+                            s.name.clone(),
+                            Purpose::Adopt {
+                                original_parent: parent.to_owned(),
+                            },
+                        );
                     }
                 }
             }
@@ -528,7 +614,9 @@ impl SiteView {
     pub fn audience(&self, peer: &str) -> Audience {
         match self.role {
             Role::Parent if self.is_peer_parent(peer) => Audience::PeerParent,
-            Role::Parent if self.is_own_child(peer) || self.adopted.contains_key(peer) => Audience::Child,
+            Role::Parent if self.is_own_child(peer) || self.adopted.contains_key(peer) => {
+                Audience::Child
+            }
             Role::Parent => Audience::None,
             Role::Child if self.current.as_deref() == Some(peer) => Audience::Parent,
             Role::Child => Audience::None,
@@ -537,7 +625,13 @@ impl SiteView {
 
     /// My link to `peer` is up (handshake done).
     pub fn link_up(&mut self, peer: &str, now: Instant) -> Vec<Action> {
-        self.links.insert(peer.to_owned(), LinkState { up: true, since: now });
+        self.links.insert(
+            peer.to_owned(),
+            LinkState {
+                up: true,
+                since: now,
+            },
+        );
         let mut actions = Vec::new();
         match self.role {
             Role::Child => {
@@ -568,7 +662,10 @@ impl SiteView {
                         let backups = self.backups(&original_parent).to_vec();
                         actions.push(Action::Send {
                             to: peer.to_owned(),
-                            message: Message::AdoptRequest { original_parent, backups },
+                            message: Message::AdoptRequest {
+                                original_parent,
+                                backups,
+                            },
                         });
                     }
                 } else if !self.is_peer_parent(peer) && !self.is_own_child(peer) {
@@ -587,7 +684,13 @@ impl SiteView {
     pub fn link_down(&mut self, peer: &str, now: Instant) -> Vec<Action> {
         let was_up = self.is_up(peer);
         if was_up || !self.links.contains_key(peer) {
-            self.links.insert(peer.to_owned(), LinkState { up: false, since: now });
+            self.links.insert(
+                peer.to_owned(),
+                LinkState {
+                    up: false,
+                    since: now,
+                },
+            );
         }
         if self.current.as_deref() == Some(peer) {
             self.current = None;
@@ -640,13 +743,17 @@ impl SiteView {
                     actions.push(Action::Close {
                         peer: previous,
                         code: RejectCode::Closing,
-                        reason: format!("adopted by {from}, a higher-priority backup of {original_parent}"),
+                        reason: format!(
+                            "adopted by {from}, a higher-priority backup of {original_parent}"
+                        ),
                     });
                 }
                 self.current = Some(from.to_owned());
                 actions.push(Action::Send {
                     to: from.to_owned(),
-                    message: Message::AdoptAccept { original_parent: original_parent.to_owned() },
+                    message: Message::AdoptAccept {
+                        original_parent: original_parent.to_owned(),
+                    },
                 });
                 actions
             }
@@ -701,9 +808,14 @@ impl SiteView {
         };
         match self.current.clone() {
             Some(current) if current != from && self.is_up(&current) => {
-                let current_rank = list.iter().position(|b| *b == current).unwrap_or(usize::MAX);
+                let current_rank = list
+                    .iter()
+                    .position(|b| *b == current)
+                    .unwrap_or(usize::MAX);
                 if current_rank <= rank {
-                    Err(format!("already adopted by {current}, a higher-priority backup of {parent}"))
+                    Err(format!(
+                        "already adopted by {current}, a higher-priority backup of {parent}"
+                    ))
                 } else {
                     Ok(Some(current))
                 }
@@ -727,7 +839,11 @@ impl SiteView {
                 },
             }];
         }
-        let original = self.topo.site(child).and_then(|s| s.parent.clone()).unwrap_or_default();
+        let original = self
+            .topo
+            .site(child)
+            .and_then(|s| s.parent.clone())
+            .unwrap_or_default();
         self.adopted.insert(child.to_owned(), original);
         self.departed.remove(child);
         Vec::new()
@@ -739,8 +855,17 @@ impl SiteView {
     /// it for the moment the handover takes.
     pub fn child_status(&self, child: &str) -> SiteStatus {
         let up = self.is_attached(child);
-        let parent = if up { Some(self.me.clone()) } else { self.departed.get(child).cloned() };
-        SiteStatus { site: child.to_owned(), role: Role::Child, parent, up }
+        let parent = if up {
+            Some(self.me.clone())
+        } else {
+            self.departed.get(child).cloned()
+        };
+        SiteStatus {
+            site: child.to_owned(),
+            role: Role::Child,
+            parent,
+            up,
+        }
     }
 
     /// What a child tells the parent it is leaving, just before closing the link: its new

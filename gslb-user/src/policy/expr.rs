@@ -91,7 +91,9 @@ impl Expr {
             Expr::DomainEq(_) => true,
             Expr::Not(e) => e.reads_name(),
             Expr::And(a, b) | Expr::Or(a, b) => a.reads_name() || b.reads_name(),
-            Expr::Const(_) | Expr::MatchesLocation(_) | Expr::InSubnet(_) | Expr::TypeEq(_) => false,
+            Expr::Const(_) | Expr::MatchesLocation(_) | Expr::InSubnet(_) | Expr::TypeEq(_) => {
+                false
+            }
         }
     }
 

@@ -47,12 +47,20 @@ impl LdnsMask {
         match addr.to_canonical() {
             IpAddr::V4(a) => {
                 let bits = u32::from(self.v4.min(32));
-                let keep = if bits == 0 { 0 } else { u32::MAX << (32 - bits) };
+                let keep = if bits == 0 {
+                    0
+                } else {
+                    u32::MAX << (32 - bits)
+                };
                 IpAddr::V4(Ipv4Addr::from(u32::from(a) & keep))
             }
             IpAddr::V6(a) => {
                 let bits = u32::from(self.v6.min(128));
-                let keep = if bits == 0 { 0 } else { u128::MAX << (128 - bits) };
+                let keep = if bits == 0 {
+                    0
+                } else {
+                    u128::MAX << (128 - bits)
+                };
                 IpAddr::V6(Ipv6Addr::from(u128::from(a) & keep))
             }
         }
@@ -93,7 +101,10 @@ impl LdnsRecorder {
     pub fn set_enabled(&self, enabled: bool) {
         self.off.store(!enabled, Ordering::Relaxed);
         if !enabled {
-            self.pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
+            self.pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clear();
         }
     }
 
@@ -181,7 +192,11 @@ pub struct LdnsTable {
 
 impl LdnsTable {
     pub fn new(mask: LdnsMask, timeout: Duration) -> Self {
-        LdnsTable { mask, timeout, entries: HashMap::new() }
+        LdnsTable {
+            mask,
+            timeout,
+            entries: HashMap::new(),
+        }
     }
 
     pub fn mask(&self) -> LdnsMask {
@@ -232,7 +247,10 @@ impl LdnsTable {
             .filter(|e| now.saturating_duration_since(e.last_seen) > timeout)
             .map(|e| e.group)
             .collect();
-        stale.into_iter().filter_map(|g| self.entries.remove(&g)).collect()
+        stale
+            .into_iter()
+            .filter_map(|g| self.entries.remove(&g))
+            .collect()
     }
 
     pub fn get(&self, group: &IpAddr) -> Option<&LdnsEntry> {
@@ -305,15 +323,24 @@ mod tests {
         let t0 = Instant::now();
         let mut table = LdnsTable::new(LdnsMask { v4: 24, v6: 128 }, DEFAULT_LDNS_TIMEOUT);
         assert_eq!(table.see(ip("198.51.100.7"), t0), Some(ip("198.51.100.0")));
-        assert_eq!(table.see(ip("198.51.100.8"), t0 + Duration::from_secs(1)), None);
+        assert_eq!(
+            table.see(ip("198.51.100.8"), t0 + Duration::from_secs(1)),
+            None
+        );
         assert_eq!(table.see(ip("198.51.101.8"), t0), Some(ip("198.51.101.0")));
         assert_eq!(table.len(), 2);
         let entry = table.lookup(ip("198.51.100.200")).unwrap();
-        assert_eq!((entry.group, entry.addr), (ip("198.51.100.0"), ip("198.51.100.7")));
+        assert_eq!(
+            (entry.group, entry.addr),
+            (ip("198.51.100.0"), ip("198.51.100.7"))
+        );
         assert_eq!(entry.last_seen, t0 + Duration::from_secs(1));
         // An older sighting (a late scan of the fast path's map) does not move it back.
         table.see(ip("198.51.100.9"), t0);
-        assert_eq!(table.lookup(ip("198.51.100.9")).unwrap().last_seen, t0 + Duration::from_secs(1));
+        assert_eq!(
+            table.lookup(ip("198.51.100.9")).unwrap().last_seen,
+            t0 + Duration::from_secs(1)
+        );
     }
 
     #[test]
@@ -343,7 +370,13 @@ mod tests {
         other.record_at(ip("::ffff:192.0.2.2"), t0);
         let mut drained = recorder.drain();
         drained.sort();
-        assert_eq!(drained, [(ip("192.0.2.1"), t0 + Duration::from_secs(2)), (ip("192.0.2.2"), t0)]);
+        assert_eq!(
+            drained,
+            [
+                (ip("192.0.2.1"), t0 + Duration::from_secs(2)),
+                (ip("192.0.2.2"), t0)
+            ]
+        );
         assert!(other.drain().is_empty());
     }
 
@@ -370,7 +403,12 @@ mod tests {
         let entry = table.get_mut(&group).unwrap();
         assert_eq!(entry.completion_rate(), None);
         // (rounds, reply bits, rate)
-        let table_ = [(1, 1, 10_000), (4, 0b0101, 5_000), (40, u32::MAX, 10_000), (40, 0xffff, 5_000)];
+        let table_ = [
+            (1, 1, 10_000),
+            (4, 0b0101, 5_000),
+            (40, u32::MAX, 10_000),
+            (40, 0xffff, 5_000),
+        ];
         for (rounds, replies, rate) in table_ {
             entry.rounds = rounds;
             entry.replies = replies;

@@ -100,7 +100,11 @@ impl ProbeSettings {
                 return Err(format!("probe type {kind} is listed twice"));
             }
         }
-        for (name, value) in [("interval", self.interval), ("timeout", self.timeout), ("tick", self.tick)] {
+        for (name, value) in [
+            ("interval", self.interval),
+            ("timeout", self.timeout),
+            ("tick", self.tick),
+        ] {
             if value.is_zero() {
                 return Err(format!("{name} must be more than 0"));
             }
@@ -198,7 +202,11 @@ impl RttHandle {
 
     /// Another site's rows, received over MEP (`rtt: None` removes a cell).
     pub fn merge_remote(&self, site: &str, rows: &[RttRow]) {
-        let changes = self.shared.lock().rtt.merge_remote(site, rows, Instant::now());
+        let changes = self
+            .shared
+            .lock()
+            .rtt
+            .merge_remote(site, rows, Instant::now());
         self.shared.publish(changes);
     }
 
@@ -234,7 +242,13 @@ impl RttHandle {
     pub fn report(&self) -> Vec<LdnsReport> {
         let state = self.shared.lock();
         let settings = &self.shared.settings;
-        rtt::report(state.ldns.iter(), settings.mask, settings.ldns_timeout, &state.rtt, Instant::now())
+        rtt::report(
+            state.ldns.iter(),
+            settings.mask,
+            settings.ldns_timeout,
+            &state.rtt,
+            Instant::now(),
+        )
     }
 
     /// The LDNS entry of `client`, if it queried us.
@@ -262,7 +276,11 @@ pub struct ProbeSupervisor {
 impl ProbeSupervisor {
     /// Starts probing as `local_site` (the column this site fills). Needs a tokio runtime; the
     /// probes' sockets are made on its threads (in their network namespace).
-    pub fn start<P: Prober>(local_site: &str, settings: ProbeSettings, prober: P) -> Result<Self, String> {
+    pub fn start<P: Prober>(
+        local_site: &str,
+        settings: ProbeSettings,
+        prober: P,
+    ) -> Result<Self, String> {
         Self::start_with_recorder(local_site, settings, prober, LdnsRecorder::new())
     }
 
@@ -289,7 +307,11 @@ impl ProbeSupervisor {
             version,
         });
         let task = tokio::spawn(run(shared.clone(), recorder.clone(), Arc::new(prober)));
-        Ok(ProbeSupervisor { handle: RttHandle { shared }, recorder, task })
+        Ok(ProbeSupervisor {
+            handle: RttHandle { shared },
+            recorder,
+            task,
+        })
     }
 
     /// Where resolvers are recorded (clone it for the responder and the fast-path feed).
@@ -322,7 +344,10 @@ struct Pacer {
 
 impl Pacer {
     fn new(rate: u32) -> Self {
-        Pacer { gap: (rate > 0).then(|| Duration::from_secs(1) / rate), next: Mutex::new(Instant::now()) }
+        Pacer {
+            gap: (rate > 0).then(|| Duration::from_secs(1) / rate),
+            next: Mutex::new(Instant::now()),
+        }
     }
 
     async fn wait(&self) {
@@ -430,7 +455,9 @@ fn finish_round(shared: &Shared, group: IpAddr, target: IpAddr, round: ProbeRoun
             state.stats.samples += 1;
         }
         // The entry may have expired meanwhile: then the round is dropped.
-        let Some(entry) = state.ldns.get_mut(&group) else { return };
+        let Some(entry) = state.ldns.get_mut(&group) else {
+            return;
+        };
         entry.in_flight = false;
         entry.rounds += 1;
         entry.replies = entry.replies << 1 | u32::from(round.sample.is_some());
@@ -472,7 +499,11 @@ pub async fn run_xdp_feed(
     every: Duration,
 ) -> Result<(), DataplaneError> {
     // Held here, so that the settings never read as closed.
-    let (_settings, watched) = watch::channel(XdpFeedSettings { enabled: true, mask, ldns_timeout });
+    let (_settings, watched) = watch::channel(XdpFeedSettings {
+        enabled: true,
+        mask,
+        ldns_timeout,
+    });
     run_xdp_feed_with(map, recorder, watched, every).await.1
 }
 
@@ -521,7 +552,11 @@ pub async fn run_xdp_feed_with(
         match scan {
             Ok(scan) => {
                 if scan.expired > 0 {
-                    debug!(expired = scan.expired, active = scan.seen.len(), "LDNS map scanned");
+                    debug!(
+                        expired = scan.expired,
+                        active = scan.seen.len(),
+                        "LDNS map scanned"
+                    );
                 }
                 recorder.record_scan(&scan);
             }
@@ -533,7 +568,10 @@ pub async fn run_xdp_feed_with(
     }
 }
 
-fn apply_feed_settings(map: &mut LdnsMap, settings: &XdpFeedSettings) -> Result<(), DataplaneError> {
+fn apply_feed_settings(
+    map: &mut LdnsMap,
+    settings: &XdpFeedSettings,
+) -> Result<(), DataplaneError> {
     map.set_masks(settings.mask.v4, settings.mask.v6)?;
     map.set_enabled(settings.enabled)
 }
@@ -547,20 +585,53 @@ mod tests {
         let ok = ProbeSettings::default();
         assert_eq!(ok.validate(), Ok(()));
         let cases: Vec<(ProbeSettings, &str)> = vec![
-            (ProbeSettings { order: vec![], ..ok.clone() }, "the probe order is empty"),
             (
-                ProbeSettings { order: vec![ProbeKind::Tcp, ProbeKind::Icmp, ProbeKind::Tcp], ..ok.clone() },
+                ProbeSettings {
+                    order: vec![],
+                    ..ok.clone()
+                },
+                "the probe order is empty",
+            ),
+            (
+                ProbeSettings {
+                    order: vec![ProbeKind::Tcp, ProbeKind::Icmp, ProbeKind::Tcp],
+                    ..ok.clone()
+                },
                 "probe type tcp is listed twice",
             ),
-            (ProbeSettings { interval: Duration::ZERO, ..ok.clone() }, "interval must be more than 0"),
-            (ProbeSettings { timeout: Duration::ZERO, ..ok.clone() }, "timeout must be more than 0"),
-            (ProbeSettings { max_concurrent: 0, ..ok.clone() }, "max_concurrent must be at least 1"),
             (
-                ProbeSettings { mask: LdnsMask { v4: 33, v6: 128 }, ..ok.clone() },
+                ProbeSettings {
+                    interval: Duration::ZERO,
+                    ..ok.clone()
+                },
+                "interval must be more than 0",
+            ),
+            (
+                ProbeSettings {
+                    timeout: Duration::ZERO,
+                    ..ok.clone()
+                },
+                "timeout must be more than 0",
+            ),
+            (
+                ProbeSettings {
+                    max_concurrent: 0,
+                    ..ok.clone()
+                },
+                "max_concurrent must be at least 1",
+            ),
+            (
+                ProbeSettings {
+                    mask: LdnsMask { v4: 33, v6: 128 },
+                    ..ok.clone()
+                },
                 "LDNS mask /33 /128 out of range",
             ),
             (
-                ProbeSettings { mask: LdnsMask { v4: 24, v6: 0 }, ..ok.clone() },
+                ProbeSettings {
+                    mask: LdnsMask { v4: 24, v6: 0 },
+                    ..ok.clone()
+                },
                 "LDNS mask /24 /0 out of range",
             ),
         ];

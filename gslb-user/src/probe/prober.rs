@@ -43,7 +43,12 @@ pub enum ProbeKind {
 pub const DEFAULT_ORDER: [ProbeKind; 3] = [ProbeKind::Icmp, ProbeKind::DnsDot, ProbeKind::Tcp];
 
 impl ProbeKind {
-    pub const ALL: [ProbeKind; 4] = [ProbeKind::Icmp, ProbeKind::DnsDot, ProbeKind::DnsRev, ProbeKind::Tcp];
+    pub const ALL: [ProbeKind; 4] = [
+        ProbeKind::Icmp,
+        ProbeKind::DnsDot,
+        ProbeKind::DnsRev,
+        ProbeKind::Tcp,
+    ];
 
     /// The name in configurations, logs and the table dump (F5's probe protocol names).
     pub const fn name(self) -> &'static str {
@@ -72,7 +77,9 @@ impl FromStr for ProbeKind {
             "dns_dot" | "dns" | "udp" => Ok(ProbeKind::DnsDot),
             "dns_rev" => Ok(ProbeKind::DnsRev),
             "tcp" => Ok(ProbeKind::Tcp),
-            _ => Err(format!("unknown probe type {s:?} (expected icmp, dns_dot, dns_rev or tcp)")),
+            _ => Err(format!(
+                "unknown probe type {s:?} (expected icmp, dns_dot, dns_rev or tcp)"
+            )),
         }
     }
 }
@@ -128,7 +135,10 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = ()>,
 {
-    let mut round = ProbeRound { tried: Vec::with_capacity(order.len()), sample: None };
+    let mut round = ProbeRound {
+        tried: Vec::with_capacity(order.len()),
+        sample: None,
+    };
     for &kind in order {
         before_each().await;
         let outcome = prober.probe(kind, target, timeout).await;
@@ -154,7 +164,10 @@ pub struct NetProber {
 
 impl Default for NetProber {
     fn default() -> Self {
-        NetProber { dns_port: 53, tcp_port: 53 }
+        NetProber {
+            dns_port: 53,
+            tcp_port: 53,
+        }
     }
 }
 
@@ -170,14 +183,18 @@ impl Prober for NetProber {
             let attempt = async {
                 match kind {
                     ProbeKind::Icmp => icmp(target).await,
-                    ProbeKind::DnsDot => dns(SocketAddr::new(target, this.dns_port), Name::root()).await,
+                    ProbeKind::DnsDot => {
+                        dns(SocketAddr::new(target, this.dns_port), Name::root()).await
+                    }
                     ProbeKind::DnsRev => {
                         dns(SocketAddr::new(target, this.dns_port), Name::from(target)).await
                     }
                     ProbeKind::Tcp => tcp(SocketAddr::new(target, this.tcp_port)).await,
                 }
             };
-            tokio::time::timeout(timeout, attempt).await.unwrap_or(ProbeOutcome::NoReply)
+            tokio::time::timeout(timeout, attempt)
+                .await
+                .unwrap_or(ProbeOutcome::NoReply)
         }
     }
 }
@@ -189,7 +206,9 @@ impl Prober for NetProber {
 fn is_remote_error(e: &io::Error) -> bool {
     matches!(
         e.kind(),
-        io::ErrorKind::ConnectionRefused | io::ErrorKind::HostUnreachable | io::ErrorKind::NetworkUnreachable
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::HostUnreachable
+            | io::ErrorKind::NetworkUnreachable
     ) || e.raw_os_error() == Some(libc::EHOSTDOWN)
         || e.raw_os_error() == Some(libc::EACCES)
         || e.raw_os_error() == Some(libc::EPROTO)
@@ -206,7 +225,11 @@ async fn icmp(target: IpAddr) -> ProbeOutcome {
 /// A query for `name` (NS for the root, else PTR), RD clear: a resolver answers from its cache
 /// or refuses, and does not recurse, which would add the recursion to the RTT.
 fn dns_query(id: u16, name: Name) -> Vec<u8> {
-    let qtype = if name.is_root() { RecordType::NS } else { RecordType::PTR };
+    let qtype = if name.is_root() {
+        RecordType::NS
+    } else {
+        RecordType::PTR
+    };
     let mut message = Message::new();
     message
         .set_id(id)
@@ -220,8 +243,11 @@ fn dns_query(id: u16, name: Name) -> Vec<u8> {
 async fn dns(addr: SocketAddr, name: Name) -> ProbeOutcome {
     let id = query_id();
     let query = dns_query(id, name);
-    let local: IpAddr =
-        if addr.is_ipv4() { Ipv4Addr::UNSPECIFIED.into() } else { Ipv6Addr::UNSPECIFIED.into() };
+    let local: IpAddr = if addr.is_ipv4() {
+        Ipv4Addr::UNSPECIFIED.into()
+    } else {
+        Ipv6Addr::UNSPECIFIED.into()
+    };
     let failed = |what: &str, e: io::Error| ProbeOutcome::Failed(format!("DNS {what}: {e}"));
     let socket = match UdpSocket::bind((local, 0)).await {
         Ok(s) => s,
@@ -261,7 +287,9 @@ async fn tcp(addr: SocketAddr) -> ProbeOutcome {
         }
         // A reset. (Other connect errors may come from the local stack at once, e.g. no route:
         // not a sample.)
-        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => ProbeOutcome::Reply(sent.elapsed()),
+        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+            ProbeOutcome::Reply(sent.elapsed())
+        }
         Err(e) => ProbeOutcome::Failed(format!("TCP connect: {e}")),
     }
 }
@@ -296,14 +324,23 @@ mod tests {
         for kind in ProbeKind::ALL {
             assert_eq!(kind.name().parse::<ProbeKind>(), Ok(kind));
         }
-        assert!("http".parse::<ProbeKind>().unwrap_err().contains("unknown probe type \"http\""));
+        assert!(
+            "http"
+                .parse::<ProbeKind>()
+                .unwrap_err()
+                .contains("unknown probe type \"http\"")
+        );
     }
 
     #[test]
     fn dns_probes_ask_for_the_root_ns_or_the_resolvers_ptr_without_recursion() {
         let table: [(IpAddr, &str, RecordType); 3] = [
             ("0.0.0.0".parse().unwrap(), ".", RecordType::NS),
-            ("198.51.100.7".parse().unwrap(), "7.100.51.198.in-addr.arpa.", RecordType::PTR),
+            (
+                "198.51.100.7".parse().unwrap(),
+                "7.100.51.198.in-addr.arpa.",
+                RecordType::PTR,
+            ),
             (
                 "2001:db8::7".parse().unwrap(),
                 "7.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa.",
@@ -311,7 +348,11 @@ mod tests {
             ),
         ];
         for (i, (addr, name, qtype)) in table.into_iter().enumerate() {
-            let qname = if i == 0 { Name::root() } else { Name::from(addr) };
+            let qname = if i == 0 {
+                Name::root()
+            } else {
+                Name::from(addr)
+            };
             let message = Message::from_vec(&dns_query(0x1234, qname)).unwrap();
             assert_eq!(message.id(), 0x1234);
             assert!(!message.recursion_desired());
@@ -331,8 +372,11 @@ mod tests {
             _: IpAddr,
             _: Duration,
         ) -> impl Future<Output = ProbeOutcome> + Send {
-            let outcome =
-                self.0.iter().find(|(k, _)| *k == kind).map_or(ProbeOutcome::NoReply, |(_, o)| o.clone());
+            let outcome = self
+                .0
+                .iter()
+                .find(|(k, _)| *k == kind)
+                .map_or(ProbeOutcome::NoReply, |(_, o)| o.clone());
             async move { outcome }
         }
     }
@@ -345,21 +389,51 @@ mod tests {
         let reply = |kind, n| (kind, ProbeOutcome::Reply(ms(n)));
         let failed = |kind| (kind, ProbeOutcome::Failed("no ICMP socket".into()));
         // (order, what the target answers, types tried, the sample's type)
-        type Case = (Vec<ProbeKind>, Vec<(ProbeKind, ProbeOutcome)>, Vec<ProbeKind>, Option<ProbeKind>);
+        type Case = (
+            Vec<ProbeKind>,
+            Vec<(ProbeKind, ProbeOutcome)>,
+            Vec<ProbeKind>,
+            Option<ProbeKind>,
+        );
         let table: Vec<Case> = vec![
-            (DEFAULT_ORDER.to_vec(), vec![reply(Icmp, 10), reply(Tcp, 12)], vec![Icmp], Some(Icmp)),
+            (
+                DEFAULT_ORDER.to_vec(),
+                vec![reply(Icmp, 10), reply(Tcp, 12)],
+                vec![Icmp],
+                Some(Icmp),
+            ),
             (
                 DEFAULT_ORDER.to_vec(),
                 vec![reply(DnsDot, 11), reply(Tcp, 12)],
                 vec![Icmp, DnsDot],
                 Some(DnsDot),
             ),
-            (DEFAULT_ORDER.to_vec(), vec![reply(Tcp, 12)], vec![Icmp, DnsDot, Tcp], Some(Tcp)),
-            (DEFAULT_ORDER.to_vec(), vec![], vec![Icmp, DnsDot, Tcp], None),
+            (
+                DEFAULT_ORDER.to_vec(),
+                vec![reply(Tcp, 12)],
+                vec![Icmp, DnsDot, Tcp],
+                Some(Tcp),
+            ),
+            (
+                DEFAULT_ORDER.to_vec(),
+                vec![],
+                vec![Icmp, DnsDot, Tcp],
+                None,
+            ),
             // A local failure moves on like silence.
-            (DEFAULT_ORDER.to_vec(), vec![failed(Icmp), reply(DnsDot, 11)], vec![Icmp, DnsDot], Some(DnsDot)),
+            (
+                DEFAULT_ORDER.to_vec(),
+                vec![failed(Icmp), reply(DnsDot, 11)],
+                vec![Icmp, DnsDot],
+                Some(DnsDot),
+            ),
             // NetScaler `ldnsprobeOrder DNS PING TCP`.
-            (vec![DnsRev, Icmp, Tcp], vec![reply(Icmp, 10), reply(DnsRev, 11)], vec![DnsRev], Some(DnsRev)),
+            (
+                vec![DnsRev, Icmp, Tcp],
+                vec![reply(Icmp, 10), reply(DnsRev, 11)],
+                vec![DnsRev],
+                Some(DnsRev),
+            ),
             (vec![Tcp], vec![reply(Icmp, 10)], vec![Tcp], None),
         ];
         for (order, script, tried, sample) in table {

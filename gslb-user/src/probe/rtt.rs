@@ -69,7 +69,11 @@ pub struct RttTable {
 
 impl RttTable {
     pub fn new(local_site: impl Into<String>, tolerance: Duration) -> Self {
-        RttTable { local_site: local_site.into(), tolerance, rows: BTreeMap::new() }
+        RttTable {
+            local_site: local_site.into(),
+            tolerance,
+            rows: BTreeMap::new(),
+        }
     }
 
     pub fn local_site(&self) -> &str {
@@ -84,7 +88,12 @@ impl RttTable {
     /// or the sample differs from the stored RTT by more than the tolerance; otherwise nothing
     /// changes but the time it was confirmed. A round without a reply keeps the stored value
     /// (the entry expires when the resolver stops querying). Returns the change, if any.
-    pub fn record_local(&mut self, ldns: IpAddr, sample: Option<Sample>, now: Instant) -> Option<RttChange> {
+    pub fn record_local(
+        &mut self,
+        ldns: IpAddr,
+        sample: Option<Sample>,
+        now: Instant,
+    ) -> Option<RttChange> {
         let sample = sample?;
         let site = self.local_site.clone();
         let cells = self.rows.entry(ldns).or_default();
@@ -95,7 +104,12 @@ impl RttTable {
                     cell.confirmed = now;
                     return None;
                 }
-                *cell = RttCell { rtt: sample.rtt, kind: Some(sample.kind), stored: now, confirmed: now };
+                *cell = RttCell {
+                    rtt: sample.rtt,
+                    kind: Some(sample.kind),
+                    stored: now,
+                    confirmed: now,
+                };
             }
             Entry::Vacant(cell) => {
                 cell.insert(RttCell {
@@ -106,7 +120,12 @@ impl RttTable {
                 });
             }
         }
-        Some(RttChange { ldns, site, rtt: Some(sample.rtt), kind: Some(sample.kind) })
+        Some(RttChange {
+            ldns,
+            site,
+            rtt: Some(sample.rtt),
+            kind: Some(sample.kind),
+        })
     }
 
     /// Another site's rows, received over MEP: stored as they are (the sender applied the
@@ -120,7 +139,12 @@ impl RttTable {
             let change = match row.rtt {
                 Some(rtt) => {
                     let cells = self.rows.entry(row.ldns).or_default();
-                    let cell = RttCell { rtt, kind: row.kind, stored: now, confirmed: now };
+                    let cell = RttCell {
+                        rtt,
+                        kind: row.kind,
+                        stored: now,
+                        confirmed: now,
+                    };
                     match cells.insert(site.to_owned(), cell) {
                         Some(old) if old.rtt == rtt && old.kind == row.kind => None,
                         _ => Some(RttChange {
@@ -146,18 +170,37 @@ impl RttTable {
         rows.iter()
             .filter_map(|row| {
                 let rtt = row.rtt?;
-                let cell = RttCell { rtt, kind: row.kind, stored: now, confirmed: now };
-                self.rows.entry(row.ldns).or_default().insert(site.clone(), cell);
-                Some(RttChange { ldns: row.ldns, site: site.clone(), rtt: Some(rtt), kind: row.kind })
+                let cell = RttCell {
+                    rtt,
+                    kind: row.kind,
+                    stored: now,
+                    confirmed: now,
+                };
+                self.rows
+                    .entry(row.ldns)
+                    .or_default()
+                    .insert(site.clone(), cell);
+                Some(RttChange {
+                    ldns: row.ldns,
+                    site: site.clone(),
+                    rtt: Some(rtt),
+                    kind: row.kind,
+                })
             })
             .collect()
     }
 
     /// Drops every cell of `site` (a peer that left). Returns the changes.
     pub fn forget_site(&mut self, site: &str) -> Vec<RttChange> {
-        let ldns: Vec<IpAddr> =
-            self.rows.iter().filter(|(_, cells)| cells.contains_key(site)).map(|(l, _)| *l).collect();
-        ldns.into_iter().filter_map(|l| self.remove_cell(l, site)).collect()
+        let ldns: Vec<IpAddr> = self
+            .rows
+            .iter()
+            .filter(|(_, cells)| cells.contains_key(site))
+            .map(|(l, _)| *l)
+            .collect();
+        ldns.into_iter()
+            .filter_map(|l| self.remove_cell(l, site))
+            .collect()
     }
 
     /// The LDNS entry expired here: this site's cell goes (peers learn it from the change);
@@ -173,7 +216,12 @@ impl RttTable {
         if cells.is_empty() {
             self.rows.remove(&ldns);
         }
-        Some(RttChange { ldns, site: site.to_owned(), rtt: None, kind: removed.kind })
+        Some(RttChange {
+            ldns,
+            site: site.to_owned(),
+            rtt: None,
+            kind: removed.kind,
+        })
     }
 
     /// The RTT of every site that has one to the LDNS entry `ldns` (a group address), lowest
@@ -182,7 +230,12 @@ impl RttTable {
         let mut rtts: Vec<(String, Duration)> = self
             .rows
             .get(&ldns)
-            .map(|cells| cells.iter().map(|(site, cell)| (site.clone(), cell.rtt)).collect())
+            .map(|cells| {
+                cells
+                    .iter()
+                    .map(|(site, cell)| (site.clone(), cell.rtt))
+                    .collect()
+            })
             .unwrap_or_default();
         rtts.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
         rtts
@@ -197,7 +250,11 @@ impl RttTable {
         self.rows
             .iter()
             .filter_map(|(ldns, cells)| {
-                cells.get(&self.local_site).map(|c| RttRow { ldns: *ldns, rtt: Some(c.rtt), kind: c.kind })
+                cells.get(&self.local_site).map(|c| RttRow {
+                    ldns: *ldns,
+                    rtt: Some(c.rtt),
+                    kind: c.kind,
+                })
             })
             .collect()
     }
@@ -206,7 +263,12 @@ impl RttTable {
     pub fn to_map(&self) -> BTreeMap<IpAddr, BTreeMap<String, Duration>> {
         self.rows
             .iter()
-            .map(|(ldns, cells)| (*ldns, cells.iter().map(|(s, c)| (s.clone(), c.rtt)).collect()))
+            .map(|(ldns, cells)| {
+                (
+                    *ldns,
+                    cells.iter().map(|(s, c)| (s.clone(), c.rtt)).collect(),
+                )
+            })
             .collect()
     }
 
@@ -284,7 +346,9 @@ pub fn report<'a>(
     };
     for entry in ldns {
         let idle = now.saturating_duration_since(entry.last_seen);
-        let report = reports.entry(entry.group).or_insert_with(|| blank(entry.group));
+        let report = reports
+            .entry(entry.group)
+            .or_insert_with(|| blank(entry.group));
         report.address = Some(entry.addr);
         report.idle = Some(idle);
         report.ttl = Some(timeout.saturating_sub(idle));
@@ -304,7 +368,9 @@ pub fn report<'a>(
                 confirmed: now.saturating_duration_since(cell.confirmed),
             })
             .collect();
-        report.paths.sort_by(|a, b| a.rtt.cmp(&b.rtt).then_with(|| a.site.cmp(&b.site)));
+        report
+            .paths
+            .sort_by(|a, b| a.rtt.cmp(&b.rtt).then_with(|| a.site.cmp(&b.site)));
     }
     reports.into_values().collect()
 }
@@ -352,14 +418,24 @@ pub fn format_report(reports: &[LdnsReport]) -> String {
             out.push_str("  no RTT yet\n");
             continue;
         }
-        let width = r.paths.iter().map(|p| p.site.len()).max().unwrap_or(0).max(4);
+        let width = r
+            .paths
+            .iter()
+            .map(|p| p.site.len())
+            .max()
+            .unwrap_or(0)
+            .max(4);
         let _ = writeln!(
             out,
             "  {:<width$}  {:>10}  {:<8}  {:>6}  {:>9}",
             "site", "rtt", "protocol", "age", "confirmed"
         );
         for p in &r.paths {
-            let rtt = format!("{}.{:03} ms", p.rtt.as_micros() / 1000, p.rtt.as_micros() % 1000);
+            let rtt = format!(
+                "{}.{:03} ms",
+                p.rtt.as_micros() / 1000,
+                p.rtt.as_micros() % 1000
+            );
             let kind = p.kind.map_or("-", ProbeKind::name);
             let _ = write!(
                 out,
@@ -423,7 +499,12 @@ mod tests {
             if let Some(change) = change {
                 assert_eq!(
                     change,
-                    RttChange { ldns, site: "east".into(), rtt: got.map(ms), kind: Some(ProbeKind::Tcp) }
+                    RttChange {
+                        ldns,
+                        site: "east".into(),
+                        rtt: got.map(ms),
+                        kind: Some(ProbeKind::Tcp)
+                    }
                 );
             }
             let cell = rtt.cell(ldns, "east").map(|c| c.rtt);
@@ -432,7 +513,11 @@ mod tests {
                 // Confirmed either way; stored (with the new protocol) only when published.
                 assert_eq!(cell.confirmed, later, "{case}");
                 assert_eq!(cell.stored == later, published, "{case}");
-                assert_eq!(cell.kind == Some(ProbeKind::Tcp), published || before.is_none(), "{case}");
+                assert_eq!(
+                    cell.kind == Some(ProbeKind::Tcp),
+                    published || before.is_none(),
+                    "{case}"
+                );
             }
         }
     }
@@ -444,22 +529,64 @@ mod tests {
         let mut rtt = RttTable::new("east", DEFAULT_TOLERANCE);
         rtt.record_local(a, sample(ProbeKind::Icmp, 10), t0);
         let rows = [
-            RttRow { ldns: a, rtt: Some(ms(40)), kind: Some(ProbeKind::Tcp) },
-            RttRow { ldns: b, rtt: Some(ms(7)), kind: Some(ProbeKind::DnsDot) },
+            RttRow {
+                ldns: a,
+                rtt: Some(ms(40)),
+                kind: Some(ProbeKind::Tcp),
+            },
+            RttRow {
+                ldns: b,
+                rtt: Some(ms(7)),
+                kind: Some(ProbeKind::DnsDot),
+            },
         ];
         let changes = rtt.merge_remote("west", &rows, t0);
         assert_eq!(changes.len(), 2);
-        assert_eq!(rtt.rtts(a), [("east".to_owned(), ms(10)), ("west".to_owned(), ms(40))]);
+        assert_eq!(
+            rtt.rtts(a),
+            [("east".to_owned(), ms(10)), ("west".to_owned(), ms(40))]
+        );
         assert_eq!(rtt.rtts(b), [("west".to_owned(), ms(7))]);
         // The same rows again change nothing; our own site's rows from a peer are ignored.
         assert!(rtt.merge_remote("west", &rows, t0).is_empty());
-        assert!(rtt.merge_remote("east", &[RttRow { ldns: a, rtt: None, kind: None }], t0).is_empty());
-        assert_eq!(rtt.local_column(), [RttRow { ldns: a, rtt: Some(ms(10)), kind: Some(ProbeKind::Icmp) }]);
+        assert!(
+            rtt.merge_remote(
+                "east",
+                &[RttRow {
+                    ldns: a,
+                    rtt: None,
+                    kind: None
+                }],
+                t0
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            rtt.local_column(),
+            [RttRow {
+                ldns: a,
+                rtt: Some(ms(10)),
+                kind: Some(ProbeKind::Icmp)
+            }]
+        );
         // A removal row, then the peer leaves.
-        let changes = rtt.merge_remote("west", &[RttRow { ldns: b, rtt: None, kind: None }], t0);
+        let changes = rtt.merge_remote(
+            "west",
+            &[RttRow {
+                ldns: b,
+                rtt: None,
+                kind: None,
+            }],
+            t0,
+        );
         assert_eq!(
             changes,
-            [RttChange { ldns: b, site: "west".into(), rtt: None, kind: Some(ProbeKind::DnsDot) }]
+            [RttChange {
+                ldns: b,
+                site: "west".into(),
+                rtt: None,
+                kind: Some(ProbeKind::DnsDot)
+            }]
         );
         assert!(rtt.rtts(b).is_empty());
         assert_eq!(rtt.forget_site("west").len(), 1);
@@ -475,17 +602,36 @@ mod tests {
         let (a, b) = (ip("198.51.100.7"), ip("203.0.113.9"));
         let mut rtt = RttTable::new("east", DEFAULT_TOLERANCE);
         let rows = [
-            RttRow { ldns: a, rtt: Some(ms(10)), kind: Some(ProbeKind::Tcp) },
+            RttRow {
+                ldns: a,
+                rtt: Some(ms(10)),
+                kind: Some(ProbeKind::Tcp),
+            },
             // A removal has nothing to restore.
-            RttRow { ldns: b, rtt: None, kind: None },
+            RttRow {
+                ldns: b,
+                rtt: None,
+                kind: None,
+            },
         ];
         let changes = rtt.restore_local(&rows, t0);
-        assert_eq!(changes, [RttChange { ldns: a, site: "east".into(), rtt: Some(ms(10)), kind: Some(ProbeKind::Tcp) }]);
+        assert_eq!(
+            changes,
+            [RttChange {
+                ldns: a,
+                site: "east".into(),
+                rtt: Some(ms(10)),
+                kind: Some(ProbeKind::Tcp)
+            }]
+        );
         assert_eq!(rtt.local_column(), [rows[0]]);
         assert!(rtt.rtts(b).is_empty());
         // The new prober's samples then apply the tolerance to it.
         assert_eq!(rtt.record_local(a, sample(ProbeKind::Icmp, 13), t0), None);
-        assert!(rtt.record_local(a, sample(ProbeKind::Icmp, 20), t0).is_some());
+        assert!(
+            rtt.record_local(a, sample(ProbeKind::Icmp, 20), t0)
+                .is_some()
+        );
     }
 
     #[test]
@@ -504,17 +650,28 @@ mod tests {
         let mut rtt = RttTable::new("east", DEFAULT_TOLERANCE);
         rtt.record_local(
             group,
-            Some(Sample { kind: ProbeKind::Icmp, rtt: Duration::from_micros(10_214) }),
+            Some(Sample {
+                kind: ProbeKind::Icmp,
+                rtt: Duration::from_micros(10_214),
+            }),
             t0 + s(1),
         );
         rtt.merge_remote(
             "west",
-            &[RttRow { ldns: group, rtt: Some(ms(40)), kind: Some(ProbeKind::Tcp) }],
+            &[RttRow {
+                ldns: group,
+                rtt: Some(ms(40)),
+                kind: Some(ProbeKind::Tcp),
+            }],
             t0 + s(2),
         );
         rtt.merge_remote(
             "west",
-            &[RttRow { ldns: ip("203.0.113.0"), rtt: Some(ms(5)), kind: None }],
+            &[RttRow {
+                ldns: ip("203.0.113.0"),
+                rtt: Some(ms(5)),
+                kind: None,
+            }],
             t0 + s(2),
         );
         let now = t0 + s(21);

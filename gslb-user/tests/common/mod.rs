@@ -62,7 +62,9 @@ pub fn dataplane() -> Option<Dataplane> {
         return None;
     }
     let mut dp = Dataplane::load(None).expect("loading the XDP object");
-    dp.table.publish(&snapshot()).expect("publishing the test configuration");
+    dp.table
+        .publish(&snapshot())
+        .expect("publishing the test configuration");
     Some(dp)
 }
 
@@ -71,7 +73,11 @@ pub fn pin_to_current_cpu() {
     // SAFETY: plain syscalls for this thread, with a zero-initialised cpu_set_t.
     unsafe {
         let cpu = libc::sched_getcpu();
-        assert!(cpu >= 0, "sched_getcpu: {}", std::io::Error::last_os_error());
+        assert!(
+            cpu >= 0,
+            "sched_getcpu: {}",
+            std::io::Error::last_os_error()
+        );
         pin_to_cpu(cpu as usize);
     }
 }
@@ -83,12 +89,18 @@ pub fn pin_to_cpu(cpu: usize) {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu, &mut set);
         let rc = libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-        assert_eq!(rc, 0, "sched_setaffinity: {}", std::io::Error::last_os_error());
+        assert_eq!(
+            rc,
+            0,
+            "sched_setaffinity: {}",
+            std::io::Error::last_os_error()
+        );
     }
 }
 
 pub fn snapshot() -> Snapshot {
-    let config = Config::parse(&config_text(), Path::new("xdp-test.toml")).expect("test configuration");
+    let config =
+        Config::parse(&config_text(), Path::new("xdp-test.toml")).expect("test configuration");
     Snapshot::from_config(&config)
 }
 
@@ -246,12 +258,17 @@ services = ["v1only-a"]
 pub fn config_text() -> String {
     let name = longest_name();
     let zone = name.split_once('.').expect("two labels").1;
-    let text = CONFIG.replace("LONGEST_ZONE", zone).replace("LONGEST_A", LONGEST_A);
+    let text = CONFIG
+        .replace("LONGEST_ZONE", zone)
+        .replace("LONGEST_A", LONGEST_A);
     format!("{text}\n[[gslb_domain]]\nname = \"{name}\"\nservices = [\"longest\"]\n")
 }
 
 pub fn ips(addrs: &[&str]) -> Vec<IpAddr> {
-    addrs.iter().map(|a| a.parse().expect("test address")).collect()
+    addrs
+        .iter()
+        .map(|a| a.parse().expect("test address"))
+        .collect()
 }
 
 // ---- DNS messages ----
@@ -263,7 +280,10 @@ pub fn query(id: u16, name: &str, qtype: RecordType) -> Message {
         .set_message_type(MessageType::Query)
         .set_op_code(OpCode::Query)
         .set_recursion_desired(true)
-        .add_query(Query::query(Name::from_ascii(name).expect("test name"), qtype));
+        .add_query(Query::query(
+            Name::from_ascii(name).expect("test name"),
+            qtype,
+        ));
     msg
 }
 
@@ -309,10 +329,18 @@ pub fn answer_addrs(reply: &Message) -> Vec<IpAddr> {
 /// on 127.0.0.1:`port`, and its reply (waited for at most 2 s).
 pub fn ask_loopback(port: u16, name: &str, rtype: RecordType) -> Message {
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-    socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
     let mut q = Message::new();
-    q.set_id(7).add_query(Query::query(Name::from_ascii(name).unwrap(), rtype));
-    socket.send_to(&q.to_vec().unwrap(), SocketAddr::from(([127, 0, 0, 1], port))).unwrap();
+    q.set_id(7)
+        .add_query(Query::query(Name::from_ascii(name).unwrap(), rtype));
+    socket
+        .send_to(
+            &q.to_vec().unwrap(),
+            SocketAddr::from(([127, 0, 0, 1], port)),
+        )
+        .unwrap();
     let mut buf = [0u8; 1500];
     let len = socket.recv(&mut buf).expect("an answer");
     Message::from_vec(&buf[..len]).unwrap()
@@ -320,7 +348,11 @@ pub fn ask_loopback(port: u16, name: &str, rtype: RecordType) -> Message {
 
 /// A UDP port on 127.0.0.1 that was free a moment ago.
 pub fn free_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// The question section of a one-question message: the name (followed label by label, no
@@ -411,13 +443,31 @@ impl Frame {
 
     pub fn bytes(&self) -> Vec<u8> {
         let segment = match self.protocol {
-            IPPROTO_TCP => tcp_segment(self.src, self.dst, self.src_port, self.dst_port, &self.payload),
-            _ => udp_datagram(self.src, self.dst, self.src_port, self.dst_port, &self.payload),
+            IPPROTO_TCP => tcp_segment(
+                self.src,
+                self.dst,
+                self.src_port,
+                self.dst_port,
+                &self.payload,
+            ),
+            _ => udp_datagram(
+                self.src,
+                self.dst,
+                self.src_port,
+                self.dst_port,
+                &self.payload,
+            ),
         };
         let (ethertype, packet) = match (self.src, self.dst) {
             (IpAddr::V4(src), IpAddr::V4(dst)) => {
-                let mut ip =
-                    ipv4_header(src, dst, self.protocol, &self.ipv4_options, self.ipv4_frag, segment.len());
+                let mut ip = ipv4_header(
+                    src,
+                    dst,
+                    self.protocol,
+                    &self.ipv4_options,
+                    self.ipv4_frag,
+                    segment.len(),
+                );
                 ip.extend_from_slice(&segment);
                 (ETH_P_IPV4, ip)
             }
@@ -467,7 +517,10 @@ pub fn ipv4_header(
     frag: u16,
     payload_len: usize,
 ) -> Vec<u8> {
-    assert!(options.len().is_multiple_of(4) && options.len() <= 40, "IPv4 options are whole words");
+    assert!(
+        options.len().is_multiple_of(4) && options.len() <= 40,
+        "IPv4 options are whole words"
+    );
     let header_len = 20 + options.len();
     let total = u16::try_from(header_len + payload_len).expect("IPv4 datagram too long");
     let mut h = vec![0x40 | (header_len / 4) as u8, 0];
@@ -574,8 +627,10 @@ pub fn transport_checksum(src: IpAddr, dst: IpAddr, protocol: u8, segment: &[u8]
 /// RFC 1071: the complement of the ones' complement sum of big-endian 16-bit words; an odd
 /// last byte is padded with zero.
 pub fn internet_checksum(bytes: &[u8]) -> u16 {
-    let mut sum: u64 =
-        bytes.chunks(2).map(|w| u64::from(w[0]) << 8 | u64::from(w.get(1).copied().unwrap_or(0))).sum();
+    let mut sum: u64 = bytes
+        .chunks(2)
+        .map(|w| u64::from(w[0]) << 8 | u64::from(w.get(1).copied().unwrap_or(0)))
+        .sum();
     while sum > 0xffff {
         sum = (sum & 0xffff) + (sum >> 16);
     }
@@ -608,7 +663,11 @@ pub fn try_run(dp: &Dataplane, frame: &[u8]) -> Result<Outcome, ProgramError> {
     })?;
     out.truncate(result.data_size_out as usize);
     let after = dp.counters().expect("reading counters");
-    Ok(Outcome { action: result.return_value, frame: out, counted: after.delta(&before) })
+    Ok(Outcome {
+        action: result.return_value,
+        frame: out,
+        counted: after.delta(&before),
+    })
 }
 
 pub fn run(dp: &Dataplane, frame: &[u8]) -> Outcome {
@@ -643,7 +702,11 @@ pub fn hit_counter(v6: bool, rtype: RecordType) -> Counter {
 /// The reply to `query` must be the query turned around, in a valid IP/UDP envelope sized
 /// exactly to the DNS reply, with the expected answers. Returns the answered addresses.
 pub fn assert_reply(case: &str, query: &[u8], out: &Outcome, expect: &Expect) -> Vec<IpAddr> {
-    assert_eq!(out.action, XDP_TX, "{case}: action (counted {:?})", out.counted);
+    assert_eq!(
+        out.action, XDP_TX,
+        "{case}: action (counted {:?})",
+        out.counted
+    );
     let q = SlicedPacket::from_ethernet(query).unwrap_or_else(|e| panic!("{case}: query: {e}"));
     let r = SlicedPacket::from_ethernet(&out.frame)
         .unwrap_or_else(|e| panic!("{case}: reply does not parse: {e}"));
@@ -657,9 +720,17 @@ pub fn assert_reply(case: &str, query: &[u8], out: &Outcome, expect: &Expect) ->
         (qeth.destination(), qeth.source()),
         "{case}: MACs swapped"
     );
-    assert_eq!(r.link_exts.len(), q.link_exts.len(), "{case}: link extensions");
+    assert_eq!(
+        r.link_exts.len(),
+        q.link_exts.len(),
+        "{case}: link extensions"
+    );
     let l3 = 14 + r.link_exts.iter().map(|e| e.header_len()).sum::<usize>();
-    assert_eq!(out.frame[12..l3], query[12..l3], "{case}: VLAN tag and EtherType kept");
+    assert_eq!(
+        out.frame[12..l3],
+        query[12..l3],
+        "{case}: VLAN tag and EtherType kept"
+    );
 
     let (v6, ip_header_len) = match (&q.net, &r.net) {
         (Some(NetSlice::Ipv4(qip)), Some(NetSlice::Ipv4(rip))) => {
@@ -669,8 +740,16 @@ pub fn assert_reply(case: &str, query: &[u8], out: &Outcome, expect: &Expect) ->
                 (qh.destination(), qh.source()),
                 "{case}: addresses swapped"
             );
-            assert_eq!((rh.ttl(), rh.ihl(), rh.protocol()), (64, 5, IpNumber::UDP), "{case}: IPv4");
-            assert_eq!(rh.total_len() as usize, out.frame.len() - l3, "{case}: IPv4 total length");
+            assert_eq!(
+                (rh.ttl(), rh.ihl(), rh.protocol()),
+                (64, 5, IpNumber::UDP),
+                "{case}: IPv4"
+            );
+            assert_eq!(
+                rh.total_len() as usize,
+                out.frame.len() - l3,
+                "{case}: IPv4 total length"
+            );
             let want = rh.to_header().calc_header_checksum();
             assert_eq!(rh.header_checksum(), want, "{case}: IPv4 header checksum");
             let kept =
@@ -685,9 +764,17 @@ pub fn assert_reply(case: &str, query: &[u8], out: &Outcome, expect: &Expect) ->
                 (qh.destination(), qh.source()),
                 "{case}: addresses swapped"
             );
-            assert_eq!((rh.hop_limit(), rh.next_header()), (64, IpNumber::UDP), "{case}: IPv6");
+            assert_eq!(
+                (rh.hop_limit(), rh.next_header()),
+                (64, IpNumber::UDP),
+                "{case}: IPv6"
+            );
             let payload_len = out.frame.len() - l3 - 40;
-            assert_eq!(rh.payload_length() as usize, payload_len, "{case}: IPv6 payload length");
+            assert_eq!(
+                rh.payload_length() as usize,
+                payload_len,
+                "{case}: IPv6 payload length"
+            );
             assert_eq!(
                 (rh.traffic_class(), rh.flow_label()),
                 (qh.traffic_class(), qh.flow_label()),
@@ -709,7 +796,11 @@ pub fn assert_reply(case: &str, query: &[u8], out: &Outcome, expect: &Expect) ->
         "{case}: ports swapped"
     );
     // The reply ends where the datagram does: no padding or trailer is carried over.
-    assert_eq!(rudp.length() as usize, out.frame.len() - l3 - ip_header_len, "{case}: UDP length");
+    assert_eq!(
+        rudp.length() as usize,
+        out.frame.len() - l3 - ip_header_len,
+        "{case}: UDP length"
+    );
     let want = match &r.net {
         Some(NetSlice::Ipv4(ip)) => rudp.to_header().calc_checksum_ipv4_raw(
             ip.header().source(),
@@ -736,14 +827,33 @@ pub fn assert_reply(case: &str, query: &[u8], out: &Outcome, expect: &Expect) ->
     assert_eq!(reply.op_code(), OpCode::Query, "{case}: opcode");
     assert!(reply.authoritative(), "{case}: AA");
     assert!(!reply.truncated(), "{case}: TC");
-    assert_eq!(reply.recursion_desired(), asked.recursion_desired(), "{case}: RD copied");
+    assert_eq!(
+        reply.recursion_desired(),
+        asked.recursion_desired(),
+        "{case}: RD copied"
+    );
     assert!(!reply.recursion_available(), "{case}: RA");
     assert!(!reply.authentic_data(), "{case}: AD");
-    assert_eq!(reply.checking_disabled(), asked.checking_disabled(), "{case}: CD copied");
-    assert_eq!(reply.response_code(), ResponseCode::NoError, "{case}: RCODE");
+    assert_eq!(
+        reply.checking_disabled(),
+        asked.checking_disabled(),
+        "{case}: CD copied"
+    );
+    assert_eq!(
+        reply.response_code(),
+        ResponseCode::NoError,
+        "{case}: RCODE"
+    );
     let question = question_bytes(qdns);
-    assert_eq!(question_bytes(rdns), question, "{case}: question echoed byte for byte");
-    assert!(reply.name_servers().is_empty() && reply.additionals().is_empty(), "{case}: sections");
+    assert_eq!(
+        question_bytes(rdns),
+        question,
+        "{case}: question echoed byte for byte"
+    );
+    assert!(
+        reply.name_servers().is_empty() && reply.additionals().is_empty(),
+        "{case}: sections"
+    );
 
     let mut got = Vec::new();
     for rr in reply.answers() {
@@ -762,31 +872,60 @@ pub fn assert_reply(case: &str, query: &[u8], out: &Outcome, expect: &Expect) ->
     match &expect.answers {
         Answers::OneOf(set) => {
             assert_eq!(got.len(), 1, "{case}: one answer per query: {got:?}");
-            assert!(set.contains(&got[0]), "{case}: {got:?} is not one of {set:?}");
+            assert!(
+                set.contains(&got[0]),
+                "{case}: {got:?} is not one of {set:?}"
+            );
         }
         Answers::All(addrs) => assert_eq!(&got, addrs, "{case}: every address"),
     }
 
     let sent_opt = asked.extensions().as_ref();
-    assert_eq!(reply.extensions().is_some(), sent_opt.is_some(), "{case}: OPT iff the query's");
+    assert_eq!(
+        reply.extensions().is_some(),
+        sent_opt.is_some(),
+        "{case}: OPT iff the query's"
+    );
     if let (Some(sent), Some(opt)) = (sent_opt, reply.extensions()) {
         assert_eq!(
             (opt.max_payload(), opt.version(), opt.rcode_high()),
             (EDNS_UDP_SIZE, 0, 0),
             "{case}: OPT"
         );
-        assert!(opt.options().as_ref().is_empty(), "{case}: OPT options {:?}", opt.options());
-        assert_eq!(opt.flags().dnssec_ok, sent.flags().dnssec_ok, "{case}: DO copied");
+        assert!(
+            opt.options().as_ref().is_empty(),
+            "{case}: OPT options {:?}",
+            opt.options()
+        );
+        assert_eq!(
+            opt.flags().dnssec_ok,
+            sent.flags().dnssec_ok,
+            "{case}: DO copied"
+        );
     }
     // hickory accepts bytes past the last record; the fast path must not leave any.
     let opt_len = if sent_opt.is_some() { 11 } else { 0 };
     let rr_len = 12 + if expect.rtype == RecordType::A { 4 } else { 16 };
-    let counts: Vec<u16> =
-        rdns[4..12].chunks(2).map(|c| u16::from_be_bytes([c[0], c[1]])).collect();
-    assert_eq!(counts, [1, got.len() as u16, 0, u16::from(opt_len != 0)], "{case}: counts");
-    assert_eq!(rdns.len(), 12 + question.len() + got.len() * rr_len + opt_len, "{case}: size");
+    let counts: Vec<u16> = rdns[4..12]
+        .chunks(2)
+        .map(|c| u16::from_be_bytes([c[0], c[1]]))
+        .collect();
+    assert_eq!(
+        counts,
+        [1, got.len() as u16, 0, u16::from(opt_len != 0)],
+        "{case}: counts"
+    );
+    assert_eq!(
+        rdns.len(),
+        12 + question.len() + got.len() * rr_len + opt_len,
+        "{case}: size"
+    );
 
-    assert_eq!(out.counted, [(hit_counter(v6, expect.rtype), 1)], "{case}: counters");
+    assert_eq!(
+        out.counted,
+        [(hit_counter(v6, expect.rtype), 1)],
+        "{case}: counters"
+    );
     got
 }
 
@@ -801,7 +940,10 @@ pub fn assert_passed(case: &str, dp: &Dataplane, frame: &[u8], reason: Counter) 
     let out = run(dp, frame);
     assert_eq!(out.action, XDP_PASS, "{case}: action");
     assert_eq!(out.counted, [(reason, 1)], "{case}: counters");
-    assert!(out.frame == frame, "{case}: a passed frame must reach the stack unchanged");
+    assert!(
+        out.frame == frame,
+        "{case}: a passed frame must reach the stack unchanged"
+    );
 }
 
 // ---- gslbd in this process ----
@@ -827,7 +969,10 @@ impl Gslbd {
         let (reloads, reload_rx) = mpsc::channel::<Reload>(4);
         let overrides = Overrides {
             no_xdp: true,
-            control: control.map(|path| ControlPath { path, required: true }),
+            control: control.map(|path| ControlPath {
+                path,
+                required: true,
+            }),
             ..Overrides::default()
         };
         let task = tokio::spawn(daemon::run(
@@ -845,13 +990,21 @@ impl Gslbd {
             .await
             .expect("gslbd ready in time")
             .expect("gslbd ready");
-        Gslbd { reloads, stop, task, wait }
+        Gslbd {
+            reloads,
+            stop,
+            task,
+            wait,
+        }
     }
 
     /// Reloads the file; the outcome once the new answers are published (or refused).
     pub async fn reload(&self) -> Result<(), String> {
         let (reply, outcome) = oneshot::channel();
-        self.reloads.send(Reload { reply: Some(reply) }).await.unwrap();
+        self.reloads
+            .send(Reload { reply: Some(reply) })
+            .await
+            .unwrap();
         tokio::time::timeout(self.wait, outcome)
             .await
             .expect("reload answered in time")
@@ -878,16 +1031,28 @@ impl Gslbd {
 pub fn assert_refused_at_markers(cases: &[(String, &str, &str)], file: &Path) {
     let mut failures = Vec::new();
     for (text, at, reason) in cases {
-        let (line_no, line) =
-            text.lines().enumerate().find(|(_, l)| l.contains("#<")).expect("case has a #< marker");
+        let (line_no, line) = text
+            .lines()
+            .enumerate()
+            .find(|(_, l)| l.contains("#<"))
+            .expect("case has a #< marker");
         let want = (
             line_no + 1,
-            line[..line.find(at).unwrap_or_else(|| panic!("{at:?} in {line:?}"))].chars().count()
+            line[..line
+                .find(at)
+                .unwrap_or_else(|| panic!("{at:?} in {line:?}"))]
+                .chars()
+                .count()
                 + 1,
         );
         match Config::parse(text, file) {
             Ok(_) => failures.push(format!("accepted, wanted {reason:?}:\n{text}")),
-            Err(ConfigError::Invalid { file: f, line, column, reason: got }) => {
+            Err(ConfigError::Invalid {
+                file: f,
+                line,
+                column,
+                reason: got,
+            }) => {
                 if !got.contains(reason) || (line, column) != want || f != file {
                     failures.push(format!(
                         "{}:{line}:{column}: {got}\n  wanted {}:{}:{}: …{reason}…\n{text}",

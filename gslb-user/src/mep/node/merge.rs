@@ -81,7 +81,11 @@ pub(super) struct SiteTable {
 
 impl SiteTable {
     pub fn new(grace: Duration) -> SiteTable {
-        SiteTable { data: HashMap::new(), handovers: BTreeMap::new(), grace }
+        SiteTable {
+            data: HashMap::new(),
+            handovers: BTreeMap::new(),
+            grace,
+        }
     }
 
     pub fn get(&self, via: &str, site: &str) -> Option<&SiteData> {
@@ -123,7 +127,12 @@ impl SiteTable {
     /// The link to `peer` went down: what it brought goes. When the peer had said it was
     /// moving to the parent `moved_to`, its last delivered state is kept for the grace; the
     /// handover is returned then.
-    pub fn link_down(&mut self, peer: &str, moved_to: Option<&str>, now: Instant) -> Option<Handover> {
+    pub fn link_down(
+        &mut self,
+        peer: &str,
+        moved_to: Option<&str>,
+        now: Instant,
+    ) -> Option<Handover> {
         let own = self.drop_link(peer);
         let (to, own) = (moved_to?, own?);
         self.start_handover(peer, peer, to, own.status, own.services?, now)
@@ -167,17 +176,23 @@ impl SiteTable {
         if self.delivered(site) {
             return None;
         }
-        let h =
-            Handover { via: via.to_owned(), to: to.to_owned(), status, services, until: now + self.grace };
+        let h = Handover {
+            via: via.to_owned(),
+            to: to.to_owned(),
+            status,
+            services,
+            until: now + self.grace,
+        };
         self.handovers.insert(site.to_owned(), h.clone());
         Some(h)
     }
 
     /// Some path has `site` reachable and has delivered its services.
     fn delivered(&self, site: &str) -> bool {
-        self.data
-            .get(site)
-            .is_some_and(|vias| vias.iter().any(|(via, d)| d.services.is_some() && d.reachable(via, site)))
+        self.data.get(site).is_some_and(|vias| {
+            vias.iter()
+                .any(|(via, d)| d.services.is_some() && d.reachable(via, site))
+        })
     }
 
     /// Ends the handovers that are over: the site delivered again, or the grace passed.
@@ -226,15 +241,22 @@ impl SiteTable {
             }
         }
         let unknown = RemoteSite::unknown();
-        let mut out: BTreeMap<String, RemoteSite> =
-            sites.into_iter().map(|s| (s.to_owned(), unknown.clone())).collect();
+        let mut out: BTreeMap<String, RemoteSite> = sites
+            .into_iter()
+            .map(|s| (s.to_owned(), unknown.clone()))
+            .collect();
         for (site, ((reachable, _, _), via, d)) in &best {
-            let entry = out.entry((*site).to_owned()).or_insert_with(|| unknown.clone());
+            let entry = out
+                .entry((*site).to_owned())
+                .or_insert_with(|| unknown.clone());
             *entry = RemoteSite {
                 reachable: *reachable,
                 via: Some((*via).to_owned()),
                 status: d.status.clone(),
-                services: d.services.clone().unwrap_or_else(|| unknown.services.clone()),
+                services: d
+                    .services
+                    .clone()
+                    .unwrap_or_else(|| unknown.services.clone()),
                 rtt: d.rtt.clone(),
                 persistence: d.persistence.clone(),
                 backups: d.backups.clone(),
@@ -242,7 +264,9 @@ impl SiteTable {
             };
         }
         for (site, entry) in &mut out {
-            let delivered = best.get(site.as_str()).is_some_and(|((r, s, _), _, _)| *r && *s);
+            let delivered = best
+                .get(site.as_str())
+                .is_some_and(|((r, s, _), _, _)| *r && *s);
             if delivered {
                 continue;
             }
@@ -258,7 +282,11 @@ impl SiteTable {
                     ..unknown.clone()
                 };
             } else if !entry.reachable && link_up(site) {
-                *entry = RemoteSite { reachable: true, via: Some(site.clone()), ..unknown.clone() };
+                *entry = RemoteSite {
+                    reachable: true,
+                    via: Some(site.clone()),
+                    ..unknown.clone()
+                };
             }
         }
         out
@@ -273,12 +301,22 @@ mod tests {
     const GRACE: Duration = Duration::from_secs(2);
 
     fn svc(name: &str) -> Vec<ServiceState> {
-        vec![ServiceState { name: name.into(), up: true, connections: 0, bandwidth_bps: 0 }]
+        vec![ServiceState {
+            name: name.into(),
+            up: true,
+            connections: 0,
+            bandwidth_bps: 0,
+        }]
     }
 
     /// `child`'s status as a parent relays it (`up`: attached to the relaying parent).
     fn relayed(child: &str, up: bool, parent: Option<&str>) -> SiteStatus {
-        SiteStatus { site: child.into(), role: Role::Child, parent: parent.map(str::to_owned), up }
+        SiteStatus {
+            site: child.into(),
+            role: Role::Child,
+            parent: parent.map(str::to_owned),
+            up,
+        }
     }
 
     fn view(t: &SiteTable, links: &[&str], now: Instant) -> BTreeMap<String, RemoteSite> {
@@ -288,7 +326,10 @@ mod tests {
     /// The site as the answers read it: reachable, and its services.
     fn seen(v: &BTreeMap<String, RemoteSite>, site: &str) -> (bool, Vec<String>) {
         let r = &v[site];
-        (r.reachable, r.services.iter().map(|s| s.name.clone()).collect())
+        (
+            r.reachable,
+            r.services.iter().map(|s| s.name.clone()).collect(),
+        )
     }
 
     fn up(services: &str) -> (bool, Vec<String>) {
@@ -312,7 +353,10 @@ mod tests {
             "a child's own word starts nothing"
         );
         let h = t.link_down("C", Some("A"), t0).expect("a handover");
-        assert_eq!((h.via.as_str(), h.to.as_str(), h.until), ("C", "A", t0 + GRACE));
+        assert_eq!(
+            (h.via.as_str(), h.to.as_str(), h.until),
+            ("C", "A", t0 + GRACE)
+        );
         let v = view(&t, &["A"], t0);
         assert_eq!(seen(&v, "C"), up("c1"), "kept across the handover");
         assert_eq!(v["C"].handover.as_deref(), Some("A"));
@@ -324,12 +368,19 @@ mod tests {
         t.services("A", "C", svc("c1"));
         let v = view(&t, &["A"], t0);
         assert_eq!(
-            (seen(&v, "C"), v["C"].via.as_deref(), v["C"].handover.as_deref()),
+            (
+                seen(&v, "C"),
+                v["C"].via.as_deref(),
+                v["C"].handover.as_deref()
+            ),
             (up("c1"), Some("A"), None)
         );
         let ended = t.settle(t0);
         assert_eq!(
-            ended.iter().map(|(s, _, e)| (s.as_str(), *e)).collect::<Vec<_>>(),
+            ended
+                .iter()
+                .map(|(s, _, e)| (s.as_str(), *e))
+                .collect::<Vec<_>>(),
             [("C", HandoverEnd::Delivered)]
         );
         assert!(t.settle(t0).is_empty(), "ended once");
@@ -346,13 +397,19 @@ mod tests {
         // A's link to C is up, C's status came, its services not yet: B's relay still stands.
         t.status("C", relayed("C", true, Some("A")), t0);
         let v = view(&t, &["B", "C"], t0);
-        assert_eq!((seen(&v, "C"), v["C"].via.as_deref()), (up("c1"), Some("B")));
+        assert_eq!(
+            (seen(&v, "C"), v["C"].via.as_deref()),
+            (up("c1"), Some("B"))
+        );
         // B: C left for A.
         assert!(t.status("B", relayed("C", false, Some("A")), t0).is_some());
         assert_eq!(seen(&view(&t, &["B", "C"], t0), "C"), up("c1"));
         t.services("C", "C", svc("c1"));
         let v = view(&t, &["B", "C"], t0);
-        assert_eq!((seen(&v, "C"), v["C"].via.as_deref()), (up("c1"), Some("C")));
+        assert_eq!(
+            (seen(&v, "C"), v["C"].via.as_deref()),
+            (up("c1"), Some("C"))
+        );
         assert_eq!(t.settle(t0).len(), 1);
     }
 
@@ -370,10 +427,17 @@ mod tests {
         assert_eq!(seen(&view(&t, &["A"], almost), "C"), up("c1"));
         assert!(t.settle(almost).is_empty());
         let v = view(&t, &["A"], t0 + GRACE);
-        assert!(!v["C"].reachable && v["C"].handover.is_none(), "{:?}", v["C"]);
+        assert!(
+            !v["C"].reachable && v["C"].handover.is_none(),
+            "{:?}",
+            v["C"]
+        );
         let ended = t.settle(t0 + GRACE);
         assert_eq!(
-            ended.iter().map(|(s, _, e)| (s.as_str(), *e)).collect::<Vec<_>>(),
+            ended
+                .iter()
+                .map(|(s, _, e)| (s.as_str(), *e))
+                .collect::<Vec<_>>(),
             [("C", HandoverEnd::Expired)]
         );
         // A later relay of C as attached brings it back the usual way.
@@ -399,7 +463,11 @@ mod tests {
         t.services("A", "C", svc("c1"));
         assert!(t.status("A", relayed("C", false, None), t0).is_none());
         let v = view(&t, &["A"], t0);
-        assert!(!v["C"].reachable && v["C"].services.is_empty(), "{:?}", v["C"]);
+        assert!(
+            !v["C"].reachable && v["C"].services.is_empty(),
+            "{:?}",
+            v["C"]
+        );
         // The relaying parent itself went.
         t.status("A", relayed("C", true, Some("A")), t0);
         t.services("A", "C", svc("c1"));
@@ -422,7 +490,11 @@ mod tests {
         t.status("A", relayed("C", false, None), t0);
         t.status("A", relayed("C", true, Some("A")), t0);
         let v = view(&t, &["A"], t0);
-        assert!(v["C"].reachable && v["C"].services.is_empty(), "{:?}", v["C"]);
+        assert!(
+            v["C"].reachable && v["C"].services.is_empty(),
+            "{:?}",
+            v["C"]
+        );
         t.services("A", "C", svc("new"));
         assert_eq!(seen(&view(&t, &["A"], t0), "C"), up("new"));
     }
@@ -433,7 +505,10 @@ mod tests {
     fn precedence_between_paths() {
         let t0 = Instant::now();
         let mut t = SiteTable::new(GRACE);
-        assert!(view(&t, &["C"], t0)["C"].reachable, "linked, nothing received yet");
+        assert!(
+            view(&t, &["C"], t0)["C"].reachable,
+            "linked, nothing received yet"
+        );
         assert_eq!(view(&t, &["C"], t0)["C"].via.as_deref(), Some("C"));
         t.status("B", relayed("C", true, Some("B")), t0);
         t.services("B", "C", svc("relayed"));

@@ -42,32 +42,60 @@ const T: TopologyTiming = TopologyTiming {
 fn validation() {
     let p = |n: &str, i: u8| SiteSpec::parent(n, ip(i));
     let err = |sites: Vec<SiteSpec>| Topology::new(sites).unwrap_err();
-    assert_eq!(err(vec![p("a", 1), p("a", 2)]), TopologyError::DuplicateSite("a".into()));
-    assert!(matches!(err(vec![p("a", 1), p("b", 1)]), TopologyError::DuplicateIp(..)));
+    assert_eq!(
+        err(vec![p("a", 1), p("a", 2)]),
+        TopologyError::DuplicateSite("a".into())
+    );
+    assert!(matches!(
+        err(vec![p("a", 1), p("b", 1)]),
+        TopologyError::DuplicateIp(..)
+    ));
     assert!(matches!(err(vec![p("", 1)]), TopologyError::BadName(_)));
     let many: Vec<SiteSpec> = (0..33).map(|i| p(&format!("p{i}"), i)).collect();
     assert_eq!(err(many), TopologyError::TooManyParents(33));
     let mut sites = vec![p("p", 1)];
-    sites.extend(
-        (0..1025u32)
-            .map(|i| SiteSpec::child(format!("c{i}"), IpAddr::from((0x0b00_0000 + i).to_be_bytes()), "p")),
-    );
+    sites.extend((0..1025u32).map(|i| {
+        SiteSpec::child(
+            format!("c{i}"),
+            IpAddr::from((0x0b00_0000 + i).to_be_bytes()),
+            "p",
+        )
+    }));
     assert_eq!(err(sites.clone()), TopologyError::TooManyChildren(1025));
     sites.pop();
-    assert!(Topology::new(sites).is_ok(), "32 parents and 1024 children are fine");
+    assert!(
+        Topology::new(sites).is_ok(),
+        "32 parents and 1024 children are fine"
+    );
     assert!(matches!(
         err(vec![SiteSpec::child("c", ip(2), "nope")]),
-        TopologyError::BadParent { why: "is not defined", .. }
+        TopologyError::BadParent {
+            why: "is not defined",
+            ..
+        }
     ));
     assert!(matches!(
-        err(vec![p("p", 1), SiteSpec::child("c", ip(2), "p"), SiteSpec::child("d", ip(3), "c")]),
-        TopologyError::BadParent { why: "is not a parent", .. }
+        err(vec![
+            p("p", 1),
+            SiteSpec::child("c", ip(2), "p"),
+            SiteSpec::child("d", ip(3), "c")
+        ]),
+        TopologyError::BadParent {
+            why: "is not a parent",
+            ..
+        }
     ));
     let mut orphan = SiteSpec::child("c", ip(2), "p");
     orphan.parent = None;
-    assert_eq!(err(vec![p("p", 1), orphan]), TopologyError::NoParent("c".into()));
+    assert_eq!(
+        err(vec![p("p", 1), orphan]),
+        TopologyError::NoParent("c".into())
+    );
     assert!(matches!(
-        err(vec![p("p", 1), SiteSpec::child("c", ip(2), "p").with_backups(["p"])]),
+        err(vec![
+            p("p", 1),
+            SiteSpec::child("c", ip(2), "p").with_backups(["p"])
+        ]),
         TopologyError::ChildWithBackups { .. }
     ));
     // Backup lists.
@@ -85,14 +113,38 @@ fn validation() {
     };
     assert!(matches!(
         backup_err(&["zz"]),
-        TopologyError::BadBackup { why: "is not defined (add the site first)", .. }
+        TopologyError::BadBackup {
+            why: "is not defined (add the site first)",
+            ..
+        }
     ));
-    assert!(matches!(backup_err(&["k"]), TopologyError::BadBackup { why: "is not a parent", .. }));
-    assert!(matches!(backup_err(&["a"]), TopologyError::BadBackup { why: "is the site itself", .. }));
-    assert!(matches!(backup_err(&["b", "b"]), TopologyError::BadBackup { why: "is listed twice", .. }));
+    assert!(matches!(
+        backup_err(&["k"]),
+        TopologyError::BadBackup {
+            why: "is not a parent",
+            ..
+        }
+    ));
+    assert!(matches!(
+        backup_err(&["a"]),
+        TopologyError::BadBackup {
+            why: "is the site itself",
+            ..
+        }
+    ));
+    assert!(matches!(
+        backup_err(&["b", "b"]),
+        TopologyError::BadBackup {
+            why: "is listed twice",
+            ..
+        }
+    ));
     assert_eq!(
         backup_err(&["b", "c", "d", "e", "f", "g"]),
-        TopologyError::TooManyBackups { site: "a".into(), n: 6 }
+        TopologyError::TooManyBackups {
+            site: "a".into(),
+            n: 6
+        }
     );
 }
 
@@ -108,7 +160,10 @@ fn set_and_clear_backups() {
         t.set_backups("child1", vec!["P2".into()]),
         Err(TopologyError::ChildWithBackups { .. })
     ));
-    assert!(matches!(t.set_backups("nope", vec![]), Err(TopologyError::UnknownSite(_))));
+    assert!(matches!(
+        t.set_backups("nope", vec![]),
+        Err(TopologyError::UnknownSite(_))
+    ));
     // `unset` clears the whole list.
     t.set_backups("P1", vec!["P2".into(), "P3".into()]).unwrap();
     t.clear_backups("P1").unwrap();
@@ -149,7 +204,11 @@ fn static_rules() {
         ("child1", "child2", Role::Child, false),
     ];
     for (me, from, role, ok) in table {
-        assert_eq!(t.inbound_allowed(me, from, *role).is_ok(), *ok, "{me} ← {from} ({role:?})");
+        assert_eq!(
+            t.inbound_allowed(me, from, *role).is_ok(),
+            *ok,
+            "{me} ← {from} ({role:?})"
+        );
     }
     // A child's own configuration knows only its parent, and still takes an adopter's call.
     let c = child_config(&t, "child1");
@@ -175,7 +234,11 @@ fn remote_service_rule() {
         (Some(false), true, Some(true), false),
     ];
     for (local, reachable, reported, want) in table {
-        assert_eq!(remote_service_up(local, reachable, reported), want, "{local:?} {reachable} {reported:?}");
+        assert_eq!(
+            remote_service_up(local, reachable, reported),
+            want,
+            "{local:?} {reachable} {reported:?}"
+        );
     }
 }
 
@@ -201,7 +264,13 @@ fn who_adopts() {
         }
         assert_eq!(v.should_adopt_from("P1", now), adopts, "{p1} {p2}");
         let wants = v.desired_outbound(now);
-        assert_eq!(wants.get("child1") == Some(&Purpose::Adopt { original_parent: "P1".into() }), adopts);
+        assert_eq!(
+            wants.get("child1")
+                == Some(&Purpose::Adopt {
+                    original_parent: "P1".into()
+                }),
+            adopts
+        );
         // Always: the configured links.
         assert_eq!(wants.get("child3"), Some(&Purpose::Child));
         assert_eq!(wants.get("P1"), None, "P1 has the lower IP and calls us");
@@ -209,8 +278,14 @@ fn who_adopts() {
     // Links never up: down only from the end of the startup grace (a cold start adopts nothing).
     let v = SiteView::new(seed(), "P3", T, t0).unwrap();
     assert!(!v.should_adopt_from("P1", later));
-    assert!(!v.should_adopt_from("P1", t0 + T.startup_grace + T.adopt_after - Duration::from_millis(1)));
-    assert!(v.should_adopt_from("P1", t0 + T.startup_grace + T.adopt_after), "a parent that never came up");
+    assert!(!v.should_adopt_from(
+        "P1",
+        t0 + T.startup_grace + T.adopt_after - Duration::from_millis(1)
+    ));
+    assert!(
+        v.should_adopt_from("P1", t0 + T.startup_grace + T.adopt_after),
+        "a parent that never came up"
+    );
     // Not in the list at all: never adopts.
     let mut t = seed();
     t.set_backups("P1", vec!["P2".into()]).unwrap();
@@ -226,14 +301,36 @@ fn child_decides() {
     let t0 = Instant::now();
     let late = t0 + T.accept_after * 3;
     let accepted = |a: &[Action]| {
-        a.iter().any(|a| matches!(a, Action::Send { message: Message::AdoptAccept { .. }, .. }))
+        a.iter().any(|a| {
+            matches!(
+                a,
+                Action::Send {
+                    message: Message::AdoptAccept { .. },
+                    ..
+                }
+            )
+        })
     };
     // (parent link up, since, request from, known list, current adopter, accepted)
-    type Row<'a> = (bool, Instant, &'a str, Option<&'a [&'a str]>, Option<&'a str>, bool);
+    type Row<'a> = (
+        bool,
+        Instant,
+        &'a str,
+        Option<&'a [&'a str]>,
+        Option<&'a str>,
+        bool,
+    );
     let table: &[Row] = &[
         (true, late, "P2", Some(&["P2", "P3"]), None, false), // parent up: reject (scenario 2)
         (false, t0, "P2", Some(&["P2", "P3"]), None, true),   // parent down: accept
-        (false, late - Duration::from_millis(1), "P2", Some(&["P2", "P3"]), None, true),
+        (
+            false,
+            late - Duration::from_millis(1),
+            "P2",
+            Some(&["P2", "P3"]),
+            None,
+            true,
+        ),
         (false, t0, "P4", Some(&["P2", "P3"]), None, false), // not a backup of P1
         (false, t0, "P3", Some(&["P2", "P3"]), Some("P2"), false), // P2 ranks higher
         (false, t0, "P2", Some(&["P2", "P3"]), Some("P3"), true), // P2 ranks higher than P3
@@ -252,7 +349,10 @@ fn child_decides() {
         if let Some(c) = current {
             v.link_up(c, t0);
             let a = v.adopt_request(c, "P1", &[], late);
-            assert!(accepted(&a), "row {i}: setting up the current adopter: {a:?}");
+            assert!(
+                accepted(&a),
+                "row {i}: setting up the current adopter: {a:?}"
+            );
         }
         let actions = v.adopt_request(from, "P1", &["P2".into(), "P3".into()], late);
         assert_eq!(accepted(&actions), want, "row {i}: {actions:?}");
@@ -260,13 +360,17 @@ fn child_decides() {
             assert_eq!(v.current_parent(), Some(from));
             if let Some(c) = current {
                 assert!(
-                    actions.iter().any(|a| matches!(a, Action::Close { peer, .. } if peer == c)),
+                    actions
+                        .iter()
+                        .any(|a| matches!(a, Action::Close { peer, .. } if peer == c)),
                     "row {i}"
                 );
             }
         } else {
             assert!(
-                actions.iter().any(|a| matches!(a, Action::Close { peer, .. } if peer == from)),
+                actions
+                    .iter()
+                    .any(|a| matches!(a, Action::Close { peer, .. } if peer == from)),
                 "row {i}"
             );
         }
@@ -275,9 +379,19 @@ fn child_decides() {
     let mut v = SiteView::new(child_config(&seed(), "child1"), "child1", T, t0).unwrap();
     v.link_up("P1", t0);
     v.link_down("P1", late);
-    assert!(!accepted(&v.adopt_request("P2", "P1", &["P2".into()], late)));
+    assert!(!accepted(&v.adopt_request(
+        "P2",
+        "P1",
+        &["P2".into()],
+        late
+    )));
     // Another parent's child: rejected.
-    assert!(!accepted(&v.adopt_request("P2", "P3", &["P2".into()], late + T.accept_after)));
+    assert!(!accepted(&v.adopt_request(
+        "P2",
+        "P3",
+        &["P2".into()],
+        late + T.accept_after
+    )));
 }
 
 /// A simulated network of site views.
@@ -294,7 +408,11 @@ struct Sim {
 }
 
 fn pair(a: &str, b: &str) -> (String, String) {
-    if a < b { (a.into(), b.into()) } else { (b.into(), a.into()) }
+    if a < b {
+        (a.into(), b.into())
+    } else {
+        (b.into(), a.into())
+    }
 }
 
 impl Sim {
@@ -393,9 +511,10 @@ impl Sim {
         let now = self.now;
         let v = self.views.get_mut(to).unwrap();
         let actions = match message {
-            Message::AdoptRequest { original_parent, backups } => {
-                v.adopt_request(from, &original_parent, &backups, now)
-            }
+            Message::AdoptRequest {
+                original_parent,
+                backups,
+            } => v.adopt_request(from, &original_parent, &backups, now),
             Message::AdoptAccept { .. } => v.adopt_answer(from, true, ""),
             Message::AdoptReject { reason, .. } => v.adopt_answer(from, false, &reason),
             Message::BackupParents { parent, backups } => {
@@ -421,7 +540,9 @@ impl Sim {
                 .links
                 .keys()
                 .filter(|(a, b)| {
-                    self.cut.contains(&pair(a, b)) || !self.alive.contains(a) || !self.alive.contains(b)
+                    self.cut.contains(&pair(a, b))
+                        || !self.alive.contains(a)
+                        || !self.alive.contains(b)
                 })
                 .cloned()
                 .collect();
@@ -434,7 +555,10 @@ impl Sim {
                 .iter()
                 .filter(|((a, b), opener)| {
                     let other = if *opener == a { b } else { a };
-                    !self.view(opener).desired_outbound(self.now).contains_key(other)
+                    !self
+                        .view(opener)
+                        .desired_outbound(self.now)
+                        .contains_key(other)
                 })
                 .map(|(k, _)| k.clone())
                 .collect();
@@ -452,7 +576,12 @@ impl Sim {
                         continue;
                     }
                     let role = self.view(&a).role();
-                    if self.view(&b).topology().inbound_allowed(&b, &a, role).is_err() {
+                    if self
+                        .view(&b)
+                        .topology()
+                        .inbound_allowed(&b, &a, role)
+                        .is_err()
+                    {
                         continue;
                     }
                     self.links.insert(p, a.clone());
@@ -503,7 +632,10 @@ impl Sim {
 
     /// Who holds each child, and who each parent has adopted.
     fn snapshot(&self) -> Vec<String> {
-        self.views.iter().map(|(k, v)| format!("{k}:{:?}:{:?}", v.current_parent(), v.adopted())).collect()
+        self.views
+            .iter()
+            .map(|(k, v)| format!("{k}:{:?}:{:?}", v.current_parent(), v.adopted()))
+            .collect()
     }
 
     fn parent_of(&self, child: &str) -> Option<&str> {
@@ -514,9 +646,14 @@ impl Sim {
 #[test]
 fn cold_start_connects_the_configured_links_and_adopts_nothing() {
     let mut sim = Sim::new(seed());
-    for (a, b) in
-        [("P1", "P2"), ("P1", "P3"), ("P2", "P3"), ("P1", "child1"), ("P2", "child2"), ("P3", "child3")]
-    {
+    for (a, b) in [
+        ("P1", "P2"),
+        ("P1", "P3"),
+        ("P2", "P3"),
+        ("P1", "child1"),
+        ("P2", "child2"),
+        ("P3", "child3"),
+    ] {
         assert!(sim.linked(a, b), "{a}-{b}");
     }
     assert_eq!(sim.links.len(), 6);
@@ -544,10 +681,21 @@ fn scenario_1_parent_down_adopted_by_first_backup_and_back() {
     sim.advance(T.adopt_after);
     assert!(sim.linked("P2", "child1"), "P2 adopts");
     assert_eq!(sim.parent_of("child1"), Some("P2"));
-    assert_eq!(sim.view("P2").adopted().get("child1").map(String::as_str), Some("P1"));
+    assert_eq!(
+        sim.view("P2").adopted().get("child1").map(String::as_str),
+        Some("P1")
+    );
     assert!(!sim.linked("P3", "child1"), "P3 leaves it to P2");
-    assert!(!sim.view("P3").desired_outbound(sim.now).contains_key("child1"));
-    assert_eq!(sim.view("P3").holder("child1"), Some("P2"), "P3 assumes child1 is now P2's");
+    assert!(
+        !sim.view("P3")
+            .desired_outbound(sim.now)
+            .contains_key("child1")
+    );
+    assert_eq!(
+        sim.view("P3").holder("child1"),
+        Some("P2"),
+        "P3 assumes child1 is now P2's"
+    );
     // The other children never moved.
     assert_eq!(sim.parent_of("child2"), Some("P2"));
     assert_eq!(sim.parent_of("child3"), Some("P3"));
@@ -568,7 +716,10 @@ fn scenario_2_only_the_parent_link_down_child_rejects() {
     let mut sim = Sim::new(seed());
     sim.cut("P1", "P2");
     sim.advance(T.adopt_after);
-    assert!(sim.view("P2").should_adopt_from("P1", sim.now), "P2 sees P1 down and is first in its list");
+    assert!(
+        sim.view("P2").should_adopt_from("P1", sim.now),
+        "P2 sees P1 down and is first in its list"
+    );
     // P2 called child1 and was refused (the link is closed again).
     assert!(sim.tried.contains(&("P2".to_owned(), "child1".to_owned())));
     assert!(!sim.linked("P2", "child1"));
@@ -581,7 +732,11 @@ fn scenario_2_only_the_parent_link_down_child_rejects() {
     assert!(!sim.view("P3").should_adopt_from("P1", sim.now));
     sim.restore("P1", "P2");
     assert!(sim.linked("P1", "P2"));
-    assert!(!sim.view("P2").desired_outbound(sim.now).contains_key("child1"));
+    assert!(
+        !sim.view("P2")
+            .desired_outbound(sim.now)
+            .contains_key("child1")
+    );
 }
 
 /// Scenario 3: P3 and child1 see P1 down, P3–P2 is down too, P2 still sees P1 up. P2 does
@@ -595,15 +750,36 @@ fn scenario_3_split_views_then_the_higher_backup_takes_over() {
     sim.cut("P2", "P3");
     assert!(sim.view("P2").is_up("P1"));
     sim.advance(T.adopt_after);
-    assert!(!sim.view("P2").should_adopt_from("P1", sim.now), "P2 does nothing");
-    assert!(sim.view("P3").should_adopt_from("P1", sim.now), "P3 sees P2 down too");
-    assert_eq!(sim.parent_of("child1"), Some("P3"), "child1 sees P1 down and accepts P3");
-    assert_eq!(sim.view("P3").adopted().get("child1").map(String::as_str), Some("P1"));
+    assert!(
+        !sim.view("P2").should_adopt_from("P1", sim.now),
+        "P2 does nothing"
+    );
+    assert!(
+        sim.view("P3").should_adopt_from("P1", sim.now),
+        "P3 sees P2 down too"
+    );
+    assert_eq!(
+        sim.parent_of("child1"),
+        Some("P3"),
+        "child1 sees P1 down and accepts P3"
+    );
+    assert_eq!(
+        sim.view("P3").adopted().get("child1").map(String::as_str),
+        Some("P1")
+    );
     // The P1–P2 link drops.
     sim.cut("P1", "P2");
-    assert_eq!(sim.parent_of("child1"), Some("P3"), "not before adopt_after");
+    assert_eq!(
+        sim.parent_of("child1"),
+        Some("P3"),
+        "not before adopt_after"
+    );
     sim.advance(T.adopt_after);
-    assert_eq!(sim.parent_of("child1"), Some("P2"), "child1 prefers P2 by P1's list");
+    assert_eq!(
+        sim.parent_of("child1"),
+        Some("P2"),
+        "child1 prefers P2 by P1's list"
+    );
     assert!(sim.linked("P2", "child1") && !sim.linked("P3", "child1"));
     assert!(sim.view("P3").adopted().is_empty());
     // P3 keeps offering (it still sees P1 and P2 down) and child1 keeps refusing.
@@ -629,7 +805,10 @@ fn no_backup_up_leaves_the_children_orphaned_and_a_cleared_list_adopts_nothing()
     let mut t = seed();
     t.clear_backups("P1").unwrap();
     let mut sim = Sim::new(t);
-    assert!(sim.view("child1").backups("P1").is_empty(), "the cleared list reached the child");
+    assert!(
+        sim.view("child1").backups("P1").is_empty(),
+        "the cleared list reached the child"
+    );
     sim.kill("P1");
     sim.advance(T.adopt_after * 2);
     assert_eq!(sim.parent_of("child1"), None);
@@ -638,7 +817,9 @@ fn no_backup_up_leaves_the_children_orphaned_and_a_cleared_list_adopts_nothing()
 
 #[test]
 fn flat_mesh_is_full_and_opened_by_the_lower_ip() {
-    let sites: Vec<SiteSpec> = (1..=6).map(|i| SiteSpec::parent(format!("s{i}"), ip(i))).collect();
+    let sites: Vec<SiteSpec> = (1..=6)
+        .map(|i| SiteSpec::parent(format!("s{i}"), ip(i)))
+        .collect();
     let t = Topology::new(sites).unwrap();
     assert!(t.is_flat());
     let sim = Sim::new(t);
@@ -672,7 +853,13 @@ fn a_child_leaving_a_parent_says_where_it_goes() {
     assert!(
         c.adopt_request("P2", "P1", &["P2".into(), "P3".into()], late)
             .iter()
-            .any(|a| matches!(a, Action::Send { message: Message::AdoptAccept { .. }, .. }))
+            .any(|a| matches!(
+                a,
+                Action::Send {
+                    message: Message::AdoptAccept { .. },
+                    ..
+                }
+            ))
     );
     let actions = c.link_up("P1", late);
     assert_eq!(actions.len(), 2, "{actions:?}");
@@ -696,7 +883,10 @@ fn a_child_leaving_a_parent_says_where_it_goes() {
     sim.kill("P1");
     sim.advance(T.adopt_after);
     assert_eq!(sim.parent_of("child1"), Some("P2"));
-    assert_eq!(sim.view("P2").child_status("child1").parent.as_deref(), Some("P2"));
+    assert_eq!(
+        sim.view("P2").child_status("child1").parent.as_deref(),
+        Some("P2")
+    );
     sim.revive("P1");
     assert_eq!(sim.parent_of("child1"), Some("P1"));
     assert_eq!(sim.view("P2").departed_to("child1"), Some("P1"));
@@ -708,7 +898,12 @@ fn a_child_leaving_a_parent_says_where_it_goes() {
     let p3 = p3.as_mut().unwrap();
     p3.site_status(
         "child1",
-        &SiteStatus { site: "child1".into(), role: Role::Child, parent: Some("P1".into()), up: true },
+        &SiteStatus {
+            site: "child1".into(),
+            role: Role::Child,
+            parent: Some("P1".into()),
+            up: true,
+        },
     );
     assert_eq!(p3.departed_to("child1"), None);
     // Scenario 3's move from P3 to P2: P3 relays child1 as gone to P2.
@@ -721,11 +916,17 @@ fn a_child_leaving_a_parent_says_where_it_goes() {
     sim.cut("P1", "P2");
     sim.advance(T.adopt_after);
     assert_eq!(sim.parent_of("child1"), Some("P2"));
-    assert_eq!(sim.view("P3").child_status("child1").parent.as_deref(), Some("P2"));
+    assert_eq!(
+        sim.view("P3").child_status("child1").parent.as_deref(),
+        Some("P2")
+    );
     // Once back with a parent it left, it is that parent's again.
     for (a, b) in [("P1", "P3"), ("P1", "child1"), ("P2", "P3"), ("P1", "P2")] {
         sim.restore(a, b);
     }
-    assert_eq!(sim.view("P1").child_status("child1").parent.as_deref(), Some("P1"));
+    assert_eq!(
+        sim.view("P1").child_status("child1").parent.as_deref(),
+        Some("P1")
+    );
     assert_eq!(sim.view("P2").departed_to("child1"), Some("P1"));
 }
