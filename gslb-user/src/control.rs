@@ -3,7 +3,7 @@
 //!
 //! - `reload`: reloads the configuration as SIGHUP does, and says how it went;
 //! - `ldns`: the LDNS entries and their RTT per site (F5's `ldns` record, [`format_report`]);
-//! - `stats`: the prober's counters, `name value` per line.
+//! - `stats`: the controller's republish counters and the prober's, `name value` per line.
 //!
 //! The reply's first line is `ok`, followed by the body, or `error: <reason>`; then the server
 //! closes the connection. The socket is made mode 0600: a reload is for root only.
@@ -88,6 +88,8 @@ pub struct ControlState {
     pub reloads: mpsc::Sender<Reload>,
     /// The RTT table while this gslbd probes.
     pub rtt: watch::Receiver<Option<RttHandle>>,
+    /// The controller's republish counters.
+    pub republish: std::sync::Arc<crate::controller::RepublishStats>,
 }
 
 /// The bound socket; its file is removed when it is dropped.
@@ -213,7 +215,8 @@ async fn handle(request: &str, state: &ControlState) -> Result<String, String> {
         }
         "stats" => {
             let handle = state.rtt.borrow().clone();
-            let mut out = format!("rtt_probing {}\n", u8::from(handle.is_some()));
+            let mut out = state.republish.lines();
+            out.push_str(&format!("rtt_probing {}\n", u8::from(handle.is_some())));
             if let Some(handle) = handle {
                 let reports = handle.report();
                 let stats = handle.stats();
@@ -327,7 +330,7 @@ mod tests {
     ) {
         let (reloads, rx) = mpsc::channel(1);
         let (rtt_tx, rtt) = watch::channel(None);
-        (ControlState { reloads, rtt }, rx, rtt_tx)
+        (ControlState { reloads, rtt, republish: Default::default() }, rx, rtt_tx)
     }
 
     #[tokio::test]
@@ -392,7 +395,10 @@ mod tests {
                 Err("reload refused, the running configuration stays: test.toml:3:7: bad"),
             ),
             ("reload", Ok("configuration reloaded\n")),
-            ("stats", Ok("rtt_probing 0\n")),
+            (
+                "stats",
+                Ok("trigger_events 0\nrepublishes 0\nlast_compile_us 0\nlast_republish_us 0\nrtt_probing 0\n"),
+            ),
             ("ldns", Err("RTT probing is off")),
             (
                 "shutdown",

@@ -153,3 +153,29 @@ impl World {
             .collect()
     }
 }
+
+/// What the controller's republishing did, for `gslbctl stats`: how many trigger events came in
+/// (a burst counts each event it drained) against how many republishes they cost, and how long
+/// the last one took from its trigger to the maps.
+#[derive(Debug, Default)]
+pub struct RepublishStats {
+    pub events: std::sync::atomic::AtomicU64,
+    pub republishes: std::sync::atomic::AtomicU64,
+    pub last_compile_us: std::sync::atomic::AtomicU64,
+    pub last_total_us: std::sync::atomic::AtomicU64,
+}
+
+impl RepublishStats {
+    /// `name value` lines.
+    pub fn lines(&self) -> String {
+        use std::sync::atomic::Ordering::Relaxed;
+        format!(
+            "trigger_events {}\nrepublishes {}\nlast_compile_us {}\nlast_republish_us {}\n",
+            self.events.load(Relaxed),
+            self.republishes.load(Relaxed),
+            self.last_compile_us.load(Relaxed),
+            self.last_total_us.load(Relaxed),
+        )
+    }
+}
+

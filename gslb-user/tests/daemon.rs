@@ -470,3 +470,74 @@ async fn a_changed_location_file_moves_the_answers() {
 
     gslbd.stop().await;
 }
+
+/// `stats` from the control socket at `path`, as (name, value) pairs.
+async fn control_stats(path: &Path) -> std::collections::HashMap<String, u64> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::UnixStream::connect(path).await.expect("control socket");
+    stream.write_all(b"stats\n").await.unwrap();
+    let mut reply = String::new();
+    tokio::time::timeout(WAIT, stream.read_to_string(&mut reply)).await.expect("stats in time").unwrap();
+    assert!(reply.starts_with("ok\n"), "{reply}");
+    reply
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| (k.to_owned(), v.parse().unwrap()))
+        .collect()
+}
+
+/// Eight services whose backends stop at once: eight health events, far fewer republishes (a
+/// burst is drained into one recompile), and the answers end at the latest state (the backup
+/// address). `gslbctl stats` shows the counters and the last republish's duration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_health_changes_is_one_republish() {
+    let dir = TempDir::new("burst");
+    let (path, control) = (dir.0.join("gslb.toml"), dir.0.join("control.sock"));
+    let port = free_port();
+    let backends: Vec<std::net::TcpListener> =
+        (0..8).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    let mut text = monitored_config(port, 1, 2);
+    // Replace services a and b by eight, one per backend.
+    let start = text.find("[[service]]").unwrap();
+    text.truncate(start);
+    let mut names = Vec::new();
+    for (i, b) in backends.iter().enumerate() {
+        let p = b.local_addr().unwrap().port();
+        text.push_str(&format!(
+            "[[service]]\nname = \"s{i}\"\nip = \"127.0.0.1\"\nport = {p}\npublic_ip = \"198.51.100.{}\"\nsite = \"dc\"\nmonitors = [\"tcp\"]\n",
+            10 + i
+        ));
+        names.push(format!("\"s{i}\""));
+    }
+    text.push_str(&format!(
+        "[[gslb_domain]]\nname = \"www.example.com\"\nanswer = \"all\"\nservices = [{}]\nbackup_ip = [\"203.0.113.99\"]\n",
+        names.join(", ")
+    ));
+    std::fs::write(&path, text).unwrap();
+
+    let gslbd = Gslbd::start(&path, Some(control.clone()), WAIT).await;
+    let all: Vec<String> = (0..8).map(|i| format!("198.51.100.{}", 10 + i)).collect();
+    answer_becomes(port, &all.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let before = control_stats(&control).await;
+
+    drop(backends); // every backend at once
+    answer_becomes(port, &["203.0.113.99"]).await;
+    // The last monitor's event may still be on its way: wait until all eight are counted.
+    let mut after = control_stats(&control).await;
+    for _ in 0..100 {
+        if after["trigger_events"] - before["trigger_events"] >= 8 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        after = control_stats(&control).await;
+    }
+    let events = after["trigger_events"] - before["trigger_events"];
+    let republishes = after["republishes"] - before["republishes"];
+    assert!(events >= 8, "every health event counted: {before:?} → {after:?}");
+    assert!(republishes < events, "bursts coalesced: {events} events, {republishes} republishes");
+    assert!(after["last_republish_us"] > 0, "{after:?}");
+    answer_becomes(port, &["203.0.113.99"]).await;
+
+    gslbd.stop().await;
+}

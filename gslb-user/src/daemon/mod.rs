@@ -5,7 +5,11 @@ pub mod link;
 pub mod mep;
 pub mod rtt;
 
-use std::{net::SocketAddr, path::PathBuf, sync::Arc};
+use std::{
+    net::SocketAddr,
+    path::PathBuf,
+    sync::{Arc, atomic::Ordering::Relaxed},
+};
 
 use tokio::{
     net::{TcpListener, UdpSocket},
@@ -207,10 +211,12 @@ pub async fn run(
             wait(stopped.clone()),
         ));
     }
+    let republish_stats = Arc::new(crate::controller::RepublishStats::default());
     if let Some(control) = control {
         let state = ControlState {
             reloads: control_reloads_tx.clone(),
             rtt: rtt_handle,
+            republish: republish_stats.clone(),
         };
         let mut stopped = stopped.clone();
         servers.spawn(control.serve(state, async move {
@@ -225,6 +231,11 @@ pub async fn run(
     location_poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
     let mut rtt_pacer = rtt::RepublishPacer::new(tokio::time::Instant::now());
+    let mut health_pacer = rtt::RepublishPacer::with(
+        tokio::time::Instant::now(),
+        std::time::Duration::ZERO,
+        rtt::HEALTH_REPUBLISH_GAP,
+    );
     // Reload requesters waiting for the republish of their configuration.
     let mut reloaded: Vec<Reload> = Vec::new();
 
@@ -259,6 +270,7 @@ pub async fn run(
                             m.reconfigure(&world).await;
                         }
                         links.reconfigure(&mut world);
+                        republish_stats.events.fetch_add(waiting.len() as u64 - 1, Relaxed);
                         reloaded.extend(waiting);
                         "reload"
                     }
@@ -297,10 +309,16 @@ pub async fn run(
                     Err(broadcast::error::RecvError::Lagged(n)) => warn!(missed = n, "health events coalesced"),
                     Err(broadcast::error::RecvError::Closed) => continue,
                 }
-                // Later events of a burst are in the state read below: one republish for all.
-                while health_events.try_recv().is_ok() {}
-                "health"
+                // Later events of a burst are in the state read when the pacer is due: one
+                // republish for all of them (at once after a quiet spell).
+                republish_stats.events.fetch_add(1, Relaxed);
+                while health_events.try_recv().is_ok() {
+                    republish_stats.events.fetch_add(1, Relaxed);
+                }
+                health_pacer.changed(tokio::time::Instant::now());
+                continue;
             }
+            () = tokio::time::sleep_until(health_pacer.due().unwrap_or_else(tokio::time::Instant::now)), if health_pacer.due().is_some() => "health",
             _ = location_poll.tick() => {
                 let now = FileStamps::of(&location_files(&world.config));
                 if now == location_stamps {
@@ -317,6 +335,9 @@ pub async fn run(
                 "location database"
             }
         };
+        if trigger != "health" {
+            republish_stats.events.fetch_add(1, Relaxed);
+        }
         let started = std::time::Instant::now();
         let snapshot = mep::for_role(&world, world.snapshot());
         let compiled = started.elapsed();
@@ -326,6 +347,7 @@ pub async fn run(
         }
         // This snapshot has the latest RTT table, whatever the trigger.
         rtt_pacer.republished(tokio::time::Instant::now());
+        health_pacer.republished(tokio::time::Instant::now());
         let published = republish(&world, &snapshot, dataplane.as_mut(), &responder);
         for r in reloaded.drain(..) {
             r.answer(if published {
@@ -335,6 +357,9 @@ pub async fn run(
             });
         }
         if published {
+            republish_stats.republishes.fetch_add(1, Relaxed);
+            republish_stats.last_compile_us.store(compiled.as_micros() as u64, Relaxed);
+            republish_stats.last_total_us.store(started.elapsed().as_micros() as u64, Relaxed);
             info!(
                 trigger,
                 compile_us = compiled.as_micros() as u64,

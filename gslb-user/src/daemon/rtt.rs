@@ -252,27 +252,35 @@ fn carry_over(old: &RttHandle, new: &RttHandle, recorder: &LdnsRecorder, same_ro
     }
 }
 
-/// When RTT changes republish the answers: [`RTT_SETTLE`] after the first change of a burst,
-/// and no sooner than [`RTT_REPUBLISH_GAP`] after the last republish (of any trigger: each
-/// compiles the table as it is then).
+/// When changes republish the answers: `settle` after the first change of a burst, and no
+/// sooner than `gap` after the last republish (of any trigger: each compiles the state as it is
+/// then). RTT changes: [`RTT_SETTLE`] and [`RTT_REPUBLISH_GAP`]; health changes: at once, and
+/// at most one republish a [`HEALTH_REPUBLISH_GAP`], so a burst costs two republishes at most.
 #[derive(Debug)]
 pub struct RepublishPacer {
     due: Option<Instant>,
     last: Instant,
+    settle: Duration,
+    gap: Duration,
 }
 
+/// Health changes closer together than this share a republish.
+pub const HEALTH_REPUBLISH_GAP: Duration = Duration::from_millis(50);
+
 impl RepublishPacer {
+    /// The RTT table's pacer.
     pub fn new(now: Instant) -> Self {
-        RepublishPacer {
-            due: None,
-            last: now,
-        }
+        RepublishPacer::with(now, RTT_SETTLE, RTT_REPUBLISH_GAP)
     }
 
-    /// The RTT table changed at `now`.
+    pub fn with(now: Instant, settle: Duration, gap: Duration) -> Self {
+        RepublishPacer { due: None, last: now, settle, gap }
+    }
+
+    /// A change at `now`.
     pub fn changed(&mut self, now: Instant) {
         if self.due.is_none() {
-            self.due = Some((now + RTT_SETTLE).max(self.last + RTT_REPUBLISH_GAP));
+            self.due = Some((now + self.settle).max(self.last + self.gap));
         }
     }
 
