@@ -152,7 +152,7 @@ const _: () = assert!(core::mem::size_of::<DomainValue>() == 8);
 
 /// Question names are hashed and compared in little-endian 64-bit words.
 pub const QNAME_WORDS: usize = QNAME_MAX / 8;
-const _: () = assert!(QNAME_MAX % 8 == 0);
+const _: () = assert!(QNAME_MAX.is_multiple_of(8));
 
 /// Seed of [`name_hash`].
 pub const NAME_HASH_SEED: u64 = 0x243f_6a88_85a3_08d3;

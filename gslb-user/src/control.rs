@@ -330,7 +330,15 @@ mod tests {
     ) {
         let (reloads, rx) = mpsc::channel(1);
         let (rtt_tx, rtt) = watch::channel(None);
-        (ControlState { reloads, rtt, republish: Default::default() }, rx, rtt_tx)
+        (
+            ControlState {
+                reloads,
+                rtt,
+                republish: Default::default(),
+            },
+            rx,
+            rtt_tx,
+        )
     }
 
     #[tokio::test]
@@ -397,7 +405,9 @@ mod tests {
             ("reload", Ok("configuration reloaded\n")),
             (
                 "stats",
-                Ok("trigger_events 0\nrepublishes 0\nlast_compile_us 0\nlast_republish_us 0\nrtt_probing 0\n"),
+                Ok(
+                    "trigger_events 0\nrepublishes 0\nlast_compile_us 0\nlast_republish_us 0\nrtt_probing 0\n",
+                ),
             ),
             ("ldns", Err("RTT probing is off")),
             (

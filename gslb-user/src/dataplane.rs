@@ -57,11 +57,11 @@ pub static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), 
 pub enum DataplaneError {
     /// Display shows only the context: the cause follows in the error chain (`{:#}`).
     #[error("loading the XDP object")]
-    Load(#[from] EbpfError),
+    Load(#[source] Box<EbpfError>),
     #[error("XDP program {name}")]
     Program {
         name: &'static str,
-        source: ProgramError,
+        source: Box<ProgramError>,
     },
     #[error("the XDP object has no {kind} named {name}")]
     Missing {
@@ -71,28 +71,31 @@ pub enum DataplaneError {
     #[error(
         "adopting the pinned maps in {dir} (left by a gslbd of another version? stop it, then remove the directory)"
     )]
-    Adopt { dir: PathBuf, source: EbpfError },
+    Adopt {
+        dir: PathBuf,
+        source: Box<EbpfError>,
+    },
     #[error("link pinned at {path}")]
     Link {
         path: PathBuf,
-        source: aya::programs::links::LinkError,
+        source: Box<aya::programs::links::LinkError>,
     },
     #[error("map {name}")]
     Map {
         name: &'static str,
-        source: MapError,
+        source: Box<MapError>,
     },
     #[error("attaching XDP to {interface} ({mode:?} mode)")]
     Attach {
         interface: String,
         mode: XdpMode,
-        source: ProgramError,
+        source: Box<ProgramError>,
     },
     #[error("pinning {what} at {path}")]
     Pin {
         what: &'static str,
         path: PathBuf,
-        source: PinError,
+        source: Box<PinError>,
     },
     #[error("pin directory {path}")]
     PinDir {
@@ -106,7 +109,10 @@ pub enum DataplaneError {
 type Result<T, E = DataplaneError> = std::result::Result<T, E>;
 
 fn map_err(name: &'static str) -> impl FnOnce(MapError) -> DataplaneError {
-    move |source| DataplaneError::Map { name, source }
+    move |source| DataplaneError::Map {
+        name,
+        source: Box::new(source),
+    }
 }
 
 /// The loaded XDP object: both programs verified and loaded, maps created.
@@ -152,18 +158,19 @@ impl Dataplane {
             // The likeliest cause: pins of a build with other map layouts.
             Some(dir) if adopted => DataplaneError::Adopt {
                 dir: dir.into(),
-                source,
+                source: Box::new(source),
             },
-            _ => DataplaneError::Load(source),
+            _ => DataplaneError::Load(Box::new(source)),
         })?;
         if adopted {
             info!(pin_path = %pin_dir.expect("adopted implies a pin dir").display(), "adopted the pinned maps of an earlier gslbd");
         }
         for name in [programs::ANSWER, programs::PASS] {
             let program = program_mut(&mut ebpf, name)?;
-            program
-                .load()
-                .map_err(|source| DataplaneError::Program { name, source })?;
+            program.load().map_err(|source| DataplaneError::Program {
+                name,
+                source: Box::new(source),
+            })?;
         }
         let mut take = |name: &'static str| {
             ebpf.take_map(name)
@@ -250,16 +257,19 @@ impl Dataplane {
             // program in that link (one atomic update, no moment without XDP).
             let link = PinnedLink::from_pin(&path).map_err(|source| DataplaneError::Link {
                 path: path.clone(),
-                source,
+                source: Box::new(source),
             })?;
             let link =
                 XdpLink::try_from(FdLink::from(link)).map_err(|source| DataplaneError::Link {
                     path: path.clone(),
-                    source,
+                    source: Box::new(source),
                 })?;
             let id = program
                 .attach_to_link(link)
-                .map_err(|source| DataplaneError::Program { name, source })?;
+                .map_err(|source| DataplaneError::Program {
+                    name,
+                    source: Box::new(source),
+                })?;
             info!(interface, pin = %path.display(), "XDP program replaced in the pinned link");
             (mode, id)
         } else {
@@ -268,10 +278,13 @@ impl Dataplane {
         let program = program_mut(&mut self.ebpf, name)?;
         let link = program
             .take_link(id)
-            .map_err(|source| DataplaneError::Program { name, source })?;
+            .map_err(|source| DataplaneError::Program {
+                name,
+                source: Box::new(source),
+            })?;
         let fd_link = FdLink::try_from(link).map_err(|source| DataplaneError::Link {
             path: path.clone(),
-            source,
+            source: Box::new(source),
         })?;
         let fd_link = if path.exists() {
             fd_link
@@ -279,7 +292,7 @@ impl Dataplane {
             FdLink::from(fd_link.pin(&path).map_err(|source| DataplaneError::Pin {
                 what: "link",
                 path: path.clone(),
-                source,
+                source: Box::new(source),
             })?)
         };
         self.pinned_links.push((path, fd_link));
@@ -331,7 +344,7 @@ impl Dataplane {
             let name_c = std::ffi::CString::new(interface).map_err(|_| DataplaneError::Attach {
                 interface: interface.into(),
                 mode: m,
-                source: ProgramError::UnexpectedProgramType,
+                source: Box::new(ProgramError::UnexpectedProgramType),
             })?;
             match program.attach(name_c.as_c_str(), flags) {
                 Ok(id) => {
@@ -345,7 +358,7 @@ impl Dataplane {
                     last = Some(DataplaneError::Attach {
                         interface: interface.into(),
                         mode: m,
-                        source,
+                        source: Box::new(source),
                     });
                 }
             }
@@ -366,12 +379,14 @@ impl Dataplane {
         let program = program_mut(&mut self.ebpf, name)?;
         // Unloading drops the program's own links; it is loaded again so the dataplane stays
         // usable (test_run, a later attach).
-        program
-            .unload()
-            .map_err(|source| DataplaneError::Program { name, source })?;
-        program
-            .load()
-            .map_err(|source| DataplaneError::Program { name, source })
+        program.unload().map_err(|source| DataplaneError::Program {
+            name,
+            source: Box::new(source),
+        })?;
+        program.load().map_err(|source| DataplaneError::Program {
+            name,
+            source: Box::new(source),
+        })
     }
 
     /// Leaves XDP attached through the pinned links and the maps pinned, so the fast path keeps
@@ -1126,7 +1141,7 @@ impl LdnsMap {
                 Err(source) => {
                     return Err(DataplaneError::Map {
                         name: maps::LDNS,
-                        source,
+                        source: Box::new(source),
                     });
                 }
             }

@@ -474,10 +474,15 @@ async fn a_changed_location_file_moves_the_answers() {
 /// `stats` from the control socket at `path`, as (name, value) pairs.
 async fn control_stats(path: &Path) -> std::collections::HashMap<String, u64> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::UnixStream::connect(path).await.expect("control socket");
+    let mut stream = tokio::net::UnixStream::connect(path)
+        .await
+        .expect("control socket");
     stream.write_all(b"stats\n").await.unwrap();
     let mut reply = String::new();
-    tokio::time::timeout(WAIT, stream.read_to_string(&mut reply)).await.expect("stats in time").unwrap();
+    tokio::time::timeout(WAIT, stream.read_to_string(&mut reply))
+        .await
+        .expect("stats in time")
+        .unwrap();
     assert!(reply.starts_with("ok\n"), "{reply}");
     reply
         .lines()
@@ -495,8 +500,9 @@ async fn a_burst_of_health_changes_is_one_republish() {
     let dir = TempDir::new("burst");
     let (path, control) = (dir.0.join("gslb.toml"), dir.0.join("control.sock"));
     let port = free_port();
-    let backends: Vec<std::net::TcpListener> =
-        (0..8).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    let backends: Vec<std::net::TcpListener> = (0..8)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
     let mut text = monitored_config(port, 1, 2);
     // Replace services a and b by eight, one per backend.
     let start = text.find("[[service]]").unwrap();
@@ -534,8 +540,14 @@ async fn a_burst_of_health_changes_is_one_republish() {
     }
     let events = after["trigger_events"] - before["trigger_events"];
     let republishes = after["republishes"] - before["republishes"];
-    assert!(events >= 8, "every health event counted: {before:?} → {after:?}");
-    assert!(republishes < events, "bursts coalesced: {events} events, {republishes} republishes");
+    assert!(
+        events >= 8,
+        "every health event counted: {before:?} → {after:?}"
+    );
+    assert!(
+        republishes < events,
+        "bursts coalesced: {events} events, {republishes} republishes"
+    );
     assert!(after["last_republish_us"] > 0, "{after:?}");
     answer_becomes(port, &["203.0.113.99"]).await;
 

@@ -64,7 +64,7 @@ pub struct Snapshot {
     /// Disjoint client prefixes, ascending, with their view and LDNS view; other clients get
     /// [`DEFAULT_VIEW`] and no LDNS view.
     /// Shared (`Arc`): a million prefixes are not copied per snapshot.
-    pub views: Arc<Vec<(IpNet, ViewValue)>>,
+    pub views: Arc<ViewPrefixes>,
     /// The same as merged segments: the responder's lookups and the ECS scope.
     pub segments: Arc<Segments>,
     pub domains: Vec<DomainEntry>,
@@ -233,7 +233,7 @@ struct Cache {
     /// entries it touched.
     entry_memo: Vec<Option<(Vec<u32>, Option<DomainEntry>)>>,
     /// The last snapshot's merged segments and trie prefixes: the same while `class_views` is.
-    merged: Option<(Arc<Segments>, Arc<Vec<(IpNet, ViewValue)>>)>,
+    merged: Option<(Arc<Segments>, Arc<ViewPrefixes>)>,
     next_view: u32,
     next_rtt_view: u32,
 }
@@ -306,19 +306,26 @@ struct Signature {
     place: bool,
     rtt: bool,
     /// Per position: site, IPv6, weight, location, limits, state.
-    services: Vec<(
-        usize,
-        bool,
-        u32,
-        Option<Location>,
-        Option<u64>,
-        Option<u64>,
-        ServiceState,
-    )>,
+    services: Vec<SlotSignature>,
     /// The states of the backup domains' services, in chain order: a backup domain answers
     /// when this one cannot, so its services' states decide too.
     backups: Vec<ServiceState>,
 }
+
+/// What a decision reads of one service: site, IPv6, weight, location, connection and
+/// bandwidth limits, state.
+type SlotSignature = (
+    usize,
+    bool,
+    u32,
+    Option<Location>,
+    Option<u64>,
+    Option<u64>,
+    ServiceState,
+);
+
+/// Disjoint client prefixes in address order, with their view and LDNS view.
+pub type ViewPrefixes = Vec<(IpNet, ViewValue)>;
 
 /// One decision in positions of the deciding domain's service list.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -1296,13 +1303,12 @@ impl<'a> Job<'a> {
             .filter_map(|n| self.services.get(n.as_str()))
             .any(|(_, s)| family(&s.answer_ip()));
         let backup: Vec<IpAddr> = domain.backup_ip.iter().copied().filter(family).collect();
-        (configured && domain.down_response == DownResponse::Backup && !backup.is_empty()).then(
-            || Answer {
+        (configured && domain.down_response == DownResponse::Backup && !backup.is_empty())
+            .then_some(Answer {
                 ttl: domain.ttl,
                 mode: domain.answer,
                 addrs: backup,
-            },
-        )
+            })
     }
 }
 

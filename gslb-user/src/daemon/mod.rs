@@ -358,8 +358,12 @@ pub async fn run(
         }
         if published {
             republish_stats.republishes.fetch_add(1, Relaxed);
-            republish_stats.last_compile_us.store(compiled.as_micros() as u64, Relaxed);
-            republish_stats.last_total_us.store(started.elapsed().as_micros() as u64, Relaxed);
+            republish_stats
+                .last_compile_us
+                .store(compiled.as_micros() as u64, Relaxed);
+            republish_stats
+                .last_total_us
+                .store(started.elapsed().as_micros() as u64, Relaxed);
             info!(
                 trigger,
                 compile_us = compiled.as_micros() as u64,

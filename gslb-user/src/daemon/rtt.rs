@@ -274,7 +274,12 @@ impl RepublishPacer {
     }
 
     pub fn with(now: Instant, settle: Duration, gap: Duration) -> Self {
-        RepublishPacer { due: None, last: now, settle, gap }
+        RepublishPacer {
+            due: None,
+            last: now,
+            settle,
+            gap,
+        }
     }
 
     /// A change at `now`.
