@@ -215,9 +215,8 @@ struct Cache {
     rtt_to_responder: bool,
     engine: Option<Arc<Engine>>,
     partition: Partition,
-    signatures: HashMap<Signature, u32>,
-    outcomes: Vec<Outcome>,
-    outcome_ids: HashMap<Outcome, u32>,
+    signatures: Interner<Signature>,
+    outcomes: Interner<Outcome>,
     /// (signature, projected class key) → outcome, for LDNS views.
     decided: HashMap<(u32, ClassKey), u32>,
     /// Signature → outcome by place (or by family, for signatures that do not read the
@@ -225,9 +224,9 @@ struct Cache {
     dense: HashMap<u32, Vec<u32>>,
     /// Each class's view and LDNS view in the last snapshot.
     class_views: Vec<(u32, u32)>,
-    /// Round-robin answers, interned so that their numbers stay put between compilations.
-    static_answers: Vec<Option<Answer>>,
-    static_ids: HashMap<Option<Answer>, u32>,
+    /// Round-robin answers (0: none), interned so that their numbers stay put between
+    /// compilations.
+    static_answers: Interner<Option<Answer>>,
     /// Per entry: what its answers were made from (its value in each view and LDNS view) and
     /// the entry made; reused while the values stay, so a health change rebuilds only the
     /// entries it touched.
@@ -252,6 +251,51 @@ struct Partition {
     place_ids: Vec<u32>,
     places: usize,
     rtt_rows: Arc<Steps>,
+}
+
+/// Values numbered in order of first appearance: equal values get one number, which stays put
+/// while the interner lives (outcomes, signatures and answers keep theirs between compilations).
+#[derive(Debug)]
+struct Interner<T> {
+    values: Vec<T>,
+    ids: HashMap<T, u32>,
+}
+
+impl<T: Clone + Eq + std::hash::Hash> Interner<T> {
+    fn new() -> Self {
+        Interner {
+            values: Vec::new(),
+            ids: HashMap::new(),
+        }
+    }
+
+    /// An interner whose number 0 is `first`.
+    fn with(first: T) -> Self {
+        let mut interner = Interner::new();
+        interner.id(first);
+        interner
+    }
+
+    fn id(&mut self, value: T) -> u32 {
+        if let Some(&id) = self.ids.get(&value) {
+            return id;
+        }
+        let id = self.values.len() as u32;
+        self.values.push(value.clone());
+        self.ids.insert(value, id);
+        id
+    }
+
+    fn len(&self) -> usize {
+        self.values.len()
+    }
+}
+
+impl<T> std::ops::Index<u32> for Interner<T> {
+    type Output = T;
+    fn index(&self, id: u32) -> &T {
+        &self.values[id as usize]
+    }
 }
 
 /// How a domain is decided, and from what.
@@ -389,13 +433,11 @@ impl Compiler {
                 rtt_to_responder,
                 engine: job.engine.clone(),
                 partition: job.partition(),
-                signatures: HashMap::new(),
-                outcomes: Vec::new(),
-                outcome_ids: HashMap::new(),
+                signatures: Interner::new(),
+                outcomes: Interner::new(),
                 decided: HashMap::new(),
                 dense: HashMap::new(),
-                static_answers: vec![None],
-                static_ids: HashMap::from_iter([(None, 0)]),
+                static_answers: Interner::with(None),
                 entry_memo: Vec::new(),
                 class_views: Vec::new(),
                 merged: None,
@@ -718,11 +760,9 @@ impl<'a> Job<'a> {
             partition,
             signatures,
             outcomes,
-            outcome_ids,
             decided,
             dense,
             static_answers,
-            static_ids,
             entry_memo,
             class_views: cached_views,
             merged,
@@ -732,7 +772,6 @@ impl<'a> Job<'a> {
         } = cache;
         let mut parts = CacheParts {
             outcomes,
-            outcome_ids,
             decided,
             dense,
             places: partition.places,
@@ -745,7 +784,6 @@ impl<'a> Job<'a> {
         let mut rtt_columns: Vec<usize> = Vec::new();
         let mut entry_column = Vec::with_capacity(self.entries.len());
         let mut sig_column: HashMap<u32, usize> = HashMap::new();
-        let mut sig_of: Vec<Signature> = Vec::new();
         for (e, &(d, qtype)) in self.entries.iter().enumerate() {
             let column = match self.kinds[d] {
                 Kind::Static => {
@@ -753,14 +791,11 @@ impl<'a> Job<'a> {
                     columns.len() - 1
                 }
                 _ => {
-                    let sig = self.signature(d, qtype);
-                    let next = signatures.len() as u32;
-                    let id = *signatures.entry(sig.clone()).or_insert(next);
+                    let id = signatures.id(self.signature(d, qtype));
                     *sig_column.entry(id).or_insert_with(|| {
-                        if sig.rtt {
+                        if signatures[id].rtt {
                             rtt_columns.push(columns.len());
                         }
-                        sig_of.push(sig);
                         columns.push(Column::Decided(id));
                         columns.len() - 1
                     })
@@ -768,14 +803,7 @@ impl<'a> Job<'a> {
             };
             entry_column.push(column);
         }
-        let sig_by_id: HashMap<u32, &Signature> = columns
-            .iter()
-            .filter_map(|c| match c {
-                Column::Decided(id) => Some(*id),
-                Column::Static(_) => None,
-            })
-            .zip(&sig_of)
-            .collect();
+        let signatures = &*signatures;
         // A representative entry per signature: the engine decides for it.
         let mut representative: HashMap<u32, (usize, u16)> = HashMap::new();
         for (e, &(d, qtype)) in self.entries.iter().enumerate() {
@@ -791,10 +819,9 @@ impl<'a> Job<'a> {
         // Each class's vectors: the view's (every column, no RTT) and the LDNS view's (the RTT
         // columns, with the class's RTT row).
         let mut static_memo: HashMap<(usize, u32), u32> = HashMap::new();
-        let mut view_vectors: Vec<Vec<u32>> = Vec::new();
-        let mut view_vector_ids: HashMap<Vec<u32>, u32> = HashMap::new();
-        let mut rtt_vectors: Vec<Vec<u32>> = vec![Vec::new()];
-        let mut rtt_vector_ids: HashMap<Vec<u32>, u32> = HashMap::new();
+        let mut view_vectors: Interner<Vec<u32>> = Interner::new();
+        // LDNS view vector 0: no RTT row.
+        let mut rtt_vectors: Interner<Vec<u32>> = Interner::with(Vec::new());
         let mut by_view_key: HashMap<ClassKey, u32> = HashMap::new();
         let mut class_vectors: Vec<(u32, u32)> = Vec::with_capacity(classes.len());
         for (class, &(key, addr)) in classes.iter().enumerate() {
@@ -809,18 +836,13 @@ impl<'a> Job<'a> {
                             Column::Static(e) => {
                                 let (d, qtype) = self.entries[e];
                                 *static_memo.entry((e, key.view)).or_insert_with(|| {
-                                    let a = self.static_answer(d, qtype, key.view);
-                                    let next = static_answers.len() as u32;
-                                    *static_ids.entry(a.clone()).or_insert_with(|| {
-                                        static_answers.push(a);
-                                        next
-                                    })
+                                    static_answers.id(self.static_answer(d, qtype, key.view))
                                 })
                             }
                             Column::Decided(sig) => self.outcome(
                                 &mut parts,
                                 sig,
-                                sig_by_id[&sig],
+                                &signatures[sig],
                                 representative[&sig],
                                 key,
                                 place,
@@ -829,11 +851,7 @@ impl<'a> Job<'a> {
                             ),
                         });
                     }
-                    let next = view_vectors.len() as u32;
-                    let id = *view_vector_ids.entry(vector.clone()).or_insert_with(|| {
-                        view_vectors.push(vector);
-                        next
-                    });
+                    let id = view_vectors.id(vector);
                     by_view_key.insert(view_key, id);
                     id
                 }
@@ -847,7 +865,7 @@ impl<'a> Job<'a> {
                     vector.push(self.outcome(
                         &mut parts,
                         sig,
-                        sig_by_id[&sig],
+                        &signatures[sig],
                         representative[&sig],
                         key,
                         place,
@@ -855,11 +873,7 @@ impl<'a> Job<'a> {
                         true,
                     ));
                 }
-                let next = rtt_vectors.len() as u32;
-                let id = *rtt_vector_ids.entry(vector.clone()).or_insert_with(|| {
-                    rtt_vectors.push(vector);
-                    next
-                });
+                let id = rtt_vectors.id(vector);
                 let entries = (rtt_vectors.len() - 1) * rtt_entries;
                 if entries > self.rtt_budget {
                     return Err(OverBudget {
@@ -930,10 +944,8 @@ impl<'a> Job<'a> {
             answer_memo
                 .entry((e, value))
                 .or_insert_with(|| match columns[entry_column[e]] {
-                    Column::Static(_) => static_answers[value as usize].clone(),
-                    Column::Decided(_) => {
-                        job.translate(&parts.outcomes[value as usize], job.entries[e])
-                    }
+                    Column::Static(_) => static_answers[value].clone(),
+                    Column::Decided(_) => job.translate(&parts.outcomes[value], job.entries[e]),
                 })
                 .clone()
         };
@@ -947,7 +959,7 @@ impl<'a> Job<'a> {
         for e in 0..self.entries.len() {
             let (d, qtype) = self.entries[e];
             let column = entry_column[e];
-            let value = |v: usize| view_vectors[view_vector[v] as usize][column];
+            let value = |v: usize| view_vectors[view_vector[v]][column];
             let live = |v: usize| view_vector[v] != u32::MAX;
             let by_rtt = rtt_position.get(&column);
             // What this entry is made from; unchanged since the last compilation, the entry is.
@@ -956,7 +968,7 @@ impl<'a> Job<'a> {
             key.extend((0..views).map(|v| if live(v) { value(v) } else { u32::MAX }));
             if let Some(&pos) = by_rtt {
                 key.extend((1..=rtt_views).map(|r| {
-                    rtt_vectors[rtt_view_vector[r] as usize]
+                    rtt_vectors[rtt_view_vector[r]]
                         .get(pos)
                         .copied()
                         .unwrap_or(u32::MAX)
@@ -999,7 +1011,7 @@ impl<'a> Job<'a> {
             let mut rtt_answers = Vec::new();
             if let Some(&pos) = by_rtt {
                 for r in 1..=rtt_views {
-                    let vector = &rtt_vectors[rtt_view_vector[r] as usize];
+                    let vector = &rtt_vectors[rtt_view_vector[r]];
                     if let Some(&outcome) = vector.get(pos) {
                         let a = answer(self, e, outcome);
                         rtt_answers.push((
@@ -1036,7 +1048,7 @@ impl<'a> Job<'a> {
             rtt_views,
             prefixes: views_out.len(),
             entries,
-            signatures: sig_of.len(),
+            signatures: sig_column.len(),
             decisions: self.decisions,
             incremental,
             map_bytes: views_out.len()
@@ -1091,13 +1103,11 @@ impl<'a> Job<'a> {
     ) -> u32 {
         let CacheParts {
             outcomes,
-            outcome_ids,
             decided,
             dense,
             places,
         } = cache;
-        let (outcomes, outcome_ids, decided) =
-            (&mut **outcomes, &mut **outcome_ids, &mut **decided);
+        let decided = &mut **decided;
         let row = if with_rtt { key.rtt } else { 0 };
         let slot = if signature.place {
             place as usize
@@ -1150,11 +1160,7 @@ impl<'a> Job<'a> {
                 pick: OutcomePick::All,
                 fallback: Some(signature.down),
             };
-            let next = outcomes.len() as u32;
-            let id = *outcome_ids.entry(outcome.clone()).or_insert_with(|| {
-                outcomes.push(outcome);
-                next
-            });
+            let id = outcomes.id(outcome);
             remember(decided, projected, id);
             return id;
         }
@@ -1169,12 +1175,7 @@ impl<'a> Job<'a> {
                     step: 0,
                     method: Method::Rtt,
                 });
-        let outcome = Outcome::of(self.engine.as_deref(), &decision);
-        let next = outcomes.len() as u32;
-        let id = *outcome_ids.entry(outcome.clone()).or_insert_with(|| {
-            outcomes.push(outcome);
-            next
-        });
+        let id = outcomes.id(Outcome::of(self.engine.as_deref(), &decision));
         remember(decided, if placeless { any_place } else { projected }, id);
         id
     }
@@ -1314,8 +1315,7 @@ impl<'a> Job<'a> {
 
 /// The parts of the cache [`Job::outcome`] writes, borrowed apart from the partition it reads.
 struct CacheParts<'c> {
-    outcomes: &'c mut Vec<Outcome>,
-    outcome_ids: &'c mut HashMap<Outcome, u32>,
+    outcomes: &'c mut Interner<Outcome>,
     decided: &'c mut HashMap<(u32, ClassKey), u32>,
     dense: &'c mut HashMap<u32, Vec<u32>>,
     places: usize,
