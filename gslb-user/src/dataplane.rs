@@ -627,25 +627,11 @@ impl AnswerTable {
         let (mut domain_values, mut answer_values) = (Vec::new(), Vec::new());
         for domain in &snapshot.domains {
             // Names repeat from publish to publish: their wire form and hash are kept.
-            let (wire, hash) = match self.names.get(&domain.name) {
-                Some(known) => known.clone(),
-                None => {
-                    let wire = wire_name(&domain.name)?;
-                    let hash = name_hash(&wire);
-                    self.names.insert(domain.name.clone(), (wire.clone(), hash));
-                    (wire, hash)
-                }
-            };
-            if wire.len() > QNAME_MAX {
+            let (wire, hash) = self.wire_and_hash(&domain.name)?;
+            let Some(key) = wire_domain_key(&wire, domain.qtype, generation) else {
                 stats.too_long += 1;
                 continue;
-            }
-            let mut key = DomainKey {
-                qtype: domain.qtype,
-                generation,
-                ..Default::default()
             };
-            key.name[..wire.len()].copy_from_slice(&wire);
             if hashed.get(&hash).is_some_and(|other| *other != wire) {
                 warn!(name = %domain.name, "name hash collides with another name's; left to the responder");
                 stats.collisions += 1;
@@ -701,6 +687,18 @@ impl AnswerTable {
         Ok(stats)
     }
 
+    /// The wire form and hash of a published name; names repeat from publish to publish, so
+    /// they are kept.
+    fn wire_and_hash(&mut self, name: &str) -> Result<(Vec<u8>, u64)> {
+        if let Some(known) = self.names.get(name) {
+            return Ok(known.clone());
+        }
+        let wire = wire_name(name)?;
+        let hash = name_hash(&wire);
+        self.names.insert(name.to_owned(), (wire.clone(), hash));
+        Ok((wire, hash))
+    }
+
     /// Gives each new view a copy of the answers its origin has in `generation` (`origins`:
     /// new view → origin, both dimensions, the LDNS views with [`RTT_VIEW_BIT`]).
     fn copy_answers(
@@ -714,13 +712,11 @@ impl AnswerTable {
             return Ok(copied);
         }
         for domain in &old.domains {
-            let Ok(wire) = wire_name(&domain.name) else {
-                continue;
-            };
-            if wire.len() > gslb_common::QNAME_MAX {
+            // Published before, so it encodes; a name too long for the key was not published.
+            let (wire, hash) = self.wire_and_hash(&domain.name)?;
+            if wire.len() > QNAME_MAX {
                 continue;
             }
-            let hash = name_hash(&wire);
             let sets = answer_sets(domain, &wire, hash, generation);
             for (new, origin) in origins.iter().filter(|(n, o)| n != o) {
                 for (key, set) in sets.iter().filter(|(k, _)| k.view == *origin) {
@@ -1250,17 +1246,21 @@ pub fn wire_name(name: &str) -> Result<Vec<u8>> {
 /// The `DOMAINS` key for (name, qtype) in one generation; `None` when the name is longer than
 /// the fast path's key, so only the responder can answer it.
 pub fn domain_key(name: &str, qtype: u16, generation: u32) -> Result<Option<DomainKey>> {
-    let wire = wire_name(name)?;
+    Ok(wire_domain_key(&wire_name(name)?, qtype, generation))
+}
+
+/// [`domain_key`] of a name already in wire form.
+fn wire_domain_key(wire: &[u8], qtype: u16, generation: u32) -> Option<DomainKey> {
     if wire.len() > QNAME_MAX {
-        return Ok(None);
+        return None;
     }
     let mut key = DomainKey {
         qtype,
         generation,
         ..Default::default()
     };
-    key.name[..wire.len()].copy_from_slice(&wire);
-    Ok(Some(key))
+    key.name[..wire.len()].copy_from_slice(wire);
+    Some(key)
 }
 
 /// The ones' complement sum of `bytes` as 16-bit big-endian words from an even offset, folded.
