@@ -96,7 +96,7 @@ fn config_text() -> String {
 /// One million IPv4 ranges of 4,096 addresses from 1.0.0.0, over 10,000 locations.
 fn locations_csv() -> String {
     let mut text = String::with_capacity(RANGES as usize * 48);
-    text.push_str("NSGEO1.0\n");
+    text.push_str("NSGEO1.0\nStart\n");
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     for i in 0..RANGES {
         let from = 0x0100_0000 + i * 4096;

@@ -607,16 +607,26 @@ pub struct DnsPolicy {
 /// location database is built, so a missing file is reported then, with its name.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LocationSources {
-    /// NetScaler static proximity files ("netscaler" CSV format).
-    pub netscaler: Vec<PathBuf>,
+    /// NetScaler location files, in order: `[[locations.file]]` entries, after the files of
+    /// the `netscaler = [...]` list (format `netscaler`).
+    pub files: Vec<LocationFile>,
     /// A MaxMind GeoIP2/GeoLite2 City database.
     pub mmdb_city: Option<PathBuf>,
     /// A MaxMind ASN database, for the ISP qualifier.
     pub mmdb_asn: Option<PathBuf>,
-    /// Continent qualifiers from the mmdb as codes (`EU`) instead of names (`Europe`).
+    /// The continents gslbd supplies (the mmdb's, and those derived from a file's country)
+    /// as codes (`EU`) instead of names (`Europe`).
     pub continent_codes: bool,
     /// Custom entries, which win over the files: (line in the config, from, to, location).
     pub custom: Vec<(usize, IpAddr, IpAddr, Location)>,
+}
+
+/// `[[locations.file]]`: one NetScaler location file and the format NetScaler would load it
+/// with (`add locationfile <path> -format <format>`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocationFile {
+    pub path: PathBuf,
+    pub format: crate::location::netscaler::FileFormat,
 }
 
 /// `[rtt]`: probing the resolvers (LDNS) that query us, for the rtt method (spec §4).
@@ -1042,10 +1052,19 @@ struct RawPolicy {
 struct RawLocationFiles {
     #[serde(default)]
     netscaler: Vec<String>,
+    #[serde(default)]
+    file: Vec<RawLocationFile>,
     mmdb_city: Option<String>,
     mmdb_asn: Option<String>,
     #[serde(default)]
     continent: RawContinent,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLocationFile {
+    path: Str,
+    format: Option<Str>,
 }
 
 #[derive(Deserialize, Default, Clone, Copy, PartialEq, Eq)]
@@ -1564,8 +1583,40 @@ impl Validator<'_> {
                 .map_err(|reason| self.error(c.location.span(), format!("{owner}: {reason}")))?;
             entries.push((self.line(c.location.span()), from, to, location));
         }
+        use crate::location::netscaler::FileFormat;
+        let mut located: Vec<LocationFile> = files
+            .netscaler
+            .into_iter()
+            .map(|path| LocationFile {
+                path: path.into(),
+                format: FileFormat::Netscaler,
+            })
+            .collect();
+        for f in files.file {
+            let owner = format!("locations.file {:?}", f.path.get_ref());
+            if f.path.get_ref().is_empty() {
+                return Err(self.error(f.path.span(), format!("{owner}: path is empty")));
+            }
+            let format = match &f.format {
+                None => FileFormat::Netscaler,
+                Some(name) => FileFormat::from_name(name.get_ref()).ok_or_else(|| {
+                    self.error(
+                        name.span(),
+                        format!(
+                            "{owner}: unknown format {:?}; NetScaler's formats are {}",
+                            name.get_ref(),
+                            FileFormat::names().collect::<Vec<_>>().join(", ")
+                        ),
+                    )
+                })?,
+            };
+            located.push(LocationFile {
+                path: f.path.into_inner().into(),
+                format,
+            });
+        }
         Ok(LocationSources {
-            netscaler: files.netscaler.into_iter().map(PathBuf::from).collect(),
+            files: located,
             mmdb_city: files.mmdb_city.map(PathBuf::from),
             mmdb_asn: files.mmdb_asn.map(PathBuf::from),
             continent_codes: files.continent == RawContinent::Code,
@@ -4153,6 +4204,25 @@ mod tests {
             (
                 format!("{SERVER}[locations]\ncontinent = \"short\" #<"),
                 "unknown variant `short`",
+            ),
+            (
+                format!(
+                    "{SERVER}[[locations.file]]\npath = \"geo.csv\"\nformat = \"ip-countryy\" #<"
+                ),
+                "locations.file \"geo.csv\": unknown format \"ip-countryy\"; NetScaler's formats \
+                 are netscaler, netscaler6, ip-country,",
+            ),
+            (
+                format!("{SERVER}[[locations.file]] #<\nformat = \"ip-country\""),
+                "missing field `path`",
+            ),
+            (
+                format!("{SERVER}[[locations.file]]\npath = \"\" #<"),
+                "locations.file \"\": path is empty",
+            ),
+            (
+                format!("{SERVER}[[locations.file]]\npath = \"geo.csv\"\ncontext = \"custom\" #<"),
+                "unknown field `context`",
             ),
             (format!("{SERVER}bogus = 1 #<"), "unknown field `bogus`"),
             (

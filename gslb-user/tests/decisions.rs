@@ -79,7 +79,9 @@ fn static_proximity_answers_by_the_clients_location() {
     let config = example("static-proximity.toml");
     let mut sources = config.locations.clone();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    sources.netscaler = sources.netscaler.iter().map(|f| root.join(f)).collect();
+    for f in &mut sources.files {
+        f.path = root.join(&f.path);
+    }
     let db = LocationDb::from_sources(&sources, Path::new("static-proximity.toml")).unwrap();
     let snapshot = Snapshot::compile(
         &config,

@@ -59,7 +59,9 @@ fn every_example_is_valid() {
                 // Location files are relative to where gslbd runs: the workspace root here.
                 let mut sources = config.locations.clone();
                 let root = examples_dir().join("..");
-                sources.netscaler = sources.netscaler.iter().map(|f| root.join(f)).collect();
+                for f in &mut sources.files {
+                    f.path = root.join(&f.path);
+                }
                 if let Err(e) = LocationDb::from_sources(&sources, file) {
                     failures.push(format!("{}: location database: {e}", file.display()));
                 }

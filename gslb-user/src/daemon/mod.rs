@@ -493,7 +493,7 @@ fn location_db(
     path: &std::path::Path,
 ) -> Result<Option<Arc<LocationDb>>, crate::location::db::LocationDbError> {
     let sources = &config.locations;
-    if sources.netscaler.is_empty()
+    if sources.files.is_empty()
         && sources.mmdb_city.is_none()
         && sources.mmdb_asn.is_none()
         && sources.custom.is_empty()
@@ -556,8 +556,9 @@ const LOCATION_POLL: std::time::Duration = std::time::Duration::from_secs(2);
 /// The files the location database is read from, as the loader opens them.
 fn location_files(config: &Config) -> Vec<PathBuf> {
     let l = &config.locations;
-    l.netscaler
+    l.files
         .iter()
+        .map(|f| &f.path)
         .chain(&l.mmdb_city)
         .chain(&l.mmdb_asn)
         .cloned()

@@ -1,8 +1,22 @@
 //! Locations (NetScaler static proximity): up to six dotted qualifiers
 //! `continent.country.region.city.isp.org`, compared position by position, case-insensitively,
 //! with `*` or an omitted trailing qualifier as a wildcard. Spec section 2 and 3.
+//!
+//! - [`db`]: the database (client address → location), built from the sources below;
+//! - [`netscaler`]: NetScaler location files (every `add locationfile -format`, the NSGEO1.0
+//!   header), with [`csv`] for the fields of a line;
+//! - [`mmdb`]: MaxMind databases;
+//! - [`continent`]: the continent of a country;
+//! - [`table`]: the range tables lookups search.
 
+pub mod continent;
+mod csv;
 pub mod db;
+mod mmdb;
+pub mod netscaler;
+mod table;
+#[cfg(test)]
+mod test_support;
 
 use std::fmt;
 
@@ -27,6 +41,16 @@ impl Qualifier {
     pub fn is_any(&self) -> bool {
         matches!(self, Qualifier::Any)
     }
+}
+
+/// Where a range is on the globe, in degrees, as a location file or a City database gives it.
+/// Kept with the range's answer ([`db::Found`]); never compared (locations match by qualifiers).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Coordinates {
+    /// -90 (south) to 90 (north).
+    pub latitude: f64,
+    /// -180 (west) to 180 (east).
+    pub longitude: f64,
 }
 
 /// A location, all six positions filled (omitted trailing qualifiers are wildcards).

@@ -1,0 +1,198 @@
+//! MaxMind GeoIP2/GeoLite2 databases (`.mmdb`), read once into range tables.
+//!
+//! City/Country records map to `continent.country.region.city`: continent = the English
+//! continent name (`Europe`; or the code `EU` with [`ContinentStyle::Code`]), country = the
+//! ISO 3166-1 code, region = the first subdivision's ISO 3166-2 code (its English name if it has
+//! no code), city = the English city name; the record's latitude and longitude are kept. ASN
+//! records supply the ISP qualifier: `autonomous_system_organization`, or `AS<number>` when a
+//! record has no organization. Records that give no qualifier at all are ignored.
+//!
+//! The file is memory-mapped while it is walked, not copied to the heap: a reload reads a
+//! City-sized file (tens of MB) through the page cache, and the mapping is dropped when the
+//! tables are built. Nothing reads it afterwards.
+
+use std::{borrow::Cow, collections::HashMap, fs::File, net::IpAddr, net::Ipv6Addr, path::Path};
+
+use maxminddb::{Mmap, Reader, WithinOptions, geoip2};
+
+use super::{
+    Coordinates, Location, Qualifier,
+    continent::ContinentStyle,
+    db::LocationDbError,
+    table::{self, NONE, Steps},
+};
+
+/// Index of the ISP qualifier.
+pub const ISP: usize = 4;
+
+/// Both families' tables of one database, and how many networks gave a value.
+pub type Tables = (Steps<u32>, Steps<u128>, usize);
+
+/// Reads a City (or Country) database: every network with a location becomes the value
+/// `intern(location, coordinates)` gives it.
+pub fn city(
+    path: &Path,
+    style: ContinentStyle,
+    mut intern: impl FnMut(Location, Option<Coordinates>) -> u32,
+) -> Result<Tables, LocationDbError> {
+    let reader = open(path)?;
+    let db_type = &reader.metadata().database_type;
+    if db_type.contains("ASN") || db_type.contains("ISP") {
+        return Err(mmdb_err(
+            path,
+            format!("is a {db_type} database, not a City or Country one"),
+        ));
+    }
+    // Data offset → value (NONE: the record gives no qualifier).
+    let mut records: HashMap<usize, u32> = HashMap::new();
+    let mut count = 0;
+    let (v4, v6) = walk(&reader, path, |lookup| {
+        let offset = lookup.offset().expect("networks with data only");
+        if let Some(&val) = records.get(&offset) {
+            count += usize::from(val != NONE);
+            return Ok(val);
+        }
+        let record: geoip2::City<'_> = lookup.decode()?.unwrap_or_default();
+        let continent = match style {
+            ContinentStyle::Name => record.continent.names.english.or(record.continent.code),
+            ContinentStyle::Code => record.continent.code.or(record.continent.names.english),
+        };
+        let region = record
+            .subdivisions
+            .first()
+            .and_then(|s| s.iso_code.or(s.names.english));
+        let location = Location::from_qualifiers([
+            continent.unwrap_or(""),
+            record.country.iso_code.unwrap_or(""),
+            region.unwrap_or(""),
+            record.city.names.english.unwrap_or(""),
+        ]);
+        let coordinates = match (record.location.latitude, record.location.longitude) {
+            (Some(latitude), Some(longitude)) => Some(Coordinates {
+                latitude,
+                longitude,
+            }),
+            _ => None,
+        };
+        let val = if location.0.iter().all(Qualifier::is_any) {
+            NONE
+        } else {
+            count += 1;
+            intern(location, coordinates)
+        };
+        records.insert(offset, val);
+        Ok(val)
+    })?;
+    Ok((v4, v6, count))
+}
+
+/// Reads an ASN database: every network with an ISP becomes the value `intern(isp)` gives it.
+pub fn asn(
+    path: &Path,
+    mut intern: impl FnMut(Qualifier) -> u32,
+) -> Result<Tables, LocationDbError> {
+    let reader = open(path)?;
+    let db_type = &reader.metadata().database_type;
+    if db_type.contains("City") || db_type.contains("Country") {
+        return Err(mmdb_err(
+            path,
+            format!("is a {db_type} database, not an ASN one"),
+        ));
+    }
+    let mut records: HashMap<usize, u32> = HashMap::new();
+    let mut count = 0;
+    let (v4, v6) = walk(&reader, path, |lookup| {
+        let offset = lookup.offset().expect("networks with data only");
+        if let Some(&val) = records.get(&offset) {
+            count += usize::from(val != NONE);
+            return Ok(val);
+        }
+        let record: Option<geoip2::Asn<'_>> = lookup.decode()?;
+        let name = record.and_then(|r| {
+            match (r.autonomous_system_organization, r.autonomous_system_number) {
+                (Some(org), _) if !org.trim().is_empty() => Some(Cow::Borrowed(org)),
+                (_, Some(n)) => Some(Cow::Owned(format!("AS{n}"))),
+                _ => None,
+            }
+        });
+        let isp =
+            name.map(|n| Location::from_qualifiers(["", "", "", "", n.as_ref()]).0[ISP].clone());
+        let val = match isp {
+            Some(q @ Qualifier::Is(_)) => {
+                count += 1;
+                intern(q)
+            }
+            _ => NONE,
+        };
+        records.insert(offset, val);
+        Ok(val)
+    })?;
+    Ok((v4, v6, count))
+}
+
+fn open(path: &Path) -> Result<Reader<Mmap>, LocationDbError> {
+    let file = File::open(path).map_err(|source| LocationDbError::Io {
+        file: path.to_path_buf(),
+        source,
+    })?;
+    // SAFETY: the mapping lives only while this build walks the database (the tables keep no
+    // reference into it). Updaters replace a database by renaming a new file over it (as
+    // geoipupdate does), which leaves this mapping on the old file; a file truncated in place
+    // during those seconds would fault the walk, which is why the docs say to replace, not
+    // rewrite, a database file.
+    let map = unsafe { Mmap::map(&file) }.map_err(|source| LocationDbError::Io {
+        file: path.to_path_buf(),
+        source,
+    })?;
+    Reader::from_source(map).map_err(|e| mmdb_err(path, format!("not a MaxMind database: {e}")))
+}
+
+fn mmdb_err(path: &Path, reason: String) -> LocationDbError {
+    LocationDbError::Mmdb {
+        file: path.to_path_buf(),
+        reason,
+    }
+}
+
+/// Walks every network with data (IPv4 aliases inside IPv6 skipped) and flattens the values
+/// `value` gives them.
+fn walk<'de>(
+    reader: &'de Reader<Mmap>,
+    path: &Path,
+    mut value: impl FnMut(&maxminddb::LookupResult<'de, Mmap>) -> Result<u32, maxminddb::MaxMindDbError>,
+) -> Result<(Steps<u32>, Steps<u128>), LocationDbError> {
+    let bad = |e: maxminddb::MaxMindDbError| mmdb_err(path, e.to_string());
+    let mut v4: Vec<(u32, u32, u32)> = Vec::new();
+    let mut v6: Vec<(u128, u128, u32)> = Vec::new();
+    for lookup in reader.networks(WithinOptions::default()).map_err(bad)? {
+        let lookup = lookup.map_err(bad)?;
+        let val = value(&lookup).map_err(bad)?;
+        if val == NONE {
+            continue;
+        }
+        let net = lookup.network().map_err(bad)?;
+        let prefix = u32::from(net.prefix());
+        match net.network() {
+            IpAddr::V4(first) => {
+                let first = u32::from(first);
+                let last = first | u32::MAX.checked_shr(prefix).unwrap_or(0);
+                v4.push((first, last, val));
+            }
+            IpAddr::V6(first) => {
+                let first = u128::from(first);
+                let last = first | u128::MAX.checked_shr(prefix).unwrap_or(0);
+                // Mapped IPv4 is looked up in the IPv4 table (and is an alias anyway).
+                if Ipv6Addr::from(first).to_ipv4_mapped().is_some()
+                    && Ipv6Addr::from(last).to_ipv4_mapped().is_some()
+                {
+                    continue;
+                }
+                v6.push((first, last, val));
+            }
+        }
+    }
+    Ok((table::disjoint(v4), table::disjoint(v6)))
+}
+
+#[cfg(test)]
+mod tests;
