@@ -100,11 +100,13 @@ fn static_proximity_answers_by_the_clients_location() {
         !snapshot.views.is_empty(),
         "London and New York clients get their own views"
     );
-    // (client, answer): London by the CSV, London by a custom entry, New York by the CSV.
+    // (client, answer): London by the CSV, London by a custom entry, New York by the CSV,
+    // London for a GB client of the IP2Location file (its continent, Europe, is derived).
     let table = [
         ("198.51.100.7", "198.51.100.10"),
         ("192.0.2.9", "198.51.100.10"),
         ("203.0.113.7", "203.0.113.10"),
+        ("100.66.0.7", "198.51.100.10"),
     ];
     for (client, want) in table {
         assert_eq!(

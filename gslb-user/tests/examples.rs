@@ -144,3 +144,40 @@ fn demo_has_what_the_demo_uses() {
     assert_eq!(all[0].1.mode, AnswerMode::All);
     assert_eq!(all[0].1.addrs.len(), gslb_user::config::MAX_ADDRS);
 }
+
+/// examples/static-proximity.toml reads its location files as its comments say: the NSGEO1.0
+/// file (Citrix's shape) by its header, the IP2Location file with continents derived from the
+/// countries and its "-" rows skipped.
+#[test]
+fn static_proximity_reads_each_file_in_its_format() {
+    use gslb_user::location::netscaler::FileFormat;
+    let file = examples_dir().join("static-proximity.toml");
+    let config = Config::load(&file).unwrap_or_else(|e| panic!("{e}"));
+    let mut sources = config.locations.clone();
+    let formats: Vec<FileFormat> = sources.files.iter().map(|f| f.format).collect();
+    assert_eq!(
+        formats,
+        [
+            FileFormat::Netscaler,
+            FileFormat::Netscaler,
+            FileFormat::IpCountry
+        ]
+    );
+    for f in &mut sources.files {
+        f.path = examples_dir().join("..").join(&f.path);
+    }
+    let db = LocationDb::from_sources(&sources, &file).unwrap_or_else(|e| panic!("{e}"));
+    let at = |ip: &str| db.lookup(ip.parse().unwrap()).map(|l| l.to_string());
+    assert_eq!(at("100.64.0.1").as_deref(), Some("eu.gb.england.london"));
+    assert_eq!(
+        at("100.65.0.1").as_deref(),
+        Some("na.us.\"new york\".\"new york\"")
+    );
+    assert_eq!(at("100.66.0.1").as_deref(), Some("europe.gb"));
+    assert_eq!(at("100.67.0.1").as_deref(), Some("\"north america\".us"));
+    assert_eq!(at("100.68.0.1"), None);
+    let london = db.find("100.64.0.1".parse().unwrap()).unwrap();
+    let c = london.coordinates.expect("the NSGEO file's coordinates");
+    assert_eq!((c.latitude, c.longitude), (51.4964, -0.1224));
+    assert_eq!(db.stats().skipped, 1);
+}
