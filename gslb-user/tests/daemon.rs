@@ -392,17 +392,16 @@ async fn a_busy_link_moves_the_answers_away_until_it_is_quiet() {
     gslbd.stop().await;
 }
 
-/// www.example.com by static proximity over "gb" (Europe.GB) and "us" (NorthAmerica.US); the
-/// clients' locations come from the NetScaler file `csv`.
-fn located_config(port: u16, csv: &Path) -> String {
+/// www.example.com by static proximity over "gb" (EU.GB) and "us" (NA.US); the clients'
+/// locations come from `locations` (a `[locations]` section and its files).
+fn located_config(port: u16, locations: &str) -> String {
     format!(
         r#"
 [server]
 listen = ["127.0.0.1"]
 dns_port = {port}
 
-[locations]
-netscaler = ["{}"]
+{locations}
 
 [[zone]]
 name = "example.com"
@@ -422,51 +421,106 @@ ip = "192.0.2.1"
 name = "gb"
 ip = "198.51.100.1"
 site = "dc"
-location = "Europe.GB"
+location = "EU.GB"
 
 [[service]]
 name = "us"
 ip = "198.51.100.2"
 site = "dc"
-location = "NorthAmerica.US"
+location = "NA.US"
 
 [[gslb_domain]]
 name = "www.example.com"
 method = "staticproximity"
 services = ["gb", "us"]
-"#,
-        csv.display()
+"#
     )
 }
 
-/// A changed location database file is picked up without a reload: the loopback client moves
-/// from Europe to North America and its answer follows; a file that no longer loads is refused
-/// and the loaded database stays in force.
+/// A NetScaler file as Citrix ships them (NSGEO1.0 header, Start/End) placing loopback at
+/// `continent.country`.
+fn nsgeo(continent: &str, country: &str) -> String {
+    format!(
+        "NSGEO1.0\nContext=geographic\nQualifier1=Continent\nQualifier2=Country_Code\nStart\n\
+         127.0.0.0,127.255.255.255,{continent},{country},,,,,-0.1224,51.4964\nEnd\n"
+    )
+}
+
+/// Asks for 3 s (past one poll of the location files) that the answer stays `want`.
+async fn answer_stays(port: u16, want: &str, why: &str) {
+    let want: IpAddr = want.parse().unwrap();
+    for _ in 0..30 {
+        let answer = tokio::task::spawn_blocking(move || ask(port))
+            .await
+            .unwrap();
+        assert_eq!(answer, vec![want], "{why}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Location files as shipped drive the answers: the loopback client moves when its file
+/// changes (picked up without a reload); a file that no longer loads is refused, by the file
+/// watch and by a reload (which names the file, line and reason), and the loaded database stays
+/// in force; a reload to another file format (an IP2Location file, continents derived from
+/// the country) takes effect.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_changed_location_file_moves_the_answers() {
     let dir = TempDir::new("locations");
     let (path, csv) = (dir.0.join("gslb.toml"), dir.0.join("locations.csv"));
     let port = free_port();
-    std::fs::write(&csv, "127.0.0.0,127.255.255.255,Europe,GB\n").unwrap();
-    std::fs::write(&path, located_config(port, &csv)).unwrap();
+    std::fs::write(&csv, nsgeo("EU", "GB")).unwrap();
+    let netscaler = format!(
+        "[[locations.file]]\npath = \"{}\"\nformat = \"netscaler\"",
+        csv.display()
+    );
+    std::fs::write(&path, located_config(port, &netscaler)).unwrap();
 
     let gslbd = Gslbd::start(&path, None, WAIT).await;
     answer_becomes(port, &["198.51.100.1"]).await;
-    std::fs::write(&csv, "127.0.0.0,127.255.255.255,NorthAmerica,US\n").unwrap();
+    std::fs::write(&csv, nsgeo("NA", "US")).unwrap();
     answer_becomes(port, &["198.51.100.2"]).await;
-    // Broken (the range runs backwards): refused, North America stays.
-    std::fs::write(&csv, "127.255.255.255,127.0.0.0,Europe,GB\n").unwrap();
-    for _ in 0..3 * 20 {
-        let answer = tokio::task::spawn_blocking(move || ask(port))
-            .await
-            .unwrap();
-        assert_eq!(
-            answer,
-            vec!["198.51.100.2".parse::<IpAddr>().unwrap()],
-            "a broken file changed the answers"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+
+    // Broken (the range runs backwards, line 6): refused, North America stays.
+    let broken =
+        nsgeo("EU", "GB").replace("127.0.0.0,127.255.255.255", "127.255.255.255,127.0.0.0");
+    std::fs::write(&csv, &broken).unwrap();
+    answer_stays(port, "198.51.100.2", "a broken file changed the answers").await;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    gslbd
+        .reloads
+        .send(Reload { reply: Some(tx) })
+        .await
+        .unwrap();
+    let refused = tokio::time::timeout(WAIT, rx).await.unwrap().unwrap();
+    let reason = refused.expect_err("a reload with a broken location file is refused");
+    let at = format!(
+        "{}:6: ip_from 127.255.255.255 is after ip_to 127.0.0.0",
+        csv.display()
+    );
+    assert!(reason.contains(&at), "{reason}");
+    answer_stays(port, "198.51.100.2", "a refused reload changed the answers").await;
+
+    // Another format by a reload: an IP2Location DB1 file, continents derived (as codes).
+    let ip2location = dir.0.join("ip2location.csv");
+    std::fs::write(
+        &ip2location,
+        "\"2130706432\",\"2147483647\",\"GB\",\"United Kingdom of Great Britain and Northern Ireland\"\n",
+    )
+    .unwrap();
+    let locations = format!(
+        "[locations]\ncontinent = \"code\"\n[[locations.file]]\npath = \"{}\"\nformat = \"ip-country\"",
+        ip2location.display()
+    );
+    std::fs::write(&path, located_config(port, &locations)).unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    gslbd
+        .reloads
+        .send(Reload { reply: Some(tx) })
+        .await
+        .unwrap();
+    let applied = tokio::time::timeout(WAIT, rx).await.unwrap().unwrap();
+    assert_eq!(applied, Ok(()));
+    answer_becomes(port, &["198.51.100.1"]).await;
 
     gslbd.stop().await;
 }
