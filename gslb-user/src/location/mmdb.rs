@@ -19,7 +19,7 @@ use super::{
     Coordinates, Location, Qualifier,
     continent::ContinentStyle,
     db::LocationDbError,
-    table::{self, NONE, Steps},
+    table::{Key, NONE, Steps},
 };
 
 /// Index of the ISP qualifier.
@@ -155,15 +155,15 @@ fn mmdb_err(path: &Path, reason: String) -> LocationDbError {
 }
 
 /// Walks every network with data (IPv4 aliases inside IPv6 skipped) and flattens the values
-/// `value` gives them.
+/// `value` gives them. The walk visits the tree in address order, so networks go straight into
+/// the tables, without a list of them to sort first (a City database has millions).
 fn walk<'de>(
     reader: &'de Reader<Mmap>,
     path: &Path,
     mut value: impl FnMut(&maxminddb::LookupResult<'de, Mmap>) -> Result<u32, maxminddb::MaxMindDbError>,
 ) -> Result<(Steps<u32>, Steps<u128>), LocationDbError> {
     let bad = |e: maxminddb::MaxMindDbError| mmdb_err(path, e.to_string());
-    let mut v4: Vec<(u32, u32, u32)> = Vec::new();
-    let mut v6: Vec<(u128, u128, u32)> = Vec::new();
+    let (mut v4, mut v6) = (Ordered::default(), Ordered::default());
     for lookup in reader.networks(WithinOptions::default()).map_err(bad)? {
         let lookup = lookup.map_err(bad)?;
         let val = value(&lookup).map_err(bad)?;
@@ -172,11 +172,11 @@ fn walk<'de>(
         }
         let net = lookup.network().map_err(bad)?;
         let prefix = u32::from(net.prefix());
-        match net.network() {
+        let ordered = match net.network() {
             IpAddr::V4(first) => {
                 let first = u32::from(first);
                 let last = first | u32::MAX.checked_shr(prefix).unwrap_or(0);
-                v4.push((first, last, val));
+                v4.push(first, last, val)
             }
             IpAddr::V6(first) => {
                 let first = u128::from(first);
@@ -187,11 +187,50 @@ fn walk<'de>(
                 {
                     continue;
                 }
-                v6.push((first, last, val));
+                v6.push(first, last, val)
             }
+        };
+        if !ordered {
+            return Err(mmdb_err(
+                path,
+                format!("network {net} is out of address order: the search tree is corrupt"),
+            ));
         }
     }
-    Ok((table::disjoint(v4), table::disjoint(v6)))
+    Ok((v4.steps, v6.steps))
+}
+
+/// Disjoint ranges in ascending order, flattened as they come.
+struct Ordered<K> {
+    steps: Steps<K>,
+    /// The lowest address the next range may start at; `None` once a range ended at the last
+    /// address (nothing may follow it).
+    next: Option<K>,
+}
+
+impl<K: Key> Default for Ordered<K> {
+    fn default() -> Self {
+        Ordered {
+            steps: Steps::default(),
+            next: Some(K::MIN),
+        }
+    }
+}
+
+impl<K: Key> Ordered<K> {
+    /// False when the range starts before the end of the previous one.
+    fn push(&mut self, first: K, last: K, val: u32) -> bool {
+        match self.next {
+            Some(next) if next <= first && first <= last => {}
+            _ => return false,
+        }
+        self.steps.push(first, val);
+        self.next = (last != K::MAX).then(|| last.succ());
+        if let Some(next) = self.next {
+            self.steps.push(next, NONE);
+        }
+        true
+    }
 }
 
 #[cfg(test)]

@@ -65,12 +65,14 @@ impl Range {
 
 /// A table key type: IPv4 as `u32`, IPv6 as `u128`.
 pub trait Key: Copy + Ord + fmt::Debug {
+    const MIN: Self;
     const MAX: Self;
     fn succ(self) -> Self;
     fn addr(self) -> IpAddr;
 }
 
 impl Key for u32 {
+    const MIN: u32 = 0;
     const MAX: u32 = u32::MAX;
     fn succ(self) -> u32 {
         self + 1
@@ -81,6 +83,7 @@ impl Key for u32 {
 }
 
 impl Key for u128 {
+    const MIN: u128 = 0;
     const MAX: u128 = u128::MAX;
     fn succ(self) -> u128 {
         self + 1
@@ -140,13 +143,14 @@ impl<K: Key> Steps<K> {
     }
 }
 
-/// `top` where it has a value, `base` elsewhere.
-pub fn overlay<K: Key>(top: &Steps<K>, base: &Steps<K>) -> Steps<K> {
+/// `top` where it has a value, `base` elsewhere (either one as it is when the other is empty,
+/// without a copy: a City database's table is the largest a build makes).
+pub fn overlay<K: Key>(top: Steps<K>, base: Steps<K>) -> Steps<K> {
     if top.len() == 0 {
-        return base.clone();
+        return base;
     }
     if base.len() == 0 {
-        return top.clone();
+        return top;
     }
     let mut out = Steps::with_capacity(top.len() + base.len());
     let (mut i, mut j) = (0, 0);
@@ -169,19 +173,6 @@ pub fn overlay<K: Key>(top: &Steps<K>, base: &Steps<K>) -> Steps<K> {
         out.push(p, if a != NONE { a } else { b });
     }
     out
-}
-
-/// Flattens disjoint ranges `(from, to, val)` (the leaves of a search tree).
-pub fn disjoint<K: Key>(mut ranges: Vec<(K, K, u32)>) -> Steps<K> {
-    ranges.sort_unstable_by_key(|r| r.0);
-    let mut table = Steps::with_capacity(ranges.len() * 2);
-    for (from, to, val) in ranges {
-        table.push(from, val);
-        if to != K::MAX {
-            table.push(to.succ(), NONE);
-        }
-    }
-    table
 }
 
 // ---- nesting ----

@@ -14,7 +14,7 @@ use super::{
 use crate::location::{
     Coordinates, Location, Qualifier, mmdb,
     netscaler::{self, FileFormat, NO_QUALIFIER, Sink},
-    table::{self, Clash, Layer, Range, Steps, overlay},
+    table::{self, Clash, Layer, NONE, Range, Steps, overlay},
 };
 
 /// Collects the sources of a [`LocationDb`]; [`build`](Self::build) reads them (blocking I/O:
@@ -156,8 +156,7 @@ impl LocationDbBuilder {
 
         let files = b.flatten(files)?;
         let custom = b.flatten(custom)?;
-        let (mut v4, mut v6) = (overlay(&custom.0, &files.0), overlay(&custom.1, &files.1));
-        drop((files, custom));
+        let (mut v4, mut v6) = (overlay(custom.0, files.0), overlay(custom.1, files.1));
 
         if let Some(path) = &self.city {
             let (city4, city6, count) = mmdb::city(path, self.continent, |location, coords| {
@@ -165,8 +164,8 @@ impl LocationDbBuilder {
                 b.value(location, coords, Source::MmdbCity)
             })?;
             b.stats.mmdb_city = count;
-            v4 = overlay(&v4, &city4);
-            v6 = overlay(&v6, &city6);
+            v4 = overlay(v4, city4);
+            v6 = overlay(v6, city6);
         }
         let (asn_v4, asn_v6) = match &self.asn {
             Some(path) => {
@@ -198,8 +197,10 @@ struct Build {
     /// Distinct locations → their index (the final `Vec` is ordered by it).
     locations: HashMap<Location, u32>,
     values: Vec<Value>,
-    /// (location, coordinate bits) → index in `values`.
-    value_ids: HashMap<(u32, Option<(u64, u64)>), u32>,
+    /// Location index → its value without coordinates ([`NONE`]: none yet).
+    plain: Vec<u32>,
+    /// The last value made with coordinates, and its index.
+    last: Option<(u32, Value)>,
     /// Files (and the custom pseudo-files) entries come from, for overlap errors.
     sources: Vec<PathBuf>,
     isps: Vec<Qualifier>,
@@ -217,19 +218,46 @@ impl Build {
         *self.locations.entry(location).or_insert(next)
     }
 
-    /// The tagged table value of a location with coordinates.
+    /// The tagged table value of a location with coordinates. Values without coordinates are
+    /// one per location; values with them are shared by consecutive calls for the same place
+    /// (the neighbouring ranges of one city in a file), not looked up in a map: a file of a
+    /// million ranges makes at most a million values, at no hashing cost.
     fn value(&mut self, location: u32, coordinates: Option<Coordinates>, source: Source) -> u32 {
-        let bits = coordinates.map(|c| (c.latitude.to_bits(), c.longitude.to_bits()));
-        let next = self.values.len() as u32;
-        let index = *self.value_ids.entry((location, bits)).or_insert(next);
-        if index == next {
-            self.values.push(Value {
-                location,
-                coordinates,
-            });
-        }
-        assert!(index < INDEX_MASK, "more than 2^30 distinct locations");
+        let value = Value {
+            location,
+            coordinates,
+        };
+        let index = match coordinates {
+            None => {
+                let slot = location as usize;
+                if self.plain.len() <= slot {
+                    self.plain.resize(slot + 1, NONE);
+                }
+                if self.plain[slot] == NONE {
+                    self.plain[slot] = self.push(value);
+                }
+                self.plain[slot]
+            }
+            Some(_) => match self.last {
+                Some((index, last)) if last == value => index,
+                _ => {
+                    let index = self.push(value);
+                    self.last = Some((index, value));
+                    index
+                }
+            },
+        };
         tag(index, source)
+    }
+
+    fn push(&mut self, value: Value) -> u32 {
+        let index = self.values.len() as u32;
+        assert!(
+            index < INDEX_MASK,
+            "more than 2^30 distinct location values"
+        );
+        self.values.push(value);
+        index
     }
 
     /// Flattens a layer into one table per family, checking nesting.

@@ -281,3 +281,22 @@ fn mmdb_errors() {
         "{e:?}"
     );
 }
+
+#[test]
+fn networks_are_flattened_in_address_order_and_disorder_is_refused() {
+    use super::Ordered;
+    use crate::location::table::NONE;
+    let mut o = Ordered::<u32>::default();
+    assert!(o.push(10, 19, 1));
+    assert!(o.push(20, 29, 2));
+    assert!(o.push(40, 49, 1));
+    // Overlapping or backwards: refused.
+    assert!(!o.push(45, 60, 3));
+    assert!(!o.push(60, 50, 3));
+    let got: Vec<(u32, u32)> = o.steps.finish().segments().collect();
+    assert_eq!(got, [(10, 1), (20, 2), (30, NONE), (40, 1), (50, NONE)]);
+    // Nothing follows a range that ends at the last address.
+    let mut o = Ordered::<u128>::default();
+    assert!(o.push(0, u128::MAX, 7));
+    assert!(!o.push(5, 6, 8));
+}
