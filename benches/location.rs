@@ -219,7 +219,11 @@ fn write_city(dir: &Path) -> (PathBuf, usize) {
     // refuses the IPv4 aliases, 2001::/32 and 2002::/16).
     let mut net = 0x0100_0000u32;
     for _ in 0..CITY_NETWORKS_V4 {
-        net += if rng.next().is_multiple_of(5) { 512 } else { 256 };
+        net += if rng.next().is_multiple_of(5) {
+            512
+        } else {
+            256
+        };
         let record = records[(rng.next() % CITY_RECORDS as u64) as usize].clone();
         let prefix = ipnet::Ipv4Net::new(Ipv4Addr::from(net), 24).unwrap();
         w.insert_value(prefix, record).unwrap();

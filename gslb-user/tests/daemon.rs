@@ -446,6 +446,13 @@ fn nsgeo(continent: &str, country: &str) -> String {
     )
 }
 
+/// Asks for a reload and returns its outcome (the refusal's reason).
+async fn reload_outcome(reloads: &mpsc::Sender<Reload>) -> Result<(), String> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    reloads.send(Reload { reply: Some(tx) }).await.unwrap();
+    tokio::time::timeout(WAIT, rx).await.unwrap().unwrap()
+}
+
 /// Asks for 3 s (past one poll of the location files) that the answer stays `want`.
 async fn answer_stays(port: u16, want: &str, why: &str) {
     let want: IpAddr = want.parse().unwrap();
@@ -485,14 +492,9 @@ async fn a_changed_location_file_moves_the_answers() {
         nsgeo("EU", "GB").replace("127.0.0.0,127.255.255.255", "127.255.255.255,127.0.0.0");
     std::fs::write(&csv, &broken).unwrap();
     answer_stays(port, "198.51.100.2", "a broken file changed the answers").await;
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    gslbd
-        .reloads
-        .send(Reload { reply: Some(tx) })
+    let reason = reload_outcome(&gslbd.reloads)
         .await
-        .unwrap();
-    let refused = tokio::time::timeout(WAIT, rx).await.unwrap().unwrap();
-    let reason = refused.expect_err("a reload with a broken location file is refused");
+        .expect_err("a reload with a broken location file is refused");
     let at = format!(
         "{}:6: ip_from 127.255.255.255 is after ip_to 127.0.0.0",
         csv.display()
@@ -512,14 +514,7 @@ async fn a_changed_location_file_moves_the_answers() {
         ip2location.display()
     );
     std::fs::write(&path, located_config(port, &locations)).unwrap();
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    gslbd
-        .reloads
-        .send(Reload { reply: Some(tx) })
-        .await
-        .unwrap();
-    let applied = tokio::time::timeout(WAIT, rx).await.unwrap().unwrap();
-    assert_eq!(applied, Ok(()));
+    assert_eq!(reload_outcome(&gslbd.reloads).await, Ok(()));
     answer_becomes(port, &["198.51.100.1"]).await;
 
     gslbd.stop().await;

@@ -28,6 +28,9 @@ pub const ISP: usize = 4;
 /// Both families' tables of one database, and how many networks gave a value.
 pub type Tables = (Steps<u32>, Steps<u128>, usize);
 
+/// One network of a walk, with its record.
+type Lookup<'de> = maxminddb::LookupResult<'de, Mmap>;
+
 /// Reads a City (or Country) database: every network with a location becomes the value
 /// `intern(location, coordinates)` gives it.
 pub fn city(
@@ -43,15 +46,7 @@ pub fn city(
             format!("is a {db_type} database, not a City or Country one"),
         ));
     }
-    // Data offset → value (NONE: the record gives no qualifier).
-    let mut records: HashMap<usize, u32> = HashMap::new();
-    let mut count = 0;
-    let (v4, v6) = walk(&reader, path, |lookup| {
-        let offset = lookup.offset().expect("networks with data only");
-        if let Some(&val) = records.get(&offset) {
-            count += usize::from(val != NONE);
-            return Ok(val);
-        }
+    walk(&reader, path, |lookup| {
         let record: geoip2::City<'_> = lookup.decode()?.unwrap_or_default();
         let continent = match style {
             ContinentStyle::Name => record.continent.names.english.or(record.continent.code),
@@ -74,16 +69,12 @@ pub fn city(
             }),
             _ => None,
         };
-        let val = if location.0.iter().all(Qualifier::is_any) {
+        Ok(if location.0.iter().all(Qualifier::is_any) {
             NONE
         } else {
-            count += 1;
             intern(location, coordinates)
-        };
-        records.insert(offset, val);
-        Ok(val)
-    })?;
-    Ok((v4, v6, count))
+        })
+    })
 }
 
 /// Reads an ASN database: every network with an ISP becomes the value `intern(isp)` gives it.
@@ -99,14 +90,7 @@ pub fn asn(
             format!("is a {db_type} database, not an ASN one"),
         ));
     }
-    let mut records: HashMap<usize, u32> = HashMap::new();
-    let mut count = 0;
-    let (v4, v6) = walk(&reader, path, |lookup| {
-        let offset = lookup.offset().expect("networks with data only");
-        if let Some(&val) = records.get(&offset) {
-            count += usize::from(val != NONE);
-            return Ok(val);
-        }
+    walk(&reader, path, |lookup| {
         let record: Option<geoip2::Asn<'_>> = lookup.decode()?;
         let name = record.and_then(|r| {
             match (r.autonomous_system_organization, r.autonomous_system_number) {
@@ -117,17 +101,11 @@ pub fn asn(
         });
         let isp =
             name.map(|n| Location::from_qualifiers(["", "", "", "", n.as_ref()]).0[ISP].clone());
-        let val = match isp {
-            Some(q @ Qualifier::Is(_)) => {
-                count += 1;
-                intern(q)
-            }
+        Ok(match isp {
+            Some(q @ Qualifier::Is(_)) => intern(q),
             _ => NONE,
-        };
-        records.insert(offset, val);
-        Ok(val)
-    })?;
-    Ok((v4, v6, count))
+        })
+    })
 }
 
 fn open(path: &Path) -> Result<Reader<Mmap>, LocationDbError> {
@@ -155,18 +133,30 @@ fn mmdb_err(path: &Path, reason: String) -> LocationDbError {
 }
 
 /// Walks every network with data (IPv4 aliases inside IPv6 skipped) and flattens the values
-/// `value` gives them. The walk visits the tree in address order, so networks go straight into
-/// the tables, without a list of them to sort first (a City database has millions).
+/// `value` gives their records ([`NONE`]: none), asked once per record (networks share
+/// records). The walk visits the tree in address order, so networks go straight into the
+/// tables, without a list of them to sort first (a City database has millions).
 fn walk<'de>(
     reader: &'de Reader<Mmap>,
     path: &Path,
-    mut value: impl FnMut(&maxminddb::LookupResult<'de, Mmap>) -> Result<u32, maxminddb::MaxMindDbError>,
-) -> Result<(Steps<u32>, Steps<u128>), LocationDbError> {
+    mut value: impl FnMut(&Lookup<'de>) -> Result<u32, maxminddb::MaxMindDbError>,
+) -> Result<Tables, LocationDbError> {
     let bad = |e: maxminddb::MaxMindDbError| mmdb_err(path, e.to_string());
     let (mut v4, mut v6) = (Ordered::default(), Ordered::default());
+    // Data offset → value.
+    let mut records: HashMap<usize, u32> = HashMap::new();
+    let mut count = 0;
     for lookup in reader.networks(WithinOptions::default()).map_err(bad)? {
         let lookup = lookup.map_err(bad)?;
-        let val = value(&lookup).map_err(bad)?;
+        let offset = lookup.offset().expect("networks with data only");
+        let val = match records.get(&offset) {
+            Some(&val) => val,
+            None => {
+                let val = value(&lookup).map_err(bad)?;
+                records.insert(offset, val);
+                val
+            }
+        };
         if val == NONE {
             continue;
         }
@@ -196,8 +186,9 @@ fn walk<'de>(
                 format!("network {net} is out of address order: the search tree is corrupt"),
             ));
         }
+        count += 1;
     }
-    Ok((v4.steps, v6.steps))
+    Ok((v4.steps, v6.steps, count))
 }
 
 /// Disjoint ranges in ascending order, flattened as they come.

@@ -301,6 +301,96 @@ enum State {
     Done,
 }
 
+/// Where a file's reading is: the markers and header lines seen so far.
+struct Reading {
+    format: FileFormat,
+    continent: ContinentStyle,
+    layout: Layout,
+    /// How a continent derived from a country is written (`None`: the custom context, no
+    /// derivation).
+    derive: Option<ContinentStyle>,
+    header: HeaderColumns,
+    state: State,
+    /// The line of `NSGEO1.0`.
+    tag_line: usize,
+}
+
+impl Reading {
+    /// A line without a comma (a marker or a header line) at `line`; errors are (line, reason).
+    fn marker(&mut self, text: &str, line: usize) -> Result<(), (usize, String)> {
+        let at = |reason: String| (line, reason);
+        match (self.state, keyword(text)) {
+            (State::Top, Keyword::Tag) => {
+                self.state = State::Header;
+                self.tag_line = line;
+            }
+            (State::Top, Keyword::OtherTag) => {
+                return Err(at(format!(
+                    "{text:?}: unknown format tag; this reader knows NSGEO1.0"
+                )));
+            }
+            (State::Top | State::Header, Keyword::Start) => {
+                if self.state == State::Header {
+                    self.header.check()?;
+                    if let Some(cols) = self.header.finish() {
+                        self.layout.cols[FIRST_QUALIFIER..FIRST_QUALIFIER + 6]
+                            .copy_from_slice(&cols);
+                    }
+                }
+                self.state = State::Ranges;
+            }
+            (State::Header, Keyword::Set(key, value)) if key.eq_ignore_ascii_case("context") => {
+                self.derive = match value.to_ascii_lowercase().as_str() {
+                    "geographic" => Some(self.continent),
+                    "custom" => None,
+                    _ => {
+                        return Err(at(format!(
+                            "Context={value}: the context is geographic or custom"
+                        )));
+                    }
+                };
+                self.header.custom = self.derive.is_none();
+            }
+            (State::Header, Keyword::Set(key, value)) => {
+                if self.format != FileFormat::Netscaler {
+                    return Err(at(format!(
+                        "{key}={value}: only Context= may be set for the {} format (Qualifier \
+                         lines describe netscaler-format columns)",
+                        self.format.name()
+                    )));
+                }
+                self.header.set(key, value, line).map_err(at)?;
+            }
+            (State::Header, _) => {
+                return Err(at(format!(
+                    "{text:?}: expected Context=, QualifierN= or Start in the NSGEO1.0 header"
+                )));
+            }
+            (State::Top | State::Ranges, Keyword::End) => self.state = State::Done,
+            (State::Top, Keyword::Set(..)) => {
+                return Err(at(format!(
+                    "{text:?}: a header line without the NSGEO1.0 line that starts a header"
+                )));
+            }
+            (State::Ranges, Keyword::Set(..)) => {
+                return Err(at(format!(
+                    "{text:?}: a header line among the ranges (the header ends at Start)"
+                )));
+            }
+            (State::Ranges, Keyword::Tag | Keyword::OtherTag | Keyword::Start) => {
+                return Err(at(format!(
+                    "{text:?} among the ranges: the header and Start come first"
+                )));
+            }
+            (State::Done, _) => return Err(at(format!("{text:?} after End"))),
+            (State::Top | State::Ranges, Keyword::Other) => {
+                return Err(at(format!("1 field; expected {}", self.layout.expected)));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Reads one location file of `format` into `sink`. `continent`: how a continent derived from
 /// a country is written.
 pub(super) fn read(
@@ -310,24 +400,29 @@ pub(super) fn read(
     continent: ContinentStyle,
     sink: &mut impl Sink,
 ) -> Result<FileStats, LocationDbError> {
-    let mut layout = format.layout();
-    let mut derive = Some(continent);
-    let mut header = HeaderColumns::default();
+    let error = |line: usize, reason: String| LocationDbError::Line {
+        file: file.to_path_buf(),
+        line,
+        reason,
+    };
+    let mut reading = Reading {
+        format,
+        continent,
+        layout: format.layout(),
+        derive: Some(continent),
+        header: HeaderColumns::default(),
+        state: State::Top,
+        tag_line: 0,
+    };
     let mut stats = FileStats::default();
     let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
     // Raw qualifier text → location: one hash per line and no allocation for repeated
     // locations (most lines of a real file repeat one). `None`: a line to skip.
     let mut seen: HashMap<&[u8], Option<u32>> = HashMap::new();
     let mut fields: [Field<'_>; MAX_FIELDS] = Default::default();
-    let mut state = State::Top;
-    let mut tag_line = 0;
     for (i, raw) in bytes.split(|&b| b == b'\n').enumerate() {
         let line = i + 1;
-        let err = |reason: String| LocationDbError::Line {
-            file: file.to_path_buf(),
-            line,
-            reason,
-        };
+        let err = |reason: String| error(line, reason);
         let trimmed = raw.trim_ascii();
         if trimmed.is_empty() || trimmed[0] == b'#' {
             continue;
@@ -340,86 +435,20 @@ pub(super) fn read(
         })?;
         // Marker and header lines have no comma; every range line has one.
         if !text.contains(',') {
-            match (state, keyword(text)) {
-                (State::Top, Keyword::Tag) => {
-                    state = State::Header;
-                    tag_line = line;
-                }
-                (State::Top, Keyword::OtherTag) => {
-                    return Err(err(format!(
-                        "{text:?}: unknown format tag; this reader knows NSGEO1.0"
-                    )));
-                }
-                (State::Top, Keyword::Start) => state = State::Ranges,
-                (State::Header, Keyword::Start) => {
-                    header
-                        .check()
-                        .map_err(|(line, reason)| LocationDbError::Line {
-                            file: file.to_path_buf(),
-                            line,
-                            reason,
-                        })?;
-                    if let Some(cols) = header.finish() {
-                        layout.cols[FIRST_QUALIFIER..FIRST_QUALIFIER + 6].copy_from_slice(&cols);
-                    }
-                    state = State::Ranges;
-                }
-                (State::Header, Keyword::Set(key, value)) => {
-                    if key.eq_ignore_ascii_case("context") {
-                        derive = match value.to_ascii_lowercase().as_str() {
-                            "geographic" => Some(continent),
-                            "custom" => None,
-                            _ => {
-                                return Err(err(format!(
-                                    "Context={value}: the context is geographic or custom"
-                                )));
-                            }
-                        };
-                        header.custom = derive.is_none();
-                    } else if format != FileFormat::Netscaler {
-                        return Err(err(format!(
-                            "{key}={value}: only Context= may be set for the {} format \
-                             (Qualifier lines describe netscaler-format columns)",
-                            format.name()
-                        )));
-                    } else {
-                        header.set(key, value, line).map_err(err)?;
-                    }
-                }
-                (State::Top | State::Ranges, Keyword::End) => state = State::Done,
-                (State::Header, _) => {
-                    return Err(err(format!(
-                        "{text:?}: expected Context=, QualifierN= or Start in the NSGEO1.0 \
-                         header"
-                    )));
-                }
-                (State::Ranges, Keyword::Set(..)) => {
-                    return Err(err(format!(
-                        "{text:?}: a header line among the ranges (the header ends at Start)"
-                    )));
-                }
-                (State::Done, _) => {
-                    return Err(err(format!("{text:?} after End")));
-                }
-                (State::Ranges, Keyword::Tag | Keyword::OtherTag | Keyword::Start) => {
-                    return Err(err(format!(
-                        "{text:?} among the ranges: the header and Start come first"
-                    )));
-                }
-                (State::Top | State::Ranges, _) => {
-                    return Err(err(format!("1 field; expected {}", layout.expected)));
-                }
-            }
+            reading
+                .marker(text, line)
+                .map_err(|(line, reason)| error(line, reason))?;
             continue;
         }
-        match state {
+        let layout = &reading.layout;
+        match reading.state {
             State::Header => {
                 return Err(err(
                     "a range in the NSGEO1.0 header: the ranges follow a line Start".into(),
                 ));
             }
             State::Done => return Err(err("a range after End".into())),
-            State::Top | State::Ranges => state = State::Ranges,
+            State::Top | State::Ranges => reading.state = State::Ranges,
         }
         let n = csv::split(text, &mut fields, layout.len, layout.expected).map_err(err)?;
         let netscaler_gap = format == FileFormat::Netscaler && n == 9;
@@ -449,7 +478,7 @@ pub(super) fn read(
         let id = match seen.get(key) {
             Some(&id) => id,
             None => {
-                let id = qualifiers(row, cols, &layout, derive)
+                let id = qualifiers(row, cols, layout, reading.derive)
                     .map_err(err)?
                     .map(|location| sink.location(location));
                 if id.is_none() && !layout.dash_is_empty {
@@ -467,10 +496,10 @@ pub(super) fn read(
             None => stats.skipped += 1,
         }
     }
-    if state == State::Header {
+    if reading.state == State::Header {
         return Err(LocationDbError::Line {
             file: file.to_path_buf(),
-            line: tag_line,
+            line: reading.tag_line,
             reason: "the NSGEO1.0 header has no Start line (the ranges follow one)".into(),
         });
     }

@@ -196,6 +196,12 @@ fn header_errors_name_their_line() {
         (Netscaler, "NSGEO2.0\nStart\n", 1, "unknown format tag"),
         (
             Netscaler,
+            "# no tag\nContext=geographic\nStart\n",
+            2,
+            "a header line without the NSGEO1.0 line",
+        ),
+        (
+            Netscaler,
             "NSGEO1.0\nStart\n1.0.0.0,1.0.0.255,EU\nQualifier1=Continent\n",
             4,
             "a header line among the ranges",
