@@ -1557,6 +1557,7 @@ impl Validator<'_> {
         files: RawLocationFiles,
         custom: Vec<RawCustomLocation>,
     ) -> Result<LocationSources, ConfigError> {
+        use crate::location::netscaler::FileFormat;
         let mut entries = Vec::new();
         for c in custom {
             let owner = format!("location {:?}", c.location.get_ref());
@@ -1583,7 +1584,6 @@ impl Validator<'_> {
                 .map_err(|reason| self.error(c.location.span(), format!("{owner}: {reason}")))?;
             entries.push((self.line(c.location.span()), from, to, location));
         }
-        use crate::location::netscaler::FileFormat;
         let mut located: Vec<LocationFile> = files
             .netscaler
             .into_iter()

@@ -240,8 +240,22 @@ fn mmdb_errors() {
     let dir = TempDir::new();
     let (city, asn) = mmdb_fixture(&dir);
     let junk = dir.write("junk.mmdb", b"not a database at all");
+    let empty = dir.write("empty.mmdb", b"");
+    // A database cut short (a copy still being written): its metadata is missing.
+    let whole = std::fs::read(&city).unwrap();
+    let cut = dir.write("cut.mmdb", &whole[..whole.len() / 2]);
     let missing = dir.0.join("missing.mmdb");
-    let table: [(LocationDbBuilder, &Path, &str); 4] = [
+    let table: [(LocationDbBuilder, &Path, &str); 6] = [
+        (
+            LocationDb::builder().mmdb_city(&empty),
+            &empty,
+            "not a MaxMind database",
+        ),
+        (
+            LocationDb::builder().mmdb_city(&cut),
+            &cut,
+            "not a MaxMind database",
+        ),
         (
             LocationDb::builder().mmdb_city(&junk),
             &junk,
