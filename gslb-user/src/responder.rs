@@ -25,7 +25,7 @@ use hickory_proto::{
 use ipnet::IpNet;
 
 use crate::{
-    compile::{Answer, DomainEntry, Snapshot},
+    compile::{Answer, DomainEntry, Snapshot, partition::key_of},
     config::{AnswerMode, Config, RecordData, Zone},
     location::db::LocationDb,
     policy::{
@@ -85,6 +85,14 @@ struct Decisions {
     /// The RTT rows and the step function client → row + 1 (0: none).
     rtt: Arc<Vec<crate::compile::LdnsRtt>>,
     rtt_rows: Arc<crate::compile::partition::Steps>,
+    /// Client → static view number.
+    static_views: Arc<crate::compile::partition::Steps>,
+    /// Runs of one class (everything a decision reads but the address): the ECS scope.
+    classes: Arc<crate::compile::partition::Segments>,
+    /// By engine domain index: how many leading bits of the client address its decisions
+    /// read besides the class (source-IP hash and persistence masks along its backup chain),
+    /// IPv4 and IPv6.
+    address_bits: Vec<(u8, u8)>,
     /// By configuration service index.
     answer_ips: Vec<IpAddr>,
     /// By engine domain index: (TTL, backup addresses).
@@ -110,6 +118,9 @@ impl Authority {
                     states: snapshot.services.clone(),
                     rtt: snapshot.rtt.clone(),
                     rtt_rows: snapshot.rtt_rows.clone(),
+                    static_views: snapshot.static_views.clone(),
+                    classes: snapshot.classes.clone(),
+                    address_bits: address_bits(&engine),
                     answer_ips: config.services.iter().map(|s| s.answer_ip()).collect(),
                     domain_info: config
                         .gslb_domains
@@ -176,26 +187,8 @@ impl GslbIndex {
     /// the default view. An answer without addresses is NODATA.
     fn answer(&self, name: &str, qtype: u16, client: IpAddr) -> Option<&Answer> {
         let entry = self.domains.get(&(name.to_owned(), qtype))?;
-        let (view, rtt_view, _) = self.segments.lookup_both(canonical(client));
-        let find = |v| {
-            entry
-                .answers
-                .iter()
-                .find(|(view, _)| *view == v)
-                .map(|(_, a)| a)
-        };
-        let by_view = find(view).or_else(|| find(DEFAULT_VIEW));
-        // Answered by RTT: the LDNS view's answer, as the fast path takes it.
-        let by_rtt = (entry.by_rtt && by_view.is_some() && rtt_view != 0)
-            .then(|| {
-                entry
-                    .rtt_answers
-                    .iter()
-                    .find(|(v, _)| *v == rtt_view)
-                    .map(|(_, a)| a)
-            })
-            .flatten();
-        by_rtt.or(by_view).filter(|a| !a.addrs.is_empty())
+        let (view, rtt_view) = self.segments.views_of(canonical(client));
+        entry_answer(entry, view, rtt_view)
     }
 
     fn is_gslb(&self, name: &str) -> bool {
@@ -204,10 +197,103 @@ impl GslbIndex {
             .any(|t| self.domains.contains_key(&(name.to_owned(), *t)))
     }
 
-    /// The ECS scope of a GSLB answer to `client` (RFC 7871 §7.2.1): the shortest prefix
-    /// length at which every address shares the client's view.
-    fn scope(&self, client: IpAddr) -> u8 {
-        self.segments.lookup(canonical(client)).1
+    /// The ECS scope of the answer to `client` for (`name`, `qtype`) (RFC 7871 §7.2.1): the
+    /// shortest prefix length within which that answer cannot change.
+    fn scope(&self, name: &str, qtype: u16, client: IpAddr) -> u8 {
+        let Some(entry) = self.domains.get(&(name.to_owned(), qtype)) else {
+            // No answer of this type for any client.
+            return 0;
+        };
+        // The same answer in every view (the list holds only the views that differ).
+        if entry.rtt_answers.is_empty() && entry.answers.iter().all(|(v, _)| *v == DEFAULT_VIEW) {
+            return 0;
+        }
+        let client = canonical(client);
+        let (view, rtt_view) = self.segments.views_of(client);
+        let mine = entry_answer(entry, view, rtt_view);
+        self.segments
+            .scope_where(client, |v, r| entry_answer(entry, v, r) == mine)
+    }
+}
+
+/// `entry`'s answer in (view, LDNS view), as the fast path takes it: the view's, else the
+/// default view's; for a domain answered by RTT, the LDNS view's when it has one. `None`:
+/// NODATA.
+fn entry_answer(entry: &DomainEntry, view: u32, rtt_view: u32) -> Option<&Answer> {
+    let find = |v| {
+        entry
+            .answers
+            .iter()
+            .find(|(view, _)| *view == v)
+            .map(|(_, a)| a)
+    };
+    let by_view = find(view).or_else(|| find(DEFAULT_VIEW));
+    let by_rtt = (entry.by_rtt && by_view.is_some() && rtt_view != 0)
+        .then(|| {
+            entry
+                .rtt_answers
+                .iter()
+                .find(|(v, _)| *v == rtt_view)
+                .map(|(_, a)| a)
+        })
+        .flatten();
+    by_rtt.or(by_view).filter(|a| !a.addrs.is_empty())
+}
+
+/// Per engine domain: the longest source-IP hash or persistence mask (IPv4, IPv6) along its
+/// backup chain, the address bits its per-query decisions read.
+fn address_bits(engine: &Engine) -> Vec<(u8, u8)> {
+    (0..engine.domain_count())
+        .map(|d| {
+            let mut bits = (0, 0);
+            let mut next = Some(d);
+            // Validation forbids cycles; the bound keeps a bug from looping.
+            for _ in 0..=engine.domain_count() {
+                let Some(b) = next else { break };
+                let spec = engine.domain(b);
+                let mut masks = Vec::new();
+                if spec.chain.contains(&crate::policy::Method::SourceIpHash) {
+                    masks.push(spec.sourceip_mask);
+                }
+                masks.extend(spec.persistence.map(|p| p.mask));
+                for m in masks {
+                    bits = (bits.0.max(m.v4), bits.1.max(m.v6));
+                }
+                next = spec.backup_domain;
+            }
+            bits
+        })
+        .collect()
+}
+
+impl Decisions {
+    /// The ECS scope of a per-query answer to a client subnet of `source` bits: its class's
+    /// run, and at least the address bits the decision read, as far as the subnet has them
+    /// (the rest of its address is zeros, read alike for every client in it).
+    fn scope(&self, name: &str, client: IpAddr, source: u8) -> u8 {
+        let client = canonical(client);
+        let class = self.classes.lookup(client).1;
+        let bits = self
+            .engine
+            .domain_index(name)
+            .and_then(|d| self.address_bits.get(d))
+            .map_or(0, |&(v4, v6)| if client.is_ipv4() { v4 } else { v6 });
+        class.max(bits.min(source))
+    }
+}
+
+impl Authority {
+    /// The ECS scope of the answer to `client` (a subnet of `source` bits) for (`name`,
+    /// `qtype`), `None` when `name` is not a GSLB name (static data is the same for every
+    /// client). It may be longer than `source` (RFC 7871 §7.2.1: the subnet was not specific
+    /// enough, and the resolver asks again with more bits).
+    fn scope(&self, name: &str, qtype: u16, client: IpAddr, source: u8) -> Option<u8> {
+        if let Some(d) = self.decisions.as_ref().filter(|d| d.domains.contains(name)) {
+            return Some(d.scope(name, client, source));
+        }
+        self.gslb
+            .is_gslb(name)
+            .then(|| self.gslb.scope(name, qtype, client))
     }
 }
 
@@ -469,15 +555,23 @@ impl Responder {
             response.set_response_code(ResponseCode::FormErr);
         } else {
             let question = &query.queries()[0];
-            let client = ecs.map_or(client, |ecs| ecs.addr());
+            // A /0 subnet carries no client information (RFC 7871 §7.1.2): the resolver is the
+            // client, as without ECS, and the answer's scope is 0.
+            let client = ecs
+                .filter(|ecs| ecs.source_prefix() > 0)
+                .map_or(client, |ecs| ecs.addr());
             let found = self.lookup(&data, question, client);
             if let (Some(ecs), Some(edns)) = (ecs, response.extensions_mut()) {
-                // Scope 0 (valid for every client) unless a GSLB name, whose answer depends on
-                // the client's view, took part.
-                let gslb = std::iter::once(question.name())
+                // Scope 0 (valid for every client) unless a GSLB name, whose answer may depend
+                // on the client, took part.
+                let qtype = u16::from(question.query_type());
+                let source = ecs.source_prefix();
+                let scope = std::iter::once(question.name())
                     .chain(found.answers.iter().map(|r| r.name()))
-                    .any(|n| data.gslb.is_gslb(&key(n)));
-                let scope = if gslb { data.gslb.scope(client) } else { 0 };
+                    .filter(|_| source > 0)
+                    .filter_map(|n| data.scope(&key(n), qtype, client, source))
+                    .max()
+                    .unwrap_or(0);
                 edns.options_mut()
                     .insert(EdnsOption::Subnet(ClientSubnet::new(
                         ecs.addr(),
@@ -681,7 +775,7 @@ impl Responder {
         };
         let client = canonical(client);
         let location = d.locations.as_ref().and_then(|db| db.lookup(client));
-        let rtt = match d.rtt_rows.get(crate::compile::partition::key_of(client)) {
+        let rtt = match d.rtt_rows.get(key_of(client)) {
             0 => &[][..],
             row => &d.rtt[row as usize - 1].rtt_us[..],
         };
@@ -691,6 +785,7 @@ impl Responder {
             &EngineClient {
                 addr: client,
                 location: location.as_deref(),
+                view: d.static_views.get(key_of(client)),
                 sticky: None,
             },
             &EngineState {

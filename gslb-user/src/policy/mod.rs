@@ -191,6 +191,10 @@ pub struct DomainSpec {
     pub name: String,
     /// Indexes into [`Spec::services`], in the domain's order (global availability's order).
     pub services: Vec<usize>,
+    /// Per static view (its number, as [`Client::view`] gives it; never 0): the services that
+    /// answer the view's clients instead of `services`, in their order. A view none of whose
+    /// services of the query's family is UP is answered from `services`.
+    pub views: Vec<(u32, Vec<usize>)>,
     /// 1..=[`MAX_CHAIN`] methods: preferred, alternate, fallback.
     pub chain: Vec<Method>,
     /// RTT: sites within the lowest RTT plus this many microseconds share the answers.
@@ -210,6 +214,7 @@ impl DomainSpec {
         DomainSpec {
             name: name.into(),
             services,
+            views: Vec::new(),
             chain: vec![Method::RoundRobin],
             tolerance_us: 0,
             sourceip_mask: SourceMask::default(),
@@ -333,6 +338,8 @@ pub struct Client<'a> {
     pub addr: IpAddr,
     /// From the location database (looked up by the caller).
     pub location: Option<&'a Location>,
+    /// The client's static view (`[[view]]` number, 1-based); 0: the default view.
+    pub view: u32,
     /// The service of the client's persistence entry, if the caller holds one that has not
     /// timed out.
     pub sticky: Option<ServiceId>,
@@ -343,6 +350,7 @@ impl Client<'_> {
         Client {
             addr,
             location: None,
+            view: 0,
             sticky: None,
         }
     }
@@ -407,6 +415,9 @@ pub struct Decision {
     pub domain: usize,
     /// Service indexes, in the domain's order; empty exactly when `tier` is [`Tier::Down`].
     pub candidates: Vec<usize>,
+    /// The same candidates as positions among the deciding domain's members
+    /// ([`Engine::members`]): a service in two lists is told apart by its position.
+    pub positions: Vec<usize>,
     pub pick: Pick,
     pub tier: Tier,
     /// The policy (index in priority order) that matched, and what its action did.
@@ -428,13 +439,22 @@ struct Slot {
 }
 
 /// A domain with its precomputed preferred-location matches.
+///
+/// Positions number the domain's *members*: its services, then each view's services (a
+/// service in several lists has a position in each), so that a view's list keeps its own
+/// order (global availability) and a decision's pool is one bit set whatever list it uses.
 #[derive(Clone, Debug)]
 struct Domain {
     spec: DomainSpec,
-    /// One per service of the domain, in its order.
+    /// Service index by position.
+    members: Vec<usize>,
+    /// One per position.
     slots: Vec<Slot>,
+    /// The positions of each view's list, by view number; the default list is
+    /// `0..spec.services.len()`.
+    lists: Vec<(u32, std::ops::Range<usize>)>,
     /// Per policy (in priority order), per preferred entry: (perfect, partial) matches, as
-    /// bit sets over the domain's service positions.
+    /// bit sets over the positions.
     preferred: Vec<Vec<(Bits, Bits)>>,
 }
 
@@ -502,25 +522,28 @@ impl Engine {
                     len: d.chain.len(),
                 });
             }
-            let mut seen = vec![false; spec.services.len()];
-            for &s in &d.services {
-                match seen.get_mut(s) {
-                    None => {
-                        let services = spec.services.len();
-                        return Err(PolicyError::UnknownService {
-                            domain: domain(),
-                            service: s,
-                            services,
-                        });
+            let lists = std::iter::once(&d.services).chain(d.views.iter().map(|(_, l)| l));
+            for list in lists {
+                let mut seen = vec![false; spec.services.len()];
+                for &s in list {
+                    match seen.get_mut(s) {
+                        None => {
+                            let services = spec.services.len();
+                            return Err(PolicyError::UnknownService {
+                                domain: domain(),
+                                service: s,
+                                services,
+                            });
+                        }
+                        Some(true) => {
+                            let service = spec.services[s].name.clone();
+                            return Err(PolicyError::DuplicateService {
+                                domain: domain(),
+                                service,
+                            });
+                        }
+                        Some(seen) => *seen = true,
                     }
-                    Some(true) => {
-                        let service = spec.services[s].name.clone();
-                        return Err(PolicyError::DuplicateService {
-                            domain: domain(),
-                            service,
-                        });
-                    }
-                    Some(seen) => *seen = true,
                 }
             }
             let masks = [d.sourceip_mask]
@@ -556,6 +579,13 @@ impl Engine {
             .domains
             .into_iter()
             .map(|d| {
+                let mut members = d.services.clone();
+                let mut lists = Vec::with_capacity(d.views.len());
+                for (view, services) in &d.views {
+                    let start = members.len();
+                    members.extend_from_slice(services);
+                    lists.push((*view, start..members.len()));
+                }
                 let preferred = spec
                     .policies
                     .iter()
@@ -564,9 +594,9 @@ impl Engine {
                             .preferred
                             .iter()
                             .map(|pattern| {
-                                let mut perfect = Bits::new(d.services.len());
-                                let mut partial = Bits::new(d.services.len());
-                                for (pos, &s) in d.services.iter().enumerate() {
+                                let mut perfect = Bits::new(members.len());
+                                let mut partial = Bits::new(members.len());
+                                for (pos, &s) in members.iter().enumerate() {
                                     // Which services an action picks is a proximity choice:
                                     // matchWildcardtoany EXPRESSION does not widen it.
                                     let m = spec.services[s]
@@ -586,8 +616,7 @@ impl Engine {
                             .collect()
                     })
                     .collect();
-                let slots = d
-                    .services
+                let slots = members
                     .iter()
                     .map(|&s| {
                         let svc = &spec.services[s];
@@ -602,7 +631,9 @@ impl Engine {
                     .collect();
                 Domain {
                     spec: d,
+                    members,
                     slots,
+                    lists,
                     preferred,
                 }
             })
@@ -681,6 +712,21 @@ impl Engine {
                         .iter()
                         .map(|s| service(s))
                         .collect::<Result<_, _>>()?,
+                    views: d
+                        .views
+                        .iter()
+                        .map(|(view, services)| {
+                            let number =
+                                index("view", config.views.iter().map(|v| v.name.as_str()), view)?
+                                    as u32
+                                    + 1;
+                            let services = services
+                                .iter()
+                                .map(|s| service(s))
+                                .collect::<Result<_, _>>()?;
+                            Ok((number, services))
+                        })
+                        .collect::<Result<_, PolicyError>>()?,
                     chain: d.chain(),
                     tolerance_us: d.tolerance_ms.saturating_mul(1000),
                     sourceip_mask: d.sourceip_mask,
@@ -758,6 +804,16 @@ impl Engine {
         &self.domains[index].spec
     }
 
+    /// Every service a decision of domain `index` can name, by position: its services, then
+    /// each view's (see [`DomainSpec::views`]); a service may repeat.
+    pub fn members(&self, index: usize) -> &[usize] {
+        &self.domains[index].members
+    }
+
+    pub fn domain_count(&self) -> usize {
+        self.domains.len()
+    }
+
     pub fn domain_index(&self, name: &str) -> Option<usize> {
         let name = name.strip_suffix('.').unwrap_or(name);
         self.domains
@@ -800,6 +856,7 @@ impl Engine {
         Decision {
             domain,
             candidates: Vec::new(),
+            positions: Vec::new(),
             pick: Pick::All,
             tier: Tier::Down,
             policy: None,
@@ -825,14 +882,27 @@ impl Engine {
             _ => None,
         };
         let service_state = |s: usize| state.services.get(s).copied().unwrap_or_default();
+        let available = |slot: &Slot| {
+            !service_state(slot.service).down && family.is_none_or(|v6| slot.v6 == v6)
+        };
+        // The client's view's list when one of its services can answer, else the domain's own
+        // (as a round-robin domain's view falls back to the default view).
+        let list = domain
+            .lists
+            .iter()
+            .find(|(view, _)| client.view != 0 && *view == client.view)
+            .map(|(_, positions)| positions.clone())
+            .filter(|positions| domain.slots[positions.clone()].iter().any(available))
+            .unwrap_or(0..spec.services.len());
 
-        let mut pool = Bits::new(spec.services.len());
+        let mut pool = Bits::new(domain.members.len());
         let mut overloaded = false;
-        for (pos, slot) in domain.slots.iter().enumerate() {
-            let st = service_state(slot.service);
-            if st.down || family.is_some_and(|v6| slot.v6 != v6) {
+        for pos in list {
+            let slot = &domain.slots[pos];
+            if !available(slot) {
                 continue;
             }
+            let st = service_state(slot.service);
             let full = st.connections >= slot.max_connections
                 || st.bandwidth_kbps >= slot.max_bandwidth_kbps;
             if !full {
@@ -847,11 +917,14 @@ impl Engine {
         }
         let decision =
             |pool: &Bits, pick: Pick, tier: Tier, policy: Option<(usize, Preference)>| {
-                let candidates: Vec<usize> = pool.iter().map(|pos| spec.services[pos]).collect();
+                let positions: Vec<usize> = pool.iter().collect();
+                let candidates: Vec<usize> =
+                    positions.iter().map(|&pos| domain.members[pos]).collect();
                 let pick = self.finish_pick(spec, &candidates, pick);
                 Decision {
                     domain: index,
                     candidates,
+                    positions,
                     pick,
                     tier,
                     policy,
@@ -861,9 +934,9 @@ impl Engine {
             };
 
         if let Some(id) = client.sticky
-            && let Some(pos) = pool.iter().find(|&pos| self.ids[spec.services[pos]] == id)
+            && let Some(pos) = pool.iter().find(|&pos| self.ids[domain.members[pos]] == id)
         {
-            let mut only = Bits::new(spec.services.len());
+            let mut only = Bits::new(domain.members.len());
             only.set(pos);
             return Some(decision(&only, Pick::First, Tier::Persistence, None));
         }
@@ -959,12 +1032,12 @@ impl Engine {
         state: &State<'_>,
     ) -> Option<(Bits, Pick)> {
         let spec = &domain.spec;
-        let service = |pos: usize| &self.services[spec.services[pos]];
+        let service = |pos: usize| &self.services[domain.members[pos]];
         let site = |pos: usize| domain.slots[pos].site;
         // The positions of `pool` with the best key (max), if any position has a key.
         let best_by = |key: &dyn Fn(usize) -> Option<i128>| {
             let mut best: Option<i128> = None;
-            let mut chosen = Bits::new(spec.services.len());
+            let mut chosen = Bits::new(domain.members.len());
             for pos in pool.iter() {
                 let Some(k) = key(pos) else { continue };
                 match best {
@@ -992,7 +1065,7 @@ impl Engine {
             )),
             Method::LeastConnection => {
                 let connections = |pos: usize| {
-                    let s = spec.services[pos];
+                    let s = domain.members[pos];
                     -i128::from(
                         state
                             .services
@@ -1019,7 +1092,7 @@ impl Engine {
                 let rtt = |pos: usize| state.rtt.get(site(pos)).copied().flatten();
                 let lowest = pool.iter().filter_map(rtt).min()?;
                 let limit = lowest.saturating_add(spec.tolerance_us);
-                let mut chosen = Bits::new(spec.services.len());
+                let mut chosen = Bits::new(domain.members.len());
                 for pos in pool
                     .iter()
                     .filter(|&pos| rtt(pos).is_some_and(|r| r <= limit))
@@ -1046,7 +1119,7 @@ impl Engine {
             }
             Method::GlobalAvailability => {
                 let first = pool.iter().next()?;
-                let mut chosen = Bits::new(spec.services.len());
+                let mut chosen = Bits::new(domain.members.len());
                 chosen.set(first);
                 Some((chosen, Pick::First))
             }

@@ -196,6 +196,7 @@ impl<'a> Ask<'a> {
         let client = Client {
             addr: self.client,
             location: self.location.as_ref(),
+            view: 0,
             sticky: self.sticky,
         };
         let state = State {
@@ -1241,6 +1242,7 @@ impl World {
         let client = Client {
             addr: IpAddr::V4(self.client.into()),
             location: location.as_ref(),
+            view: 0,
             sticky: None,
         };
         let d = e.decide(
