@@ -367,3 +367,51 @@ method = "ratio"
     assert!(!addrs.is_empty());
     assert_eq!(scope, 0);
 }
+
+#[test]
+fn the_views_example_does_what_its_comments_say() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/views.toml");
+    let config = Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let r = responder(&config);
+    let ask = |client: &str| -> BTreeSet<IpAddr> {
+        (0..40)
+            .flat_map(|_| {
+                responder_addrs(
+                    &r,
+                    "api.example.com.",
+                    RecordType::A,
+                    client.parse().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let set = |a: &[&str]| ips(a).into_iter().collect::<BTreeSet<IpAddr>>();
+    // In "us", outside the policy's /25: both US API services.
+    assert_eq!(ask("203.0.113.200"), set(&["203.0.113.30", "203.0.113.31"]));
+    // In "us" and in the policy's subnet: the preferred location only.
+    assert_eq!(ask("203.0.113.7"), set(&["203.0.113.30"]));
+    // In no view: the domain's own services.
+    assert_eq!(
+        ask("192.0.2.7"),
+        set(&[
+            "198.51.100.10",
+            "203.0.113.10",
+            "203.0.113.30",
+            "203.0.113.31"
+        ])
+    );
+    // The us view's ratio: 1:3 over many answers (within 2%).
+    let mut counts = std::collections::BTreeMap::new();
+    for _ in 0..4_000 {
+        for a in responder_addrs(
+            &r,
+            "api.example.com.",
+            RecordType::A,
+            "203.0.113.200".parse().unwrap(),
+        ) {
+            *counts.entry(a).or_insert(0usize) += 1;
+        }
+    }
+    let ca = counts[&"203.0.113.31".parse::<IpAddr>().unwrap()] as f64 / 4_000.0;
+    assert!((ca - 0.75).abs() < 0.02, "api-us-ca's share {ca}");
+}
