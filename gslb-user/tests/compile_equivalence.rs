@@ -784,10 +784,15 @@ impl World {
         let addrs = if !addrs.is_empty() {
             addrs
         } else {
-            let has_family = d.services.iter().any(|n| {
-                let s = self.config.service(n).unwrap();
-                family(&s.public_ip.unwrap_or(s.ip))
-            });
+            // Backup addresses stand in for a family the domain (or one of its views) serves.
+            let has_family = d
+                .services
+                .iter()
+                .chain(d.views.iter().flat_map(|(_, v)| v))
+                .any(|n| {
+                    let s = self.config.service(n).unwrap();
+                    family(&s.public_ip.unwrap_or(s.ip))
+                });
             if has_family && d.down_response == DownResponse::Backup {
                 d.backup_ip.iter().copied().filter(family).collect()
             } else {

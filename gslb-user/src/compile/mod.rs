@@ -1209,14 +1209,15 @@ impl<'a> Job<'a> {
             return o;
         }
         let (d, qtype) = representative;
-        // No service of the family: nothing to decide, the domain's fallback answers.
+        // No service of the family: nothing to decide, NODATA (backup addresses stand in for
+        // services that are down, not for a family the domain does not serve).
         let v6 = qtype == QTYPE_AAAA;
         if signature.domain.is_none() && !signature.services.iter().any(|s| s.1 == v6) {
             let outcome = Outcome {
                 domain: d,
                 positions: Vec::new(),
                 pick: OutcomePick::All,
-                fallback: Some(signature.down),
+                fallback: Some(Fallback::Empty),
             };
             let id = outcomes.id(outcome);
             remember(decided, projected, id);
@@ -1360,6 +1361,7 @@ impl<'a> Job<'a> {
         let configured = domain
             .services
             .iter()
+            .chain(domain.views.iter().flat_map(|(_, names)| names))
             .filter_map(|n| self.services.get(n.as_str()))
             .any(|(_, s)| family(&s.answer_ip()));
         let backup: Vec<IpAddr> = domain.backup_ip.iter().copied().filter(family).collect();
@@ -1631,15 +1633,21 @@ fn needs_engine(
     services: &HashMap<&str, (usize, &Service)>,
 ) -> bool {
     // A service on a `[[link]]` is full while its link is over (`World::service_states`):
-    // spillover, which only the engine honours.
+    // spillover, which only the engine honours. So is another site's service whose site
+    // reports it full over MEP (its link is declared at that site only).
+    let remote = |s: &Service| {
+        config.mep_enabled().is_some() && config.server.site.as_deref() != Some(s.site.as_str())
+    };
     let limited = domain
         .services
         .iter()
+        .chain(domain.views.iter().flat_map(|(_, names)| names))
         .filter_map(|n| services.get(n.as_str()))
         .any(|(_, s)| {
             s.max_connections.is_some()
                 || s.max_bandwidth_kbps.is_some()
                 || config.link_of(&s.name).is_some()
+                || remote(s)
         });
     domain.method != Method::RoundRobin
         || domain.alternate.is_some()

@@ -844,12 +844,18 @@ impl Engine {
     ) -> Decision {
         // The domain, then its backup domains: first with room, then (spillover with nowhere
         // to spill to) the first with UP services even over their limits.
+        let mut family_served = false;
         for overload in [false, true] {
             let mut d = Some(domain);
             while let Some(i) = d {
                 if let Some(decision) = self.decide_one(i, query, client, state, overload) {
                     return decision;
                 }
+                let family = query_family(query.qtype);
+                family_served |= self.domains[i]
+                    .slots
+                    .iter()
+                    .any(|s| family.is_none_or(|v6| s.v6 == v6));
                 d = self.domains[i].spec.backup_domain;
             }
         }
@@ -861,7 +867,14 @@ impl Engine {
             tier: Tier::Down,
             policy: None,
             overloaded: false,
-            fallback: Some(self.domains[domain].spec.down),
+            // Backup addresses stand in for services that are down: a family no service of
+            // the chain has is NODATA, as it is with every service up (and as a round-robin
+            // domain answers it).
+            fallback: Some(if family_served {
+                self.domains[domain].spec.down
+            } else {
+                Fallback::Empty
+            }),
         }
     }
 
@@ -876,11 +889,7 @@ impl Engine {
     ) -> Option<Decision> {
         let domain = &self.domains[index];
         let spec = &domain.spec;
-        let family = match query.qtype {
-            QTYPE_A => Some(false),
-            QTYPE_AAAA => Some(true),
-            _ => None,
-        };
+        let family = query_family(query.qtype);
         let service_state = |s: usize| state.services.get(s).copied().unwrap_or_default();
         let available = |slot: &Slot| {
             !service_state(slot.service).down && family.is_none_or(|v6| slot.v6 == v6)
@@ -1143,6 +1152,15 @@ impl Engine {
                 vec![c[pick::rendezvous(mask.apply(client), &ids, weights.as_deref())]]
             }
         }
+    }
+}
+
+/// The address family a query asks for: IPv6 for AAAA, IPv4 for A, either for other types.
+fn query_family(qtype: u16) -> Option<bool> {
+    match qtype {
+        QTYPE_A => Some(false),
+        QTYPE_AAAA => Some(true),
+        _ => None,
     }
 }
 
