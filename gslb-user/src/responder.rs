@@ -28,6 +28,7 @@ use crate::{
     compile::{Answer, DomainEntry, Snapshot},
     config::{AnswerMode, Config, RecordData, Zone},
     location::db::LocationDb,
+    persist::{Store as PersistStore, Tables as PersistTables},
     policy::{
         Client as EngineClient, Engine, Fallback, Query as EngineQuery, ServiceState,
         State as EngineState,
@@ -65,6 +66,8 @@ pub struct Responder {
     rotor: AtomicU32,
     /// This site is a MEP child: GSLB names are REFUSED (see [`Responder::set_gslb_refused`]).
     gslb_refused: AtomicBool,
+    /// Source-IP persistence entries, kept across reloads (`crate::persist`).
+    persistence: Arc<PersistStore>,
 }
 
 /// Everything the responder answers from, built from one configuration.
@@ -90,10 +93,17 @@ struct Decisions {
     /// By engine domain index: (TTL, backup addresses).
     domain_info: Vec<(u32, Vec<IpAddr>)>,
     locations: Option<Arc<LocationDb>>,
+    /// This configuration's persistence tables.
+    persist: Arc<PersistTables>,
 }
 
 impl Authority {
-    fn new(config: &Config, snapshot: &Snapshot, locations: Option<Arc<LocationDb>>) -> Self {
+    fn new(
+        config: &Config,
+        snapshot: &Snapshot,
+        locations: Option<Arc<LocationDb>>,
+        persistence: &PersistStore,
+    ) -> Self {
         let mut zones: Vec<ZoneData> = config
             .zones
             .iter()
@@ -106,6 +116,7 @@ impl Authority {
         } else {
             match Engine::from_config(config) {
                 Ok(engine) => Some(Decisions {
+                    persist: persistence.configure(Some(&engine), &snapshot.services),
                     domains: snapshot.engine_domains.iter().cloned().collect(),
                     states: snapshot.services.clone(),
                     rtt: snapshot.rtt.clone(),
@@ -127,6 +138,9 @@ impl Authority {
                 }
             }
         };
+        if decisions.is_none() {
+            persistence.configure(None, &[]);
+        }
         Authority {
             zones,
             gslb: GslbIndex::new(snapshot),
@@ -359,11 +373,27 @@ struct Lookup {
 
 impl Responder {
     pub fn new(config: &Config, snapshot: &Snapshot) -> Self {
+        Responder::with_persistence(config, snapshot, PersistStore::new())
+    }
+
+    /// As [`Responder::new`], with persistence entries kept in `persistence` (tests give it a
+    /// clock of their own).
+    pub fn with_persistence(
+        config: &Config,
+        snapshot: &Snapshot,
+        persistence: Arc<PersistStore>,
+    ) -> Self {
         Responder {
-            data: ArcSwap::from_pointee(Authority::new(config, snapshot, None)),
+            data: ArcSwap::from_pointee(Authority::new(config, snapshot, None, &persistence)),
             rotor: AtomicU32::new(0),
             gslb_refused: AtomicBool::new(false),
+            persistence,
         }
+    }
+
+    /// The persistence entries (gslbd exchanges them with the other parents over MEP).
+    pub fn persistence(&self) -> &Arc<PersistStore> {
+        &self.persistence
     }
 
     /// Whether GSLB names are REFUSED. Only parent sites answer GSLB queries (spec §6): a child
@@ -393,8 +423,12 @@ impl Responder {
         snapshot: &Snapshot,
         locations: Option<Arc<LocationDb>>,
     ) {
-        self.data
-            .store(Arc::new(Authority::new(config, snapshot, locations)));
+        self.data.store(Arc::new(Authority::new(
+            config,
+            snapshot,
+            locations,
+            &self.persistence,
+        )));
     }
 
     /// Answers `request` from `client` into `sink`; sends nothing for what must not be answered
@@ -685,13 +719,14 @@ impl Responder {
             0 => &[][..],
             row => &d.rtt[row as usize - 1].rtt_us[..],
         };
+        let sticky = d.persist.lookup(domain, qtype == QTYPE_AAAA, client);
         let decision = d.engine.decide(
             domain,
             &EngineQuery { name, qtype },
             &EngineClient {
                 addr: client,
                 location: location.as_deref(),
-                sticky: None,
+                sticky: sticky.and_then(|s| s.service),
             },
             &EngineState {
                 services: &d.states,
@@ -704,13 +739,15 @@ impl Responder {
         let addrs: Vec<IpAddr> = match decision.fallback {
             Some(Fallback::BackupIp) => backup.iter().copied().filter(family).collect(),
             Some(Fallback::Empty) => Vec::new(),
-            None => d
-                .engine
-                .select(&decision, client, turn)
-                .into_iter()
-                .map(|i| d.answer_ips[i])
-                .filter(family)
-                .collect(),
+            None => {
+                let picked = d.engine.select(&decision, client, turn);
+                d.persist.note(sticky.as_ref(), &picked);
+                picked
+                    .into_iter()
+                    .map(|i| d.answer_ips[i])
+                    .filter(family)
+                    .collect()
+            }
         };
         address_records(name, *ttl, addrs)
     }
