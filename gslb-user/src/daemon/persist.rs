@@ -1,9 +1,12 @@
 //! gslbd's persistence exchange between parents (docs/mep.md, "Persistence"), one task beside
 //! the MEP node:
 //!
-//! - Out: every [`SYNC_INTERVAL`], the entries made or refreshed here since they were last sent
-//!   (at most `persist::MAX_EXPORT_ROWS`; the rest go with the next batches) are published to
-//!   the node as this site's persistence table, which the node sends to the other parents.
+//! - Out: an entry made here (or pointed at another service) is published to the node
+//!   [`FRESH_DELAY`] later, with the others made meanwhile, as this site's persistence table,
+//!   which the node sends to the other parents: a client that asks another parent next finds
+//!   its entry there. Every [`SYNC_INTERVAL`], the entries in use whose last copy sent is
+//!   getting old are sent again (and whatever a batch had no room for). A batch holds at most
+//!   `persist::MAX_EXPORT_ROWS`.
 //!   When a link to another parent comes up, every entry is sent again, batch by batch: the
 //!   peer may have started since.
 //! - In: each batch a parent sent, as the node's view shows it, is merged into the responder's
@@ -19,8 +22,11 @@ use crate::{
     persist::{MAX_EXPORT_ROWS, Store},
 };
 
-/// How often new and refreshed entries are sent.
+/// How often refreshed entries are sent.
 pub const SYNC_INTERVAL: Duration = Duration::from_secs(1);
+/// New entries made within this long go in one batch: at most ten batches of new entries a
+/// second.
+pub const FRESH_DELAY: Duration = Duration::from_millis(100);
 /// A failure to publish is logged at most this often.
 const WARN_EVERY: Duration = Duration::from_secs(60);
 
@@ -48,21 +54,36 @@ async fn run(node: MepNode, store: Arc<Store>) {
     // An empty batch replaces a sent one once, so that a link coming up later is not sent a
     // stale batch (its times left would be old).
     let mut sent_empty = true;
+    let mut fresh_at: Option<Instant> = None;
     let mut warned: Option<Instant> = None;
+    let mut publish = |rows: Vec<PersistEntry>| {
+        if let Err(error) = node.publish_persistence(rows)
+            && warned.is_none_or(|t| t.elapsed() >= WARN_EVERY)
+        {
+            warned = Some(Instant::now());
+            warn!(%error, "MEP: persistence entries cannot be sent");
+        }
+    };
     loop {
         tokio::select! {
+            _ = store.fresh(), if fresh_at.is_none() => {
+                fresh_at = Some(Instant::now() + FRESH_DELAY);
+            }
+            _ = tokio::time::sleep_until(fresh_at.unwrap_or_else(Instant::now)), if fresh_at.is_some() => {
+                fresh_at = None;
+                let rows = store.tables().export_fresh(MAX_EXPORT_ROWS);
+                if !rows.is_empty() {
+                    sent_empty = false;
+                    publish(rows);
+                }
+            }
             _ = tick.tick() => {
                 let rows = store.tables().export(MAX_EXPORT_ROWS);
                 if rows.is_empty() && sent_empty {
                     continue;
                 }
                 sent_empty = rows.is_empty();
-                if let Err(error) = node.publish_persistence(rows)
-                    && warned.is_none_or(|t| t.elapsed() >= WARN_EVERY)
-                {
-                    warned = Some(Instant::now());
-                    warn!(%error, "MEP: persistence entries cannot be sent");
-                }
+                publish(rows);
             }
             changed = views.changed() => {
                 if changed.is_err() {

@@ -39,6 +39,7 @@ use std::{
 use ahash::AHashMap as HashMap;
 use arc_swap::ArcSwap;
 use ipnet::IpNet;
+use tokio::sync::Notify;
 
 pub use self::table::{Counters, Export, Key, Merged, Recorded, Settings, Table};
 use crate::{
@@ -108,6 +109,7 @@ impl Clock for ManualClock {
 pub struct Store {
     clock: Arc<dyn Clock>,
     counters: Arc<Counters>,
+    fresh: Arc<Notify>,
     current: ArcSwap<Tables>,
 }
 
@@ -115,6 +117,8 @@ pub struct Store {
 pub struct Tables {
     clock: Arc<dyn Clock>,
     counters: Arc<Counters>,
+    /// Told when an entry is made or points at another service ([`Store::fresh`]).
+    fresh: Arc<Notify>,
     /// By engine domain index; `None` for a domain without persistence.
     domains: Vec<Option<DomainTable>>,
     /// Lower-case domain name → index.
@@ -197,10 +201,12 @@ impl Store {
 
     pub fn with_clock(clock: Arc<dyn Clock>) -> Arc<Store> {
         let counters = Arc::new(Counters::default());
-        let empty = Tables::empty(clock.clone(), counters.clone());
+        let fresh = Arc::new(Notify::new());
+        let empty = Tables::empty(clock.clone(), counters.clone(), fresh.clone());
         Arc::new(Store {
             clock,
             counters,
+            fresh,
             current: ArcSwap::from_pointee(empty),
         })
     }
@@ -212,7 +218,11 @@ impl Store {
     pub fn configure(&self, engine: Option<&Engine>, states: &[ServiceState]) -> Arc<Tables> {
         let old = self.current.load_full();
         let tables = match engine {
-            None => Tables::empty(self.clock.clone(), self.counters.clone()),
+            None => Tables::empty(
+                self.clock.clone(),
+                self.counters.clone(),
+                self.fresh.clone(),
+            ),
             Some(engine) => Tables::build(engine, states, &old, self.clock.now_ms()),
         };
         let tables = Arc::new(tables);
@@ -223,6 +233,12 @@ impl Store {
     /// The current configuration's tables.
     pub fn tables(&self) -> Arc<Tables> {
         self.current.load_full()
+    }
+
+    /// Resolves once an entry was made or pointed at another service since the last time (then
+    /// [`Tables::export_fresh`] has something to send).
+    pub async fn fresh(&self) {
+        self.fresh.notified().await;
     }
 
     pub fn stats(&self) -> Stats {
@@ -243,10 +259,11 @@ impl Store {
 }
 
 impl Tables {
-    fn empty(clock: Arc<dyn Clock>, counters: Arc<Counters>) -> Tables {
+    fn empty(clock: Arc<dyn Clock>, counters: Arc<Counters>, fresh: Arc<Notify>) -> Tables {
         Tables {
             clock,
             counters,
+            fresh,
             domains: Vec::new(),
             by_name: HashMap::new(),
             services: Vec::new(),
@@ -309,6 +326,7 @@ impl Tables {
         Tables {
             clock: old.clock.clone(),
             counters: old.counters.clone(),
+            fresh: old.fresh.clone(),
             domains,
             by_name,
             by_service: services
@@ -363,13 +381,27 @@ impl Tables {
         let Some(id) = self.services.get(*service).map(|s| s.id) else {
             return;
         };
-        d.table
+        let outcome = d
+            .table
             .record(s.key, id, self.clock.now_ms(), &self.counters);
+        if outcome != Recorded::Refreshed {
+            self.fresh.notify_one();
+        }
     }
 
     /// Up to `budget` entries for the other parents: new ones, ones that changed service, and
     /// ones in use whose last copy sent is getting old (see [`Table::export`]).
     pub fn export(&self, budget: usize) -> Vec<PersistEntry> {
+        self.export_with(budget, false)
+    }
+
+    /// Up to `budget` of the entries made or pointed at another service since the last call,
+    /// not sent yet (see [`Table::export_fresh`]).
+    pub fn export_fresh(&self, budget: usize) -> Vec<PersistEntry> {
+        self.export_with(budget, true)
+    }
+
+    fn export_with(&self, budget: usize, fresh: bool) -> Vec<PersistEntry> {
         let now = self.clock.now_ms();
         let mut out = Vec::new();
         let mut rows = Vec::new();
@@ -380,8 +412,13 @@ impl Tables {
             let timeout = d.table.settings().timeout_ms;
             let refresh = (timeout / 4).max(MIN_REFRESH.as_millis() as u64);
             rows.clear();
-            d.table
-                .export(now, refresh, budget - out.len(), &mut rows, &self.counters);
+            let left = budget - out.len();
+            if fresh {
+                d.table.export_fresh(now, left, &mut rows);
+            } else {
+                d.table
+                    .export(now, refresh, left, &mut rows, &self.counters);
+            }
             out.extend(rows.iter().filter_map(|e| {
                 let service = &self.services[*self.by_id.get(&e.service)?];
                 Some(PersistEntry {

@@ -124,6 +124,9 @@ struct Shard {
     /// Keys by last use (or merge), oldest first; a place whose seq is not its entry's is stale.
     order: VecDeque<(Key, u64)>,
     seq: u64,
+    /// Keys made or pointed at another service since the last [`Table::export_fresh`] (at most
+    /// the shard's share of the bound; beyond that, the periodic [`Table::export`] finds them).
+    fresh: Vec<Key>,
 }
 
 impl Shard {
@@ -285,6 +288,9 @@ impl Table {
             Recorded::Replaced => Counters::add(&counters.replaced, 1),
             Recorded::Refreshed => {}
         }
+        if outcome != Recorded::Refreshed && shard.fresh.len() < self.cap[i] {
+            shard.fresh.push(key);
+        }
         self.bound(&mut shard, i, now, counters);
         outcome
     }
@@ -417,6 +423,39 @@ impl Table {
                 true
             });
             Counters::add(&counters.expired, gone);
+        }
+    }
+
+    /// As [`Table::export`], only for the entries made or pointed at another service since the
+    /// last call: what the peers must learn at once (a client may ask another parent next).
+    pub fn export_fresh(&self, now: u64, budget: usize, out: &mut Vec<Export>) {
+        let timeout = self.settings.timeout_ms;
+        for i in 0..self.shards.len() {
+            let mut shard = self.lock(i);
+            let fresh = std::mem::take(&mut shard.fresh);
+            for key in fresh {
+                if out.len() >= budget {
+                    // The rest stay due: the next periodic export sends them.
+                    return;
+                }
+                let Some(e) = shard.map.get_mut(&key) else {
+                    continue;
+                };
+                let due = e.sent.is_none_or(|s| s.service != e.service);
+                if !due || expired(e.last_used, now, timeout) {
+                    continue;
+                }
+                e.sent = Some(Sent {
+                    at: now,
+                    service: e.service,
+                    last_used: e.last_used,
+                });
+                out.push(Export {
+                    key,
+                    service: e.service,
+                    remaining_ms: (e.last_used + timeout).saturating_sub(now),
+                });
+            }
         }
     }
 
@@ -671,11 +710,34 @@ mod tests {
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].service, svc("b"));
         out.clear();
+        // New and replaced entries are also sent on their own, at once; once only.
+        t.record(key("10.0.0.9"), svc("a"), 2 * SEC, &c);
+        t.record(key("10.0.0.3"), svc("b"), 2 * SEC, &c);
+        t.record(key("10.0.0.4"), svc("a"), 2 * SEC, &c);
+        t.export_fresh(2 * SEC, 10, &mut out);
+        let mut fresh: Vec<Key> = out.iter().map(|e| e.key).collect();
+        fresh.sort_by_key(|k| k.client);
+        assert_eq!(fresh, [key("10.0.0.3"), key("10.0.0.9")]);
+        out.clear();
+        t.export_fresh(2 * SEC, 10, &mut out);
+        // (10.0.0.4 was refreshed, not made: the periodic export sends it once its refresh
+        // interval has passed, not before.)
+        t.export(2 * SEC, 10 * SEC, 10, &mut out, &c);
+        assert_eq!(out, [], "sent already");
+        for i in 0..3 {
+            t.record(key(&format!("10.0.1.{i}")), svc("a"), 2 * SEC, &c);
+        }
+        t.export_fresh(2 * SEC, 2, &mut out);
+        assert_eq!(out.len(), 2, "the budget");
+        out.clear();
+        t.export(2 * SEC, 10 * SEC, 10, &mut out, &c);
+        assert_eq!(out.len(), 1, "the rest, by the periodic export");
+        out.clear();
         // A resync sends everything again; expired entries are dropped on the way.
         t.resync();
         t.export(10 * SEC + 1, 2 * SEC, 10, &mut out, &c);
-        assert_eq!(out.len(), 2, "{out:?}");
-        assert_eq!(t.len(), 2);
+        assert_eq!(out.len(), 8, "{out:?}");
+        assert_eq!(t.len(), 8);
     }
 
     #[test]
