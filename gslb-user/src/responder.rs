@@ -2,7 +2,8 @@
 //! (the compiled [`Snapshot`]) for GSLB names, plus what XDP does not do: static zone records,
 //! CNAME chains, NXDOMAIN and NODATA with the SOA, REFUSED outside our zones, FORMERR, NOTIMP,
 //! BADVERS, minimal ANY (RFC 8482) and truncation. Pure: bytes in, bytes out; the sockets are in
-//! `server`.
+//! `server`. The one state it keeps is the persistence entries (`crate::persist`, on a clock
+//! the caller can inject).
 
 use std::{
     collections::{HashMap, HashSet},

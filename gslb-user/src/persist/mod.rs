@@ -7,12 +7,14 @@
 //!
 //! What is implemented, and NetScaler's behaviour it follows:
 //! - The timeout is an idle timeout: every answer from the entry refreshes it.
-//! - An entry whose service is DOWN (or over its limits) is not used: the domain's method picks
-//!   again and the entry points at the new service from then on (NetScaler: "if a persistence
-//!   session points to a data center that is DOWN, the method selects a new one, which becomes
-//!   persistent"). It is not dropped when the service goes down: a service that is back before
-//!   the client asks again keeps its clients. When nothing at all can answer (backup addresses,
-//!   NODATA) the entry is left as it is, unrefreshed.
+//! - An entry whose service is DOWN, or over its limits while another service has room, is not
+//!   used: the domain's method picks again and the entry points at the new service from then on
+//!   (NetScaler: "if a persistence session points to a data center that is DOWN, the method
+//!   selects a new one, which becomes persistent"). It is not dropped when the service goes
+//!   down: a service that is back before the client asks again keeps its clients. When nothing
+//!   at all can answer (backup addresses, NODATA) the entry is left as it is, unrefreshed.
+//! - A table holds at most `max_entries` clients (per domain); the least recently used goes
+//!   first (counted: `gslbctl stats` `persistence_evicted`).
 //! - Entries are per domain name (NetScaler's persistence id is the virtual server; here the
 //!   domain's name is the same on every parent), per masked client, and per answer family (A
 //!   and AAAA are decided among different services). The asked domain's settings apply; its

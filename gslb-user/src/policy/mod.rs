@@ -796,19 +796,18 @@ impl Engine {
         client: &Client<'_>,
         state: &State<'_>,
     ) -> Decision {
-        // The client's persistence entry, if its service is in the pool of the domain or of a
-        // backup domain (in the order below): it stays where an earlier answer sent it.
+        // The client's persistence entry, if its service is available (UP, under its limits)
+        // in the domain or a backup domain: it stays where an earlier answer sent it. (When
+        // every service is over its limits, the overload pass below still honours it.)
         if let Some(id) = client.sticky {
-            for overload in [false, true] {
-                let mut d = Some(domain);
-                while let Some(i) = d {
-                    if self.in_pool(i, id, query, state, overload)
-                        && let Some(decision) = self.decide_one(i, query, client, state, overload)
-                    {
-                        return decision;
-                    }
-                    d = self.domains[i].spec.backup_domain;
+            let mut d = Some(domain);
+            while let Some(i) = d {
+                if self.available(i, id, query, state)
+                    && let Some(decision) = self.decide_one(i, query, client, state, false)
+                {
+                    return decision;
                 }
+                d = self.domains[i].spec.backup_domain;
             }
         }
         // The domain, then its backup domains: first with room, then (spillover with nowhere
@@ -833,16 +832,9 @@ impl Engine {
         }
     }
 
-    /// Whether the service `id` is in the pool of domain `index` (UP, of the query's family,
-    /// and under its limits unless `overload`).
-    fn in_pool(
-        &self,
-        index: usize,
-        id: ServiceId,
-        query: &Query<'_>,
-        state: &State<'_>,
-        overload: bool,
-    ) -> bool {
+    /// Whether the service `id` is in the pool of domain `index`: UP, of the query's family,
+    /// under its limits.
+    fn available(&self, index: usize, id: ServiceId, query: &Query<'_>, state: &State<'_>) -> bool {
         let family = match query.qtype {
             QTYPE_A => Some(false),
             QTYPE_AAAA => Some(true),
@@ -860,7 +852,7 @@ impl Engine {
                     .unwrap_or_default();
                 let full = st.connections >= slot.max_connections
                     || st.bandwidth_kbps >= slot.max_bandwidth_kbps;
-                !st.down && family.is_none_or(|v6| slot.v6 == v6) && (overload || !full)
+                !st.down && family.is_none_or(|v6| slot.v6 == v6) && !full
             })
     }
 

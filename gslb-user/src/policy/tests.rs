@@ -921,6 +921,40 @@ fn persistence() {
 }
 
 #[test]
+fn a_persistence_entry_over_its_limits_is_not_used_while_another_service_has_room() {
+    let e = Lab::new(&["s"])
+        .svc("a", "s", "")
+        .with(|s| s.max_connections = Some(10))
+        .svc("b", "s", "")
+        .with(|s| s.max_connections = Some(10))
+        .domain("p", &["a", "b"], |d| {
+            d.chain = vec![Method::GlobalAvailability];
+            d.persistence = Some(Persistence {
+                mask: SourceMask::default(),
+                timeout_s: 300,
+                max_entries: 1000,
+            });
+        })
+        .build();
+    assert_eq!(Ask::new(&e, "p").sticky("b").names(), ["b"]);
+    // b is full and a has room: spillover wins, the caller's entry then follows a.
+    assert_eq!(
+        Ask::new(&e, "p").sticky("b").load("b", 10, 0).names(),
+        ["a"]
+    );
+    // Both full: the client keeps b.
+    let d = Ask::new(&e, "p")
+        .sticky("b")
+        .load("a", 10, 0)
+        .load("b", 10, 0)
+        .decide();
+    assert_eq!(
+        (names(&e, &d), d.tier, d.overloaded),
+        (vec!["b".into()], Tier::Persistence, true)
+    );
+}
+
+#[test]
 fn a_persistence_entry_on_a_backup_domain_holds_when_the_domain_is_back() {
     let persistence = Some(Persistence {
         mask: SourceMask::default(),
