@@ -11,16 +11,13 @@
 mod common;
 
 use std::{
-    net::{IpAddr, SocketAddr, UdpSocket},
+    net::{IpAddr, SocketAddr},
     time::{Duration, Instant},
 };
 
-use common::{Gslbd, answer_addrs};
+use common::{Gslbd, answer_addrs, ask_server};
 use gslb_tests::TempDir;
-use hickory_proto::{
-    op::{Message, Query},
-    rr::{Name, RecordType},
-};
+use hickory_proto::rr::RecordType;
 use tokio::{net::TcpListener, task::JoinHandle};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -142,21 +139,9 @@ impl Drop for Backend {
 /// `name` A asked of parent `site` from the client 127.0.0.1: the addresses, sorted.
 async fn ask(p: &Ports, site: usize, name: &'static str) -> Vec<IpAddr> {
     let server = SocketAddr::from(([127, 0, 0, 1 + site as u8], p.dns[site]));
-    let reply = tokio::task::spawn_blocking(move || {
-        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-        socket
-            .set_read_timeout(Some(Duration::from_secs(2)))
-            .unwrap();
-        let mut q = Message::new();
-        q.set_id(7)
-            .add_query(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
-        socket.send_to(&q.to_vec().unwrap(), server).unwrap();
-        let mut buf = [0u8; 1500];
-        let len = socket.recv(&mut buf).expect("an answer");
-        Message::from_vec(&buf[..len]).unwrap()
-    })
-    .await
-    .unwrap();
+    let reply = tokio::task::spawn_blocking(move || ask_server(server, name, RecordType::A))
+        .await
+        .unwrap();
     let mut v = answer_addrs(&reply);
     v.sort();
     v

@@ -329,45 +329,35 @@ impl Table {
             service,
             last_used,
         });
-        match shard.map.get(&key).copied() {
-            Some(e) if !expired(e.last_used, now, timeout) => {
-                if e.service == service {
-                    if last_used > e.last_used {
-                        let seq = shard.touch(key);
-                        let e = shard.map.get_mut(&key).expect("present");
-                        e.last_used = last_used;
-                        e.seq = seq;
-                    }
-                    return Merged::Kept;
+        let held = shard
+            .map
+            .get(&key)
+            .filter(|e| !expired(e.last_used, now, timeout))
+            .map(|e| (e.service, e.last_used));
+        match held {
+            Some((held, used)) if held == service => {
+                if last_used > used {
+                    let seq = shard.touch(key);
+                    let e = shard.map.get_mut(&key).expect("held");
+                    e.last_used = last_used;
+                    e.seq = seq;
                 }
-                if (last_used, service) <= (e.last_used, e.service) {
-                    return Merged::Kept;
-                }
-                let seq = shard.touch(key);
-                shard.map.insert(
-                    key,
-                    Entry {
-                        service,
-                        last_used,
-                        seq,
-                        sent,
-                    },
-                );
+                return Merged::Kept;
             }
-            _ => {
-                let seq = shard.touch(key);
-                shard.map.insert(
-                    key,
-                    Entry {
-                        service,
-                        last_used,
-                        seq,
-                        sent,
-                    },
-                );
-                self.bound(&mut shard, i, now, counters);
-            }
+            Some((held, used)) if (last_used, service) <= (used, held) => return Merged::Kept,
+            _ => {}
         }
+        let seq = shard.touch(key);
+        shard.map.insert(
+            key,
+            Entry {
+                service,
+                last_used,
+                seq,
+                sent,
+            },
+        );
+        self.bound(&mut shard, i, now, counters);
         Counters::add(&counters.merged, 1);
         Merged::Taken
     }
