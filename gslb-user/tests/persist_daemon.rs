@@ -17,6 +17,7 @@ use std::{
 
 use common::{Gslbd, answer_addrs, ask_server};
 use gslb_tests::TempDir;
+use gslb_user::control;
 use hickory_proto::rr::RecordType;
 use tokio::{net::TcpListener, task::JoinHandle};
 
@@ -215,7 +216,11 @@ async fn two_parents_answer_a_persistent_client_alike_across_a_flip_and_a_restor
     for site in 0..2 {
         let path = dir.0.join(format!("p{}.toml", site + 1));
         std::fs::write(&path, config(site, &p)).unwrap();
-        parents.push(Gslbd::start(&path, None, WAIT).await);
+        let socket = dir.0.join(format!("p{}.sock", site + 1));
+        parents.push((
+            Gslbd::start(&path, Some(socket.clone()), WAIT).await,
+            socket,
+        ));
     }
     // Each parent sees the other's service once their link is up.
     both_see(&p, &[WEB1, WEB2], None, "the link up").await;
@@ -253,7 +258,20 @@ async fn two_parents_answer_a_persistent_client_alike_across_a_flip_and_a_restor
     assert_eq!(ask(&p, 1, "shop.example.com.").await, ips(&[WEB1]), "p2");
     assert_eq!(ask(&p, 0, "shop.example.com.").await, ips(&[WEB1]), "p1");
 
-    for gslbd in parents {
+    // gslbctl stats shows the exchange: p1 sent entries, p2 took them in.
+    let stat = async |site: usize, name: &str| -> u64 {
+        let body = control::request(&parents[site].1, "stats", WAIT)
+            .await
+            .unwrap();
+        body.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {body}"))
+    };
+    assert!(stat(0, "persistence_sent").await >= 1);
+    assert!(stat(1, "persistence_peer_merged").await >= 1);
+    assert_eq!(stat(1, "persistence_peer_rejected").await, 0);
+
+    for (gslbd, _) in parents {
         gslbd.stop().await;
     }
     drop(backend);

@@ -1496,3 +1496,41 @@ fn collect<T>(
     table.extend(items);
     if last { pending.remove(peer) } else { None }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_and_persistence_are_published_without_undoing_each_other() {
+        let node = MepNode::new();
+        let entry = PersistEntry {
+            client: "192.0.2.0/24".parse().unwrap(),
+            domain: "shop.example.com".into(),
+            service: "web1".into(),
+            ttl_s: 60,
+        };
+        let web1 = ServiceState {
+            name: "web1".into(),
+            up: true,
+            connections: 0,
+            bandwidth_bps: 0,
+        };
+        node.publish_persistence(vec![entry.clone()]).unwrap();
+        node.publish_metrics(vec![web1.clone()], Vec::new())
+            .unwrap();
+        let local = node.shared.local.borrow().clone();
+        assert_eq!(
+            (&local.services[..], &local.persistence[..]),
+            (&[web1][..], &[entry.clone()][..])
+        );
+        node.publish_persistence(Vec::new()).unwrap();
+        assert_eq!(node.shared.local.borrow().services.len(), 1);
+        let long = PersistEntry {
+            domain: "x".repeat(frame::MAX_NAME + 1),
+            ..entry
+        };
+        assert!(node.publish_persistence(vec![long]).is_err());
+        assert!(node.shared.local.borrow().persistence.is_empty());
+    }
+}
