@@ -70,6 +70,12 @@ const MASK_V6_RANGE: RangeInclusive<i64> = 1..=128;
 const PERSISTENCE_TIMEOUT_RANGE: RangeInclusive<i64> = 1..=86_400;
 /// NetScaler's default persistence timeout, 2 minutes.
 const DEFAULT_PERSISTENCE_TIMEOUT: u32 = 120;
+/// Entries of one domain's persistence table: up to 16M (every /24 of IPv4 at mask 24).
+const PERSISTENCE_ENTRIES_RANGE: RangeInclusive<i64> = 1..=(1 << 24);
+/// 65,536 clients per domain by default: about 10 MiB of table (an entry costs ~150 bytes
+/// with its hash slot and queue place), a mega-proxy's worth of clients without letting one
+/// domain's table take the host's memory.
+const DEFAULT_PERSISTENCE_ENTRIES: u32 = 65_536;
 const SCORE_RANGE: RangeInclusive<i64> = 1..=u32::MAX as i64;
 /// NetScaler bind priorities.
 const PRIORITY_RANGE: RangeInclusive<i64> = 1..=i32::MAX as i64;
@@ -1011,6 +1017,7 @@ struct RawPersistence {
     mask_v4: Option<Int>,
     mask_v6: Option<Int>,
     timeout_s: Option<Int>,
+    max_entries: Option<Int>,
 }
 
 #[derive(Deserialize)]
@@ -2709,6 +2716,15 @@ impl Validator<'_> {
                 persistence: &rd.persistence,
             };
             let lb = self.lb_settings(&owner, lb_raw, &bound, &by_name, topology)?;
+            if let (Some(p), AnswerMode::All) = (&rd.persistence, rd.answer) {
+                return Err(self.error(
+                    p.span(),
+                    format!(
+                        "{owner}: persistence keeps a client on one service, and answer = \"all\" \
+                         gives every service in every answer: use one or the other"
+                    ),
+                ));
+            }
             if let Some(b) = rd.backup_domain {
                 backups.push((domains.len(), b));
             }
@@ -2879,6 +2895,13 @@ impl Validator<'_> {
                         p.timeout_s.clone(),
                         PERSISTENCE_TIMEOUT_RANGE,
                         DEFAULT_PERSISTENCE_TIMEOUT,
+                    )?,
+                    max_entries: self.int(
+                        owner,
+                        &key("max_entries"),
+                        p.max_entries.clone(),
+                        PERSISTENCE_ENTRIES_RANGE,
+                        DEFAULT_PERSISTENCE_ENTRIES,
                     )?,
                 })
             }
@@ -4841,7 +4864,7 @@ mod tests {
             alternate = "topology"
             fallback = "globalavailability"
             tolerance_ms = 5
-            persistence = {{ mask_v4 = 24, mask_v6 = 56, timeout_s = 300 }}
+            persistence = {{ mask_v4 = 24, mask_v6 = 56, timeout_s = 300, max_entries = 1000 }}
             backup_domain = "Backup.example.com."
 
             [[gslb_domain]]
@@ -4906,7 +4929,8 @@ mod tests {
             www.persistence,
             Some(Persistence {
                 mask: SourceMask { v4: 24, v6: 56 },
-                timeout_s: 300
+                timeout_s: 300,
+                max_entries: 1000,
             })
         );
         assert_eq!(www.backup_domain.as_deref(), Some("backup.example.com"));
@@ -4915,12 +4939,14 @@ mod tests {
         let backup = config.gslb_domain("backup.example.com").unwrap();
         assert_eq!(backup.chain(), [Method::SourceIpHash]);
         assert_eq!(backup.sourceip_mask, SourceMask { v4: 16, v6: 128 });
-        // Every persistence setting has a default (NetScaler's: one address, two minutes).
+        // Every persistence setting has a default (NetScaler's: one address, two minutes; 65,536
+        // entries).
         assert_eq!(
             backup.persistence,
             Some(Persistence {
                 mask: SourceMask::default(),
-                timeout_s: 120
+                timeout_s: 120,
+                max_entries: 65_536,
             })
         );
         assert_eq!(backup.backup_domain, None);
@@ -5094,6 +5120,14 @@ mod tests {
             (
                 dom("persistence = { mask = 24 } #<"),
                 "unknown field `mask`",
+            ),
+            (
+                dom("persistence = { max_entries = 0 } #<"),
+                "persistence.max_entries 0 out of range 1..=16777216",
+            ),
+            (
+                dom("answer = \"all\"\npersistence = { timeout_s = 60 } #<"),
+                "persistence keeps a client on one service, and answer = \"all\" gives every service",
             ),
             // ---- backup_domain ----
             (

@@ -2,7 +2,8 @@
 //! (the compiled [`Snapshot`]) for GSLB names, plus what XDP does not do: static zone records,
 //! CNAME chains, NXDOMAIN and NODATA with the SOA, REFUSED outside our zones, FORMERR, NOTIMP,
 //! BADVERS, minimal ANY (RFC 8482) and truncation. Pure: bytes in, bytes out; the sockets are in
-//! `server`.
+//! `server`. The one state it keeps is the persistence entries (`crate::persist`, on a clock
+//! the caller can inject).
 
 use std::{
     collections::{HashMap, HashSet},
@@ -28,6 +29,7 @@ use crate::{
     compile::{Answer, DomainEntry, Snapshot, partition::key_of},
     config::{AnswerMode, Config, RecordData, Zone},
     location::db::LocationDb,
+    persist::{Store as PersistStore, Tables as PersistTables},
     policy::{
         Client as EngineClient, Engine, Fallback, Query as EngineQuery, ServiceState,
         State as EngineState,
@@ -65,6 +67,8 @@ pub struct Responder {
     rotor: AtomicU32,
     /// This site is a MEP child: GSLB names are REFUSED (see [`Responder::set_gslb_refused`]).
     gslb_refused: AtomicBool,
+    /// Source-IP persistence entries, kept across reloads (`crate::persist`).
+    persistence: Arc<PersistStore>,
 }
 
 /// Everything the responder answers from, built from one configuration.
@@ -98,10 +102,17 @@ struct Decisions {
     /// By engine domain index: (TTL, backup addresses).
     domain_info: Vec<(u32, Vec<IpAddr>)>,
     locations: Option<Arc<LocationDb>>,
+    /// This configuration's persistence tables.
+    persist: Arc<PersistTables>,
 }
 
 impl Authority {
-    fn new(config: &Config, snapshot: &Snapshot, locations: Option<Arc<LocationDb>>) -> Self {
+    fn new(
+        config: &Config,
+        snapshot: &Snapshot,
+        locations: Option<Arc<LocationDb>>,
+        persistence: &PersistStore,
+    ) -> Self {
         let mut zones: Vec<ZoneData> = config
             .zones
             .iter()
@@ -114,6 +125,7 @@ impl Authority {
         } else {
             match Engine::from_config(config) {
                 Ok(engine) => Some(Decisions {
+                    persist: persistence.configure(Some(&engine), &snapshot.services),
                     domains: snapshot.engine_domains.iter().cloned().collect(),
                     states: snapshot.services.clone(),
                     rtt: snapshot.rtt.clone(),
@@ -138,6 +150,9 @@ impl Authority {
                 }
             }
         };
+        if decisions.is_none() {
+            persistence.configure(None, &[]);
+        }
         Authority {
             zones,
             gslb: GslbIndex::new(snapshot),
@@ -445,11 +460,27 @@ struct Lookup {
 
 impl Responder {
     pub fn new(config: &Config, snapshot: &Snapshot) -> Self {
+        Responder::with_persistence(config, snapshot, PersistStore::new())
+    }
+
+    /// As [`Responder::new`], with persistence entries kept in `persistence` (tests give it a
+    /// clock of their own).
+    pub fn with_persistence(
+        config: &Config,
+        snapshot: &Snapshot,
+        persistence: Arc<PersistStore>,
+    ) -> Self {
         Responder {
-            data: ArcSwap::from_pointee(Authority::new(config, snapshot, None)),
+            data: ArcSwap::from_pointee(Authority::new(config, snapshot, None, &persistence)),
             rotor: AtomicU32::new(0),
             gslb_refused: AtomicBool::new(false),
+            persistence,
         }
+    }
+
+    /// The persistence entries (gslbd exchanges them with the other parents over MEP).
+    pub fn persistence(&self) -> &Arc<PersistStore> {
+        &self.persistence
     }
 
     /// Whether GSLB names are REFUSED. Only parent sites answer GSLB queries (spec §6): a child
@@ -479,8 +510,12 @@ impl Responder {
         snapshot: &Snapshot,
         locations: Option<Arc<LocationDb>>,
     ) {
-        self.data
-            .store(Arc::new(Authority::new(config, snapshot, locations)));
+        self.data.store(Arc::new(Authority::new(
+            config,
+            snapshot,
+            locations,
+            &self.persistence,
+        )));
     }
 
     /// Answers `request` from `client` into `sink`; sends nothing for what must not be answered
@@ -779,6 +814,7 @@ impl Responder {
             0 => &[][..],
             row => &d.rtt[row as usize - 1].rtt_us[..],
         };
+        let sticky = d.persist.lookup(domain, qtype == QTYPE_AAAA, client);
         let decision = d.engine.decide(
             domain,
             &EngineQuery { name, qtype },
@@ -786,7 +822,7 @@ impl Responder {
                 addr: client,
                 location: location.as_deref(),
                 view: d.static_views.get(key_of(client)),
-                sticky: None,
+                sticky: sticky.and_then(|s| s.service),
             },
             &EngineState {
                 services: &d.states,
@@ -799,13 +835,15 @@ impl Responder {
         let addrs: Vec<IpAddr> = match decision.fallback {
             Some(Fallback::BackupIp) => backup.iter().copied().filter(family).collect(),
             Some(Fallback::Empty) => Vec::new(),
-            None => d
-                .engine
-                .select(&decision, client, turn)
-                .into_iter()
-                .map(|i| d.answer_ips[i])
-                .filter(family)
-                .collect(),
+            None => {
+                let picked = d.engine.select(&decision, client, turn);
+                d.persist.note(sticky.as_ref(), &picked);
+                picked
+                    .into_iter()
+                    .map(|i| d.answer_ips[i])
+                    .filter(family)
+                    .collect()
+            }
         };
         address_records(name, *ttl, addrs)
     }

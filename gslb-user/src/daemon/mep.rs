@@ -10,6 +10,8 @@
 //!   into `world.rtt`. The answers are recomputed only when what they read changed: which sites
 //!   are reachable and what they report ([`Mep::apply`]). The node republishes its view on
 //!   heartbeats too, and those must not cost a recompute each.
+//! - Persistence: the responder's entries are exchanged with the other parents by a task beside
+//!   the node (`daemon::persist`), restarted with it.
 //! - Role: only parents answer GSLB queries. A child's answers carry no GSLB entries (the fast
 //!   path passes those names) and its responder REFUSES them ([`for_role`]).
 //! - Reload: enabling or disabling MEP, or changing `server.site` or the listen address, needs a
@@ -38,11 +40,13 @@ use crate::{
     config::{Config, MepSettings},
     controller::World,
     mep::{
-        LocalState, MepConfig, MepError, MepNode, MepView, Role, RttProtocol, RttRow, ServiceState,
-        Topology,
+        MepConfig, MepError, MepNode, MepView, Role, RttProtocol, RttRow, ServiceState, Topology,
     },
+    persist::Store as PersistStore,
     probe::{ProbeKind, RttHandle},
 };
+
+use super::persist::PersistSync;
 
 /// How long a node being stopped (reload) gets to close its links before it is aborted.
 const STOP_GRACE: Duration = Duration::from_secs(2);
@@ -236,14 +240,19 @@ pub struct Mep {
     applied: Facts,
     hold: Option<Hold>,
     rtt: HashMap<String, MergedRtt>,
+    /// The responder's persistence entries, and their exchange with the running node.
+    persistence: Arc<PersistStore>,
+    persist_sync: Option<PersistSync>,
 }
 
 impl Mep {
     /// Starts the node on `listener` (from [`bind`]) with the settings of `world.config`, and
-    /// publishes the local state. `None` when the configuration has MEP off.
+    /// publishes the local state; `persistence`'s entries are exchanged with the other parents.
+    /// `None` when the configuration has MEP off.
     pub fn start(
         listener: std::net::TcpListener,
         world: &World,
+        persistence: Arc<PersistStore>,
     ) -> Result<Option<Mep>, MepStartError> {
         let Some(config) = node_config(&world.config)? else {
             return Ok(None);
@@ -251,6 +260,10 @@ impl Mep {
         let site = config.site.clone();
         let hold_min = config.dead_after.max(HOLD_MIN);
         let running = spawn(&listener, config)?;
+        let persist_sync = Some(PersistSync::start(
+            running.node.clone(),
+            persistence.clone(),
+        ));
         let mep = Mep {
             site,
             listener,
@@ -260,6 +273,8 @@ impl Mep {
             applied: world.mep.as_deref().map(Facts::of).unwrap_or_default(),
             hold: None,
             rtt: HashMap::new(),
+            persistence,
+            persist_sync,
         };
         mep.publish_local(world);
         Ok(Some(mep))
@@ -287,11 +302,8 @@ impl Mep {
             .as_ref()
             .map(|r| local_rtt(&self.site, r))
             .unwrap_or_default();
-        if let Err(error) = self.running.node.publish_local(LocalState {
-            services,
-            rtt,
-            persistence: Vec::new(),
-        }) {
+        // The persistence entries are published on their own clock (`daemon::persist`).
+        if let Err(error) = self.running.node.publish_metrics(services, rtt) {
             error!(%error, "MEP: the local state cannot be sent");
         }
     }
@@ -382,9 +394,14 @@ impl Mep {
                         .unwrap_or_default();
                     info!(keep_view_of = ?want, "MEP settings changed: restarting the MEP node");
                     let hold_min = config.dead_after.max(HOLD_MIN);
+                    self.persist_sync = None;
                     stop(&mut self.running).await;
                     match spawn(&self.listener, config) {
                         Ok(running) => {
+                            self.persist_sync = Some(PersistSync::start(
+                                running.node.clone(),
+                                self.persistence.clone(),
+                            ));
                             self.running = running;
                             self.key = key;
                             self.hold_min = hold_min;
@@ -418,6 +435,7 @@ impl Mep {
 
     /// Stops the node, closing its links (peers see this site go at once).
     pub async fn shutdown(mut self) {
+        self.persist_sync = None;
         stop(&mut self.running).await;
     }
 

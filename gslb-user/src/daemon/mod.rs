@@ -3,6 +3,7 @@
 
 pub mod link;
 pub mod mep;
+pub mod persist;
 pub mod rtt;
 
 use std::{
@@ -183,7 +184,7 @@ pub async fn run(
     world.rtt = rtt.handle();
     let (rtt_handles, rtt_handle) = watch::channel(world.rtt.clone());
     let mut mep_rt = match mep_listener {
-        Some(listener) => mep::Mep::start(listener, &world)?,
+        Some(listener) => mep::Mep::start(listener, &world, responder.persistence().clone())?,
         None => None,
     };
     // The control socket's reloads; SIGHUP's come in `reloads`.
@@ -217,6 +218,7 @@ pub async fn run(
             reloads: control_reloads_tx.clone(),
             rtt: rtt_handle,
             republish: republish_stats.clone(),
+            persistence: responder.persistence().clone(),
         };
         let mut stopped = stopped.clone();
         servers.spawn(control.serve(state, async move {

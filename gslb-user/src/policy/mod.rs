@@ -12,8 +12,10 @@
 //!
 //! 1. The pool: the domain's services of the query's address family that are UP and under their
 //!    connection and bandwidth limits (spillover).
-//! 2. Persistence: a client's persistence entry (kept by the caller, which owns the clock)
-//!    wins while its service is in the pool.
+//! 2. Persistence: a client's persistence entry (kept by the caller, which owns the clock:
+//!    `crate::persist`) wins while its service is in the pool of the domain or of one of its
+//!    backup domains, so that a client moved to a backup stays there. Without an entry, the
+//!    domain's method decides; the caller then makes the entry from the answer.
 //! 3. DNS policies, in priority order: the first whose expression is true narrows the pool with
 //!    its preferred locations (spec section 3: first entry with an UP perfect match, else first
 //!    with an UP partial match, else the whole pool).
@@ -141,13 +143,16 @@ impl SourceMask {
     }
 }
 
-/// Source-IP persistence: a client prefix keeps its service while that service is available.
+/// Source-IP persistence: a client prefix keeps its service while that service is available
+/// and it asks again within the timeout. The entries are the caller's (`crate::persist`); the
+/// engine honours the one it is given ([`Client::sticky`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Persistence {
     pub mask: SourceMask,
-    /// How long the caller keeps an explicit persistence entry after the last query; the engine
-    /// itself keeps no state, it only hashes.
+    /// An entry not used for this long is gone (NetScaler's idle timeout).
     pub timeout_s: u32,
+    /// Most entries the domain's table holds; the least recently used goes first.
+    pub max_entries: u32,
 }
 
 /// What a domain answers when nothing can.
@@ -810,6 +815,7 @@ impl Engine {
         &self.domains[index].members
     }
 
+    /// How many domains there are (indexes `0..domain_count()`).
     pub fn domain_count(&self) -> usize {
         self.domains.len()
     }
@@ -842,6 +848,20 @@ impl Engine {
         client: &Client<'_>,
         state: &State<'_>,
     ) -> Decision {
+        // The client's persistence entry, if its service is available (UP, under its limits)
+        // in the domain or a backup domain: it stays where an earlier answer sent it. (When
+        // every service is over its limits, the overload pass below still honours it.)
+        if let Some(id) = client.sticky {
+            let mut d = Some(domain);
+            while let Some(i) = d {
+                if self.available(i, id, query, state)
+                    && let Some(decision) = self.decide_one(i, query, client, state, false)
+                {
+                    return decision;
+                }
+                d = self.domains[i].spec.backup_domain;
+            }
+        }
         // The domain, then its backup domains: first with room, then (spillover with nowhere
         // to spill to) the first with UP services even over their limits.
         let mut family_served = false;
@@ -876,6 +896,26 @@ impl Engine {
                 Fallback::Empty
             }),
         }
+    }
+
+    /// Whether the service `id` is in the pool of domain `index`: UP, of the query's family,
+    /// under its limits.
+    fn available(&self, index: usize, id: ServiceId, query: &Query<'_>, state: &State<'_>) -> bool {
+        let family = query_family(query.qtype);
+        self.domains[index]
+            .slots
+            .iter()
+            .find(|slot| self.ids[slot.service] == id)
+            .is_some_and(|slot| {
+                let st = state
+                    .services
+                    .get(slot.service)
+                    .copied()
+                    .unwrap_or_default();
+                let full = st.connections >= slot.max_connections
+                    || st.bandwidth_kbps >= slot.max_bandwidth_kbps;
+                !st.down && family.is_none_or(|v6| slot.v6 == v6) && !full
+            })
     }
 
     /// One domain's decision; `None` when its pool is empty.
@@ -1000,7 +1040,8 @@ impl Engine {
         Some(decision(&pool, Pick::Rotate, Tier::Exhausted, policy))
     }
 
-    /// Applies the domain's answer mode and persistence to a method's pick.
+    /// Applies the domain's answer mode to a method's pick. Persistence changes nothing here: a
+    /// client without an entry gets the method's pick, and its entry then holds that answer.
     fn finish_pick(&self, spec: &DomainSpec, candidates: &[usize], pick: Pick) -> Pick {
         let weights = || {
             candidates
@@ -1011,23 +1052,8 @@ impl Engine {
         match pick {
             Pick::First => Pick::First,
             _ if spec.answer == AnswerMode::All => Pick::All,
-            // Persistence turns a per-answer pick into a per-client-prefix one: the hash keeps
-            // a prefix on its service with no per-client state.
-            Pick::Rotate => match spec.persistence {
-                Some(p) => Pick::Hash {
-                    mask: p.mask,
-                    weights: None,
-                },
-                None => Pick::Rotate,
-            },
-            Pick::Weighted(_) => match spec.persistence {
-                Some(p) => Pick::Hash {
-                    mask: p.mask,
-                    weights: Some(weights()),
-                },
-                None => Pick::Weighted(weights()),
-            },
-            pick @ (Pick::All | Pick::Hash { .. }) => pick,
+            Pick::Weighted(_) => Pick::Weighted(weights()),
+            pick @ (Pick::Rotate | Pick::All | Pick::Hash { .. }) => pick,
         }
     }
 
