@@ -2725,6 +2725,33 @@ impl Validator<'_> {
                     ),
                 ));
             }
+            // Methods that pick one service per answer mean nothing when every answer carries
+            // every candidate.
+            if rd.answer == AnswerMode::All
+                && let Some(m) = [&rd.method, &rd.alternate, &rd.fallback]
+                    .into_iter()
+                    .flatten()
+                    .find(|m| {
+                        matches!(
+                            m.get_ref(),
+                            Method::Ratio | Method::SourceIpHash | Method::GlobalAvailability
+                        )
+                    })
+            {
+                let why = match m.get_ref() {
+                    Method::Ratio => "hands out services in proportion to their weights",
+                    Method::SourceIpHash => "gives each client prefix one service",
+                    _ => "answers the first available service only",
+                };
+                return Err(self.error(
+                    m.span(),
+                    format!(
+                        "{owner}: {} {why}, and answer = \"all\" gives every service in every \
+                         answer: use one or the other",
+                        m.get_ref().name()
+                    ),
+                ));
+            }
             if let Some(b) = rd.backup_domain {
                 backups.push((domains.len(), b));
             }
@@ -5128,6 +5155,20 @@ mod tests {
             (
                 dom("answer = \"all\"\npersistence = { timeout_s = 60 } #<"),
                 "persistence keeps a client on one service, and answer = \"all\" gives every service",
+            ),
+            (
+                dom("answer = \"all\"\nmethod = \"ratio\" #<"),
+                "ratio hands out services in proportion to their weights, and answer = \"all\"",
+            ),
+            (
+                dom("answer = \"all\"\nmethod = \"globalavailability\" #<"),
+                "globalavailability answers the first available service only, and answer = \"all\"",
+            ),
+            (
+                dom(
+                    "answer = \"all\"\nmethod = \"staticproximity\"\nalternate = \"sourceiphash\" #<",
+                ),
+                "sourceiphash gives each client prefix one service, and answer = \"all\"",
             ),
             // ---- backup_domain ----
             (
