@@ -35,6 +35,8 @@ use toml::Spanned;
 use crate::location::{Location, WildcardMode};
 use crate::policy::{Expr, Ldns, MAX_PREFERRED_LOCATIONS, Method, Persistence, SourceMask};
 
+mod load;
+
 /// Most addresses per family in one answer set; keeps "all" responses small
 /// enough for the XDP fast path to build in place.
 pub const MAX_ADDRS: usize = gslb_common::MAX_ADDRS;
@@ -123,6 +125,8 @@ pub struct Config {
     pub locations: LocationSources,
     /// `[[monitor]]`s, by name.
     pub monitors: Vec<crate::health::MonitorSpec>,
+    /// `[[monitor]]`s of type "load", by name (names are unique across both lists).
+    pub load_monitors: Vec<crate::health::load::LoadMonitorSpec>,
     pub rtt: RttSettings,
     /// `[mep]`, when the section is written.
     pub mep: Option<MepSettings>,
@@ -489,6 +493,9 @@ pub struct Service {
     pub max_bandwidth_kbps: Option<u64>,
     /// Health monitors bound to it (`[[monitor]]` names); none: always up.
     pub monitors: Vec<String>,
+    /// Load monitors bound to it (`[[monitor]]`s of type "load"), at most one per measure;
+    /// they run at the service's site (config/load.rs).
+    pub load_monitors: Vec<String>,
     /// NetScaler monThreshold: UP when the weights of its UP monitors add up to this; 0 means
     /// every monitor must be UP.
     pub monitor_threshold: u32,
@@ -936,6 +943,7 @@ struct RawService {
     max_bandwidth_kbps: Option<Int>,
     monitors: Option<List>,
     monitor_threshold: Option<Int>,
+    load_monitors: Option<List>,
 }
 
 /// `[[monitor]]`: a health monitor, bound to services by name. Times in milliseconds.
@@ -965,6 +973,14 @@ struct RawMonitor {
     qtype: Option<Str>,
     expect_rcode: Option<Str>,
     expect_answer: Option<Str>,
+    // load
+    format: Option<Spanned<load::RawLoadFormat>>,
+    metric: Option<Str>,
+    labels: Option<load::RawLabels>,
+    aggregate: Option<Spanned<load::RawAggregate>>,
+    measure: Option<Spanned<load::RawMeasure>>,
+    scheme: Option<Spanned<load::RawScheme>>,
+    unknown_after: Option<Int>,
 }
 
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
@@ -975,6 +991,7 @@ enum RawMonitorType {
     Https,
     Dns,
     Icmp,
+    Load,
 }
 
 #[derive(Deserialize)]
@@ -1261,8 +1278,13 @@ impl Validator<'_> {
             let names = Names::new("site", sites.iter().map(|s| s.name.as_str()));
             return Err(self.error(span, format!("server.site: {}", names.unknown(site))));
         }
-        let monitors = self.monitors(raw.monitors)?;
-        let services = self.services(raw.services, &sites, &monitors)?;
+        let (monitors, load_monitors) = self.monitors(raw.monitors)?;
+        let load_spans = load::LoadSpans::of(&raw.services, &raw.gslb_domains);
+        let load_bound = self.load_bindings(&raw.services, &monitors, &load_monitors)?;
+        let mut services = self.services(raw.services, &sites, &monitors)?;
+        for (service, bound) in services.iter_mut().zip(load_bound) {
+            service.load_monitors = bound;
+        }
         let topology = self.topology(raw.topology, &sites)?;
         let gslb_domains = self.gslb_domains(
             raw.gslb_domains,
@@ -1290,11 +1312,21 @@ impl Validator<'_> {
         }
         let mep = self.mep(raw.mep, &server, &sites)?;
         let links = self.links(raw.links, &services, server.site.as_deref())?;
+        self.load_sources(
+            &load_spans,
+            &server,
+            mep.as_ref(),
+            &services,
+            &gslb_domains,
+            &links,
+            &load_monitors,
+        )?;
         Ok(Config {
             links,
             mep,
             rtt,
             monitors,
+            load_monitors,
             server,
             views,
             zones,
@@ -1350,17 +1382,31 @@ impl Validator<'_> {
         })
     }
 
+    /// `[[monitor]]`s: the health monitors, and the load monitors (config/load.rs).
+    #[allow(clippy::type_complexity)]
     fn monitors(
         &self,
         raw: Vec<RawMonitor>,
-    ) -> Result<Vec<crate::health::MonitorSpec>, ConfigError> {
+    ) -> Result<
+        (
+            Vec<crate::health::MonitorSpec>,
+            Vec<crate::health::load::LoadMonitorSpec>,
+        ),
+        ConfigError,
+    > {
         use crate::health::{DnsCheck, HttpCheck, MonitorKind, MonitorSpec, TlsCheck};
         let mut names = Seen::new();
         let mut out = Vec::new();
+        let mut load = Vec::new();
         for rm in raw {
             let name = self.object_name("monitor", &rm.name, &mut names)?;
             let owner = format!("monitor {name:?}");
             let kind = *rm.kind.get_ref();
+            if kind == RawMonitorType::Load {
+                load.push(self.load_monitor(&rm, name)?);
+                continue;
+            }
+            self.no_load_keys(&rm, &owner)?;
             // A setting of another monitor type is a mistake worth saying, not ignoring.
             let only = |present: bool,
                         span: Option<Range<usize>>,
@@ -1480,6 +1526,7 @@ impl Validator<'_> {
                         ca_file: rm.ca_file.as_ref().map(|f| PathBuf::from(f.get_ref())),
                     },
                 ),
+                Load => unreachable!("load monitors are read above"),
                 Dns => {
                     let Some(qname) = &rm.qname else {
                         return Err(self.error(
@@ -1530,7 +1577,7 @@ impl Validator<'_> {
             spec.weight = self.int(&owner, "weight", rm.weight, 1..=100, spec.weight)?;
             out.push(spec);
         }
-        Ok(out)
+        Ok((out, load))
     }
 
     fn locations(
@@ -2601,6 +2648,8 @@ impl Validator<'_> {
             services.push(Service {
                 monitors: bound,
                 monitor_threshold,
+                // Bound by `load_bindings`, checked before.
+                load_monitors: Vec::new(),
                 name,
                 ip,
                 port,
@@ -3543,6 +3592,7 @@ mod tests {
             engine: EngineSettings::default(),
             locations: LocationSources::default(),
             monitors: vec![],
+            load_monitors: vec![],
             rtt: RttSettings::default(),
             mep: None,
             links: vec![],
@@ -3593,6 +3643,7 @@ mod tests {
             max_bandwidth_kbps: None,
             monitors: vec![],
             monitor_threshold: 0,
+            load_monitors: vec![],
         }
     }
 
@@ -4827,10 +4878,22 @@ mod tests {
             [engine]
             wildcard_mode = "expression"
 
+            [[monitor]]
+            name = "busy-load"
+            type = "load"
+            format = "prometheus"
+            metric = "connections"
+            [[link]]
+            name = "uplink"
+            interface = "eth1"
+            threshold_kbps = 100000
+            services = ["busy"]
+
             [[service]]
             name = "busy"
             ip = "192.0.2.13"
             site = "eu"
+            load_monitors = ["busy-load"]
             max_connections = 1000
             max_bandwidth_kbps = 50000
 

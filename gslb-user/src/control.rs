@@ -3,7 +3,9 @@
 //!
 //! - `reload`: reloads the configuration as SIGHUP does, and says how it went;
 //! - `ldns`: the LDNS entries and their RTT per site (F5's `ldns` record, [`format_report`]);
-//! - `stats`: the controller's republish counters and the prober's, `name value` per line.
+//! - `stats`: the controller's republish counters, the load monitors' (totals, then per
+//!   monitor whether its value is known, the value, checks and failures) and the prober's,
+//!   `name value` per line.
 //!
 //! The reply's first line is `ok`, followed by the body, or `error: <reason>`; then the server
 //! closes the connection. The socket is made mode 0600: a reload is for root only.
@@ -90,6 +92,8 @@ pub struct ControlState {
     pub rtt: watch::Receiver<Option<RttHandle>>,
     /// The controller's republish counters.
     pub republish: std::sync::Arc<crate::controller::RepublishStats>,
+    /// The load monitors' readings.
+    pub load: watch::Receiver<crate::health::load::LoadReadings>,
 }
 
 /// The bound socket; its file is removed when it is dropped.
@@ -216,6 +220,7 @@ async fn handle(request: &str, state: &ControlState) -> Result<String, String> {
         "stats" => {
             let handle = state.rtt.borrow().clone();
             let mut out = state.republish.lines();
+            out.push_str(&state.load.borrow().stats_lines());
             out.push_str(&format!("rtt_probing {}\n", u8::from(handle.is_some())));
             if let Some(handle) = handle {
                 let reports = handle.report();
@@ -335,6 +340,7 @@ mod tests {
                 reloads,
                 rtt,
                 republish: Default::default(),
+                load: watch::channel(Default::default()).1,
             },
             rx,
             rtt_tx,
@@ -406,7 +412,9 @@ mod tests {
             (
                 "stats",
                 Ok(
-                    "trigger_events 0\nrepublishes 0\nlast_compile_us 0\nlast_republish_us 0\nrtt_probing 0\n",
+                    "trigger_events 0\nrepublishes 0\nlast_compile_us 0\nlast_republish_us 0\n\
+                     load_monitors 0\nload_checks 0\nload_failures 0\nload_aged_out 0\nload_unknown 0\n\
+                     rtt_probing 0\n",
                 ),
             ),
             ("ldns", Err("RTT probing is off")),

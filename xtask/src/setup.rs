@@ -20,6 +20,8 @@ const APT_PACKAGES: &[&str] = &[
     "dnsperf",
     // Measured beside gslb by `cargo xtask bench dnsperf`, on the same lab and zone.
     "knot",
+    // The load monitors' stub_status backend in gslb-user/tests/load_nginx.rs.
+    "nginx",
     "iproute2",
     "tcpdump",
     "util-linux",
