@@ -15,7 +15,8 @@
 //!   `+Inf`, `-Inf` included); the timestamp, milliseconds, an integer.
 //!
 //! [`select`] picks the samples of one metric whose labels include every matcher (label =
-//! value, exactly; other labels may be present). None is an error. Several are an error with
+//! value, exactly; other labels may be present; an empty value matches a sample without the
+//! label too, since Prometheus makes no difference between the two). None is an error. Several are an error with
 //! [`Aggregate::One`], since an under-specified matcher would otherwise read another
 //! backend's load, and their sum with [`Aggregate::Sum`] (per-worker or per-listener gauges of
 //! one service). A metric declared `counter` is refused: a total since start is not a load.
@@ -56,10 +57,8 @@ pub(super) fn select(page: &str, selector: &PromSelector) -> Result<u64, String>
         let sample = sample(line).map_err(at)?;
         if sample.name == selector.metric
             && selector.labels.iter().all(|(k, v)| {
-                sample
-                    .labels
-                    .iter()
-                    .any(|(name, value)| name == k && value == v)
+                let value = sample.labels.iter().find(|(name, _)| name == k);
+                value.map_or(v.is_empty(), |(_, value)| value == v)
             })
         {
             matched.push((line_no, sample.value));
@@ -395,7 +394,7 @@ peak +Inf -17
     #[test]
     fn picks_the_matching_sample() {
         let one = Aggregate::One;
-        let table: [(PromSelector, Result<u64, &str>); 10] = [
+        let table: [(PromSelector, Result<u64, &str>); 12] = [
             (
                 selector("backend_connections", &[("site", "us")], one),
                 Ok(5),
@@ -429,6 +428,12 @@ peak +Inf -17
             (selector("workers", &[("kind", "busy")], one), Ok(4)),
             (selector("http.active", &[("pool.name", "web")], one), Ok(9)),
             (selector("idle_ratio", &[], one), Err("the value is NaN")),
+            // An empty value matches the samples without the label.
+            (
+                selector("backend_connections", &[("path", ""), ("site", "eu")], one),
+                Ok(17),
+            ),
+            (selector("workers", &[("kind", "")], one), Err("no sample")),
             (selector("peak", &[], one), Err("the value is inf")),
         ];
         for (sel, want) in table {
