@@ -35,6 +35,8 @@ use toml::Spanned;
 use crate::location::{Location, WildcardMode};
 use crate::policy::{Expr, Ldns, MAX_PREFERRED_LOCATIONS, Method, Persistence, SourceMask};
 
+mod load;
+
 /// Most addresses per family in one answer set; keeps "all" responses small
 /// enough for the XDP fast path to build in place.
 pub const MAX_ADDRS: usize = gslb_common::MAX_ADDRS;
@@ -129,6 +131,8 @@ pub struct Config {
     pub locations: LocationSources,
     /// `[[monitor]]`s, by name.
     pub monitors: Vec<crate::health::MonitorSpec>,
+    /// `[[monitor]]`s of type "load", by name (names are unique across both lists).
+    pub load_monitors: Vec<crate::health::load::LoadMonitorSpec>,
     pub rtt: RttSettings,
     /// `[mep]`, when the section is written.
     pub mep: Option<MepSettings>,
@@ -495,6 +499,9 @@ pub struct Service {
     pub max_bandwidth_kbps: Option<u64>,
     /// Health monitors bound to it (`[[monitor]]` names); none: always up.
     pub monitors: Vec<String>,
+    /// Load monitors bound to it (`[[monitor]]`s of type "load"), at most one per measure;
+    /// they run at the service's site (config/load.rs).
+    pub load_monitors: Vec<String>,
     /// NetScaler monThreshold: UP when the weights of its UP monitors add up to this; 0 means
     /// every monitor must be UP.
     pub monitor_threshold: u32,
@@ -942,6 +949,7 @@ struct RawService {
     max_bandwidth_kbps: Option<Int>,
     monitors: Option<List>,
     monitor_threshold: Option<Int>,
+    load_monitors: Option<List>,
 }
 
 /// `[[monitor]]`: a health monitor, bound to services by name. Times in milliseconds.
@@ -971,6 +979,14 @@ struct RawMonitor {
     qtype: Option<Str>,
     expect_rcode: Option<Str>,
     expect_answer: Option<Str>,
+    // load
+    format: Option<Spanned<load::RawLoadFormat>>,
+    metric: Option<Str>,
+    labels: Option<load::RawLabels>,
+    aggregate: Option<Spanned<load::RawAggregate>>,
+    measure: Option<Spanned<load::RawMeasure>>,
+    scheme: Option<Spanned<load::RawScheme>>,
+    unknown_after: Option<Int>,
 }
 
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
@@ -981,6 +997,7 @@ enum RawMonitorType {
     Https,
     Dns,
     Icmp,
+    Load,
 }
 
 #[derive(Deserialize)]
@@ -1268,8 +1285,13 @@ impl Validator<'_> {
             let names = Names::new("site", sites.iter().map(|s| s.name.as_str()));
             return Err(self.error(span, format!("server.site: {}", names.unknown(site))));
         }
-        let monitors = self.monitors(raw.monitors)?;
-        let services = self.services(raw.services, &sites, &monitors)?;
+        let (monitors, load_monitors) = self.monitors(raw.monitors)?;
+        let load_spans = load::LoadSpans::of(&raw.services, &raw.gslb_domains);
+        let load_bound = self.load_bindings(&raw.services, &monitors, &load_monitors)?;
+        let mut services = self.services(raw.services, &sites, &monitors)?;
+        for (service, bound) in services.iter_mut().zip(load_bound) {
+            service.load_monitors = bound;
+        }
         let topology = self.topology(raw.topology, &sites)?;
         let gslb_domains = self.gslb_domains(
             raw.gslb_domains,
@@ -1297,11 +1319,21 @@ impl Validator<'_> {
         }
         let mep = self.mep(raw.mep, &server, &sites)?;
         let links = self.links(raw.links, &services, server.site.as_deref())?;
+        self.load_sources(
+            &load_spans,
+            &server,
+            mep.as_ref(),
+            &services,
+            &gslb_domains,
+            &links,
+            &load_monitors,
+        )?;
         Ok(Config {
             links,
             mep,
             rtt,
             monitors,
+            load_monitors,
             server,
             views,
             zones,
@@ -1357,17 +1389,31 @@ impl Validator<'_> {
         })
     }
 
+    /// `[[monitor]]`s: the health monitors, and the load monitors (config/load.rs).
+    #[allow(clippy::type_complexity)]
     fn monitors(
         &self,
         raw: Vec<RawMonitor>,
-    ) -> Result<Vec<crate::health::MonitorSpec>, ConfigError> {
+    ) -> Result<
+        (
+            Vec<crate::health::MonitorSpec>,
+            Vec<crate::health::load::LoadMonitorSpec>,
+        ),
+        ConfigError,
+    > {
         use crate::health::{DnsCheck, HttpCheck, MonitorKind, MonitorSpec, TlsCheck};
         let mut names = Seen::new();
         let mut out = Vec::new();
+        let mut load = Vec::new();
         for rm in raw {
             let name = self.object_name("monitor", &rm.name, &mut names)?;
             let owner = format!("monitor {name:?}");
             let kind = *rm.kind.get_ref();
+            if kind == RawMonitorType::Load {
+                load.push(self.load_monitor(&rm, name)?);
+                continue;
+            }
+            self.no_load_keys(&rm, &owner)?;
             // A setting of another monitor type is a mistake worth saying, not ignoring.
             let only = |present: bool,
                         span: Option<Range<usize>>,
@@ -1487,6 +1533,7 @@ impl Validator<'_> {
                         ca_file: rm.ca_file.as_ref().map(|f| PathBuf::from(f.get_ref())),
                     },
                 ),
+                Load => unreachable!("load monitors are read above"),
                 Dns => {
                     let Some(qname) = &rm.qname else {
                         return Err(self.error(
@@ -1537,7 +1584,7 @@ impl Validator<'_> {
             spec.weight = self.int(&owner, "weight", rm.weight, 1..=100, spec.weight)?;
             out.push(spec);
         }
-        Ok(out)
+        Ok((out, load))
     }
 
     fn locations(
@@ -2608,6 +2655,8 @@ impl Validator<'_> {
             services.push(Service {
                 monitors: bound,
                 monitor_threshold,
+                // Bound by `load_bindings`, checked before.
+                load_monitors: Vec::new(),
                 name,
                 ip,
                 port,
@@ -2725,18 +2774,16 @@ impl Validator<'_> {
                     ),
                 ));
             }
-            // Methods that pick one service per answer mean nothing when every answer carries
-            // every candidate.
+            // A method that picks one service per answer, first in the chain (where it always
+            // decides), would never let answer = "all" act. Later in a chain they are fine: the
+            // earlier methods' candidate sets are answered whole.
             if rd.answer == AnswerMode::All
-                && let Some(m) = [&rd.method, &rd.alternate, &rd.fallback]
-                    .into_iter()
-                    .flatten()
-                    .find(|m| {
-                        matches!(
-                            m.get_ref(),
-                            Method::Ratio | Method::SourceIpHash | Method::GlobalAvailability
-                        )
-                    })
+                && let Some(m) = rd.method.as_ref().filter(|m| {
+                    matches!(
+                        m.get_ref(),
+                        Method::Ratio | Method::SourceIpHash | Method::GlobalAvailability
+                    )
+                })
             {
                 let why = match m.get_ref() {
                     Method::Ratio => "hands out services in proportion to their weights",
@@ -3593,6 +3640,7 @@ mod tests {
             engine: EngineSettings::default(),
             locations: LocationSources::default(),
             monitors: vec![],
+            load_monitors: vec![],
             rtt: RttSettings::default(),
             mep: None,
             links: vec![],
@@ -3643,6 +3691,7 @@ mod tests {
             max_bandwidth_kbps: None,
             monitors: vec![],
             monitor_threshold: 0,
+            load_monitors: vec![],
         }
     }
 
@@ -4877,10 +4926,22 @@ mod tests {
             [engine]
             wildcard_mode = "expression"
 
+            [[monitor]]
+            name = "busy-load"
+            type = "load"
+            format = "prometheus"
+            metric = "connections"
+            [[link]]
+            name = "uplink"
+            interface = "eth1"
+            threshold_kbps = 100000
+            services = ["busy"]
+
             [[service]]
             name = "busy"
             ip = "192.0.2.13"
             site = "eu"
+            load_monitors = ["busy-load"]
             max_connections = 1000
             max_bandwidth_kbps = 50000
 
@@ -5165,9 +5226,7 @@ mod tests {
                 "globalavailability answers the first available service only, and answer = \"all\"",
             ),
             (
-                dom(
-                    "answer = \"all\"\nmethod = \"staticproximity\"\nalternate = \"sourceiphash\" #<",
-                ),
+                dom("answer = \"all\"\nmethod = \"sourceiphash\" #<"),
                 "sourceiphash gives each client prefix one service, and answer = \"all\"",
             ),
             // ---- backup_domain ----

@@ -22,6 +22,8 @@ const APT_PACKAGES: &[&str] = &[
     "knot",
     // The resolver (send-client-subnet, subnet cache) of tests/e2e/ecs_unbound_netns.rs.
     "unbound",
+    // The load monitors' stub_status backend in gslb-user/tests/load_nginx.rs.
+    "nginx",
     "iproute2",
     "tcpdump",
     "util-linux",

@@ -181,12 +181,14 @@ pub fn for_role(world: &World, mut snapshot: Snapshot) -> Snapshot {
     snapshot
 }
 
-/// What the answers read from a view: whether this site answers, and for each reachable site
-/// what it reports (an unreachable site's services are DOWN whatever it reported last).
+/// What the answers read from a view at once: whether this site answers, and for each
+/// reachable site which of its services it reports and whether they are UP (an unreachable
+/// site's services are DOWN whatever it reported last). Their loads are read too, but through
+/// the load pacer (daemon/load.rs), which republishes only for a load that changes a decision.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct Facts {
     answers_dns: bool,
-    reachable: BTreeMap<String, Arc<Vec<ServiceState>>>,
+    reachable: BTreeMap<String, Vec<(String, bool)>>,
 }
 
 impl Facts {
@@ -197,7 +199,10 @@ impl Facts {
                 .sites
                 .iter()
                 .filter(|(_, r)| r.reachable)
-                .map(|(name, r)| (name.clone(), r.services.clone()))
+                .map(|(name, r)| {
+                    let states = r.services.iter().map(|s| (s.name.clone(), s.up)).collect();
+                    (name.clone(), states)
+                })
                 .collect(),
         }
     }
@@ -289,12 +294,14 @@ impl Mep {
             .services
             .iter()
             .filter(|s| s.site == self.site)
-            .map(|s| ServiceState {
-                name: s.name.clone(),
-                up: world.health.is_up(&s.name) != Some(false),
-                // No local source of connection counts: the load-based methods see 0.
-                connections: 0,
-                bandwidth_bps: link_load_bps(world, &s.name),
+            .map(|s| {
+                let (connections, bandwidth_bps) = local_load(world, s);
+                ServiceState {
+                    name: s.name.clone(),
+                    up: world.health.is_up(&s.name) != Some(false),
+                    connections,
+                    bandwidth_bps,
+                }
             })
             .collect();
         let rtt = world
@@ -327,8 +334,9 @@ impl Mep {
     }
 
     /// Takes the node's latest view into `world`: `world.mep`, and other parents' RTT rows into
-    /// `world.rtt`. True when the answers may change (a site became reachable or unreachable,
-    /// or a reachable site reported other service states or load, or the role changed).
+    /// `world.rtt`. True when the answers may change at once (a site became reachable or
+    /// unreachable, or a reachable site reported other service states, or the role changed);
+    /// a change of load only is for the load pacer to weigh (`Loads::note`).
     pub fn apply(&mut self, world: &mut World) -> bool {
         let view = self.running.views.borrow_and_update().clone();
         // The node's placeholder before its first view has no site.
@@ -583,22 +591,18 @@ fn probe_kind(protocol: RttProtocol) -> Option<ProbeKind> {
     }
 }
 
-/// The inbound load of the link `service` answers over, in bits per second; `u64::MAX` while
-/// the link is over its threshold (hysteresis included), which tells the other sites the
-/// service is full (docs/mep.md): they do not know this site's links. 0 without a link or a
-/// sample.
-pub(crate) fn link_load_bps(world: &World, service: &str) -> u64 {
-    let Some(link) = world.config.link_of(service) else {
-        return 0;
-    };
-    let Some(load) = world.links.get(&link.name) else {
-        return 0;
-    };
-    if load.over {
-        u64::MAX
-    } else {
-        load.rx_bytes_per_sec.unwrap_or(0).saturating_mul(8)
-    }
+/// A service of this site's load as MEP carries it: (connections, bandwidth in bit/s), the
+/// values this site's answers read ([`World::local_connections`],
+/// [`World::local_bandwidth_kbps`]). Markers travel as they are: the bandwidth `u64::MAX`
+/// while the service's link is over its threshold (hysteresis included), which tells the other
+/// sites the service is full (docs/mep.md): they do not know this site's links; and
+/// [`UNKNOWN_LOAD`](crate::health::load::UNKNOWN_LOAD) in either field while the load monitor's
+/// value is unknown.
+pub(crate) fn local_load(world: &World, service: &crate::config::Service) -> (u64, u64) {
+    (
+        world.local_connections(service),
+        crate::health::load::kbps_to_wire(world.local_bandwidth_kbps(service)),
+    )
 }
 
 #[cfg(test)]
@@ -709,14 +713,7 @@ services = ["a", "b", "c"]
         gone.sites
             .insert("c1".into(), remote(false, vec![state("c", true)]));
         assert_eq!(Facts::of(&gone), facts);
-        // Reachability, a reported state, load and the role do.
-        let mut down = view.clone();
-        down.sites
-            .insert("p2".into(), remote(false, vec![state("b", true)]));
-        let mut failed = view.clone();
-        failed
-            .sites
-            .insert("p2".into(), remote(true, vec![state("b", false)]));
+        // A reported load is weighed by the load pacer (daemon/load.rs), not here.
         let mut loaded = view.clone();
         loaded.sites.insert(
             "p2".into(),
@@ -724,13 +721,23 @@ services = ["a", "b", "c"]
                 true,
                 vec![ServiceState {
                     connections: 5,
+                    bandwidth_bps: u64::MAX,
                     ..state("b", true)
                 }],
             ),
         );
+        assert_eq!(Facts::of(&loaded), facts);
+        // Reachability, a reported state and the role do.
+        let mut down = view.clone();
+        down.sites
+            .insert("p2".into(), remote(false, vec![state("b", true)]));
+        let mut failed = view.clone();
+        failed
+            .sites
+            .insert("p2".into(), remote(true, vec![state("b", false)]));
         let mut child = view.clone();
         child.answers_dns = false;
-        for changed in [down, failed, loaded, child] {
+        for changed in [down, failed, child] {
             assert_ne!(Facts::of(&changed), facts, "{changed:?}");
         }
     }
@@ -769,8 +776,9 @@ services = ["a", "b", "c"]
         };
         for (over, sent) in [(false, 400_000), (true, u64::MAX)] {
             at_p2.links.insert("uplink".into(), load(over));
-            assert_eq!(link_load_bps(&at_p2, "b"), sent, "over {over}");
-            assert_eq!(link_load_bps(&at_p2, "a"), 0, "a has no link");
+            let service = |name| at_p2.config.service(name).unwrap();
+            assert_eq!(local_load(&at_p2, service("b")), (0, sent), "over {over}");
+            assert_eq!(local_load(&at_p2, service("a")), (0, 0), "a has no link");
             // At p1, which knows nothing of p2's links.
             let mut at_p1 = World::new(config("p1", MEP), HealthSupervisor::new());
             at_p1.local_site = Some("p1".into());

@@ -1074,3 +1074,7 @@ pub fn assert_refused_at_markers(cases: &[(String, &str, &str)], file: &Path) {
         failures.join("\n\n")
     );
 }
+
+// ---- Load monitor backends ----
+
+pub mod metrics;
