@@ -649,7 +649,15 @@ impl Config {
                 .iter()
                 .any(|d| d.chain().contains(&Method::Rtt))
         });
-        wanted && self.server.site.is_some()
+        // A MEP child answers no GSLB query and parents take no RTT rows from children.
+        let child = self.mep_enabled().is_some()
+            && self
+                .server
+                .site
+                .as_deref()
+                .and_then(|s| self.site(s))
+                .is_some_and(|s| s.role == crate::mep::Role::Child);
+        wanted && self.server.site.is_some() && !child
     }
 }
 
@@ -1278,6 +1286,27 @@ impl Validator<'_> {
                 .sites
                 .iter()
                 .any(|s| s.role.is_some() || s.parent.is_some() || s.backup_parents.is_some());
+        // The first MEP-only setting of each site, if any: (site, key, where).
+        let mep_only: Vec<(String, &'static str, Range<usize>)> = raw
+            .sites
+            .iter()
+            .filter_map(|s| {
+                let written = [
+                    ("role", s.role.as_ref().map(|r| r.span())),
+                    ("parent", s.parent.as_ref().map(|p| p.span())),
+                    (
+                        "backup_parents",
+                        s.backup_parents.as_ref().map(|l| l.span()),
+                    ),
+                    ("public_ip", s.public_ip.as_ref().map(|p| p.span())),
+                    ("mep_port", s.mep_port.as_ref().map(|p| p.span())),
+                ];
+                written
+                    .into_iter()
+                    .find_map(|(key, span)| span.map(|span| (key, span)))
+                    .map(|(key, span)| (s.name.get_ref().clone(), key, span))
+            })
+            .collect();
         let sites = self.sites(raw.sites)?;
         if let (Some(site), Some(span)) = (&server.site, site_span)
             && !sites.iter().any(|s| &s.name == site)
@@ -1318,6 +1347,20 @@ impl Validator<'_> {
             self.mep_topology(&sites, &site_spans)?;
         }
         let mep = self.mep(raw.mep, &server, &sites)?;
+        // Roles, parents, backup lists, MEP ports and public addresses only act through MEP:
+        // without it a "child" would answer GSLB queries like a parent. (`enabled = false`
+        // keeps them, switched off on purpose: the site then runs standalone.)
+        if mep.is_none()
+            && let Some((site, key, span)) = mep_only.into_iter().next()
+        {
+            return Err(self.error(
+                span,
+                format!(
+                    "site {site:?}: {key} is a metric exchange setting, and there is no [mep] \
+                     section: configure [mep] (enabled = false to keep it off) or remove it"
+                ),
+            ));
+        }
         let links = self.links(raw.links, &services, server.site.as_deref())?;
         self.load_sources(
             &load_spans,
@@ -3356,6 +3399,15 @@ impl Validator<'_> {
                 "rtt: probing needs server.site, the [[site]] whose RTT column this server measures",
             ));
         }
+        // Without a site nothing is probed: settings other than `enabled = false` would be
+        // read and ignored.
+        if !has_site && raw.enabled.as_ref().is_none_or(|e| *e.get_ref()) {
+            return Err(self.error(
+                section,
+                "rtt: probing needs server.site, the [[site]] whose RTT column this server \
+                 measures (or enabled = false)",
+            ));
+        }
         let mut order = d.order.clone();
         if let Some(list) = &raw.order {
             order = list
@@ -3823,7 +3875,6 @@ mod tests {
             [[site]]
             name = "eu-west"
             ip = "192.0.2.201"
-            public_ip = "203.0.113.201"
             [[site]]
             name = "us_east.1"
             ip = "2001:db8::201"
@@ -4008,7 +4059,7 @@ mod tests {
                         Site {
                             name: "eu-west".into(),
                             ip: ip("192.0.2.201"),
-                            public_ip: Some(ip("203.0.113.201")),
+                            public_ip: None,
                             role: crate::mep::Role::Parent,
                             parent: None,
                             backup_parents: vec![],
@@ -4621,6 +4672,19 @@ mod tests {
             (
                 format!("{SERVER}{SITE}public_ip = \"2001:db8::1\" #<"),
                 "site \"eu\": public_ip 2001:db8::1 is IPv6 but ip 192.0.2.201 is IPv4",
+            ),
+            // MEP-only settings without MEP.
+            (
+                format!("{SERVER}{SITE}public_ip = \"203.0.113.201\" #<"),
+                "site \"eu\": public_ip is a metric exchange setting, and there is no [mep]",
+            ),
+            (
+                format!("{SERVER}{SITE}role = \"parent\" #<"),
+                "site \"eu\": role is a metric exchange setting, and there is no [mep]",
+            ),
+            (
+                format!("{SERVER}{SITE}mep_port = 3012 #<"),
+                "site \"eu\": mep_port is a metric exchange setting, and there is no [mep]",
             ),
             (
                 format!("{SERVER}{SITE}region = \"eu\" #<"),

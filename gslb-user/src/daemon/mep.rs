@@ -618,7 +618,20 @@ mod tests {
     /// Parent p1 (this server unless `site` says otherwise), parent p2, p1's child c1; a GSLB
     /// domain over a service at each.
     fn config(site: &str, mep: &str) -> Config {
-        let text = format!(
+        Config::parse(&config_text(site, mep), Path::new("test.toml"))
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The text of [`config`]; c1 is a child only with a `[mep]` section (without one a role is
+    /// refused).
+    fn config_text(site: &str, mep: &str) -> String {
+        let on = mep.contains("[mep]");
+        let child = if on {
+            "role = \"child\"\nparent = \"p1\""
+        } else {
+            ""
+        };
+        format!(
             r#"[server]
 listen = ["127.0.0.1"]
 site = "{site}"
@@ -636,8 +649,7 @@ ip = "10.0.0.2"
 [[site]]
 name = "c1"
 ip = "10.0.1.1"
-role = "child"
-parent = "p1"
+{child}
 [[service]]
 name = "a"
 ip = "192.0.2.1"
@@ -655,8 +667,7 @@ name = "www.example.com"
 answer = "all"
 services = ["a", "b", "c"]
 "#
-        );
-        Config::parse(&text, Path::new("test.toml")).unwrap_or_else(|e| panic!("{e}"))
+        )
     }
 
     const MEP: &str = "[mep]\nsecret = \"0123456789\"\n";
@@ -808,9 +819,18 @@ services = ["a", "b", "c"]
                 snapshot.domains
             );
         }
-        // Without MEP every site answers.
+        // Without MEP every site answers: a child role there would be a lie, so it is refused.
         let world = World::new(config("c1", ""), HealthSupervisor::new());
         assert!(answers_gslb(&world) && !for_role(&world, world.snapshot()).domains.is_empty());
+        let text = config_text("c1", MEP).replace(MEP, "");
+        let refused = Config::parse(&text, Path::new("test.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused
+                .contains("site \"c1\": role is a metric exchange setting, and there is no [mep]"),
+            "{refused}"
+        );
     }
 
     #[test]
