@@ -29,8 +29,8 @@ use gslb_common::{
     DNS_HEADER_LEN, DOMAINS_MAX, DomainKey, DomainValue, LDNS_CACHE_SLOTS, LDNS_MAX, LDNS_OFF,
     LISTEN_IN_TRIE, LISTEN_INLINE, LISTEN_MAX, LISTEN_PREFIX_LEN, LdnsCacheSlot, LdnsConfig,
     LdnsKey, LdnsValue, ListenKey, ListenSet, MAX_ADDRS, NAME_HASH_SEED, OPT_RR_LEN, QNAME_MAX,
-    QNAME_WORDS, QTYPE_A, QTYPE_AAAA, RR_MAX_LEN, RTT_VIEW_BIT, VIEWS_MAX, ViewKey, ViewValue,
-    ldns_slot, name_hash_step,
+    QNAME_WORDS, QTYPE_A, QTYPE_AAAA, ROTOR_SLOTS, RR_MAX_LEN, RTT_VIEW_BIT, VIEWS_MAX, ViewKey,
+    ViewValue, ldns_slot, name_hash_step,
 };
 use hdr::{DnsHdr, EthHdr, Ipv4Hdr, Ipv6Hdr, OptHdr, UdpHdr, VlanHdr, be16, ld, st};
 
@@ -54,8 +54,11 @@ static ANSWERS: HashMap<AnswerKey, AnswerSet> =
     HashMap::with_max_entries(ANSWERS_MAX, BPF_F_NO_PREALLOC);
 #[map]
 static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT, 0);
+/// The rotation turn of each rotating answer set on this CPU, indexed by the set's
+/// `AnswerSet::rotor` slot (the controller gives each set its own, so interleaved queries for
+/// other sets do not advance its turn).
 #[map]
-static ROTOR: PerCpuArray<u32> = PerCpuArray::with_max_entries(1, 0);
+static ROTOR: PerCpuArray<u32> = PerCpuArray::with_max_entries(ROTOR_SLOTS, 0);
 /// Per-CPU working memory: the domain key is too big for the 512-byte stack next to everything
 /// else the program keeps there.
 #[map]
@@ -797,7 +800,9 @@ fn reply(ctx: &XdpContext, q: &Query, config: &Config, set: &AnswerSet) -> Resul
         return Err(Miss::NoAnswer);
     }
     let (first, n, answers_sum) = if set.flags & ANSWER_ROTATE != 0 {
-        let rotor = ROTOR.get_ptr_mut(0).ok_or(Miss::NoAnswer)?;
+        // The set's own slot. No mask needed: every u16 is below ROTOR_SLOTS, and the
+        // (inlined) lookup checks the index against the map's size anyway.
+        let rotor = ROTOR.get_ptr_mut(set.rotor as u32).ok_or(Miss::NoAnswer)?;
         // SAFETY: per-CPU slot, only this CPU writes it while the program runs.
         let turn = unsafe {
             let t = *rotor;

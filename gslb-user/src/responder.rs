@@ -2,7 +2,9 @@
 //! (the compiled [`Snapshot`]) for GSLB names, plus what XDP does not do: static zone records,
 //! CNAME chains, NXDOMAIN and NODATA with the SOA, REFUSED outside our zones, FORMERR, NOTIMP,
 //! BADVERS, minimal ANY (RFC 8482) and truncation. Pure: bytes in, bytes out; the sockets are in
-//! `server`.
+//! `server`. `turns`: the rotation turn of each answer set.
+
+mod turns;
 
 use std::{
     collections::{HashMap, HashSet},
@@ -34,6 +36,8 @@ use crate::{
     },
 };
 
+use self::turns::Turns;
+
 /// How the query arrived, which bounds the response size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transport {
@@ -62,7 +66,6 @@ pub struct Responder {
     /// Replaced whole on a configuration reload; a query in flight keeps the data it started
     /// with.
     data: ArcSwap<Authority>,
-    rotor: AtomicU32,
     /// This site is a MEP child: GSLB names are REFUSED (see [`Responder::set_gslb_refused`]).
     gslb_refused: AtomicBool,
 }
@@ -90,6 +93,8 @@ struct Decisions {
     /// By engine domain index: (TTL, backup addresses).
     domain_info: Vec<(u32, Vec<IpAddr>)>,
     locations: Option<Arc<LocationDb>>,
+    /// Rotation turns by asked domain and qtype: engine domain index * 2, + 1 for AAAA.
+    turns: Turns,
 }
 
 impl Authority {
@@ -116,6 +121,7 @@ impl Authority {
                         .iter()
                         .map(|d| (d.ttl, d.backup_ip.clone()))
                         .collect(),
+                    turns: Turns::new(2 * config.gslb_domains.len()),
                     engine,
                     locations,
                 }),
@@ -132,6 +138,22 @@ impl Authority {
             gslb: GslbIndex::new(snapshot),
             edns_udp_size: snapshot.edns_udp_size,
             decisions,
+        }
+    }
+
+    /// Every answer set continues its rotation from `old` (the data before a republish).
+    fn carry_turns(&self, old: &Authority) {
+        self.gslb.carry_turns(&old.gslb);
+        if let (Some(new), Some(old)) = (&self.decisions, &old.decisions) {
+            for name in &new.domains {
+                if let (Some(i), Some(j)) =
+                    (new.engine.domain_index(name), old.engine.domain_index(name))
+                {
+                    for qtype in 0..2 {
+                        new.turns.carry(2 * i + qtype, &old.turns, 2 * j + qtype);
+                    }
+                }
+            }
         }
     }
 }
@@ -156,7 +178,8 @@ struct ZoneData {
 /// The fast path's tables, looked up the way the XDP program does.
 struct GslbIndex {
     segments: Arc<crate::compile::partition::Segments>,
-    domains: HashMap<(String, u16), DomainEntry>,
+    /// Each entry with the rotation turns of its answer sets (see `turns::entry_set`).
+    domains: HashMap<(String, u16), (DomainEntry, Turns)>,
 }
 
 impl GslbIndex {
@@ -164,7 +187,10 @@ impl GslbIndex {
         let domains = snapshot
             .domains
             .iter()
-            .map(|d| ((d.name.clone(), d.qtype), d.clone()))
+            .map(|d| {
+                let turns = Turns::new(turns::entry_sets(d));
+                ((d.name.clone(), d.qtype), (d.clone(), turns))
+            })
             .collect();
         GslbIndex {
             segments: snapshot.segments.clone(),
@@ -173,29 +199,32 @@ impl GslbIndex {
     }
 
     /// The answer XDP gives `client` for (`name`, `qtype`): the client's view, falling back to
-    /// the default view. An answer without addresses is NODATA.
-    fn answer(&self, name: &str, qtype: u16, client: IpAddr) -> Option<&Answer> {
-        let entry = self.domains.get(&(name.to_owned(), qtype))?;
+    /// the default view. An answer without addresses is NODATA. With the answer set's turn.
+    fn answer(&self, name: &str, qtype: u16, client: IpAddr) -> Option<(&Answer, &AtomicU32)> {
+        let (entry, turns) = self.domains.get(&(name.to_owned(), qtype))?;
         let (view, rtt_view, _) = self.segments.lookup_both(canonical(client));
-        let find = |v| {
-            entry
-                .answers
-                .iter()
-                .find(|(view, _)| *view == v)
-                .map(|(_, a)| a)
-        };
+        let find = |v| turns::entry_set(entry, v, false);
         let by_view = find(view).or_else(|| find(DEFAULT_VIEW));
         // Answered by RTT: the LDNS view's answer, as the fast path takes it.
         let by_rtt = (entry.by_rtt && by_view.is_some() && rtt_view != 0)
-            .then(|| {
-                entry
-                    .rtt_answers
-                    .iter()
-                    .find(|(v, _)| *v == rtt_view)
-                    .map(|(_, a)| a)
-            })
+            .then(|| turns::entry_set(entry, rtt_view, true))
             .flatten();
-        by_rtt.or(by_view).filter(|a| !a.addrs.is_empty())
+        let set = by_rtt.or(by_view)?;
+        let answer = match set.checked_sub(entry.answers.len()) {
+            Some(i) => &entry.rtt_answers[i].1,
+            None => &entry.answers[set].1,
+        };
+        (!answer.addrs.is_empty()).then(|| (answer, turns.at(set)))
+    }
+
+    /// Each answer set continues the rotation of the same set in `old` (the table before a
+    /// republish).
+    fn carry_turns(&self, old: &GslbIndex) {
+        for (key, (entry, turns)) in &self.domains {
+            if let Some((old_entry, old_turns)) = old.domains.get(key) {
+                turns::carry_entry(entry, turns, old_entry, old_turns);
+            }
+        }
     }
 
     fn is_gslb(&self, name: &str) -> bool {
@@ -361,7 +390,6 @@ impl Responder {
     pub fn new(config: &Config, snapshot: &Snapshot) -> Self {
         Responder {
             data: ArcSwap::from_pointee(Authority::new(config, snapshot, None)),
-            rotor: AtomicU32::new(0),
             gslb_refused: AtomicBool::new(false),
         }
     }
@@ -393,8 +421,9 @@ impl Responder {
         snapshot: &Snapshot,
         locations: Option<Arc<LocationDb>>,
     ) {
-        self.data
-            .store(Arc::new(Authority::new(config, snapshot, locations)));
+        let next = Authority::new(config, snapshot, locations);
+        next.carry_turns(&self.data.load());
+        self.data.store(Arc::new(next));
     }
 
     /// Answers `request` from `client` into `sink`; sends nothing for what must not be answered
@@ -655,13 +684,13 @@ impl Responder {
         if let Some(d) = data.decisions.as_ref().filter(|d| d.domains.contains(name)) {
             return self.decided_records(d, name, qtype, client);
         }
-        let Some(answer) = data.gslb.answer(name, qtype, client) else {
+        let Some((answer, turn)) = data.gslb.answer(name, qtype, client) else {
             return Vec::new();
         };
         let addrs: Vec<IpAddr> = match answer.mode {
             AnswerMode::All => answer.addrs.clone(),
             AnswerMode::Rotate => {
-                let turn = self.rotor.fetch_add(1, Ordering::Relaxed) as usize;
+                let turn = turn.fetch_add(1, Ordering::Relaxed) as usize;
                 vec![answer.addrs[turn % answer.addrs.len()]]
             }
         };
@@ -700,7 +729,7 @@ impl Responder {
         );
         let (ttl, backup) = &d.domain_info[decision.domain.min(d.domain_info.len() - 1)];
         let family = |ip: &IpAddr| ip.is_ipv6() == (qtype == QTYPE_AAAA);
-        let turn = self.rotor.fetch_add(1, Ordering::Relaxed) as u64;
+        let turn = d.turns.next(2 * domain + usize::from(qtype == QTYPE_AAAA)) as u64;
         let addrs: Vec<IpAddr> = match decision.fallback {
             Some(Fallback::BackupIp) => backup.iter().copied().filter(family).collect(),
             Some(Fallback::Empty) => Vec::new(),
