@@ -224,8 +224,8 @@ pub struct AnswerSet {
     pub all_csum: u32,
     /// Wire length of `name` (at most `QNAME_MAX`).
     pub name_len: u16,
-    /// The set's slot in the per-CPU `ROTOR` array, which holds its rotation turn on each CPU
-    /// (read only with [`ANSWER_ROTATE`]). The controller gives every rotating set it publishes
+    /// The set's slot in the per-CPU `ROTOR` array, which holds its rotation on each CPU (the
+    /// index of the record to answer next; read only with [`ANSWER_ROTATE`]). The controller gives every rotating set it publishes
     /// a slot of its own, so that queries for other names, types or views do not advance this
     /// set's turn; beyond [`ROTOR_SLOTS`] rotating sets, slots are shared (see
     /// `gslb-user`'s `dataplane::rotors`). A `u16`: every value is a valid slot, and the set
@@ -242,8 +242,8 @@ const _: () = assert!(core::mem::size_of::<AnswerSet>() == 48 + QNAME_MAX + MAX_
 const _: () = assert!(core::mem::offset_of!(AnswerSet, name) % 8 == 0);
 const _: () = assert!(QNAME_MAX <= u16::MAX as usize);
 
-/// Slots of the per-CPU `ROTOR` array: one per value of [`AnswerSet::rotor`]. 65,536 u32 per
-/// CPU (512 KiB with the kernel's 8-byte per-CPU element rounding).
+/// Slots of the per-CPU `ROTOR` array: one per value of [`AnswerSet::rotor`]. Each holds the
+/// index of its set's next record on that CPU, as a u64: 512 KiB per CPU.
 pub const ROTOR_SLOTS: u32 = 1 << 16;
 const _: () = assert!(ROTOR_SLOTS == u16::MAX as u32 + 1);
 
