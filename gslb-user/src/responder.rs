@@ -3,7 +3,9 @@
 //! CNAME chains, NXDOMAIN and NODATA with the SOA, REFUSED outside our zones, FORMERR, NOTIMP,
 //! BADVERS, minimal ANY (RFC 8482) and truncation. Pure: bytes in, bytes out; the sockets are in
 //! `server`. The one state it keeps is the persistence entries (`crate::persist`, on a clock
-//! the caller can inject).
+//! the caller can inject) and the rotation turn of each answer set (`turns`).
+
+mod turns;
 
 use std::{
     collections::{HashMap, HashSet},
@@ -36,6 +38,8 @@ use crate::{
     },
 };
 
+use self::turns::Turns;
+
 /// How the query arrived, which bounds the response size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transport {
@@ -64,7 +68,6 @@ pub struct Responder {
     /// Replaced whole on a configuration reload; a query in flight keeps the data it started
     /// with.
     data: ArcSwap<Authority>,
-    rotor: AtomicU32,
     /// This site is a MEP child: GSLB names are REFUSED (see [`Responder::set_gslb_refused`]).
     gslb_refused: AtomicBool,
     /// Source-IP persistence entries, kept across reloads (`crate::persist`).
@@ -104,6 +107,11 @@ struct Decisions {
     locations: Option<Arc<LocationDb>>,
     /// This configuration's persistence tables.
     persist: Arc<PersistTables>,
+    /// Rotation turns by asked domain, qtype and the client's static view
+    /// ([`Decisions::turn_index`]): clients of two views interleaved do not share a turn.
+    turns: Turns,
+    /// Static views in the configuration.
+    views: usize,
 }
 
 impl Authority {
@@ -139,6 +147,8 @@ impl Authority {
                         .iter()
                         .map(|d| (d.ttl, d.backup_ip.clone()))
                         .collect(),
+                    turns: Turns::new(2 * config.gslb_domains.len() * (config.views.len() + 1)),
+                    views: config.views.len(),
                     engine,
                     locations,
                 }),
@@ -158,6 +168,36 @@ impl Authority {
             gslb: GslbIndex::new(snapshot),
             edns_udp_size: snapshot.edns_udp_size,
             decisions,
+        }
+    }
+
+    /// Every answer set continues its rotation from `old` (the data before a republish).
+    fn carry_turns(&self, old: &Authority) {
+        self.gslb.carry_turns(&old.gslb);
+        if let (Some(new), Some(old)) = (&self.decisions, &old.decisions) {
+            for name in &new.domains {
+                if let (Some(i), Some(j)) =
+                    (new.engine.domain_index(name), old.engine.domain_index(name))
+                {
+                    // View numbers follow the configuration's order: carried while it has as
+                    // many views (a reload that changes the views restarts these turns).
+                    let views = if new.views == old.views {
+                        new.views + 1
+                    } else {
+                        0
+                    };
+                    for (aaaa, view) in [false, true]
+                        .into_iter()
+                        .flat_map(|a| (0..views as u32).map(move |v| (a, v)))
+                    {
+                        new.turns.carry(
+                            new.turn_index(i, aaaa, view),
+                            &old.turns,
+                            old.turn_index(j, aaaa, view),
+                        );
+                    }
+                }
+            }
         }
     }
 }
@@ -182,7 +222,8 @@ struct ZoneData {
 /// The fast path's tables, looked up the way the XDP program does.
 struct GslbIndex {
     segments: Arc<crate::compile::partition::Segments>,
-    domains: HashMap<(String, u16), DomainEntry>,
+    /// Each entry with the rotation turns of its answer sets (see `turns::entry_set`).
+    domains: HashMap<(String, u16), (DomainEntry, Turns)>,
 }
 
 impl GslbIndex {
@@ -190,7 +231,10 @@ impl GslbIndex {
         let domains = snapshot
             .domains
             .iter()
-            .map(|d| ((d.name.clone(), d.qtype), d.clone()))
+            .map(|d| {
+                let turns = Turns::new(turns::entry_sets(d));
+                ((d.name.clone(), d.qtype), (d.clone(), turns))
+            })
             .collect();
         GslbIndex {
             segments: snapshot.segments.clone(),
@@ -199,11 +243,23 @@ impl GslbIndex {
     }
 
     /// The answer XDP gives `client` for (`name`, `qtype`): the client's view, falling back to
-    /// the default view. An answer without addresses is NODATA.
-    fn answer(&self, name: &str, qtype: u16, client: IpAddr) -> Option<&Answer> {
-        let entry = self.domains.get(&(name.to_owned(), qtype))?;
+    /// the default view. An answer without addresses is NODATA. With the answer set's turn.
+    fn answer(&self, name: &str, qtype: u16, client: IpAddr) -> Option<(&Answer, &AtomicU32)> {
+        let (entry, turns) = self.domains.get(&(name.to_owned(), qtype))?;
         let (view, rtt_view) = self.segments.views_of(canonical(client));
-        entry_answer(entry, view, rtt_view)
+        let set = entry_set_of(entry, view, rtt_view)?;
+        let answer = set_answer(entry, set);
+        (!answer.addrs.is_empty()).then(|| (answer, turns.at(set)))
+    }
+
+    /// Each answer set continues the rotation of the same set in `old` (the table before a
+    /// republish).
+    fn carry_turns(&self, old: &GslbIndex) {
+        for (key, (entry, turns)) in &self.domains {
+            if let Some((old_entry, old_turns)) = old.domains.get(key) {
+                turns::carry_entry(entry, turns, old_entry, old_turns);
+            }
+        }
     }
 
     fn is_gslb(&self, name: &str) -> bool {
@@ -215,7 +271,7 @@ impl GslbIndex {
     /// The ECS scope of the answer to `client` for (`name`, `qtype`) (RFC 7871 §7.2.1): the
     /// shortest prefix length within which that answer cannot change.
     fn scope(&self, name: &str, qtype: u16, client: IpAddr) -> u8 {
-        let Some(entry) = self.domains.get(&(name.to_owned(), qtype)) else {
+        let Some((entry, _)) = self.domains.get(&(name.to_owned(), qtype)) else {
             // No answer of this type for any client.
             return 0;
         };
@@ -231,28 +287,30 @@ impl GslbIndex {
     }
 }
 
-/// `entry`'s answer in (view, LDNS view), as the fast path takes it: the view's, else the
-/// default view's; for a domain answered by RTT, the LDNS view's when it has one. `None`:
-/// NODATA.
-fn entry_answer(entry: &DomainEntry, view: u32, rtt_view: u32) -> Option<&Answer> {
-    let find = |v| {
-        entry
-            .answers
-            .iter()
-            .find(|(view, _)| *view == v)
-            .map(|(_, a)| a)
-    };
+/// The answer set (numbered as in `turns`) of `entry` in (view, LDNS view), as the fast path
+/// takes it: the view's, else the default view's; for a domain answered by RTT, the LDNS
+/// view's when it has one.
+fn entry_set_of(entry: &DomainEntry, view: u32, rtt_view: u32) -> Option<usize> {
+    let find = |v| turns::entry_set(entry, v, false);
     let by_view = find(view).or_else(|| find(DEFAULT_VIEW));
     let by_rtt = (entry.by_rtt && by_view.is_some() && rtt_view != 0)
-        .then(|| {
-            entry
-                .rtt_answers
-                .iter()
-                .find(|(v, _)| *v == rtt_view)
-                .map(|(_, a)| a)
-        })
+        .then(|| turns::entry_set(entry, rtt_view, true))
         .flatten();
-    by_rtt.or(by_view).filter(|a| !a.addrs.is_empty())
+    by_rtt.or(by_view)
+}
+
+/// Set `set` of `entry` (see [`entry_set_of`]).
+fn set_answer(entry: &DomainEntry, set: usize) -> &Answer {
+    match set.checked_sub(entry.answers.len()) {
+        Some(i) => &entry.rtt_answers[i].1,
+        None => &entry.answers[set].1,
+    }
+}
+
+/// `entry`'s answer in (view, LDNS view); `None`: NODATA.
+fn entry_answer(entry: &DomainEntry, view: u32, rtt_view: u32) -> Option<&Answer> {
+    let answer = set_answer(entry, entry_set_of(entry, view, rtt_view)?);
+    (!answer.addrs.is_empty()).then_some(answer)
 }
 
 /// Per engine domain: the longest source-IP hash or persistence mask (IPv4, IPv6) along its
@@ -282,6 +340,11 @@ fn address_bits(engine: &Engine) -> Vec<(u8, u8)> {
 }
 
 impl Decisions {
+    /// The turn of (engine domain, qtype, static view number).
+    fn turn_index(&self, domain: usize, aaaa: bool, view: u32) -> usize {
+        (2 * domain + usize::from(aaaa)) * (self.views + 1) + view as usize
+    }
+
     /// The ECS scope of a per-query answer to a client subnet of `source` bits: its class's
     /// run, and at least the address bits the decision read, as far as the subnet has them
     /// (the rest of its address is zeros, read alike for every client in it).
@@ -472,7 +535,6 @@ impl Responder {
     ) -> Self {
         Responder {
             data: ArcSwap::from_pointee(Authority::new(config, snapshot, None, &persistence)),
-            rotor: AtomicU32::new(0),
             gslb_refused: AtomicBool::new(false),
             persistence,
         }
@@ -510,12 +572,9 @@ impl Responder {
         snapshot: &Snapshot,
         locations: Option<Arc<LocationDb>>,
     ) {
-        self.data.store(Arc::new(Authority::new(
-            config,
-            snapshot,
-            locations,
-            &self.persistence,
-        )));
+        let next = Authority::new(config, snapshot, locations, &self.persistence);
+        next.carry_turns(&self.data.load());
+        self.data.store(Arc::new(next));
     }
 
     /// Answers `request` from `client` into `sink`; sends nothing for what must not be answered
@@ -784,13 +843,13 @@ impl Responder {
         if let Some(d) = data.decisions.as_ref().filter(|d| d.domains.contains(name)) {
             return self.decided_records(d, name, qtype, client);
         }
-        let Some(answer) = data.gslb.answer(name, qtype, client) else {
+        let Some((answer, turn)) = data.gslb.answer(name, qtype, client) else {
             return Vec::new();
         };
         let addrs: Vec<IpAddr> = match answer.mode {
             AnswerMode::All => answer.addrs.clone(),
             AnswerMode::Rotate => {
-                let turn = self.rotor.fetch_add(1, Ordering::Relaxed) as usize;
+                let turn = turn.fetch_add(1, Ordering::Relaxed) as usize;
                 vec![answer.addrs[turn % answer.addrs.len()]]
             }
         };
@@ -815,13 +874,14 @@ impl Responder {
             row => &d.rtt[row as usize - 1].rtt_us[..],
         };
         let sticky = d.persist.lookup(domain, qtype == QTYPE_AAAA, client);
+        let view = d.static_views.get(key_of(client));
         let decision = d.engine.decide(
             domain,
             &EngineQuery { name, qtype },
             &EngineClient {
                 addr: client,
                 location: location.as_deref(),
-                view: d.static_views.get(key_of(client)),
+                view,
                 sticky: sticky.and_then(|s| s.service),
             },
             &EngineState {
@@ -831,7 +891,9 @@ impl Responder {
         );
         let (ttl, backup) = &d.domain_info[decision.domain.min(d.domain_info.len() - 1)];
         let family = |ip: &IpAddr| ip.is_ipv6() == (qtype == QTYPE_AAAA);
-        let turn = self.rotor.fetch_add(1, Ordering::Relaxed) as u64;
+        let turn = d
+            .turns
+            .next(d.turn_index(domain, qtype == QTYPE_AAAA, view)) as u64;
         let addrs: Vec<IpAddr> = match decision.fallback {
             Some(Fallback::BackupIp) => backup.iter().copied().filter(family).collect(),
             Some(Fallback::Empty) => Vec::new(),

@@ -415,3 +415,42 @@ fn the_views_example_does_what_its_comments_say() {
     let ca = counts[&"203.0.113.31".parse::<IpAddr>().unwrap()] as f64 / 4_000.0;
     assert!((ca - 0.75).abs() < 0.02, "api-us-ca's share {ca}");
 }
+
+#[test]
+fn per_query_rotation_has_a_turn_per_view() {
+    // Decided per query (its backup domain hashes the source), rotating among the view's list:
+    // clients of two views asked alternately each cycle through their own list.
+    let backup = r#"
+[[gslb_domain]]
+name = "backup.example.com"
+method = "sourceiphash"
+services = ["spare"]
+"#;
+    let config = config(r#"backup_domain = "backup.example.com""#, backup);
+    let snapshot = Snapshot::from_config(&config);
+    assert!(
+        snapshot
+            .engine_domains
+            .iter()
+            .any(|d| d == "www.example.com"),
+        "decided per query"
+    );
+    let r = Responder::new(&config, &snapshot);
+    let (mut corp, mut public) = (BTreeSet::new(), BTreeSet::new());
+    for _ in 0..8 {
+        corp.extend(responder_addrs(
+            &r,
+            "www.example.com.",
+            RecordType::A,
+            IN_CORP.parse().unwrap(),
+        ));
+        public.extend(responder_addrs(
+            &r,
+            "www.example.com.",
+            RecordType::A,
+            OUTSIDE.parse().unwrap(),
+        ));
+    }
+    assert_eq!(corp, ips(&CORP).into_iter().collect());
+    assert_eq!(public, ips(&PUBLIC).into_iter().collect());
+}
