@@ -131,6 +131,7 @@ fn bench(c: &mut Criterion) {
             Client {
                 addr: nowhere,
                 location: Some(&zmb),
+                view: 0,
                 sticky: None,
             },
             &rtt,
@@ -140,6 +141,7 @@ fn bench(c: &mut Criterion) {
             Client {
                 addr: nowhere,
                 location: Some(&fr),
+                view: 0,
                 sticky: None,
             },
             &rtt,
@@ -149,6 +151,7 @@ fn bench(c: &mut Criterion) {
             Client {
                 addr: in_topology,
                 location: Some(&fr),
+                view: 0,
                 sticky: None,
             },
             &no_rtt,
@@ -158,6 +161,7 @@ fn bench(c: &mut Criterion) {
             Client {
                 addr: nowhere,
                 location: Some(&fr),
+                view: 0,
                 sticky: None,
             },
             &no_rtt,

@@ -194,7 +194,9 @@ pub struct AnswerKey {
 }
 const _: () = assert!(core::mem::size_of::<AnswerKey>() == 24);
 
-/// `AnswerSet::flags`: answer one address per query, rotating, instead of all of them.
+/// `AnswerSet::flags`: answer one address per query, rotating, instead of all of them. The
+/// turn comes from the set's own `ROTOR` slot ([`AnswerSet::rotor`]). Only on sets of two or
+/// more records: one record is answered the same either way, without touching a slot.
 pub const ANSWER_ROTATE: u8 = 1;
 /// `AnswerSet::flags`: the domain is answered by RTT: a client with an LDNS view takes the
 /// answer for that view when there is one (this set is the answer without an RTT).
@@ -220,8 +222,15 @@ pub struct AnswerSet {
     pub rr_csum: [u32; MAX_ADDRS],
     /// The same sum over all `count` records together.
     pub all_csum: u32,
-    /// Wire length of `name`.
-    pub name_len: u32,
+    /// Wire length of `name` (at most `QNAME_MAX`).
+    pub name_len: u16,
+    /// The set's slot in the per-CPU `ROTOR` array, which holds its rotation on each CPU (the
+    /// index of the record to answer next; read only with [`ANSWER_ROTATE`]). The controller gives every rotating set it publishes
+    /// a slot of its own, so that queries for other names, types or views do not advance this
+    /// set's turn; beyond [`ROTOR_SLOTS`] rotating sets, slots are shared (see
+    /// `gslb-user`'s `dataplane::rotors`). A `u16`: every value is a valid slot, and the set
+    /// keeps the size and layout it had with a `u32` `name_len` (little-endian: the same bytes).
+    pub rotor: u16,
     /// The lower-cased wire name this set answers, zero-padded: the program compares it word
     /// by word with the query's (the key only holds its hash). 8-byte aligned.
     pub name: [u8; QNAME_MAX],
@@ -231,6 +240,12 @@ pub struct AnswerSet {
 }
 const _: () = assert!(core::mem::size_of::<AnswerSet>() == 48 + QNAME_MAX + MAX_ADDRS * RR_MAX_LEN);
 const _: () = assert!(core::mem::offset_of!(AnswerSet, name) % 8 == 0);
+const _: () = assert!(QNAME_MAX <= u16::MAX as usize);
+
+/// Slots of the per-CPU `ROTOR` array: one per value of [`AnswerSet::rotor`]. Each holds the
+/// index of its set's next record on that CPU, as a u64: 512 KiB per CPU.
+pub const ROTOR_SLOTS: u32 = 1 << 16;
+const _: () = assert!(ROTOR_SLOTS == u16::MAX as u32 + 1);
 
 impl Default for AnswerSet {
     fn default() -> Self {
@@ -242,6 +257,7 @@ impl Default for AnswerSet {
             rr_csum: [0; MAX_ADDRS],
             all_csum: 0,
             name_len: 0,
+            rotor: 0,
             name: [0; QNAME_MAX],
             records: [0; MAX_ADDRS * RR_MAX_LEN],
         }

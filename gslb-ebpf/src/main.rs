@@ -29,8 +29,8 @@ use gslb_common::{
     DNS_HEADER_LEN, DOMAINS_MAX, DomainKey, DomainValue, LDNS_CACHE_SLOTS, LDNS_MAX, LDNS_OFF,
     LISTEN_IN_TRIE, LISTEN_INLINE, LISTEN_MAX, LISTEN_PREFIX_LEN, LdnsCacheSlot, LdnsConfig,
     LdnsKey, LdnsValue, ListenKey, ListenSet, MAX_ADDRS, NAME_HASH_SEED, OPT_RR_LEN, QNAME_MAX,
-    QNAME_WORDS, QTYPE_A, QTYPE_AAAA, RR_MAX_LEN, RTT_VIEW_BIT, VIEWS_MAX, ViewKey, ViewValue,
-    ldns_slot, name_hash_step,
+    QNAME_WORDS, QTYPE_A, QTYPE_AAAA, ROTOR_SLOTS, RR_MAX_LEN, RTT_VIEW_BIT, VIEWS_MAX, ViewKey,
+    ViewValue, ldns_slot, name_hash_step,
 };
 use hdr::{DnsHdr, EthHdr, Ipv4Hdr, Ipv6Hdr, OptHdr, UdpHdr, VlanHdr, be16, ld, st};
 
@@ -54,8 +54,12 @@ static ANSWERS: HashMap<AnswerKey, AnswerSet> =
     HashMap::with_max_entries(ANSWERS_MAX, BPF_F_NO_PREALLOC);
 #[map]
 static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT, 0);
+/// The rotation of each rotating answer set on this CPU, indexed by the set's `AnswerSet::rotor`
+/// slot (the controller gives each set its own, so interleaved queries for other sets do not
+/// advance its turn): the index of the record its next answer gives. A u64: per-CPU elements
+/// take 8 bytes anyway, and see [`reply`] for why the width matters.
 #[map]
-static ROTOR: PerCpuArray<u32> = PerCpuArray::with_max_entries(1, 0);
+static ROTOR: PerCpuArray<u64> = PerCpuArray::with_max_entries(ROTOR_SLOTS, 0);
 /// Per-CPU working memory: the domain key is too big for the 512-byte stack next to everything
 /// else the program keeps there.
 #[map]
@@ -786,6 +790,13 @@ fn grow_at_head(ctx: &XdpContext, keep: usize, delta: i32) -> Result<(), Miss> {
     Ok(())
 }
 
+/// All ones when `x < n`, else zero, without a branch: the sign of `x - n`. (For `x` below 2^63,
+/// which a slot the program alone writes always is.)
+#[inline(always)]
+fn below(x: u64, n: u64) -> u64 {
+    (x.wrapping_sub(n) as i64 >> 63) as u64
+}
+
 /// Turns the query into the reply in place and returns XDP_TX.
 ///
 /// Checksums: every part is summed as native (little-endian) 16-bit words, which is the
@@ -797,18 +808,25 @@ fn reply(ctx: &XdpContext, q: &Query, config: &Config, set: &AnswerSet) -> Resul
         return Err(Miss::NoAnswer);
     }
     let (first, n, answers_sum) = if set.flags & ANSWER_ROTATE != 0 {
-        let rotor = ROTOR.get_ptr_mut(0).ok_or(Miss::NoAnswer)?;
+        // The set's own slot. No mask needed: every u16 is below ROTOR_SLOTS, and the
+        // (inlined) lookup checks the index against the map's size anyway.
+        let rotor = ROTOR.get_ptr_mut(set.rotor as u32).ok_or(Miss::NoAnswer)?;
+        // The slot holds the index of the set's next record itself, so no division is needed
+        // (a 32-bit remainder is ~25 cycles on the critical path). A slot at or past `stored`
+        // (the set lost records at a republish, or the slot is shared by sets of other sizes)
+        // starts again at the first record. Without branches: BPF has no conditional move, so
+        // a compare is a jump, mispredicted every other query of a two-record set (measured:
+        // +20 ns). LLVM turns the sign trick of `below` back into a compare when it can bound
+        // both operands; a whole u64 from the map is what it cannot bound.
         // SAFETY: per-CPU slot, only this CPU writes it while the program runs.
-        let turn = unsafe {
+        let i = unsafe {
             let t = *rotor;
-            *rotor = t.wrapping_add(1);
-            t
+            let i = t & below(t, stored as u64);
+            *rotor = (i + 1) & below(i + 1, stored as u64);
+            i as usize
         };
-        // 32-bit: the JIT's 64-bit division is slower.
-        // (`checked_rem`: LLVM does not see that `stored` is not zero and would keep a panic.)
-        let i = turn.checked_rem(stored as u32).unwrap_or(0) as usize;
-        // Verifier only: it does not bound the result of `%`. The volatile read hides the value
-        // from LLVM so that the mask (a no-op, i < stored <= MAX_ADDRS) survives to bound it.
+        // Verifier only: the mask (a no-op, i < stored <= MAX_ADDRS) bounds `i` for it
+        // whatever LLVM makes of the compares; the volatile read keeps LLVM from dropping it.
         let i = unsafe { core::ptr::read_volatile(&i) } & (MAX_ADDRS - 1);
         (i, 1, set.rr_csum[i])
     } else {

@@ -35,6 +35,8 @@ use toml::Spanned;
 use crate::location::{Location, WildcardMode};
 use crate::policy::{Expr, Ldns, MAX_PREFERRED_LOCATIONS, Method, Persistence, SourceMask};
 
+mod load;
+
 /// Most addresses per family in one answer set; keeps "all" responses small
 /// enough for the XDP fast path to build in place.
 pub const MAX_ADDRS: usize = gslb_common::MAX_ADDRS;
@@ -70,6 +72,12 @@ const MASK_V6_RANGE: RangeInclusive<i64> = 1..=128;
 const PERSISTENCE_TIMEOUT_RANGE: RangeInclusive<i64> = 1..=86_400;
 /// NetScaler's default persistence timeout, 2 minutes.
 const DEFAULT_PERSISTENCE_TIMEOUT: u32 = 120;
+/// Entries of one domain's persistence table: up to 16M (every /24 of IPv4 at mask 24).
+const PERSISTENCE_ENTRIES_RANGE: RangeInclusive<i64> = 1..=(1 << 24);
+/// 65,536 clients per domain by default: about 10 MiB of table (an entry costs ~150 bytes
+/// with its hash slot and queue place), a mega-proxy's worth of clients without letting one
+/// domain's table take the host's memory.
+const DEFAULT_PERSISTENCE_ENTRIES: u32 = 65_536;
 const SCORE_RANGE: RangeInclusive<i64> = 1..=u32::MAX as i64;
 /// NetScaler bind priorities.
 const PRIORITY_RANGE: RangeInclusive<i64> = 1..=i32::MAX as i64;
@@ -123,6 +131,8 @@ pub struct Config {
     pub locations: LocationSources,
     /// `[[monitor]]`s, by name.
     pub monitors: Vec<crate::health::MonitorSpec>,
+    /// `[[monitor]]`s of type "load", by name (names are unique across both lists).
+    pub load_monitors: Vec<crate::health::load::LoadMonitorSpec>,
     pub rtt: RttSettings,
     /// `[mep]`, when the section is written.
     pub mep: Option<MepSettings>,
@@ -489,6 +499,9 @@ pub struct Service {
     pub max_bandwidth_kbps: Option<u64>,
     /// Health monitors bound to it (`[[monitor]]` names); none: always up.
     pub monitors: Vec<String>,
+    /// Load monitors bound to it (`[[monitor]]`s of type "load"), at most one per measure;
+    /// they run at the service's site (config/load.rs).
+    pub load_monitors: Vec<String>,
     /// NetScaler monThreshold: UP when the weights of its UP monitors add up to this; 0 means
     /// every monitor must be UP.
     pub monitor_threshold: u32,
@@ -646,7 +659,15 @@ impl Config {
                 .iter()
                 .any(|d| d.chain().contains(&Method::Rtt))
         });
-        wanted && self.server.site.is_some()
+        // A MEP child answers no GSLB query and parents take no RTT rows from children.
+        let child = self.mep_enabled().is_some()
+            && self
+                .server
+                .site
+                .as_deref()
+                .and_then(|s| self.site(s))
+                .is_some_and(|s| s.role == crate::mep::Role::Child);
+        wanted && self.server.site.is_some() && !child
     }
 }
 
@@ -946,6 +967,7 @@ struct RawService {
     max_bandwidth_kbps: Option<Int>,
     monitors: Option<List>,
     monitor_threshold: Option<Int>,
+    load_monitors: Option<List>,
 }
 
 /// `[[monitor]]`: a health monitor, bound to services by name. Times in milliseconds.
@@ -975,6 +997,14 @@ struct RawMonitor {
     qtype: Option<Str>,
     expect_rcode: Option<Str>,
     expect_answer: Option<Str>,
+    // load
+    format: Option<Spanned<load::RawLoadFormat>>,
+    metric: Option<Str>,
+    labels: Option<load::RawLabels>,
+    aggregate: Option<Spanned<load::RawAggregate>>,
+    measure: Option<Spanned<load::RawMeasure>>,
+    scheme: Option<Spanned<load::RawScheme>>,
+    unknown_after: Option<Int>,
 }
 
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
@@ -985,6 +1015,7 @@ enum RawMonitorType {
     Https,
     Dns,
     Icmp,
+    Load,
 }
 
 #[derive(Deserialize)]
@@ -1021,6 +1052,7 @@ struct RawPersistence {
     mask_v4: Option<Int>,
     mask_v6: Option<Int>,
     timeout_s: Option<Int>,
+    max_entries: Option<Int>,
 }
 
 #[derive(Deserialize)]
@@ -1273,6 +1305,27 @@ impl Validator<'_> {
                 .sites
                 .iter()
                 .any(|s| s.role.is_some() || s.parent.is_some() || s.backup_parents.is_some());
+        // The first MEP-only setting of each site, if any: (site, key, where).
+        let mep_only: Vec<(String, &'static str, Range<usize>)> = raw
+            .sites
+            .iter()
+            .filter_map(|s| {
+                let written = [
+                    ("role", s.role.as_ref().map(|r| r.span())),
+                    ("parent", s.parent.as_ref().map(|p| p.span())),
+                    (
+                        "backup_parents",
+                        s.backup_parents.as_ref().map(|l| l.span()),
+                    ),
+                    ("public_ip", s.public_ip.as_ref().map(|p| p.span())),
+                    ("mep_port", s.mep_port.as_ref().map(|p| p.span())),
+                ];
+                written
+                    .into_iter()
+                    .find_map(|(key, span)| span.map(|span| (key, span)))
+                    .map(|(key, span)| (s.name.get_ref().clone(), key, span))
+            })
+            .collect();
         let sites = self.sites(raw.sites)?;
         if let (Some(site), Some(span)) = (&server.site, site_span)
             && !sites.iter().any(|s| &s.name == site)
@@ -1280,8 +1333,13 @@ impl Validator<'_> {
             let names = Names::new("site", sites.iter().map(|s| s.name.as_str()));
             return Err(self.error(span, format!("server.site: {}", names.unknown(site))));
         }
-        let monitors = self.monitors(raw.monitors)?;
-        let services = self.services(raw.services, &sites, &monitors)?;
+        let (monitors, load_monitors) = self.monitors(raw.monitors)?;
+        let load_spans = load::LoadSpans::of(&raw.services, &raw.gslb_domains);
+        let load_bound = self.load_bindings(&raw.services, &monitors, &load_monitors)?;
+        let mut services = self.services(raw.services, &sites, &monitors)?;
+        for (service, bound) in services.iter_mut().zip(load_bound) {
+            service.load_monitors = bound;
+        }
         let topology = self.topology(raw.topology, &sites)?;
         let gslb_domains = self.gslb_domains(
             raw.gslb_domains,
@@ -1308,12 +1366,36 @@ impl Validator<'_> {
             self.mep_topology(&sites, &site_spans)?;
         }
         let mep = self.mep(raw.mep, &server, &sites)?;
+        // Roles, parents, backup lists, MEP ports and public addresses only act through MEP:
+        // without it a "child" would answer GSLB queries like a parent. (`enabled = false`
+        // keeps them, switched off on purpose: the site then runs standalone.)
+        if mep.is_none()
+            && let Some((site, key, span)) = mep_only.into_iter().next()
+        {
+            return Err(self.error(
+                span,
+                format!(
+                    "site {site:?}: {key} is a metric exchange setting, and there is no [mep] \
+                     section: configure [mep] (enabled = false to keep it off) or remove it"
+                ),
+            ));
+        }
         let links = self.links(raw.links, &services, server.site.as_deref())?;
+        self.load_sources(
+            &load_spans,
+            &server,
+            mep.as_ref(),
+            &services,
+            &gslb_domains,
+            &links,
+            &load_monitors,
+        )?;
         Ok(Config {
             links,
             mep,
             rtt,
             monitors,
+            load_monitors,
             server,
             views,
             zones,
@@ -1369,17 +1451,31 @@ impl Validator<'_> {
         })
     }
 
+    /// `[[monitor]]`s: the health monitors, and the load monitors (config/load.rs).
+    #[allow(clippy::type_complexity)]
     fn monitors(
         &self,
         raw: Vec<RawMonitor>,
-    ) -> Result<Vec<crate::health::MonitorSpec>, ConfigError> {
+    ) -> Result<
+        (
+            Vec<crate::health::MonitorSpec>,
+            Vec<crate::health::load::LoadMonitorSpec>,
+        ),
+        ConfigError,
+    > {
         use crate::health::{DnsCheck, HttpCheck, MonitorKind, MonitorSpec, TlsCheck};
         let mut names = Seen::new();
         let mut out = Vec::new();
+        let mut load = Vec::new();
         for rm in raw {
             let name = self.object_name("monitor", &rm.name, &mut names)?;
             let owner = format!("monitor {name:?}");
             let kind = *rm.kind.get_ref();
+            if kind == RawMonitorType::Load {
+                load.push(self.load_monitor(&rm, name)?);
+                continue;
+            }
+            self.no_load_keys(&rm, &owner)?;
             // A setting of another monitor type is a mistake worth saying, not ignoring.
             let only = |present: bool,
                         span: Option<Range<usize>>,
@@ -1499,6 +1595,7 @@ impl Validator<'_> {
                         ca_file: rm.ca_file.as_ref().map(|f| PathBuf::from(f.get_ref())),
                     },
                 ),
+                Load => unreachable!("load monitors are read above"),
                 Dns => {
                     let Some(qname) = &rm.qname else {
                         return Err(self.error(
@@ -1549,7 +1646,7 @@ impl Validator<'_> {
             spec.weight = self.int(&owner, "weight", rm.weight, 1..=100, spec.weight)?;
             out.push(spec);
         }
-        Ok(out)
+        Ok((out, load))
     }
 
     fn locations(
@@ -2652,6 +2749,8 @@ impl Validator<'_> {
             services.push(Service {
                 monitors: bound,
                 monitor_threshold,
+                // Bound by `load_bindings`, checked before.
+                load_monitors: Vec::new(),
                 name,
                 ip,
                 port,
@@ -2760,6 +2859,40 @@ impl Validator<'_> {
                 persistence: &rd.persistence,
             };
             let lb = self.lb_settings(&owner, lb_raw, &bound, &by_name, topology)?;
+            if let (Some(p), AnswerMode::All) = (&rd.persistence, rd.answer) {
+                return Err(self.error(
+                    p.span(),
+                    format!(
+                        "{owner}: persistence keeps a client on one service, and answer = \"all\" \
+                         gives every service in every answer: use one or the other"
+                    ),
+                ));
+            }
+            // A method that picks one service per answer, first in the chain (where it always
+            // decides), would never let answer = "all" act. Later in a chain they are fine: the
+            // earlier methods' candidate sets are answered whole.
+            if rd.answer == AnswerMode::All
+                && let Some(m) = rd.method.as_ref().filter(|m| {
+                    matches!(
+                        m.get_ref(),
+                        Method::Ratio | Method::SourceIpHash | Method::GlobalAvailability
+                    )
+                })
+            {
+                let why = match m.get_ref() {
+                    Method::Ratio => "hands out services in proportion to their weights",
+                    Method::SourceIpHash => "gives each client prefix one service",
+                    _ => "answers the first available service only",
+                };
+                return Err(self.error(
+                    m.span(),
+                    format!(
+                        "{owner}: {} {why}, and answer = \"all\" gives every service in every \
+                         answer: use one or the other",
+                        m.get_ref().name()
+                    ),
+                ));
+            }
             if let Some(b) = rd.backup_domain {
                 backups.push((domains.len(), b));
             }
@@ -2930,6 +3063,13 @@ impl Validator<'_> {
                         p.timeout_s.clone(),
                         PERSISTENCE_TIMEOUT_RANGE,
                         DEFAULT_PERSISTENCE_TIMEOUT,
+                    )?,
+                    max_entries: self.int(
+                        owner,
+                        &key("max_entries"),
+                        p.max_entries.clone(),
+                        PERSISTENCE_ENTRIES_RANGE,
+                        DEFAULT_PERSISTENCE_ENTRIES,
                     )?,
                 })
             }
@@ -3310,6 +3450,15 @@ impl Validator<'_> {
                 "rtt: probing needs server.site, the [[site]] whose RTT column this server measures",
             ));
         }
+        // Without a site nothing is probed: settings other than `enabled = false` would be
+        // read and ignored.
+        if !has_site && raw.enabled.as_ref().is_none_or(|e| *e.get_ref()) {
+            return Err(self.error(
+                section,
+                "rtt: probing needs server.site, the [[site]] whose RTT column this server \
+                 measures (or enabled = false)",
+            ));
+        }
         let mut order = d.order.clone();
         if let Some(list) = &raw.order {
             order = list
@@ -3594,6 +3743,7 @@ mod tests {
             engine: EngineSettings::default(),
             locations: LocationSources::default(),
             monitors: vec![],
+            load_monitors: vec![],
             rtt: RttSettings::default(),
             mep: None,
             links: vec![],
@@ -3644,6 +3794,7 @@ mod tests {
             max_bandwidth_kbps: None,
             monitors: vec![],
             monitor_threshold: 0,
+            load_monitors: vec![],
         }
     }
 
@@ -3775,7 +3926,6 @@ mod tests {
             [[site]]
             name = "eu-west"
             ip = "192.0.2.201"
-            public_ip = "203.0.113.201"
             [[site]]
             name = "us_east.1"
             ip = "2001:db8::201"
@@ -3960,7 +4110,7 @@ mod tests {
                         Site {
                             name: "eu-west".into(),
                             ip: ip("192.0.2.201"),
-                            public_ip: Some(ip("203.0.113.201")),
+                            public_ip: None,
                             role: crate::mep::Role::Parent,
                             parent: None,
                             backup_parents: vec![],
@@ -4593,6 +4743,19 @@ mod tests {
                 format!("{SERVER}{SITE}public_ip = \"2001:db8::1\" #<"),
                 "site \"eu\": public_ip 2001:db8::1 is IPv6 but ip 192.0.2.201 is IPv4",
             ),
+            // MEP-only settings without MEP.
+            (
+                format!("{SERVER}{SITE}public_ip = \"203.0.113.201\" #<"),
+                "site \"eu\": public_ip is a metric exchange setting, and there is no [mep]",
+            ),
+            (
+                format!("{SERVER}{SITE}role = \"parent\" #<"),
+                "site \"eu\": role is a metric exchange setting, and there is no [mep]",
+            ),
+            (
+                format!("{SERVER}{SITE}mep_port = 3012 #<"),
+                "site \"eu\": mep_port is a metric exchange setting, and there is no [mep]",
+            ),
             (
                 format!("{SERVER}{SITE}region = \"eu\" #<"),
                 "unknown field `region`",
@@ -4897,10 +5060,22 @@ mod tests {
             [engine]
             wildcard_mode = "expression"
 
+            [[monitor]]
+            name = "busy-load"
+            type = "load"
+            format = "prometheus"
+            metric = "connections"
+            [[link]]
+            name = "uplink"
+            interface = "eth1"
+            threshold_kbps = 100000
+            services = ["busy"]
+
             [[service]]
             name = "busy"
             ip = "192.0.2.13"
             site = "eu"
+            load_monitors = ["busy-load"]
             max_connections = 1000
             max_bandwidth_kbps = 50000
 
@@ -4911,7 +5086,7 @@ mod tests {
             alternate = "topology"
             fallback = "globalavailability"
             tolerance_ms = 5
-            persistence = {{ mask_v4 = 24, mask_v6 = 56, timeout_s = 300 }}
+            persistence = {{ mask_v4 = 24, mask_v6 = 56, timeout_s = 300, max_entries = 1000 }}
             backup_domain = "Backup.example.com."
 
             [[gslb_domain]]
@@ -4976,7 +5151,8 @@ mod tests {
             www.persistence,
             Some(Persistence {
                 mask: SourceMask { v4: 24, v6: 56 },
-                timeout_s: 300
+                timeout_s: 300,
+                max_entries: 1000,
             })
         );
         assert_eq!(www.backup_domain.as_deref(), Some("backup.example.com"));
@@ -4985,12 +5161,14 @@ mod tests {
         let backup = config.gslb_domain("backup.example.com").unwrap();
         assert_eq!(backup.chain(), [Method::SourceIpHash]);
         assert_eq!(backup.sourceip_mask, SourceMask { v4: 16, v6: 128 });
-        // Every persistence setting has a default (NetScaler's: one address, two minutes).
+        // Every persistence setting has a default (NetScaler's: one address, two minutes; 65,536
+        // entries).
         assert_eq!(
             backup.persistence,
             Some(Persistence {
                 mask: SourceMask::default(),
-                timeout_s: 120
+                timeout_s: 120,
+                max_entries: 65_536,
             })
         );
         assert_eq!(backup.backup_domain, None);
@@ -5164,6 +5342,26 @@ mod tests {
             (
                 dom("persistence = { mask = 24 } #<"),
                 "unknown field `mask`",
+            ),
+            (
+                dom("persistence = { max_entries = 0 } #<"),
+                "persistence.max_entries 0 out of range 1..=16777216",
+            ),
+            (
+                dom("answer = \"all\"\npersistence = { timeout_s = 60 } #<"),
+                "persistence keeps a client on one service, and answer = \"all\" gives every service",
+            ),
+            (
+                dom("answer = \"all\"\nmethod = \"ratio\" #<"),
+                "ratio hands out services in proportion to their weights, and answer = \"all\"",
+            ),
+            (
+                dom("answer = \"all\"\nmethod = \"globalavailability\" #<"),
+                "globalavailability answers the first available service only, and answer = \"all\"",
+            ),
+            (
+                dom("answer = \"all\"\nmethod = \"sourceiphash\" #<"),
+                "sourceiphash gives each client prefix one service, and answer = \"all\"",
             ),
             // ---- backup_domain ----
             (

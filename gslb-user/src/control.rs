@@ -3,7 +3,10 @@
 //!
 //! - `reload`: reloads the configuration as SIGHUP does, and says how it went;
 //! - `ldns`: the LDNS entries and their RTT per site (F5's `ldns` record, [`format_report`]);
-//! - `stats`: the controller's republish counters and the prober's, `name value` per line.
+//! - `stats`: the controller's republish counters, the persistence table's, the load monitors'
+//!   (totals, then per monitor whether its value is known, the value, checks and failures) and
+//!   the prober's,
+//!   `name value` per line.
 //!
 //! The reply's first line is `ok`, followed by the body, or `error: <reason>`; then the server
 //! closes the connection. The socket is made mode 0600: a reload is for root only.
@@ -90,6 +93,10 @@ pub struct ControlState {
     pub rtt: watch::Receiver<Option<RttHandle>>,
     /// The controller's republish counters.
     pub republish: std::sync::Arc<crate::controller::RepublishStats>,
+    /// The responder's persistence entries (their count and counters).
+    pub persistence: std::sync::Arc<crate::persist::Store>,
+    /// The load monitors' readings.
+    pub load: watch::Receiver<crate::health::load::LoadReadings>,
 }
 
 /// The bound socket; its file is removed when it is dropped.
@@ -216,6 +223,10 @@ async fn handle(request: &str, state: &ControlState) -> Result<String, String> {
         "stats" => {
             let handle = state.rtt.borrow().clone();
             let mut out = state.republish.lines();
+            for (name, value) in state.persistence.stats().lines() {
+                out.push_str(&format!("{name} {value}\n"));
+            }
+            out.push_str(&state.load.borrow().stats_lines());
             out.push_str(&format!("rtt_probing {}\n", u8::from(handle.is_some())));
             if let Some(handle) = handle {
                 let reports = handle.report();
@@ -335,6 +346,8 @@ mod tests {
                 reloads,
                 rtt,
                 republish: Default::default(),
+                persistence: crate::persist::Store::new(),
+                load: watch::channel(Default::default()).1,
             },
             rx,
             rtt_tx,
@@ -406,7 +419,13 @@ mod tests {
             (
                 "stats",
                 Ok(
-                    "trigger_events 0\nrepublishes 0\nlast_compile_us 0\nlast_republish_us 0\nrtt_probing 0\n",
+                    "trigger_events 0\nrepublishes 0\nlast_compile_us 0\nlast_republish_us 0\n\
+                     persistence_entries 0\npersistence_created 0\npersistence_replaced 0\n\
+                     persistence_expired 0\npersistence_evicted 0\npersistence_sent 0\n\
+                     persistence_peer_merged 0\npersistence_peer_rejected 0\n\
+                     persistence_peer_ignored 0\n\
+                     load_monitors 0\nload_checks 0\nload_failures 0\nload_aged_out 0\nload_unknown 0\n\
+                     rtt_probing 0\n",
                 ),
             ),
             ("ldns", Err("RTT probing is off")),

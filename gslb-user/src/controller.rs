@@ -1,18 +1,20 @@
 //! The controller's truth: the configuration, the location database, the local monitors'
-//! verdicts, the links' loads, the RTT table and what MEP says of the other sites.
+//! verdicts, the services' loads (this site's load monitors, the links), the RTT table and
+//! what MEP says of the other sites.
 //! [`World::snapshot`] turns it into the answers; gslbd republishes them whenever any part
 //! changes.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use ipnet::IpNet;
 
 use crate::compile::{Compiler, Inputs, LdnsRtt, Snapshot};
-use crate::config::Config;
+use crate::config::{Config, Service};
 use crate::health::HealthSupervisor;
 use crate::health::link::LinkLoad;
+use crate::health::load::{LoadReadings, MAX_LOAD, Measure, UNKNOWN_LOAD, wire_to_kbps};
 use crate::location::db::LocationDb;
 use crate::mep::MepView;
 use crate::policy::ServiceState;
@@ -31,6 +33,9 @@ pub struct World {
     pub local_site: Option<String>,
     /// The `[[link]]`s' latest loads, by link name (gslbd's link monitor).
     pub links: HashMap<String, LinkLoad>,
+    /// The latest readings of the load monitors run here: those of this site's services
+    /// (gslbd's load monitor, daemon/load.rs).
+    pub loads: LoadReadings,
     /// Keeps the partition and the decisions between snapshots: after a service state change
     /// only what it touches is decided again.
     compiler: std::sync::Mutex<Compiler>,
@@ -46,6 +51,7 @@ impl World {
             mep: None,
             local_site: None,
             links: HashMap::new(),
+            loads: LoadReadings::default(),
             compiler: std::sync::Mutex::default(),
         }
     }
@@ -65,18 +71,19 @@ impl World {
     /// site, unmonitored here, is what its site reports over MEP (DOWN while MEP cannot reach
     /// the site); anything else is UP.
     ///
+    /// Load: this site's services (every service without `server.site`) read theirs from the
+    /// load monitors run here ([`World::local_connections`], [`World::local_bandwidth_kbps`]);
+    /// another site's services carry what that site reports over MEP while it is reachable,
+    /// and [`UNKNOWN_LOAD`] otherwise when they have a load monitor of that measure (0 for a
+    /// measure nothing reads: no monitor, so validation allows no setting that reads it). A
+    /// DOWN service carries no load: it is out of the answers anyway, and its load changes then
+    /// cost no re-decision.
+    ///
     /// A service on a link that is over its threshold is full: its bandwidth is the most there
     /// is, at or above any `max_bandwidth_kbps` and the engine's "no limit" (u64::MAX). The
     /// engine's spillover then answers other services while any has room, and the full ones
     /// anyway when none has (spec §5: new answers shift to the other links).
     pub fn service_states(&self) -> Vec<ServiceState> {
-        let over: HashSet<&str> = self
-            .config
-            .links
-            .iter()
-            .filter(|l| self.links.get(&l.name).is_some_and(|load| load.over))
-            .flat_map(|l| l.services.iter().map(String::as_str))
-            .collect();
         self.config
             .services
             .iter()
@@ -86,36 +93,83 @@ impl World {
                     .local_site
                     .as_deref()
                     .is_some_and(|here| here != s.site);
-                let mut state = match (&self.mep, remote) {
+                let state = match (&self.mep, remote) {
                     (Some(view), true) => {
                         let up = view.service_up(&s.site, &s.name, local);
-                        let load = view
+                        let reported = view
                             .sites
                             .get(&s.site)
+                            .filter(|r| r.reachable)
                             .and_then(|r| r.services.iter().find(|x| x.name == s.name));
-                        // u64::MAX: the service's link is over at its site, so it is full
-                        // here too (daemon/mep.rs `link_load_bps`).
-                        let bps = load.map_or(0, |l| l.bandwidth_bps);
+                        let unreported = |measure| {
+                            if self.config.load_monitor_of(s, measure).is_some() {
+                                UNKNOWN_LOAD
+                            } else {
+                                0
+                            }
+                        };
                         ServiceState {
                             down: !up,
-                            connections: load.map_or(0, |l| l.connections),
-                            bandwidth_kbps: if bps == u64::MAX {
-                                u64::MAX
-                            } else {
-                                bps / 1000
-                            },
+                            connections: reported.map_or_else(
+                                || unreported(Measure::Connections),
+                                |r| r.connections,
+                            ),
+                            // u64::MAX: the service's link is over at its site, so it is full
+                            // here too (daemon/mep.rs `local_load`).
+                            bandwidth_kbps: reported.map_or_else(
+                                || unreported(Measure::BandwidthKbps),
+                                |r| wire_to_kbps(r.bandwidth_bps),
+                            ),
                         }
                     }
-                    _ if local == Some(false) => ServiceState::DOWN,
-                    _ => ServiceState::UP,
+                    _ => ServiceState {
+                        down: local == Some(false),
+                        connections: self.local_connections(s),
+                        bandwidth_kbps: self.local_bandwidth_kbps(s),
+                    },
                 };
-                // A down service is out anyway; leaving it as it is spares a re-decision.
-                if !state.down && over.contains(s.name.as_str()) {
-                    state.bandwidth_kbps = u64::MAX;
+                if state.down {
+                    ServiceState::DOWN
+                } else {
+                    state
                 }
-                state
             })
             .collect()
+    }
+
+    /// The connections of a service measured here: its load monitor's value, [`UNKNOWN_LOAD`]
+    /// while that is unknown (or has no reading yet), 0 without a connections monitor.
+    pub fn local_connections(&self, s: &Service) -> u64 {
+        self.monitored(s, Measure::Connections).unwrap_or(0)
+    }
+
+    /// The bandwidth (kbit/s) of a service measured here: u64::MAX while its link is over;
+    /// else its bandwidth monitor's value ([`UNKNOWN_LOAD`] while unknown); else its link's
+    /// inbound rate (0 before the link's first rate); 0 without either.
+    pub fn local_bandwidth_kbps(&self, s: &Service) -> u64 {
+        let link = self
+            .config
+            .link_of(&s.name)
+            .and_then(|l| self.links.get(&l.name));
+        if link.is_some_and(|l| l.over) {
+            return u64::MAX;
+        }
+        self.monitored(s, Measure::BandwidthKbps)
+            .unwrap_or_else(|| {
+                link.and_then(|l| l.rx_bytes_per_sec)
+                    .map_or(0, |bytes| (bytes.saturating_mul(8) / 1000).min(MAX_LOAD))
+            })
+    }
+
+    /// The value of `s`'s load monitor of `measure`, if it has one.
+    fn monitored(&self, s: &Service, measure: Measure) -> Option<u64> {
+        self.config.load_monitor_of(s, measure)?;
+        Some(
+            self.loads
+                .value(&s.name, measure)
+                .flatten()
+                .unwrap_or(UNKNOWN_LOAD),
+        )
     }
 
     /// The RTT table as rows by LDNS entry, columns by configuration site index.

@@ -1,6 +1,9 @@
 //! The kernel side as the rest of the code sees it: loads the XDP object built by build.rs,
 //! attaches and pins it, and hides the raw maps behind [`AnswerTable::publish`],
 //! [`Dataplane::counters`] and [`LdnsMap::scan`] (the resolvers the fast path has seen).
+//! `rotors`: the `ROTOR` slot of each rotating answer set.
+
+mod rotors;
 
 use std::{
     collections::HashSet,
@@ -30,13 +33,15 @@ use gslb_common::{
 use hickory_proto::{rr::Name, serialize::binary::BinEncodable};
 use tracing::{info, warn};
 
+use self::rotors::RotorSlots;
 use crate::{
     compile::{Answer, DomainEntry, Snapshot},
     config::{AnswerMode, XdpMode},
 };
 
 /// The maps shared between the program and the controller, pinned and adopted across restarts.
-/// (`ROTOR` and `SCRATCH` are the program's own working memory.)
+/// (`ROTOR` and `SCRATCH` are the program's own working memory: a restarted gslbd's program
+/// starts its rotations afresh.)
 const PINNED_MAPS: [&str; 7] = [
     maps::CONFIG,
     maps::LISTEN,
@@ -186,6 +191,7 @@ impl Dataplane {
             answers: HashMap::try_from(take(maps::ANSWERS)?).map_err(map_err(maps::ANSWERS))?,
             published: None,
             names: std::collections::HashMap::new(),
+            rotors: RotorSlots::default(),
         };
         let counters =
             PerCpuArray::try_from(take(maps::COUNTERS)?).map_err(map_err(maps::COUNTERS))?;
@@ -489,6 +495,8 @@ pub struct AnswerTable {
     published: Option<Published>,
     /// Wire form and hash of every name published so far.
     names: std::collections::HashMap<String, (Vec<u8>, u64)>,
+    /// The `ROTOR` slot of each rotating answer set published.
+    rotors: RotorSlots,
 }
 
 /// The last snapshot published, and the generations it went under.
@@ -520,6 +528,9 @@ pub struct PublishStats {
     pub in_place: bool,
     /// Answer sets copied to new views before the trie edit.
     pub copied: usize,
+    /// Rotating answer sets beyond `ROTOR_SLOTS` that share a rotation slot with others (see
+    /// `dataplane::rotors`); 0 unless more than 65,536 sets rotate.
+    pub shared_rotors: usize,
 }
 
 impl AnswerTable {
@@ -648,6 +659,7 @@ impl AnswerTable {
                 answer_values.push(set);
             }
         }
+        stats.shared_rotors = self.rotors.assign(&answer_keys, &mut answer_values);
         batch(&mut self.domains, &domain_keys, Some(&domain_values))
             .map_err(map_err(maps::DOMAINS))?;
         batch(&mut self.answers, &answer_keys, Some(&answer_values))
@@ -720,9 +732,14 @@ impl AnswerTable {
             let sets = answer_sets(domain, &wire, hash, generation);
             for (new, origin) in origins.iter().filter(|(n, o)| n != o) {
                 for (key, set) in sets.iter().filter(|(k, _)| k.view == *origin) {
+                    // Until the switch the copy is its origin's answer, and rotates with it.
+                    let set = AnswerSet {
+                        rotor: self.rotors.published(key).unwrap_or(0),
+                        ..*set
+                    };
                     let key = AnswerKey { view: *new, ..*key };
                     self.answers
-                        .insert(&key, set, 0)
+                        .insert(&key, &set, 0)
                         .map_err(map_err(maps::ANSWERS))?;
                     copied.push(key);
                 }
@@ -1293,7 +1310,9 @@ pub fn answer_record(qtype: u16, ttl: u32, addr: IpAddr) -> Vec<u8> {
 
 /// The map value for one answer to the name `wire` (lower-cased wire form, at most
 /// `QNAME_MAX` bytes): the records as the fast path copies them to the wire, with the checksum
-/// sums it adds instead of summing the records itself.
+/// sums it adds instead of summing the records itself. A rotating answer of two or more
+/// records is flagged `ANSWER_ROTATE`; one record is the same answer without a rotation, so it
+/// takes no `ROTOR` slot (slots are given at publish, see `rotors`).
 pub fn answer_set(answer: &Answer, wire: &[u8]) -> AnswerSet {
     let qtype = match answer.addrs.first() {
         Some(IpAddr::V6(_)) => QTYPE_AAAA,
@@ -1302,16 +1321,17 @@ pub fn answer_set(answer: &Answer, wire: &[u8]) -> AnswerSet {
     // No records (NODATA for this view) or more than the set holds: the program passes the
     // query (count 0) and the responder answers it from the same snapshot.
     let fits = answer.addrs.len() <= MAX_ADDRS;
+    let count = if fits { answer.addrs.len() as u8 } else { 0 };
     let mut set = AnswerSet {
         ttl: answer.ttl,
-        count: if fits { answer.addrs.len() as u8 } else { 0 },
-        flags: if answer.mode == AnswerMode::Rotate {
+        count,
+        flags: if answer.mode == AnswerMode::Rotate && count > 1 {
             ANSWER_ROTATE
         } else {
             0
         },
         qtype,
-        name_len: wire.len() as u32,
+        name_len: wire.len() as u16,
         ..Default::default()
     };
     set.name[..wire.len()].copy_from_slice(wire);

@@ -9,6 +9,7 @@ pub mod dataplane;
 pub mod health;
 pub mod location;
 pub mod mep;
+pub mod persist;
 pub mod policy;
 pub mod probe;
 pub mod responder;

@@ -2,7 +2,10 @@
 //! (the compiled [`Snapshot`]) for GSLB names, plus what XDP does not do: static zone records,
 //! CNAME chains, NXDOMAIN and NODATA with the SOA, REFUSED outside our zones, FORMERR, NOTIMP,
 //! BADVERS, minimal ANY (RFC 8482) and truncation. Pure: bytes in, bytes out; the sockets are in
-//! `server`.
+//! `server`. The one state it keeps is the persistence entries (`crate::persist`, on a clock
+//! the caller can inject) and the rotation turn of each answer set (`turns`).
+
+mod turns;
 
 use std::{
     collections::{HashMap, HashSet},
@@ -25,14 +28,17 @@ use hickory_proto::{
 use ipnet::IpNet;
 
 use crate::{
-    compile::{Answer, DomainEntry, Snapshot},
+    compile::{Answer, DomainEntry, Snapshot, partition::key_of},
     config::{AnswerMode, Config, RecordData, Zone},
     location::db::LocationDb,
+    persist::{Store as PersistStore, Tables as PersistTables},
     policy::{
         Client as EngineClient, Engine, Fallback, Query as EngineQuery, ServiceState,
         State as EngineState,
     },
 };
+
+use self::turns::Turns;
 
 /// How the query arrived, which bounds the response size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,9 +68,10 @@ pub struct Responder {
     /// Replaced whole on a configuration reload; a query in flight keeps the data it started
     /// with.
     data: ArcSwap<Authority>,
-    rotor: AtomicU32,
     /// This site is a MEP child: GSLB names are REFUSED (see [`Responder::set_gslb_refused`]).
     gslb_refused: AtomicBool,
+    /// Source-IP persistence entries, kept across reloads (`crate::persist`).
+    persistence: Arc<PersistStore>,
 }
 
 /// Everything the responder answers from, built from one configuration.
@@ -85,15 +92,35 @@ struct Decisions {
     /// The RTT rows and the step function client → row + 1 (0: none).
     rtt: Arc<Vec<crate::compile::LdnsRtt>>,
     rtt_rows: Arc<crate::compile::partition::Steps>,
+    /// Client → static view number.
+    static_views: Arc<crate::compile::partition::Steps>,
+    /// Runs of one class (everything a decision reads but the address): the ECS scope.
+    classes: Arc<crate::compile::partition::Segments>,
+    /// By engine domain index: how many leading bits of the client address its decisions
+    /// read besides the class (source-IP hash and persistence masks along its backup chain),
+    /// IPv4 and IPv6.
+    address_bits: Vec<(u8, u8)>,
     /// By configuration service index.
     answer_ips: Vec<IpAddr>,
     /// By engine domain index: (TTL, backup addresses).
     domain_info: Vec<(u32, Vec<IpAddr>)>,
     locations: Option<Arc<LocationDb>>,
+    /// This configuration's persistence tables.
+    persist: Arc<PersistTables>,
+    /// Rotation turns by asked domain, qtype and the client's static view
+    /// ([`Decisions::turn_index`]): clients of two views interleaved do not share a turn.
+    turns: Turns,
+    /// Static views in the configuration.
+    views: usize,
 }
 
 impl Authority {
-    fn new(config: &Config, snapshot: &Snapshot, locations: Option<Arc<LocationDb>>) -> Self {
+    fn new(
+        config: &Config,
+        snapshot: &Snapshot,
+        locations: Option<Arc<LocationDb>>,
+        persistence: &PersistStore,
+    ) -> Self {
         let mut zones: Vec<ZoneData> = config
             .zones
             .iter()
@@ -106,16 +133,22 @@ impl Authority {
         } else {
             match Engine::from_config(config) {
                 Ok(engine) => Some(Decisions {
+                    persist: persistence.configure(Some(&engine), &snapshot.services),
                     domains: snapshot.engine_domains.iter().cloned().collect(),
                     states: snapshot.services.clone(),
                     rtt: snapshot.rtt.clone(),
                     rtt_rows: snapshot.rtt_rows.clone(),
+                    static_views: snapshot.static_views.clone(),
+                    classes: snapshot.classes.clone(),
+                    address_bits: address_bits(&engine),
                     answer_ips: config.services.iter().map(|s| s.answer_ip()).collect(),
                     domain_info: config
                         .gslb_domains
                         .iter()
                         .map(|d| (d.ttl, d.backup_ip.clone()))
                         .collect(),
+                    turns: Turns::new(2 * config.gslb_domains.len() * (config.views.len() + 1)),
+                    views: config.views.len(),
                     engine,
                     locations,
                 }),
@@ -127,11 +160,44 @@ impl Authority {
                 }
             }
         };
+        if decisions.is_none() {
+            persistence.configure(None, &[]);
+        }
         Authority {
             zones,
             gslb: GslbIndex::new(snapshot),
             edns_udp_size: snapshot.edns_udp_size,
             decisions,
+        }
+    }
+
+    /// Every answer set continues its rotation from `old` (the data before a republish).
+    fn carry_turns(&self, old: &Authority) {
+        self.gslb.carry_turns(&old.gslb);
+        if let (Some(new), Some(old)) = (&self.decisions, &old.decisions) {
+            for name in &new.domains {
+                if let (Some(i), Some(j)) =
+                    (new.engine.domain_index(name), old.engine.domain_index(name))
+                {
+                    // View numbers follow the configuration's order: carried while it has as
+                    // many views (a reload that changes the views restarts these turns).
+                    let views = if new.views == old.views {
+                        new.views + 1
+                    } else {
+                        0
+                    };
+                    for (aaaa, view) in [false, true]
+                        .into_iter()
+                        .flat_map(|a| (0..views as u32).map(move |v| (a, v)))
+                    {
+                        new.turns.carry(
+                            new.turn_index(i, aaaa, view),
+                            &old.turns,
+                            old.turn_index(j, aaaa, view),
+                        );
+                    }
+                }
+            }
         }
     }
 }
@@ -156,7 +222,8 @@ struct ZoneData {
 /// The fast path's tables, looked up the way the XDP program does.
 struct GslbIndex {
     segments: Arc<crate::compile::partition::Segments>,
-    domains: HashMap<(String, u16), DomainEntry>,
+    /// Each entry with the rotation turns of its answer sets (see `turns::entry_set`).
+    domains: HashMap<(String, u16), (DomainEntry, Turns)>,
 }
 
 impl GslbIndex {
@@ -164,7 +231,10 @@ impl GslbIndex {
         let domains = snapshot
             .domains
             .iter()
-            .map(|d| ((d.name.clone(), d.qtype), d.clone()))
+            .map(|d| {
+                let turns = Turns::new(turns::entry_sets(d));
+                ((d.name.clone(), d.qtype), (d.clone(), turns))
+            })
             .collect();
         GslbIndex {
             segments: snapshot.segments.clone(),
@@ -173,29 +243,23 @@ impl GslbIndex {
     }
 
     /// The answer XDP gives `client` for (`name`, `qtype`): the client's view, falling back to
-    /// the default view. An answer without addresses is NODATA.
-    fn answer(&self, name: &str, qtype: u16, client: IpAddr) -> Option<&Answer> {
-        let entry = self.domains.get(&(name.to_owned(), qtype))?;
-        let (view, rtt_view, _) = self.segments.lookup_both(canonical(client));
-        let find = |v| {
-            entry
-                .answers
-                .iter()
-                .find(|(view, _)| *view == v)
-                .map(|(_, a)| a)
-        };
-        let by_view = find(view).or_else(|| find(DEFAULT_VIEW));
-        // Answered by RTT: the LDNS view's answer, as the fast path takes it.
-        let by_rtt = (entry.by_rtt && by_view.is_some() && rtt_view != 0)
-            .then(|| {
-                entry
-                    .rtt_answers
-                    .iter()
-                    .find(|(v, _)| *v == rtt_view)
-                    .map(|(_, a)| a)
-            })
-            .flatten();
-        by_rtt.or(by_view).filter(|a| !a.addrs.is_empty())
+    /// the default view. An answer without addresses is NODATA. With the answer set's turn.
+    fn answer(&self, name: &str, qtype: u16, client: IpAddr) -> Option<(&Answer, &AtomicU32)> {
+        let (entry, turns) = self.domains.get(&(name.to_owned(), qtype))?;
+        let (view, rtt_view) = self.segments.views_of(canonical(client));
+        let set = entry_set_of(entry, view, rtt_view)?;
+        let answer = set_answer(entry, set);
+        (!answer.addrs.is_empty()).then(|| (answer, turns.at(set)))
+    }
+
+    /// Each answer set continues the rotation of the same set in `old` (the table before a
+    /// republish).
+    fn carry_turns(&self, old: &GslbIndex) {
+        for (key, (entry, turns)) in &self.domains {
+            if let Some((old_entry, old_turns)) = old.domains.get(key) {
+                turns::carry_entry(entry, turns, old_entry, old_turns);
+            }
+        }
     }
 
     fn is_gslb(&self, name: &str) -> bool {
@@ -204,10 +268,110 @@ impl GslbIndex {
             .any(|t| self.domains.contains_key(&(name.to_owned(), *t)))
     }
 
-    /// The ECS scope of a GSLB answer to `client` (RFC 7871 §7.2.1): the shortest prefix
-    /// length at which every address shares the client's view.
-    fn scope(&self, client: IpAddr) -> u8 {
-        self.segments.lookup(canonical(client)).1
+    /// The ECS scope of the answer to `client` for (`name`, `qtype`) (RFC 7871 §7.2.1): the
+    /// shortest prefix length within which that answer cannot change.
+    fn scope(&self, name: &str, qtype: u16, client: IpAddr) -> u8 {
+        let Some((entry, _)) = self.domains.get(&(name.to_owned(), qtype)) else {
+            // No answer of this type for any client.
+            return 0;
+        };
+        // The same answer in every view (the list holds only the views that differ).
+        if entry.rtt_answers.is_empty() && entry.answers.iter().all(|(v, _)| *v == DEFAULT_VIEW) {
+            return 0;
+        }
+        let client = canonical(client);
+        let (view, rtt_view) = self.segments.views_of(client);
+        let mine = entry_answer(entry, view, rtt_view);
+        self.segments
+            .scope_where(client, |v, r| entry_answer(entry, v, r) == mine)
+    }
+}
+
+/// The answer set (numbered as in `turns`) of `entry` in (view, LDNS view), as the fast path
+/// takes it: the view's, else the default view's; for a domain answered by RTT, the LDNS
+/// view's when it has one.
+fn entry_set_of(entry: &DomainEntry, view: u32, rtt_view: u32) -> Option<usize> {
+    let find = |v| turns::entry_set(entry, v, false);
+    let by_view = find(view).or_else(|| find(DEFAULT_VIEW));
+    let by_rtt = (entry.by_rtt && by_view.is_some() && rtt_view != 0)
+        .then(|| turns::entry_set(entry, rtt_view, true))
+        .flatten();
+    by_rtt.or(by_view)
+}
+
+/// Set `set` of `entry` (see [`entry_set_of`]).
+fn set_answer(entry: &DomainEntry, set: usize) -> &Answer {
+    match set.checked_sub(entry.answers.len()) {
+        Some(i) => &entry.rtt_answers[i].1,
+        None => &entry.answers[set].1,
+    }
+}
+
+/// `entry`'s answer in (view, LDNS view); `None`: NODATA.
+fn entry_answer(entry: &DomainEntry, view: u32, rtt_view: u32) -> Option<&Answer> {
+    let answer = set_answer(entry, entry_set_of(entry, view, rtt_view)?);
+    (!answer.addrs.is_empty()).then_some(answer)
+}
+
+/// Per engine domain: the longest source-IP hash or persistence mask (IPv4, IPv6) along its
+/// backup chain, the address bits its per-query decisions read.
+fn address_bits(engine: &Engine) -> Vec<(u8, u8)> {
+    (0..engine.domain_count())
+        .map(|d| {
+            let mut bits = (0, 0);
+            let mut next = Some(d);
+            // Validation forbids cycles; the bound keeps a bug from looping.
+            for _ in 0..=engine.domain_count() {
+                let Some(b) = next else { break };
+                let spec = engine.domain(b);
+                let mut masks = Vec::new();
+                if spec.chain.contains(&crate::policy::Method::SourceIpHash) {
+                    masks.push(spec.sourceip_mask);
+                }
+                masks.extend(spec.persistence.map(|p| p.mask));
+                for m in masks {
+                    bits = (bits.0.max(m.v4), bits.1.max(m.v6));
+                }
+                next = spec.backup_domain;
+            }
+            bits
+        })
+        .collect()
+}
+
+impl Decisions {
+    /// The turn of (engine domain, qtype, static view number).
+    fn turn_index(&self, domain: usize, aaaa: bool, view: u32) -> usize {
+        (2 * domain + usize::from(aaaa)) * (self.views + 1) + view as usize
+    }
+
+    /// The ECS scope of a per-query answer to a client subnet of `source` bits: its class's
+    /// run, and at least the address bits the decision read, as far as the subnet has them
+    /// (the rest of its address is zeros, read alike for every client in it).
+    fn scope(&self, name: &str, client: IpAddr, source: u8) -> u8 {
+        let client = canonical(client);
+        let class = self.classes.lookup(client).1;
+        let bits = self
+            .engine
+            .domain_index(name)
+            .and_then(|d| self.address_bits.get(d))
+            .map_or(0, |&(v4, v6)| if client.is_ipv4() { v4 } else { v6 });
+        class.max(bits.min(source))
+    }
+}
+
+impl Authority {
+    /// The ECS scope of the answer to `client` (a subnet of `source` bits) for (`name`,
+    /// `qtype`), `None` when `name` is not a GSLB name (static data is the same for every
+    /// client). It may be longer than `source` (RFC 7871 §7.2.1: the subnet was not specific
+    /// enough, and the resolver asks again with more bits).
+    fn scope(&self, name: &str, qtype: u16, client: IpAddr, source: u8) -> Option<u8> {
+        if let Some(d) = self.decisions.as_ref().filter(|d| d.domains.contains(name)) {
+            return Some(d.scope(name, client, source));
+        }
+        self.gslb
+            .is_gslb(name)
+            .then(|| self.gslb.scope(name, qtype, client))
     }
 }
 
@@ -359,11 +523,26 @@ struct Lookup {
 
 impl Responder {
     pub fn new(config: &Config, snapshot: &Snapshot) -> Self {
+        Responder::with_persistence(config, snapshot, PersistStore::new())
+    }
+
+    /// As [`Responder::new`], with persistence entries kept in `persistence` (tests give it a
+    /// clock of their own).
+    pub fn with_persistence(
+        config: &Config,
+        snapshot: &Snapshot,
+        persistence: Arc<PersistStore>,
+    ) -> Self {
         Responder {
-            data: ArcSwap::from_pointee(Authority::new(config, snapshot, None)),
-            rotor: AtomicU32::new(0),
+            data: ArcSwap::from_pointee(Authority::new(config, snapshot, None, &persistence)),
             gslb_refused: AtomicBool::new(false),
+            persistence,
         }
+    }
+
+    /// The persistence entries (gslbd exchanges them with the other parents over MEP).
+    pub fn persistence(&self) -> &Arc<PersistStore> {
+        &self.persistence
     }
 
     /// Whether GSLB names are REFUSED. Only parent sites answer GSLB queries (spec §6): a child
@@ -393,8 +572,9 @@ impl Responder {
         snapshot: &Snapshot,
         locations: Option<Arc<LocationDb>>,
     ) {
-        self.data
-            .store(Arc::new(Authority::new(config, snapshot, locations)));
+        let next = Authority::new(config, snapshot, locations, &self.persistence);
+        next.carry_turns(&self.data.load());
+        self.data.store(Arc::new(next));
     }
 
     /// Answers `request` from `client` into `sink`; sends nothing for what must not be answered
@@ -469,15 +649,23 @@ impl Responder {
             response.set_response_code(ResponseCode::FormErr);
         } else {
             let question = &query.queries()[0];
-            let client = ecs.map_or(client, |ecs| ecs.addr());
+            // A /0 subnet carries no client information (RFC 7871 §7.1.2): the resolver is the
+            // client, as without ECS, and the answer's scope is 0.
+            let client = ecs
+                .filter(|ecs| ecs.source_prefix() > 0)
+                .map_or(client, |ecs| ecs.addr());
             let found = self.lookup(&data, question, client);
             if let (Some(ecs), Some(edns)) = (ecs, response.extensions_mut()) {
-                // Scope 0 (valid for every client) unless a GSLB name, whose answer depends on
-                // the client's view, took part.
-                let gslb = std::iter::once(question.name())
+                // Scope 0 (valid for every client) unless a GSLB name, whose answer may depend
+                // on the client, took part.
+                let qtype = u16::from(question.query_type());
+                let source = ecs.source_prefix();
+                let scope = std::iter::once(question.name())
                     .chain(found.answers.iter().map(|r| r.name()))
-                    .any(|n| data.gslb.is_gslb(&key(n)));
-                let scope = if gslb { data.gslb.scope(client) } else { 0 };
+                    .filter(|_| source > 0)
+                    .filter_map(|n| data.scope(&key(n), qtype, client, source))
+                    .max()
+                    .unwrap_or(0);
                 edns.options_mut()
                     .insert(EdnsOption::Subnet(ClientSubnet::new(
                         ecs.addr(),
@@ -655,13 +843,13 @@ impl Responder {
         if let Some(d) = data.decisions.as_ref().filter(|d| d.domains.contains(name)) {
             return self.decided_records(d, name, qtype, client);
         }
-        let Some(answer) = data.gslb.answer(name, qtype, client) else {
+        let Some((answer, turn)) = data.gslb.answer(name, qtype, client) else {
             return Vec::new();
         };
         let addrs: Vec<IpAddr> = match answer.mode {
             AnswerMode::All => answer.addrs.clone(),
             AnswerMode::Rotate => {
-                let turn = self.rotor.fetch_add(1, Ordering::Relaxed) as usize;
+                let turn = turn.fetch_add(1, Ordering::Relaxed) as usize;
                 vec![answer.addrs[turn % answer.addrs.len()]]
             }
         };
@@ -681,17 +869,20 @@ impl Responder {
         };
         let client = canonical(client);
         let location = d.locations.as_ref().and_then(|db| db.lookup(client));
-        let rtt = match d.rtt_rows.get(crate::compile::partition::key_of(client)) {
+        let rtt = match d.rtt_rows.get(key_of(client)) {
             0 => &[][..],
             row => &d.rtt[row as usize - 1].rtt_us[..],
         };
+        let sticky = d.persist.lookup(domain, qtype == QTYPE_AAAA, client);
+        let view = d.static_views.get(key_of(client));
         let decision = d.engine.decide(
             domain,
             &EngineQuery { name, qtype },
             &EngineClient {
                 addr: client,
                 location: location.as_deref(),
-                sticky: None,
+                view,
+                sticky: sticky.and_then(|s| s.service),
             },
             &EngineState {
                 services: &d.states,
@@ -700,17 +891,21 @@ impl Responder {
         );
         let (ttl, backup) = &d.domain_info[decision.domain.min(d.domain_info.len() - 1)];
         let family = |ip: &IpAddr| ip.is_ipv6() == (qtype == QTYPE_AAAA);
-        let turn = self.rotor.fetch_add(1, Ordering::Relaxed) as u64;
+        let turn = d
+            .turns
+            .next(d.turn_index(domain, qtype == QTYPE_AAAA, view)) as u64;
         let addrs: Vec<IpAddr> = match decision.fallback {
             Some(Fallback::BackupIp) => backup.iter().copied().filter(family).collect(),
             Some(Fallback::Empty) => Vec::new(),
-            None => d
-                .engine
-                .select(&decision, client, turn)
-                .into_iter()
-                .map(|i| d.answer_ips[i])
-                .filter(family)
-                .collect(),
+            None => {
+                let picked = d.engine.select(&decision, client, turn);
+                d.persist.note(sticky.as_ref(), &picked);
+                picked
+                    .into_iter()
+                    .map(|i| d.answer_ips[i])
+                    .filter(family)
+                    .collect()
+            }
         };
         address_records(name, *ttl, addrs)
     }

@@ -126,7 +126,8 @@ fn every_reply_belongs_to_exactly_one_generation() {
 
 /// A configuration where service `gb` coming up splits one view: London and Berlin clients
 /// both get `fr` while `gb` and `de` are down (their only match is the continent), and London
-/// gets `gb` once it is up.
+/// gets `gb` once it is up, while Berlin then rotates over `gb` and `fr` (both match its
+/// continent only).
 const SPLIT: &str = r#"
 [server]
 listen = ["192.0.2.53"]
@@ -169,7 +170,9 @@ services = ["gb", "de", "fr"]
 
 /// Health flips that split and re-join views are published by editing the trie in place, and
 /// still atomically: every reply to a London or a Berlin client is the answer of one of the two
-/// states for that client, never a pass or another client's answer.
+/// states for that client, never a pass or another client's answer. (Berlin's `gb` answers come
+/// from its rotation in the "up" state; until rotation was per answer set, London's queries
+/// between Berlin's advanced the same turn and Berlin only ever got `fr`.)
 #[test]
 fn in_place_view_edits_are_atomic() {
     use gslb_user::{
@@ -275,6 +278,7 @@ fn in_place_view_edits_are_atomic() {
         (london, "192.0.2.30"),
         (london, "192.0.2.10"),
         (berlin, "192.0.2.30"),
+        (berlin, "192.0.2.10"),
     ];
     let unexpected: Vec<_> = seen
         .iter()

@@ -30,7 +30,8 @@ struct Args {
 #[derive(Subcommand)]
 enum Command {
     /// Fast-path counters: hits per qtype and transport, passes per reason; then, when gslbd's
-    /// control socket answers, the RTT prober's counters (`name value` lines).
+    /// control socket answers, the republish counters, the load monitors' (checks, failures,
+    /// values, which are unknown) and the RTT prober's counters (`name value` lines).
     Stats,
     /// Reloads gslbd's configuration (as SIGHUP does) and says whether it was taken or why
     /// it was refused.

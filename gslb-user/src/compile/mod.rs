@@ -79,6 +79,11 @@ pub struct Snapshot {
     /// The RTT rows the answers were decided with, and the step function client → row + 1.
     pub rtt: Arc<Vec<LdnsRtt>>,
     pub rtt_rows: Arc<Steps>,
+    /// Client → static view number (0: the default view), for per-query decisions.
+    pub static_views: Arc<Steps>,
+    /// Every input of a decision but the address is the same inside one of these runs (their
+    /// `views` number the classes): the ECS scope of a per-query answer is at least the run's.
+    pub classes: Arc<Segments>,
     pub stats: CompileStats,
 }
 
@@ -251,6 +256,11 @@ struct Partition {
     place_ids: Vec<u32>,
     places: usize,
     rtt_rows: Arc<Steps>,
+    /// Client → static view number (0: none).
+    static_views: Arc<Steps>,
+    /// Neighbouring segments of one class merged (their `views` are class numbers), for the
+    /// ECS scope of per-query answers; empty when no domain is decided per query.
+    class_runs: Arc<Segments>,
 }
 
 /// Values numbered in order of first appearance: equal values get one number, which stays put
@@ -298,15 +308,30 @@ impl<T> std::ops::Index<u32> for Interner<T> {
     }
 }
 
-/// How a domain is decided, and from what.
+/// How a domain is decided, and from what. Besides the client's static view, a decision
+/// reads `place` (location and subnets) and `rtt` (the RTT row).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
     /// Round robin over the services of the client's static view.
     Static,
-    /// By the engine, per segment class: `place` (location and subnets), `rtt` (RTT row).
+    /// By the engine, per segment class.
     Decided { place: bool, rtt: bool },
-    /// By the engine, per query.
-    PerQuery,
+    /// By the engine, per query (it also reads the client's address).
+    PerQuery { place: bool, rtt: bool },
+}
+
+impl Kind {
+    fn per_query(self) -> bool {
+        matches!(self, Kind::PerQuery { .. })
+    }
+
+    /// What the decisions read of a client's class.
+    fn reads(self) -> (bool, bool) {
+        match self {
+            Kind::Static => (false, false),
+            Kind::Decided { place, rtt } | Kind::PerQuery { place, rtt } => (place, rtt),
+        }
+    }
 }
 
 /// A class of segments: everything a decision reads about the client but its address.
@@ -349,8 +374,15 @@ struct Signature {
     down: Fallback,
     place: bool,
     rtt: bool,
-    /// Per position: site, IPv6, weight, location, limits, state.
+    /// Per position of the domain's members (its services, then each view's: see
+    /// [`Engine::members`]): site, IPv6, weight, location, limits, state.
     services: Vec<SlotSignature>,
+    /// Per static view with its own list: the view's number and its positions among the
+    /// members.
+    views: Vec<(u32, usize, usize)>,
+    /// The outcome depends on the client's static view: this domain or a backup domain has
+    /// views of its own.
+    by_view: bool,
     /// The states of the backup domains' services, in chain order: a backup domain answers
     /// when this one cannot, so its services' states decide too.
     backups: Vec<ServiceState>,
@@ -529,14 +561,16 @@ impl<'a> Job<'a> {
             .gslb_domains
             .iter()
             .map(|d| match kind(config, d, &services, engine.as_deref()) {
-                Kind::Decided { rtt: true, .. } if rtt_to_responder => Kind::PerQuery,
+                Kind::Decided { place, rtt: true } if rtt_to_responder => {
+                    Kind::PerQuery { place, rtt: true }
+                }
                 k => k,
             })
             .collect();
         let entries = kinds
             .iter()
             .enumerate()
-            .filter(|(_, k)| **k != Kind::PerQuery)
+            .filter(|(_, k)| !k.per_query())
             .flat_map(|(d, _)| [(d, QTYPE_A), (d, QTYPE_AAAA)])
             .collect();
         Job {
@@ -567,22 +601,18 @@ impl<'a> Job<'a> {
     /// Cuts the address space at every boundary and finds each segment's class.
     fn partition(&self) -> Partition {
         let config = self.config;
-        let place = self
-            .kinds
-            .iter()
-            .any(|k| matches!(k, Kind::Decided { place: true, .. }));
-        let rtt = self
-            .kinds
-            .iter()
-            .any(|k| matches!(k, Kind::Decided { rtt: true, .. }));
-        let views = Steps::longest_match(
+        // Per-query domains' inputs cut the space too, though no view differs by them: the ECS
+        // scope of their answers is the class's (`Snapshot::classes`).
+        let place = self.kinds.iter().any(|k| k.reads().0);
+        let rtt = self.kinds.iter().any(|k| k.reads().1);
+        let views = Arc::new(Steps::longest_match(
             config
                 .views
                 .iter()
                 .enumerate()
                 .flat_map(|(i, v)| v.prefixes.iter().map(move |p| (*p, i as u32 + 1))),
             0,
-        );
+        ));
         let mut subnets = Vec::new();
         if place {
             for p in &config.policies {
@@ -631,7 +661,7 @@ impl<'a> Job<'a> {
                 })
         };
         let mut points: Vec<u128> = vec![0, V4_FIRST, V4_LAST + 1];
-        for steps in [&views, &subnets] {
+        for steps in [&*views, &subnets] {
             points.extend_from_slice(&steps.starts);
         }
         if rtt {
@@ -682,6 +712,12 @@ impl<'a> Job<'a> {
                     .or_insert(next)
             })
             .collect();
+        let class_runs = if self.kinds.iter().any(|k| k.per_query()) {
+            let by_class: Vec<(u32, u32)> = (0..classes.len() as u32).map(|c| (c, 0)).collect();
+            Arc::new(merge(&points, &seg_class, &by_class).0)
+        } else {
+            Arc::default()
+        };
         Partition {
             points,
             seg_class,
@@ -690,6 +726,8 @@ impl<'a> Job<'a> {
             place_ids,
             places: place_numbers.len(),
             rtt_rows,
+            static_views: views,
+            class_runs,
         }
     }
 
@@ -703,6 +741,7 @@ impl<'a> Job<'a> {
         let Kind::Decided { place, rtt } = self.kinds[d] else {
             unreachable!("decided entries only")
         };
+        let members = engine.members(d);
         let own = spec.backup_domain.is_some()
             || self
                 .config
@@ -718,8 +757,7 @@ impl<'a> Job<'a> {
             down: spec.down,
             place,
             rtt,
-            services: spec
-                .services
+            services: members
                 .iter()
                 .map(|&i| {
                     let s = engine.service(i);
@@ -734,8 +772,29 @@ impl<'a> Job<'a> {
                     )
                 })
                 .collect(),
+            views: {
+                let mut at = spec.services.len();
+                spec.views
+                    .iter()
+                    .map(|(view, list)| {
+                        at += list.len();
+                        (*view, at - list.len(), at)
+                    })
+                    .collect()
+            },
+            by_view: self.chain(d).any(|b| !engine.domain(b).views.is_empty()),
             backups: self.backup_states(d),
         }
+    }
+
+    /// `d`, then its backup domains in chain order.
+    fn chain(&self, d: usize) -> impl Iterator<Item = usize> + '_ {
+        let engine = self.engine.as_deref();
+        // Validation forbids cycles; the bound keeps a bug from looping.
+        std::iter::successors(Some(d), move |&b| {
+            engine.and_then(|e| e.domain(b).backup_domain)
+        })
+        .take(self.config.gslb_domains.len() + 1)
     }
 
     /// The states of the services of `d`'s backup domains, in chain order.
@@ -743,15 +802,10 @@ impl<'a> Job<'a> {
         let Some(engine) = self.engine.as_ref() else {
             return Vec::new();
         };
-        let mut states = Vec::new();
-        let mut next = engine.domain(d).backup_domain;
-        // Validation forbids cycles; the bound keeps a bug from looping.
-        for _ in 0..self.config.gslb_domains.len() {
-            let Some(b) = next else { break };
-            states.extend(engine.domain(b).services.iter().map(|&i| self.state(i)));
-            next = engine.domain(b).backup_domain;
-        }
-        states
+        self.chain(d)
+            .skip(1)
+            .flat_map(|b| engine.members(b).iter().map(|&i| self.state(i)))
+            .collect()
     }
 
     fn run(&mut self, cache: &mut Cache, incremental: bool) -> Result<Snapshot, OverBudget> {
@@ -1070,7 +1124,7 @@ impl<'a> Job<'a> {
                 .gslb_domains
                 .iter()
                 .zip(&self.kinds)
-                .filter(|(_, k)| **k == Kind::PerQuery)
+                .filter(|(_, k)| k.per_query())
                 .map(|(d, _)| d.name.clone())
                 .collect(),
             down_services: config
@@ -1083,6 +1137,8 @@ impl<'a> Job<'a> {
             services: (0..config.services.len()).map(|i| self.state(i)).collect(),
             rtt: self.inputs.rtt.clone(),
             rtt_rows: partition.rtt_rows.clone(),
+            static_views: partition.static_views.clone(),
+            classes: partition.class_runs.clone(),
             stats,
         })
     }
@@ -1114,14 +1170,17 @@ impl<'a> Job<'a> {
         } else {
             usize::from(key.v4)
         };
-        if row == 0 {
+        // The dense table is by place only; outcomes that depend on the static view too are
+        // kept by their whole projected key.
+        let by_place = row == 0 && !signature.by_view;
+        if by_place {
             let known = dense.get(&sig).map_or(u32::MAX, |t| t[slot]);
             if known != u32::MAX {
                 return known;
             }
         }
         let mut remember = |decided: &mut HashMap<(u32, ClassKey), u32>, key: ClassKey, id: u32| {
-            if row == 0 {
+            if by_place {
                 let size = if signature.place { *places } else { 2 };
                 dense.entry(sig).or_insert_with(|| vec![u32::MAX; size])[slot] = id;
             } else {
@@ -1132,11 +1191,10 @@ impl<'a> Job<'a> {
             subnet: if signature.place { key.subnet } else { 0 },
             location: if signature.place { key.location } else { 0 },
             rtt: row,
+            view: if signature.by_view { key.view } else { 0 },
             ..ClassKey::family(key.v4)
         };
-        if row != 0
-            && let Some(&o) = decided.get(&(sig, projected))
-        {
+        if !by_place && let Some(&o) = decided.get(&(sig, projected)) {
             return o;
         }
         let any_place = ClassKey {
@@ -1151,20 +1209,21 @@ impl<'a> Job<'a> {
             return o;
         }
         let (d, qtype) = representative;
-        // No service of the family: nothing to decide, the domain's fallback answers.
+        // No service of the family: nothing to decide, NODATA (backup addresses stand in for
+        // services that are down, not for a family the domain does not serve).
         let v6 = qtype == QTYPE_AAAA;
         if signature.domain.is_none() && !signature.services.iter().any(|s| s.1 == v6) {
             let outcome = Outcome {
                 domain: d,
                 positions: Vec::new(),
                 pick: OutcomePick::All,
-                fallback: Some(signature.down),
+                fallback: Some(Fallback::Empty),
             };
             let id = outcomes.id(outcome);
             remember(decided, projected, id);
             return id;
         }
-        let decision = self.decide(d, qtype, addr, row);
+        let decision = self.decide(d, qtype, addr, key.view, row);
         // The RTT method decided first and no policy narrowed the pool: the place did not
         // matter, and the outcome holds for every class with this row.
         let placeless = row != 0
@@ -1175,12 +1234,12 @@ impl<'a> Job<'a> {
                     step: 0,
                     method: Method::Rtt,
                 });
-        let id = outcomes.id(Outcome::of(self.engine.as_deref(), &decision));
+        let id = outcomes.id(Outcome::of(&decision));
         remember(decided, if placeless { any_place } else { projected }, id);
         id
     }
 
-    fn decide(&mut self, d: usize, qtype: u16, addr: IpAddr, rtt_row: u32) -> Decision {
+    fn decide(&mut self, d: usize, qtype: u16, addr: IpAddr, view: u32, rtt_row: u32) -> Decision {
         let engine = self
             .engine
             .as_ref()
@@ -1201,6 +1260,7 @@ impl<'a> Job<'a> {
             &Client {
                 addr,
                 location: location.as_deref(),
+                view,
                 sticky: None,
             },
             &State {
@@ -1222,7 +1282,7 @@ impl<'a> Job<'a> {
             outcome.domain
         };
         let asked = &self.config.gslb_domains[answering];
-        let services = &engine.domain(answering).services;
+        let services = engine.members(answering);
         let ip = |pos: u32| engine.service(services[pos as usize]).ip;
         let (mode, addrs): (AnswerMode, Vec<IpAddr>) = match outcome.fallback {
             Some(Fallback::Empty) => return None,
@@ -1301,6 +1361,7 @@ impl<'a> Job<'a> {
         let configured = domain
             .services
             .iter()
+            .chain(domain.views.iter().flat_map(|(_, names)| names))
             .filter_map(|n| self.services.get(n.as_str()))
             .any(|(_, s)| family(&s.answer_ip()));
         let backup: Vec<IpAddr> = domain.backup_ip.iter().copied().filter(family).collect();
@@ -1322,10 +1383,8 @@ struct CacheParts<'c> {
 }
 
 impl Outcome {
-    fn of(engine: Option<&Engine>, decision: &Decision) -> Outcome {
-        let services = engine.map_or(&[][..], |e| &e.domain(decision.domain).services[..]);
-        let position = |s: usize| services.iter().position(|&x| x == s).unwrap_or(0) as u32;
-        let positions = decision.candidates.iter().map(|&s| position(s)).collect();
+    fn of(decision: &Decision) -> Outcome {
+        let positions = decision.positions.iter().map(|&p| p as u32);
         let pick = match &decision.pick {
             Pick::All => OutcomePick::All,
             Pick::First => OutcomePick::Rotate(Vec::new()),
@@ -1342,12 +1401,8 @@ impl Outcome {
             }
         };
         let positions = match decision.pick {
-            Pick::First => decision
-                .candidates
-                .first()
-                .map(|&s| vec![position(s)])
-                .unwrap_or_default(),
-            _ => positions,
+            Pick::First => positions.take(1).collect(),
+            _ => positions.collect(),
         };
         Outcome {
             domain: decision.domain,
@@ -1578,15 +1633,21 @@ fn needs_engine(
     services: &HashMap<&str, (usize, &Service)>,
 ) -> bool {
     // A service on a `[[link]]` is full while its link is over (`World::service_states`):
-    // spillover, which only the engine honours.
+    // spillover, which only the engine honours. So is another site's service whose site
+    // reports it full over MEP (its link is declared at that site only).
+    let remote = |s: &Service| {
+        config.mep_enabled().is_some() && config.server.site.as_deref() != Some(s.site.as_str())
+    };
     let limited = domain
         .services
         .iter()
+        .chain(domain.views.iter().flat_map(|(_, names)| names))
         .filter_map(|n| services.get(n.as_str()))
         .any(|(_, s)| {
             s.max_connections.is_some()
                 || s.max_bandwidth_kbps.is_some()
                 || config.link_of(&s.name).is_some()
+                || remote(s)
         });
     domain.method != Method::RoundRobin
         || domain.alternate.is_some()
@@ -1608,16 +1669,17 @@ fn kind(
         return Kind::Static;
     }
     let Some(engine) = engine else {
-        return Kind::PerQuery;
+        return Kind::PerQuery {
+            place: true,
+            rtt: true,
+        };
     };
-    let (mut place, mut rtt) = (!config.policies.is_empty(), false);
+    let (mut place, mut rtt, mut per_query) = (!config.policies.is_empty(), false, false);
     let mut next = engine.domain_index(&domain.name);
     let mut seen = 0;
     while let Some(d) = next {
         let spec = engine.domain(d);
-        if spec.persistence.is_some() || spec.chain.contains(&Method::SourceIpHash) {
-            return Kind::PerQuery;
-        }
+        per_query |= spec.persistence.is_some() || spec.chain.contains(&Method::SourceIpHash);
         place |= spec
             .chain
             .iter()
@@ -1629,7 +1691,11 @@ fn kind(
             break;
         }
     }
-    Kind::Decided { place, rtt }
+    if per_query {
+        Kind::PerQuery { place, rtt }
+    } else {
+        Kind::Decided { place, rtt }
+    }
 }
 
 #[cfg(test)]

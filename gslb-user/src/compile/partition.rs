@@ -212,44 +212,87 @@ impl Segments {
         if self.starts.is_empty() {
             return (gslb_common::DEFAULT_VIEW, 0, 0);
         }
+        let i = self.index(ip);
+        let (view, rtt_view) = (self.views[i], self.rtt_view(i));
+        let scope = self.scope_where(ip, |v, r| v == view && r == rtt_view);
+        (view, rtt_view, scope)
+    }
+
+    fn index(&self, ip: IpAddr) -> usize {
         let key = key_of(ip);
-        let i = self.starts.partition_point(|&s| s <= key) - 1;
-        let (view, rtt_view) = (self.views[i], self.rtt_views.get(i).copied().unwrap_or(0));
-        let same = |j: usize| {
-            self.views[j] == view && self.rtt_views.get(j).copied().unwrap_or(0) == rtt_view
-        };
-        let segment = |i: usize| {
-            (
-                self.starts[i],
-                self.starts.get(i + 1).map_or(u128::MAX, |&next| next - 1),
-            )
-        };
-        let (mut first, mut last) = segment(i);
+        self.starts.partition_point(|&s| s <= key) - 1
+    }
+
+    fn rtt_view(&self, i: usize) -> u32 {
+        self.rtt_views.get(i).copied().unwrap_or(0)
+    }
+
+    /// The (view, LDNS view) of `ip`.
+    pub fn views_of(&self, ip: IpAddr) -> (u32, u32) {
+        if self.starts.is_empty() {
+            return (gslb_common::DEFAULT_VIEW, 0);
+        }
+        let i = self.index(ip);
+        (self.views[i], self.rtt_view(i))
+    }
+
+    /// The shortest prefix length around `ip` (counted in its own family) over which every
+    /// segment's (view, LDNS view) satisfies `same`, which must hold for `ip`'s own: the RFC
+    /// 7871 scope of an answer that is the same exactly where `same` holds. The walk over
+    /// neighbouring segments stops after [`SCOPE_WALK`] of them on each side; a stopped walk
+    /// gives a longer scope than the shortest, never a shorter one.
+    pub fn scope_where(&self, ip: IpAddr, same: impl Fn(u32, u32) -> bool) -> u8 {
+        let key = key_of(ip);
         let v4 = (V4_FIRST..=V4_LAST).contains(&key);
-        if !v4 {
-            // IPv4-mapped addresses are not IPv6 clients: an IPv6 block may span them when the
-            // IPv6 segments on both sides share the view.
-            let before = self.starts.partition_point(|&s| s < V4_FIRST) - 1;
-            let after = self.starts.partition_point(|&s| s <= V4_LAST + 1) - 1;
-            if same(before) && same(after) {
-                if last == V4_FIRST - 1 {
-                    last = segment(after).1;
-                }
-                if first == V4_LAST + 1 {
-                    first = segment(before).0;
+        let (bits, base) = if v4 { (32, 96) } else { (128, 0) };
+        if self.starts.is_empty() {
+            return 0;
+        }
+        let same_at = |j: usize| same(self.views[j], self.rtt_view(j));
+        let end = |j: usize| self.starts.get(j + 1).map_or(u128::MAX, |&next| next - 1);
+        let len = self.starts.len();
+        // Segments are cut at both edges of the IPv4-mapped range (`merge`). IPv4-mapped
+        // addresses are not IPv6 clients: an IPv6 walk steps over them, an IPv4 walk stays
+        // inside them.
+        let v4_first = self.starts.partition_point(|&s| s < V4_FIRST);
+        let v4_end = self.starts.partition_point(|&s| s <= V4_LAST);
+        let prev = |j: usize| -> Option<usize> {
+            match (v4, j == v4_end) {
+                (true, _) => (j > v4_first).then(|| j - 1),
+                (false, true) => v4_first.checked_sub(1),
+                (false, false) => j.checked_sub(1),
+            }
+        };
+        let next = |j: usize| -> Option<usize> {
+            match (v4, j + 1 == v4_first) {
+                (true, _) => (j + 1 < v4_end).then_some(j + 1),
+                (false, true) => (v4_end < len).then_some(v4_end),
+                (false, false) => (j + 1 < len).then_some(j + 1),
+            }
+        };
+        let i = self.index(ip);
+        let walk = |step: &dyn Fn(usize) -> Option<usize>| {
+            let mut at = i;
+            for _ in 0..SCOPE_WALK {
+                match step(at) {
+                    Some(j) if same_at(j) => at = j,
+                    _ => break,
                 }
             }
-        }
-        let (bits, base) = if v4 { (32, 96) } else { (128, 0) };
-        let scope = (0..=bits)
+            at
+        };
+        let (first, last) = (self.starts[walk(&prev)], end(walk(&next)));
+        (0..=bits)
             .find(|&len| {
                 let host = u128::MAX.checked_shr(base + len).unwrap_or(0);
                 (key & !host) >= first && (key | host) <= last
             })
-            .unwrap_or(bits);
-        (view, rtt_view, scope as u8)
+            .unwrap_or(bits) as u8
     }
 }
+
+/// Most neighbouring segments [`Segments::scope_where`] looks at on each side of a client's.
+pub const SCOPE_WALK: usize = 256;
 
 #[cfg(test)]
 mod tests {

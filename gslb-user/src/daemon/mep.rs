@@ -10,6 +10,8 @@
 //!   into `world.rtt`. The answers are recomputed only when what they read changed: which sites
 //!   are reachable and what they report ([`Mep::apply`]). The node republishes its view on
 //!   heartbeats too, and those must not cost a recompute each.
+//! - Persistence: the responder's entries are exchanged with the other parents by a task beside
+//!   the node (`daemon::persist`), restarted with it.
 //! - Role: only parents answer GSLB queries. A child's answers carry no GSLB entries (the fast
 //!   path passes those names) and its responder REFUSES them ([`for_role`]).
 //! - Reload: enabling or disabling MEP, or changing `server.site` or the listen address, needs a
@@ -38,11 +40,13 @@ use crate::{
     config::{Config, MepSettings},
     controller::World,
     mep::{
-        LocalState, MepConfig, MepError, MepNode, MepView, Role, RttProtocol, RttRow, ServiceState,
-        Topology,
+        MepConfig, MepError, MepNode, MepView, Role, RttProtocol, RttRow, ServiceState, Topology,
     },
+    persist::Store as PersistStore,
     probe::{ProbeKind, RttHandle},
 };
+
+use super::persist::PersistSync;
 
 /// How long a node being stopped (reload) gets to close its links before it is aborted.
 const STOP_GRACE: Duration = Duration::from_secs(2);
@@ -177,12 +181,14 @@ pub fn for_role(world: &World, mut snapshot: Snapshot) -> Snapshot {
     snapshot
 }
 
-/// What the answers read from a view: whether this site answers, and for each reachable site
-/// what it reports (an unreachable site's services are DOWN whatever it reported last).
+/// What the answers read from a view at once: whether this site answers, and for each
+/// reachable site which of its services it reports and whether they are UP (an unreachable
+/// site's services are DOWN whatever it reported last). Their loads are read too, but through
+/// the load pacer (daemon/load.rs), which republishes only for a load that changes a decision.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct Facts {
     answers_dns: bool,
-    reachable: BTreeMap<String, Arc<Vec<ServiceState>>>,
+    reachable: BTreeMap<String, Vec<(String, bool)>>,
 }
 
 impl Facts {
@@ -193,7 +199,10 @@ impl Facts {
                 .sites
                 .iter()
                 .filter(|(_, r)| r.reachable)
-                .map(|(name, r)| (name.clone(), r.services.clone()))
+                .map(|(name, r)| {
+                    let states = r.services.iter().map(|s| (s.name.clone(), s.up)).collect();
+                    (name.clone(), states)
+                })
                 .collect(),
         }
     }
@@ -236,14 +245,19 @@ pub struct Mep {
     applied: Facts,
     hold: Option<Hold>,
     rtt: HashMap<String, MergedRtt>,
+    /// The responder's persistence entries, and their exchange with the running node.
+    persistence: Arc<PersistStore>,
+    persist_sync: Option<PersistSync>,
 }
 
 impl Mep {
     /// Starts the node on `listener` (from [`bind`]) with the settings of `world.config`, and
-    /// publishes the local state. `None` when the configuration has MEP off.
+    /// publishes the local state; `persistence`'s entries are exchanged with the other parents.
+    /// `None` when the configuration has MEP off.
     pub fn start(
         listener: std::net::TcpListener,
         world: &World,
+        persistence: Arc<PersistStore>,
     ) -> Result<Option<Mep>, MepStartError> {
         let Some(config) = node_config(&world.config)? else {
             return Ok(None);
@@ -251,6 +265,10 @@ impl Mep {
         let site = config.site.clone();
         let hold_min = config.dead_after.max(HOLD_MIN);
         let running = spawn(&listener, config)?;
+        let persist_sync = Some(PersistSync::start(
+            running.node.clone(),
+            persistence.clone(),
+        ));
         let mep = Mep {
             site,
             listener,
@@ -260,6 +278,8 @@ impl Mep {
             applied: world.mep.as_deref().map(Facts::of).unwrap_or_default(),
             hold: None,
             rtt: HashMap::new(),
+            persistence,
+            persist_sync,
         };
         mep.publish_local(world);
         Ok(Some(mep))
@@ -274,12 +294,14 @@ impl Mep {
             .services
             .iter()
             .filter(|s| s.site == self.site)
-            .map(|s| ServiceState {
-                name: s.name.clone(),
-                up: world.health.is_up(&s.name) != Some(false),
-                // No local source of connection counts: the load-based methods see 0.
-                connections: 0,
-                bandwidth_bps: link_load_bps(world, &s.name),
+            .map(|s| {
+                let (connections, bandwidth_bps) = local_load(world, s);
+                ServiceState {
+                    name: s.name.clone(),
+                    up: world.health.is_up(&s.name) != Some(false),
+                    connections,
+                    bandwidth_bps,
+                }
             })
             .collect();
         let rtt = world
@@ -287,11 +309,8 @@ impl Mep {
             .as_ref()
             .map(|r| local_rtt(&self.site, r))
             .unwrap_or_default();
-        if let Err(error) = self.running.node.publish_local(LocalState {
-            services,
-            rtt,
-            persistence: Vec::new(),
-        }) {
+        // The persistence entries are published on their own clock (`daemon::persist`).
+        if let Err(error) = self.running.node.publish_metrics(services, rtt) {
             error!(%error, "MEP: the local state cannot be sent");
         }
     }
@@ -315,8 +334,9 @@ impl Mep {
     }
 
     /// Takes the node's latest view into `world`: `world.mep`, and other parents' RTT rows into
-    /// `world.rtt`. True when the answers may change (a site became reachable or unreachable,
-    /// or a reachable site reported other service states or load, or the role changed).
+    /// `world.rtt`. True when the answers may change at once (a site became reachable or
+    /// unreachable, or a reachable site reported other service states, or the role changed);
+    /// a change of load only is for the load pacer to weigh (`Loads::note`).
     pub fn apply(&mut self, world: &mut World) -> bool {
         let view = self.running.views.borrow_and_update().clone();
         // The node's placeholder before its first view has no site.
@@ -382,9 +402,14 @@ impl Mep {
                         .unwrap_or_default();
                     info!(keep_view_of = ?want, "MEP settings changed: restarting the MEP node");
                     let hold_min = config.dead_after.max(HOLD_MIN);
+                    self.persist_sync = None;
                     stop(&mut self.running).await;
                     match spawn(&self.listener, config) {
                         Ok(running) => {
+                            self.persist_sync = Some(PersistSync::start(
+                                running.node.clone(),
+                                self.persistence.clone(),
+                            ));
                             self.running = running;
                             self.key = key;
                             self.hold_min = hold_min;
@@ -418,6 +443,7 @@ impl Mep {
 
     /// Stops the node, closing its links (peers see this site go at once).
     pub async fn shutdown(mut self) {
+        self.persist_sync = None;
         stop(&mut self.running).await;
     }
 
@@ -565,22 +591,18 @@ fn probe_kind(protocol: RttProtocol) -> Option<ProbeKind> {
     }
 }
 
-/// The inbound load of the link `service` answers over, in bits per second; `u64::MAX` while
-/// the link is over its threshold (hysteresis included), which tells the other sites the
-/// service is full (docs/mep.md): they do not know this site's links. 0 without a link or a
-/// sample.
-pub(crate) fn link_load_bps(world: &World, service: &str) -> u64 {
-    let Some(link) = world.config.link_of(service) else {
-        return 0;
-    };
-    let Some(load) = world.links.get(&link.name) else {
-        return 0;
-    };
-    if load.over {
-        u64::MAX
-    } else {
-        load.rx_bytes_per_sec.unwrap_or(0).saturating_mul(8)
-    }
+/// A service of this site's load as MEP carries it: (connections, bandwidth in bit/s), the
+/// values this site's answers read ([`World::local_connections`],
+/// [`World::local_bandwidth_kbps`]). Markers travel as they are: the bandwidth `u64::MAX`
+/// while the service's link is over its threshold (hysteresis included), which tells the other
+/// sites the service is full (docs/mep.md): they do not know this site's links; and
+/// [`UNKNOWN_LOAD`](crate::health::load::UNKNOWN_LOAD) in either field while the load monitor's
+/// value is unknown.
+pub(crate) fn local_load(world: &World, service: &crate::config::Service) -> (u64, u64) {
+    (
+        world.local_connections(service),
+        crate::health::load::kbps_to_wire(world.local_bandwidth_kbps(service)),
+    )
 }
 
 #[cfg(test)]
@@ -596,7 +618,20 @@ mod tests {
     /// Parent p1 (this server unless `site` says otherwise), parent p2, p1's child c1; a GSLB
     /// domain over a service at each.
     fn config(site: &str, mep: &str) -> Config {
-        let text = format!(
+        Config::parse(&config_text(site, mep), Path::new("test.toml"))
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The text of [`config`]; c1 is a child only with a `[mep]` section (without one a role is
+    /// refused).
+    fn config_text(site: &str, mep: &str) -> String {
+        let on = mep.contains("[mep]");
+        let child = if on {
+            "role = \"child\"\nparent = \"p1\""
+        } else {
+            ""
+        };
+        format!(
             r#"[server]
 listen = ["127.0.0.1"]
 site = "{site}"
@@ -614,8 +649,7 @@ ip = "10.0.0.2"
 [[site]]
 name = "c1"
 ip = "10.0.1.1"
-role = "child"
-parent = "p1"
+{child}
 [[service]]
 name = "a"
 ip = "192.0.2.1"
@@ -633,8 +667,7 @@ name = "www.example.com"
 answer = "all"
 services = ["a", "b", "c"]
 "#
-        );
-        Config::parse(&text, Path::new("test.toml")).unwrap_or_else(|e| panic!("{e}"))
+        )
     }
 
     const MEP: &str = "[mep]\nsecret = \"0123456789\"\n";
@@ -691,14 +724,7 @@ services = ["a", "b", "c"]
         gone.sites
             .insert("c1".into(), remote(false, vec![state("c", true)]));
         assert_eq!(Facts::of(&gone), facts);
-        // Reachability, a reported state, load and the role do.
-        let mut down = view.clone();
-        down.sites
-            .insert("p2".into(), remote(false, vec![state("b", true)]));
-        let mut failed = view.clone();
-        failed
-            .sites
-            .insert("p2".into(), remote(true, vec![state("b", false)]));
+        // A reported load is weighed by the load pacer (daemon/load.rs), not here.
         let mut loaded = view.clone();
         loaded.sites.insert(
             "p2".into(),
@@ -706,13 +732,23 @@ services = ["a", "b", "c"]
                 true,
                 vec![ServiceState {
                     connections: 5,
+                    bandwidth_bps: u64::MAX,
                     ..state("b", true)
                 }],
             ),
         );
+        assert_eq!(Facts::of(&loaded), facts);
+        // Reachability, a reported state and the role do.
+        let mut down = view.clone();
+        down.sites
+            .insert("p2".into(), remote(false, vec![state("b", true)]));
+        let mut failed = view.clone();
+        failed
+            .sites
+            .insert("p2".into(), remote(true, vec![state("b", false)]));
         let mut child = view.clone();
         child.answers_dns = false;
-        for changed in [down, failed, loaded, child] {
+        for changed in [down, failed, child] {
             assert_ne!(Facts::of(&changed), facts, "{changed:?}");
         }
     }
@@ -751,8 +787,9 @@ services = ["a", "b", "c"]
         };
         for (over, sent) in [(false, 400_000), (true, u64::MAX)] {
             at_p2.links.insert("uplink".into(), load(over));
-            assert_eq!(link_load_bps(&at_p2, "b"), sent, "over {over}");
-            assert_eq!(link_load_bps(&at_p2, "a"), 0, "a has no link");
+            let service = |name| at_p2.config.service(name).unwrap();
+            assert_eq!(local_load(&at_p2, service("b")), (0, sent), "over {over}");
+            assert_eq!(local_load(&at_p2, service("a")), (0, 0), "a has no link");
             // At p1, which knows nothing of p2's links.
             let mut at_p1 = World::new(config("p1", MEP), HealthSupervisor::new());
             at_p1.local_site = Some("p1".into());
@@ -782,9 +819,18 @@ services = ["a", "b", "c"]
                 snapshot.domains
             );
         }
-        // Without MEP every site answers.
+        // Without MEP every site answers: a child role there would be a lie, so it is refused.
         let world = World::new(config("c1", ""), HealthSupervisor::new());
         assert!(answers_gslb(&world) && !for_role(&world, world.snapshot()).domains.is_empty());
+        let text = config_text("c1", MEP).replace(MEP, "");
+        let refused = Config::parse(&text, Path::new("test.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused
+                .contains("site \"c1\": role is a metric exchange setting, and there is no [mep]"),
+            "{refused}"
+        );
     }
 
     #[test]

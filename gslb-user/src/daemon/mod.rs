@@ -2,7 +2,9 @@
 //! attach, serve until told to stop, then detach and unpin.
 
 pub mod link;
+pub mod load;
 pub mod mep;
+pub mod persist;
 pub mod rtt;
 
 use std::{
@@ -44,6 +46,8 @@ pub enum DaemonError {
     Locations(#[from] crate::location::db::LocationDbError),
     #[error("health monitors")]
     Health(#[from] crate::health::HealthError),
+    #[error("load monitors")]
+    Load(#[source] crate::health::HealthError),
     #[error("listening on {addr} ({transport})")]
     Bind {
         addr: SocketAddr,
@@ -67,6 +71,8 @@ pub enum ReloadError {
     Locations(#[source] crate::location::db::LocationDbError),
     #[error("the health monitors cannot start")]
     Health(#[source] crate::health::HealthError),
+    #[error("the load monitors cannot start")]
+    Load(#[source] crate::health::HealthError),
     #[error("MEP: {0}")]
     Mep(String),
 }
@@ -160,7 +166,11 @@ pub async fn run(
     world.local_site = world.config.server.site.clone();
     world.mep = mep::initial_view(&world.config);
     let mut links = link::Links::start(&world.config);
+    let mut loads = load::Loads::start(&mut world)
+        .await
+        .map_err(DaemonError::Load)?;
     let snapshot = mep::for_role(&world, world.snapshot());
+    loads.published(&world, tokio::time::Instant::now());
     log_compiled(&snapshot);
     let responder = Arc::new(Responder::new(&world.config, &snapshot));
     responder.set_gslb_refused(!mep::answers_gslb(&world));
@@ -183,7 +193,7 @@ pub async fn run(
     world.rtt = rtt.handle();
     let (rtt_handles, rtt_handle) = watch::channel(world.rtt.clone());
     let mut mep_rt = match mep_listener {
-        Some(listener) => mep::Mep::start(listener, &world)?,
+        Some(listener) => mep::Mep::start(listener, &world, responder.persistence().clone())?,
         None => None,
     };
     // The control socket's reloads; SIGHUP's come in `reloads`.
@@ -217,6 +227,8 @@ pub async fn run(
             reloads: control_reloads_tx.clone(),
             rtt: rtt_handle,
             republish: republish_stats.clone(),
+            persistence: responder.persistence().clone(),
+            load: loads.readings(),
         };
         let mut stopped = stopped.clone();
         servers.spawn(control.serve(state, async move {
@@ -244,6 +256,7 @@ pub async fn run(
         // Every trigger ends in one recompute of the whole answer set from the current state:
         // events that arrive meanwhile are drained first, so a burst costs one republish and
         // the latest state always wins.
+        let load_due = loads.due();
         let trigger: &str = tokio::select! {
             _ = &mut shutdown => break,
             Some(first) = next_reload(&mut reloads, &mut control_reloads) => {
@@ -270,6 +283,10 @@ pub async fn run(
                             m.reconfigure(&world).await;
                         }
                         links.reconfigure(&mut world);
+                        if let Err(error) = loads.reconfigure(&mut world) {
+                            // Not reached: `reload` checked the probes.
+                            error!(error = anyhow_like(&error), "load monitors not reconfigured");
+                        }
                         republish_stats.events.fetch_add(waiting.len() as u64 - 1, Relaxed);
                         reloaded.extend(waiting);
                         "reload"
@@ -290,19 +307,33 @@ pub async fn run(
             }
             () = tokio::time::sleep_until(rtt_pacer.due().unwrap_or_else(tokio::time::Instant::now)), if rtt_pacer.due().is_some() => "rtt",
             () = mep::Mep::changed(&mut mep_rt) => {
-                // Views the answers do not read (heartbeats, link details) cost no recompute.
+                // Views the answers do not read (heartbeats, link details) cost no recompute;
+                // other sites' loads are paced like ours.
                 if !mep_rt.as_mut().is_some_and(|m| m.apply(&mut world)) {
+                    loads.note(&world, tokio::time::Instant::now());
                     continue;
                 }
                 "mep"
             }
             () = links.changed() => {
-                // Every sample lands here; only a link going over or back moves answers.
+                // Every sample lands here; a link going over or back moves answers at once, a
+                // rate that crosses a max_bandwidth_kbps through the load pacer.
                 if !links.apply(&mut world) {
+                    loads.note(&world, tokio::time::Instant::now());
                     continue;
                 }
                 "link"
             }
+            () = loads.changed() => {
+                loads.apply(&mut world);
+                // The other sites decide on this site's loads too.
+                if let Some(m) = &mep_rt {
+                    m.publish_local(&world);
+                }
+                loads.note(&world, tokio::time::Instant::now());
+                continue;
+            }
+            () = tokio::time::sleep_until(load_due.unwrap_or_else(tokio::time::Instant::now)), if load_due.is_some() => "load",
             event = health_events.recv() => {
                 match event {
                     Ok(e) => info!(service = e.service, up = e.up, reason = e.reason, transitions = e.transitions, "service health changed"),
@@ -348,6 +379,7 @@ pub async fn run(
         // This snapshot has the latest RTT table, whatever the trigger.
         rtt_pacer.republished(tokio::time::Instant::now());
         health_pacer.republished(tokio::time::Instant::now());
+        loads.published(&world, tokio::time::Instant::now());
         let published = republish(&world, &snapshot, dataplane.as_mut(), &responder);
         for r in reloaded.drain(..) {
             r.answer(if published {
@@ -464,6 +496,10 @@ pub async fn reload(
             return Err(ReloadError::Locations(error));
         }
     };
+    if let Err(error) = load::Loads::check(&config) {
+        error!(error = anyhow_like(&error), "reload refused: load monitors");
+        return Err(ReloadError::Load(error));
+    }
     if let Err(error) = health.set_services(service_monitors(&config)).await {
         error!(
             error = anyhow_like(&error),

@@ -85,24 +85,34 @@ impl HttpProbe {
     }
 
     pub(super) async fn check(&self) -> Result<(), ProbeError> {
+        self.get(Read::Check).await.map(drop)
+    }
+
+    /// `GET path`: the whole body of a response with an accepted status, at most `limit` bytes
+    /// (a longer one is an error, not cut: a cut metrics page could lose the sample wanted).
+    pub(super) async fn fetch(&self, limit: usize) -> Result<Vec<u8>, ProbeError> {
+        self.get(Read::Whole(limit)).await
+    }
+
+    async fn get(&self, read: Read) -> Result<Vec<u8>, ProbeError> {
         let tcp = TcpStream::connect(self.addr)
             .await
             .map_err(ProbeError::Connect)?;
         let _ = tcp.set_nodelay(true);
         match &self.tls {
-            None => self.exchange(tcp).await,
+            None => self.exchange(tcp, read).await,
             Some((connector, name)) => {
                 let stream = connector
                     .connect(name.clone(), tcp)
                     .await
                     .map_err(ProbeError::Tls)?;
-                self.exchange(stream).await
+                self.exchange(stream, read).await
             }
         }
     }
 
-    /// Sends the request over `stream` and checks the response.
-    async fn exchange<S>(&self, stream: S) -> Result<(), ProbeError>
+    /// Sends the request over `stream`, checks the response and reads its body as `read` says.
+    async fn exchange<S>(&self, stream: S, read: Read) -> Result<Vec<u8>, ProbeError>
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
@@ -136,25 +146,36 @@ impl HttpProbe {
                     expected,
                 });
             }
-            let Some(needle) = &self.body_contains else {
-                return Ok(());
+            let (needle, limit) = match read {
+                Read::Check => match &self.body_contains {
+                    None => return Ok(Vec::new()),
+                    Some(needle) => (Some(needle), BODY_LIMIT),
+                },
+                Read::Whole(limit) => (None, limit),
             };
             let mut body = response.into_body();
             let mut seen = Vec::new();
-            while seen.len() < BODY_LIMIT {
-                let Some(frame) = body.frame().await else {
-                    break;
-                };
+            while let Some(frame) = body.frame().await {
                 if let Ok(data) = frame.map_err(http_error)?.into_data() {
                     seen.extend_from_slice(&data);
-                    if contains(&seen, needle) {
-                        return Ok(());
+                    if needle.is_some_and(|n| contains(&seen, n)) {
+                        return Ok(Vec::new());
+                    }
+                    // A check reads no more than the limit; a whole body may not exceed it.
+                    if seen.len() > limit || (needle.is_some() && seen.len() >= limit) {
+                        break;
                     }
                 }
             }
-            Err(ProbeError::Body(
-                String::from_utf8_lossy(needle).into_owned(),
-            ))
+            match needle {
+                Some(needle) => Err(ProbeError::Body(
+                    String::from_utf8_lossy(needle).into_owned(),
+                )),
+                None if seen.len() > limit => Err(ProbeError::Http(format!(
+                    "response body longer than {limit} bytes"
+                ))),
+                None => Ok(seen),
+            }
         };
         // The connection is driven here, not in a task of its own, so that it ends with the
         // check. When it ends first, what it read is already queued for `work`.
@@ -170,6 +191,15 @@ impl HttpProbe {
             }
         }
     }
+}
+
+/// What [`HttpProbe::get`] reads of the body.
+#[derive(Clone, Copy)]
+enum Read {
+    /// As far as needed for `body_contains` (at most [`BODY_LIMIT`] bytes), else nothing.
+    Check,
+    /// All of it, at most this many bytes.
+    Whole(usize),
 }
 
 /// `host` without a `:port` (an IPv6 literal in brackets loses its brackets).

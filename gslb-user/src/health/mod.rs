@@ -33,6 +33,9 @@
 //!   `net.ipv4.ping_group_range`) and falls back to a raw socket (root / `CAP_NET_RAW`). Where
 //!   neither can be opened, the check fails with the reason, and the monitor goes DOWN.
 //!
+//! [`load`] reads services' load (connections, bandwidth) from their backends: Prometheus
+//! gauges and nginx `stub_status`, over the same HTTP(S) client.
+//!
 //! [`link`] watches links' inbound load (bytes per second from the kernel's interface counters
 //! against a threshold), for the bandwidth rule of F5's inbound link methods.
 
@@ -40,6 +43,7 @@ mod dns;
 mod http;
 mod icmp;
 pub mod link;
+pub mod load;
 pub mod state;
 mod tcp;
 
@@ -307,6 +311,8 @@ pub enum ProbeError {
     Answer(IpAddr),
     #[error("ICMP: {0}")]
     Icmp(std::io::Error),
+    #[error("load: {0}")]
+    Load(String),
     #[error("invalid monitor: {0}")]
     Invalid(String),
 }

@@ -45,8 +45,12 @@ use merge::{Handover, HandoverEnd, SiteTable};
 /// Protocol versions this build speaks.
 pub const SUPPORTED_VERSIONS: &[u8] = &[1];
 
-/// Most rows of one table (RTT, persistence) accepted from one peer.
+/// Most rows of one RTT table accepted from one peer.
 const MAX_TABLE_ROWS: usize = 1 << 20;
+/// Most rows of one persistence table accepted from one peer: a gslbd sends at most
+/// `persist::MAX_EXPORT_ROWS` at a time, each peer table is a batch of new or refreshed
+/// entries, not the peer's whole table.
+const MAX_PERSIST_ROWS: usize = crate::persist::MAX_MERGE_ROWS;
 
 /// A site's MEP settings.
 #[derive(Clone, Debug)]
@@ -390,31 +394,36 @@ impl MepNode {
     /// audience gets it. Refused when the service list does not fit one frame or a name is
     /// too long.
     pub fn publish_local(&self, state: LocalState) -> Result<(), MepError> {
-        let probe = Message::ServiceStates(ServiceStates {
-            site: "x".into(),
-            services: state.services.clone(),
-        });
-        frame::encode(1, &probe, frame::DEFAULT_MAX_PAYLOAD - frame::MAX_SITE_NAME)
-            .map_err(|e| MepError::State(format!("services: {e}")))?;
-        if state
-            .rtt
-            .iter()
-            .any(|r| r.site.is_empty() || r.site.len() > frame::MAX_SITE_NAME)
-        {
-            return Err(MepError::State(
-                "an RTT row's site name is empty or too long".into(),
-            ));
-        }
-        if state
-            .persistence
-            .iter()
-            .any(|e| e.domain.len() > frame::MAX_NAME || e.service.len() > frame::MAX_NAME)
-        {
-            return Err(MepError::State(
-                "a persistence entry's name is too long".into(),
-            ));
-        }
+        check_metrics(&state.services, &state.rtt)?;
+        check_persistence(&state.persistence)?;
         self.shared.local.send_replace(Arc::new(state));
+        Ok(())
+    }
+
+    /// Publishes this site's services and RTT rows, keeping the persistence entries as they are
+    /// (gslbd publishes those on their own clock, [`MepNode::publish_persistence`]).
+    pub fn publish_metrics(
+        &self,
+        services: Vec<ServiceState>,
+        rtt: Vec<RttRow>,
+    ) -> Result<(), MepError> {
+        check_metrics(&services, &rtt)?;
+        self.shared.local.send_modify(|s| {
+            let s = Arc::make_mut(s);
+            s.services = services;
+            s.rtt = rtt;
+        });
+        Ok(())
+    }
+
+    /// Publishes the persistence entries to send to the other parents (a batch of new or
+    /// refreshed entries: each peer merges every batch it receives into its own table), keeping
+    /// the rest of the local state.
+    pub fn publish_persistence(&self, entries: Vec<PersistEntry>) -> Result<(), MepError> {
+        check_persistence(&entries)?;
+        self.shared
+            .local
+            .send_modify(|s| Arc::make_mut(s).persistence = entries);
         Ok(())
     }
 
@@ -1221,6 +1230,7 @@ impl Controller {
                     chunk.first,
                     chunk.last,
                     chunk.items,
+                    MAX_TABLE_ROWS,
                 ) {
                     self.table.entry(peer, peer).rtt = Arc::new(rows);
                 }
@@ -1235,6 +1245,7 @@ impl Controller {
                     chunk.first,
                     chunk.last,
                     chunk.items,
+                    MAX_PERSIST_ROWS,
                 ) {
                     self.table.entry(peer, peer).persistence = Arc::new(rows);
                 }
@@ -1432,23 +1443,94 @@ fn same_versions(a: &Outbound, b: &Outbound) -> bool {
             .all(|((k1, r1), (k2, r2))| k1 == k2 && r1.version == r2.version)
 }
 
+/// A service list must fit one frame; RTT rows need a site name of the allowed length.
+fn check_metrics(services: &[ServiceState], rtt: &[RttRow]) -> Result<(), MepError> {
+    let probe = Message::ServiceStates(ServiceStates {
+        site: "x".into(),
+        services: services.to_vec(),
+    });
+    frame::encode(1, &probe, frame::DEFAULT_MAX_PAYLOAD - frame::MAX_SITE_NAME)
+        .map_err(|e| MepError::State(format!("services: {e}")))?;
+    if rtt
+        .iter()
+        .any(|r| r.site.is_empty() || r.site.len() > frame::MAX_SITE_NAME)
+    {
+        return Err(MepError::State(
+            "an RTT row's site name is empty or too long".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn check_persistence(entries: &[PersistEntry]) -> Result<(), MepError> {
+    if entries
+        .iter()
+        .any(|e| e.domain.len() > frame::MAX_NAME || e.service.len() > frame::MAX_NAME)
+    {
+        return Err(MepError::State(
+            "a persistence entry's name is too long".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Adds a chunk to `peer`'s table being received; the whole table once the last chunk came.
+/// A table over `max` rows is dropped.
 fn collect<T>(
     pending: &mut HashMap<String, Vec<T>>,
     peer: &str,
     first: bool,
     last: bool,
     items: Vec<T>,
+    max: usize,
 ) -> Option<Vec<T>> {
     if first {
         pending.insert(peer.to_owned(), Vec::new());
     }
     let table = pending.get_mut(peer)?;
-    if table.len() + items.len() > MAX_TABLE_ROWS {
-        warn!(%peer, max = MAX_TABLE_ROWS, "table too large, dropped");
+    if table.len() + items.len() > max {
+        warn!(%peer, max, "table too large, dropped");
         pending.remove(peer);
         return None;
     }
     table.extend(items);
     if last { pending.remove(peer) } else { None }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_and_persistence_are_published_without_undoing_each_other() {
+        let node = MepNode::new();
+        let entry = PersistEntry {
+            client: "192.0.2.0/24".parse().unwrap(),
+            domain: "shop.example.com".into(),
+            service: "web1".into(),
+            ttl_s: 60,
+        };
+        let web1 = ServiceState {
+            name: "web1".into(),
+            up: true,
+            connections: 0,
+            bandwidth_bps: 0,
+        };
+        node.publish_persistence(vec![entry.clone()]).unwrap();
+        node.publish_metrics(vec![web1.clone()], Vec::new())
+            .unwrap();
+        let local = node.shared.local.borrow().clone();
+        assert_eq!(
+            (&local.services[..], &local.persistence[..]),
+            (&[web1][..], &[entry.clone()][..])
+        );
+        node.publish_persistence(Vec::new()).unwrap();
+        assert_eq!(node.shared.local.borrow().services.len(), 1);
+        let long = PersistEntry {
+            domain: "x".repeat(frame::MAX_NAME + 1),
+            ..entry
+        };
+        assert!(node.publish_persistence(vec![long]).is_err());
+        assert!(node.shared.local.borrow().persistence.is_empty());
+    }
 }

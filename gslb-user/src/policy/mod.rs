@@ -12,8 +12,10 @@
 //!
 //! 1. The pool: the domain's services of the query's address family that are UP and under their
 //!    connection and bandwidth limits (spillover).
-//! 2. Persistence: a client's persistence entry (kept by the caller, which owns the clock)
-//!    wins while its service is in the pool.
+//! 2. Persistence: a client's persistence entry (kept by the caller, which owns the clock:
+//!    `crate::persist`) wins while its service is in the pool of the domain or of one of its
+//!    backup domains, so that a client moved to a backup stays there. Without an entry, the
+//!    domain's method decides; the caller then makes the entry from the answer.
 //! 3. DNS policies, in priority order: the first whose expression is true narrows the pool with
 //!    its preferred locations (spec section 3: first entry with an UP perfect match, else first
 //!    with an UP partial match, else the whole pool).
@@ -141,13 +143,16 @@ impl SourceMask {
     }
 }
 
-/// Source-IP persistence: a client prefix keeps its service while that service is available.
+/// Source-IP persistence: a client prefix keeps its service while that service is available
+/// and it asks again within the timeout. The entries are the caller's (`crate::persist`); the
+/// engine honours the one it is given ([`Client::sticky`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Persistence {
     pub mask: SourceMask,
-    /// How long the caller keeps an explicit persistence entry after the last query; the engine
-    /// itself keeps no state, it only hashes.
+    /// An entry not used for this long is gone (NetScaler's idle timeout).
     pub timeout_s: u32,
+    /// Most entries the domain's table holds; the least recently used goes first.
+    pub max_entries: u32,
 }
 
 /// What a domain answers when nothing can.
@@ -191,6 +196,10 @@ pub struct DomainSpec {
     pub name: String,
     /// Indexes into [`Spec::services`], in the domain's order (global availability's order).
     pub services: Vec<usize>,
+    /// Per static view (its number, as [`Client::view`] gives it; never 0): the services that
+    /// answer the view's clients instead of `services`, in their order. A view none of whose
+    /// services of the query's family is UP is answered from `services`.
+    pub views: Vec<(u32, Vec<usize>)>,
     /// 1..=[`MAX_CHAIN`] methods: preferred, alternate, fallback.
     pub chain: Vec<Method>,
     /// RTT: sites within the lowest RTT plus this many microseconds share the answers.
@@ -210,6 +219,7 @@ impl DomainSpec {
         DomainSpec {
             name: name.into(),
             services,
+            views: Vec::new(),
             chain: vec![Method::RoundRobin],
             tolerance_us: 0,
             sourceip_mask: SourceMask::default(),
@@ -333,6 +343,8 @@ pub struct Client<'a> {
     pub addr: IpAddr,
     /// From the location database (looked up by the caller).
     pub location: Option<&'a Location>,
+    /// The client's static view (`[[view]]` number, 1-based); 0: the default view.
+    pub view: u32,
     /// The service of the client's persistence entry, if the caller holds one that has not
     /// timed out.
     pub sticky: Option<ServiceId>,
@@ -343,6 +355,7 @@ impl Client<'_> {
         Client {
             addr,
             location: None,
+            view: 0,
             sticky: None,
         }
     }
@@ -407,6 +420,9 @@ pub struct Decision {
     pub domain: usize,
     /// Service indexes, in the domain's order; empty exactly when `tier` is [`Tier::Down`].
     pub candidates: Vec<usize>,
+    /// The same candidates as positions among the deciding domain's members
+    /// ([`Engine::members`]): a service in two lists is told apart by its position.
+    pub positions: Vec<usize>,
     pub pick: Pick,
     pub tier: Tier,
     /// The policy (index in priority order) that matched, and what its action did.
@@ -428,13 +444,22 @@ struct Slot {
 }
 
 /// A domain with its precomputed preferred-location matches.
+///
+/// Positions number the domain's *members*: its services, then each view's services (a
+/// service in several lists has a position in each), so that a view's list keeps its own
+/// order (global availability) and a decision's pool is one bit set whatever list it uses.
 #[derive(Clone, Debug)]
 struct Domain {
     spec: DomainSpec,
-    /// One per service of the domain, in its order.
+    /// Service index by position.
+    members: Vec<usize>,
+    /// One per position.
     slots: Vec<Slot>,
+    /// The positions of each view's list, by view number; the default list is
+    /// `0..spec.services.len()`.
+    lists: Vec<(u32, std::ops::Range<usize>)>,
     /// Per policy (in priority order), per preferred entry: (perfect, partial) matches, as
-    /// bit sets over the domain's service positions.
+    /// bit sets over the positions.
     preferred: Vec<Vec<(Bits, Bits)>>,
 }
 
@@ -502,25 +527,28 @@ impl Engine {
                     len: d.chain.len(),
                 });
             }
-            let mut seen = vec![false; spec.services.len()];
-            for &s in &d.services {
-                match seen.get_mut(s) {
-                    None => {
-                        let services = spec.services.len();
-                        return Err(PolicyError::UnknownService {
-                            domain: domain(),
-                            service: s,
-                            services,
-                        });
+            let lists = std::iter::once(&d.services).chain(d.views.iter().map(|(_, l)| l));
+            for list in lists {
+                let mut seen = vec![false; spec.services.len()];
+                for &s in list {
+                    match seen.get_mut(s) {
+                        None => {
+                            let services = spec.services.len();
+                            return Err(PolicyError::UnknownService {
+                                domain: domain(),
+                                service: s,
+                                services,
+                            });
+                        }
+                        Some(true) => {
+                            let service = spec.services[s].name.clone();
+                            return Err(PolicyError::DuplicateService {
+                                domain: domain(),
+                                service,
+                            });
+                        }
+                        Some(seen) => *seen = true,
                     }
-                    Some(true) => {
-                        let service = spec.services[s].name.clone();
-                        return Err(PolicyError::DuplicateService {
-                            domain: domain(),
-                            service,
-                        });
-                    }
-                    Some(seen) => *seen = true,
                 }
             }
             let masks = [d.sourceip_mask]
@@ -556,6 +584,13 @@ impl Engine {
             .domains
             .into_iter()
             .map(|d| {
+                let mut members = d.services.clone();
+                let mut lists = Vec::with_capacity(d.views.len());
+                for (view, services) in &d.views {
+                    let start = members.len();
+                    members.extend_from_slice(services);
+                    lists.push((*view, start..members.len()));
+                }
                 let preferred = spec
                     .policies
                     .iter()
@@ -564,9 +599,9 @@ impl Engine {
                             .preferred
                             .iter()
                             .map(|pattern| {
-                                let mut perfect = Bits::new(d.services.len());
-                                let mut partial = Bits::new(d.services.len());
-                                for (pos, &s) in d.services.iter().enumerate() {
+                                let mut perfect = Bits::new(members.len());
+                                let mut partial = Bits::new(members.len());
+                                for (pos, &s) in members.iter().enumerate() {
                                     // Which services an action picks is a proximity choice:
                                     // matchWildcardtoany EXPRESSION does not widen it.
                                     let m = spec.services[s]
@@ -586,8 +621,7 @@ impl Engine {
                             .collect()
                     })
                     .collect();
-                let slots = d
-                    .services
+                let slots = members
                     .iter()
                     .map(|&s| {
                         let svc = &spec.services[s];
@@ -602,7 +636,9 @@ impl Engine {
                     .collect();
                 Domain {
                     spec: d,
+                    members,
                     slots,
+                    lists,
                     preferred,
                 }
             })
@@ -681,6 +717,21 @@ impl Engine {
                         .iter()
                         .map(|s| service(s))
                         .collect::<Result<_, _>>()?,
+                    views: d
+                        .views
+                        .iter()
+                        .map(|(view, services)| {
+                            let number =
+                                index("view", config.views.iter().map(|v| v.name.as_str()), view)?
+                                    as u32
+                                    + 1;
+                            let services = services
+                                .iter()
+                                .map(|s| service(s))
+                                .collect::<Result<_, _>>()?;
+                            Ok((number, services))
+                        })
+                        .collect::<Result<_, PolicyError>>()?,
                     chain: d.chain(),
                     tolerance_us: d.tolerance_ms.saturating_mul(1000),
                     sourceip_mask: d.sourceip_mask,
@@ -758,6 +809,17 @@ impl Engine {
         &self.domains[index].spec
     }
 
+    /// Every service a decision of domain `index` can name, by position: its services, then
+    /// each view's (see [`DomainSpec::views`]); a service may repeat.
+    pub fn members(&self, index: usize) -> &[usize] {
+        &self.domains[index].members
+    }
+
+    /// How many domains there are (indexes `0..domain_count()`).
+    pub fn domain_count(&self) -> usize {
+        self.domains.len()
+    }
+
     pub fn domain_index(&self, name: &str) -> Option<usize> {
         let name = name.strip_suffix('.').unwrap_or(name);
         self.domains
@@ -786,26 +848,74 @@ impl Engine {
         client: &Client<'_>,
         state: &State<'_>,
     ) -> Decision {
+        // The client's persistence entry, if its service is available (UP, under its limits)
+        // in the domain or a backup domain: it stays where an earlier answer sent it. (When
+        // every service is over its limits, the overload pass below still honours it.)
+        if let Some(id) = client.sticky {
+            let mut d = Some(domain);
+            while let Some(i) = d {
+                if self.available(i, id, query, state)
+                    && let Some(decision) = self.decide_one(i, query, client, state, false)
+                {
+                    return decision;
+                }
+                d = self.domains[i].spec.backup_domain;
+            }
+        }
         // The domain, then its backup domains: first with room, then (spillover with nowhere
         // to spill to) the first with UP services even over their limits.
+        let mut family_served = false;
         for overload in [false, true] {
             let mut d = Some(domain);
             while let Some(i) = d {
                 if let Some(decision) = self.decide_one(i, query, client, state, overload) {
                     return decision;
                 }
+                let family = query_family(query.qtype);
+                family_served |= self.domains[i]
+                    .slots
+                    .iter()
+                    .any(|s| family.is_none_or(|v6| s.v6 == v6));
                 d = self.domains[i].spec.backup_domain;
             }
         }
         Decision {
             domain,
             candidates: Vec::new(),
+            positions: Vec::new(),
             pick: Pick::All,
             tier: Tier::Down,
             policy: None,
             overloaded: false,
-            fallback: Some(self.domains[domain].spec.down),
+            // Backup addresses stand in for services that are down: a family no service of
+            // the chain has is NODATA, as it is with every service up (and as a round-robin
+            // domain answers it).
+            fallback: Some(if family_served {
+                self.domains[domain].spec.down
+            } else {
+                Fallback::Empty
+            }),
         }
+    }
+
+    /// Whether the service `id` is in the pool of domain `index`: UP, of the query's family,
+    /// under its limits.
+    fn available(&self, index: usize, id: ServiceId, query: &Query<'_>, state: &State<'_>) -> bool {
+        let family = query_family(query.qtype);
+        self.domains[index]
+            .slots
+            .iter()
+            .find(|slot| self.ids[slot.service] == id)
+            .is_some_and(|slot| {
+                let st = state
+                    .services
+                    .get(slot.service)
+                    .copied()
+                    .unwrap_or_default();
+                let full = st.connections >= slot.max_connections
+                    || st.bandwidth_kbps >= slot.max_bandwidth_kbps;
+                !st.down && family.is_none_or(|v6| slot.v6 == v6) && !full
+            })
     }
 
     /// One domain's decision; `None` when its pool is empty.
@@ -819,20 +929,29 @@ impl Engine {
     ) -> Option<Decision> {
         let domain = &self.domains[index];
         let spec = &domain.spec;
-        let family = match query.qtype {
-            QTYPE_A => Some(false),
-            QTYPE_AAAA => Some(true),
-            _ => None,
-        };
+        let family = query_family(query.qtype);
         let service_state = |s: usize| state.services.get(s).copied().unwrap_or_default();
+        let available = |slot: &Slot| {
+            !service_state(slot.service).down && family.is_none_or(|v6| slot.v6 == v6)
+        };
+        // The client's view's list when one of its services can answer, else the domain's own
+        // (as a round-robin domain's view falls back to the default view).
+        let list = domain
+            .lists
+            .iter()
+            .find(|(view, _)| client.view != 0 && *view == client.view)
+            .map(|(_, positions)| positions.clone())
+            .filter(|positions| domain.slots[positions.clone()].iter().any(available))
+            .unwrap_or(0..spec.services.len());
 
-        let mut pool = Bits::new(spec.services.len());
+        let mut pool = Bits::new(domain.members.len());
         let mut overloaded = false;
-        for (pos, slot) in domain.slots.iter().enumerate() {
-            let st = service_state(slot.service);
-            if st.down || family.is_some_and(|v6| slot.v6 != v6) {
+        for pos in list {
+            let slot = &domain.slots[pos];
+            if !available(slot) {
                 continue;
             }
+            let st = service_state(slot.service);
             let full = st.connections >= slot.max_connections
                 || st.bandwidth_kbps >= slot.max_bandwidth_kbps;
             if !full {
@@ -847,11 +966,14 @@ impl Engine {
         }
         let decision =
             |pool: &Bits, pick: Pick, tier: Tier, policy: Option<(usize, Preference)>| {
-                let candidates: Vec<usize> = pool.iter().map(|pos| spec.services[pos]).collect();
+                let positions: Vec<usize> = pool.iter().collect();
+                let candidates: Vec<usize> =
+                    positions.iter().map(|&pos| domain.members[pos]).collect();
                 let pick = self.finish_pick(spec, &candidates, pick);
                 Decision {
                     domain: index,
                     candidates,
+                    positions,
                     pick,
                     tier,
                     policy,
@@ -861,9 +983,9 @@ impl Engine {
             };
 
         if let Some(id) = client.sticky
-            && let Some(pos) = pool.iter().find(|&pos| self.ids[spec.services[pos]] == id)
+            && let Some(pos) = pool.iter().find(|&pos| self.ids[domain.members[pos]] == id)
         {
-            let mut only = Bits::new(spec.services.len());
+            let mut only = Bits::new(domain.members.len());
             only.set(pos);
             return Some(decision(&only, Pick::First, Tier::Persistence, None));
         }
@@ -918,7 +1040,8 @@ impl Engine {
         Some(decision(&pool, Pick::Rotate, Tier::Exhausted, policy))
     }
 
-    /// Applies the domain's answer mode and persistence to a method's pick.
+    /// Applies the domain's answer mode to a method's pick. Persistence changes nothing here: a
+    /// client without an entry gets the method's pick, and its entry then holds that answer.
     fn finish_pick(&self, spec: &DomainSpec, candidates: &[usize], pick: Pick) -> Pick {
         let weights = || {
             candidates
@@ -929,23 +1052,8 @@ impl Engine {
         match pick {
             Pick::First => Pick::First,
             _ if spec.answer == AnswerMode::All => Pick::All,
-            // Persistence turns a per-answer pick into a per-client-prefix one: the hash keeps
-            // a prefix on its service with no per-client state.
-            Pick::Rotate => match spec.persistence {
-                Some(p) => Pick::Hash {
-                    mask: p.mask,
-                    weights: None,
-                },
-                None => Pick::Rotate,
-            },
-            Pick::Weighted(_) => match spec.persistence {
-                Some(p) => Pick::Hash {
-                    mask: p.mask,
-                    weights: Some(weights()),
-                },
-                None => Pick::Weighted(weights()),
-            },
-            pick @ (Pick::All | Pick::Hash { .. }) => pick,
+            Pick::Weighted(_) => Pick::Weighted(weights()),
+            pick @ (Pick::Rotate | Pick::All | Pick::Hash { .. }) => pick,
         }
     }
 
@@ -959,12 +1067,12 @@ impl Engine {
         state: &State<'_>,
     ) -> Option<(Bits, Pick)> {
         let spec = &domain.spec;
-        let service = |pos: usize| &self.services[spec.services[pos]];
+        let service = |pos: usize| &self.services[domain.members[pos]];
         let site = |pos: usize| domain.slots[pos].site;
         // The positions of `pool` with the best key (max), if any position has a key.
         let best_by = |key: &dyn Fn(usize) -> Option<i128>| {
             let mut best: Option<i128> = None;
-            let mut chosen = Bits::new(spec.services.len());
+            let mut chosen = Bits::new(domain.members.len());
             for pos in pool.iter() {
                 let Some(k) = key(pos) else { continue };
                 match best {
@@ -992,7 +1100,7 @@ impl Engine {
             )),
             Method::LeastConnection => {
                 let connections = |pos: usize| {
-                    let s = spec.services[pos];
+                    let s = domain.members[pos];
                     -i128::from(
                         state
                             .services
@@ -1019,7 +1127,7 @@ impl Engine {
                 let rtt = |pos: usize| state.rtt.get(site(pos)).copied().flatten();
                 let lowest = pool.iter().filter_map(rtt).min()?;
                 let limit = lowest.saturating_add(spec.tolerance_us);
-                let mut chosen = Bits::new(spec.services.len());
+                let mut chosen = Bits::new(domain.members.len());
                 for pos in pool
                     .iter()
                     .filter(|&pos| rtt(pos).is_some_and(|r| r <= limit))
@@ -1046,7 +1154,7 @@ impl Engine {
             }
             Method::GlobalAvailability => {
                 let first = pool.iter().next()?;
-                let mut chosen = Bits::new(spec.services.len());
+                let mut chosen = Bits::new(domain.members.len());
                 chosen.set(first);
                 Some((chosen, Pick::First))
             }
@@ -1070,6 +1178,15 @@ impl Engine {
                 vec![c[pick::rendezvous(mask.apply(client), &ids, weights.as_deref())]]
             }
         }
+    }
+}
+
+/// The address family a query asks for: IPv6 for AAAA, IPv4 for A, either for other types.
+fn query_family(qtype: u16) -> Option<bool> {
+    match qtype {
+        QTYPE_A => Some(false),
+        QTYPE_AAAA => Some(true),
+        _ => None,
     }
 }
 

@@ -196,6 +196,7 @@ impl<'a> Ask<'a> {
         let client = Client {
             addr: self.client,
             location: self.location.as_ref(),
+            view: 0,
             sticky: self.sticky,
         };
         let state = State {
@@ -876,6 +877,7 @@ fn persistence() {
             d.persistence = Some(Persistence {
                 mask: SourceMask { v4: 24, v6: 56 },
                 timeout_s: 300,
+                max_entries: 1000,
             });
         })
         .domain("pr", &["a", "b", "c", "d"], |d| {
@@ -883,6 +885,7 @@ fn persistence() {
             d.persistence = Some(Persistence {
                 mask: SourceMask { v4: 24, v6: 56 },
                 timeout_s: 300,
+                max_entries: 1000,
             });
         })
         .domain("ga", &["a", "b", "c", "d"], |d| {
@@ -890,51 +893,18 @@ fn persistence() {
             d.persistence = Some(Persistence {
                 mask: SourceMask::default(),
                 timeout_s: 300,
+                max_entries: 1000,
             });
         })
         .build();
-    let mask = SourceMask { v4: 24, v6: 56 };
-    assert_eq!(
-        Ask::new(&e, "p").decide().pick,
-        Pick::Hash {
-            mask,
-            weights: None
-        }
-    );
+    // Without an entry the domain's method decides, per answer: the caller (crate::persist)
+    // makes the entry from the answer given.
+    assert_eq!(Ask::new(&e, "p").decide().pick, Pick::Rotate);
     assert_eq!(
         Ask::new(&e, "pr").decide().pick,
-        Pick::Hash {
-            mask,
-            weights: Some(vec![1, 4, 1, 1])
-        }
+        Pick::Weighted(vec![1, 4, 1, 1])
     );
     assert_eq!(Ask::new(&e, "ga").decide().pick, Pick::First);
-
-    // Without any per-client state: a prefix keeps its answer across turns, across its other
-    // addresses, and while other services go down; it moves only when its own goes down.
-    let all = ["a", "b", "c", "d"];
-    for domain in ["p", "pr"] {
-        for i in 0..50u32 {
-            let client = format!("10.{i}.7.1");
-            let first = Ask::new(&e, domain).from(&client).answer(0);
-            assert_eq!(
-                Ask::new(&e, domain).from(&format!("10.{i}.7.99")).answer(3),
-                first
-            );
-            for other in all.iter().filter(|s| **s != first[0]) {
-                assert_eq!(
-                    Ask::new(&e, domain).from(&client).down(&[other]).answer(1),
-                    first,
-                    "{domain} {client} {other} down"
-                );
-            }
-            let moved = Ask::new(&e, domain)
-                .from(&client)
-                .down(&[first[0].as_str()])
-                .answer(0);
-            assert_ne!(moved, first);
-        }
-    }
 
     // An explicit persistence entry (held by the caller, which owns the clock) wins while its
     // service is available, over every method and policy.
@@ -949,6 +919,78 @@ fn persistence() {
         (vec!["a".into()], method(0, Method::GlobalAvailability))
     );
     assert_eq!(Ask::new(&e, "ga").sticky("nonexistent").names(), ["a"]);
+}
+
+#[test]
+fn a_persistence_entry_over_its_limits_is_not_used_while_another_service_has_room() {
+    let e = Lab::new(&["s"])
+        .svc("a", "s", "")
+        .with(|s| s.max_connections = Some(10))
+        .svc("b", "s", "")
+        .with(|s| s.max_connections = Some(10))
+        .domain("p", &["a", "b"], |d| {
+            d.chain = vec![Method::GlobalAvailability];
+            d.persistence = Some(Persistence {
+                mask: SourceMask::default(),
+                timeout_s: 300,
+                max_entries: 1000,
+            });
+        })
+        .build();
+    assert_eq!(Ask::new(&e, "p").sticky("b").names(), ["b"]);
+    // b is full and a has room: spillover wins, the caller's entry then follows a.
+    assert_eq!(
+        Ask::new(&e, "p").sticky("b").load("b", 10, 0).names(),
+        ["a"]
+    );
+    // Both full: the client keeps b.
+    let d = Ask::new(&e, "p")
+        .sticky("b")
+        .load("a", 10, 0)
+        .load("b", 10, 0)
+        .decide();
+    assert_eq!(
+        (names(&e, &d), d.tier, d.overloaded),
+        (vec!["b".into()], Tier::Persistence, true)
+    );
+}
+
+#[test]
+fn a_persistence_entry_on_a_backup_domain_holds_when_the_domain_is_back() {
+    let persistence = Some(Persistence {
+        mask: SourceMask::default(),
+        timeout_s: 300,
+        max_entries: 1000,
+    });
+    let e = Lab::new(&["s", "dr"])
+        .svc("dr1", "dr", "")
+        .svc("dr2", "dr", "")
+        .svc("a", "s", "")
+        .domain("dr", &["dr1", "dr2"], |_| {})
+        .domain("p", &["a"], |d| {
+            d.persistence = persistence;
+            d.backup_domain = Some(0);
+        })
+        .build();
+    // a is back, but the client was sent to the backup domain's dr2: it stays there.
+    let d = Ask::new(&e, "p").sticky("dr2").decide();
+    assert_eq!(
+        (names(&e, &d), d.tier, d.domain),
+        (vec!["dr2".into()], Tier::Persistence, 0)
+    );
+    // Until dr2 goes down: then the domain decides again.
+    let d = Ask::new(&e, "p").sticky("dr2").down(&["dr2"]).decide();
+    assert_eq!((names(&e, &d), d.domain), (vec!["a".into()], 1));
+    // Without an entry, the domain first.
+    assert_eq!(Ask::new(&e, "p").names(), ["a"]);
+    // A service outside the domain and its backups is no entry of it.
+    let e2 = Lab::new(&["s"])
+        .svc("x", "s", "")
+        .svc("a", "s", "")
+        .domain("other", &["x"], |_| {})
+        .domain("p", &["a"], |d| d.persistence = persistence)
+        .build();
+    assert_eq!(Ask::new(&e2, "p").sticky("x").names(), ["a"]);
 }
 
 #[test]
@@ -1205,6 +1247,7 @@ impl World {
                 d.persistence = self.persistence.then_some(Persistence {
                     mask: SourceMask { v4: 16, v6: 48 },
                     timeout_s: 60,
+                    max_entries: 1000,
                 });
                 d.answer = if self.answer_all {
                     AnswerMode::All
@@ -1241,6 +1284,7 @@ impl World {
         let client = Client {
             addr: IpAddr::V4(self.client.into()),
             location: location.as_ref(),
+            view: 0,
             sticky: None,
         };
         let d = e.decide(

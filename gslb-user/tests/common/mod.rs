@@ -328,6 +328,11 @@ pub fn answer_addrs(reply: &Message) -> Vec<IpAddr> {
 /// One query (ID 7, RD clear, no EDNS) for `name` `rtype` over UDP from 127.0.0.1 to a server
 /// on 127.0.0.1:`port`, and its reply (waited for at most 2 s).
 pub fn ask_loopback(port: u16, name: &str, rtype: RecordType) -> Message {
+    ask_server(SocketAddr::from(([127, 0, 0, 1], port)), name, rtype)
+}
+
+/// As [`ask_loopback`], of the server at `server` (from 127.0.0.1).
+pub fn ask_server(server: SocketAddr, name: &str, rtype: RecordType) -> Message {
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
     socket
         .set_read_timeout(Some(Duration::from_secs(2)))
@@ -335,12 +340,7 @@ pub fn ask_loopback(port: u16, name: &str, rtype: RecordType) -> Message {
     let mut q = Message::new();
     q.set_id(7)
         .add_query(Query::query(Name::from_ascii(name).unwrap(), rtype));
-    socket
-        .send_to(
-            &q.to_vec().unwrap(),
-            SocketAddr::from(([127, 0, 0, 1], port)),
-        )
-        .unwrap();
+    socket.send_to(&q.to_vec().unwrap(), server).unwrap();
     let mut buf = [0u8; 1500];
     let len = socket.recv(&mut buf).expect("an answer");
     Message::from_vec(&buf[..len]).unwrap()
@@ -1074,3 +1074,7 @@ pub fn assert_refused_at_markers(cases: &[(String, &str, &str)], file: &Path) {
         failures.join("\n\n")
     );
 }
+
+// ---- Load monitor backends ----
+
+pub mod metrics;

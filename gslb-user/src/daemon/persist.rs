@@ -1,0 +1,137 @@
+//! gslbd's persistence exchange between parents (docs/mep.md, "Persistence"), one task beside
+//! the MEP node:
+//!
+//! - Out: an entry made here (or pointed at another service) is published to the node
+//!   [`FRESH_DELAY`] later, with the others made meanwhile, as this site's persistence table,
+//!   which the node sends to the other parents: a client that asks another parent next finds
+//!   its entry there. Every [`SYNC_INTERVAL`], the entries in use whose last copy sent is
+//!   getting old are sent again (and whatever a batch had no room for). A batch holds at most
+//!   `persist::MAX_EXPORT_ROWS`.
+//!   When a link to another parent comes up, every entry is sent again, batch by batch: the
+//!   peer may have started since.
+//! - In: each batch a parent sent, as the node's view shows it, is merged into the responder's
+//!   tables once (validated there: `persist::Tables::merge`).
+
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use tokio::{task::JoinHandle, time::Instant};
+use tracing::warn;
+
+use crate::{
+    mep::{MepNode, MepView, PersistEntry, session::Audience},
+    persist::{MAX_EXPORT_ROWS, Store},
+};
+
+/// How often refreshed entries are sent.
+pub const SYNC_INTERVAL: Duration = Duration::from_secs(1);
+/// New entries made within this long go in one batch: at most ten batches of new entries a
+/// second.
+pub const FRESH_DELAY: Duration = Duration::from_millis(100);
+/// A failure to publish is logged at most this often.
+const WARN_EVERY: Duration = Duration::from_secs(60);
+
+/// The running exchange; stopped when dropped.
+pub struct PersistSync(JoinHandle<()>);
+
+impl PersistSync {
+    /// Exchanges `store`'s entries through `node`.
+    pub fn start(node: MepNode, store: Arc<Store>) -> PersistSync {
+        PersistSync(tokio::spawn(run(node, store)))
+    }
+}
+
+impl Drop for PersistSync {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+async fn run(node: MepNode, store: Arc<Store>) {
+    let mut views = node.subscribe();
+    let mut tick = tokio::time::interval(SYNC_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut inbound = Inbound::default();
+    // An empty batch replaces a sent one once, so that a link coming up later is not sent a
+    // stale batch (its times left would be old).
+    let mut sent_empty = true;
+    let mut fresh_at: Option<Instant> = None;
+    let mut warned: Option<Instant> = None;
+    let mut publish = |rows: Vec<PersistEntry>| {
+        if let Err(error) = node.publish_persistence(rows)
+            && warned.is_none_or(|t| t.elapsed() >= WARN_EVERY)
+        {
+            warned = Some(Instant::now());
+            warn!(%error, "MEP: persistence entries cannot be sent");
+        }
+    };
+    loop {
+        tokio::select! {
+            _ = store.fresh(), if fresh_at.is_none() => {
+                fresh_at = Some(Instant::now() + FRESH_DELAY);
+            }
+            _ = tokio::time::sleep_until(fresh_at.unwrap_or_else(Instant::now)), if fresh_at.is_some() => {
+                fresh_at = None;
+                let rows = store.tables().export_fresh(MAX_EXPORT_ROWS);
+                if !rows.is_empty() {
+                    sent_empty = false;
+                    publish(rows);
+                }
+            }
+            _ = tick.tick() => {
+                let rows = store.tables().export(MAX_EXPORT_ROWS);
+                if rows.is_empty() && sent_empty {
+                    continue;
+                }
+                sent_empty = rows.is_empty();
+                publish(rows);
+            }
+            changed = views.changed() => {
+                if changed.is_err() {
+                    return; // the node is gone
+                }
+                let view = views.borrow_and_update().clone();
+                inbound.absorb(&view, &store);
+            }
+        }
+    }
+}
+
+/// What was taken from the views so far.
+#[derive(Default)]
+struct Inbound {
+    /// Per peer, the batch last merged (the view shows it until the next one arrives).
+    merged: HashMap<String, Arc<Vec<PersistEntry>>>,
+    /// Links to other parents that are up, by when they came up.
+    links: HashMap<String, std::time::Instant>,
+}
+
+impl Inbound {
+    fn absorb(&mut self, view: &MepView, store: &Store) {
+        let tables = store.tables();
+        let parents = view
+            .links
+            .iter()
+            .filter(|(_, l)| l.up && l.audience == Audience::PeerParent);
+        let mut resync = false;
+        for (peer, link) in parents.clone() {
+            resync |= self.links.insert(peer.clone(), link.since) != Some(link.since);
+        }
+        self.links
+            .retain(|peer, _| parents.clone().any(|(p, _)| p == peer));
+        if resync {
+            tables.resync();
+        }
+        for (site, remote) in &view.sites {
+            if self
+                .merged
+                .get(site)
+                .is_some_and(|m| Arc::ptr_eq(m, &remote.persistence))
+            {
+                continue;
+            }
+            tables.merge(&remote.persistence);
+            self.merged.insert(site.clone(), remote.persistence.clone());
+        }
+        self.merged.retain(|site, _| view.sites.contains_key(site));
+    }
+}
