@@ -1540,6 +1540,26 @@ impl Validator<'_> {
                 &[Https],
                 "https",
             )?;
+            // An ICMP echo has no port to check.
+            only(
+                rm.port.is_some(),
+                rm.port.as_ref().map(|v| v.span()),
+                "port",
+                &[Tcp, Http, Https, Dns],
+                "tcp, http, https and dns",
+            )?;
+            // A certificate that is not verified needs no CA to verify it.
+            if let (Some(i), Some(ca)) = (&rm.insecure, &rm.ca_file)
+                && *i.get_ref()
+            {
+                return Err(self.error(
+                    ca.span(),
+                    format!(
+                        "{owner}: ca_file is not read with insecure = true (the certificate is \
+                         not verified): remove one"
+                    ),
+                ));
+            }
             for (v, key) in [
                 (&rm.qname, "qname"),
                 (&rm.qtype, "qtype"),
@@ -1592,7 +1612,8 @@ impl Validator<'_> {
                     TlsCheck {
                         insecure: rm.insecure.as_ref().is_some_and(|i| *i.get_ref()),
                         sni: rm.sni.as_ref().map(|s| s.get_ref().clone()),
-                        ca_file: rm.ca_file.as_ref().map(|f| PathBuf::from(f.get_ref())),
+                        // Relative to the configuration file, as every other file it names.
+                        ca_file: rm.ca_file.as_ref().map(|f| self.path(f.get_ref())),
                     },
                 ),
                 Load => unreachable!("load monitors are read above"),
@@ -4297,6 +4318,16 @@ mod tests {
             (
                 format!("{SERVER}[[monitor]]\nname = \"m\"\ntype = \"tcp\"\npath = \"/\" #<"),
                 "path applies to http and https monitors only",
+            ),
+            (
+                format!("{SERVER}[[monitor]]\nname = \"m\"\ntype = \"icmp\"\nport = 80 #<"),
+                "port applies to tcp, http, https and dns monitors only",
+            ),
+            (
+                format!(
+                    "{SERVER}[[monitor]]\nname = \"m\"\ntype = \"https\"\ninsecure = true\nca_file = \"ca.pem\" #<"
+                ),
+                "ca_file is not read with insecure = true",
             ),
             (
                 format!("{SERVER}[[monitor]]\nname = \"m\"\ntype = \"dns\" #<"),
