@@ -1333,12 +1333,35 @@ impl Validator<'_> {
             let names = Names::new("site", sites.iter().map(|s| s.name.as_str()));
             return Err(self.error(span, format!("server.site: {}", names.unknown(site))));
         }
+        let monitor_weights: Vec<(String, Range<usize>)> = raw
+            .monitors
+            .iter()
+            .filter_map(|m| {
+                m.weight
+                    .as_ref()
+                    .map(|w| (m.name.get_ref().clone(), w.span()))
+            })
+            .collect();
         let (monitors, load_monitors) = self.monitors(raw.monitors)?;
         let load_spans = load::LoadSpans::of(&raw.services, &raw.gslb_domains);
         let load_bound = self.load_bindings(&raw.services, &monitors, &load_monitors)?;
         let mut services = self.services(raw.services, &sites, &monitors)?;
         for (service, bound) in services.iter_mut().zip(load_bound) {
             service.load_monitors = bound;
+        }
+        // A monitor's weight only counts toward a service's monitor_threshold.
+        if let Some((name, span)) = monitor_weights.into_iter().find(|(name, _)| {
+            !services
+                .iter()
+                .any(|s| s.monitor_threshold > 0 && s.monitors.contains(name))
+        }) {
+            return Err(self.error(
+                span,
+                format!(
+                    "monitor {name:?}: weight only counts toward a service's monitor_threshold, \
+                     and no service binding it sets one (without, every monitor must be UP)"
+                ),
+            ));
         }
         let topology = self.topology(raw.topology, &sites)?;
         let gslb_domains = self.gslb_domains(
@@ -4318,6 +4341,10 @@ mod tests {
             (
                 format!("{SERVER}[[monitor]]\nname = \"m\"\ntype = \"tcp\"\npath = \"/\" #<"),
                 "path applies to http and https monitors only",
+            ),
+            (
+                format!("{SERVER}[[monitor]]\nname = \"m\"\ntype = \"tcp\"\nweight = 3 #<"),
+                "monitor \"m\": weight only counts toward a service's monitor_threshold",
             ),
             (
                 format!("{SERVER}[[monitor]]\nname = \"m\"\ntype = \"icmp\"\nport = 80 #<"),
