@@ -319,20 +319,16 @@ fn address_bits(engine: &Engine) -> Vec<(u8, u8)> {
     (0..engine.domain_count())
         .map(|d| {
             let mut bits = (0, 0);
-            let mut next = Some(d);
-            // Validation forbids cycles; the bound keeps a bug from looping.
-            for _ in 0..=engine.domain_count() {
-                let Some(b) = next else { break };
+            for b in engine.chain(d) {
                 let spec = engine.domain(b);
-                let mut masks = Vec::new();
-                if spec.chain.contains(&crate::policy::Method::SourceIpHash) {
-                    masks.push(spec.sourceip_mask);
-                }
-                masks.extend(spec.persistence.map(|p| p.mask));
+                let hash = spec.chain.contains(&crate::policy::Method::SourceIpHash);
+                let masks = hash
+                    .then_some(spec.sourceip_mask)
+                    .into_iter()
+                    .chain(spec.persistence.map(|p| p.mask));
                 for m in masks {
                     bits = (bits.0.max(m.v4), bits.1.max(m.v6));
                 }
-                next = spec.backup_domain;
             }
             bits
         })

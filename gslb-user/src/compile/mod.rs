@@ -782,19 +782,9 @@ impl<'a> Job<'a> {
                     })
                     .collect()
             },
-            by_view: self.chain(d).any(|b| !engine.domain(b).views.is_empty()),
+            by_view: engine.chain(d).any(|b| !engine.domain(b).views.is_empty()),
             backups: self.backup_states(d),
         }
-    }
-
-    /// `d`, then its backup domains in chain order.
-    fn chain(&self, d: usize) -> impl Iterator<Item = usize> + '_ {
-        let engine = self.engine.as_deref();
-        // Validation forbids cycles; the bound keeps a bug from looping.
-        std::iter::successors(Some(d), move |&b| {
-            engine.and_then(|e| e.domain(b).backup_domain)
-        })
-        .take(self.config.gslb_domains.len() + 1)
     }
 
     /// The states of the services of `d`'s backup domains, in chain order.
@@ -802,7 +792,8 @@ impl<'a> Job<'a> {
         let Some(engine) = self.engine.as_ref() else {
             return Vec::new();
         };
-        self.chain(d)
+        engine
+            .chain(d)
             .skip(1)
             .flat_map(|b| engine.members(b).iter().map(|&i| self.state(i)))
             .collect()
@@ -1675,9 +1666,11 @@ fn kind(
         };
     };
     let (mut place, mut rtt, mut per_query) = (!config.policies.is_empty(), false, false);
-    let mut next = engine.domain_index(&domain.name);
-    let mut seen = 0;
-    while let Some(d) = next {
+    for d in engine
+        .domain_index(&domain.name)
+        .into_iter()
+        .flat_map(|d| engine.chain(d))
+    {
         let spec = engine.domain(d);
         per_query |= spec.persistence.is_some() || spec.chain.contains(&Method::SourceIpHash);
         place |= spec
@@ -1685,11 +1678,6 @@ fn kind(
             .iter()
             .any(|m| matches!(m, Method::StaticProximity | Method::Topology));
         rtt |= spec.chain.contains(&Method::Rtt);
-        next = spec.backup_domain;
-        seen += 1;
-        if seen > config.gslb_domains.len() {
-            break;
-        }
     }
     if per_query {
         Kind::PerQuery { place, rtt }

@@ -815,6 +815,13 @@ impl Engine {
         &self.domains[index].members
     }
 
+    /// `domain`, then its backup domains in chain order.
+    pub fn chain(&self, domain: usize) -> impl Iterator<Item = usize> + '_ {
+        // Validation forbids cycles; the bound keeps a bug from looping.
+        std::iter::successors(Some(domain), |&d| self.domains[d].spec.backup_domain)
+            .take(self.domains.len() + 1)
+    }
+
     /// How many domains there are (indexes `0..domain_count()`).
     pub fn domain_count(&self) -> usize {
         self.domains.len()
@@ -852,31 +859,27 @@ impl Engine {
         // in the domain or a backup domain: it stays where an earlier answer sent it. (When
         // every service is over its limits, the overload pass below still honours it.)
         if let Some(id) = client.sticky {
-            let mut d = Some(domain);
-            while let Some(i) = d {
+            for i in self.chain(domain) {
                 if self.available(i, id, query, state)
                     && let Some(decision) = self.decide_one(i, query, client, state, false)
                 {
                     return decision;
                 }
-                d = self.domains[i].spec.backup_domain;
             }
         }
         // The domain, then its backup domains: first with room, then (spillover with nowhere
         // to spill to) the first with UP services even over their limits.
+        let family = query_family(query.qtype);
         let mut family_served = false;
         for overload in [false, true] {
-            let mut d = Some(domain);
-            while let Some(i) = d {
+            for i in self.chain(domain) {
                 if let Some(decision) = self.decide_one(i, query, client, state, overload) {
                     return decision;
                 }
-                let family = query_family(query.qtype);
                 family_served |= self.domains[i]
                     .slots
                     .iter()
                     .any(|s| family.is_none_or(|v6| s.v6 == v6));
-                d = self.domains[i].spec.backup_domain;
             }
         }
         Decision {
