@@ -35,6 +35,7 @@ use toml::Spanned;
 use crate::location::{Location, WildcardMode};
 use crate::policy::{Expr, Ldns, MAX_PREFERRED_LOCATIONS, Method, Persistence, SourceMask};
 
+mod clients;
 mod load;
 
 /// Most addresses per family in one answer set; keeps "all" responses small
@@ -292,6 +293,11 @@ pub struct Server {
     /// The `[[site]]` this gslbd runs at: it probes RTTs for that site's column and takes
     /// other sites' service states from MEP.
     pub site: Option<String>,
+    /// TCP connection limits (`tcp_*` keys; `clients.rs`); changing them needs a restart.
+    pub tcp: crate::server::TcpLimits,
+    /// `ecs_allow`: the resolvers whose EDNS Client Subnet is used; from any other client the
+    /// option is ignored and its source address is the client. `None` (absent): everyone's.
+    pub ecs_allow: Option<Vec<IpNet>>,
 }
 
 /// How the XDP program is attached.
@@ -836,6 +842,11 @@ struct RawServer {
     xdp_mode: XdpMode,
     pin_path: Option<Str>,
     site: Option<Str>,
+    tcp_max_connections: Option<Int>,
+    tcp_max_per_address: Option<Int>,
+    tcp_idle_timeout_ms: Option<Int>,
+    tcp_message_timeout_ms: Option<Int>,
+    ecs_allow: Option<List>,
 }
 
 #[derive(Deserialize)]
@@ -1904,6 +1915,13 @@ impl Validator<'_> {
             }
         };
 
+        let tcp = self.tcp_limits(
+            raw.tcp_max_connections,
+            raw.tcp_max_per_address,
+            raw.tcp_idle_timeout_ms,
+            raw.tcp_message_timeout_ms,
+        )?;
+        let ecs_allow = raw.ecs_allow.map(|l| self.ecs_allow(l)).transpose()?;
         Ok(Server {
             dns_port,
             listen,
@@ -1913,6 +1931,8 @@ impl Validator<'_> {
             pin_path,
             // Checked against the sites once they are read (Validator::config).
             site: raw.site.map(Spanned::into_inner),
+            tcp,
+            ecs_allow,
         })
     }
 
@@ -3770,6 +3790,8 @@ mod tests {
             xdp_mode: XdpMode::Auto,
             pin_path: "/sys/fs/bpf/gslb".into(),
             site: None,
+            tcp: crate::server::TcpLimits::default(),
+            ecs_allow: None,
         }
     }
 

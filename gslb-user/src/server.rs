@@ -14,10 +14,12 @@ use std::{
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream, UdpSocket},
-    sync::Semaphore,
 };
 use tracing::{debug, warn};
 
+mod conns;
+
+use self::conns::{Conns, Phase, Ticket};
 use crate::probe::LdnsRecorder;
 use crate::responder::{Responder, Transport};
 
@@ -64,20 +66,31 @@ impl Sources {
     }
 }
 
-/// Limits of the TCP server (RFC 7766 asks servers to protect themselves this way).
-#[derive(Clone, Copy, Debug)]
+/// Limits of the TCP server (RFC 7766 §6.2.3 asks servers to protect themselves this way):
+/// `[server] tcp_*` in the configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TcpLimits {
-    /// Connections served at once; further ones wait in the kernel's backlog.
+    /// Connections served at once. At the cap a newcomer is still taken: the connection that
+    /// has waited longest for its next query is closed to make room (`server::conns`).
     pub max_connections: usize,
-    /// A connection with no complete query for this long is closed.
+    /// Connections one client address (an IPv4 address, an IPv6 /64) may hold; more are
+    /// closed at once.
+    pub max_per_address: usize,
+    /// A connection with no byte of a next query for this long is closed.
     pub idle_timeout: Duration,
+    /// Once the first byte of a query arrives, the whole query (length and message) must be
+    /// there within this long, and its answer written within this long again; else the
+    /// connection is closed. This is what makes a client trickling bytes go away.
+    pub message_timeout: Duration,
 }
 
 impl Default for TcpLimits {
     fn default() -> Self {
         TcpLimits {
             max_connections: 1024,
+            max_per_address: 64,
             idle_timeout: Duration::from_secs(10),
+            message_timeout: Duration::from_secs(2),
         }
     }
 }
@@ -142,13 +155,9 @@ pub async fn run_tcp_recording(
     recorder: Option<LdnsRecorder>,
     shutdown: impl Future<Output = ()>,
 ) {
-    let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let conns = Conns::new(limits.max_connections, limits.max_per_address);
     tokio::pin!(shutdown);
     loop {
-        let permit = tokio::select! {
-            _ = &mut shutdown => return,
-            p = permits.clone().acquire_owned() => p.expect("never closed"),
-        };
         let (stream, peer) = tokio::select! {
             _ = &mut shutdown => return,
             r = listener.accept() => match r {
@@ -161,15 +170,22 @@ pub async fn run_tcp_recording(
                 }
             },
         };
+        // Refused: closed at once (the table logs why, rate-limited).
+        let Ok(ticket) = conns.admit(peer.ip()) else {
+            continue;
+        };
         let responder = responder.clone();
         let sources = Sources::new(recorder.clone());
         tokio::spawn(async move {
-            if let Err(error) =
-                serve_connection(stream, peer, &responder, sources, limits.idle_timeout).await
-            {
-                debug!(%error, %peer, "tcp connection closed");
+            let evicted = ticket.evicted.clone();
+            tokio::select! {
+                _ = evicted.notified() => debug!(%peer, "tcp connection dropped for a newcomer"),
+                r = serve_connection(stream, peer, &responder, sources, limits, &ticket) => {
+                    if let Err(error) = r {
+                        debug!(%error, %peer, "tcp connection closed");
+                    }
+                }
             }
-            drop(permit);
         });
     }
 }
@@ -179,29 +195,37 @@ async fn serve_connection(
     peer: SocketAddr,
     responder: &Responder,
     mut sources: Sources,
-    idle_timeout: Duration,
+    limits: TcpLimits,
+    ticket: &Ticket,
 ) -> std::io::Result<()> {
-    let mut buf = vec![0u8; u16::MAX as usize];
+    let timed_out = |what| std::io::Error::new(std::io::ErrorKind::TimedOut, what);
     loop {
-        // The whole query, length and body, must arrive within the idle timeout.
-        let read = async {
-            let len = stream.read_u16().await? as usize;
-            stream.read_exact(&mut buf[..len]).await?;
-            Ok::<_, std::io::Error>(len)
-        };
-        let len = match tokio::time::timeout(idle_timeout, read).await {
+        ticket.set(Phase::Idle);
+        let first = match tokio::time::timeout(limits.idle_timeout, stream.read_u8()).await {
             Err(_) => return Ok(()), // idle
             Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
             Ok(r) => r?,
         };
-        if let Some(response) = responder.respond(&buf[..len], peer.ip(), Transport::Tcp) {
+        // From the first byte on, the whole query has `message_timeout`, however it trickles.
+        ticket.set(Phase::Reading);
+        let read = async {
+            let len = u16::from_be_bytes([first, stream.read_u8().await?]) as usize;
+            let mut message = vec![0u8; len];
+            stream.read_exact(&mut message).await?;
+            Ok::<_, std::io::Error>(message)
+        };
+        let message = tokio::time::timeout(limits.message_timeout, read)
+            .await
+            .map_err(|_| timed_out("query not complete within the message timeout"))??;
+        ticket.set(Phase::Answering);
+        if let Some(response) = responder.respond(&message, peer.ip(), Transport::Tcp) {
             sources.record(peer.ip());
             let mut framed = Vec::with_capacity(response.len() + 2);
             framed.extend_from_slice(&(response.len() as u16).to_be_bytes());
             framed.extend_from_slice(&response);
-            tokio::time::timeout(idle_timeout, stream.write_all(&framed))
+            tokio::time::timeout(limits.message_timeout, stream.write_all(&framed))
                 .await
-                .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "write"))??;
+                .map_err(|_| timed_out("answer not taken within the message timeout"))??;
         }
     }
 }

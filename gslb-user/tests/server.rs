@@ -1,11 +1,14 @@
 //! The responder's sockets on loopback (port 0, no privileges): UDP, TCP with several queries
-//! per connection, truncation then retry over TCP, and the TCP limits (idle timeout, connection
-//! cap, slow clients). The answers themselves are the responder's unit tests' business.
+//! per connection, truncation then retry over TCP, and the TCP limits (idle timeout, message
+//! deadline, per-address limit, eviction at the cap, slow and trickling clients). The answers themselves are the responder's unit tests' business.
 
 use std::{
     net::{Ipv4Addr, SocketAddr},
     path::Path,
-    sync::Arc,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -22,7 +25,7 @@ use hickory_proto::{
 };
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
-    net::{TcpListener, TcpStream, UdpSocket},
+    net::{TcpListener, TcpSocket, TcpStream, UdpSocket},
     sync::oneshot,
     task::JoinHandle,
     time::timeout,
@@ -85,6 +88,7 @@ fn limits(max_connections: usize, idle_timeout: Duration) -> TcpLimits {
     TcpLimits {
         max_connections,
         idle_timeout,
+        ..TcpLimits::default()
     }
 }
 
@@ -315,40 +319,239 @@ async fn tcp_idle_connection_is_closed_after_the_idle_timeout() {
     server.stop().await;
 }
 
+/// A TCP connection to `server` from `source` (any 127.0.0.0/8 address is this host's).
+async fn connect_from(source: Ipv4Addr, server: SocketAddr) -> std::io::Result<TcpStream> {
+    let socket = TcpSocket::new_v4()?;
+    socket.bind(SocketAddr::from((source, 0)))?;
+    socket.connect(server).await
+}
+
+/// Whether the server closed `stream` within `wait` (EOF or reset; a reply is not a close).
+async fn closed_within(stream: &mut TcpStream, wait: Duration) -> bool {
+    let mut byte = [0u8; 1];
+    matches!(
+        timeout(wait, stream.read(&mut byte)).await,
+        Ok(Ok(0) | Err(_))
+    )
+}
+
+/// One query on `stream`, answered with its id.
+async fn answered(stream: &mut TcpStream, id: u16) -> bool {
+    write_framed(stream, &[query(id, "txt.example.com", RecordType::TXT)]).await;
+    read_framed_within(stream, ANSWER_WAIT)
+        .await
+        .map(|r| r.id())
+        == Some(id)
+}
+
 #[tokio::test]
-async fn tcp_connections_over_the_cap_wait_until_one_closes() {
+async fn at_the_cap_the_longest_idle_connection_is_dropped_for_a_newcomer() {
     let server = start(limits(2, Duration::from_secs(30))).await;
     let mut first = TcpStream::connect(server.tcp).await.unwrap();
+    assert!(answered(&mut first, 1).await);
     let mut second = TcpStream::connect(server.tcp).await.unwrap();
-    for (id, stream) in [(1, &mut first), (2, &mut second)] {
-        write_framed(stream, &[query(id, "txt.example.com", RecordType::TXT)]).await;
+    assert!(answered(&mut second, 2).await);
+    // The second has been idle for less time since its query: the first makes room.
+    assert!(answered(&mut second, 3).await);
+    let mut third = TcpStream::connect(server.tcp).await.unwrap();
+    assert!(
+        answered(&mut third, 4).await,
+        "the newcomer is served at once"
+    );
+    assert!(
+        closed_within(&mut first, ANSWER_WAIT).await,
+        "the longest idle was closed"
+    );
+    assert!(
+        answered(&mut second, 5).await,
+        "the other one was not disturbed"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn an_address_over_its_connection_limit_is_closed_while_others_are_served() {
+    let server = start(TcpLimits {
+        max_per_address: 3,
+        ..limits(16, Duration::from_secs(30))
+    })
+    .await;
+    let greedy = Ipv4Addr::new(127, 0, 0, 5);
+    let mut held = Vec::new();
+    for id in 0..3 {
+        let mut stream = connect_from(greedy, server.tcp).await.unwrap();
         assert!(
-            read_framed_within(stream, ANSWER_WAIT).await.is_some(),
-            "connection {id} served"
+            answered(&mut stream, id).await,
+            "connection {id} within the limit"
+        );
+        held.push(stream);
+    }
+    let mut fourth = connect_from(greedy, server.tcp).await.unwrap();
+    assert!(
+        closed_within(&mut fourth, ANSWER_WAIT).await,
+        "over the limit: closed"
+    );
+    let mut other = connect_from(Ipv4Addr::new(127, 0, 0, 6), server.tcp)
+        .await
+        .unwrap();
+    assert!(answered(&mut other, 10).await, "another address is served");
+    for (id, stream) in held.iter_mut().enumerate() {
+        assert!(
+            answered(stream, 20 + id as u16).await,
+            "the held ones still work"
         );
     }
-    // The third connects (the kernel's backlog) but is not served while two are open.
-    let mut third = TcpStream::connect(server.tcp).await.unwrap();
-    write_framed(&mut third, &[query(3, "txt.example.com", RecordType::TXT)]).await;
+    drop(held.pop());
+    // The server sees the close when it reads; give it a moment, then the address has room.
+    tokio::time::sleep(SILENCE).await;
+    let mut again = connect_from(greedy, server.tcp).await.unwrap();
+    assert!(answered(&mut again, 30).await, "room again once one closed");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_query_must_arrive_whole_within_the_message_timeout_of_its_first_byte() {
+    let message_timeout = Duration::from_millis(600);
+    let server = start(TcpLimits {
+        message_timeout,
+        ..limits(16, Duration::from_secs(30))
+    })
+    .await;
+    // Silent for longer than the message timeout: only the idle timeout applies.
+    let mut quiet = TcpStream::connect(server.tcp).await.unwrap();
+    // Trickling: a byte every 200 ms would take seconds for the query.
+    let mut trickle = TcpStream::connect(server.tcp).await.unwrap();
+    let framed = {
+        let q = query(7, "txt.example.com", RecordType::TXT);
+        let mut f = (q.len() as u16).to_be_bytes().to_vec();
+        f.extend_from_slice(&q);
+        f
+    };
+    let started = Instant::now();
+    let mut closed = false;
+    for byte in &framed {
+        if trickle.write_all(&[*byte]).await.is_err()
+            || closed_within(&mut trickle, Duration::from_millis(200)).await
+        {
+            closed = true;
+            break;
+        }
+    }
+    let waited = started.elapsed();
+    assert!(closed, "a trickling query was not cut off");
     assert!(
-        read_framed_within(&mut third, SILENCE).await.is_none(),
-        "a third connection served"
+        waited >= message_timeout / 2,
+        "cut off after {waited:?}, before the message timeout"
     );
-    drop(first);
-    let reply = read_framed_within(&mut third, ANSWER_WAIT).await;
+    // A slow query within the deadline (a byte every 10 ms) is answered.
+    let mut slow = TcpStream::connect(server.tcp).await.unwrap();
+    for byte in &framed {
+        slow.write_all(&[*byte]).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert_eq!(
-        reply.map(|r| r.id()),
-        Some(3),
-        "served once the first closed"
-    );
-    // The second was never disturbed.
-    write_framed(&mut second, &[query(4, "txt.example.com", RecordType::TXT)]).await;
-    assert_eq!(
-        read_framed_within(&mut second, ANSWER_WAIT)
+        read_framed_within(&mut slow, ANSWER_WAIT)
             .await
             .map(|r| r.id()),
-        Some(4)
+        Some(7)
     );
+    assert!(started.elapsed() > message_timeout);
+    assert!(
+        answered(&mut quiet, 8).await,
+        "an idle connection outlives the message timeout"
+    );
+    server.stop().await;
+}
+
+/// The attack of issue 12: 1,100 connections (more than the cap, 1,024) from 20 addresses (55
+/// each, within the per-address limit, 64), each trickling a byte every 3 s and reconnecting
+/// whenever the server closes it; all with the default limits. A fresh client's query over TCP
+/// is answered within 1 s, ten times in a row. Before the limits, the first 1,024 held every
+/// place for the whole idle timeout (10 s) and newcomers waited in the backlog.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trickling_connections_beyond_the_cap_do_not_delay_a_fresh_query() {
+    const ATTACKERS: usize = 1100;
+    const ADDRESSES: usize = 20;
+    const TRICKLE_EVERY: Duration = Duration::from_secs(3);
+    let limits = TcpLimits::default();
+    assert!(ATTACKERS > limits.max_connections);
+    assert!(ATTACKERS.div_ceil(ADDRESSES) <= limits.max_per_address);
+    let server = start(limits).await;
+    let addr = server.tcp;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (connected, reconnects) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let mut attackers = Vec::new();
+    for i in 0..ATTACKERS {
+        let source = Ipv4Addr::new(127, 0, 1, 10 + (i % ADDRESSES) as u8);
+        let (stop, connected, reconnects) = (stop.clone(), connected.clone(), reconnects.clone());
+        attackers.push(tokio::spawn(async move {
+            let mut first = true;
+            while !stop.load(Ordering::Relaxed) {
+                let Ok(mut stream) = connect_from(source, addr).await else {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                };
+                if first {
+                    connected.fetch_add(1, Ordering::Relaxed);
+                    first = false;
+                } else {
+                    reconnects.fetch_add(1, Ordering::Relaxed);
+                }
+                // Spread the trickles over the interval.
+                tokio::time::sleep(TRICKLE_EVERY * (i as u32 % 30) / 30).await;
+                // A length prefix of 0x40 bytes and then a byte of body at a time, forever.
+                let mut byte = 0u8;
+                while !stop.load(Ordering::Relaxed) {
+                    if stream.write_all(&[byte]).await.is_err()
+                        || closed_within(&mut stream, TRICKLE_EVERY).await
+                    {
+                        break;
+                    }
+                    byte = 0x40;
+                }
+            }
+        }));
+    }
+    let attack = async {
+        // Every attacker connected once.
+        while connected.load(Ordering::Relaxed) < ATTACKERS {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // Then, spread over two trickle intervals, ten fresh queries.
+        let mut waits = Vec::new();
+        for id in 0..10u16 {
+            tokio::time::sleep(TRICKLE_EVERY / 5).await;
+            let started = Instant::now();
+            let fresh = async {
+                let mut stream = connect_from(Ipv4Addr::new(127, 0, 0, 2), addr).await.ok()?;
+                write_framed(
+                    &mut stream,
+                    &[query(id, "txt.example.com", RecordType::TXT)],
+                )
+                .await;
+                read_framed(&mut stream).await.map(|r| r.id())
+            };
+            let got = timeout(Duration::from_secs(1), fresh).await;
+            assert_eq!(
+                got,
+                Ok(Some(id)),
+                "fresh query {id} not answered within 1 s"
+            );
+            waits.push(started.elapsed());
+        }
+        waits
+    };
+    let waits = timeout(Duration::from_secs(60), attack)
+        .await
+        .expect("the attack runs within its bound");
+    stop.store(true, Ordering::Relaxed);
+    println!(
+        "fresh queries answered in {waits:?}; attackers reconnected {} times",
+        reconnects.load(Ordering::Relaxed)
+    );
+    for a in attackers {
+        a.abort();
+    }
     server.stop().await;
 }
 

@@ -29,7 +29,7 @@ use crate::{
     health::{HealthSupervisor, ServiceMonitors},
     location::db::LocationDb,
     responder::Responder,
-    server::{self, TcpLimits},
+    server,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -216,7 +216,7 @@ pub async fn run(
         servers.spawn(server::run_tcp_recording(
             tcp,
             responder.clone(),
-            TcpLimits::default(),
+            server.tcp,
             Some(rtt.recorder()),
             wait(stopped.clone()),
         ));
@@ -471,6 +471,7 @@ pub async fn reload(
         ("interface", old.interface != new.interface),
         ("xdp_mode", old.xdp_mode != new.xdp_mode),
         ("pin_path", old.pin_path != new.pin_path),
+        ("tcp_* limits", old.tcp != new.tcp),
     ];
     let changed: Vec<&str> = restart_only
         .iter()
