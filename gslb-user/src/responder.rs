@@ -5,6 +5,7 @@
 //! `server`. The one state it keeps is the persistence entries (`crate::persist`, on a clock
 //! the caller can inject) and the rotation turn of each answer set (`turns`).
 
+mod ecs;
 mod turns;
 
 use std::{
@@ -25,7 +26,6 @@ use hickory_proto::{
     },
     serialize::binary::{BinDecodable, BinDecoder, BinEncodable},
 };
-use ipnet::IpNet;
 
 use crate::{
     compile::{Answer, DomainEntry, Snapshot, partition::key_of},
@@ -80,6 +80,8 @@ struct Authority {
     gslb: GslbIndex,
     edns_udp_size: u16,
     decisions: Option<Decisions>,
+    /// `server.ecs_allow`.
+    ecs_allow: ecs::Allow,
 }
 
 /// Per-query decisions for the domains the fast path leaves to the responder
@@ -168,6 +170,7 @@ impl Authority {
             gslb: GslbIndex::new(snapshot),
             edns_udp_size: snapshot.edns_udp_size,
             decisions,
+            ecs_allow: ecs::Allow::new(config.server.ecs_allow.as_deref()),
         }
     }
 
@@ -369,15 +372,6 @@ impl Authority {
             .is_gslb(name)
             .then(|| self.gslb.scope(name, qtype, client))
     }
-}
-
-/// A client subnet as RFC 7871 §7.1 allows it in a query: a known family, a source prefix
-/// within it, no address bits beyond the prefix, and a zero scope.
-fn valid_ecs(ecs: &ClientSubnet) -> bool {
-    let bits = if ecs.addr().is_ipv4() { 32 } else { 128 };
-    ecs.scope_prefix() == 0
-        && ecs.source_prefix() <= bits
-        && IpNet::new(ecs.addr(), ecs.source_prefix()).is_ok_and(|n| n.trunc().addr() == ecs.addr())
 }
 
 /// An IPv4-mapped IPv6 client (dual-stack socket) is the IPv4 client it maps.
@@ -641,10 +635,13 @@ impl Responder {
             response.set_response_code(ResponseCode::FormErr);
         } else if edns.is_some_and(|e| e.version() > 0) {
             response.set_response_code(ResponseCode::BADVERS);
-        } else if ecs.is_some_and(|ecs| !valid_ecs(&ecs)) {
+        } else if ecs.is_some_and(|ecs| !ecs::valid(&ecs) || !ecs::exact_lengths(request)) {
             response.set_response_code(ResponseCode::FormErr);
         } else {
             let question = &query.queries()[0];
+            // From a client not in `server.ecs_allow`, the option is ignored: not used, not
+            // echoed (`responder::ecs`).
+            let ecs = ecs.filter(|_| data.ecs_allow.allows(canonical(client)));
             // A /0 subnet carries no client information (RFC 7871 §7.1.2): the resolver is the
             // client, as without ECS, and the answer's scope is 0.
             let client = ecs
