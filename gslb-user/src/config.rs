@@ -38,6 +38,8 @@ use crate::policy::{Expr, Ldns, MAX_PREFERRED_LOCATIONS, Method, Persistence, So
 mod clients;
 mod load;
 
+pub use clients::RrlSettings;
+
 /// Most addresses per family in one answer set; keeps "all" responses small
 /// enough for the XDP fast path to build in place.
 pub const MAX_ADDRS: usize = gslb_common::MAX_ADDRS;
@@ -139,6 +141,8 @@ pub struct Config {
     pub mep: Option<MepSettings>,
     /// `[[link]]`s, in file order.
     pub links: Vec<Link>,
+    /// `[rrl]`: response rate limiting (off without the section).
+    pub rrl: RrlSettings,
 }
 
 /// `[[link]]`: an inbound link of this server's site (spec §5, F5 link bandwidth). Its
@@ -824,6 +828,7 @@ struct RawConfig {
     mep: Option<Spanned<RawMep>>,
     #[serde(default, rename = "link")]
     links: Vec<RawLink>,
+    rrl: Option<Spanned<clients::RawRrl>>,
     /// The schema before zones and services; only read to say what replaced it.
     #[serde(rename = "domain")]
     old_domain: Option<Spanned<toml::Value>>,
@@ -1424,7 +1429,9 @@ impl Validator<'_> {
             &links,
             &load_monitors,
         )?;
+        let rrl = self.rrl(raw.rrl)?;
         Ok(Config {
+            rrl,
             links,
             mep,
             rtt,
@@ -3813,6 +3820,7 @@ mod tests {
             rtt: RttSettings::default(),
             mep: None,
             links: vec![],
+            rrl: RrlSettings::default(),
         }
     }
 

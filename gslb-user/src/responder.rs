@@ -6,6 +6,7 @@
 //! the caller can inject) and the rotation turn of each answer set (`turns`).
 
 mod ecs;
+pub mod rrl;
 mod turns;
 
 use std::{
@@ -72,6 +73,8 @@ pub struct Responder {
     gslb_refused: AtomicBool,
     /// Source-IP persistence entries, kept across reloads (`crate::persist`).
     persistence: Arc<PersistStore>,
+    /// `[rrl]`: asked by the UDP loops, configured with every reload.
+    rrl: rrl::Limiter,
 }
 
 /// Everything the responder answers from, built from one configuration.
@@ -527,6 +530,7 @@ impl Responder {
             data: ArcSwap::from_pointee(Authority::new(config, snapshot, None, &persistence)),
             gslb_refused: AtomicBool::new(false),
             persistence,
+            rrl: rrl::Limiter::new(&config.rrl),
         }
     }
 
@@ -565,6 +569,13 @@ impl Responder {
         let next = Authority::new(config, snapshot, locations, &self.persistence);
         next.carry_turns(&self.data.load());
         self.data.store(Arc::new(next));
+        self.rrl.configure(&config.rrl);
+    }
+
+    /// The rate limiter of UDP responses (`[rrl]`), which the server loops ask before sending:
+    /// kept here so that a reload configures it with the rest.
+    pub fn rrl(&self) -> &rrl::Limiter {
+        &self.rrl
     }
 
     /// Answers `request` from `client` into `sink`; sends nothing for what must not be answered

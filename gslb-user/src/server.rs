@@ -21,7 +21,10 @@ mod conns;
 
 use self::conns::{Conns, Phase, Ticket};
 use crate::probe::LdnsRecorder;
-use crate::responder::{Responder, Transport};
+use crate::responder::{
+    Responder, Transport,
+    rrl::{self, Verdict},
+};
 
 /// How long a loop waits before it records a source again: the prober needs to know that a
 /// resolver still queries (its entries live for minutes), not every query, and the recorder's
@@ -129,7 +132,19 @@ pub async fn run_udp_recording(
         let Some(response) = responder.respond(&buf[..len], peer.ip(), Transport::Udp) else {
             continue;
         };
-        sources.record(peer.ip());
+        // Response rate limiting (`[rrl]`): over the limit, nothing, or every slip-th one
+        // truncated so that a real client retries over TCP. TCP is never limited.
+        let response = match responder.rrl().verdict(peer.ip(), rrl::now_ns()) {
+            Verdict::Send => {
+                sources.record(peer.ip());
+                response
+            }
+            Verdict::Drop => continue,
+            Verdict::Slip => match rrl::truncated(&response) {
+                Some(tc) => tc,
+                None => continue,
+            },
+        };
         if let Err(error) = socket.send_to(&response, peer).await {
             debug!(%error, %peer, "udp send");
         }

@@ -181,3 +181,31 @@ fn static_proximity_reads_each_file_in_its_format() {
     assert_eq!((c.latitude, c.longitude), (51.4964, -0.1224));
     assert_eq!(db.stats().skipped, 1);
 }
+
+/// examples/rrl.toml says what it sets; its comments name these values.
+#[test]
+fn rrl_example_sets_what_it_says() {
+    let config = Config::load(&examples_dir().join("rrl.toml")).unwrap();
+    let rrl = config.rrl;
+    assert!(rrl.enabled);
+    assert_eq!(
+        (
+            rrl.rate,
+            rrl.burst,
+            rrl.slip,
+            rrl.ipv4_prefix,
+            rrl.ipv6_prefix,
+            rrl.table_size
+        ),
+        (20, 20, 2, 24, 56, 65_536)
+    );
+    assert_eq!(
+        rrl,
+        gslb_user::config::RrlSettings {
+            enabled: true,
+            ..Default::default()
+        }
+    );
+    assert_eq!(config.server.tcp, gslb_user::server::TcpLimits::default());
+    assert_eq!(config.server.ecs_allow.map(|l| l.len()), Some(2));
+}

@@ -45,7 +45,11 @@ struct Server {
 }
 
 async fn start(limits: TcpLimits) -> Server {
-    let config = Config::parse(&responder_config(), Path::new("responder.toml")).unwrap();
+    start_with(&responder_config(), limits).await
+}
+
+async fn start_with(config: &str, limits: TcpLimits) -> Server {
+    let config = Config::parse(config, Path::new("responder.toml")).unwrap();
     let responder = Arc::new(Responder::new(&config, &Snapshot::from_config(&config)));
     let udp = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
     let tcp = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
@@ -610,4 +614,92 @@ async fn slow_and_silent_tcp_clients_block_nobody() {
         "the slow client is answered too"
     );
     server.stop().await;
+}
+
+// ---- Response rate limiting ----
+
+/// `[rrl]` over real sockets: a flood from one /24 (127.0.0.0/24) gets at most the burst plus
+/// the rate for its duration in full answers, and every second answer over the limit as a
+/// TC=1 slip; a client of another /24 (127.0.1.0/24), asking at half the rate meanwhile, gets
+/// every answer in full. TCP is never limited.
+#[tokio::test]
+async fn a_udp_flood_from_one_prefix_gets_the_rate_plus_slips_while_others_get_everything() {
+    const RATE: usize = 20;
+    const FLOOD: usize = 300;
+    let config = format!("{}\n[rrl]\nrate = {RATE}\nslip = 2\n", responder_config());
+    let server = start_with(&config, TcpLimits::default()).await;
+    let flooder = UdpSocket::bind((Ipv4Addr::new(127, 0, 0, 2), 0))
+        .await
+        .unwrap();
+    let other = UdpSocket::bind((Ipv4Addr::new(127, 0, 1, 2), 0))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let flood = async {
+        let (mut full, mut slips) = (0usize, 0usize);
+        let mut buf = vec![0; 65535];
+        for i in 0..FLOOD {
+            flooder
+                .send_to(
+                    &query(i as u16, "www.example.com", RecordType::A),
+                    server.udp,
+                )
+                .await
+                .unwrap();
+            // 300 in about 0.3 s: within the socket buffers.
+            if i % 10 == 9 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+        while let Ok(Ok((len, _))) = timeout(SILENCE, flooder.recv_from(&mut buf)).await {
+            let reply = parse(&buf[..len]);
+            if reply.truncated() {
+                assert!(reply.answers().is_empty(), "a slip carries no records");
+                slips += 1;
+            } else {
+                assert_eq!(reply.answers().len(), 1);
+                full += 1;
+            }
+        }
+        (full, slips, started.elapsed())
+    };
+    let polite = async {
+        let mut answered = 0;
+        for i in 0..10u16 {
+            let reply = ask_udp(
+                &other,
+                server.udp,
+                &query(1000 + i, "www.example.com", RecordType::A),
+                ANSWER_WAIT,
+            )
+            .await;
+            if reply.is_some_and(|r| !r.truncated() && r.answers().len() == 1) {
+                answered += 1;
+            }
+            tokio::time::sleep(Duration::from_millis(1000 / RATE as u64 * 2)).await;
+        }
+        answered
+    };
+    let ((full, slips, elapsed), answered) = tokio::join!(flood, polite);
+    // The burst (= rate) at once, then the rate for the time the flood lasted.
+    let allowed = RATE + (RATE as f64 * elapsed.as_secs_f64()).ceil() as usize;
+    println!("flood: {full} full, {slips} slips of {FLOOD} in {elapsed:?}; other: {answered}/10");
+    assert!(
+        full >= RATE && full <= allowed,
+        "{full} full answers, at most {allowed} allowed"
+    );
+    let over = FLOOD - full;
+    assert!(
+        slips.abs_diff(over / 2) <= 1,
+        "{slips} slips for {over} over the limit"
+    );
+    assert_eq!(answered, 10, "the other prefix lost answers");
+    // TCP from the flooding prefix is still answered.
+    let mut tcp = TcpStream::connect(server.tcp).await.unwrap();
+    assert!(answered_tcp(&mut tcp).await);
+    server.stop().await;
+}
+
+async fn answered_tcp(stream: &mut TcpStream) -> bool {
+    answered(stream, 4242).await
 }

@@ -1,13 +1,74 @@
-//! The settings that protect the server from its clients: `[server]`'s TCP limits (`tcp_*`)
-//! and `ecs_allow` (which resolvers may speak for their clients with EDNS Client Subnet).
+//! The settings that protect the server from its clients: `[server]`'s TCP limits (`tcp_*`),
+//! `ecs_allow` (which resolvers may speak for their clients with EDNS Client Subnet), and
+//! `[rrl]`, response rate limiting.
 
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use ipnet::IpNet;
+use serde::Deserialize;
+use toml::Spanned;
 
 use super::{ConfigError, Int, List, Validator};
 use crate::server::TcpLimits;
+
+/// `[rrl]`: response rate limiting over UDP (as Knot, NSD and BIND do it), in the fast path and
+/// in the responder alike. The clients of one source prefix share a token bucket: `rate`
+/// responses a second, `burst` at once; a response over the limit is dropped, except every
+/// `slip`-th, which goes out truncated (TC=1, no records), so that a real resolver behind a
+/// spoofed flood retries over TCP, which is never limited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RrlSettings {
+    /// Defaults to true when the section is written; without the section, nothing is limited.
+    pub enabled: bool,
+    /// Responses per second per prefix (1..=1,000,000; default 20, Knot's).
+    pub rate: u32,
+    /// Responses a prefix may get at once after a quiet spell (1..=1,000,000; default `rate`).
+    pub burst: u32,
+    /// Every `slip`-th response over the limit goes out truncated; 0: none (0..=100; default 2).
+    pub slip: u32,
+    /// The prefix clients of IPv4 are counted by (8..=32; default 24).
+    pub ipv4_prefix: u8,
+    /// The prefix clients of IPv6 are counted by (32..=128; default 56).
+    pub ipv6_prefix: u8,
+    /// Buckets the responder keeps (each server loop's table; 1,024..=16,777,216, default
+    /// 65,536); when full, a new prefix takes the place of another with the same hash, so
+    /// memory stays bounded under any number of sources.
+    pub table_size: u32,
+}
+
+impl Default for RrlSettings {
+    fn default() -> Self {
+        RrlSettings {
+            enabled: false,
+            rate: 20,
+            burst: 20,
+            slip: 2,
+            ipv4_prefix: 24,
+            ipv6_prefix: 56,
+            table_size: 65_536,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRrl {
+    enabled: Option<Spanned<bool>>,
+    rate: Option<Int>,
+    burst: Option<Int>,
+    slip: Option<Int>,
+    ipv4_prefix: Option<Int>,
+    ipv6_prefix: Option<Int>,
+    table_size: Option<Int>,
+}
+
+const RRL_RATE_RANGE: RangeInclusive<i64> = 1..=1_000_000;
+const RRL_SLIP_RANGE: RangeInclusive<i64> = 0..=100;
+/// Shorter prefixes would put whole providers in one bucket.
+const RRL_V4_RANGE: RangeInclusive<i64> = 8..=32;
+const RRL_V6_RANGE: RangeInclusive<i64> = 32..=128;
+const RRL_TABLE_RANGE: RangeInclusive<i64> = 1024..=(1 << 24);
 
 /// `tcp_max_connections`: one at least; a million sockets is past any host's file limit.
 const TCP_CONNECTIONS_RANGE: RangeInclusive<i64> = 1..=1_000_000;
@@ -114,6 +175,46 @@ impl Validator<'_> {
     }
 }
 
+impl Validator<'_> {
+    /// `[rrl]`; absent: off.
+    pub(super) fn rrl(&self, raw: Option<Spanned<RawRrl>>) -> Result<RrlSettings, ConfigError> {
+        let Some(raw) = raw else {
+            return Ok(RrlSettings::default());
+        };
+        let raw = raw.into_inner();
+        let d = RrlSettings::default();
+        let owner = "rrl";
+        let rate = self.int(owner, "rate", raw.rate, RRL_RATE_RANGE, d.rate)?;
+        Ok(RrlSettings {
+            enabled: raw.enabled.is_none_or(|e| e.into_inner()),
+            rate,
+            burst: self.int(owner, "burst", raw.burst, RRL_RATE_RANGE, rate)?,
+            slip: self.int(owner, "slip", raw.slip, RRL_SLIP_RANGE, d.slip)?,
+            ipv4_prefix: self.int(
+                owner,
+                "ipv4_prefix",
+                raw.ipv4_prefix,
+                RRL_V4_RANGE,
+                d.ipv4_prefix,
+            )?,
+            ipv6_prefix: self.int(
+                owner,
+                "ipv6_prefix",
+                raw.ipv6_prefix,
+                RRL_V6_RANGE,
+                d.ipv6_prefix,
+            )?,
+            table_size: self.int(
+                owner,
+                "table_size",
+                raw.table_size,
+                RRL_TABLE_RANGE,
+                d.table_size,
+            )?,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -188,6 +289,63 @@ mod tests {
                 "ecs_allow = [\"192.0.2.0/24\", \"192.0.2.0/24\"]",
                 "c.toml:3:30: server.ecs_allow: prefix 192.0.2.0/24 listed twice",
             ),
+        ] {
+            let got = parse(extra).unwrap_err();
+            assert!(got.contains(want), "{extra:?}: got {got}, want {want}");
+        }
+    }
+
+    #[test]
+    fn rrl_is_off_without_the_section_and_read_with_it() {
+        use crate::config::RrlSettings;
+        assert!(!parse("").unwrap().rrl.enabled);
+        assert_eq!(
+            parse("[rrl]\nrate = 5\n").unwrap().rrl,
+            RrlSettings {
+                enabled: true,
+                rate: 5,
+                burst: 5,
+                ..RrlSettings::default()
+            }
+        );
+        let all = parse(
+            "[rrl]\nenabled = false\nrate = 100\nburst = 300\nslip = 0\nipv4_prefix = 32\n\
+             ipv6_prefix = 64\ntable_size = 2048\n",
+        )
+        .unwrap()
+        .rrl;
+        assert_eq!(
+            all,
+            RrlSettings {
+                enabled: false,
+                rate: 100,
+                burst: 300,
+                slip: 0,
+                ipv4_prefix: 32,
+                ipv6_prefix: 64,
+                table_size: 2048
+            }
+        );
+        for (extra, want) in [
+            ("[rrl]\nrate = 0", "c.toml:4:8: rrl: rate 0 out of range"),
+            ("[rrl]\nburst = 0", "c.toml:4:9: rrl: burst 0 out of range"),
+            (
+                "[rrl]\nslip = 101",
+                "c.toml:4:8: rrl: slip 101 out of range",
+            ),
+            (
+                "[rrl]\nipv4_prefix = 33",
+                "c.toml:4:15: rrl: ipv4_prefix 33 out of range",
+            ),
+            (
+                "[rrl]\nipv6_prefix = 16",
+                "c.toml:4:15: rrl: ipv6_prefix 16 out of range",
+            ),
+            (
+                "[rrl]\ntable_size = 10",
+                "c.toml:4:14: rrl: table_size 10 out of range",
+            ),
+            ("[rrl]\nrates = 10", "unknown field `rates`"),
         ] {
             let got = parse(extra).unwrap_err();
             assert!(got.contains(want), "{extra:?}: got {got}, want {want}");
