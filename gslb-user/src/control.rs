@@ -3,9 +3,10 @@
 //!
 //! - `reload`: reloads the configuration as SIGHUP does, and says how it went;
 //! - `ldns`: the LDNS entries and their RTT per site (F5's `ldns` record, [`format_report`]);
-//! - `stats`: the controller's republish counters, the persistence table's, the load monitors'
-//!   (totals, then per monitor whether its value is known, the value, checks and failures) and
-//!   the prober's,
+//! - `stats`: the controller's republish counters (and reloads refused or failed), the
+//!   persistence table's, the load monitors' (totals, then per monitor whether its value is
+//!   known, the value, checks and failures), the supervised tasks' (running, panics, fatal
+//!   errors and restarts, in total and per task that failed) and the prober's,
 //!   `name value` per line.
 //!
 //! The reply's first line is `ok`, followed by the body, or `error: <reason>`; then the server
@@ -227,6 +228,7 @@ async fn handle(request: &str, state: &ControlState) -> Result<String, String> {
                 out.push_str(&format!("{name} {value}\n"));
             }
             out.push_str(&state.load.borrow().stats_lines());
+            out.push_str(&crate::supervise::stats_lines());
             out.push_str(&format!("rtt_probing {}\n", u8::from(handle.is_some())));
             if let Some(handle) = handle {
                 let reports = handle.report();

@@ -237,6 +237,19 @@ impl Supervised {
         let _ = (&mut self.task).await;
     }
 
+    /// Waits up to `grace` for the task to end by itself (its own shutdown signal), then
+    /// [`stop`](Supervised::stop)s it.
+    pub async fn end_within(mut self, grace: Duration) {
+        if tokio::time::timeout(grace, &mut self).await.is_err() {
+            self.stop().await;
+        }
+    }
+
+    /// Lets the task run for as long as the runtime does, without a handle.
+    pub fn detach(self) {
+        std::mem::forget(self);
+    }
+
     /// Whether the task has ended (a run returned without failure, or it was stopped).
     pub fn is_finished(&self) -> bool {
         self.task.is_finished()

@@ -31,10 +31,11 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use tokio::{sync::watch, task::JoinHandle};
+use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use super::{HealthError, HttpCheck, ProbeError, TlsCheck, http::HttpProbe};
+use crate::supervise::{self, Supervised};
 
 /// The largest real load value; larger readings are clamped to it, so that they stay apart
 /// from [`UNKNOWN_LOAD`] and the engine's "no limit".
@@ -391,7 +392,7 @@ type Key = (String, String);
 struct Task {
     /// What it runs: a change restarts it.
     runs: (IpAddr, u16, LoadMonitorSpec),
-    handle: JoinHandle<()>,
+    handle: Supervised,
     /// Set before the abort: a task sending on another worker meanwhile must not put its
     /// reading back.
     stopped: Arc<AtomicBool>,
@@ -489,15 +490,21 @@ impl LoadMonitor {
                 r.0.insert(key.clone(), LoadReading::new(spec.measure));
             });
             let stopped = Arc::new(AtomicBool::new(false));
-            let handle = tokio::spawn(run_monitor(
-                key.clone(),
-                probe,
-                spec.interval,
-                spec.timeout,
-                spec.unknown_after,
-                self.sender.clone(),
-                stopped.clone(),
-            ));
+            let (probe, interval, timeout) = (Arc::new(probe), spec.interval, spec.timeout);
+            let (unknown_after, sender, flag) =
+                (spec.unknown_after, self.sender.clone(), stopped.clone());
+            let task_key = key.clone();
+            let handle = supervise::spawn(format!("load/{}/{}", key.0, key.1), move |_| {
+                run_monitor(
+                    task_key.clone(),
+                    probe.clone(),
+                    interval,
+                    timeout,
+                    unknown_after,
+                    sender.clone(),
+                    flag.clone(),
+                )
+            });
             self.tasks.insert(
                 key,
                 Task {
@@ -531,7 +538,7 @@ impl Drop for LoadMonitor {
 
 async fn run_monitor(
     key: Key,
-    probe: LoadProbe,
+    probe: Arc<LoadProbe>,
     interval: Duration,
     timeout: Duration,
     unknown_after: u32,
