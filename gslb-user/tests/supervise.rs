@@ -462,3 +462,139 @@ async fn a_killed_load_monitor_checks_again() {
     let before = checks();
     until("checks after the restart", || checks() >= before + 2).await;
 }
+
+// ---- MEP ----
+
+const SECRET: &str = "supervise test secret";
+
+fn mep_config(dns: u16, p1_mep: u16, p2_mep: u16) -> String {
+    format!(
+        r#"
+[server]
+listen = ["127.0.0.1"]
+dns_port = {dns}
+site = "p1"
+
+[mep]
+secret = "{SECRET}"
+heartbeat_ms = 100
+dead_after_ms = 500
+
+[[zone]]
+name = "example.com"
+ns = ["ns.example.net"]
+soa.rname = "hostmaster.example.com"
+
+[[site]]
+name = "p1"
+ip = "127.0.0.1"
+mep_port = {p1_mep}
+
+[[site]]
+name = "p2"
+ip = "127.0.0.2"
+mep_port = {p2_mep}
+
+[[service]]
+name = "web1"
+ip = "192.0.2.1"
+site = "p1"
+
+[[service]]
+name = "web2"
+ip = "192.0.2.2"
+site = "p2"
+
+[[gslb_domain]]
+name = "www.example.com"
+answer = "all"
+services = ["web1", "web2"]
+"#
+    )
+}
+
+/// gslbd's MEP node and its persistence exchange, killed: the node comes back on the same
+/// socket and its link to the other parent comes up again (the peer sees a new link), while
+/// gslbd answers throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_mep_node_links_up_again() {
+    use gslb_user::mep::{LocalState, MepConfig, MepNode, ServiceState, SiteSpec, Topology};
+    let dir = TempDir::new("supervise-mep");
+    let path = dir.0.join("gslb.toml");
+    let dns = free_port();
+    let p1_mep = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let peer_listener = tokio::net::TcpListener::bind("127.0.0.2:0").await.unwrap();
+    let p2_mep = peer_listener.local_addr().unwrap().port();
+    std::fs::write(&path, mep_config(dns, p1_mep, p2_mep)).unwrap();
+    let gslbd = Gslbd::start(&path, None, WAIT).await;
+
+    let sites = vec![
+        SiteSpec::parent("p1", "127.0.0.1".parse().unwrap()).with_port(p1_mep),
+        SiteSpec::parent("p2", "127.0.0.2".parse().unwrap()).with_port(p2_mep),
+    ];
+    let mut c = MepConfig::new("p2", SECRET, Topology::new(sites).unwrap());
+    c.heartbeat = Duration::from_millis(100);
+    c.dead_after = Duration::from_millis(500);
+    c.reconnect_min = Duration::from_millis(20);
+    c.reconnect_max = Duration::from_millis(200);
+    c.view_interval = Duration::from_millis(20);
+    let peer = MepNode::new();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let peer_task = tokio::spawn({
+        let peer = peer.clone();
+        async move {
+            peer.run(peer_listener, c, async {
+                let _ = stopped.await;
+            })
+            .await
+            .expect("peer runs");
+        }
+    });
+    peer.publish_local(LocalState {
+        services: vec![ServiceState {
+            name: "web2".into(),
+            up: true,
+            connections: 0,
+            bandwidth_bps: 0,
+        }],
+        rtt: vec![],
+        persistence: vec![],
+    })
+    .unwrap();
+    let link = || {
+        peer.view()
+            .links
+            .get("p1")
+            .filter(|l| l.up)
+            .map(|l| l.since)
+    };
+    until("the link to p1 up", || link().is_some()).await;
+    answer_becomes(dns, &["192.0.2.1", "192.0.2.2"]).await;
+    let first = link().unwrap();
+
+    for task in ["mep-node/p1", "mep-persist-sync"] {
+        kill(task, 1);
+    }
+    until("the MEP node restarted", || restarts("mep-node/p1") >= 1).await;
+    until("the persistence exchange restarted", || {
+        restarts("mep-persist-sync") >= 1
+    })
+    .await;
+    until("a new link to p1 up", || {
+        link().is_some_and(|since| since > first)
+    })
+    .await;
+    // p2's service was kept (the view holds until the link is back) or is back by now.
+    answer_becomes(dns, &["192.0.2.1", "192.0.2.2"]).await;
+
+    let _ = stop.send(());
+    tokio::time::timeout(WAIT, peer_task)
+        .await
+        .unwrap()
+        .unwrap();
+    gslbd.stop().await;
+}
