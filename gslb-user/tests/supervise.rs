@@ -598,3 +598,117 @@ async fn a_killed_mep_node_links_up_again() {
         .unwrap();
     gslbd.stop().await;
 }
+
+// ---- A reload the maps cannot hold (privileged) ----
+
+/// The A answer of www.example.com that the fast path (the maps pinned at `pins`, adopted by a
+/// second program instance, run by BPF_PROG_TEST_RUN) gives a client asking 127.0.0.1:`port`.
+fn xdp_www(pins: &Path, port: u16) -> Vec<IpAddr> {
+    let dp = gslb_user::dataplane::Dataplane::load(Some(pins)).expect("adopting the pins");
+    let query = common::wire(&common::query(7, "www.example.com.", RecordType::A));
+    let frame = common::Frame {
+        dst_port: port,
+        ..common::Frame::query_to(IpAddr::V4(Ipv4Addr::LOCALHOST), query)
+    };
+    let out = common::run(&dp, &frame.bytes());
+    assert_eq!(out.action, common::XDP_TX, "the fast path answers");
+    let dns = &out.frame[14 + 20 + 8..];
+    answer_addrs(&hickory_proto::op::Message::from_vec(dns).unwrap())
+}
+
+/// gslbd with XDP loaded (not attached) and its maps pinned under `dir`.
+struct XdpGslbd {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<(), gslb_user::daemon::DaemonError>>,
+}
+
+impl XdpGslbd {
+    async fn start(path: &Path, pins: &Path, control: &Path) -> XdpGslbd {
+        use gslb_user::{control::ControlPath, daemon};
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let (_reloads, reload_rx) = tokio::sync::mpsc::channel::<gslb_user::control::Reload>(1);
+        let overrides = daemon::Overrides {
+            pin_path: Some(pins.to_owned()),
+            control: Some(ControlPath {
+                path: control.to_owned(),
+                required: true,
+            }),
+            ..daemon::Overrides::default()
+        };
+        let task = tokio::spawn(daemon::run(
+            path.to_owned(),
+            overrides,
+            move || {
+                let _ = ready_tx.send(());
+            },
+            async move {
+                let _ = stop_rx.await;
+            },
+            reload_rx,
+        ));
+        if tokio::time::timeout(WAIT, ready_rx)
+            .await
+            .expect("gslbd ready in time")
+            .is_err()
+        {
+            panic!("gslbd did not start: {:?}", task.await);
+        }
+        XdpGslbd { stop, task }
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        tokio::time::timeout(WAIT, self.task)
+            .await
+            .expect("gslbd stops in time")
+            .unwrap()
+            .expect("gslbd ran");
+    }
+}
+
+/// With the fast path loaded: a reload whose publish fails (injected where the map writes
+/// begin) leaves the fast path's maps and the responder answering the running configuration;
+/// the reply and the counter say it failed; the next good reload reaches both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_publish_keeps_the_fast_path_answers() {
+    if !common::privileged() {
+        return;
+    }
+    let dir = TempDir::new("supervise-xdpreload");
+    let (path, ctl) = (dir.0.join("gslb.toml"), dir.0.join("control.sock"));
+    // Pins live on bpffs; removed on the way out, also when the test fails.
+    struct Pins(std::path::PathBuf);
+    impl Drop for Pins {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let pins = Pins(format!("/sys/fs/bpf/gslb-test-supervise-{}", std::process::id()).into());
+    let pins = &pins.0;
+    let port = free_port();
+    let backend = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let bport = backend.local_addr().unwrap().port();
+    std::fs::write(&path, config(port, "xdp", bport, "198.51.100.5")).unwrap();
+    let gslbd = XdpGslbd::start(&path, pins, &ctl).await;
+    let old: Vec<IpAddr> = vec!["198.51.100.5".parse().unwrap()];
+    answer_becomes(port, &["198.51.100.5"]).await;
+    assert_eq!(xdp_www(pins, port), old);
+
+    std::fs::write(&path, config(port, "xdp", bport, "198.51.100.6")).unwrap();
+    gslb_user::daemon::fail_next_publish(port, 1);
+    let failed = control::request(&ctl, "reload", WAIT).await.unwrap_err();
+    assert!(
+        failed.to_string().contains("publishing its answers failed"),
+        "{failed}"
+    );
+    assert_eq!(stats(&ctl).await["reloads_failed"], 1);
+    assert_eq!(xdp_www(pins, port), old, "the fast path's answers stay");
+    assert_eq!(www(port).await, old, "the responder's answers stay");
+
+    control::request(&ctl, "reload", WAIT).await.unwrap();
+    let new: Vec<IpAddr> = vec!["198.51.100.6".parse().unwrap()];
+    assert_eq!(xdp_www(pins, port), new);
+    assert_eq!(www(port).await, new);
+    gslbd.stop().await;
+}
