@@ -476,24 +476,22 @@ mod fault {
     }
 
     /// `future`, panicking when a fault is pending for its task.
-    pub(super) fn wrap<F: Future + Send + 'static>(
+    pub(super) async fn wrap<F: Future + Send + 'static>(
         entry: Arc<Entry>,
         name: Arc<str>,
         future: F,
-    ) -> impl Future<Output = F::Output> + Send + 'static {
-        async move {
-            tokio::pin!(future);
-            loop {
-                let notified = entry.fault.notify.notified();
-                tokio::pin!(notified);
-                notified.as_mut().enable();
-                if entry.fault.take() {
-                    panic!("fault injected into task {name}");
-                }
-                tokio::select! {
-                    out = &mut future => return out,
-                    () = &mut notified => {}
-                }
+    ) -> F::Output {
+        tokio::pin!(future);
+        loop {
+            let notified = entry.fault.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if entry.fault.take() {
+                panic!("fault injected into task {name}");
+            }
+            tokio::select! {
+                out = &mut future => return out,
+                () = &mut notified => {}
             }
         }
     }

@@ -220,7 +220,10 @@ pub async fn run(
                         stop_signal(stopped.clone()),
                     )
                 });
-                async move { Ok::<_, std::io::Error>(loop_?.await) }
+                async move {
+                    loop_?.await;
+                    Ok::<_, std::io::Error>(())
+                }
             }));
         }
         let (responder, recorder, stopped) = (responder.clone(), rtt.recorder(), stopped.clone());
@@ -235,7 +238,10 @@ pub async fn run(
                     stop_signal(stopped.clone()),
                 )
             });
-            async move { Ok::<_, std::io::Error>(loop_?.await) }
+            async move {
+                loop_?.await;
+                Ok::<_, std::io::Error>(())
+            }
         }));
     }
     let republish_stats = Arc::new(crate::controller::RepublishStats::default());

@@ -494,7 +494,13 @@ impl LoadMonitor {
             let (unknown_after, sender, flag) =
                 (spec.unknown_after, self.sender.clone(), stopped.clone());
             let task_key = key.clone();
-            let handle = supervise::spawn(format!("load/{}/{}", key.0, key.1), move |_| {
+            let handle = supervise::spawn(format!("load/{}/{}", key.0, key.1), move |run| {
+                // A run that died is a failed check (recorded before the next run starts), so
+                // a load monitor that cannot run ages its value out as one that cannot read.
+                if let Some(why) = run.last_failure {
+                    let error = format!("the load monitor could not check: its task {why}");
+                    record(&sender, &task_key, Err(error), unknown_after, &flag);
+                }
                 run_monitor(
                     task_key.clone(),
                     probe.clone(),
@@ -554,33 +560,45 @@ async fn run_monitor(
         if let Err(error) = &outcome {
             debug!(service, monitor, %error, "load check failed");
         }
-        readings.send_if_modified(|r| {
-            if stopped.load(Ordering::Acquire) {
-                return false;
-            }
-            let Some(reading) = r.0.get_mut(&key) else {
-                return false;
-            };
-            match reading.record(outcome.clone(), unknown_after, SystemTime::now()) {
-                Moved::No => false,
-                Moved::Value => true,
-                Moved::AgedOut => {
-                    warn!(
-                        service,
-                        monitor,
-                        failed = reading.fail_run,
-                        error = reading.last_error.as_deref().unwrap_or(""),
-                        "load unknown: the last value aged out"
-                    );
-                    true
-                }
-                Moved::Back => {
-                    info!(service, monitor, value = reading.value, "load known again");
-                    true
-                }
-            }
-        });
+        record(&readings, &key, outcome, unknown_after, &stopped);
     }
+}
+
+/// Takes one check's outcome into `key`'s reading (unless the monitor was stopped).
+fn record(
+    readings: &watch::Sender<LoadReadings>,
+    key: &Key,
+    outcome: Result<u64, String>,
+    unknown_after: u32,
+    stopped: &AtomicBool,
+) {
+    let (service, monitor) = (&key.0, &key.1);
+    readings.send_if_modified(|r| {
+        if stopped.load(Ordering::Acquire) {
+            return false;
+        }
+        let Some(reading) = r.0.get_mut(key) else {
+            return false;
+        };
+        match reading.record(outcome.clone(), unknown_after, SystemTime::now()) {
+            Moved::No => false,
+            Moved::Value => true,
+            Moved::AgedOut => {
+                warn!(
+                    service,
+                    monitor,
+                    failed = reading.fail_run,
+                    error = reading.last_error.as_deref().unwrap_or(""),
+                    "load unknown: the last value aged out"
+                );
+                true
+            }
+            Moved::Back => {
+                info!(service, monitor, value = reading.value, "load known again");
+                true
+            }
+        }
+    });
 }
 
 #[cfg(test)]
