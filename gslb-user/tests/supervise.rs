@@ -60,6 +60,19 @@ fn kill(task: &str, times: u32) {
 
 // ---- gslbd ----
 
+/// A TCP backend on loopback that accepts and closes every connection (a backlog that is never
+/// accepted from fills up after a few seconds of checks); its port.
+fn backend() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            drop(conn);
+        }
+    });
+    port
+}
+
 fn config(port: u16, service: &str, backend: u16, public: &str) -> String {
     format!(
         r#"
@@ -175,8 +188,7 @@ async fn killed_dns_loops_restart_and_answer_again() {
     let dir = TempDir::new("supervise-loops");
     let (path, ctl) = (dir.0.join("gslb.toml"), dir.0.join("control.sock"));
     let port = free_port();
-    let backend = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let bport = backend.local_addr().unwrap().port();
+    let bport = backend();
     std::fs::write(&path, config(port, "loops", bport, "198.51.100.1")).unwrap();
     let gslbd = Gslbd::start(&path, Some(ctl.clone()), WAIT).await;
     answer_becomes(port, &["198.51.100.1"]).await;
@@ -223,14 +235,15 @@ async fn a_monitor_that_cannot_run_takes_its_service_out_of_the_answers() {
     let dir = TempDir::new("supervise-monitor");
     let path = dir.0.join("gslb.toml");
     let port = free_port();
-    let backend = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let bport = backend.local_addr().unwrap().port();
+    let bport = backend();
     std::fs::write(&path, config(port, "mon-daemon", bport, "198.51.100.2")).unwrap();
     let gslbd = Gslbd::start(&path, None, WAIT).await;
     answer_becomes(port, &["198.51.100.2"]).await;
 
     let task = "monitor/mon-daemon/tcp";
-    kill(task, 3);
+    // Three deaths take it DOWN; three more (backing off 0.8, 1.6 and 3.2 s) keep it DOWN long
+    // enough to be seen in the answers.
+    kill(task, 6);
     answer_becomes(port, &["203.0.113.99"]).await;
     assert!(restarts(task) >= 3, "{:?}", task_stats(task));
     answer_becomes(port, &["198.51.100.2"]).await;
@@ -246,8 +259,7 @@ async fn a_reload_whose_publish_fails_keeps_everything_as_before() {
     let dir = TempDir::new("supervise-reload");
     let (path, ctl) = (dir.0.join("gslb.toml"), dir.0.join("control.sock"));
     let port = free_port();
-    let backend = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let bport = backend.local_addr().unwrap().port();
+    let bport = backend();
     let dead = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
@@ -301,8 +313,7 @@ fn tcp_monitor(fall: u32) -> MonitorSpec {
 /// then it checks again and the service returns.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_monitor_task_that_dies_counts_as_failed_checks() {
-    let backend = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = backend.local_addr().unwrap();
+    let addr = SocketAddr::from(([127, 0, 0, 1], backend()));
     let health = HealthSupervisor::new();
     let mut events = health.subscribe();
     let spec = ServiceMonitors {
@@ -474,6 +485,35 @@ async fn a_killed_load_monitor_checks_again() {
     until("each death and the check after counted", || failures() >= 5).await;
 }
 
+/// The fast-path LDNS feed (privileged: it reads the loaded program's `LDNS` map), killed, is
+/// restarted on a duplicate of the map, which its task keeps open: the fast path still
+/// detaches (the detach reloads the program, which needs the map open), and the restarted feed
+/// ends on its own signal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_ldns_feed_restarts_on_the_same_map() {
+    if !common::privileged() {
+        return;
+    }
+    let config = gslb_user::config::Config::parse(
+        &config(free_port(), "feed", 1, "198.51.100.8"),
+        Path::new("feed.toml"),
+    )
+    .unwrap();
+    let mut dp = gslb_user::dataplane::Dataplane::load(None).expect("loading the XDP object");
+    let rtt = gslb_user::daemon::rtt::RttProbing::new(&config, dp.take_ldns());
+    until("the feed running", || {
+        task_stats("ldns-feed").is_some_and(|s| s.running >= 1)
+    })
+    .await;
+    let before = restarts("ldns-feed");
+    kill("ldns-feed", 1);
+    until("the feed restarted", || restarts("ldns-feed") > before).await;
+    dp.detach().expect("detach after the feed's restart");
+    tokio::time::timeout(WAIT, rtt.shutdown())
+        .await
+        .expect("the restarted feed ends on its signal");
+}
+
 // ---- MEP ----
 
 const SECRET: &str = "supervise test secret";
@@ -627,57 +667,6 @@ fn xdp_www(pins: &Path, port: u16) -> Vec<IpAddr> {
     answer_addrs(&hickory_proto::op::Message::from_vec(dns).unwrap())
 }
 
-/// gslbd with XDP loaded (not attached) and its maps pinned under `dir`.
-struct XdpGslbd {
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<Result<(), gslb_user::daemon::DaemonError>>,
-}
-
-impl XdpGslbd {
-    async fn start(path: &Path, pins: &Path, control: &Path) -> XdpGslbd {
-        use gslb_user::{control::ControlPath, daemon};
-        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let (_reloads, reload_rx) = tokio::sync::mpsc::channel::<gslb_user::control::Reload>(1);
-        let overrides = daemon::Overrides {
-            pin_path: Some(pins.to_owned()),
-            control: Some(ControlPath {
-                path: control.to_owned(),
-                required: true,
-            }),
-            ..daemon::Overrides::default()
-        };
-        let task = tokio::spawn(daemon::run(
-            path.to_owned(),
-            overrides,
-            move || {
-                let _ = ready_tx.send(());
-            },
-            async move {
-                let _ = stop_rx.await;
-            },
-            reload_rx,
-        ));
-        if tokio::time::timeout(WAIT, ready_rx)
-            .await
-            .expect("gslbd ready in time")
-            .is_err()
-        {
-            panic!("gslbd did not start: {:?}", task.await);
-        }
-        XdpGslbd { stop, task }
-    }
-
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        tokio::time::timeout(WAIT, self.task)
-            .await
-            .expect("gslbd stops in time")
-            .unwrap()
-            .expect("gslbd ran");
-    }
-}
-
 /// With the fast path loaded: a reload whose publish fails (injected where the map writes
 /// begin) leaves the fast path's maps and the responder answering the running configuration;
 /// the reply and the counter say it failed; the next good reload reaches both.
@@ -698,10 +687,18 @@ async fn a_failed_publish_keeps_the_fast_path_answers() {
     let pins = Pins(format!("/sys/fs/bpf/gslb-test-supervise-{}", std::process::id()).into());
     let pins = &pins.0;
     let port = free_port();
-    let backend = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let bport = backend.local_addr().unwrap().port();
+    let bport = backend();
     std::fs::write(&path, config(port, "xdp", bport, "198.51.100.5")).unwrap();
-    let gslbd = XdpGslbd::start(&path, pins, &ctl).await;
+    // XDP loaded (not attached: no interface), its maps pinned on bpffs.
+    let overrides = gslb_user::daemon::Overrides {
+        pin_path: Some(pins.to_owned()),
+        control: Some(gslb_user::control::ControlPath {
+            path: ctl.clone(),
+            required: true,
+        }),
+        ..gslb_user::daemon::Overrides::default()
+    };
+    let gslbd = Gslbd::start_with(&path, overrides, WAIT).await;
     let old: Vec<IpAddr> = vec!["198.51.100.5".parse().unwrap()];
     answer_becomes(port, &["198.51.100.5"]).await;
     assert_eq!(xdp_www(pins, port), old);
