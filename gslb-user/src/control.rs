@@ -3,9 +3,10 @@
 //!
 //! - `reload`: reloads the configuration as SIGHUP does, and says how it went;
 //! - `ldns`: the LDNS entries and their RTT per site (F5's `ldns` record, [`format_report`]);
-//! - `stats`: the controller's republish counters, the persistence table's, the load monitors'
-//!   (totals, then per monitor whether its value is known, the value, checks and failures) and
-//!   the prober's,
+//! - `stats`: the controller's republish counters (and reloads refused or failed), the
+//!   persistence table's, the load monitors' (totals, then per monitor whether its value is
+//!   known, the value, checks and failures), the supervised tasks' (running, panics, fatal
+//!   errors and restarts, in total and per task that failed) and the prober's,
 //!   `name value` per line.
 //!
 //! The reply's first line is `ok`, followed by the body, or `error: <reason>`; then the server
@@ -227,6 +228,7 @@ async fn handle(request: &str, state: &ControlState) -> Result<String, String> {
                 out.push_str(&format!("{name} {value}\n"));
             }
             out.push_str(&state.load.borrow().stats_lines());
+            out.push_str(&crate::supervise::stats_lines());
             out.push_str(&format!("rtt_probing {}\n", u8::from(handle.is_some())));
             if let Some(handle) = handle {
                 let reports = handle.report();
@@ -420,11 +422,13 @@ mod tests {
                 "stats",
                 Ok(
                     "trigger_events 0\nrepublishes 0\nlast_compile_us 0\nlast_republish_us 0\n\
+                     reloads_refused 0\nreloads_failed 0\n\
                      persistence_entries 0\npersistence_created 0\npersistence_replaced 0\n\
                      persistence_expired 0\npersistence_evicted 0\npersistence_sent 0\n\
                      persistence_peer_merged 0\npersistence_peer_rejected 0\n\
                      persistence_peer_ignored 0\n\
                      load_monitors 0\nload_checks 0\nload_failures 0\nload_aged_out 0\nload_unknown 0\n\
+                     tasks_running\ntask_panics\ntask_errors\ntask_restarts\n\
                      rtt_probing 0\n",
                 ),
             ),
@@ -436,7 +440,19 @@ mod tests {
         ];
         for (req, want) in table {
             match (request(&path, req, t).await, want) {
-                (Ok(body), Ok(want)) => assert_eq!(body, want, "{req}"),
+                // The supervised tasks' counts are the process's (other tests run tasks
+                // meanwhile): their lines are compared by name.
+                (Ok(body), Ok(want)) => {
+                    let names = body
+                        .lines()
+                        .map(|l| match l.split_once(' ') {
+                            Some((name, _)) if name.starts_with("task") => name.to_owned(),
+                            _ => l.to_owned(),
+                        })
+                        .filter(|l| !l.contains('{'))
+                        .fold(String::new(), |out, l| out + &l + "\n");
+                    assert_eq!(names, want, "{req}")
+                }
                 (Err(ClientError::Refused(reason)), Err(want)) => {
                     assert!(reason.starts_with(want), "{req}: {reason:?}")
                 }

@@ -217,6 +217,11 @@ pub struct RepublishStats {
     pub republishes: std::sync::atomic::AtomicU64,
     pub last_compile_us: std::sync::atomic::AtomicU64,
     pub last_total_us: std::sync::atomic::AtomicU64,
+    /// Reloads whose configuration was refused (it does not load, or needs a restart).
+    pub reloads_refused: std::sync::atomic::AtomicU64,
+    /// Reloads whose configuration loaded but whose answers could not be published: everything
+    /// stayed as before (daemon/mod.rs).
+    pub reloads_failed: std::sync::atomic::AtomicU64,
 }
 
 impl RepublishStats {
@@ -224,11 +229,13 @@ impl RepublishStats {
     pub fn lines(&self) -> String {
         use std::sync::atomic::Ordering::Relaxed;
         format!(
-            "trigger_events {}\nrepublishes {}\nlast_compile_us {}\nlast_republish_us {}\n",
+            "trigger_events {}\nrepublishes {}\nlast_compile_us {}\nlast_republish_us {}\nreloads_refused {}\nreloads_failed {}\n",
             self.events.load(Relaxed),
             self.republishes.load(Relaxed),
             self.last_compile_us.load(Relaxed),
             self.last_total_us.load(Relaxed),
+            self.reloads_refused.load(Relaxed),
+            self.reloads_failed.load(Relaxed),
         )
     }
 }

@@ -1077,6 +1077,30 @@ pub struct LdnsScan {
 }
 
 impl LdnsMap {
+    /// Another handle on the same two maps (duplicated descriptors): the fast-path feed's runs
+    /// each read through one, so that a run that dies does not close the maps, which the
+    /// program's reload on detach needs open.
+    pub fn try_clone(&self) -> Result<LdnsMap, DataplaneError> {
+        use aya::maps::IterableMap;
+        use std::os::fd::AsFd;
+        fn dup(data: &MapData, name: &'static str) -> Result<Map, DataplaneError> {
+            let fd = data
+                .fd()
+                .as_fd()
+                .try_clone_to_owned()
+                .map_err(|e| map_err(name)(MapError::from(e)))?;
+            MapData::from_fd(fd)
+                .and_then(Map::from_map_data)
+                .map_err(map_err(name))
+        }
+        Ok(LdnsMap {
+            config: Array::try_from(dup(self.config.map(), maps::LDNS_CONFIG)?)
+                .map_err(map_err(maps::LDNS_CONFIG))?,
+            seen: HashMap::try_from(dup(self.seen.map(), maps::LDNS)?)
+                .map_err(map_err(maps::LDNS))?,
+        })
+    }
+
     fn settings(&self) -> Result<LdnsConfig> {
         self.config.get(&0, 0).map_err(map_err(maps::LDNS_CONFIG))
     }

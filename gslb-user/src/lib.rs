@@ -14,3 +14,4 @@ pub mod policy;
 pub mod probe;
 pub mod responder;
 pub mod server;
+pub mod supervise;

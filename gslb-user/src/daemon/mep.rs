@@ -28,11 +28,7 @@ use std::{
 };
 
 use ipnet::IpNet;
-use tokio::{
-    net::TcpListener,
-    sync::{oneshot, watch},
-    task::JoinHandle,
-};
+use tokio::{net::TcpListener, sync::watch};
 use tracing::{error, info, warn};
 
 use crate::{
@@ -47,6 +43,7 @@ use crate::{
 };
 
 use super::persist::PersistSync;
+use crate::supervise::Supervised;
 
 /// How long a node being stopped (reload) gets to close its links before it is aborted.
 const STOP_GRACE: Duration = Duration::from_secs(2);
@@ -229,8 +226,8 @@ struct MergedRtt {
 struct Running {
     node: MepNode,
     views: watch::Receiver<Arc<MepView>>,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<()>>,
+    stop: Option<watch::Sender<bool>>,
+    task: Option<Supervised>,
 }
 
 /// This site's MEP, as gslbd runs it.
@@ -515,21 +512,23 @@ fn spawn(listener: &std::net::TcpListener, config: MepConfig) -> Result<Running,
         .local_addr()
         .unwrap_or_else(|_| ([0, 0, 0, 0], 0).into());
     let bind_error = |source| MepStartError::Bind { addr, source };
-    let listener =
-        TcpListener::from_std(listener.try_clone().map_err(bind_error)?).map_err(bind_error)?;
+    let listener = listener.try_clone().map_err(bind_error)?;
     let node = MepNode::new();
     let views = node.subscribe();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn({
+    let (stop, stopped) = watch::channel(false);
+    // Supervised: a node that dies or fails is restarted (with backoff) on another duplicate.
+    let task = crate::supervise::spawn(format!("mep-node/{}", config.site), {
         let node = node.clone();
-        async move {
-            if let Err(error) = node
-                .run(listener, config, async {
-                    let _ = stopped.await;
-                })
-                .await
-            {
-                error!(%error, "MEP node stopped");
+        move |_| {
+            let (node, config, mut stopped) = (node.clone(), config.clone(), stopped.clone());
+            let listener = listener.try_clone().and_then(TcpListener::from_std);
+            async move {
+                let stop = async move {
+                    let _ = stopped.wait_for(|s| *s).await;
+                };
+                node.run(listener?, config, stop)
+                    .await
+                    .map_err(std::io::Error::other)
             }
         }
     });
@@ -544,7 +543,7 @@ fn spawn(listener: &std::net::TcpListener, config: MepConfig) -> Result<Running,
 /// Stops a node and waits for it (bounded: a node that does not stop in time is aborted).
 async fn stop(running: &mut Running) {
     if let Some(stop) = running.stop.take() {
-        let _ = stop.send(());
+        let _ = stop.send(true);
     }
     let Some(mut task) = running.task.take() else {
         return;

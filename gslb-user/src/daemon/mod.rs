@@ -30,6 +30,7 @@ use crate::{
     location::db::LocationDb,
     responder::Responder,
     server,
+    supervise,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -131,14 +132,17 @@ pub async fn run(
                 source,
             })?);
         }
+        let bind_error = |source| DaemonError::Bind {
+            addr,
+            transport: "tcp",
+            source,
+        };
+        // Kept as std sockets: each run of a supervised loop gets a duplicate of its own.
         let tcp = TcpListener::bind(addr)
             .await
-            .map_err(|source| DaemonError::Bind {
-                addr,
-                transport: "tcp",
-                source,
-            })?;
-        sockets.push((udp, tcp));
+            .and_then(TcpListener::into_std)
+            .map_err(bind_error)?;
+        sockets.push((addr, udp, tcp));
     }
     let mep_listener = mep::bind(&config)?;
     let control = match &overrides.control {
@@ -201,25 +205,45 @@ pub async fn run(
 
     let (stop, stopped) = watch::channel(false);
     let mut servers = JoinSet::new();
-    for (udp, tcp) in sockets {
-        let wait = |mut rx: watch::Receiver<bool>| async move {
-            let _ = rx.wait_for(|stop| *stop).await;
-        };
-        for udp in udp {
-            servers.spawn(server::run_udp_recording(
-                udp,
-                responder.clone(),
-                Some(rtt.recorder()),
-                wait(stopped.clone()),
-            ));
+    let mut loops = Vec::new();
+    for (addr, udp, tcp) in sockets {
+        for (i, udp) in udp.into_iter().enumerate() {
+            let (responder, recorder, stopped) =
+                (responder.clone(), rtt.recorder(), stopped.clone());
+            loops.push(supervise::spawn(format!("dns-udp/{addr}/{i}"), move |_| {
+                let socket = udp.try_clone().and_then(UdpSocket::from_std);
+                let loop_ = socket.map(|socket| {
+                    server::run_udp_recording(
+                        socket,
+                        responder.clone(),
+                        Some(recorder.clone()),
+                        stop_signal(stopped.clone()),
+                    )
+                });
+                async move {
+                    loop_?.await;
+                    Ok::<_, std::io::Error>(())
+                }
+            }));
         }
-        servers.spawn(server::run_tcp_recording(
-            tcp,
-            responder.clone(),
-            server.tcp,
-            Some(rtt.recorder()),
-            wait(stopped.clone()),
-        ));
+        let (responder, recorder, stopped) = (responder.clone(), rtt.recorder(), stopped.clone());
+        let tcp_limits = server.tcp;
+        loops.push(supervise::spawn(format!("dns-tcp/{addr}"), move |_| {
+            let listener = tcp.try_clone().and_then(TcpListener::from_std);
+            let loop_ = listener.map(|listener| {
+                server::run_tcp_recording(
+                    listener,
+                    responder.clone(),
+                    tcp_limits,
+                    Some(recorder.clone()),
+                    stop_signal(stopped.clone()),
+                )
+            });
+            async move {
+                loop_?.await;
+                Ok::<_, std::io::Error>(())
+            }
+        }));
     }
     let republish_stats = Arc::new(crate::controller::RepublishStats::default());
     if let Some(control) = control {
@@ -248,8 +272,10 @@ pub async fn run(
         std::time::Duration::ZERO,
         rtt::HEALTH_REPUBLISH_GAP,
     );
-    // Reload requesters waiting for the republish of their configuration.
-    let mut reloaded: Vec<Reload> = Vec::new();
+    // A reloaded configuration waiting for the republish of its answers, and whether one was
+    // just switched to (its subsystems' states are then republished once more).
+    let mut switch: Option<Switch> = None;
+    let mut switched = false;
 
     tokio::pin!(shutdown);
     loop {
@@ -269,29 +295,23 @@ pub async fn run(
                 while let Ok(r) = control_reloads.try_recv() {
                     waiting.push(r);
                 }
-                match reload(&config_path, &overrides, &world.config, &world.health).await {
+                match reload(&config_path, &overrides, &world.config).await {
                     Ok((config, locations, stamps)) => {
-                        world.local_site = config.server.site.clone();
-                        world.config = config;
-                        world.locations = locations;
-                        location_stamps = stamps;
-                        if rtt.apply(&world.config) {
-                            world.rtt = rtt.handle();
-                            rtt_handles.send_replace(world.rtt.clone());
-                        }
-                        if let Some(m) = &mut mep_rt {
-                            m.reconfigure(&world).await;
-                        }
-                        links.reconfigure(&mut world);
-                        if let Err(error) = loads.reconfigure(&mut world) {
-                            // Not reached: `reload` checked the probes.
-                            error!(error = anyhow_like(&error), "load monitors not reconfigured");
-                        }
+                        // All or nothing: the new configuration's answers are published first
+                        // (below); its monitors, MEP, links, load monitors and RTT settings
+                        // switch only once they are in force, and a failed publish puts the
+                        // old configuration back with everything it runs.
                         republish_stats.events.fetch_add(waiting.len() as u64 - 1, Relaxed);
-                        reloaded.extend(waiting);
+                        let previous = Previous {
+                            local_site: std::mem::replace(&mut world.local_site, config.server.site.clone()),
+                            config: std::mem::replace(&mut world.config, config),
+                            locations: std::mem::replace(&mut world.locations, locations),
+                        };
+                        switch = Some(Switch { previous, stamps, waiting });
                         "reload"
                     }
                     Err(error) => {
+                        republish_stats.reloads_refused.fetch_add(1, Relaxed);
                         let reason = anyhow_like(&error);
                         for r in waiting {
                             r.answer(Err(reason.clone()));
@@ -299,6 +319,11 @@ pub async fn run(
                         continue;
                     }
                 }
+            }
+            () = std::future::ready(()), if switched => {
+                // What the switched monitors, MEP, links and RTT settings change.
+                switched = false;
+                "reload (switched)"
             }
             () = rtt.changed() => {
                 // Bursts are folded into one republish, later (see RepublishPacer).
@@ -372,22 +397,69 @@ pub async fn run(
         let started = std::time::Instant::now();
         let snapshot = mep::for_role(&world, world.snapshot());
         let compiled = started.elapsed();
-        responder.set_gslb_refused(!mep::answers_gslb(&world));
-        if let Some(m) = &mep_rt {
-            m.publish_local(&world);
+        if switch.is_none() {
+            responder.set_gslb_refused(!mep::answers_gslb(&world));
+            if let Some(m) = &mep_rt {
+                m.publish_local(&world);
+            }
         }
         // This snapshot has the latest RTT table, whatever the trigger.
         rtt_pacer.republished(tokio::time::Instant::now());
         health_pacer.republished(tokio::time::Instant::now());
-        loads.published(&world, tokio::time::Instant::now());
         let published = republish(&world, &snapshot, dataplane.as_mut(), &responder);
-        for r in reloaded.drain(..) {
-            r.answer(if published {
+        if let Some(Switch {
+            previous,
+            stamps,
+            waiting,
+        }) = switch.take()
+        {
+            let outcome = if published {
+                location_stamps = stamps;
+                responder.set_gslb_refused(!mep::answers_gslb(&world));
+                if let Err(error) = world
+                    .health
+                    .set_services(service_monitors(&world.config))
+                    .await
+                {
+                    // Not reached: `reload` checked the monitors.
+                    error!(
+                        error = anyhow_like(&error),
+                        "health monitors not reconfigured"
+                    );
+                }
+                if rtt.apply(&world.config) {
+                    world.rtt = rtt.handle();
+                    rtt_handles.send_replace(world.rtt.clone());
+                }
+                if let Some(m) = &mut mep_rt {
+                    m.reconfigure(&world).await;
+                }
+                links.reconfigure(&mut world);
+                if let Err(error) = loads.reconfigure(&mut world) {
+                    // Not reached: `reload` checked the probes.
+                    error!(
+                        error = anyhow_like(&error),
+                        "load monitors not reconfigured"
+                    );
+                }
+                switched = true;
+                info!(config = %config_path.display(), "configuration reloaded");
                 Ok(())
             } else {
-                Err("the configuration loaded, but publishing its answers to the fast path failed; the previous answers stay in force".into())
-            });
+                world.config = previous.config;
+                world.locations = previous.locations;
+                world.local_site = previous.local_site;
+                republish_stats.reloads_failed.fetch_add(1, Relaxed);
+                error!(
+                    "reload failed: its answers could not be published; the running configuration, its monitors, MEP, links and answers stay in force"
+                );
+                Err("the configuration loaded, but publishing its answers failed; the running configuration and its answers stay in force".into())
+            };
+            for r in waiting {
+                r.answer(outcome.clone());
+            }
         }
+        loads.published(&world, tokio::time::Instant::now());
         if published {
             republish_stats.republishes.fetch_add(1, Relaxed);
             republish_stats
@@ -409,6 +481,9 @@ pub async fn run(
     }
     info!("shutting down");
     let _ = stop.send(true);
+    for task in loops {
+        task.end_within(SERVER_STOP_GRACE).await;
+    }
     while servers.join_next().await.is_some() {}
     if let Some(m) = mep_rt {
         m.shutdown().await;
@@ -444,15 +519,16 @@ fn load_config(path: &std::path::Path, overrides: &Overrides) -> Result<Config, 
     Ok(config)
 }
 
-/// Reloads the configuration: the new one is validated in full, with its location database
-/// and monitors; the caller then republishes. A configuration that does not load, or that
+/// Reads a configuration to reload: the new one is validated in full, with its location
+/// database and monitors, and nothing switches; the caller publishes its answers, then
+/// switches the monitors, MEP, links and RTT settings (or, when the publish fails, keeps the
+/// running configuration). A configuration that does not load, or that
 /// changes what only a restart can (sockets, interface, pins), is refused and the running one
 /// stays in force.
 pub async fn reload(
     path: &std::path::Path,
     overrides: &Overrides,
     running: &Config,
-    health: &HealthSupervisor,
 ) -> Result<(Config, Option<Arc<LocationDb>>, FileStamps), ReloadError> {
     let config = match load_config(path, overrides) {
         Ok(config) => config,
@@ -501,15 +577,30 @@ pub async fn reload(
         error!(error = anyhow_like(&error), "reload refused: load monitors");
         return Err(ReloadError::Load(error));
     }
-    if let Err(error) = health.set_services(service_monitors(&config)).await {
+    if let Err(error) = HealthSupervisor::check(&service_monitors(&config)) {
         error!(
             error = anyhow_like(&error),
             "reload refused: health monitors"
         );
         return Err(ReloadError::Health(error));
     }
-    info!(config = %path.display(), "configuration reloaded");
     Ok((config, locations, stamps))
+}
+
+/// What a reload replaced in the [`World`], put back when its answers cannot be published.
+struct Previous {
+    config: Config,
+    locations: Option<Arc<LocationDb>>,
+    local_site: Option<String>,
+}
+
+/// A reloaded configuration in the [`World`], waiting for its answers to be published.
+struct Switch {
+    previous: Previous,
+    /// The new location files' stamps.
+    stamps: FileStamps,
+    /// The requesters, told the outcome.
+    waiting: Vec<Reload>,
 }
 
 /// The next reload request, from SIGHUP's queue or the control socket's.
@@ -550,6 +641,11 @@ fn republish(
     dataplane: Option<&mut Dataplane>,
     responder: &Responder,
 ) -> bool {
+    #[cfg(feature = "fault-injection")]
+    if fault::publish_fails(world.config.server.dns_port) {
+        error!("publishing failed: fault injected");
+        return false;
+    }
     if let Some(dataplane) = dataplane {
         match dataplane.table.publish(snapshot) {
             Ok(stats) => info!(
@@ -661,22 +757,42 @@ fn anyhow_like(error: &dyn std::error::Error) -> String {
 /// Reload requests, one per SIGHUP.
 pub fn reload_signals() -> Result<mpsc::Receiver<Reload>, DaemonError> {
     use tokio::signal::unix::{SignalKind, signal};
-    let mut hup = signal(SignalKind::hangup()).map_err(DaemonError::Signal)?;
+    // Registered here so that a failure is gslbd's start-up error; a restarted relay registers
+    // again (the same signal, any number of times).
+    let mut first = Some(signal(SignalKind::hangup()).map_err(DaemonError::Signal)?);
     let (tx, rx) = mpsc::channel(1);
-    tokio::spawn(async move {
-        while hup.recv().await.is_some() {
-            // Full means a reload is already pending, which will read the latest file.
-            let _ = tx.try_send(Reload::default());
+    supervise::spawn("sighup", move |_| {
+        let (tx, hup) = (tx.clone(), first.take());
+        async move {
+            let mut hup = match hup {
+                Some(hup) => hup,
+                None => signal(SignalKind::hangup())?,
+            };
+            while hup.recv().await.is_some() {
+                // Full means a reload is already pending, which will read the latest file.
+                let _ = tx.try_send(Reload::default());
+            }
+            Ok::<(), std::io::Error>(())
         }
-    });
+    })
+    .detach();
     Ok(rx)
+}
+
+/// How long a server loop may take to end once told to (a loop waiting to be restarted is
+/// stopped then).
+const SERVER_STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Resolves once `stop` is true (or gone): the server loops' shutdown.
+async fn stop_signal(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
 }
 
 fn udp_workers() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-fn reuseport_udp(addr: SocketAddr) -> std::io::Result<UdpSocket> {
+fn reuseport_udp(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
     use socket2::{Domain, Protocol, Socket, Type};
     let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     if addr.is_ipv6() {
@@ -685,7 +801,7 @@ fn reuseport_udp(addr: SocketAddr) -> std::io::Result<UdpSocket> {
     socket.set_reuse_port(true)?;
     socket.set_nonblocking(true)?;
     socket.bind(&addr.into())?;
-    UdpSocket::from_std(socket.into())
+    Ok(socket.into())
 }
 
 /// Loads and pins the fast path, publishes the answers and attaches it to the interface.
@@ -732,4 +848,37 @@ pub async fn signals() -> Result<impl Future<Output = ()>, DaemonError> {
             _ = term.recv() => {}
         }
     })
+}
+
+#[cfg(feature = "fault-injection")]
+pub use fault::fail_next_publish;
+
+/// A publish made to fail (feature `fault-injection`, tests).
+#[cfg(feature = "fault-injection")]
+mod fault {
+    use std::{collections::HashMap, sync::Mutex};
+
+    /// Publishes to fail, per DNS port (the daemons of one test process tell themselves apart
+    /// by it).
+    static FAILS: Mutex<Option<HashMap<u16, u32>>> = Mutex::new(None);
+
+    /// Makes the next `times` publishes of the gslbd serving on `dns_port` fail as a refused
+    /// map write would: before anything is written, nothing in the maps or the responder
+    /// changes.
+    pub fn fail_next_publish(dns_port: u16, times: u32) {
+        let mut fails = FAILS.lock().unwrap_or_else(|e| e.into_inner());
+        *fails.get_or_insert_default().entry(dns_port).or_default() += times;
+    }
+
+    pub(super) fn publish_fails(dns_port: u16) -> bool {
+        let mut fails = FAILS.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(left) = fails.as_mut().and_then(|f| f.get_mut(&dns_port)) else {
+            return false;
+        };
+        if *left == 0 {
+            return false;
+        }
+        *left -= 1;
+        true
+    }
 }

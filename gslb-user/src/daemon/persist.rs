@@ -14,12 +14,13 @@
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
-use tokio::{task::JoinHandle, time::Instant};
+use tokio::time::Instant;
 use tracing::warn;
 
 use crate::{
     mep::{MepNode, MepView, PersistEntry, session::Audience},
     persist::{MAX_EXPORT_ROWS, Store},
+    supervise::{self, Supervised},
 };
 
 /// How often refreshed entries are sent.
@@ -31,12 +32,14 @@ pub const FRESH_DELAY: Duration = Duration::from_millis(100);
 const WARN_EVERY: Duration = Duration::from_secs(60);
 
 /// The running exchange; stopped when dropped.
-pub struct PersistSync(JoinHandle<()>);
+pub struct PersistSync(Supervised);
 
 impl PersistSync {
     /// Exchanges `store`'s entries through `node`.
     pub fn start(node: MepNode, store: Arc<Store>) -> PersistSync {
-        PersistSync(tokio::spawn(run(node, store)))
+        PersistSync(supervise::spawn("mep-persist-sync", move |_| {
+            run(node.clone(), store.clone())
+        }))
     }
 }
 

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use tokio::{sync::watch, task::JoinHandle, time::Instant};
+use tokio::{sync::watch, time::Instant};
 use tracing::{error, info, warn};
 
 use crate::{
@@ -39,7 +39,7 @@ pub struct RttProbing {
     recorder: LdnsRecorder,
     /// The fast-path feed's settings and task, when XDP is loaded. The task ends with the map,
     /// which must stay open until the fast path is detached.
-    feed: Option<(watch::Sender<XdpFeedSettings>, JoinHandle<LdnsMap>)>,
+    feed: Option<(watch::Sender<XdpFeedSettings>, crate::supervise::Supervised)>,
     running: Option<Running>,
     /// The running prober's version, for [`RttProbing::changed`].
     version: Option<watch::Receiver<u64>>,
@@ -54,16 +54,15 @@ impl RttProbing {
         let recorder = LdnsRecorder::new();
         let feed = ldns.map(|map| {
             let (tx, rx) = watch::channel(feed_settings(config));
-            let task = tokio::spawn({
+            // Supervised: each run reads a duplicate of `map`, which the task keeps open; a
+            // run that dies or fails (a map read) is restarted with backoff.
+            let task = crate::supervise::spawn("ldns-feed", {
                 let recorder = recorder.clone();
-                async move {
-                    let (map, outcome) = run_xdp_feed_with(map, recorder, rx, XDP_SCAN_EVERY).await;
-                    if let Err(error) = outcome {
-                        // The responder's recording goes on; resolvers answered by the fast
-                        // path alone are no longer learnt.
-                        error!(error = %error, "fast-path LDNS feed stopped");
-                    }
-                    map
+                move |_| {
+                    let run = map.try_clone().map(|map| {
+                        run_xdp_feed_with(map, recorder.clone(), rx.clone(), XDP_SCAN_EVERY)
+                    });
+                    async move { run?.await.1 }
                 }
             });
             (tx, task)
@@ -202,7 +201,7 @@ impl RttProbing {
             running.supervisor.shutdown().await;
         }
         if let Some((settings, task)) = self.feed.take() {
-            // Without a sender the feed ends and hands the map back, closed here.
+            // Without a sender the feed ends, and its task closes the map.
             drop(settings);
             let _ = task.await;
         }

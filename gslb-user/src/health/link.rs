@@ -22,10 +22,11 @@ use std::{
     time::{Duration, Instant, SystemTime},
 };
 
-use tokio::{sync::watch, task::JoinHandle};
+use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use super::state::MonitorTracker;
+use crate::supervise::{self, Supervised};
 
 /// Where the kernel shows the interfaces' counters.
 pub const SYS_CLASS_NET: &str = "/sys/class/net";
@@ -124,7 +125,7 @@ pub struct LinkMonitor {
 /// One link's sampling task.
 struct Sampler {
     spec: LinkSpec,
-    task: JoinHandle<()>,
+    task: Supervised,
     /// Set before the task is aborted: an abort takes effect at the task's next await, and a
     /// task running on another worker meanwhile must not put its link back into the loads.
     stopped: Arc<AtomicBool>,
@@ -193,12 +194,15 @@ impl LinkMonitor {
                 "link sampling started"
             );
             let stopped = Arc::new(AtomicBool::new(false));
-            let task = tokio::spawn(sample_link(
-                spec.clone(),
-                self.root.clone(),
-                self.sender.clone(),
-                stopped.clone(),
-            ));
+            let task = supervise::spawn(format!("link/{link}"), {
+                let (spec, root, sender, flag) = (
+                    spec.clone(),
+                    self.root.clone(),
+                    self.sender.clone(),
+                    stopped.clone(),
+                );
+                move |_| sample_link(spec.clone(), root.clone(), sender.clone(), flag.clone())
+            });
             self.tasks.insert(
                 link,
                 Sampler {

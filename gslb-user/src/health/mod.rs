@@ -29,6 +29,10 @@
 //! - **One connection per check.** HTTP(S) checks open a fresh connection, send `Connection:
 //!   close`, follow no redirect and use no proxy; TLS uses rustls with the system's roots (plus
 //!   an optional CA file), or accepts any certificate in `insecure` mode.
+//! - **Supervised.** Each monitor's task is supervised (`crate::supervise`, named
+//!   `monitor/<service>/<monitor>`): when it dies (a panic), the restart first records a failed
+//!   check ("could not check"), so a monitor that cannot run takes its service DOWN after `fall`
+//!   such checks, as a target that does not answer does; it never keeps the service UP.
 //! - **ICMP** uses an unprivileged ping socket (`SOCK_DGRAM`, allowed by
 //!   `net.ipv4.ping_group_range`) and falls back to a raw socket (root / `CAP_NET_RAW`). Where
 //!   neither can be opened, the check fails with the reason, and the monitor goes DOWN.
@@ -60,12 +64,14 @@ use std::{
 };
 
 use hickory_proto::{op::ResponseCode, rr::RecordType};
-use tokio::{sync::broadcast, task::JoinHandle};
+use tokio::sync::broadcast;
 use tracing::{debug, info, warn};
 
 pub(crate) use icmp::{Echo, echo};
 pub use icmp::{IcmpMode, icmp_mode};
 use state::{MonitorTracker, service_up};
+
+use crate::supervise::{self, Run, Supervised};
 
 /// Events kept for a subscriber that does not keep up; older ones are dropped for it.
 const EVENT_BACKLOG: usize = 1024;
@@ -487,7 +493,7 @@ impl Shared {
 /// The running monitors of one service.
 struct Running {
     spec: ServiceMonitors,
-    tasks: Vec<JoinHandle<()>>,
+    tasks: Vec<Supervised>,
 }
 
 /// Runs the monitors of the configured services; see the module documentation.
@@ -521,6 +527,27 @@ impl HealthSupervisor {
     /// Service state changes from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<HealthEvent> {
         self.shared.events.subscribe()
+    }
+
+    /// Whether `services` can be monitored: no service twice, every probe builds. Changes
+    /// nothing (a reload checks before anything switches).
+    pub fn check(services: &[ServiceMonitors]) -> Result<(), HealthError> {
+        let mut seen = HashSet::new();
+        for spec in services {
+            if !seen.insert(&spec.service) {
+                return Err(HealthError::DuplicateService(spec.service.clone()));
+            }
+            for m in &spec.monitors {
+                Probe::new(spec.target, spec.port, m).map_err(|reason| {
+                    HealthError::InvalidMonitor {
+                        service: spec.service.clone(),
+                        monitor: m.name.clone(),
+                        reason,
+                    }
+                })?;
+            }
+        }
+        Ok(())
     }
 
     /// Makes `services` the monitored set: starts new services' monitors, stops removed
@@ -628,26 +655,22 @@ impl HealthSupervisor {
                     .zip(probes)
                     .enumerate()
                     .map(|(index, (m, probe))| {
-                        tokio::spawn(run_monitor(
+                        supervise_monitor(
                             self.shared.clone(),
                             spec.service.clone(),
                             epoch,
                             index,
+                            m,
                             probe,
-                            m.interval,
-                            m.timeout,
-                        ))
+                        )
                     })
                     .collect();
                 debug!(service = %spec.service, monitors = spec.monitors.len(), up, "monitors started");
                 running.insert(spec.service.clone(), Running { spec, tasks });
             }
         }
-        for task in &stopped {
-            task.abort();
-        }
         for task in stopped {
-            let _ = task.await;
+            task.stop().await;
         }
         Ok(())
     }
@@ -716,6 +739,42 @@ impl Drop for HealthSupervisor {
     }
 }
 
+/// The supervised task of monitor `index` of run `epoch` of `service`, named
+/// `monitor/<service>/<monitor>`. A run that dies (a panic, say) is a check that could not be
+/// made: the restart records it as a failed check before checking again, so a monitor that
+/// cannot run takes its service DOWN by its fall rule, like a target that does not answer,
+/// and never holds it UP.
+fn supervise_monitor(
+    shared: Arc<Shared>,
+    service: String,
+    epoch: u64,
+    index: usize,
+    spec: &MonitorSpec,
+    probe: Probe,
+) -> Supervised {
+    let (interval, timeout) = (spec.interval, spec.timeout);
+    let probe = Arc::new(probe);
+    let name = format!("monitor/{service}/{}", spec.name);
+    supervise::spawn(name, move |run: Run| {
+        // Recorded here, before the new run is first polled: a run that dies again at once
+        // (before checking) has still counted one failed check per death.
+        let live = run.last_failure.is_none_or(|why| {
+            let result = CheckResult {
+                at: SystemTime::now(),
+                elapsed: Duration::ZERO,
+                error: Some(format!("the monitor could not check: its task {why}")),
+            };
+            shared.record(&service, epoch, index, result)
+        });
+        let (shared, service, probe) = (shared.clone(), service.clone(), probe.clone());
+        async move {
+            if live {
+                run_monitor(shared, service, epoch, index, probe, interval, timeout).await
+            }
+        }
+    })
+}
+
 /// One monitor's loop: a check every `interval`, each within `timeout`, until the supervisor
 /// aborts the task or the run is over.
 async fn run_monitor(
@@ -723,7 +782,7 @@ async fn run_monitor(
     service: String,
     epoch: u64,
     index: usize,
-    probe: Probe,
+    probe: Arc<Probe>,
     interval: Duration,
     timeout: Duration,
 ) {

@@ -33,7 +33,7 @@ use std::{
 
 use tokio::{
     sync::{Semaphore, broadcast, watch},
-    task::{JoinHandle, JoinSet},
+    task::JoinSet,
     time::Instant,
 };
 use tracing::{debug, info, warn};
@@ -270,7 +270,7 @@ impl RttHandle {
 pub struct ProbeSupervisor {
     handle: RttHandle,
     recorder: LdnsRecorder,
-    task: JoinHandle<()>,
+    task: crate::supervise::Supervised,
 }
 
 impl ProbeSupervisor {
@@ -306,7 +306,10 @@ impl ProbeSupervisor {
             changes,
             version,
         });
-        let task = tokio::spawn(run(shared.clone(), recorder.clone(), Arc::new(prober)));
+        let task = crate::supervise::spawn(format!("rtt-prober/{local_site}"), {
+            let (shared, recorder, prober) = (shared.clone(), recorder.clone(), Arc::new(prober));
+            move |_| run(shared.clone(), recorder.clone(), prober.clone())
+        });
         Ok(ProbeSupervisor {
             handle: RttHandle { shared },
             recorder,

@@ -964,9 +964,6 @@ impl Gslbd {
     /// Starts gslbd on the file `path`, with its control socket at `control` (required) if
     /// given, and waits until it is ready.
     pub async fn start(path: &Path, control: Option<PathBuf>, wait: Duration) -> Gslbd {
-        let (ready_tx, ready_rx) = oneshot::channel();
-        let (stop, stop_rx) = oneshot::channel::<()>();
-        let (reloads, reload_rx) = mpsc::channel::<Reload>(4);
         let overrides = Overrides {
             no_xdp: true,
             control: control.map(|path| ControlPath {
@@ -975,6 +972,14 @@ impl Gslbd {
             }),
             ..Overrides::default()
         };
+        Gslbd::start_with(path, overrides, wait).await
+    }
+
+    /// [`Gslbd::start`] with the command line's `overrides` (the fast path loaded, say).
+    pub async fn start_with(path: &Path, overrides: Overrides, wait: Duration) -> Gslbd {
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let (stop, stop_rx) = oneshot::channel::<()>();
+        let (reloads, reload_rx) = mpsc::channel::<Reload>(4);
         let task = tokio::spawn(daemon::run(
             path.to_owned(),
             overrides,

@@ -31,10 +31,11 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use tokio::{sync::watch, task::JoinHandle};
+use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use super::{HealthError, HttpCheck, ProbeError, TlsCheck, http::HttpProbe};
+use crate::supervise::{self, Supervised};
 
 /// The largest real load value; larger readings are clamped to it, so that they stay apart
 /// from [`UNKNOWN_LOAD`] and the engine's "no limit".
@@ -391,7 +392,7 @@ type Key = (String, String);
 struct Task {
     /// What it runs: a change restarts it.
     runs: (IpAddr, u16, LoadMonitorSpec),
-    handle: JoinHandle<()>,
+    handle: Supervised,
     /// Set before the abort: a task sending on another worker meanwhile must not put its
     /// reading back.
     stopped: Arc<AtomicBool>,
@@ -489,15 +490,27 @@ impl LoadMonitor {
                 r.0.insert(key.clone(), LoadReading::new(spec.measure));
             });
             let stopped = Arc::new(AtomicBool::new(false));
-            let handle = tokio::spawn(run_monitor(
-                key.clone(),
-                probe,
-                spec.interval,
-                spec.timeout,
-                spec.unknown_after,
-                self.sender.clone(),
-                stopped.clone(),
-            ));
+            let (probe, interval, timeout) = (Arc::new(probe), spec.interval, spec.timeout);
+            let (unknown_after, sender, flag) =
+                (spec.unknown_after, self.sender.clone(), stopped.clone());
+            let task_key = key.clone();
+            let handle = supervise::spawn(format!("load/{}/{}", key.0, key.1), move |run| {
+                // A run that died is a failed check (recorded before the next run starts), so
+                // a load monitor that cannot run ages its value out as one that cannot read.
+                if let Some(why) = run.last_failure {
+                    let error = format!("the load monitor could not check: its task {why}");
+                    record(&sender, &task_key, Err(error), unknown_after, &flag);
+                }
+                run_monitor(
+                    task_key.clone(),
+                    probe.clone(),
+                    interval,
+                    timeout,
+                    unknown_after,
+                    sender.clone(),
+                    flag.clone(),
+                )
+            });
             self.tasks.insert(
                 key,
                 Task {
@@ -531,7 +544,7 @@ impl Drop for LoadMonitor {
 
 async fn run_monitor(
     key: Key,
-    probe: LoadProbe,
+    probe: Arc<LoadProbe>,
     interval: Duration,
     timeout: Duration,
     unknown_after: u32,
@@ -547,33 +560,45 @@ async fn run_monitor(
         if let Err(error) = &outcome {
             debug!(service, monitor, %error, "load check failed");
         }
-        readings.send_if_modified(|r| {
-            if stopped.load(Ordering::Acquire) {
-                return false;
-            }
-            let Some(reading) = r.0.get_mut(&key) else {
-                return false;
-            };
-            match reading.record(outcome.clone(), unknown_after, SystemTime::now()) {
-                Moved::No => false,
-                Moved::Value => true,
-                Moved::AgedOut => {
-                    warn!(
-                        service,
-                        monitor,
-                        failed = reading.fail_run,
-                        error = reading.last_error.as_deref().unwrap_or(""),
-                        "load unknown: the last value aged out"
-                    );
-                    true
-                }
-                Moved::Back => {
-                    info!(service, monitor, value = reading.value, "load known again");
-                    true
-                }
-            }
-        });
+        record(&readings, &key, outcome, unknown_after, &stopped);
     }
+}
+
+/// Takes one check's outcome into `key`'s reading (unless the monitor was stopped).
+fn record(
+    readings: &watch::Sender<LoadReadings>,
+    key: &Key,
+    outcome: Result<u64, String>,
+    unknown_after: u32,
+    stopped: &AtomicBool,
+) {
+    let (service, monitor) = (&key.0, &key.1);
+    readings.send_if_modified(|r| {
+        if stopped.load(Ordering::Acquire) {
+            return false;
+        }
+        let Some(reading) = r.0.get_mut(key) else {
+            return false;
+        };
+        match reading.record(outcome.clone(), unknown_after, SystemTime::now()) {
+            Moved::No => false,
+            Moved::Value => true,
+            Moved::AgedOut => {
+                warn!(
+                    service,
+                    monitor,
+                    failed = reading.fail_run,
+                    error = reading.last_error.as_deref().unwrap_or(""),
+                    "load unknown: the last value aged out"
+                );
+                true
+            }
+            Moved::Back => {
+                info!(service, monitor, value = reading.value, "load known again");
+                true
+            }
+        }
+    });
 }
 
 #[cfg(test)]
