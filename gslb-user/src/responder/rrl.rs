@@ -120,7 +120,7 @@ impl Table {
             return Verdict::Send;
         }
         bucket.over = bucket.over.wrapping_add(1);
-        if s.slip > 0 && bucket.over % s.slip == 0 {
+        if s.slip > 0 && bucket.over.is_multiple_of(s.slip) {
             Verdict::Slip
         } else {
             Verdict::Drop
