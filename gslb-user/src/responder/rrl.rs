@@ -291,34 +291,28 @@ mod tests {
     }
 
     #[test]
-    fn the_table_stays_bounded_under_a_million_sources() {
+    fn a_million_sources_leave_the_table_at_its_size_and_limiting_working() {
         let settings = RrlSettings {
             table_size: 1024,
             ..on(1, 1, 0)
         };
         let l = Limiter::new(&settings);
-        let table = l.table.load();
-        let buckets: usize = table
-            .as_ref()
-            .as_ref()
-            .unwrap()
-            .shards
-            .iter()
-            .map(|s| s.lock().unwrap().len())
-            .sum();
+        let buckets = || -> usize {
+            let table = l.table.load();
+            let table = table.as_ref().as_ref().expect("enabled");
+            table.shards.iter().map(|s| s.lock().unwrap().len()).sum()
+        };
+        assert_eq!(buckets(), 1024);
+        // A million /24s, each over its limit once.
         for i in 0..1_000_000u32 {
-            let a = std::net::Ipv4Addr::from_bits(0x0a00_0000 + (i << 8));
-            l.verdict(IpAddr::V4(a), 1);
+            let a = IpAddr::V4(std::net::Ipv4Addr::from_bits(0x0a00_0000 + (i << 8)));
+            l.verdict(a, 1);
+            l.verdict(a, 1);
         }
-        let after: usize = table
-            .as_ref()
-            .as_ref()
-            .unwrap()
-            .shards
-            .iter()
-            .map(|s| s.lock().unwrap().len())
-            .sum();
-        assert_eq!((buckets, after), (1024, 1024));
+        assert_eq!(buckets(), 1024, "no bucket allocated beyond the table");
+        assert_eq!(l.stats.dropped.load(Ordering::Relaxed), 1_000_000);
+        // And a flood still meets its limit afterwards.
+        assert_eq!(run(&l, "192.0.2.1", 2, 0, 3), (1, 2, 0));
     }
 
     #[test]
