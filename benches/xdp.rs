@@ -28,6 +28,8 @@ struct Case {
     frame: Vec<u8>,
     want: u32,
     pass_program: bool,
+    /// Run by the program whose maps have `[rrl]` on (at a rate no run reaches).
+    rrl: bool,
     samples: Vec<u64>,
 }
 
@@ -71,6 +73,25 @@ fn main() {
             .expect("publishing");
     }
 
+    // The same program with response rate limiting on, at a rate the bench never reaches, so
+    // that every hit pays the bucket lookup and update (`xdp_a_hit_v4_rrl` vs `xdp_a_hit_v4`).
+    let Some(mut dp_rrl) = common::dataplane() else {
+        return;
+    };
+    {
+        let text = format!(
+            "{}\n[rrl]\nrate = 1000000\nburst = 1000000\n",
+            common::config_text()
+        );
+        let config =
+            gslb_user::config::Config::parse(&text, std::path::Path::new("xdp-bench-rrl.toml"))
+                .expect("bench configuration with [rrl]");
+        dp_rrl
+            .table
+            .publish(&gslb_user::compile::Snapshot::from_config(&config))
+            .expect("publishing");
+    }
+
     let mut edns_query = query(1, WWW, RecordType::A);
     edns_query.set_edns(edns());
     let a = wire(&query(1, WWW, RecordType::A));
@@ -81,6 +102,7 @@ fn main() {
         frame,
         want,
         pass_program,
+        rrl: false,
         samples: Vec::with_capacity(ROUNDS * RUNS_PER_ROUND),
     };
     let mut cases = vec![
@@ -115,14 +137,28 @@ fn main() {
             XDP_PASS,
             false,
         ),
+        Case {
+            rrl: true,
+            ..case(
+                "xdp_a_hit_v4_rrl",
+                Frame::v4(a.clone()).bytes(),
+                XDP_TX,
+                false,
+            )
+        },
     ];
 
     let answer = dp.program();
     let pass = dp.pass_program();
+    let answer_rrl = dp_rrl.program();
     let mut out = vec![0u8; 4096];
     for _ in 0..ROUNDS {
         for case in &mut cases {
-            let program: &Xdp = if case.pass_program { pass } else { answer };
+            let program: &Xdp = match (case.pass_program, case.rrl) {
+                (true, _) => pass,
+                (false, true) => answer_rrl,
+                (false, false) => answer,
+            };
             for _ in 0..RUNS_PER_ROUND {
                 let result = program
                     .test_run(TestRunOptions {

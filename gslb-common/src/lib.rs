@@ -5,6 +5,9 @@
 //! bytes. Sizes are asserted at compile time.
 #![no_std]
 
+mod rrl;
+pub use rrl::*;
+
 /// Longest query name, in wire bytes (length octets and the terminating root label included),
 /// that the fast path answers. Longer names go to the responder.
 pub const QNAME_MAX: usize = 128;

@@ -13,6 +13,7 @@
 
 mod csum;
 mod hdr;
+mod rrl;
 
 use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST, xdp_action},
@@ -209,7 +210,7 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
     };
     // The client is a resolver that sent us a query: it is recorded here, answered or not
     // (queries `parse` passed after their DNS header are recorded on the way out).
-    if q.v6 {
+    let (src_hi, src_lo) = if q.v6 {
         let ip = ptr_at::<Ipv6Hdr>(ctx, q.l4 - Ipv6Hdr::LEN, Miss::Malformed)?;
         // The address as two native words; the key's four are their halves.
         let (hi, lo) = unsafe {
@@ -223,17 +224,15 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
         view_key.data[3] = lo as u32;
         view_key.data[4] = (lo >> 32) as u32;
         record_source(scratch, true, hi, lo);
+        (hi, lo)
     } else {
         let ip = ptr_at::<Ipv4Hdr>(ctx, q.l4 - Ipv4Hdr::LEN, Miss::Malformed)?;
         let saddr: u32 = unsafe { ld(ip.add(Ipv4Hdr::ADDRS)) };
         view_key.data[4] = saddr;
-        record_source(
-            scratch,
-            false,
-            0,
-            V4_MAPPED_WORD as u64 | (saddr as u64) << 32,
-        );
-    }
+        let lo = V4_MAPPED_WORD as u64 | (saddr as u64) << 32;
+        record_source(scratch, false, 0, lo);
+        (0, lo)
+    };
     let (view, rtt_view) = match VIEWS.get(view_key.as_key::<ViewKey>()) {
         Some(v) => (v.view, v.rtt_view),
         None => (DEFAULT_VIEW, 0),
@@ -264,7 +263,13 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
         }
     }
     match set {
-        Some(set) => reply(ctx, &q, config, set),
+        // Response rate limiting (rrl.rs): only answers we would send count.
+        Some(set) if set.count != 0 => match rrl::verdict(q.v6, src_hi, src_lo) {
+            rrl::Verdict::Send => reply(ctx, &q, config, set, false),
+            rrl::Verdict::Slip => reply(ctx, &q, config, set, true),
+            rrl::Verdict::Drop => Ok(xdp_action::XDP_DROP),
+        },
+        Some(set) => reply(ctx, &q, config, set, false),
         None => Err(miss_reason(scratch, &q, config)),
     }
 }
@@ -797,17 +802,26 @@ fn below(x: u64, n: u64) -> u64 {
     (x.wrapping_sub(n) as i64 >> 63) as u64
 }
 
-/// Turns the query into the reply in place and returns XDP_TX.
+/// Turns the query into the reply in place and returns XDP_TX. A `slip` (rate limiting) is the
+/// reply without records and with TC=1.
 ///
 /// Checksums: every part is summed as native (little-endian) 16-bit words, which is the
 /// big-endian sum byte-swapped (RFC 1071); the result is stored natively, i.e. right.
 #[inline(always)]
-fn reply(ctx: &XdpContext, q: &Query, config: &Config, set: &AnswerSet) -> Result<u32, Miss> {
+fn reply(
+    ctx: &XdpContext,
+    q: &Query,
+    config: &Config,
+    set: &AnswerSet,
+    slip: bool,
+) -> Result<u32, Miss> {
     let stored = set.count as usize;
     if stored == 0 || stored > MAX_ADDRS {
         return Err(Miss::NoAnswer);
     }
-    let (first, n, answers_sum) = if set.flags & ANSWER_ROTATE != 0 {
+    let (first, n, answers_sum) = if slip {
+        (0, 0, 0)
+    } else if set.flags & ANSWER_ROTATE != 0 {
         // The set's own slot. No mask needed: every u16 is below ROTOR_SLOTS, and the
         // (inlined) lookup checks the index against the map's size anyway.
         let rotor = ROTOR.get_ptr_mut(set.rotor as u32).ok_or(Miss::NoAnswer)?;
@@ -912,9 +926,12 @@ fn reply(ctx: &XdpContext, q: &Query, config: &Config, set: &AnswerSet) -> Resul
     }
 
     let dns = ptr_at::<DnsHdr>(ctx, dns_off, Miss::NoTailroom)?;
-    // QR=1, OPCODE=0, AA=1, TC=0, RD copied; RA=0, AD=0, CD copied, RCODE=NOERROR.
+    // QR=1, OPCODE=0, AA=1, TC=0 (1 for a slip), RD copied; RA=0, AD=0, CD copied, NOERROR.
     let flags = unsafe { ld::<u16>(dns.add(2)) }.to_ne_bytes();
-    let flags = [0x84 | (flags[0] & 0x01), flags[1] & 0x10];
+    let flags = [
+        0x84 | (slip as u8) << 1 | (flags[0] & 0x01),
+        flags[1] & 0x10,
+    ];
     let ancount = (n as u16).to_be();
     let arcount = (q.edns as u16).to_be();
     unsafe {
@@ -986,12 +1003,15 @@ fn reply(ctx: &XdpContext, q: &Query, config: &Config, set: &AnswerSet) -> Resul
     // A computed zero is sent as all ones: zero means "no checksum" (and is illegal in IPv6).
     unsafe { st(udp.add(6), if check == 0 { 0xffffu16 } else { check }) };
 
-    count(match (q.v6, q.qtype == QTYPE_AAAA) {
-        (false, false) => Counter::HitAV4,
-        (false, true) => Counter::HitAaaaV4,
-        (true, false) => Counter::HitAV6,
-        (true, true) => Counter::HitAaaaV6,
-    });
+    // A slip is counted by rrl.rs.
+    if !slip {
+        count(match (q.v6, q.qtype == QTYPE_AAAA) {
+            (false, false) => Counter::HitAV4,
+            (false, true) => Counter::HitAaaaV4,
+            (true, false) => Counter::HitAV6,
+            (true, true) => Counter::HitAaaaV6,
+        });
+    }
     Ok(xdp_action::XDP_TX)
 }
 

@@ -27,8 +27,9 @@ use std::sync::Arc;
 use gslb_common::{
     ANSWER_BY_RTT, ANSWER_ROTATE, AnswerKey, AnswerSet, Config, Counter, DomainKey, DomainValue,
     LDNS_MAX, LDNS_OFF, LISTEN_IN_TRIE, LISTEN_INLINE, LISTEN_PREFIX_LEN, LdnsConfig, LdnsKey,
-    LdnsValue, ListenKey, ListenSet, MAX_ADDRS, QNAME_MAX, QTYPE_AAAA, RTT_VIEW_BIT,
-    V4_MAPPED_BITS, VIEW_KEY_GENERATION_BITS, ViewKey, ViewValue, maps, name_hash, programs,
+    LdnsValue, ListenKey, ListenSet, MAX_ADDRS, QNAME_MAX, QTYPE_AAAA, RRL_CONFIG_MAP,
+    RRL_COUNTERS_MAP, RRL_DROPPED, RRL_SLIPPED, RTT_VIEW_BIT, RrlConfig, V4_MAPPED_BITS,
+    VIEW_KEY_GENERATION_BITS, ViewKey, ViewValue, maps, name_hash, programs,
 };
 use hickory_proto::{rr::Name, serialize::binary::BinEncodable};
 use tracing::{info, warn};
@@ -125,6 +126,8 @@ pub struct Dataplane {
     ebpf: Ebpf,
     pub table: AnswerTable,
     counters: PerCpuArray<MapData, u64>,
+    /// `RRL_COUNTERS`: answers dropped and slipped by rate limiting.
+    rrl_counters: PerCpuArray<MapData, u64>,
     /// `None` once taken by [`Dataplane::take_ldns`].
     ldns: Option<LdnsMap>,
     pin_dir: Option<PathBuf>,
@@ -183,6 +186,7 @@ impl Dataplane {
         };
         let table = AnswerTable {
             config: Array::try_from(take(maps::CONFIG)?).map_err(map_err(maps::CONFIG))?,
+            rrl: Array::try_from(take(RRL_CONFIG_MAP)?).map_err(map_err(RRL_CONFIG_MAP))?,
             listen: LpmTrie::try_from(take(maps::LISTEN)?).map_err(map_err(maps::LISTEN))?,
             listen_set: Array::try_from(take(maps::LISTEN_SET)?)
                 .map_err(map_err(maps::LISTEN_SET))?,
@@ -195,6 +199,8 @@ impl Dataplane {
         };
         let counters =
             PerCpuArray::try_from(take(maps::COUNTERS)?).map_err(map_err(maps::COUNTERS))?;
+        let rrl_counters =
+            PerCpuArray::try_from(take(RRL_COUNTERS_MAP)?).map_err(map_err(RRL_COUNTERS_MAP))?;
         let ldns = LdnsMap {
             config: Array::try_from(take(maps::LDNS_CONFIG)?)
                 .map_err(map_err(maps::LDNS_CONFIG))?,
@@ -204,6 +210,7 @@ impl Dataplane {
             ebpf,
             table,
             counters,
+            rrl_counters,
             ldns: Some(ldns),
             pin_dir: pin_dir.map(Path::to_path_buf),
             pinned,
@@ -413,6 +420,18 @@ impl Dataplane {
     }
 
     /// The per-CPU counters, summed over CPUs.
+    /// Answers the fast path's rate limiting dropped and slipped (`[rrl]`), summed over CPUs.
+    pub fn rrl_counters(&self) -> Result<(u64, u64)> {
+        let sum = |slot: u32| -> Result<u64> {
+            let per_cpu = self
+                .rrl_counters
+                .get(&slot, 0)
+                .map_err(map_err(RRL_COUNTERS_MAP))?;
+            Ok(per_cpu.iter().sum())
+        };
+        Ok((sum(RRL_DROPPED)?, sum(RRL_SLIPPED)?))
+    }
+
     pub fn counters(&self) -> Result<Counters> {
         read_counters(&self.counters)
     }
@@ -485,6 +504,8 @@ fn read_counters(map: &PerCpuArray<MapData, u64>) -> Result<Counters> {
 /// The fast path's answer tables.
 pub struct AnswerTable {
     config: Array<MapData, Config>,
+    /// `RRL_CONFIG`: rewritten by every publish (not pinned: each program has its own).
+    rrl: Array<MapData, RrlConfig>,
     listen: LpmTrie<MapData, ListenKey, u8>,
     listen_set: Array<MapData, ListenSet>,
     views: LpmTrie<MapData, ViewKey, ViewValue>,
@@ -667,6 +688,14 @@ impl AnswerTable {
         stats.domains = domain_keys.len();
         stats.answers = answer_keys.len();
 
+        // Rate limiting first: it applies to the old generation's answers as well as the new.
+        let r = &snapshot.rrl;
+        let rrl = if r.enabled {
+            RrlConfig::new(r.rate, r.burst, r.slip, r.ipv4_prefix, r.ipv6_prefix)
+        } else {
+            RrlConfig::default()
+        };
+        self.rrl.set(0, &rrl, 0).map_err(map_err(RRL_CONFIG_MAP))?;
         let config = Config {
             generation,
             dns_port: snapshot.dns_port,

@@ -3,7 +3,9 @@
 //! CNAME chains, NXDOMAIN and NODATA with the SOA, REFUSED outside our zones, FORMERR, NOTIMP,
 //! BADVERS, minimal ANY (RFC 8482) and truncation. Pure: bytes in, bytes out; the sockets are in
 //! `server`. The one state it keeps is the persistence entries (`crate::persist`, on a clock
-//! the caller can inject) and the rotation turn of each answer set (`turns`).
+//! the caller can inject) and the rotation turn of each answer set (`turns`); the rate limiter
+//! of UDP responses (`rrl`) lives here to be configured with the rest, but `respond` does not
+//! read it: the server loops ask it before sending.
 
 mod ecs;
 pub mod rrl;

@@ -59,6 +59,8 @@ use crate::policy::{
 pub struct Snapshot {
     pub dns_port: u16,
     pub edns_udp_size: u16,
+    /// `[rrl]`, for the fast path's `RRL_CONFIG` (publish writes it).
+    pub rrl: crate::config::RrlSettings,
     /// Destination addresses the fast path answers for.
     pub listen: Vec<IpAddr>,
     /// Disjoint client prefixes, ascending, with their view and LDNS view; other clients get
@@ -1107,6 +1109,7 @@ impl<'a> Job<'a> {
         Ok(Snapshot {
             dns_port: config.server.dns_port,
             edns_udp_size: config.server.edns_udp_size,
+            rrl: config.rrl,
             listen: config.server.listen.clone(),
             views: views_out,
             segments,

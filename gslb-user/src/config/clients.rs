@@ -12,8 +12,9 @@ use toml::Spanned;
 use super::{ConfigError, Int, List, Validator};
 use crate::server::TcpLimits;
 
-/// `[rrl]`: response rate limiting over UDP (as Knot, NSD and BIND do it), in the fast path and
-/// in the responder alike. The clients of one source prefix share a token bucket: `rate`
+/// `[rrl]`: response rate limiting over UDP (as Knot, NSD and BIND do it), in the fast path
+/// (per-CPU buckets, gslb-ebpf/src/rrl.rs) and in the responder (`responder::rrl`), each with
+/// buckets of its own. The clients of one source prefix share a token bucket: `rate`
 /// responses a second, `burst` at once; a response over the limit is dropped, except every
 /// `slip`-th, which goes out truncated (TC=1, no records), so that a real resolver behind a
 /// spoofed flood retries over TCP, which is never limited.
