@@ -25,26 +25,40 @@ pub const HOST_REFRESH: Duration = Duration::from_secs(10);
 const WARN_EVERY: Duration = Duration::from_secs(60);
 
 /// Paces probes to a rate: each caller gets the next free slot, `1 / rate` after the previous.
+/// Rounds of protected entries (resolvers that query us regularly) go first: their probe takes
+/// the next priority slot, and pushes the shared queue back by one gap, so a flood of new
+/// entries waiting for slots delays them by no more than the other protected probes, and the
+/// rate holds over time (a priority probe may share an instant with one already queued).
 struct Pacer {
     gap: Option<Duration>,
-    next: std::sync::Mutex<Instant>,
+    /// (next shared slot, next priority slot)
+    next: std::sync::Mutex<(Instant, Instant)>,
 }
 
 impl Pacer {
     fn new(rate: u32) -> Self {
+        let now = Instant::now();
         Pacer {
             gap: (rate > 0).then(|| Duration::from_secs(1) / rate),
-            next: std::sync::Mutex::new(Instant::now()),
+            next: std::sync::Mutex::new((now, now)),
         }
     }
 
-    async fn wait(&self) {
+    async fn wait(&self, priority: bool) {
         let Some(gap) = self.gap else { return };
         let slot = {
             let mut next = lock(&self.next);
-            let slot = (*next).max(Instant::now());
-            *next = slot + gap;
-            slot
+            let now = Instant::now();
+            if priority {
+                let slot = next.1.max(now);
+                next.1 = slot + gap;
+                next.0 = next.0.max(now) + gap;
+                slot
+            } else {
+                let slot = next.0.max(now);
+                next.0 = slot + gap;
+                slot
+            }
         };
         tokio::time::sleep_until(slot).await;
     }
@@ -163,11 +177,12 @@ fn tick<P: Prober>(
                 let counting = shared.clone();
                 let timeout = settings.timeout;
                 let key = (group, target, now);
+                let priority = tier == Tier::Protected;
                 let handle = rounds.spawn(async move {
                     let round = probe_in_order(&*prober, &order, target, timeout, || {
                         lock(&counting.stats).probes += 1;
                         let pacer = pacer.clone();
-                        async move { pacer.wait().await }
+                        async move { pacer.wait(priority).await }
                     })
                     .await;
                     drop(permit);
