@@ -21,6 +21,7 @@ use std::{
 
 use gslb_tests::{
     CLIENT_V4, Lab, SERVER_IF, SERVER_V4, TempPaths, enter_netns, gslbctl, privileged,
+    spoof::{SpoofSender, www_query},
 };
 
 const GSLBCTL: &str = env!("CARGO_BIN_EXE_gslbctl");
@@ -69,78 +70,6 @@ timeout_ms = 1000
 max_ldns = {MAX_LDNS}
 "#
     )
-}
-
-/// A DNS query for www.example.com A, id `id`.
-fn query(id: u16) -> Vec<u8> {
-    let mut m = id.to_be_bytes().to_vec();
-    m.extend_from_slice(&[0x01, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
-    m.extend_from_slice(b"\x03www\x07example\x03com\x00\x00\x01\x00\x01");
-    m
-}
-
-/// An IPv4 + UDP datagram from `src` to the server's port 53 carrying `payload` (UDP checksum
-/// 0: none, valid for IPv4; the kernel fills the IP checksum).
-fn spoofed(src: Ipv4Addr, sport: u16, payload: &[u8]) -> Vec<u8> {
-    let total = 20 + 8 + payload.len();
-    let mut p = Vec::with_capacity(total);
-    p.extend_from_slice(&[0x45, 0]);
-    p.extend_from_slice(&(total as u16).to_be_bytes());
-    p.extend_from_slice(&[0, 0, 0x40, 0, 64, 17, 0, 0]);
-    p.extend_from_slice(&src.octets());
-    p.extend_from_slice(&SERVER_V4.octets());
-    p.extend_from_slice(&sport.to_be_bytes());
-    p.extend_from_slice(&53u16.to_be_bytes());
-    p.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-    p.extend_from_slice(&[0, 0]);
-    p.extend_from_slice(payload);
-    p
-}
-
-/// A raw IPv4 socket that sends datagrams with the headers it is given.
-struct RawSender(i32);
-
-impl RawSender {
-    fn new() -> RawSender {
-        // SAFETY: a plain socket call; the fd is owned by the returned value.
-        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_RAW) };
-        assert!(fd >= 0, "raw socket: {}", std::io::Error::last_os_error());
-        RawSender(fd)
-    }
-
-    fn send(&self, packet: &[u8]) {
-        let addr = libc::sockaddr_in {
-            sin_family: libc::AF_INET as libc::sa_family_t,
-            sin_port: 0,
-            sin_addr: libc::in_addr {
-                s_addr: u32::from(SERVER_V4).to_be(),
-            },
-            sin_zero: [0; 8],
-        };
-        // SAFETY: `packet` and `addr` outlive the call; the lengths are theirs.
-        let rc = unsafe {
-            libc::sendto(
-                self.0,
-                packet.as_ptr().cast(),
-                packet.len(),
-                0,
-                (&addr as *const libc::sockaddr_in).cast(),
-                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-            )
-        };
-        // A full queue (ENOBUFS) drops the packet, as a real link would.
-        if rc < 0 {
-            let error = std::io::Error::last_os_error();
-            assert_eq!(error.raw_os_error(), Some(libc::ENOBUFS), "sendto: {error}");
-        }
-    }
-}
-
-impl Drop for RawSender {
-    fn drop(&mut self) {
-        // SAFETY: our fd, closed once.
-        unsafe { libc::close(self.0) };
-    }
 }
 
 /// `name value` from `gslbctl stats`.
@@ -222,7 +151,7 @@ fn a_spoofed_flood_leaves_the_table_bounded_claims_unprobed_and_the_resolver_pro
             let mut id = 0u16;
             while !stop.load(Ordering::Relaxed) {
                 id = id.wrapping_add(1);
-                socket.send_to(&query(id), server).unwrap();
+                socket.send_to(&www_query(id), server).unwrap();
                 answered += u32::from(socket.recv(&mut buf).is_ok());
                 std::thread::sleep(Duration::from_millis(500));
             }
@@ -256,28 +185,7 @@ fn a_spoofed_flood_leaves_the_table_bounded_claims_unprobed_and_the_resolver_pro
         let ns = lab.client_ns.clone();
         std::thread::spawn(move || {
             enter_netns(&ns);
-            let raw = RawSender::new();
-            let payload = query(0x5353);
-            let mut sent = 0u32;
-            for burst in 0..(SPOOFED / 2000) {
-                let started = Instant::now();
-                for i in 0..2000 {
-                    let n = burst * 2000 + i;
-                    raw.send(&spoofed(
-                        Ipv4Addr::from(0x0a00_0000 + n),
-                        1024 + (n % 60000) as u16,
-                        &payload,
-                    ));
-                    sent += 1;
-                }
-                for c in claims {
-                    raw.send(&spoofed(c, 4000, &payload));
-                }
-                if let Some(rest) = Duration::from_millis(100).checked_sub(started.elapsed()) {
-                    std::thread::sleep(rest);
-                }
-            }
-            sent
+            SpoofSender::new(SERVER_V4).flood(0, SPOOFED, 2000, &claims, || false)
         })
         .join()
         .unwrap()
