@@ -502,6 +502,35 @@ fn apply_feed_settings(
 mod tests {
     use super::*;
 
+    /// What the republish path reads (compile: `to_map`; MEP: `merge_remote`,
+    /// `local_column`; control: `stats`, `rtt_rows`) never waits for the LDNS table's lock,
+    /// which the prober's tick holds while it takes in sightings and starts rounds.
+    #[tokio::test]
+    async fn the_republish_path_does_not_wait_for_the_ldns_tables_lock() {
+        let supervisor =
+            ProbeSupervisor::start("east", ProbeSettings::default(), NetProber::default()).unwrap();
+        let handle = supervisor.handle();
+        let held = handle.shared.ldns();
+        let (done, finished) = std::sync::mpsc::channel();
+        let reader = handle.clone();
+        std::thread::spawn(move || {
+            let row = RttRow {
+                ldns: "198.51.100.7".parse().unwrap(),
+                rtt: Some(Duration::from_millis(7)),
+                kind: Some(ProbeKind::Icmp),
+            };
+            reader.merge_remote("west", &[row]);
+            let map = reader.to_map();
+            let _ = (reader.local_column(), reader.stats(), reader.rtt_rows());
+            done.send(map.len()).unwrap();
+        });
+        let rows = finished
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the republish path ran while the LDNS table was locked");
+        assert_eq!(rows, 1);
+        drop(held);
+    }
+
     #[test]
     fn settings_are_validated() {
         let ok = ProbeSettings::default();
