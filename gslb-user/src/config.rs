@@ -1956,18 +1956,7 @@ impl Validator<'_> {
             let mut prefixes = Vec::new();
             for p in rv.prefixes.get_ref() {
                 let err = |reason: String| self.error(p.span(), format!("view {name:?}: {reason}"));
-                let net: IpNet = p.get_ref().parse().map_err(|_| {
-                    err(format!(
-                        "{:?} is not a prefix (expected address/length, e.g. 198.51.100.0/24)",
-                        p.get_ref()
-                    ))
-                })?;
-                if net.trunc() != net {
-                    return Err(err(format!(
-                        "prefix {net} has host bits set (did you mean {}?)",
-                        net.trunc()
-                    )));
-                }
+                let net = self.prefix(p, &format!("view {name:?}"))?;
                 match owners.entry(net) {
                     Entry::Occupied(e) => {
                         let (owner, line) = e.get();
@@ -3476,6 +3465,25 @@ impl Validator<'_> {
         Ok(out)
     }
 
+    /// A prefix as written in a list (`owner: ` starts the error): address/length, no host
+    /// bits set.
+    fn prefix(&self, p: &Str, owner: &str) -> Result<IpNet, ConfigError> {
+        let err = |reason: String| self.error(p.span(), format!("{owner}: {reason}"));
+        let net: IpNet = p.get_ref().parse().map_err(|_| {
+            err(format!(
+                "{:?} is not a prefix (expected address/length, e.g. 198.51.100.0/24)",
+                p.get_ref()
+            ))
+        })?;
+        if net.trunc() != net {
+            return Err(err(format!(
+                "prefix {net} has host bits set (did you mean {}?)",
+                net.trunc()
+            )));
+        }
+        Ok(net)
+    }
+
     /// `[rtt] deny` and `allow`: prefixes (no host bits, none twice); an allow prefix inside a
     /// deny prefix would do nothing (deny wins), so it is refused.
     fn rtt_sources(
@@ -3489,18 +3497,7 @@ impl Validator<'_> {
             let mut out: Vec<(IpNet, Range<usize>)> = Vec::new();
             for p in list.map(|l| l.get_ref().as_slice()).unwrap_or_default() {
                 let err = |reason: String| self.error(p.span(), format!("rtt: {key}: {reason}"));
-                let net: IpNet = p.get_ref().parse().map_err(|_| {
-                    err(format!(
-                        "{:?} is not a prefix (expected address/length, e.g. 198.51.100.0/24)",
-                        p.get_ref()
-                    ))
-                })?;
-                if net.trunc() != net {
-                    return Err(err(format!(
-                        "prefix {net} has host bits set (did you mean {}?)",
-                        net.trunc()
-                    )));
-                }
+                let net = self.prefix(p, &format!("rtt: {key}"))?;
                 if let Some((_, first)) = out.iter().find(|(n, _)| *n == net) {
                     let line = self.line(first.clone());
                     return Err(err(format!(
