@@ -1145,6 +1145,12 @@ struct RawRtt {
     ldns_mask_v6: Option<Int>,
     max_rate: Option<Int>,
     max_concurrent: Option<Int>,
+    /// LDNS entries kept at most (default 100,000); more evict the least recently seen.
+    max_ldns: Option<Int>,
+    /// Prefixes whose sources are never recorded nor probed (wins over `allow`).
+    deny: Option<List>,
+    /// Prefixes admitted although martian or this host's (loopback labs), unless denied.
+    allow: Option<List>,
 }
 
 #[derive(Deserialize, Default)]
@@ -1977,18 +1983,7 @@ impl Validator<'_> {
             let mut prefixes = Vec::new();
             for p in rv.prefixes.get_ref() {
                 let err = |reason: String| self.error(p.span(), format!("view {name:?}: {reason}"));
-                let net: IpNet = p.get_ref().parse().map_err(|_| {
-                    err(format!(
-                        "{:?} is not a prefix (expected address/length, e.g. 198.51.100.0/24)",
-                        p.get_ref()
-                    ))
-                })?;
-                if net.trunc() != net {
-                    return Err(err(format!(
-                        "prefix {net} has host bits set (did you mean {}?)",
-                        net.trunc()
-                    )));
-                }
+                let net = self.prefix(p, &format!("view {name:?}"))?;
                 match owners.entry(net) {
                     Entry::Occupied(e) => {
                         let (owner, line) = e.get();
@@ -3497,6 +3492,67 @@ impl Validator<'_> {
         Ok(out)
     }
 
+    /// A prefix as written in a list (`owner: ` starts the error): address/length, no host
+    /// bits set.
+    fn prefix(&self, p: &Str, owner: &str) -> Result<IpNet, ConfigError> {
+        let err = |reason: String| self.error(p.span(), format!("{owner}: {reason}"));
+        let net: IpNet = p.get_ref().parse().map_err(|_| {
+            err(format!(
+                "{:?} is not a prefix (expected address/length, e.g. 198.51.100.0/24)",
+                p.get_ref()
+            ))
+        })?;
+        if net.trunc() != net {
+            return Err(err(format!(
+                "prefix {net} has host bits set (did you mean {}?)",
+                net.trunc()
+            )));
+        }
+        Ok(net)
+    }
+
+    /// `[rtt] deny` and `allow`: prefixes (no host bits, none twice); an allow prefix inside a
+    /// deny prefix would do nothing (deny wins), so it is refused.
+    fn rtt_sources(
+        &self,
+        deny: Option<&List>,
+        allow: Option<&List>,
+    ) -> Result<crate::probe::SourcePolicy, ConfigError> {
+        let parse = |key: &str,
+                     list: Option<&List>|
+         -> Result<Vec<(IpNet, Range<usize>)>, ConfigError> {
+            let mut out: Vec<(IpNet, Range<usize>)> = Vec::new();
+            for p in list.map(|l| l.get_ref().as_slice()).unwrap_or_default() {
+                let err = |reason: String| self.error(p.span(), format!("rtt: {key}: {reason}"));
+                let net = self.prefix(p, &format!("rtt: {key}"))?;
+                if let Some((_, first)) = out.iter().find(|(n, _)| *n == net) {
+                    let line = self.line(first.clone());
+                    return Err(err(format!(
+                        "prefix {net} listed twice (first on line {line})"
+                    )));
+                }
+                out.push((net, p.span()));
+            }
+            Ok(out)
+        };
+        let deny = parse("deny", deny)?;
+        let allow = parse("allow", allow)?;
+        for (net, span) in &allow {
+            if let Some((d, _)) = deny.iter().find(|(d, _)| d.contains(net)) {
+                return Err(self.error(
+                    span.clone(),
+                    format!(
+                        "rtt: allow: prefix {net} is inside deny prefix {d}, which always wins: it would admit nothing"
+                    ),
+                ));
+            }
+        }
+        Ok(crate::probe::SourcePolicy {
+            deny: deny.into_iter().map(|(n, _)| n).collect(),
+            allow: allow.into_iter().map(|(n, _)| n).collect(),
+        })
+    }
+
     /// `[rtt]`: ranges here; what [`crate::probe::ProbeSettings::validate`] checks (the order)
     /// is reported at the order, so there is one definition of runnable settings.
     fn rtt(
@@ -3594,6 +3650,8 @@ impl Validator<'_> {
                 d.max_concurrent,
             )?,
             tick: d.tick,
+            max_ldns: self.int(owner, "max_ldns", raw.max_ldns, 1..=10_000_000, d.max_ldns)?,
+            sources: self.rtt_sources(raw.deny.as_ref(), raw.allow.as_ref())?,
         };
         if let Err(reason) = settings.validate() {
             let span = raw.order.as_ref().map_or(section, |o| o.span());
@@ -5594,7 +5652,9 @@ mod tests {
                           method = \"rtt\"\nfallback = \"roundrobin\"\n";
         let full = "[rtt]\nenabled = true\norder = [\"tcp\", \"dns_rev\"]\ninterval_ms = 1000\n\
                     timeout_ms = 300\ntolerance_ms = 0\nldns_timeout_s = 60\nldns_mask_v4 = 24\n\
-                    ldns_mask_v6 = 56\nmax_rate = 0\nmax_concurrent = 8\n";
+                    ldns_mask_v6 = 56\nmax_rate = 0\nmax_concurrent = 8\nmax_ldns = 500\n\
+                    deny = [\"198.51.100.0/24\", \"2001:db8::/32\"]\n\
+                    allow = [\"127.0.0.0/8\", \"::1/128\"]\n";
         // The issue's defaults, written out so that a changed default fails here.
         let defaults = ProbeSettings {
             order: vec![ProbeKind::Icmp, ProbeKind::DnsDot, ProbeKind::Tcp],
@@ -5603,6 +5663,8 @@ mod tests {
             tolerance: Duration::from_millis(5),
             ldns_timeout: Duration::from_secs(180),
             mask: LdnsMask { v4: 32, v6: 128 },
+            max_ldns: 100_000,
+            sources: crate::probe::SourcePolicy::default(),
             ..ProbeSettings::default()
         };
         let written = ProbeSettings {
@@ -5615,6 +5677,14 @@ mod tests {
             max_rate: 0,
             max_concurrent: 8,
             tick: ProbeSettings::default().tick,
+            max_ldns: 500,
+            sources: crate::probe::SourcePolicy {
+                deny: vec![
+                    "198.51.100.0/24".parse().unwrap(),
+                    "2001:db8::/32".parse().unwrap(),
+                ],
+                allow: vec!["127.0.0.0/8".parse().unwrap(), "::1/128".parse().unwrap()],
+            },
         };
         // (server extra, rest of the file, server.site, rtt.enabled, probe settings, probing)
         type Case<'a> = (
@@ -5753,6 +5823,26 @@ mod tests {
             (
                 with_site("probe_interval = 5 #<"),
                 "unknown field `probe_interval`",
+            ),
+            (
+                with_site("max_ldns = 0 #<"),
+                "rtt: max_ldns 0 out of range 1..=10000000",
+            ),
+            (
+                with_site("deny = [\"10.0.0.0/8\", \"10.0.0.1/8\"] #<"),
+                "rtt: deny: prefix 10.0.0.1/8 has host bits set (did you mean 10.0.0.0/8?)",
+            ),
+            (
+                with_site("deny = [\"10.0.0.0\"] #<"),
+                "rtt: deny: \"10.0.0.0\" is not a prefix",
+            ),
+            (
+                with_site("allow = [\"127.0.0.0/8\",\n\"127.0.0.0/8\"] #<"),
+                "rtt: allow: prefix 127.0.0.0/8 listed twice (first on line",
+            ),
+            (
+                with_site("deny = [\"127.0.0.0/8\"]\nallow = [\"127.0.0.0/16\"] #<"),
+                "rtt: allow: prefix 127.0.0.0/16 is inside deny prefix 127.0.0.0/8, which always wins",
             ),
         ];
         assert_rejected(&cases);

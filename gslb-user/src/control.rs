@@ -231,21 +231,23 @@ async fn handle(request: &str, state: &ControlState) -> Result<String, String> {
             out.push_str(&crate::supervise::stats_lines());
             out.push_str(&format!("rtt_probing {}\n", u8::from(handle.is_some())));
             if let Some(handle) = handle {
-                let reports = handle.report();
                 let stats = handle.stats();
+                let r = stats.recorded;
                 let lines = [
-                    (
-                        "ldns_entries",
-                        reports.iter().filter(|r| r.address.is_some()).count() as u64,
-                    ),
-                    (
-                        "rtt_rows",
-                        reports.iter().filter(|r| !r.paths.is_empty()).count() as u64,
-                    ),
+                    ("ldns_entries", stats.ldns_entries as u64),
+                    ("rtt_rows", handle.rtt_rows() as u64),
                     ("probe_rounds", stats.rounds),
                     ("probe_samples", stats.samples),
                     ("probes_sent", stats.probes),
+                    ("probe_backoffs", stats.backoffs),
+                    ("probe_held_by_budget", stats.held),
+                    ("probe_refused_targets", stats.refused_at_probe),
                     ("ldns_expired", stats.expired),
+                    ("ldns_evicted", stats.evicted),
+                    ("ldns_refused_denied", r.denied),
+                    ("ldns_refused_martian", r.martian),
+                    ("ldns_refused_own_address", r.own),
+                    ("ldns_recorder_dropped", r.dropped),
                 ];
                 for (name, value) in lines {
                     out.push_str(&format!("{name} {value}\n"));

@@ -1,7 +1,8 @@
 //! The responder's sockets: UDP and TCP servers over already bound sockets (tests bind port 0),
 //! each running until `shutdown` resolves. With an [`LdnsRecorder`], the source of every query
-//! answered is recorded for the RTT prober (the resolvers to probe); the responder itself stays
-//! a pure function of the bytes.
+//! answered authoritatively is recorded for the RTT prober (the resolvers to probe; the
+//! recorder refuses sources that can only be claimed); the responder itself stays a pure
+//! function of the bytes.
 
 use std::{
     collections::HashMap,
@@ -45,6 +46,16 @@ impl Sources {
         Sources {
             recorder,
             recent: HashMap::new(),
+        }
+    }
+
+    /// `response` answered a query from `source`: recorded only when it is an authoritative
+    /// answer (AA set: a name in one of our zones), so that queries for names we do not serve,
+    /// and REFUSED, FORMERR, NOTIMP or BADVERS (AA clear), make nobody a probe target.
+    fn answered(&mut self, source: IpAddr, response: &[u8]) {
+        const AA: u8 = 0x04;
+        if response.get(2).is_some_and(|flags| flags & AA != 0) {
+            self.record(source);
         }
     }
 
@@ -136,7 +147,7 @@ pub async fn run_udp_recording(
         // truncated so that a real client retries over TCP. TCP is never limited.
         let response = match responder.rrl().verdict(peer.ip(), rrl::now_ns()) {
             Verdict::Send => {
-                sources.record(peer.ip());
+                sources.answered(peer.ip(), &response);
                 response
             }
             Verdict::Drop => continue,
@@ -234,7 +245,7 @@ async fn serve_connection(
             .map_err(|_| timed_out("query not complete within the message timeout"))??;
         ticket.set(Phase::Answering);
         if let Some(response) = responder.respond(&message, peer.ip(), Transport::Tcp) {
-            sources.record(peer.ip());
+            sources.answered(peer.ip(), &response);
             let mut framed = Vec::with_capacity(response.len() + 2);
             framed.extend_from_slice(&(response.len() as u16).to_be_bytes());
             framed.extend_from_slice(&response);
@@ -268,6 +279,11 @@ soa.rname = "hostmaster.example.com"
 
     /// A query for the zone's SOA (answered), or the same bytes as a response (not answered).
     fn message(response: bool) -> Vec<u8> {
+        query(response, b"\x07example\x03com\x00")
+    }
+
+    /// A query (or response) for the SOA of `qname` (wire form).
+    fn query(response: bool, qname: &[u8]) -> Vec<u8> {
         let mut m = vec![
             0x12,
             0x34,
@@ -282,13 +298,27 @@ soa.rname = "hostmaster.example.com"
             0,
             0,
         ];
-        m.extend_from_slice(b"\x07example\x03com\x00\x00\x06\x00\x01");
+        m.extend_from_slice(qname);
+        m.extend_from_slice(b"\x00\x06\x00\x01");
         m
+    }
+
+    /// A recorder that admits the loopback (these tests' clients), as `[rtt] allow` would.
+    fn loopback_recorder() -> LdnsRecorder {
+        let recorder = LdnsRecorder::new();
+        recorder.filter().set_policy(crate::probe::SourcePolicy {
+            deny: vec![],
+            allow: vec!["127.0.0.0/8".parse().unwrap()],
+        });
+        recorder
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_loop_records_each_source_at_most_once_a_second() {
-        let recorder = LdnsRecorder::new();
+        // No host addresses: the test host's might be these.
+        let recorder = LdnsRecorder::with_filter(crate::probe::SourceFilter::with_host_addresses(
+            Default::default(),
+        ));
         let mut sources = Sources::new(Some(recorder.clone()));
         let a: IpAddr = "192.0.2.1".parse().unwrap();
         let b: IpAddr = "192.0.2.2".parse().unwrap();
@@ -320,7 +350,7 @@ soa.rname = "hostmaster.example.com"
 
     #[tokio::test]
     async fn udp_and_tcp_loops_record_the_sources_of_the_queries_they_answer() {
-        let recorder = LdnsRecorder::new();
+        let recorder = loopback_recorder();
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let wait = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
             let _ = rx.wait_for(|s| *s).await;
@@ -357,6 +387,55 @@ soa.rname = "hostmaster.example.com"
             .unwrap();
         let got: Vec<IpAddr> = recorder.drain().into_iter().map(|(a, _)| a).collect();
         assert_eq!(got, ["127.0.0.2".parse::<IpAddr>().unwrap()]);
+
+        // Answered but not authoritatively: a name outside our zones (REFUSED), a bad message
+        // (FORMERR) and another opcode (NOTIMP) record nobody.
+        let other = UdpSocket::bind("127.0.0.4:0").await.unwrap();
+        let mut notimp = message(false);
+        notimp[2] = 2 << 3; // OPCODE STATUS
+        let mut formerr = message(false);
+        formerr.push(0); // a byte after the last record
+        for (bytes, rcode) in [
+            (query(false, b"\x07example\x03org\x00"), 5),
+            (formerr, 1),
+            (notimp, 4),
+        ] {
+            other.send_to(&bytes, udp_addr).await.unwrap();
+            let len = tokio::time::timeout(timeout, other.recv(&mut buf))
+                .await
+                .expect("an answer")
+                .unwrap();
+            assert!(len >= 12);
+            assert_eq!((buf[3] & 0x0f, buf[2] & 0x04), (rcode, 0), "{bytes:?}");
+        }
+        assert!(
+            recorder.drain().is_empty(),
+            "non-authoritative answers record nobody"
+        );
+        // The default rule (no allow): loopback sources are claims, never recorded.
+        recorder
+            .filter()
+            .set_policy(crate::probe::SourcePolicy::default());
+        client.send_to(&message(false), udp_addr).await.unwrap();
+        tokio::time::timeout(timeout, client.recv(&mut buf))
+            .await
+            .expect("an answer")
+            .unwrap();
+        let other_query = UdpSocket::bind("127.0.0.5:0").await.unwrap();
+        other_query
+            .send_to(&message(false), udp_addr)
+            .await
+            .unwrap();
+        tokio::time::timeout(timeout, other_query.recv(&mut buf))
+            .await
+            .expect("an answer")
+            .unwrap();
+        assert!(recorder.drain().is_empty(), "loopback refused by default");
+        assert!(recorder.stats().martian >= 1);
+        recorder.filter().set_policy(crate::probe::SourcePolicy {
+            deny: vec![],
+            allow: vec!["127.0.0.0/8".parse().unwrap()],
+        });
 
         let socket = tokio::net::TcpSocket::new_v4().unwrap();
         socket.bind("127.0.0.3:0".parse().unwrap()).unwrap();

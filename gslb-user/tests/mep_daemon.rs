@@ -228,6 +228,8 @@ dead_after_ms = 500
 enabled = true
 interval_ms = 300
 timeout_ms = 300
+# The resolver is this host's loopback, which is refused unless allowed.
+allow = ["127.0.0.0/8"]
 
 [[zone]]
 name = "example.com"

@@ -17,7 +17,7 @@ use gslb_user::{
     dataplane::Dataplane,
     probe::{
         LdnsMask, LdnsRecorder, NetProber, ProbeKind, ProbeOutcome, ProbeSettings, ProbeSupervisor,
-        Prober, RttChange, RttRow, format_report,
+        Prober, RttChange, RttRow, SourceFilter, format_report,
     },
 };
 use hickory_proto::{
@@ -124,8 +124,10 @@ impl Prober for Fake {
 
 fn start(settings: ProbeSettings) -> (ProbeSupervisor, Fake) {
     let fake = Fake::default();
-    let supervisor =
-        ProbeSupervisor::start("east", settings, fake.clone()).expect("valid settings");
+    // No host addresses: the test host's may be the documentation addresses used here.
+    let recorder = LdnsRecorder::with_filter(SourceFilter::with_host_addresses(Default::default()));
+    let supervisor = ProbeSupervisor::start_with_recorder("east", settings, fake.clone(), recorder)
+        .expect("valid settings");
     (supervisor, fake)
 }
 

@@ -63,6 +63,8 @@ fallback = "globalavailability"
 [rtt]
 interval_ms = {interval_ms}
 timeout_ms = 300
+# The resolver is this host's loopback, which is refused unless allowed.
+allow = ["127.0.0.0/8"]
 "#
     )
 }

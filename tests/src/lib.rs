@@ -11,6 +11,8 @@ use std::{
     time::{Duration, Instant},
 };
 
+pub mod spoof;
+
 pub const SERVER_V4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 53);
 pub const CLIENT_V4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 10);
 pub const SERVER_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0x53);

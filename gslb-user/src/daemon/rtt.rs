@@ -231,7 +231,17 @@ fn carry_over(old: &RttHandle, new: &RttHandle, recorder: &LdnsRecorder, same_ro
         if !same_rows {
             continue;
         }
-        for path in &report.paths {
+        // A resolver the new `[rtt] deny` refuses keeps no local row: it has no entry to
+        // expire with. (Peers' rows are theirs.)
+        let admitted = recorder
+            .filter()
+            .check(report.address.unwrap_or(report.ldns))
+            .is_ok();
+        for path in report
+            .paths
+            .iter()
+            .filter(|p| admitted || p.site != old_site)
+        {
             let row = RttRow {
                 ldns: report.ldns,
                 rtt: Some(path.rtt),

@@ -1,21 +1,24 @@
 //! Which resolvers (LDNS) to probe: those that queried us. The responder records each query's
 //! source with an [`LdnsRecorder`]; the fast path records into its `LDNS` map, read by
 //! [`crate::dataplane::LdnsMap::scan`] and fed to the same recorder
-//! ([`LdnsRecorder::record_scan`]). The prober drains the recorder into an [`LdnsTable`], which
-//! groups addresses by the LDNS mask and expires entries idle longer than the LDNS timeout.
+//! ([`LdnsRecorder::record_scan`]). Both go through the recorder's [`SourceFilter`] first, so a
+//! source that can only be claimed (loopback, multicast, this host, `[rtt] deny`) is never
+//! recorded. The prober drains the recorder into its [`super::table::LdnsTable`], which groups
+//! addresses by the LDNS mask.
 
 use std::{
     collections::HashMap,
     net::{IpAddr, Ipv4Addr, Ipv6Addr},
     sync::{
         Arc, Mutex,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::Duration,
 };
 
 use tokio::time::Instant;
 
+use super::admit::{Refusal, SourceFilter};
 use crate::dataplane::LdnsScan;
 
 /// NetScaler's LDNS entry timeout: an entry without a query for this long is dropped.
@@ -83,18 +86,55 @@ impl LdnsMask {
 }
 
 /// Collects the sources of queries, cheaply, from any thread (the responder's loops, the task
-/// that scans the fast path's map), until the prober drains them. Clones share one buffer.
+/// that scans the fast path's map), until the prober drains them. Clones share one buffer and
+/// one [`SourceFilter`]: a source it refuses is counted and never recorded.
 #[derive(Clone, Debug, Default)]
 pub struct LdnsRecorder {
     pending: Arc<Mutex<HashMap<IpAddr, Instant>>>,
     /// Set while nothing probes: the responder's loops keep their recorder for gslbd's life,
     /// and must not fill a buffer nobody drains (nor pay for its lock).
     off: Arc<AtomicBool>,
+    filter: SourceFilter,
+    counts: Arc<Counts>,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    denied: AtomicU64,
+    martian: AtomicU64,
+    own: AtomicU64,
+    dropped: AtomicU64,
+}
+
+/// What a recorder refused or dropped so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecordStats {
+    /// Sources in a `[rtt] deny` prefix.
+    pub denied: u64,
+    /// Martian sources (loopback, multicast, ...; see [`super::admit`]).
+    pub martian: u64,
+    /// Sources claiming one of this host's addresses.
+    pub own: u64,
+    /// New sources dropped because [`RECORDER_BACKLOG`] were already waiting.
+    pub dropped: u64,
 }
 
 impl LdnsRecorder {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A recorder judging sources with `filter` (tests give one with chosen host addresses).
+    pub fn with_filter(filter: SourceFilter) -> Self {
+        LdnsRecorder {
+            filter,
+            ..Self::default()
+        }
+    }
+
+    /// The rule sources are judged by (its policy follows `[rtt] deny` / `allow`).
+    pub fn filter(&self) -> &SourceFilter {
+        &self.filter
     }
 
     /// Turns recording on (the default) or off; turning it off drops what is pending.
@@ -113,19 +153,29 @@ impl LdnsRecorder {
     }
 
     /// A query from `addr` now. For the responder: call it with the source of every query it
-    /// answers (not the EDNS client subnet: the resolver is the one to probe).
+    /// answers authoritatively (not the EDNS client subnet: the resolver is the one to probe).
     pub fn record(&self, addr: IpAddr) {
         self.record_at(addr, Instant::now());
     }
 
-    /// A query from `addr` at `at`.
+    /// A query from `addr` at `at`. A source the filter refuses is counted, not recorded.
     pub fn record_at(&self, addr: IpAddr, at: Instant) {
         if !self.is_enabled() {
             return;
         }
         let addr = addr.to_canonical();
+        if let Err(refusal) = self.filter.check(addr) {
+            let counter = match refusal {
+                Refusal::Denied => &self.counts.denied,
+                Refusal::Martian => &self.counts.martian,
+                Refusal::OwnAddress => &self.counts.own,
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         if pending.len() >= RECORDER_BACKLOG && !pending.contains_key(&addr) {
+            self.counts.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
         let seen = pending.entry(addr).or_insert(at);
@@ -135,7 +185,7 @@ impl LdnsRecorder {
     }
 
     /// The resolvers in a scan of the fast path's `LDNS` map (each at the address it is probed
-    /// at, seen `idle` ago).
+    /// at, seen `idle` ago), judged like the responder's.
     pub fn record_scan(&self, scan: &LdnsScan) {
         let now = Instant::now();
         for seen in &scan.seen {
@@ -148,138 +198,15 @@ impl LdnsRecorder {
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         pending.drain().collect()
     }
-}
 
-/// One LDNS entry: a resolver, or a masked prefix of resolvers.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LdnsEntry {
-    /// The key: the address with the mask's host bits cleared.
-    pub group: IpAddr,
-    /// The address probed: the first one seen in the group.
-    pub addr: IpAddr,
-    pub first_seen: Instant,
-    pub last_seen: Instant,
-    /// When the next probe round is due.
-    pub(crate) next_probe: Instant,
-    /// A probe round is running.
-    pub(crate) in_flight: bool,
-    /// Probe rounds done, and which of the last 32 got a reply (bit 0: the latest).
-    pub(crate) rounds: u64,
-    pub(crate) replies: u32,
-}
-
-impl LdnsEntry {
-    /// Of the last (up to) 32 probe rounds, the share that got a reply, in hundredths of a
-    /// percent (F5's `cur_completion_rate`: 10000 is 100%); `None` before the first round.
-    pub fn completion_rate(&self) -> Option<u32> {
-        let window = self.rounds.min(32) as u32;
-        (window > 0).then(|| self.replies.count_ones() * 10_000 / window)
-    }
-
-    /// Probe rounds done so far.
-    pub fn rounds(&self) -> u64 {
-        self.rounds
-    }
-}
-
-/// The resolvers to probe, by group.
-#[derive(Debug)]
-pub struct LdnsTable {
-    mask: LdnsMask,
-    timeout: Duration,
-    entries: HashMap<IpAddr, LdnsEntry>,
-}
-
-impl LdnsTable {
-    pub fn new(mask: LdnsMask, timeout: Duration) -> Self {
-        LdnsTable {
-            mask,
-            timeout,
-            entries: HashMap::new(),
+    pub fn stats(&self) -> RecordStats {
+        let c = &self.counts;
+        RecordStats {
+            denied: c.denied.load(Ordering::Relaxed),
+            martian: c.martian.load(Ordering::Relaxed),
+            own: c.own.load(Ordering::Relaxed),
+            dropped: c.dropped.load(Ordering::Relaxed),
         }
-    }
-
-    pub fn mask(&self) -> LdnsMask {
-        self.mask
-    }
-
-    pub fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
-    /// A query from `addr` at `at`. Returns the group when it is a new entry (due for a probe
-    /// at once).
-    pub fn see(&mut self, addr: IpAddr, at: Instant) -> Option<IpAddr> {
-        let addr = addr.to_canonical();
-        let group = self.mask.group(addr);
-        match self.entries.get_mut(&group) {
-            Some(entry) => {
-                if at > entry.last_seen {
-                    entry.last_seen = at;
-                }
-                None
-            }
-            None => {
-                self.entries.insert(
-                    group,
-                    LdnsEntry {
-                        group,
-                        addr,
-                        first_seen: at,
-                        last_seen: at,
-                        next_probe: at,
-                        in_flight: false,
-                        rounds: 0,
-                        replies: 0,
-                    },
-                );
-                Some(group)
-            }
-        }
-    }
-
-    /// Removes the entries idle longer than the timeout at `now`, and returns them.
-    pub fn expire(&mut self, now: Instant) -> Vec<LdnsEntry> {
-        let timeout = self.timeout;
-        let stale: Vec<IpAddr> = self
-            .entries
-            .values()
-            .filter(|e| now.saturating_duration_since(e.last_seen) > timeout)
-            .map(|e| e.group)
-            .collect();
-        stale
-            .into_iter()
-            .filter_map(|g| self.entries.remove(&g))
-            .collect()
-    }
-
-    pub fn get(&self, group: &IpAddr) -> Option<&LdnsEntry> {
-        self.entries.get(group)
-    }
-
-    pub(crate) fn get_mut(&mut self, group: &IpAddr) -> Option<&mut LdnsEntry> {
-        self.entries.get_mut(group)
-    }
-
-    /// The entry `addr` belongs to.
-    pub fn lookup(&self, addr: IpAddr) -> Option<&LdnsEntry> {
-        self.entries.get(&self.mask.group(addr))
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = &LdnsEntry> {
-        self.entries.values()
-    }
-
-    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut LdnsEntry> {
-        self.entries.values_mut()
-    }
-
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
     }
 }
 
@@ -289,6 +216,12 @@ mod tests {
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
+    }
+
+    /// A recorder whose host has no addresses (the test host's might be the documentation
+    /// addresses these tests use).
+    fn recorder() -> LdnsRecorder {
+        LdnsRecorder::with_filter(SourceFilter::with_host_addresses(Default::default()))
     }
 
     #[test]
@@ -319,51 +252,9 @@ mod tests {
     }
 
     #[test]
-    fn a_group_is_one_entry_probed_at_its_first_address() {
-        let t0 = Instant::now();
-        let mut table = LdnsTable::new(LdnsMask { v4: 24, v6: 128 }, DEFAULT_LDNS_TIMEOUT);
-        assert_eq!(table.see(ip("198.51.100.7"), t0), Some(ip("198.51.100.0")));
-        assert_eq!(
-            table.see(ip("198.51.100.8"), t0 + Duration::from_secs(1)),
-            None
-        );
-        assert_eq!(table.see(ip("198.51.101.8"), t0), Some(ip("198.51.101.0")));
-        assert_eq!(table.len(), 2);
-        let entry = table.lookup(ip("198.51.100.200")).unwrap();
-        assert_eq!(
-            (entry.group, entry.addr),
-            (ip("198.51.100.0"), ip("198.51.100.7"))
-        );
-        assert_eq!(entry.last_seen, t0 + Duration::from_secs(1));
-        // An older sighting (a late scan of the fast path's map) does not move it back.
-        table.see(ip("198.51.100.9"), t0);
-        assert_eq!(
-            table.lookup(ip("198.51.100.9")).unwrap().last_seen,
-            t0 + Duration::from_secs(1)
-        );
-    }
-
-    #[test]
-    fn entries_idle_longer_than_the_timeout_expire() {
-        let t0 = Instant::now();
-        let s = Duration::from_secs;
-        let mut table = LdnsTable::new(LdnsMask::default(), DEFAULT_LDNS_TIMEOUT);
-        table.see(ip("192.0.2.1"), t0);
-        table.see(ip("192.0.2.2"), t0);
-        table.see(ip("192.0.2.2"), t0 + s(100));
-        // (time of the expiry run, entries left)
-        let steps = [(179, 2), (180, 2), (181, 1), (280, 1), (281, 0)];
-        for (at, left) in steps {
-            table.expire(t0 + s(at));
-            assert_eq!(table.len(), left, "at {at} s");
-        }
-        assert!(table.expire(t0 + s(1000)).is_empty());
-    }
-
-    #[test]
     fn the_recorder_keeps_the_latest_sighting_of_each_address() {
         let t0 = Instant::now();
-        let recorder = LdnsRecorder::new();
+        let recorder = recorder();
         let other = recorder.clone();
         recorder.record_at(ip("192.0.2.1"), t0 + Duration::from_secs(2));
         other.record_at(ip("192.0.2.1"), t0);
@@ -383,7 +274,7 @@ mod tests {
     #[test]
     fn a_recorder_turned_off_records_nothing_and_drops_what_was_pending() {
         let t0 = Instant::now();
-        let recorder = LdnsRecorder::new();
+        let recorder = recorder();
         let other = recorder.clone();
         recorder.record_at(ip("192.0.2.1"), t0);
         other.set_enabled(false);
@@ -396,23 +287,50 @@ mod tests {
     }
 
     #[test]
-    fn completion_rate_covers_the_last_32_rounds() {
+    fn the_recorder_refuses_what_its_filter_refuses_and_counts_why() {
+        use std::collections::HashSet;
         let t0 = Instant::now();
-        let mut table = LdnsTable::new(LdnsMask::default(), DEFAULT_LDNS_TIMEOUT);
-        let group = table.see(ip("192.0.2.1"), t0).unwrap();
-        let entry = table.get_mut(&group).unwrap();
-        assert_eq!(entry.completion_rate(), None);
-        // (rounds, reply bits, rate)
-        let table_ = [
-            (1, 1, 10_000),
-            (4, 0b0101, 5_000),
-            (40, u32::MAX, 10_000),
-            (40, 0xffff, 5_000),
-        ];
-        for (rounds, replies, rate) in table_ {
-            entry.rounds = rounds;
-            entry.replies = replies;
-            assert_eq!(entry.completion_rate(), Some(rate), "{rounds} {replies:b}");
+        let own: HashSet<IpAddr> = [ip("203.0.113.53")].into();
+        let recorder = LdnsRecorder::with_filter(SourceFilter::with_host_addresses(own));
+        recorder
+            .filter()
+            .set_policy(super::super::admit::SourcePolicy {
+                deny: vec!["198.51.100.0/24".parse().unwrap()],
+                allow: vec![],
+            });
+        for a in [
+            "127.0.0.1",
+            "127.0.0.9",
+            "::1",
+            "224.0.0.5",
+            "203.0.113.53",
+            "198.51.100.7",
+        ] {
+            recorder.record_at(ip(a), t0);
         }
+        recorder.record_at(ip("192.0.2.1"), t0);
+        assert_eq!(recorder.drain(), [(ip("192.0.2.1"), t0)]);
+        let want = RecordStats {
+            denied: 1,
+            martian: 4,
+            own: 1,
+            dropped: 0,
+        };
+        assert_eq!(recorder.stats(), want);
+    }
+
+    #[test]
+    fn a_full_backlog_drops_new_sources_and_counts_them() {
+        let t0 = Instant::now();
+        let recorder = recorder();
+        for i in 0..RECORDER_BACKLOG as u32 + 10 {
+            recorder.record_at(IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i)), t0);
+        }
+        // One already waiting is still refreshed.
+        recorder.record_at(ip("10.0.0.0"), t0 + Duration::from_secs(1));
+        assert_eq!(recorder.stats().dropped, 10);
+        let drained = recorder.drain();
+        assert_eq!(drained.len(), RECORDER_BACKLOG);
+        assert!(drained.contains(&(ip("10.0.0.0"), t0 + Duration::from_secs(1))));
     }
 }

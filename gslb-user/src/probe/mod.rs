@@ -7,49 +7,71 @@
 //!   [`LdnsRecorder::record`]. An optional LDNS mask groups resolvers into one entry, probed
 //!   at the first address seen. Entries without a query for the LDNS timeout (180 s) expire,
 //!   and this site's RTT for them goes too.
+//! - **Which sources** ([`admit`]): a source that can only be claimed (loopback, unspecified,
+//!   link-local, multicast, broadcast, this host's own addresses) or is in `[rtt] deny` is
+//!   never recorded, by the recorder itself (so neither the responder nor the fast-path feed
+//!   can add it), and is checked again before a round starts. `[rtt] allow` admits listed
+//!   prefixes the martian rule would refuse; deny always wins.
+//! - **Table** ([`table`]): bounded (`[rtt] max_ldns`), least recently seen out first (one-time
+//!   sources before resolvers seen again), scheduled by due time, so a tick costs what is due;
+//!   a target gets one round per interval at most, and rounds without an answer back off.
 //! - **Probes** ([`prober`]): ICMP echo, DNS over UDP (`dns_dot`, `dns_rev`), TCP connect to
 //!   port 53, in a configurable order (default ping, DNS, TCP): the next type only when the
 //!   previous got no reply within the response timeout (2 s). Any reply is a sample. One round
-//!   per entry every interval (5 s); a global rate limit paces the probes sent and a cap bounds
-//!   the rounds running at once.
+//!   per target every interval (5 s), longer after rounds without an answer; a global rate
+//!   limit paces the probes sent and a cap bounds the rounds running at once.
 //! - **Table** ([`rtt`]): the local column from the probes, under the RTT tolerance (5 ms: a
 //!   change within it is neither stored nor published); other sites' columns through
 //!   [`RttHandle::merge_remote`] (MEP). Every change is broadcast as an [`RttChange`]
 //!   ([`RttHandle::subscribe`], for MEP) and bumps a version ([`RttHandle::watch`], for the
 //!   controller's republish).
 //! - **Observability**: [`RttHandle::report`] and [`format_report`] (F5's `ldns` record
-//!   fields: address, probe protocol, ttl, per site RTT, age, completion rate).
+//!   fields: address, probe protocol, ttl, per site RTT, age, completion rate);
+//!   [`RttHandle::stats`]. Logs per sample or entry are debug; warnings a flood can repeat
+//!   are rate-limited ([`limit`]).
+//! - **Locks**: the LDNS table, the RTT table and the counters have a lock each. The RTT
+//!   table's (what compile, MEP and the control socket read) is taken by the prober only for
+//!   one cell at a time; the LDNS table's only for bounded batches (at most [`RECORD_BATCH`]
+//!   sightings, or the rounds one tick starts).
 
+pub mod admit;
 pub mod ldns;
+pub mod limit;
 pub mod prober;
 pub mod rtt;
+mod run;
+pub mod table;
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::BTreeMap,
     net::IpAddr,
     sync::{Arc, Mutex, MutexGuard},
     time::Duration,
 };
 
 use tokio::{
-    sync::{Semaphore, broadcast, watch},
-    task::JoinSet,
+    sync::{broadcast, watch},
     time::Instant,
 };
-use tracing::{debug, info, warn};
+use tracing::{debug, warn};
 
-pub use ldns::{DEFAULT_LDNS_TIMEOUT, LdnsEntry, LdnsMask, LdnsRecorder, LdnsTable};
+pub use admit::{Refusal, SourceFilter, SourcePolicy, host_addresses, is_martian};
+pub use ldns::{DEFAULT_LDNS_TIMEOUT, LdnsMask, LdnsRecorder, RecordStats};
 pub use prober::{
     DEFAULT_ORDER, NetProber, ProbeKind, ProbeOutcome, ProbeRound, Prober, Sample, probe_in_order,
 };
 pub use rtt::{
     DEFAULT_TOLERANCE, LdnsReport, PathReport, RttCell, RttChange, RttRow, RttTable, format_report,
 };
+pub use table::{DEFAULT_MAX_LDNS, LdnsEntry, LdnsTable, TableStats, Tier};
 
 use crate::dataplane::{DataplaneError, LdnsMap};
 
 /// Changes kept for a subscriber that does not keep up; older ones are dropped for it.
 const CHANGE_BACKLOG: usize = 4096;
+
+/// Recorded sightings taken into the LDNS table per hold of its lock.
+pub const RECORD_BATCH: usize = 1024;
 
 /// Probing settings; the defaults are NetScaler's.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,6 +93,11 @@ pub struct ProbeSettings {
     pub max_concurrent: usize,
     /// How often recorded resolvers are taken in, entries expired and due rounds started.
     pub tick: Duration,
+    /// LDNS entries kept at most (`[rtt] max_ldns`); more evict the least recently seen.
+    pub max_ldns: usize,
+    /// Sources never recorded (`[rtt] deny`) and sources admitted despite the martian rule
+    /// (`[rtt] allow`).
+    pub sources: SourcePolicy,
 }
 
 impl Default for ProbeSettings {
@@ -85,6 +112,8 @@ impl Default for ProbeSettings {
             max_rate: 200,
             max_concurrent: 256,
             tick: Duration::from_millis(100),
+            max_ldns: DEFAULT_MAX_LDNS,
+            sources: SourcePolicy::default(),
         }
     }
 }
@@ -112,6 +141,9 @@ impl ProbeSettings {
         if self.max_concurrent == 0 {
             return Err("max_concurrent must be at least 1".into());
         }
+        if self.max_ldns == 0 {
+            return Err("max_ldns must be at least 1".into());
+        }
         if self.mask.v4 == 0 || self.mask.v4 > 32 || self.mask.v6 == 0 || self.mask.v6 > 128 {
             return Err(format!(
                 "LDNS mask /{} /{} out of range 1..=32, 1..=128",
@@ -135,24 +167,46 @@ pub struct ProbeStats {
     pub max_in_flight: usize,
     /// LDNS entries expired.
     pub expired: u64,
+    /// LDNS entries evicted (the table was full: `max_ldns`).
+    pub evicted: u64,
+    /// Rounds without an answer (each backs the next one off).
+    pub backoffs: u64,
+    /// Entries that came back (after eviction or expiry) before their target's budget allowed
+    /// another round: held back until it did.
+    pub held: u64,
+    /// Due rounds not started: the target had become refused (e.g. one of our addresses).
+    pub refused_at_probe: u64,
+    /// LDNS entries now.
+    pub ldns_entries: usize,
+    /// Entries visited by the ticks so far (the per-tick work).
+    pub tick_work: u64,
+    /// Sources the recorder refused or dropped.
+    pub recorded: RecordStats,
 }
 
-struct State {
-    ldns: LdnsTable,
-    rtt: RttTable,
-    stats: ProbeStats,
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 struct Shared {
     settings: ProbeSettings,
-    state: Mutex<State>,
+    /// Written by the prober's task alone, in bounded batches; read by the dump.
+    ldns: Mutex<LdnsTable>,
+    /// What the republish path reads; held for one cell at a time by the prober.
+    rtt: Mutex<RttTable>,
+    stats: Mutex<ProbeStats>,
+    recorder: LdnsRecorder,
     changes: broadcast::Sender<RttChange>,
     version: watch::Sender<u64>,
 }
 
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    fn rtt(&self) -> MutexGuard<'_, RttTable> {
+        lock(&self.rtt)
+    }
+
+    fn ldns(&self) -> MutexGuard<'_, LdnsTable> {
+        lock(&self.ldns)
     }
 
     /// Publishes changes made under the lock just released.
@@ -182,12 +236,12 @@ impl RttHandle {
     /// lowest first. Empty: no RTT yet (the next method of the chain answers).
     pub fn rtts(&self, client: IpAddr) -> Vec<(String, Duration)> {
         let group = self.shared.settings.mask.group(client);
-        self.shared.lock().rtt.rtts(group)
+        self.shared.rtt().rtts(group)
     }
 
     /// The site whose column this prober fills.
     pub fn local_site(&self) -> String {
-        self.shared.lock().rtt.local_site().to_owned()
+        self.shared.rtt().local_site().to_owned()
     }
 
     /// The LDNS entry (group address) a resolver belongs to.
@@ -197,35 +251,31 @@ impl RttHandle {
 
     /// Every (LDNS entry, site) RTT.
     pub fn to_map(&self) -> BTreeMap<IpAddr, BTreeMap<String, Duration>> {
-        self.shared.lock().rtt.to_map()
+        self.shared.rtt().to_map()
     }
 
     /// Another site's rows, received over MEP (`rtt: None` removes a cell).
     pub fn merge_remote(&self, site: &str, rows: &[RttRow]) {
-        let changes = self
-            .shared
-            .lock()
-            .rtt
-            .merge_remote(site, rows, Instant::now());
+        let changes = self.shared.rtt().merge_remote(site, rows, Instant::now());
         self.shared.publish(changes);
     }
 
     /// This site's column as a previous prober of this site measured it (see
     /// [`RttTable::restore_local`]).
     pub fn restore_local(&self, rows: &[RttRow]) {
-        let changes = self.shared.lock().rtt.restore_local(rows, Instant::now());
+        let changes = self.shared.rtt().restore_local(rows, Instant::now());
         self.shared.publish(changes);
     }
 
     /// Drops a peer's column (the site left, or MEP to it is down for good).
     pub fn forget_site(&self, site: &str) {
-        let changes = self.shared.lock().rtt.forget_site(site);
+        let changes = self.shared.rtt().forget_site(site);
         self.shared.publish(changes);
     }
 
     /// This site's column, for a peer that (re)connects.
     pub fn local_column(&self) -> Vec<RttRow> {
-        self.shared.lock().rtt.local_column()
+        self.shared.rtt().local_column()
     }
 
     /// Every change from now on (MEP sends the local site's to peers).
@@ -240,24 +290,32 @@ impl RttHandle {
 
     /// The LDNS entries and their RTTs, for the CLI ([`format_report`] makes it text).
     pub fn report(&self) -> Vec<LdnsReport> {
-        let state = self.shared.lock();
+        // The only walk of the LDNS table, on request (gslbctl ldns, a prober's restart).
+        let ldns = self.shared.ldns();
         let settings = &self.shared.settings;
         rtt::report(
-            state.ldns.iter(),
+            ldns.iter(),
             settings.mask,
             settings.ldns_timeout,
-            &state.rtt,
+            &self.shared.rtt(),
             Instant::now(),
         )
     }
 
     /// The LDNS entry of `client`, if it queried us.
     pub fn ldns_entry(&self, client: IpAddr) -> Option<LdnsEntry> {
-        self.shared.lock().ldns.lookup(client).cloned()
+        self.shared.ldns().lookup(client).cloned()
     }
 
     pub fn stats(&self) -> ProbeStats {
-        self.shared.lock().stats
+        let mut stats = *lock(&self.shared.stats);
+        stats.recorded = self.shared.recorder.stats();
+        stats
+    }
+
+    /// Rows of the RTT table (LDNS entries with an RTT from some site).
+    pub fn rtt_rows(&self) -> usize {
+        self.shared.rtt().len()
     }
 
     pub fn settings(&self) -> &ProbeSettings {
@@ -294,21 +352,25 @@ impl ProbeSupervisor {
         recorder: LdnsRecorder,
     ) -> Result<Self, String> {
         settings.validate()?;
+        recorder.filter().set_policy(settings.sources.clone());
         let (changes, _) = broadcast::channel(CHANGE_BACKLOG);
         let (version, _) = watch::channel(0);
         let shared = Arc::new(Shared {
-            state: Mutex::new(State {
-                ldns: LdnsTable::new(settings.mask, settings.ldns_timeout),
-                rtt: RttTable::new(local_site, settings.tolerance),
-                stats: ProbeStats::default(),
-            }),
+            ldns: Mutex::new(LdnsTable::with_capacity(
+                settings.mask,
+                settings.ldns_timeout,
+                settings.max_ldns,
+            )),
+            rtt: Mutex::new(RttTable::new(local_site, settings.tolerance)),
+            stats: Mutex::new(ProbeStats::default()),
+            recorder: recorder.clone(),
             settings,
             changes,
             version,
         });
         let task = crate::supervise::spawn(format!("rtt-prober/{local_site}"), {
-            let (shared, recorder, prober) = (shared.clone(), recorder.clone(), Arc::new(prober));
-            move |_| run(shared.clone(), recorder.clone(), prober.clone())
+            let (shared, prober) = (shared.clone(), Arc::new(prober));
+            move |_| run::run(shared.clone(), prober.clone())
         });
         Ok(ProbeSupervisor {
             handle: RttHandle { shared },
@@ -337,147 +399,6 @@ impl Drop for ProbeSupervisor {
     fn drop(&mut self) {
         self.task.abort();
     }
-}
-
-/// Paces probes to a rate: each caller gets the next free slot, `1 / rate` after the previous.
-struct Pacer {
-    gap: Option<Duration>,
-    next: Mutex<Instant>,
-}
-
-impl Pacer {
-    fn new(rate: u32) -> Self {
-        Pacer {
-            gap: (rate > 0).then(|| Duration::from_secs(1) / rate),
-            next: Mutex::new(Instant::now()),
-        }
-    }
-
-    async fn wait(&self) {
-        let Some(gap) = self.gap else { return };
-        let slot = {
-            let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
-            let slot = (*next).max(Instant::now());
-            *next = slot + gap;
-            slot
-        };
-        tokio::time::sleep_until(slot).await;
-    }
-}
-
-/// The prober's loop: every tick, take in recorded resolvers, expire idle entries and start
-/// the rounds that are due (within the concurrency cap); apply rounds as they finish.
-async fn run<P: Prober>(shared: Arc<Shared>, recorder: LdnsRecorder, prober: Arc<P>) {
-    let settings = shared.settings.clone();
-    let order: Arc<[ProbeKind]> = settings.order.clone().into();
-    let pacer = Arc::new(Pacer::new(settings.max_rate));
-    let slots = Arc::new(Semaphore::new(settings.max_concurrent));
-    let mut rounds: JoinSet<(IpAddr, IpAddr, ProbeRound)> = JoinSet::new();
-    // The entry of each running round, to free it should the round fail (a panicking prober).
-    let mut running: HashMap<tokio::task::Id, IpAddr> = HashMap::new();
-    let mut ticker = tokio::time::interval(settings.tick);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            Some(done) = rounds.join_next_with_id(), if !rounds.is_empty() => match done {
-                Ok((id, (group, target, round))) => {
-                    running.remove(&id);
-                    finish_round(&shared, group, target, round);
-                }
-                Err(error) => {
-                    let group = running.remove(&error.id());
-                    warn!(ldns = ?group, %error, "probe round failed");
-                    if let Some(group) = group
-                        && let Some(entry) = shared.lock().ldns.get_mut(&group)
-                    {
-                        entry.in_flight = false;
-                    }
-                }
-            },
-            _ = ticker.tick() => {
-                let now = Instant::now();
-                let recorded = recorder.drain();
-                let mut due = Vec::new();
-                let changes = {
-                    let mut state = shared.lock();
-                    for (addr, at) in recorded {
-                        if let Some(group) = state.ldns.see(addr, at) {
-                            debug!(ldns = %group, %addr, "new LDNS entry");
-                        }
-                    }
-                    let expired = state.ldns.expire(now);
-                    state.stats.expired += expired.len() as u64;
-                    let changes: Vec<RttChange> =
-                        expired.iter().filter_map(|e| state.rtt.remove_local(e.group)).collect();
-                    for entry in &expired {
-                        debug!(ldns = %entry.group, "LDNS entry expired");
-                    }
-                    for entry in state.ldns.iter_mut() {
-                        if !entry.in_flight && entry.next_probe <= now {
-                            due.push((entry.next_probe, entry.group, entry.addr));
-                        }
-                    }
-                    // Longest overdue first, when the cap leaves room for only some.
-                    due.sort();
-                    for &(_, group, target) in &due {
-                        let Ok(permit) = slots.clone().try_acquire_owned() else { break };
-                        let entry = state.ldns.get_mut(&group).expect("listed above");
-                        entry.in_flight = true;
-                        entry.next_probe = now + settings.interval;
-                        let (prober, order, pacer) = (prober.clone(), order.clone(), pacer.clone());
-                        let shared_probes = shared.clone();
-                        let timeout = settings.timeout;
-                        let handle = rounds.spawn(async move {
-                            let round = probe_in_order(&*prober, &order, target, timeout, || {
-                                shared_probes.lock().stats.probes += 1;
-                                let pacer = pacer.clone();
-                                async move { pacer.wait().await }
-                            })
-                            .await;
-                            drop(permit);
-                            (group, target, round)
-                        });
-                        running.insert(handle.id(), group);
-                    }
-                    let in_flight = settings.max_concurrent - slots.available_permits();
-                    state.stats.max_in_flight = state.stats.max_in_flight.max(in_flight);
-                    changes
-                };
-                shared.publish(changes);
-            }
-        }
-    }
-}
-
-fn finish_round(shared: &Shared, group: IpAddr, target: IpAddr, round: ProbeRound) {
-    let now = Instant::now();
-    let change = {
-        let mut state = shared.lock();
-        state.stats.rounds += 1;
-        if round.sample.is_some() {
-            state.stats.samples += 1;
-        }
-        // The entry may have expired meanwhile: then the round is dropped.
-        let Some(entry) = state.ldns.get_mut(&group) else {
-            return;
-        };
-        entry.in_flight = false;
-        entry.rounds += 1;
-        entry.replies = entry.replies << 1 | u32::from(round.sample.is_some());
-        match round.sample {
-            Some(sample) => {
-                debug!(ldns = %group, %target, kind = %sample.kind, rtt = ?sample.rtt, "RTT sample");
-            }
-            None => {
-                debug!(ldns = %group, %target, tried = ?round.tried, "no reply to any probe");
-            }
-        }
-        state.rtt.record_local(group, round.sample, now)
-    };
-    if let Some(change) = &change {
-        info!(ldns = %change.ldns, rtt = ?change.rtt, kind = ?change.kind, "local RTT stored");
-    }
-    shared.publish(change.into_iter().collect());
 }
 
 /// How the fast path records resolvers, for [`run_xdp_feed_with`].
@@ -582,6 +503,35 @@ fn apply_feed_settings(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the republish path reads (compile: `to_map`; MEP: `merge_remote`,
+    /// `local_column`; control: `stats`, `rtt_rows`) never waits for the LDNS table's lock,
+    /// which the prober's tick holds while it takes in sightings and starts rounds.
+    #[tokio::test]
+    async fn the_republish_path_does_not_wait_for_the_ldns_tables_lock() {
+        let supervisor =
+            ProbeSupervisor::start("east", ProbeSettings::default(), NetProber::default()).unwrap();
+        let handle = supervisor.handle();
+        let held = handle.shared.ldns();
+        let (done, finished) = std::sync::mpsc::channel();
+        let reader = handle.clone();
+        std::thread::spawn(move || {
+            let row = RttRow {
+                ldns: "198.51.100.7".parse().unwrap(),
+                rtt: Some(Duration::from_millis(7)),
+                kind: Some(ProbeKind::Icmp),
+            };
+            reader.merge_remote("west", &[row]);
+            let map = reader.to_map();
+            let _ = (reader.local_column(), reader.stats(), reader.rtt_rows());
+            done.send(map.len()).unwrap();
+        });
+        let rows = finished
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the republish path ran while the LDNS table was locked");
+        assert_eq!(rows, 1);
+        drop(held);
+    }
 
     #[test]
     fn settings_are_validated() {

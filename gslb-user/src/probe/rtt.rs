@@ -19,8 +19,9 @@ use std::{
 use tokio::time::Instant;
 
 use super::{
-    ldns::{LdnsEntry, LdnsMask},
+    ldns::LdnsMask,
     prober::{ProbeKind, Sample},
+    table::LdnsEntry,
 };
 
 /// NetScaler's default RTT tolerance.
@@ -455,7 +456,7 @@ pub fn format_report(reports: &[LdnsReport]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::ldns::{DEFAULT_LDNS_TIMEOUT, LdnsTable};
+    use crate::probe::{DEFAULT_LDNS_TIMEOUT, LdnsTable};
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()

@@ -1,0 +1,112 @@
+//! Spoofed DNS queries for the flood tests: a raw IPv4 socket (in whatever namespace the
+//! calling thread is) sending UDP queries to a server from any source address the caller picks.
+
+use std::net::Ipv4Addr;
+
+/// A DNS query for `www.example.com` A with id `id`, no EDNS.
+pub fn www_query(id: u16) -> Vec<u8> {
+    let mut m = id.to_be_bytes().to_vec();
+    m.extend_from_slice(&[0x01, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
+    m.extend_from_slice(b"\x03www\x07example\x03com\x00\x00\x01\x00\x01");
+    m
+}
+
+/// A raw IPv4 socket that sends datagrams with the headers it builds.
+pub struct SpoofSender {
+    fd: i32,
+    server: Ipv4Addr,
+}
+
+impl SpoofSender {
+    /// A sender to `server`'s port 53 (needs CAP_NET_RAW).
+    pub fn new(server: Ipv4Addr) -> SpoofSender {
+        // SAFETY: a plain socket call; the fd is owned by the returned value.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_RAW) };
+        assert!(fd >= 0, "raw socket: {}", std::io::Error::last_os_error());
+        SpoofSender { fd, server }
+    }
+
+    /// Sends `payload` over UDP from `src`:`sport` to the server's port 53 (UDP checksum 0,
+    /// none, valid for IPv4; the kernel fills the IP checksum). A full queue (ENOBUFS) drops
+    /// it, as a real link would.
+    pub fn send(&self, src: Ipv4Addr, sport: u16, payload: &[u8]) {
+        let total = 20 + 8 + payload.len();
+        let mut p = Vec::with_capacity(total);
+        p.extend_from_slice(&[0x45, 0]);
+        p.extend_from_slice(&(total as u16).to_be_bytes());
+        p.extend_from_slice(&[0, 0, 0x40, 0, 64, 17, 0, 0]);
+        p.extend_from_slice(&src.octets());
+        p.extend_from_slice(&self.server.octets());
+        p.extend_from_slice(&sport.to_be_bytes());
+        p.extend_from_slice(&53u16.to_be_bytes());
+        p.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+        p.extend_from_slice(&[0, 0]);
+        p.extend_from_slice(payload);
+        let addr = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: 0,
+            sin_addr: libc::in_addr {
+                s_addr: u32::from(self.server).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        // SAFETY: `p` and `addr` outlive the call; the lengths are theirs.
+        let rc = unsafe {
+            libc::sendto(
+                self.fd,
+                p.as_ptr().cast(),
+                p.len(),
+                0,
+                (&addr as *const libc::sockaddr_in).cast(),
+                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            )
+        };
+        if rc < 0 {
+            let error = std::io::Error::last_os_error();
+            assert_eq!(error.raw_os_error(), Some(libc::ENOBUFS), "sendto: {error}");
+        }
+    }
+
+    /// Sends one query from each of `count` distinct sources in 10.0.0.0/8 starting at
+    /// `first`, in bursts of `burst` every 100 ms (`burst` × 10 a second), and `claims`
+    /// after each burst; until `count` are sent or `stop` returns true. Returns how many
+    /// distinct sources were sent.
+    pub fn flood(
+        &self,
+        first: u32,
+        count: u32,
+        burst: u32,
+        claims: &[Ipv4Addr],
+        stop: impl Fn() -> bool,
+    ) -> u32 {
+        let payload = www_query(0x5353);
+        let mut sent = 0;
+        while sent < count && !stop() {
+            let started = std::time::Instant::now();
+            for _ in 0..burst.min(count - sent) {
+                let n = first.wrapping_add(sent);
+                self.send(
+                    Ipv4Addr::from(0x0a00_0000 + (n & 0x00ff_ffff)),
+                    1024 + (n % 60000) as u16,
+                    &payload,
+                );
+                sent += 1;
+            }
+            for &c in claims {
+                self.send(c, 4000, &payload);
+            }
+            if let Some(rest) = std::time::Duration::from_millis(100).checked_sub(started.elapsed())
+            {
+                std::thread::sleep(rest);
+            }
+        }
+        sent
+    }
+}
+
+impl Drop for SpoofSender {
+    fn drop(&mut self) {
+        // SAFETY: our fd, closed once.
+        unsafe { libc::close(self.fd) };
+    }
+}
