@@ -86,8 +86,9 @@ struct Lab {
     bound: HashMap<String, std::net::TcpListener>,
     proxies: BTreeMap<(String, String), TcpProxy>,
     running: HashMap<String, Running>,
-    /// Per-site changes to the configuration (secret, versions, …).
+    /// Per-site changes to the configuration (keys, versions, …).
     tweaks: HashMap<String, Tweak>,
+    flood: Option<Flood>,
 }
 
 fn pair(a: &str, b: &str) -> (String, String) {
@@ -142,6 +143,7 @@ impl Lab {
             proxies,
             running: HashMap::new(),
             tweaks: HashMap::new(),
+            flood: None,
         }
     }
 
@@ -1249,9 +1251,56 @@ fn seed() -> Vec<SiteSpec> {
     ]
 }
 
-async fn seed_lab() -> Lab {
+/// 1,000 connections that never send a byte, against every site's listener, each reopened a
+/// second after the site closes it: from the sites' own addresses (so they pass the first
+/// source check and reach the handshake pool) and from addresses that are no site's. The
+/// lab's real links come through the proxies, from 127.0.0.1. Stops when dropped.
+struct Flood(Vec<JoinHandle<()>>);
+
+impl Drop for Flood {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
+        }
+    }
+}
+
+fn flood(lab: &Lab) -> Flood {
+    let targets: Vec<SocketAddr> = lab.listen.values().copied().collect();
+    let mut sources: Vec<IpAddr> = lab
+        .specs
+        .iter()
+        .map(|s| s.ip)
+        .filter(|ip| *ip != self::ip(1))
+        .collect();
+    sources.extend((1..=20).map(|i| IpAddr::V4(Ipv4Addr::new(127, 0, 2, i))));
+    let tasks = (0..1000)
+        .map(|i| {
+            let (from, to) = (sources[i % sources.len()], targets[i % targets.len()]);
+            tokio::spawn(async move {
+                loop {
+                    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+                    socket.bind(SocketAddr::new(from, 0)).unwrap();
+                    if let Ok(Ok(mut s)) = timeout(WAIT, socket.connect(to)).await {
+                        let mut buf = [0u8; 64];
+                        while matches!(s.read(&mut buf).await, Ok(n) if n > 0) {}
+                    }
+                    sleep(Duration::from_secs(1)).await;
+                }
+            })
+        })
+        .collect();
+    Flood(tasks)
+}
+
+/// The seed's deployment, every child with its own parent and one service; under a flood of
+/// half-open connections when `flooded`.
+async fn seed_lab(flooded: bool) -> Lab {
     let mut lab = Lab::new(seed()).await;
     lab.start_all().await;
+    if flooded {
+        lab.flood = Some(flood(&lab));
+    }
     for (c, p) in [("child1", "P1"), ("child2", "P2"), ("child3", "P3")] {
         lab.wait(c, "own parent", |v| v.current_parent.as_deref() == Some(p))
             .await;
@@ -1271,6 +1320,18 @@ async fn seed_lab() -> Lab {
         })
         .await;
     }
+    if flooded {
+        // The flood is there: refused at once, and held to the per-source cap.
+        wait_until("the flood refused and capped", || {
+            let (mut wrong, mut capped) = (0, 0);
+            for r in lab.running.values() {
+                wrong += r.node.stats().closed(CloseReason::WrongSource);
+                capped += r.node.stats().closed(CloseReason::PreauthLimit);
+            }
+            wrong >= 100 && capped >= 100
+        })
+        .await;
+    }
     lab
 }
 
@@ -1280,7 +1341,16 @@ fn parent_is(p: &'static str) -> impl Fn(&MepView) -> bool {
 
 #[tokio::test]
 async fn scenario_1_over_mep() {
-    let mut lab = seed_lab().await;
+    scenario_1(false).await;
+}
+
+#[tokio::test]
+async fn scenario_1_over_mep_under_a_flood_of_half_open_connections() {
+    scenario_1(true).await;
+}
+
+async fn scenario_1(flooded: bool) {
+    let mut lab = seed_lab(flooded).await;
     lab.kill("P1").await;
     let killed = Instant::now();
     lab.wait("child1", "adopted by P2", parent_is("P2")).await;
@@ -1320,7 +1390,16 @@ async fn scenario_1_over_mep() {
 
 #[tokio::test]
 async fn scenario_2_over_mep() {
-    let lab = seed_lab().await;
+    scenario_2(false).await;
+}
+
+#[tokio::test]
+async fn scenario_2_over_mep_under_a_flood_of_half_open_connections() {
+    scenario_2(true).await;
+}
+
+async fn scenario_2(flooded: bool) {
+    let lab = seed_lab(flooded).await;
     lab.proxy("P1", "P2").set(ProxyMode::Cut);
     lab.wait("P2", "P1 down", |v| !v.link_up("P1")).await;
     // P2 tries to adopt child1, which refuses: its parent P1 is up.
@@ -1352,7 +1431,16 @@ async fn scenario_2_over_mep() {
 
 #[tokio::test]
 async fn scenario_3_over_mep() {
-    let lab = seed_lab().await;
+    scenario_3(false).await;
+}
+
+#[tokio::test]
+async fn scenario_3_over_mep_under_a_flood_of_half_open_connections() {
+    scenario_3(true).await;
+}
+
+async fn scenario_3(flooded: bool) {
+    let lab = seed_lab(flooded).await;
     for (a, b) in [("P1", "P3"), ("P1", "child1"), ("P2", "P3")] {
         lab.proxy(a, b).set(ProxyMode::Cut);
     }

@@ -624,3 +624,99 @@ async fn a_flood_of_half_open_connections_does_not_delay_a_real_handshake() {
     );
     drop(flood);
 }
+
+#[tokio::test]
+async fn a_peer_parent_may_not_describe_a_site_that_is_not_its_child() {
+    // P2 is neither c1's parent nor a backup of P1: it may not relay c1, nor describe P1.
+    let mut d = Deploy::new(vec![
+        SiteSpec::parent("P1", ip(0, 71)),
+        SiteSpec::parent("P2", ip(0, 72)),
+        SiteSpec::child("c1", ip(0, 73), "P1"),
+        SiteSpec::child("c2", ip(0, 74), "P2"),
+    ]);
+    let p1 = d.start("P1", |_| {});
+    // P2 proper (its own key), played by hand: it answers P1's call.
+    let (mut s, _) = timeout(WAIT, d.take_listener("P2").accept())
+        .await
+        .unwrap()
+        .unwrap();
+    let est = session::handshake_acceptor(
+        &mut s,
+        Identity {
+            hello: &hello("P2", Role::Parent, None),
+            key: &key("P2"),
+        },
+        frame::DEFAULT_MAX_PAYLOAD,
+        WAIT,
+        |_| Ok(key("P1").public()),
+    )
+    .await
+    .expect("P2 is P2");
+    let mut keys = est.keys;
+    let relayed = |site: &str, parent: &str| SiteStatus {
+        site: site.into(),
+        role: Role::Child,
+        parent: Some(parent.into()),
+        up: true,
+    };
+    let said = [
+        // Not its child.
+        Message::SiteStatus(relayed("c1", "P2")),
+        Message::ServiceStates(ServiceStates {
+            site: "c1".into(),
+            services: vec![service("c1-web", true)],
+        }),
+        // Us.
+        Message::ServiceStates(ServiceStates {
+            site: "P1".into(),
+            services: vec![service("p1-web", false)],
+        }),
+        // Its own child: taken.
+        Message::SiteStatus(relayed("c2", "P2")),
+        Message::ServiceStates(ServiceStates {
+            site: "c2".into(),
+            services: vec![service("c2-web", true)],
+        }),
+    ];
+    for m in &said {
+        let bytes = session::seal(2, m, frame::DEFAULT_MAX_PAYLOAD, &mut keys.send).unwrap();
+        s.write_all(&bytes).await.unwrap();
+    }
+    wait_view(&p1, "c2 relayed by its parent", |v| {
+        v.service_up("c2", "c2-web", None)
+    })
+    .await;
+    let v = p1.view();
+    assert_eq!(p1.stats().refused_statements, 3, "{:?}", p1.stats());
+    assert!(!v.service_up("c1", "c1-web", None) && v.holders.get("c1").is_none());
+}
+
+#[tokio::test]
+async fn a_mep_1_hello_is_refused_with_a_reason_it_can_read() {
+    let mut d = Deploy::new(vec![
+        SiteSpec::parent("A", ip(0, 81)),
+        SiteSpec::parent("B", ip(0, 82)),
+    ]);
+    let b = d.start("B", |_| {});
+    let mut s = connect_from(ip(0, 81), d.addr("B")).await.unwrap();
+    // A MEP 1 Hello: header version 0 (its payload is never read).
+    s.write_all(&[b'M', b'P', 0, 1, 0, 0, 0, 2, 1, 1])
+        .await
+        .unwrap();
+    let (version, m, _) = session::read_frame(&mut s, frame::DEFAULT_MAX_PAYLOAD)
+        .await
+        .unwrap();
+    assert_eq!(version, 0, "a Reject any build reads");
+    let Message::Reject { code, detail } = m else {
+        panic!("{m:?}")
+    };
+    assert_eq!(code, frame::RejectCode::NoCommonVersion);
+    assert!(
+        detail.contains("MEP 1") && detail.contains("upgrade"),
+        "{detail}"
+    );
+    wait_until("counted", || {
+        b.stats().closed(CloseReason::NoCommonVersion) >= 1
+    })
+    .await;
+}
