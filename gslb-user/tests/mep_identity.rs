@@ -68,7 +68,8 @@ async fn connect_from(from: IpAddr, to: SocketAddr) -> std::io::Result<TcpStream
 struct Deploy {
     specs: Vec<SiteSpec>,
     listeners: Vec<Option<std::net::TcpListener>>,
-    nodes: Vec<(String, MepNode, Option<oneshot::Sender<()>>, JoinHandle<()>)>,
+    /// The nodes started: each runs until its sender is dropped with the deployment.
+    nodes: Vec<(oneshot::Sender<()>, JoinHandle<()>)>,
 }
 
 impl Deploy {
@@ -133,8 +134,7 @@ impl Deploy {
                 .expect("node runs");
             }
         });
-        self.nodes
-            .push((site.to_owned(), node.clone(), Some(stop), task));
+        self.nodes.push((stop, task));
         node
     }
 }
@@ -688,7 +688,7 @@ async fn a_peer_parent_may_not_describe_a_site_that_is_not_its_child() {
     .await;
     let v = p1.view();
     assert_eq!(p1.stats().refused_statements, 3, "{:?}", p1.stats());
-    assert!(!v.service_up("c1", "c1-web", None) && v.holders.get("c1").is_none());
+    assert!(!v.service_up("c1", "c1-web", None) && !v.holders.contains_key("c1"));
 }
 
 #[tokio::test]
