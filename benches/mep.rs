@@ -24,11 +24,19 @@ use std::{
 };
 
 use gslb_user::mep::{
-    LocalState, MepConfig, MepNode, MepView, RttProtocol, RttRow, ServiceState, SiteSpec, Topology,
+    LocalState, MepConfig, MepNode, MepView, RttProtocol, RttRow, ServiceState, SiteKey, SiteSpec,
+    Topology,
 };
 use tokio::{sync::oneshot, task::JoinHandle};
 
-const SECRET: &[u8] = b"benchmark shared secret";
+/// Each site's own key, derived from its name.
+fn key(site: &str) -> SiteKey {
+    let seed = ring::digest::digest(
+        &ring::digest::SHA256,
+        format!("mep bench {site}").as_bytes(),
+    );
+    SiteKey::from_seed(seed.as_ref().try_into().unwrap())
+}
 const SERVICES: usize = 4;
 const RTT_ROWS: u32 = 1000;
 const STEADY: Duration = Duration::from_secs(10);
@@ -93,15 +101,16 @@ fn state(site: &Site, round: u64) -> LocalState {
     }
 }
 
-/// Binds every site's port, builds each one's configuration (a child's lists only itself and
-/// its parent).
+/// Binds every site's port, builds each one's configuration (a child's lists itself, its
+/// parent and the parents that may adopt it, with their keys).
 async fn lay_out(specs: Vec<SiteSpec>) -> (Vec<Site>, Vec<std::net::TcpListener>) {
     let mut listeners = Vec::new();
     let mut with_ports = Vec::new();
     for s in specs {
         let l = std::net::TcpListener::bind(SocketAddr::new(s.ip, 0)).expect("bind");
         l.set_nonblocking(true).unwrap();
-        with_ports.push(s.with_port(l.local_addr().unwrap().port()));
+        let k = key(&s.name).public();
+        with_ports.push(s.with_port(l.local_addr().unwrap().port()).with_key(k));
         listeners.push(l);
     }
     let full = Topology::new(with_ports.clone()).expect("topology");
@@ -112,13 +121,23 @@ async fn lay_out(specs: Vec<SiteSpec>) -> (Vec<Site>, Vec<std::net::TcpListener>
                 None => full.clone(),
                 Some(p) => {
                     let mut p = full.site(p).unwrap().clone();
+                    let mut sites: Vec<SiteSpec> = p
+                        .backups
+                        .iter()
+                        .map(|b| {
+                            let mut b = full.site(b).unwrap().clone();
+                            b.backups.clear();
+                            b
+                        })
+                        .collect();
                     p.backups.clear();
-                    Topology::new(vec![p, s.clone()]).unwrap()
+                    sites.extend([p, s.clone()]);
+                    Topology::new(sites).unwrap()
                 }
             };
             Site {
                 spec: s.clone(),
-                config: MepConfig::new(&s.name, SECRET, topo),
+                config: MepConfig::new(&s.name, key(&s.name), topo),
                 node: None,
             }
         })

@@ -95,8 +95,6 @@ const LINK_INTERVAL_RANGE: RangeInclusive<i64> = 10..=3_600_000;
 const DEFAULT_LINK_INTERVAL_MS: u64 = 1000;
 /// `[[link]]` over_after and under_after: one burst or one quiet second moves nothing.
 const DEFAULT_LINK_SAMPLES: u32 = 3;
-/// The shortest MEP shared secret accepted (the node refuses shorter ones).
-const MIN_MEP_SECRET: usize = 8;
 /// Stands in for the local site of a disabled `[mep]` without `server.site`.
 static DISABLED_SITE: Site = Site {
     name: String::new(),
@@ -106,6 +104,8 @@ static DISABLED_SITE: Site = Site {
     parent: None,
     backup_parents: Vec::new(),
     mep_port: crate::mep::DEFAULT_PORT,
+    key: None,
+    nat: false,
 };
 
 /// The whole validated configuration. Every name a section refers to (a service's site, a
@@ -186,8 +186,9 @@ pub struct MepSettings {
     pub enabled: bool,
     /// Where the listener binds: `listen` as written, else the local site's `ip` and `mep_port`.
     pub listen: SocketAddr,
-    /// The deployment's shared secret (`secret`, or the contents of `secret_file`).
-    pub secret: Secret,
+    /// This site's private key (`private_key_file`, PEM PKCS#8 Ed25519); required when
+    /// enabled. The other sites' public keys are their `[[site]] key`s.
+    pub key: Option<crate::mep::SiteKey>,
     pub tls: Option<MepTlsFiles>,
     pub heartbeat: Duration,
     /// A link with no frame for this long is dead.
@@ -247,6 +248,8 @@ fn site_specs(sites: &[Site]) -> Vec<crate::mep::SiteSpec> {
             role: s.role,
             parent: s.parent.clone(),
             backups: s.backup_parents.clone(),
+            key: s.key,
+            nat: s.nat,
         })
         .collect()
 }
@@ -483,6 +486,13 @@ pub struct Site {
     pub backup_parents: Vec<String>,
     /// The port its MEP listener is reached on (default 3011).
     pub mep_port: u16,
+    /// Its MEP public key (`key`, the base64 line of `openssl pkey -pubout`, or `key_file`, a
+    /// PEM file): its links are believed only once they prove its name with the private key.
+    /// Required on every site but this server's own when `[mep]` is enabled.
+    pub key: Option<crate::mep::PublicKey>,
+    /// Its MEP links may come from any source address (behind a NAT); default false: only
+    /// from `ip` or `public_ip`.
+    pub nat: bool,
 }
 
 /// `[[service]]`: a GSLB service, one answer candidate.
@@ -904,6 +914,9 @@ struct RawSite {
     parent: Option<Str>,
     backup_parents: Option<List>,
     mep_port: Option<Int>,
+    key: Option<Str>,
+    key_file: Option<Str>,
+    nat: Option<Spanned<bool>>,
 }
 
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
@@ -919,8 +932,10 @@ enum RawRole {
 struct RawMep {
     enabled: Option<Spanned<bool>>,
     listen: Option<Str>,
+    /// Refused with the way to per-site keys (MEP 1's one secret for every site).
     secret: Option<Str>,
     secret_file: Option<Str>,
+    private_key_file: Option<Str>,
     tls: Option<Spanned<RawMepTls>>,
     heartbeat_ms: Option<Int>,
     dead_after_ms: Option<Int>,
@@ -950,6 +965,7 @@ struct RawLink {
 /// Where each `[[site]]`'s MEP settings were written, for topology errors.
 struct SiteSpans {
     name: Range<usize>,
+    key: Option<Range<usize>>,
     role: Option<Range<usize>>,
     parent: Option<Range<usize>>,
     backups: Option<(Range<usize>, Vec<Range<usize>>)>,
@@ -959,6 +975,7 @@ impl SiteSpans {
     fn of(raw: &RawSite) -> SiteSpans {
         SiteSpans {
             name: raw.name.span(),
+            key: raw.key.as_ref().or(raw.key_file.as_ref()).map(|k| k.span()),
             role: raw.role.as_ref().map(|r| r.span()),
             parent: raw.parent.as_ref().map(|p| p.span()),
             backups: raw
@@ -1341,6 +1358,9 @@ impl Validator<'_> {
                     ),
                     ("public_ip", s.public_ip.as_ref().map(|p| p.span())),
                     ("mep_port", s.mep_port.as_ref().map(|p| p.span())),
+                    ("key", s.key.as_ref().map(|p| p.span())),
+                    ("key_file", s.key_file.as_ref().map(|p| p.span())),
+                    ("nat", s.nat.as_ref().map(|p| p.span())),
                 ];
                 written
                     .into_iter()
@@ -1410,7 +1430,7 @@ impl Validator<'_> {
         if mep_written {
             self.mep_topology(&sites, &site_spans)?;
         }
-        let mep = self.mep(raw.mep, &server, &sites)?;
+        let mep = self.mep(raw.mep, &server, &sites, &site_spans)?;
         // Roles, parents, backup lists, MEP ports and public addresses only act through MEP:
         // without it a "child" would answer GSLB queries like a parent. (`enabled = false`
         // keeps them, switched off on purpose: the site then runs standalone.)
@@ -2371,6 +2391,7 @@ impl Validator<'_> {
                 PORT_RANGE,
                 crate::mep::DEFAULT_PORT,
             )?;
+            let key = self.site_key(&owner, rs.key, rs.key_file)?;
             // References are checked with the whole topology (Validator::mep_topology).
             sites.push(Site {
                 name,
@@ -2391,9 +2412,40 @@ impl Validator<'_> {
                     })
                     .unwrap_or_default(),
                 mep_port,
+                key,
+                nat: rs.nat.is_some_and(|n| n.into_inner()),
             });
         }
         Ok(sites)
+    }
+
+    /// A `[[site]]`'s public key, inline (`key`) or in a PEM file (`key_file`).
+    fn site_key(
+        &self,
+        owner: &str,
+        key: Option<Str>,
+        key_file: Option<Str>,
+    ) -> Result<Option<crate::mep::PublicKey>, ConfigError> {
+        let (text, raw, what) = match (key, key_file) {
+            (None, None) => return Ok(None),
+            (Some(_), Some(f)) => {
+                return Err(self.error(
+                    f.span(),
+                    format!("{owner}: key and key_file are both set; keep one"),
+                ));
+            }
+            (Some(k), None) => (k.get_ref().clone(), k, "key"),
+            (None, Some(f)) => {
+                let bytes = self.read_file(owner, "key_file", &f)?;
+                (String::from_utf8_lossy(&bytes).into_owned(), f, "key_file")
+            }
+        };
+        crate::mep::PublicKey::parse(&text).map(Some).map_err(|e| {
+            self.error(
+                raw.span(),
+                format!("{owner}: {what}: {e} (`openssl pkey -in site.pem -pubout` prints it)"),
+            )
+        })
     }
 
     /// The `[[site]]`s as a MEP topology; a [`crate::mep::TopologyError`] is reported at the
@@ -2461,13 +2513,15 @@ impl Validator<'_> {
         ))
     }
 
-    /// `[mep]`: needs `server.site`; the secret inline or in a file (read now, relative to the
-    /// configuration file); TLS files read and checked now.
+    /// `[mep]`: needs `server.site`; this site's private key (read now, relative to the
+    /// configuration file) matching its `[[site]] key`, and every other site's key; TLS files
+    /// read and checked now. MEP 1's shared `secret` is refused with the way to keys.
     fn mep(
         &self,
         raw: Option<Spanned<RawMep>>,
         server: &Server,
         sites: &[Site],
+        spans: &[SiteSpans],
     ) -> Result<Option<MepSettings>, ConfigError> {
         let Some(raw) = raw else { return Ok(None) };
         let section = raw.span();
@@ -2508,37 +2562,59 @@ impl Validator<'_> {
                 }
             }
         };
-        let secret = match (&raw.secret, &raw.secret_file) {
-            (Some(_), Some(f)) => {
-                return Err(self.error(
-                    f.span(),
-                    "mep: secret and secret_file are both set; keep one",
-                ));
-            }
-            (None, None) => {
+        if let Some(old) = raw.secret.as_ref().or(raw.secret_file.as_ref()) {
+            return Err(self.error(
+                old.span(),
+                "mep: secret and secret_file (one secret shared by every site) are no longer \
+                 accepted: each site now proves its name with its own key. Give this site \
+                 private_key_file (`openssl genpkey -algorithm ed25519 -out site.pem`) and \
+                 every [[site]] its public key (key = the base64 line of `openssl pkey -in \
+                 site.pem -pubout`); see docs/mep.md",
+            ));
+        }
+        let key = match &raw.private_key_file {
+            None if enabled => {
                 return Err(self.error(
                     section,
-                    "mep: the shared secret is missing (secret or secret_file)",
+                    "mep: private_key_file is missing: this site's Ed25519 private key (PEM), \
+                     which proves its name to the other sites",
                 ));
             }
-            (Some(s), None) => (s.get_ref().as_bytes().to_vec(), s.span()),
-            (None, Some(f)) => {
-                let mut bytes = self.read_file(owner, "secret_file", f)?;
-                // A file written by `echo` or an editor ends in a newline that is not part of it.
-                while bytes.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
-                    bytes.pop();
-                }
-                (bytes, f.span())
+            None => None,
+            Some(f) => {
+                let pem = Secret(self.read_file(owner, "private_key_file", f)?);
+                let key = crate::mep::SiteKey::from_pem(&pem.0)
+                    .map_err(|e| self.error(f.span(), format!("mep: private_key_file: {e}")))?;
+                Some(key)
             }
         };
-        if secret.0.len() < MIN_MEP_SECRET {
-            return Err(self.error(
-                secret.1,
-                format!(
-                    "mep: the shared secret has {} bytes, at least {MIN_MEP_SECRET}",
-                    secret.0.len()
-                ),
-            ));
+        if enabled && let Some(key) = &key {
+            for (site, spans) in sites.iter().zip(spans) {
+                match site.key {
+                    Some(k) if site.name == local.name && k != key.public() => {
+                        return Err(self.error(
+                            spans.key.clone().unwrap_or(spans.name.clone()),
+                            format!(
+                                "site {:?}: key is not the public key of mep.private_key_file \
+                                 (this server's site; its public key is {})",
+                                site.name,
+                                key.public().fingerprint()
+                            ),
+                        ));
+                    }
+                    None if site.name != local.name => {
+                        return Err(self.error(
+                            spans.name.clone(),
+                            format!(
+                                "site {:?}: key (or key_file) is missing: a site's MEP links are \
+                                 believed only once they prove its name with its key",
+                                site.name
+                            ),
+                        ));
+                    }
+                    _ => {}
+                }
+            }
         }
         let tls = match raw.tls {
             None => None,
@@ -2589,7 +2665,7 @@ impl Validator<'_> {
         Ok(Some(MepSettings {
             enabled,
             listen,
-            secret: Secret(secret.0),
+            key,
             tls,
             heartbeat,
             dead_after,
@@ -4247,6 +4323,8 @@ mod tests {
                             parent: None,
                             backup_parents: vec![],
                             mep_port: 3011,
+                            key: None,
+                            nat: false,
                         },
                         Site {
                             name: "us_east.1".into(),
@@ -4256,6 +4334,8 @@ mod tests {
                             parent: None,
                             backup_parents: vec![],
                             mep_port: 3011,
+                            key: None,
+                            nat: false,
                         },
                     ],
                     services: vec![

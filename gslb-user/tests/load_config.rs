@@ -4,6 +4,7 @@
 //! load no source provides here (config/load.rs).
 
 mod common;
+mod mep_keys;
 
 use std::{path::Path, time::Duration};
 
@@ -105,17 +106,20 @@ fn a_link_is_a_bandwidth_source_and_mep_brings_other_sites_loads() {
     ));
     // At site eu with MEP: us's service is measured at us and reaches here over MEP; its
     // bandwidth may come from a link of that site, which this file cannot show.
-    let mep = "[server]\nlisten = [\"192.0.2.1\"]\nsite = \"eu\"\n[mep]\nsecret = \"0123456789\"\n";
-    parse(&format!(
-        "{mep}{ZONE}{SITES}{PROM}{}{}\
+    let mep = "[server]\nlisten = [\"192.0.2.1\"]\nsite = \"eu\"\n[mep]\n";
+    parse(&mep_keys::keyed(
+        &format!(
+            "{mep}{ZONE}{SITES}{PROM}{}{}\
          [[gslb_domain]]\nname = \"www.example.com\"\nservices = [\"web\", \"api\"]\nmethod = \"rtt\"\nalternate = \"leastconnection\"\n",
-        service("web", "192.0.2.10", "eu", "load_monitors = [\"conns\"]\n"),
-        service(
-            "api",
-            "192.0.2.11",
-            "us",
-            "load_monitors = [\"conns\"]\nmax_connections = 9\nmax_bandwidth_kbps = 9\n"
+            service("web", "192.0.2.10", "eu", "load_monitors = [\"conns\"]\n"),
+            service(
+                "api",
+                "192.0.2.11",
+                "us",
+                "load_monitors = [\"conns\"]\nmax_connections = 9\nmax_bandwidth_kbps = 9\n"
+            ),
         ),
+        "eu",
     ));
 }
 

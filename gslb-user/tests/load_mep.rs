@@ -9,6 +9,7 @@
 //! Every wait is bounded by [`WAIT`].
 
 mod common;
+mod mep_keys;
 
 use std::{net::SocketAddr, path::Path, time::Duration};
 
@@ -20,7 +21,6 @@ use gslb_tests::TempDir;
 use gslb_user::control;
 
 const WAIT: Duration = Duration::from_secs(20);
-const SECRET: &str = "load over mep test secret";
 /// The addresses answers carry.
 const WEB_A: &str = "192.0.2.1";
 const WEB_B: &str = "192.0.2.2";
@@ -43,15 +43,15 @@ struct Ports {
 /// The file of site `site` (0: p1, 1: p2): the same but for `server.site` and the DNS port.
 fn config(ports: &Ports, site: usize) -> String {
     let (ma, mb) = (ports.metrics[0], ports.metrics[1]);
-    format!(
-        r#"
+    mep_keys::keyed(
+        &format!(
+            r#"
 [server]
 listen = ["127.0.0.1"]
 dns_port = {}
 site = "p{}"
 
 [mep]
-secret = "{SECRET}"
 heartbeat_ms = 100
 # Generous: a busy machine's stall must not drop the link (and republish) in the test's quiet
 # window; no site goes away here.
@@ -110,14 +110,16 @@ name = "spill.example.com"
 answer = "all"
 services = ["a", "b"]
 "#,
-        ports.dns[site],
-        site + 1,
-        ports.mep[0],
-        ports.mep[1],
-        ma.ip(),
-        ma.port(),
-        mb.ip(),
-        mb.port(),
+            ports.dns[site],
+            site + 1,
+            ports.mep[0],
+            ports.mep[1],
+            ma.ip(),
+            ma.port(),
+            mb.ip(),
+            mb.port(),
+        ),
+        &format!("p{}", site + 1),
     )
 }
 

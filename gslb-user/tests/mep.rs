@@ -17,9 +17,10 @@ use std::{
 use gslb_tests::{ProxyMode, TcpProxy};
 use gslb_user::mep::{
     CloseReason, LocalState, MepConfig, MepNode, MepTls, MepView, PersistEntry, Role, RttProtocol,
-    RttRow, ServiceState, SiteSpec, SiteStatus, Topology, TopologyTiming,
+    RttRow, ServiceState, SiteKey, SiteSpec, SiteStatus, Topology, TopologyTiming,
+    auth::{Opener, SessionKeys},
     frame::{self, Message, ServiceStates},
-    session::{self, LocalHello},
+    session::{self, Identity, LocalHello},
 };
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
@@ -34,7 +35,12 @@ use tokio_rustls::rustls::{
 };
 
 const WAIT: Duration = Duration::from_secs(10);
-const SECRET: &[u8] = b"correct horse battery staple";
+
+/// Each site's own key, derived from its name (every configuration of a test agrees).
+fn key(site: &str) -> SiteKey {
+    let seed = ring::digest::digest(&ring::digest::SHA256, format!("mep test {site}").as_bytes());
+    SiteKey::from_seed(seed.as_ref().try_into().unwrap())
+}
 
 fn ip(i: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, 0, 0, i))
@@ -80,8 +86,9 @@ struct Lab {
     bound: HashMap<String, std::net::TcpListener>,
     proxies: BTreeMap<(String, String), TcpProxy>,
     running: HashMap<String, Running>,
-    /// Per-site changes to the configuration (secret, versions, …).
+    /// Per-site changes to the configuration (keys, versions, …).
     tweaks: HashMap<String, Tweak>,
+    flood: Option<Flood>,
 }
 
 fn pair(a: &str, b: &str) -> (String, String) {
@@ -107,7 +114,8 @@ impl Lab {
             let addr = l.local_addr().unwrap();
             listen.insert(s.name.clone(), addr);
             bound.insert(s.name.clone(), l);
-            with_ports.push(s.with_port(addr.port()));
+            let k = s.key.unwrap_or(key(&s.name).public());
+            with_ports.push(s.with_port(addr.port()).with_key(k));
         }
         let full = Topology::new(with_ports.clone()).unwrap();
         let mut proxies = BTreeMap::new();
@@ -135,6 +143,7 @@ impl Lab {
             proxies,
             running: HashMap::new(),
             tweaks: HashMap::new(),
+            flood: None,
         }
     }
 
@@ -142,14 +151,27 @@ impl Lab {
         let me = self.full.site(site).unwrap();
         let mut sites: Vec<SiteSpec> = match me.role {
             Role::Parent => self.specs.clone(),
+            // A child's configuration: itself, its parent (whose backup list it learns over
+            // MEP) and the parents that may adopt it (their keys prove who they are).
             Role::Child => {
                 let mut p = self
                     .full
                     .site(me.parent.as_deref().unwrap())
                     .unwrap()
                     .clone();
+                let adopters = p
+                    .backups
+                    .iter()
+                    .map(|b| {
+                        let mut b = self.full.site(b).unwrap().clone();
+                        b.backups.clear();
+                        b
+                    })
+                    .collect::<Vec<_>>();
                 p.backups.clear();
-                vec![p, me.clone()]
+                let mut v = vec![p, me.clone()];
+                v.extend(adopters);
+                v
             }
         };
         for s in &mut sites {
@@ -157,7 +179,11 @@ impl Lab {
                 s.connect = Some(self.proxies[&pair(site, &s.name)].addr);
             }
         }
-        let mut c = fast(MepConfig::new(site, SECRET, Topology::new(sites).unwrap()));
+        let mut c = fast(MepConfig::new(
+            site,
+            key(site),
+            Topology::new(sites).unwrap(),
+        ));
         if let Some(t) = self.tweaks.get(site) {
             t(&mut c);
         }
@@ -284,7 +310,7 @@ async fn two_sites_handshake_and_exchange_state() {
     lab.wait("A", "link to B", |v| v.link_up("B")).await;
     lab.wait("B", "link to A", |v| v.link_up("A")).await;
     let a = lab.node("A").view();
-    assert_eq!(a.links["B"].version, Some(1));
+    assert_eq!(a.links["B"].version, Some(2));
     assert!(a.links["B"].initiated, "A has the lower IP");
     assert!(!lab.node("B").view().links["A"].initiated);
     assert!(a.answers_dns);
@@ -369,14 +395,31 @@ async fn large_tables_travel_in_chunks_under_the_cap() {
     assert_eq!(lab.node("B").stats().closed(CloseReason::Oversized), 0);
 }
 
+/// `site` signs with a key that is not the one the other sites have for it (its own entry
+/// says nothing, so that the node starts).
+fn wrong_key(c: &mut MepConfig, site: &str) {
+    c.key = SiteKey::from_seed(&[9; 32]);
+    let sites = c
+        .topology
+        .sites()
+        .iter()
+        .cloned()
+        .map(|mut s| {
+            if s.name == site {
+                s.key = None;
+            }
+            s
+        })
+        .collect();
+    c.topology = Topology::new(sites).unwrap();
+}
+
 #[tokio::test]
-async fn wrong_secret_is_rejected_both_ways() {
-    // The opener (A, lower IP) has another secret: B refuses it.
+async fn wrong_key_is_rejected_both_ways() {
+    // The opener (A, lower IP) signs with another key than B has for it: B refuses it.
     let mut lab = Lab::new(two_parents()).await;
-    lab.tweaks.insert(
-        "A".into(),
-        Box::new(|c: &mut MepConfig| c.secret = b"not the secret".to_vec()),
-    );
+    lab.tweaks
+        .insert("A".into(), Box::new(|c| wrong_key(c, "A")));
     lab.start_all().await;
     wait_until("B counts bad_auth", || {
         lab.node("B").stats().closed(CloseReason::BadAuth) >= 2
@@ -392,50 +435,39 @@ async fn wrong_secret_is_rejected_both_ways() {
             .contains("BadAuth")
     );
 
-    // The acceptor (B) has another secret: the same, from the other side.
+    // The acceptor (B) signs with another key: A refuses it, from the other side.
     let mut lab = Lab::new(two_parents()).await;
-    lab.tweaks.insert(
-        "B".into(),
-        Box::new(|c: &mut MepConfig| c.secret = b"not the secret".to_vec()),
-    );
+    lab.tweaks
+        .insert("B".into(), Box::new(|c| wrong_key(c, "B")));
     lab.start_all().await;
-    wait_until("B counts bad_auth", || {
-        lab.node("B").stats().closed(CloseReason::BadAuth) >= 2
+    wait_until("A counts bad_auth", || {
+        lab.node("A").stats().closed(CloseReason::BadAuth) >= 2
     })
     .await;
     assert!(!lab.node("A").view().link_up("B"));
 
-    // An impostor acceptor that does not know the secret answers with a made-up proof:
-    // the opener refuses it (mutual authentication), never sending state.
+    // An impostor acceptor that does not have B's key runs the handshake with its own: the
+    // opener refuses it (mutual authentication), never sending state.
     let mut lab = Lab::new(two_parents()).await;
     let impostor = TcpListener::bind((ip(2), 0)).await.unwrap();
     lab.proxies
         .insert(pair("A", "B"), proxy_to(impostor.local_addr().unwrap()));
     let a = lab.start("A").await;
     let (mut s, _) = timeout(WAIT, impostor.accept()).await.unwrap().unwrap();
-    let (_, hello, _) = session::read_frame(&mut s, frame::DEFAULT_MAX_PAYLOAD)
-        .await
-        .unwrap();
-    let Message::Hello(h) = hello else {
-        panic!("{hello:?}")
-    };
-    let reply = Message::Hello(frame::Hello {
-        site: "B".into(),
-        peer: "A".into(),
-        nonce: [1; 32],
-        ..h
-    });
-    s.write_all(&frame::encode(0, &reply, 1 << 20).unwrap())
-        .await
-        .unwrap();
-    let (_, auth, _) = session::read_frame(&mut s, frame::DEFAULT_MAX_PAYLOAD)
-        .await
-        .unwrap();
-    assert!(matches!(auth, Message::Auth(_)), "the opener proves first");
-    s.write_all(&frame::encode(1, &Message::Auth([0; 32]), 1 << 20).unwrap())
-        .await
-        .unwrap();
-    let (_, last, _) = session::read_frame(&mut s, frame::DEFAULT_MAX_PAYLOAD)
+    let fake = SiteKey::from_seed(&[9; 32]);
+    let mut est = session::handshake_acceptor(
+        &mut s,
+        Identity {
+            hello: &parent_hello("B"),
+            key: &fake,
+        },
+        frame::DEFAULT_MAX_PAYLOAD,
+        WAIT,
+        |_| Ok(key("A").public()),
+    )
+    .await
+    .expect("A proves itself first");
+    let (_, last, _) = session::read_sealed(&mut s, frame::DEFAULT_MAX_PAYLOAD, &mut est.keys.recv)
         .await
         .unwrap();
     assert!(
@@ -508,28 +540,41 @@ async fn versions_are_negotiated() {
     }
 }
 
-/// Opens a link to `node` as site `me` by hand (a parent of `topology`) and returns the stream.
-async fn raw_link(to: SocketAddr, me: &str, peer: &str) -> TcpStream {
-    let mut s = TcpStream::connect(to).await.unwrap();
-    let hello = LocalHello {
-        site: me.into(),
+/// What a parent `site` says about itself in a hand-made handshake.
+fn parent_hello(site: &str) -> LocalHello {
+    LocalHello {
+        site: site.into(),
         role: Role::Parent,
         parent: None,
-        versions: vec![1],
+        versions: vec![2],
         software: "test".into(),
         rtt_tolerance_ms: None,
-    };
-    session::handshake_initiator(
+    }
+}
+
+/// Opens a link to `to` as parent `me` (with its key) by hand and returns the stream and the
+/// link's frame keys.
+async fn raw_link(to: SocketAddr, me: &str, peer: &str) -> (TcpStream, SessionKeys) {
+    let mut s = TcpStream::connect(to).await.unwrap();
+    let est = session::handshake_initiator(
         &mut s,
-        &hello,
+        Identity {
+            hello: &parent_hello(me),
+            key: &key(me),
+        },
         peer,
-        SECRET,
+        &key(peer).public(),
         frame::DEFAULT_MAX_PAYLOAD,
         WAIT,
     )
     .await
     .unwrap();
-    s
+    (s, est.keys)
+}
+
+/// `frame` with its MAC tag, as the link's next frame.
+fn sealed(keys: &mut SessionKeys, frame: &[u8]) -> Vec<u8> {
+    [frame, &keys.send.seal(frame)[..]].concat()
 }
 
 #[tokio::test]
@@ -554,8 +599,8 @@ async fn bad_frames_close_the_link_with_a_reason_and_the_node_goes_on() {
     wait_until("malformed", || count(CloseReason::Malformed) >= 1).await;
 
     // After the handshake: an oversized frame (only its header is ever read).
-    let mut s = raw_link(b_addr, "F", "B").await;
-    s.write_all(&[b'M', b'P', 1, 5, 0x7f, 0xff, 0xff, 0xff])
+    let (mut s, _) = raw_link(b_addr, "F", "B").await;
+    s.write_all(&[b'M', b'P', 2, 5, 0x7f, 0xff, 0xff, 0xff])
         .await
         .unwrap();
     wait_until("oversized", || count(CloseReason::Oversized) >= 1).await;
@@ -565,58 +610,56 @@ async fn bad_frames_close_the_link_with_a_reason_and_the_node_goes_on() {
         .expect("B closes the link");
 
     // An unknown frame type.
-    let mut s = raw_link(b_addr, "F", "B").await;
-    s.write_all(&[b'M', b'P', 1, 99, 0, 0, 0, 0]).await.unwrap();
-    wait_until("unknown type", || count(CloseReason::UnknownType) >= 1).await;
-
-    // A malformed payload (a SiteStatus whose bool is 7).
-    let mut s = raw_link(b_addr, "F", "B").await;
-    s.write_all(&[b'M', b'P', 1, 5, 0, 0, 0, 6, 0, 1, b'F', 1, 0, 7])
+    let (mut s, mut k) = raw_link(b_addr, "F", "B").await;
+    s.write_all(&sealed(&mut k, &[b'M', b'P', 2, 99, 0, 0, 0, 0]))
         .await
         .unwrap();
+    wait_until("unknown type", || count(CloseReason::UnknownType) >= 1).await;
+
+    // A malformed payload (a SiteStatus whose bool is 7), sealed: it is decoded.
+    let (mut s, mut k) = raw_link(b_addr, "F", "B").await;
+    let bad = [b'M', b'P', 2, 5, 0, 0, 0, 6, 0, 1, b'F', 1, 0, 7];
+    s.write_all(&sealed(&mut k, &bad)).await.unwrap();
     wait_until("malformed payload", || count(CloseReason::Malformed) >= 2).await;
 
     // A frame cut short by the end of the stream.
-    let mut s = raw_link(b_addr, "F", "B").await;
-    s.write_all(&[b'M', b'P', 1, 4, 0, 0, 0, 8, 1, 2])
+    let (mut s, _) = raw_link(b_addr, "F", "B").await;
+    s.write_all(&[b'M', b'P', 2, 4, 0, 0, 0, 8, 1, 2])
         .await
         .unwrap();
     s.shutdown().await.unwrap();
     wait_until("truncated", || count(CloseReason::Truncated) >= 1).await;
 
     // A frame of another version than negotiated.
-    let mut s = raw_link(b_addr, "F", "B").await;
-    s.write_all(&frame::encode(7, &Message::Heartbeat { seq: 1 }, 64).unwrap())
-        .await
-        .unwrap();
+    let (mut s, mut k) = raw_link(b_addr, "F", "B").await;
+    let seven = session::seal(7, &Message::Heartbeat { seq: 1 }, 64, &mut k.send).unwrap();
+    s.write_all(&seven).await.unwrap();
     wait_until("wrong version", || count(CloseReason::Malformed) >= 3).await;
 
     // A site B does not know, and a site that should be called by B rather than call it.
-    let mut s = TcpStream::connect(b_addr).await.unwrap();
-    let hello = |site: &str| LocalHello {
-        site: site.into(),
-        role: Role::Parent,
-        parent: None,
-        versions: vec![1],
-        software: "test".into(),
-        rtt_tolerance_ms: None,
+    let handshake = async |site: &str| {
+        let mut s = TcpStream::connect(b_addr).await.unwrap();
+        let me = Identity {
+            hello: &parent_hello(site),
+            key: &key(site),
+        };
+        session::handshake_initiator(&mut s, me, "B", &key("B").public(), 1 << 20, WAIT)
+            .await
+            .unwrap_err()
     };
-    let e = session::handshake_initiator(&mut s, &hello("X"), "B", SECRET, 1 << 20, WAIT)
-        .await
-        .unwrap_err();
+    let e = handshake("X").await;
     assert_eq!(e.reason(), CloseReason::PeerRejected, "{e}");
     assert!(count(CloseReason::UnknownSite) >= 1);
-    let mut s = TcpStream::connect(b_addr).await.unwrap();
-    let e = session::handshake_initiator(&mut s, &hello("C"), "B", SECRET, 1 << 20, WAIT)
-        .await
-        .unwrap_err();
+    let e = handshake("C").await;
     assert!(e.to_string().contains("initiates"), "{e}");
     assert!(count(CloseReason::NotAllowed) >= 1);
 
     // Through all of it B's link to C stayed up, and B still serves a good F.
     assert!(b.view().link_up("C"));
-    let mut s = raw_link(b_addr, "F", "B").await;
-    let (_, m, _) = session::read_frame(&mut s, 1 << 20).await.unwrap();
+    let (mut s, mut k) = raw_link(b_addr, "F", "B").await;
+    let (_, m, _) = session::read_sealed(&mut s, 1 << 20, &mut k.recv)
+        .await
+        .unwrap();
     assert!(
         matches!(m, Message::SiteStatus(_) | Message::Heartbeat { .. }),
         "{m:?}"
@@ -681,16 +724,12 @@ async fn tls_links_carry_state_and_refuse_plain_peers() {
 
     // A plain MEP caller is refused by a TLS site.
     let mut s = TcpStream::connect(lab.listen["B"]).await.unwrap();
-    let hello = LocalHello {
-        site: "A".into(),
-        role: Role::Parent,
-        parent: None,
-        versions: vec![1],
-        software: "test".into(),
-        rtt_tolerance_ms: None,
+    let me = Identity {
+        hello: &parent_hello("A"),
+        key: &key("A"),
     };
     assert!(
-        session::handshake_initiator(&mut s, &hello, "B", SECRET, 1 << 20, WAIT)
+        session::handshake_initiator(&mut s, me, "B", &key("B").public(), 1 << 20, WAIT)
             .await
             .is_err()
     );
@@ -796,10 +835,10 @@ async fn a_peer_that_stops_reading_blocks_nobody_else() {
     lab.start("A").await;
     lab.start("B").await;
     lab.wait("B", "link to A", |v| v.link_up("A")).await;
-    let mut f = raw_link(lab.listen["A"], "F", "A").await;
+    let (mut f, mut k) = raw_link(lab.listen["A"], "F", "A").await;
     let hb = tokio::spawn(async move {
         for seq in 0.. {
-            let m = frame::encode(1, &Message::Heartbeat { seq }, 64).unwrap();
+            let m = session::seal(2, &Message::Heartbeat { seq }, 64, &mut k.send).unwrap();
             if f.write_all(&m).await.is_err() {
                 return;
             }
@@ -865,7 +904,7 @@ async fn three_nodes_parent_child_metrics_and_relay() {
     assert_eq!(c1.role, Role::Child);
     assert!(!c1.answers_dns, "only parents answer DNS");
     assert!(
-        c1.links["P1"].version == Some(1) && !c1.links["P1"].initiated,
+        c1.links["P1"].version == Some(2) && !c1.links["P1"].initiated,
         "the parent calls its child"
     );
     lab.node("c1")
@@ -911,8 +950,10 @@ async fn three_nodes_parent_child_metrics_and_relay() {
     );
     assert!(lab.node("P1").view().sites["c1"].rtt.is_empty());
     assert!(
-        !c1.sites.contains_key("P2"),
-        "a child knows only its parent"
+        c1.sites
+            .get("P2")
+            .is_none_or(|p2| !p2.reachable && p2.status.is_none()),
+        "a child talks only to its parent (it knows the adopters' keys, no state of theirs)"
     );
 
     // c1's link to P1 drops: its services are DOWN for P2 (unless P2 monitors them itself).
@@ -1091,7 +1132,7 @@ async fn raw_site(
     role: Role,
     parent: Option<&str>,
 ) -> (
-    tokio::io::ReadHalf<TcpStream>,
+    (tokio::io::ReadHalf<TcpStream>, Opener),
     tokio::sync::mpsc::Sender<Message>,
     JoinHandle<()>,
 ) {
@@ -1104,20 +1145,26 @@ async fn raw_site(
         site: me.into(),
         role,
         parent: parent.map(str::to_owned),
-        versions: vec![1],
+        versions: vec![2],
         software: "test".into(),
         rtt_tolerance_ms: None,
     };
-    session::handshake_acceptor(
+    let est = session::handshake_acceptor(
         &mut s,
-        &hello,
-        SECRET,
+        Identity {
+            hello: &hello,
+            key: &key(me),
+        },
         frame::DEFAULT_MAX_PAYLOAD,
         WAIT,
-        |_| Ok(()),
+        |h| Ok(key(&h.site).public()),
     )
     .await
     .unwrap();
+    let SessionKeys {
+        send: mut sealer,
+        recv: opener,
+    } = est.keys;
     let (rd, mut wr) = tokio::io::split(s);
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Message>(8);
     let task = tokio::spawn(async move {
@@ -1127,16 +1174,13 @@ async fn raw_site(
                 _ = tick.tick() => Message::Heartbeat { seq },
                 m = rx.recv() => match m { Some(m) => m, None => return },
             };
-            if wr
-                .write_all(&frame::encode(1, &m, frame::DEFAULT_MAX_PAYLOAD).unwrap())
-                .await
-                .is_err()
-            {
+            let bytes = session::seal(2, &m, frame::DEFAULT_MAX_PAYLOAD, &mut sealer).unwrap();
+            if wr.write_all(&bytes).await.is_err() {
                 return;
             }
         }
     });
-    (rd, tx, task)
+    ((rd, opener), tx, task)
 }
 
 /// A parent relays its child's services to the other parents only once the child has sent
@@ -1171,7 +1215,7 @@ async fn a_parent_relays_a_childs_services_only_once_the_child_sent_them() {
         .unwrap();
     let first = timeout(WAIT, async {
         loop {
-            let (_, m, _) = session::read_frame(&mut p2, frame::DEFAULT_MAX_PAYLOAD)
+            let (_, m, _) = session::read_sealed(&mut p2.0, frame::DEFAULT_MAX_PAYLOAD, &mut p2.1)
                 .await
                 .expect("P1's link");
             if let Message::ServiceStates(s) = m
@@ -1207,9 +1251,56 @@ fn seed() -> Vec<SiteSpec> {
     ]
 }
 
-async fn seed_lab() -> Lab {
+/// 1,000 connections that never send a byte, against every site's listener, each reopened a
+/// second after the site closes it: from the sites' own addresses (so they pass the first
+/// source check and reach the handshake pool) and from addresses that are no site's. The
+/// lab's real links come through the proxies, from 127.0.0.1. Stops when dropped.
+struct Flood(Vec<JoinHandle<()>>);
+
+impl Drop for Flood {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
+        }
+    }
+}
+
+fn flood(lab: &Lab) -> Flood {
+    let targets: Vec<SocketAddr> = lab.listen.values().copied().collect();
+    let mut sources: Vec<IpAddr> = lab
+        .specs
+        .iter()
+        .map(|s| s.ip)
+        .filter(|ip| *ip != self::ip(1))
+        .collect();
+    sources.extend((1..=20).map(|i| IpAddr::V4(Ipv4Addr::new(127, 0, 2, i))));
+    let tasks = (0..1000)
+        .map(|i| {
+            let (from, to) = (sources[i % sources.len()], targets[i % targets.len()]);
+            tokio::spawn(async move {
+                loop {
+                    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+                    socket.bind(SocketAddr::new(from, 0)).unwrap();
+                    if let Ok(Ok(mut s)) = timeout(WAIT, socket.connect(to)).await {
+                        let mut buf = [0u8; 64];
+                        while matches!(s.read(&mut buf).await, Ok(n) if n > 0) {}
+                    }
+                    sleep(Duration::from_secs(1)).await;
+                }
+            })
+        })
+        .collect();
+    Flood(tasks)
+}
+
+/// The seed's deployment, every child with its own parent and one service; under a flood of
+/// half-open connections when `flooded`.
+async fn seed_lab(flooded: bool) -> Lab {
     let mut lab = Lab::new(seed()).await;
     lab.start_all().await;
+    if flooded {
+        lab.flood = Some(flood(&lab));
+    }
     for (c, p) in [("child1", "P1"), ("child2", "P2"), ("child3", "P3")] {
         lab.wait(c, "own parent", |v| v.current_parent.as_deref() == Some(p))
             .await;
@@ -1229,6 +1320,18 @@ async fn seed_lab() -> Lab {
         })
         .await;
     }
+    if flooded {
+        // The flood is there: refused at once, and held to the per-source cap.
+        wait_until("the flood refused and capped", || {
+            let (mut wrong, mut capped) = (0, 0);
+            for r in lab.running.values() {
+                wrong += r.node.stats().closed(CloseReason::WrongSource);
+                capped += r.node.stats().closed(CloseReason::PreauthLimit);
+            }
+            wrong >= 100 && capped >= 100
+        })
+        .await;
+    }
     lab
 }
 
@@ -1238,7 +1341,16 @@ fn parent_is(p: &'static str) -> impl Fn(&MepView) -> bool {
 
 #[tokio::test]
 async fn scenario_1_over_mep() {
-    let mut lab = seed_lab().await;
+    scenario_1(false).await;
+}
+
+#[tokio::test]
+async fn scenario_1_over_mep_under_a_flood_of_half_open_connections() {
+    scenario_1(true).await;
+}
+
+async fn scenario_1(flooded: bool) {
+    let mut lab = seed_lab(flooded).await;
     lab.kill("P1").await;
     let killed = Instant::now();
     lab.wait("child1", "adopted by P2", parent_is("P2")).await;
@@ -1278,7 +1390,16 @@ async fn scenario_1_over_mep() {
 
 #[tokio::test]
 async fn scenario_2_over_mep() {
-    let lab = seed_lab().await;
+    scenario_2(false).await;
+}
+
+#[tokio::test]
+async fn scenario_2_over_mep_under_a_flood_of_half_open_connections() {
+    scenario_2(true).await;
+}
+
+async fn scenario_2(flooded: bool) {
+    let lab = seed_lab(flooded).await;
     lab.proxy("P1", "P2").set(ProxyMode::Cut);
     lab.wait("P2", "P1 down", |v| !v.link_up("P1")).await;
     // P2 tries to adopt child1, which refuses: its parent P1 is up.
@@ -1310,7 +1431,16 @@ async fn scenario_2_over_mep() {
 
 #[tokio::test]
 async fn scenario_3_over_mep() {
-    let lab = seed_lab().await;
+    scenario_3(false).await;
+}
+
+#[tokio::test]
+async fn scenario_3_over_mep_under_a_flood_of_half_open_connections() {
+    scenario_3(true).await;
+}
+
+async fn scenario_3(flooded: bool) {
+    let lab = seed_lab(flooded).await;
     for (a, b) in [("P1", "P3"), ("P1", "child1"), ("P2", "P3")] {
         lab.proxy(a, b).set(ProxyMode::Cut);
     }

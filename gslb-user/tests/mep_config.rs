@@ -1,8 +1,10 @@
-//! The `[mep]` section and the `[[site]]` MEP keys (role, parent, backup_parents, mep_port):
+//! The `[mep]` section and the `[[site]]` MEP settings (role, parent, backup_parents, mep_port,
+//! key, key_file, nat):
 //! what a valid file turns into, and every rule a bad one breaks, each reported at the file,
 //! line and column of the value that breaks it.
 
 mod common;
+mod mep_keys;
 
 use std::{
     net::{IpAddr, SocketAddr},
@@ -14,12 +16,27 @@ use common::assert_refused_at_markers;
 use gslb_tests::TempDir;
 use gslb_user::{
     config::Config,
-    mep::{Role, SiteSpec, Topology},
+    mep::{PublicKey, Role, SiteKey, SiteSpec, Topology},
 };
 
 const SERVER: &str = "[server]\nlisten = [\"192.0.2.1\"]\nsite = \"p1\"\n";
 const ZONE: &str = "[[zone]]\nname = \"example.com\"\nns = [\"ns.example.net\"]\nsoa.rname = \"hostmaster.example.com\"\n";
-const MEP: &str = "[mep]\nsecret = \"0123456789\"\n";
+/// p1's private key, in the directory of the configuration ([`key_files`]).
+const MEP: &str = "[mep]\nprivate_key_file = \"p1-mep.pem\"\n";
+
+fn public(site: &str) -> PublicKey {
+    PublicKey::parse(&mep_keys::key(site).public).unwrap()
+}
+
+/// p1's private key and p3's public key as files in `dir`.
+fn key_files(dir: &Path) {
+    mep_keys::write_private(dir, "p1");
+    let pem = format!(
+        "-----BEGIN PUBLIC KEY-----\n{}\n-----END PUBLIC KEY-----\n",
+        mep_keys::key("p3").public
+    );
+    std::fs::write(dir.join("p3.pub"), pem).unwrap();
+}
 
 /// Two parents (p1 lists p2 as its backup) and p1's child c1.
 fn sites() -> String {
@@ -28,7 +45,12 @@ fn sites() -> String {
         + &site("c1", "10.0.1.1", "role = \"child\"\nparent = \"p1\"\n")
 }
 
+/// A site with its public key.
 fn site(name: &str, ip: &str, extra: &str) -> String {
+    site_without_key(name, ip, &format!("{}{extra}", mep_keys::site_line(name)))
+}
+
+fn site_without_key(name: &str, ip: &str, extra: &str) -> String {
     format!("[[site]]\nname = \"{name}\"\nip = \"{ip}\"\n{extra}")
 }
 
@@ -45,17 +67,18 @@ fn tls_files(dir: &Path) {
 fn mep_section_and_site_keys() {
     let dir = TempDir::new("mep-config-valid");
     tls_files(&dir.0);
-    std::fs::write(dir.0.join("secret"), "from a file 0123\n").unwrap();
+    key_files(&dir.0);
     let file = dir.0.join("gslb.toml");
     let text = format!(
-        "{SERVER}{ZONE}[mep]\nsecret_file = \"secret\"\nheartbeat_ms = 100\ndead_after_ms = 450\n\
+        "{SERVER}{ZONE}{MEP}heartbeat_ms = 100\ndead_after_ms = 450\n\
          [mep.tls]\ncert_file = \"p1.pem\"\nkey_file = \"{}\"\nca_file = \"ca.pem\"\n{}{}",
         dir.0.join("p1.key").display(),
         sites(),
-        site(
+        site_without_key(
             "p3",
             "10.0.0.3",
-            "public_ip = \"203.0.113.3\"\nmep_port = 4000\nbackup_parents = []\n"
+            "public_ip = \"203.0.113.3\"\nmep_port = 4000\nbackup_parents = []\n\
+             key_file = \"p3.pub\"\nnat = true\n"
         ),
     );
     let config = Config::parse(&text, &file).unwrap_or_else(|e| panic!("{e}\n{text}"));
@@ -64,13 +87,15 @@ fn mep_section_and_site_keys() {
     assert_eq!(config.mep_enabled(), Some(mep));
     // The local site's ip and port, when listen is not written.
     assert_eq!(mep.listen, "10.0.0.1:3011".parse::<SocketAddr>().unwrap());
+    let key = mep.key.as_ref().expect("private_key_file");
+    assert_eq!(key.public(), public("p1"), "p1's own key, from its file");
     assert_eq!(
-        mep.secret.0, b"from a file 0123",
-        "the file's trailing newline is not part of it"
+        key,
+        &SiteKey::from_pem(mep_keys::key("p1").private_pem.as_bytes()).unwrap()
     );
     assert!(
-        !format!("{mep:?}").contains("from a file"),
-        "Debug never shows the secret: {mep:?}"
+        !format!("{mep:?}").contains(&mep_keys::key("p1").private_pem[28..60]),
+        "Debug never shows the private key: {mep:?}"
     );
     assert_eq!(
         (mep.heartbeat, mep.dead_after),
@@ -86,12 +111,17 @@ fn mep_section_and_site_keys() {
     assert!(tls.tls().is_ok());
 
     let want = Topology::new(vec![
-        SiteSpec::parent("p1", ip("10.0.0.1")).with_backups(["p2"]),
-        SiteSpec::parent("p2", ip("10.0.0.2")),
-        SiteSpec::child("c1", ip("10.0.1.1"), "p1"),
+        SiteSpec::parent("p1", ip("10.0.0.1"))
+            .with_backups(["p2"])
+            .with_key(public("p1")),
+        SiteSpec::parent("p2", ip("10.0.0.2")).with_key(public("p2")),
+        SiteSpec::child("c1", ip("10.0.1.1"), "p1").with_key(public("c1")),
         SiteSpec {
             connect: Some("203.0.113.3:4000".parse().unwrap()),
-            ..SiteSpec::parent("p3", ip("10.0.0.3")).with_port(4000)
+            nat: true,
+            ..SiteSpec::parent("p3", ip("10.0.0.3"))
+                .with_port(4000)
+                .with_key(public("p3"))
         },
     ])
     .unwrap();
@@ -102,7 +132,7 @@ fn mep_section_and_site_keys() {
     // Defaults, an explicit listen (address only, or with a port), and off.
     let parse = |mep: &str| {
         let text = format!("{SERVER}{ZONE}{mep}{}", sites());
-        Config::parse(&text, Path::new("test.toml")).unwrap_or_else(|e| panic!("{e}\n{text}"))
+        Config::parse(&text, &file).unwrap_or_else(|e| panic!("{e}\n{text}"))
     };
     let c = parse(MEP);
     let m = c.mep.as_ref().unwrap();
@@ -126,11 +156,14 @@ fn mep_section_and_site_keys() {
     );
     let off = parse(&format!("{MEP}enabled = false\n"));
     assert!(off.mep.as_ref().is_some_and(|m| !m.enabled) && off.mep_enabled().is_none());
+    // Off, the key need not be there yet.
+    let off = parse("[mep]\nenabled = false\n");
+    assert!(off.mep.as_ref().is_some_and(|m| m.key.is_none()));
 
     // Without [mep] nor MEP keys, sites are only answer locations: no topology limits (here
     // 40 parents, over MEP's 32).
     let many: String = (0..40)
-        .map(|i| site(&format!("s{i}"), &format!("10.9.0.{i}"), ""))
+        .map(|i| site_without_key(&format!("s{i}"), &format!("10.9.0.{i}"), ""))
         .collect();
     let text = format!("[server]\nlisten = [\"192.0.2.1\"]\n{ZONE}{many}");
     let c = Config::parse(&text, Path::new("test.toml")).unwrap_or_else(|e| panic!("{e}"));
@@ -183,6 +216,7 @@ fn example_is_a_two_parent_tree() {
 fn mep_rules_are_reported_at_the_value() {
     let dir = TempDir::new("mep-config-rejected");
     tls_files(&dir.0);
+    key_files(&dir.0);
     let file = dir.0.join("gslb.toml");
     let with = |mep: &str, sites: &str| format!("{SERVER}{ZONE}{mep}{sites}");
     let tls = |cert: &str, key: &str, ca: &str| {
@@ -206,31 +240,100 @@ fn mep_rules_are_reported_at_the_value() {
         // [mep]
         (
             format!(
-                "[server]\nlisten = [\"192.0.2.1\"]\n{ZONE}[mep]\nenabled = true #<\nsecret = \"0123456789\"\n{}",
+                "[server]\nlisten = [\"192.0.2.1\"]\n{ZONE}{MEP}enabled = true #<\n{}",
                 sites()
             ),
             "true",
             "mep: needs server.site",
         ),
+        // MEP 1's one secret for every site: refused, with the way to keys.
+        (
+            with(&format!("{MEP}secret = \"0123456789\" #<\n"), &sites()),
+            "\"0123",
+            "mep: secret and secret_file (one secret shared by every site) are no longer accepted",
+        ),
+        (
+            with("[mep]\nsecret_file = \"secret\" #<\n", &sites()),
+            "\"secret\"",
+            "each site now proves its name with its own key",
+        ),
         (
             with("[mep] #<\nheartbeat_ms = 100\n", &sites()),
             "[mep]",
-            "the shared secret is missing",
+            "mep: private_key_file is missing",
         ),
         (
-            with(&format!("{MEP}secret_file = \"secret\" #<\n"), &sites()),
-            "\"secret\"",
-            "secret and secret_file are both set",
-        ),
-        (
-            with("[mep]\nsecret = \"short\" #<\n", &sites()),
-            "\"short\"",
-            "has 5 bytes, at least 8",
-        ),
-        (
-            with("[mep]\nsecret_file = \"nope/secret\" #<\n", &sites()),
+            with("[mep]\nprivate_key_file = \"nope/key\" #<\n", &sites()),
             "\"nope",
-            "mep: secret_file: cannot read",
+            "mep: private_key_file: cannot read",
+        ),
+        (
+            with("[mep]\nprivate_key_file = \"junk.pem\" #<\n", &sites()),
+            "\"junk",
+            "mep: private_key_file: not a PEM private key",
+        ),
+        (
+            // A certificate's ECDSA key is no site key.
+            with("[mep]\nprivate_key_file = \"p1.key\" #<\n", &sites()),
+            "\"p1.key",
+            "not an Ed25519 PKCS#8 key",
+        ),
+        // Site keys.
+        (
+            with(
+                MEP,
+                &(site("p1", "10.0.0.1", "")
+                    + &site_without_key("p2", "10.0.0.2", "").replacen("\"p2\"", "\"p2\" #<", 1)),
+            ),
+            "\"p2\"",
+            "site \"p2\": key (or key_file) is missing",
+        ),
+        (
+            with(
+                MEP,
+                &(site_without_key(
+                    "p1",
+                    "10.0.0.1",
+                    &format!("{} #<\n", mep_keys::site_line("p2").trim_end()),
+                ) + &site("p2", "10.0.0.2", "")),
+            ),
+            "\"",
+            "site \"p1\": key is not the public key of mep.private_key_file",
+        ),
+        (
+            with(
+                MEP,
+                &(site("p1", "10.0.0.1", "")
+                    + &site("p2", "10.0.0.2", "key_file = \"p3.pub\" #<\n")),
+            ),
+            "\"p3.pub",
+            "site \"p2\": key and key_file are both set",
+        ),
+        (
+            with(
+                MEP,
+                &(site("p1", "10.0.0.1", "")
+                    + &site_without_key("p2", "10.0.0.2", "key = \"AAAA\" #<\n")),
+            ),
+            "\"AAAA",
+            "site \"p2\": key: ",
+        ),
+        (
+            with(
+                MEP,
+                &(site("p1", "10.0.0.1", "")
+                    + &site_without_key("p2", "10.0.0.2", "key_file = \"ca.pem\" #<\n")),
+            ),
+            "\"ca.pem",
+            "site \"p2\": key_file: not a PEM public key",
+        ),
+        (
+            with(
+                MEP,
+                &(site("p1", "10.0.0.1", "") + &site("p2", "10.0.0.2", "nat = 1 #<\n")),
+            ),
+            "1",
+            "invalid type",
         ),
         (
             with(&format!("{MEP}listen = \"10.0.0.1:0\" #<\n"), &sites()),
@@ -473,7 +576,19 @@ fn mep_rules_are_reported_at_the_value() {
             "\"xxx",
             "is empty or longer than 63 bytes",
         ),
-        // MEP keys without [mep] are still checked.
+        (
+            format!(
+                "{SERVER}{ZONE}{}",
+                site_without_key(
+                    "p1",
+                    "10.0.0.1",
+                    &format!("{} #<\n", mep_keys::site_line("p1").trim_end())
+                )
+            ),
+            "\"",
+            "site \"p1\": key is a metric exchange setting, and there is no [mep]",
+        ),
+        // MEP settings without [mep] are still checked.
         (
             format!(
                 "{SERVER}{ZONE}{}",

@@ -14,6 +14,7 @@
 //! Every wait is bounded by [`WAIT`].
 
 mod common;
+mod mep_keys;
 
 use std::{
     net::{IpAddr, SocketAddr},
@@ -30,8 +31,8 @@ use gslb_user::{
     control::{self, Reload},
     daemon::{self, Overrides},
     mep::{
-        LocalState, MepConfig, MepNode, MepView, RttProtocol, RttRow, ServiceState, SiteSpec,
-        Topology, TopologyTiming,
+        LocalState, MepConfig, MepNode, MepView, PublicKey, RttProtocol, RttRow, ServiceState,
+        SiteKey, SiteSpec, Topology, TopologyTiming,
     },
     responder::{Responder, Transport},
 };
@@ -46,7 +47,6 @@ use tokio::{
 };
 
 const WAIT: Duration = Duration::from_secs(15);
-const SECRET: &str = "mep daemon test secret";
 const WEB1: &str = "192.0.2.1";
 const WEB2: &str = "192.0.2.2";
 
@@ -69,7 +69,15 @@ struct Peer {
 
 impl Peer {
     async fn start(listener: TcpListener, site: &str, sites: Vec<SiteSpec>) -> Peer {
-        let mut c = MepConfig::new(site, SECRET, Topology::new(sites).unwrap());
+        let key = SiteKey::from_pem(mep_keys::key(site).private_pem.as_bytes()).unwrap();
+        let sites = sites
+            .into_iter()
+            .map(|s| {
+                let k = PublicKey::parse(&mep_keys::key(&s.name).public).unwrap();
+                s.with_key(k)
+            })
+            .collect();
+        let mut c = MepConfig::new(site, key, Topology::new(sites).unwrap());
         c.heartbeat = Duration::from_millis(100);
         c.dead_after = Duration::from_millis(500);
         c.reconnect_min = Duration::from_millis(20);
@@ -211,15 +219,15 @@ fn parent_config(
     mep_extra: &str,
     p1_extra: &str,
 ) -> String {
-    format!(
-        r#"
+    mep_keys::keyed(
+        &format!(
+            r#"
 [server]
 listen = ["127.0.0.1"]
 dns_port = {dns}
 site = "p1"
 
 [mep]
-secret = "{SECRET}"
 heartbeat_ms = 100
 dead_after_ms = 500
 {mep_extra}
@@ -273,6 +281,8 @@ name = "www.example.com"
 answer = "all"
 services = ["web1", "web2"]
 "#
+        ),
+        "p1",
     )
 }
 
@@ -427,15 +437,15 @@ async fn a_parent_exchanges_state_with_its_peer_and_reloads_mep_in_place() {
 
 /// gslbd is c1 at 127.0.0.3, child of p1 (the peer, at 127.0.0.1), with one service.
 fn child_config(dns: u16, p1_mep: u16, c1_mep: u16, backend: u16) -> String {
-    format!(
-        r#"
+    mep_keys::keyed(
+        &format!(
+            r#"
 [server]
 listen = ["127.0.0.1"]
 dns_port = {dns}
 site = "c1"
 
 [mep]
-secret = "{SECRET}"
 heartbeat_ms = 100
 dead_after_ms = 500
 
@@ -480,6 +490,8 @@ monitors = ["tcp"]
 name = "www.example.com"
 services = ["web-c1"]
 "#
+        ),
+        "c1",
     )
 }
 

@@ -9,6 +9,7 @@
 //! the timeout before the move.
 
 mod common;
+mod mep_keys;
 
 use std::{
     net::{IpAddr, SocketAddr},
@@ -47,15 +48,15 @@ struct Ports {
 /// there what a parent thinks of web1).
 fn config(site: usize, p: &Ports) -> String {
     let ip = ["127.0.0.1", "127.0.0.2"][site];
-    format!(
-        r#"
+    mep_keys::keyed(
+        &format!(
+            r#"
 [server]
 listen = ["{ip}"]
 dns_port = {dns}
 site = "p{n}"
 
 [mep]
-secret = "persistence daemon test"
 heartbeat_ms = 100
 dead_after_ms = 500
 
@@ -106,12 +107,14 @@ name = "all.example.com"
 answer = "all"
 services = ["web1", "web2"]
 "#,
-        dns = p.dns[site],
-        n = site + 1,
-        mep1 = p.mep[0],
-        mep2 = p.mep[1],
-        backend = p.backend,
-        timeout = TIMEOUT.as_secs(),
+            dns = p.dns[site],
+            n = site + 1,
+            mep1 = p.mep[0],
+            mep2 = p.mep[1],
+            backend = p.backend,
+            timeout = TIMEOUT.as_secs(),
+        ),
+        &format!("p{}", site + 1),
     )
 }
 

@@ -15,6 +15,7 @@
 //! Every wait is bounded by [`WAIT`].
 
 mod common;
+mod mep_keys;
 
 use std::{
     collections::HashMap,
@@ -516,18 +517,16 @@ async fn a_killed_ldns_feed_restarts_on_the_same_map() {
 
 // ---- MEP ----
 
-const SECRET: &str = "supervise test secret";
-
 fn mep_config(dns: u16, p1_mep: u16, p2_mep: u16) -> String {
-    format!(
-        r#"
+    mep_keys::keyed(
+        &format!(
+            r#"
 [server]
 listen = ["127.0.0.1"]
 dns_port = {dns}
 site = "p1"
 
 [mep]
-secret = "{SECRET}"
 heartbeat_ms = 100
 dead_after_ms = 500
 
@@ -561,6 +560,8 @@ name = "www.example.com"
 answer = "all"
 services = ["web1", "web2"]
 "#
+        ),
+        "p1",
     )
 }
 
@@ -569,7 +570,9 @@ services = ["web1", "web2"]
 /// gslbd answers throughout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_mep_node_links_up_again() {
-    use gslb_user::mep::{LocalState, MepConfig, MepNode, ServiceState, SiteSpec, Topology};
+    use gslb_user::mep::{
+        LocalState, MepConfig, MepNode, PublicKey, ServiceState, SiteKey, SiteSpec, Topology,
+    };
     let dir = TempDir::new("supervise-mep");
     let path = dir.0.join("gslb.toml");
     let dns = free_port();
@@ -587,7 +590,15 @@ async fn a_killed_mep_node_links_up_again() {
         SiteSpec::parent("p1", "127.0.0.1".parse().unwrap()).with_port(p1_mep),
         SiteSpec::parent("p2", "127.0.0.2".parse().unwrap()).with_port(p2_mep),
     ];
-    let mut c = MepConfig::new("p2", SECRET, Topology::new(sites).unwrap());
+    let sites = sites
+        .into_iter()
+        .map(|s| {
+            let k = PublicKey::parse(&mep_keys::key(&s.name).public).unwrap();
+            s.with_key(k)
+        })
+        .collect();
+    let key = SiteKey::from_pem(mep_keys::key("p2").private_pem.as_bytes()).unwrap();
+    let mut c = MepConfig::new("p2", key, Topology::new(sites).unwrap());
     c.heartbeat = Duration::from_millis(100);
     c.dead_after = Duration::from_millis(500);
     c.reconnect_min = Duration::from_millis(20);

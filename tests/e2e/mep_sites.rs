@@ -30,11 +30,13 @@ use std::{
     time::{Duration, Instant},
 };
 
+#[path = "../../gslb-user/tests/mep_keys/mod.rs"]
+mod mep_keys;
+
 use gslb_common::Counter;
 use gslb_tests::{DigReply, Lab, ProxyMode, SERVER_IF, SERVER_V4, TcpProxy, TempPaths, privileged};
 use gslb_user::dataplane::pinned_counters;
 
-const SECRET: &str = "e2e mep shared secret";
 /// The longest any state takes to travel (monitors, MEP, adoption, reconnect backoff).
 const WAIT: Duration = Duration::from_secs(30);
 const MEP_PORT: u16 = 3011;
@@ -91,7 +93,6 @@ dns_port = {dns}
 site = "{name}"
 
 [mep]
-secret = "{SECRET}"
 listen = "{mep_ip}:{MEP_PORT}"
 heartbeat_ms = 200
 dead_after_ms = 1000
@@ -154,7 +155,7 @@ rise = 1
         );
     }
     text += "\n[[gslb_domain]]\nname = \"www.example.com\"\nanswer = \"all\"\nservices = [\"a\", \"b\", \"c1\", \"c2\"]\n";
-    text
+    mep_keys::keyed(&text, me.name())
 }
 
 /// `name` `rtype` asked of `site`: the status and the addresses answered.

@@ -40,6 +40,9 @@ use gslb_tests::{
 };
 use gslb_user::dataplane::pinned_counters;
 
+#[path = "../../gslb-user/tests/mep_keys/mod.rs"]
+mod mep_keys;
+
 /// The resolver (on the LDNS namespace's loopback).
 const LDNS: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 53);
 /// (LDNS end, site end) of each site's link to the resolver, /30s.
@@ -91,13 +94,13 @@ impl Site {
 /// through the proxy.
 fn config(me: Site) -> String {
     let site2_port = if me == One { PROXY_PORT } else { MEP_PORT };
-    format!(
-        r#"[server]
+    mep_keys::keyed(
+        &format!(
+            r#"[server]
 listen = ["{dns}"]
 site = "{site}"
 
 [mep]
-secret = "rtt over mep, e2e"
 heartbeat_ms = 200
 dead_after_ms = 1000
 
@@ -114,6 +117,9 @@ soa.rname = "hostmaster.example.com"
 name = "site1"
 ip = "{MEP1}"
 mep_port = {MEP_PORT}
+# Its links reach site2 through a proxy in site2's namespace, so they arrive from site2's own
+# address: the source is not site1's (its key still proves it).
+nat = true
 
 [[site]]
 name = "site2"
@@ -137,8 +143,10 @@ services = ["web1", "web2"]
 method = "rtt"
 fallback = "roundrobin"
 "#,
-        dns = me.dns(),
-        site = me.name(),
+            dns = me.dns(),
+            site = me.name(),
+        ),
+        me.name(),
     )
 }
 

@@ -15,7 +15,7 @@
 //! - Role: only parents answer GSLB queries. A child's answers carry no GSLB entries (the fast
 //!   path passes those names) and its responder REFUSES them ([`for_role`]).
 //! - Reload: enabling or disabling MEP, or changing `server.site` or the listen address, needs a
-//!   restart ([`check_reload`]); any other MEP change (secret, TLS, timers, the topology) restarts
+//!   restart ([`check_reload`]); any other MEP change (keys, TLS, timers, the topology) restarts
 //!   the node in place on the same listening socket ([`Mep::reconfigure`]), keeping the last view
 //!   until the links are back (bounded), so that a reload does not drop remote services from the
 //!   answers for the moment the links take to reconnect.
@@ -105,7 +105,10 @@ fn node_config(config: &Config) -> Result<Option<MepConfig>, MepError> {
     let (Some(mep), Some(site)) = (config.mep_enabled(), &config.server.site) else {
         return Ok(None);
     };
-    let mut c = MepConfig::new(site.clone(), mep.secret.0.clone(), config.mep_topology()?);
+    let key = mep.key.clone().ok_or_else(|| {
+        MepError::Config("mep.private_key_file is missing (this site's key)".into())
+    })?;
+    let mut c = MepConfig::new(site.clone(), key, config.mep_topology()?);
     c.heartbeat = mep.heartbeat;
     c.dead_after = mep.dead_after;
     // Every site must agree on it; the node warns about a peer that does not.
@@ -605,8 +608,14 @@ pub(crate) fn local_load(world: &World, service: &crate::config::Service) -> (u6
 }
 
 #[cfg(test)]
+#[path = "../../tests/mep_keys/mod.rs"]
+mod mep_keys;
+
+#[cfg(test)]
 mod tests {
     use std::path::Path;
+
+    use super::mep_keys;
 
     use super::*;
     use crate::{
@@ -630,6 +639,32 @@ mod tests {
         } else {
             ""
         };
+        // With MEP: this site's private key, and every site's public key.
+        let (mep, key) = if on {
+            // A directory per call: tests run in parallel, and a file being rewritten reads short.
+            static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let dir = std::env::temp_dir()
+                .join(format!("gslb-mep-unit-{}", std::process::id()))
+                .join(n.to_string());
+            std::fs::create_dir_all(&dir).unwrap();
+            let file = mep_keys::write_private(&dir, site);
+            let mep = mep.replacen(
+                "[mep]\n",
+                &format!(
+                    "[mep]\nprivate_key_file = {:?}\n",
+                    file.display().to_string()
+                ),
+                1,
+            );
+            (mep, mep_keys::site_line as fn(&str) -> String)
+        } else {
+            (
+                mep.to_owned(),
+                (|_: &str| String::new()) as fn(&str) -> String,
+            )
+        };
+        let (k1, k2, kc) = (key("p1"), key("p2"), key("c1"));
         format!(
             r#"[server]
 listen = ["127.0.0.1"]
@@ -642,13 +677,13 @@ soa.rname = "hostmaster.example.com"
 [[site]]
 name = "p1"
 ip = "10.0.0.1"
-[[site]]
+{k1}[[site]]
 name = "p2"
 ip = "10.0.0.2"
-[[site]]
+{k2}[[site]]
 name = "c1"
 ip = "10.0.1.1"
-{child}
+{kc}{child}
 [[service]]
 name = "a"
 ip = "192.0.2.1"
@@ -669,7 +704,7 @@ services = ["a", "b", "c"]
         )
     }
 
-    const MEP: &str = "[mep]\nsecret = \"0123456789\"\n";
+    const MEP: &str = "[mep]\n";
 
     fn state(name: &str, up: bool) -> ServiceState {
         ServiceState {
@@ -821,7 +856,13 @@ services = ["a", "b", "c"]
         // Without MEP every site answers: a child role there would be a lie, so it is refused.
         let world = World::new(config("c1", ""), HealthSupervisor::new());
         assert!(answers_gslb(&world) && !for_role(&world, world.snapshot()).domains.is_empty());
-        let text = config_text("c1", MEP).replace(MEP, "");
+        let text: String = config_text("c1", MEP)
+            .lines()
+            .filter(|l| {
+                *l != "[mep]" && !l.starts_with("key = ") && !l.starts_with("private_key_file")
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
         let refused = Config::parse(&text, Path::new("test.toml"))
             .unwrap_err()
             .to_string();
@@ -847,7 +888,7 @@ services = ["a", "b", "c"]
                 Some("mep.listen"),
             ),
             // Applied in place (the node restarts on the same socket).
-            (config("p1", "[mep]\nsecret = \"another secret\"\n"), None),
+            (config("p1", &format!("{MEP}dead_after_ms = 3000\n")), None),
             (config("p1", &format!("{MEP}heartbeat_ms = 100\n")), None),
             (running.clone(), None),
         ];
@@ -873,10 +914,13 @@ services = ["a", "b", "c"]
         ))
         .unwrap()
         .unwrap();
+        assert_eq!(c.site, "p1");
         assert_eq!(
-            (c.site.as_str(), c.secret.as_slice()),
-            ("p1", &b"0123456789"[..])
+            Some(c.key.public()),
+            c.topology.site("p1").and_then(|s| s.key),
+            "this site's private key, matching its [[site]] key"
         );
+        assert!(c.topology.site("p2").is_some_and(|s| s.key.is_some()));
         assert_eq!(
             (c.heartbeat, c.dead_after),
             (Duration::from_millis(100), Duration::from_millis(300))

@@ -29,8 +29,7 @@ use crate::{
     health::{HealthSupervisor, ServiceMonitors},
     location::db::LocationDb,
     responder::Responder,
-    server,
-    supervise,
+    server, supervise,
 };
 
 #[derive(Debug, thiserror::Error)]

@@ -10,9 +10,10 @@
 //!          u8        u8     u32 big-endian
 //! ```
 //!
-//! `version` is 0 on the frames sent before the version is negotiated ([`Message::Hello`], and
-//! [`Message::Reject`] during the handshake), whose layout is frozen across versions; every
-//! later frame carries the negotiated version. Integers are big-endian; a string is a u16 byte
+//! `version` is [`HELLO_VERSION`] on a [`Message::Hello`] (its layout is frozen from MEP 2 on;
+//! MEP 1 sites sent 0 and another layout, which is refused with a clear reason) and 0 on a
+//! [`Message::Reject`] answering a Hello (readable by any build); every later frame carries the
+//! negotiated version and is sealed: a MAC tag follows it (`auth::Sealer`). Integers are big-endian; a string is a u16 byte
 //! length and UTF-8 bytes (each field has its own cap); a list is a count (u8 or u32) and its
 //! items; an IP prefix is a family byte (4 or 6), a prefix length and 4 or 16 address bytes;
 //! a bool is one byte, 0 or 1.
@@ -34,8 +35,12 @@ pub const HEADER_LEN: usize = 8;
 pub const DEFAULT_MAX_PAYLOAD: usize = 1 << 20;
 /// Length of a handshake nonce.
 pub const NONCE_LEN: usize = 32;
-/// Length of an HMAC-SHA256 proof.
-pub const MAC_LEN: usize = 32;
+/// Length of an X25519 public key (the Hello's ephemeral key share).
+pub const KX_LEN: usize = 32;
+/// Length of an Ed25519 signature (the Auth frame's proof of identity).
+pub const SIG_LEN: usize = 64;
+/// The header version of a Hello (its layout since MEP 2). A MEP 1 Hello has version 0.
+pub const HELLO_VERSION: u8 = 2;
 /// Longest site name (bytes).
 pub const MAX_SITE_NAME: usize = 63;
 /// Longest service, domain or software name (bytes).
@@ -111,7 +116,7 @@ impl RttProtocol {
 /// the same name, see `CloseReason`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RejectCode {
-    /// The proof did not match: the shared secrets differ.
+    /// The proof did not match the key configured for the site it claims to be.
     BadAuth,
     /// No protocol version in common.
     NoCommonVersion,
@@ -169,6 +174,8 @@ pub struct Hello {
     /// The RTT tolerance the sender is configured with (must agree on every site).
     pub rtt_tolerance_ms: Option<u32>,
     pub nonce: [u8; NONCE_LEN],
+    /// The sender's ephemeral X25519 public key for this link (session keys, `auth`).
+    pub kx: [u8; KX_LEN],
 }
 
 /// A site's state, sent by the site itself or relayed by the parent it is attached to.
@@ -240,8 +247,8 @@ pub struct Chunk<T> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Message {
     Hello(Hello),
-    /// HMAC-SHA256 proof of the shared secret over the handshake transcript.
-    Auth([u8; MAC_LEN]),
+    /// The sender's Ed25519 signature, with its site key, over the handshake transcript.
+    Auth([u8; SIG_LEN]),
     /// The link is refused or being closed, and why.
     Reject {
         code: RejectCode,
@@ -419,6 +426,7 @@ pub fn decode_payload(kind: MessageType, payload: &[u8]) -> Result<Message, Fram
                 software: r.string(MAX_NAME)?,
                 rtt_tolerance_ms: r.opt(Reader::u32)?,
                 nonce: r.array()?,
+                kx: r.array()?,
             })
         }
         MessageType::Auth => Message::Auth(r.array()?),
@@ -529,6 +537,7 @@ pub fn encode(version: u8, message: &Message, max_payload: usize) -> Result<Vec<
                 }
             }
             w.buf.extend_from_slice(&h.nonce);
+            w.buf.extend_from_slice(&h.kx);
         }
         Message::Auth(mac) => w.buf.extend_from_slice(mac),
         Message::Reject { code, detail } => {
@@ -886,6 +895,7 @@ mod tests {
             software: "gslb 0.1.0".into(),
             rtt_tolerance_ms: Some(5),
             nonce: [7; NONCE_LEN],
+            kx: [8; KX_LEN],
         }
     }
 
@@ -898,7 +908,7 @@ mod tests {
                 rtt_tolerance_ms: None,
                 ..hello()
             }),
-            Message::Auth([9; MAC_LEN]),
+            Message::Auth([9; SIG_LEN]),
             Message::Reject {
                 code: RejectCode::BadAuth,
                 detail: "proof mismatch".into(),

@@ -4,7 +4,8 @@
 //!
 //! - [`frame`]: the wire format, a hand-rolled binary encoding whose decoder returns a typed
 //!   [`frame::FrameError`] for anything that is not a valid frame (fuzzed: fuzz/mep_frame).
-//! - [`auth`]: the HMAC-SHA256 challenge-response that authenticates both ends.
+//! - [`auth`]: site keys (Ed25519), the signed handshake with ephemeral X25519, session keys
+//!   and the per-frame MACs (HMAC-SHA256 over a sequence number and the frame).
 //! - [`session`]: one link: handshake, version negotiation, reader and writer, heartbeats,
 //!   dead-peer and write timeouts, and the per-reason close counters.
 //! - [`topology`]: the configured sites and the adoption logic as a pure state machine.
@@ -17,6 +18,7 @@ pub mod node;
 pub mod session;
 pub mod topology;
 
+pub use auth::{KeyError, PublicKey, SiteKey};
 pub use frame::{PersistEntry, Role, RttProtocol, RttRow, ServiceState, SiteStatus};
 pub use node::{
     LinkInfo, LocalState, MepConfig, MepError, MepNode, MepStats, MepTls, MepView, RemoteSite,

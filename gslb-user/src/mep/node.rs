@@ -9,6 +9,7 @@
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
     future::Future,
+    net::{IpAddr, SocketAddr},
     sync::{
         Arc, LazyLock,
         atomic::{AtomicU64, Ordering},
@@ -18,14 +19,15 @@ use std::{
 
 use tokio::{
     io::{AsyncRead, AsyncWrite},
-    net::{TcpListener, TcpStream},
-    sync::{Semaphore, mpsc, oneshot, watch},
+    net::{TcpListener, TcpSocket, TcpStream},
+    sync::{mpsc, oneshot, watch},
     task::JoinSet,
 };
 use tokio_rustls::rustls::{self, pki_types::ServerName};
 use tracing::{debug, info, warn};
 
 use super::{
+    auth::SiteKey,
     frame::{
         self, Hello, Message, PersistEntry, Role, RttRow, ServiceState, ServiceStates, SiteStatus,
     },
@@ -39,11 +41,12 @@ use super::{
     },
 };
 
+mod accept;
 mod merge;
 use merge::{Handover, HandoverEnd, SiteTable};
 
 /// Protocol versions this build speaks.
-pub const SUPPORTED_VERSIONS: &[u8] = &[1];
+pub const SUPPORTED_VERSIONS: &[u8] = &[2];
 
 /// Most rows of one RTT table accepted from one peer.
 const MAX_TABLE_ROWS: usize = 1 << 20;
@@ -57,8 +60,9 @@ const MAX_PERSIST_ROWS: usize = crate::persist::MAX_MERGE_ROWS;
 pub struct MepConfig {
     /// This site (in `topology`).
     pub site: String,
-    /// The deployment's shared secret (never sent; see `auth`).
-    pub secret: Vec<u8>,
+    /// This site's private key (never sent; see `auth`). Every other site of `topology` has
+    /// its public key there ([`SiteSpec::key`]); this site's, when written, must match.
+    pub key: SiteKey,
     pub topology: Topology,
     /// Protocol versions offered; both ends use the highest in common.
     pub versions: Vec<u8>,
@@ -81,12 +85,16 @@ pub struct MepConfig {
     pub timing: TopologyTiming,
     /// Commands queued per link before it counts as stuck.
     pub link_queue: usize,
-    /// Inbound connections in their handshake at once.
+    /// Inbound connections in their handshake at once; when full, a new connection closes the
+    /// oldest one still in its handshake (a flood cannot lock a real site out).
     pub max_pending_handshakes: usize,
+    /// Inbound connections in their handshake at once from one source address; more are
+    /// closed at once.
+    pub max_pending_per_source: usize,
     /// The merged view is republished at most this often (it is rebuilt whole, O(sites)).
     pub view_interval: Duration,
     /// TLS on every link (NetScaler's secured MEP); `None`: plain TCP. The MEP handshake with
-    /// the shared secret still runs inside TLS.
+    /// the site keys still runs inside TLS, and frames are sealed either way.
     pub tls: Option<MepTls>,
 }
 
@@ -147,12 +155,13 @@ impl MepTls {
 }
 
 impl MepConfig {
-    /// Defaults: heartbeat 500 ms, dead after 2 s, handshake 3 s, writes 2 s, reconnect
-    /// 100 ms … 5 s, 1 MiB frames, view republished at most every 100 ms.
-    pub fn new(site: impl Into<String>, secret: impl Into<Vec<u8>>, topology: Topology) -> Self {
+    /// Defaults: heartbeat 500 ms, dead after 2 s, handshake 2 s, writes 2 s, reconnect
+    /// 100 ms … 5 s, 1 MiB frames, view republished at most every 100 ms, 64 handshakes in
+    /// progress (4 per source address).
+    pub fn new(site: impl Into<String>, key: SiteKey, topology: Topology) -> Self {
         MepConfig {
             site: site.into(),
-            secret: secret.into(),
+            key,
             topology,
             versions: SUPPORTED_VERSIONS.to_vec(),
             software: concat!("gslb ", env!("CARGO_PKG_VERSION")).into(),
@@ -160,7 +169,7 @@ impl MepConfig {
             max_payload: frame::DEFAULT_MAX_PAYLOAD,
             heartbeat: Duration::from_millis(500),
             dead_after: Duration::from_secs(2),
-            handshake_timeout: Duration::from_secs(3),
+            handshake_timeout: Duration::from_secs(2),
             connect_timeout: Duration::from_secs(2),
             write_timeout: Duration::from_secs(2),
             reconnect_min: Duration::from_millis(100),
@@ -168,6 +177,7 @@ impl MepConfig {
             timing: TopologyTiming::default(),
             link_queue: 64,
             max_pending_handshakes: 64,
+            max_pending_per_source: 4,
             view_interval: Duration::from_millis(100),
             tls: None,
         }
@@ -177,11 +187,25 @@ impl MepConfig {
     /// node that cannot run fails the start rather than a background task.
     pub fn validate(&self) -> Result<(), MepError> {
         let bad = |m: String| Err(MepError::Config(m));
-        if self.topology.site(&self.site).is_none() {
+        let Some(me) = self.topology.site(&self.site) else {
             return bad(format!("site {:?} is not in the topology", self.site));
+        };
+        if me.key.is_some_and(|k| k != self.key.public()) {
+            return bad(format!(
+                "site {:?}: its configured public key is not this private key's",
+                self.site
+            ));
         }
-        if self.secret.len() < 8 {
-            return bad("the shared secret must be at least 8 bytes".into());
+        if let Some(s) = self
+            .topology
+            .sites()
+            .iter()
+            .find(|s| s.name != self.site && s.key.is_none())
+        {
+            return bad(format!(
+                "site {:?} has no public key: a site is believed only once it proves its name with its key",
+                s.name
+            ));
         }
         if self.versions.is_empty()
             || self.versions.len() > frame::MAX_VERSIONS
@@ -195,8 +219,15 @@ impl MepConfig {
         if self.reconnect_min.is_zero() || self.reconnect_max < self.reconnect_min {
             return bad("reconnect_min must be non-zero and at most reconnect_max".into());
         }
-        if self.max_payload < 1024 || self.link_queue == 0 || self.max_pending_handshakes == 0 {
-            return bad("max_payload ≥ 1024, link_queue and max_pending_handshakes ≥ 1".into());
+        if self.max_payload < 1024
+            || self.link_queue == 0
+            || self.max_pending_handshakes == 0
+            || self.max_pending_per_source == 0
+        {
+            return bad(
+                "max_payload ≥ 1024, link_queue, max_pending_handshakes and max_pending_per_source ≥ 1"
+                    .into(),
+            );
         }
         Ok(())
     }
@@ -353,6 +384,9 @@ pub struct MepStats {
     pub dialed: u64,
     /// Peers whose RTT tolerance differs from ours.
     pub tolerance_mismatches: u64,
+    /// Statements a peer may not make (about another site than itself, or a parent about a
+    /// site that is not its child), dropped.
+    pub refused_statements: u64,
 }
 
 impl MepStats {
@@ -450,6 +484,7 @@ impl MepNode {
             accepted: l(&c.accepted),
             dialed: l(&c.dialed),
             tolerance_mismatches: l(&c.tolerance_mismatches),
+            refused_statements: l(&c.refused_statements),
         }
     }
 
@@ -481,9 +516,10 @@ impl MepNode {
             events: events_tx,
             outbound: watch::channel(Arc::new(Outbound::default())).0,
             next_id: AtomicU64::new(1),
+            log_gate: accept::LogGate::default(),
         });
         info!(site = %cfg.site, role = view.role().as_str(), addr = ?listener.local_addr().ok(), "MEP started");
-        let acceptor = tokio::spawn(accept_loop(listener, ctx.clone()));
+        let acceptor = tokio::spawn(accept::accept_loop(listener, ctx.clone()));
         let tasks = JoinSet::new();
         let mut controller = Controller {
             ctx: ctx.clone(),
@@ -517,6 +553,8 @@ struct Ctx {
     events: mpsc::Sender<Event>,
     outbound: watch::Sender<Arc<Outbound>>,
     next_id: AtomicU64,
+    /// Rate-limits the warnings of refused links and statements.
+    log_gate: accept::LogGate,
 }
 
 /// What link tasks tell the controller.
@@ -547,83 +585,10 @@ pub enum Event {
     },
 }
 
-async fn accept_loop(listener: TcpListener, ctx: Arc<Ctx>) {
-    let permits = Arc::new(Semaphore::new(ctx.cfg.max_pending_handshakes));
-    let mut conns = JoinSet::new();
-    loop {
-        while conns.try_join_next().is_some() {}
-        let permit = permits.clone().acquire_owned().await.expect("never closed");
-        let (stream, addr) = match listener.accept().await {
-            Ok(r) => r,
-            Err(error) => {
-                warn!(%error, "MEP accept");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        ctx.counters.accepted.fetch_add(1, Ordering::Relaxed);
-        let _ = stream.set_nodelay(true);
-        let ctx = ctx.clone();
-        conns.spawn(async move {
-            let cfg = &ctx.cfg;
-            let topo = &cfg.topology;
-            let mut stream = match tls_accept(stream, cfg).await {
-                Ok(s) => s,
-                Err(error) => {
-                    drop(permit);
-                    let reason = error.reason();
-                    ctx.counters.closed(reason);
-                    warn!(site = %cfg.site, %addr, reason = reason.as_str(), %error, "MEP link refused");
-                    return;
-                }
-            };
-            let result = session::handshake_acceptor(
-                &mut stream,
-                &ctx.hello,
-                &cfg.secret,
-                cfg.max_payload,
-                cfg.handshake_timeout,
-                |h| {
-                    topo.inbound_allowed(&cfg.site, &h.site, h.role).map_err(|(code, why)| match code {
-                        frame::RejectCode::UnknownSite => LinkError::UnknownSite(why),
-                        _ => LinkError::NotAllowed(why),
-                    })
-                },
-            )
-            .await;
-            drop(permit);
-            match result {
-                Ok(est) => {
-                    established(stream, est, false, &ctx).await;
-                }
-                Err(error) => {
-                    let reason = error.reason();
-                    ctx.counters.closed(reason);
-                    warn!(site = %cfg.site, %addr, reason = reason.as_str(), %error, "MEP link refused");
-                }
-            }
-        });
-    }
-}
-
-/// Runs an established link to its end, telling the controller it is up and down.
 /// A link's byte stream: plain TCP or TLS over it.
 trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
 type BoxStream = Box<dyn Stream>;
-
-/// The accepted connection, in TLS when the site is configured so.
-async fn tls_accept(stream: TcpStream, cfg: &MepConfig) -> Result<BoxStream, LinkError> {
-    let Some(tls) = &cfg.tls else {
-        return Ok(Box::new(stream));
-    };
-    let accept = tokio_rustls::TlsAcceptor::from(tls.server.clone()).accept(stream);
-    match tokio::time::timeout(cfg.handshake_timeout, accept).await {
-        Err(_) => Err(LinkError::HandshakeTimeout(cfg.handshake_timeout)),
-        Ok(Err(e)) => Err(LinkError::Tls(e.to_string())),
-        Ok(Ok(s)) => Ok(Box::new(s)),
-    }
-}
 
 /// The connection to `site`, in TLS (verifying the site's certificate for its name) when the
 /// site is configured so.
@@ -692,6 +657,7 @@ async fn established(
     };
     let error = session::run_link(
         stream,
+        est.keys,
         params,
         ctx.counters.clone(),
         LinkChannels {
@@ -726,6 +692,9 @@ async fn established(
 async fn dial_loop(spec: SiteSpec, ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
     let cfg = &ctx.cfg;
     let addr = spec.mep_addr();
+    // Links leave from this site's own address where it has it, so that the peer's source
+    // check sees the configured `ip` (loopback tests, hosts with several addresses).
+    let source = cfg.topology.site(&cfg.site).map(|s| s.ip);
     let mut backoff = cfg.reconnect_min;
     let mut failures = 0u64;
     loop {
@@ -735,7 +704,7 @@ async fn dial_loop(spec: SiteSpec, ctx: Arc<Ctx>, mut stop: watch::Receiver<bool
         let attempt = async {
             ctx.counters.dialed.fetch_add(1, Ordering::Relaxed);
             let stream =
-                match tokio::time::timeout(cfg.connect_timeout, TcpStream::connect(addr)).await {
+                match tokio::time::timeout(cfg.connect_timeout, connect(addr, source)).await {
                     Err(_) => {
                         return Err(LinkError::Connect {
                             addr,
@@ -747,11 +716,18 @@ async fn dial_loop(spec: SiteSpec, ctx: Arc<Ctx>, mut stop: watch::Receiver<bool
                 };
             let _ = stream.set_nodelay(true);
             let mut stream = tls_connect(stream, &spec.name, cfg).await?;
+            let me = session::Identity {
+                hello: &ctx.hello,
+                key: &cfg.key,
+            };
+            let peer_key = spec.key.ok_or_else(|| {
+                LinkError::UnknownSite(format!("site {:?} has no public key here", spec.name))
+            })?;
             let est = session::handshake_initiator(
                 &mut stream,
-                &ctx.hello,
+                me,
                 &spec.name,
-                &cfg.secret,
+                &peer_key,
                 cfg.max_payload,
                 cfg.handshake_timeout,
             )
@@ -801,6 +777,22 @@ async fn dial_loop(spec: SiteSpec, ctx: Arc<Ctx>, mut stop: watch::Receiver<bool
             _ = stop.changed() => return,
         }
     }
+}
+
+/// A connection to `addr`, from `source` when this host has that address (else from whatever
+/// address the route gives).
+async fn connect(addr: SocketAddr, source: Option<IpAddr>) -> std::io::Result<TcpStream> {
+    if let Some(ip) = source.filter(|ip| !ip.is_unspecified() && ip.is_ipv4() == addr.is_ipv4()) {
+        let socket = if ip.is_ipv4() {
+            TcpSocket::new_v4()?
+        } else {
+            TcpSocket::new_v6()?
+        };
+        if socket.bind(SocketAddr::new(ip, 0)).is_ok() {
+            return socket.connect(addr).await;
+        }
+    }
+    TcpStream::connect(addr).await
 }
 
 /// `d` plus up to 25 % at random, so that sites cut off together do not all retry together.
@@ -1087,8 +1079,9 @@ impl Controller {
             } => {
                 let peer = hello.site.clone();
                 if let Some(mut old) = self.links.remove(&peer) {
-                    // One link per pair: the newer one wins (the peer reconnected before we
-                    // saw the old one die).
+                    // One link per pair. This one proved the peer's name with its key (a
+                    // newcomer that cannot never gets here), so it is the peer itself,
+                    // reconnected before we saw the old link die: the newer one wins.
                     old.kill(CloseReason::Replaced, "replaced by a newer link".into());
                     self.by_id.remove(&old.id);
                 }
@@ -1191,22 +1184,54 @@ impl Controller {
         }
     }
 
+    /// Whether `peer` may make statements about `site`: every site about itself; a peer parent
+    /// (to a parent) about a child whose configured parent it is or whose parent's backup
+    /// parent it is (an adopter), never about a parent or about us.
+    fn may_speak_for(&self, peer: &str, site: &str) -> bool {
+        let topo = self.view.topology();
+        if site == self.view.me() {
+            return false;
+        }
+        if site == peer {
+            return true;
+        }
+        if self.view.role() != Role::Parent
+            || topo.site(peer).is_none_or(|p| p.role != Role::Parent)
+        {
+            return false;
+        }
+        let Some(parent) = topo
+            .site(site)
+            .filter(|s| s.role == Role::Child)
+            .and_then(|s| s.parent.as_deref())
+        else {
+            return false;
+        };
+        parent == peer
+            || topo
+                .site(parent)
+                .is_some_and(|p| p.backups.iter().any(|b| b == peer))
+            || self.view.backups(parent).iter().any(|b| b == peer)
+    }
+
+    /// A statement `peer` may not make: dropped, counted, logged (rate-limited).
+    fn refuse_statement(&self, peer: &str, what: &str, site: &str) {
+        self.ctx
+            .counters
+            .refused_statements
+            .fetch_add(1, Ordering::Relaxed);
+        if let Some(quiet) = self.ctx.log_gate.admit(CloseReason::NotAllowed) {
+            warn!(site = %self.view.me(), %peer, about = %site, what, not_logged = quiet,
+                "MEP statement about another site refused: a site speaks only for itself, a parent for its own children");
+        }
+    }
+
     fn frame(&mut self, peer: &str, message: Message, now: Instant) {
         let me = self.view.me().to_owned();
-        let peer_is_parent = self
-            .view
-            .topology()
-            .site(peer)
-            .is_some_and(|s| s.role == Role::Parent);
-        // What a peer says about another site is taken only from parents we peer with
-        // (relayed children); a child speaks only for itself.
-        let about_ok = |site: &str| {
-            site != me && (site == peer || (peer_is_parent && self.view.role() == Role::Parent))
-        };
         match message {
             Message::SiteStatus(s) => {
-                if !about_ok(&s.site) {
-                    return;
+                if !self.may_speak_for(peer, &s.site) {
+                    return self.refuse_statement(peer, "status", &s.site);
                 }
                 self.view.site_status(peer, &s);
                 let child = s.site.clone();
@@ -1215,14 +1240,20 @@ impl Controller {
                 }
             }
             Message::ServiceStates(s) => {
-                if !about_ok(&s.site) {
-                    return;
+                if !self.may_speak_for(peer, &s.site) {
+                    return self.refuse_statement(peer, "services", &s.site);
                 }
                 self.table.services(peer, &s.site, s.services);
             }
-            Message::RttRows(chunk) => {
+            Message::RttRows(mut chunk) => {
                 if !self.view.topology().syncs_network_metrics(&me, peer) {
                     return;
+                }
+                // A parent's RTT table is its own column: rows it says another site measured
+                // are not its to give.
+                if let Some(other) = chunk.items.iter().find(|r| r.site != peer) {
+                    self.refuse_statement(peer, "rtt rows", &other.site.clone());
+                    chunk.items.retain(|r| r.site == peer);
                 }
                 if let Some(rows) = collect(
                     &mut self.pending_rtt,

@@ -1,7 +1,9 @@
 //! One MEP link: the handshake (version negotiation and mutual authentication), then a reader
 //! and a writer over the same stream, until either fails or the controller closes the link.
 //!
-//! Everything here is generic over the stream (plain TCP today; TLS is a wrapper away).
+//! Everything here is generic over the stream (plain TCP or TLS). After the two Hellos every
+//! frame is sealed with the link's session keys (`auth`): a frame that fails its tag (replayed,
+//! reordered, changed, injected) closes the link (`integrity`).
 //! Every read and write is bounded in time: the handshake by `handshake_timeout`, each frame
 //! written by `write_timeout`, and the reader declares the peer dead when no frame at all (the
 //! peer sends a heartbeat every `heartbeat` even when idle) arrived for `dead_after`.
@@ -22,10 +24,10 @@ use tokio::{
 };
 
 use super::{
-    auth::{self, Side},
+    auth::{self, Ephemeral, Opener, PublicKey, Sealer, SessionKeys, Side, SiteKey, TAG_LEN},
     frame::{
-        self, FrameError, HEADER_LEN, Hello, Message, MessageType, PersistEntry, RejectCode,
-        RttRow, ServiceStates, SiteStatus,
+        self, FrameError, HEADER_LEN, HELLO_VERSION, Hello, KX_LEN, Message, MessageType,
+        PersistEntry, RejectCode, RttRow, ServiceStates, SiteStatus,
     },
     node::Event,
 };
@@ -55,10 +57,13 @@ pub enum CloseReason {
     Unwanted,
     Shutdown,
     Tls,
+    Integrity,
+    WrongSource,
+    PreauthLimit,
 }
 
 impl CloseReason {
-    pub const ALL: [CloseReason; 22] = [
+    pub const ALL: [CloseReason; 25] = [
         CloseReason::BadAuth,
         CloseReason::NoCommonVersion,
         CloseReason::UnknownSite,
@@ -81,6 +86,9 @@ impl CloseReason {
         CloseReason::Unwanted,
         CloseReason::Shutdown,
         CloseReason::Tls,
+        CloseReason::Integrity,
+        CloseReason::WrongSource,
+        CloseReason::PreauthLimit,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -107,6 +115,9 @@ impl CloseReason {
             CloseReason::Unwanted => "unwanted",
             CloseReason::Shutdown => "shutdown",
             CloseReason::Tls => "tls",
+            CloseReason::Integrity => "integrity",
+            CloseReason::WrongSource => "wrong_source",
+            CloseReason::PreauthLimit => "preauth_limit",
         }
     }
 
@@ -116,14 +127,16 @@ impl CloseReason {
             CloseReason::BadAuth => RejectCode::BadAuth,
             CloseReason::NoCommonVersion => RejectCode::NoCommonVersion,
             CloseReason::UnknownSite => RejectCode::UnknownSite,
-            CloseReason::NotAllowed | CloseReason::AdoptRejected | CloseReason::Unwanted => {
-                RejectCode::NotAllowed
-            }
+            CloseReason::NotAllowed
+            | CloseReason::AdoptRejected
+            | CloseReason::Unwanted
+            | CloseReason::WrongSource => RejectCode::NotAllowed,
             CloseReason::Oversized
             | CloseReason::UnknownType
             | CloseReason::Malformed
             | CloseReason::Truncated
-            | CloseReason::Unexpected => RejectCode::Malformed,
+            | CloseReason::Unexpected
+            | CloseReason::Integrity => RejectCode::Malformed,
             _ => RejectCode::Closing,
         }
     }
@@ -141,6 +154,7 @@ pub struct Counters {
     pub accepted: AtomicU64,
     pub dialed: AtomicU64,
     pub tolerance_mismatches: AtomicU64,
+    pub refused_statements: AtomicU64,
 }
 
 impl Counters {
@@ -204,6 +218,16 @@ pub enum LinkError {
     Local { reason: CloseReason, detail: String },
     #[error("TLS: {0}")]
     Tls(String),
+    #[error("frame {seq} failed its MAC (replayed, reordered, changed or injected)")]
+    Integrity { seq: u64 },
+    #[error("{0}")]
+    WrongSource(String),
+    #[error(
+        "the peer sent a MEP 1 Hello (one shared secret); this site speaks MEP {HELLO_VERSION} (per-site keys) only: upgrade the peer"
+    )]
+    OldPeer,
+    #[error("the peer's key share is not a usable X25519 key")]
+    BadKeyShare,
 }
 
 impl LinkError {
@@ -227,17 +251,22 @@ impl LinkError {
             LinkError::PeerRejected { .. } => CloseReason::PeerRejected,
             LinkError::Local { reason, .. } => *reason,
             LinkError::Tls(_) => CloseReason::Tls,
+            LinkError::Integrity { .. } => CloseReason::Integrity,
+            LinkError::WrongSource(_) => CloseReason::WrongSource,
+            LinkError::OldPeer => CloseReason::NoCommonVersion,
+            LinkError::BadKeyShare => CloseReason::BadAuth,
         }
     }
 }
 
-/// Reads one frame: its version, its message and its bytes (the handshake needs them). The
-/// length is checked against `max_payload` before the payload is read. End of stream before a
-/// frame is [`LinkError::Closed`]; inside a frame, a truncated frame.
-pub async fn read_frame<R: AsyncRead + Unpin>(
+/// Reads the bytes of one frame and `trailer` bytes after it (its MAC tag), the header's length
+/// checked against `max_payload` before the payload is read. End of stream before a frame is
+/// [`LinkError::Closed`]; inside a frame, a truncated frame.
+async fn read_raw<R: AsyncRead + Unpin>(
     r: &mut R,
     max_payload: usize,
-) -> Result<(u8, Message, Vec<u8>), LinkError> {
+    trailer: usize,
+) -> Result<(frame::Header, Vec<u8>), LinkError> {
     let mut header = [0u8; HEADER_LEN];
     let mut got = 0;
     while got < HEADER_LEN {
@@ -256,7 +285,7 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
         got += n;
     }
     let h = frame::decode_header(&header, max_payload)?;
-    let mut bytes = vec![0u8; HEADER_LEN + h.len];
+    let mut bytes = vec![0u8; HEADER_LEN + h.len + trailer];
     bytes[..HEADER_LEN].copy_from_slice(&header);
     let mut got = HEADER_LEN;
     while got < bytes.len() {
@@ -270,8 +299,51 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
         }
         got += n;
     }
+    Ok((h, bytes))
+}
+
+/// Reads one unsealed handshake frame (a Hello, or a Reject answering one): its version, its
+/// message and its bytes (the transcript needs them). A MEP 1 Hello is [`LinkError::OldPeer`].
+pub async fn read_frame<R: AsyncRead + Unpin>(
+    r: &mut R,
+    max_payload: usize,
+) -> Result<(u8, Message, Vec<u8>), LinkError> {
+    let (h, bytes) = read_raw(r, max_payload, 0).await?;
+    if h.kind == MessageType::Hello && h.version == 0 {
+        return Err(LinkError::OldPeer);
+    }
     let message = frame::decode_payload(h.kind, &bytes[HEADER_LEN..])?;
     Ok((h.version, message, bytes))
+}
+
+/// Reads one sealed frame: its tag is checked (in sequence) before the payload is decoded.
+/// Returns the frame's version, its message and its length on the wire.
+pub async fn read_sealed<R: AsyncRead + Unpin>(
+    r: &mut R,
+    max_payload: usize,
+    opener: &mut Opener,
+) -> Result<(u8, Message, usize), LinkError> {
+    let (h, bytes) = read_raw(r, max_payload, TAG_LEN).await?;
+    let (frame_bytes, tag) = bytes.split_at(bytes.len() - TAG_LEN);
+    let seq = opener.next_seq();
+    if !opener.open(frame_bytes, tag) {
+        return Err(LinkError::Integrity { seq });
+    }
+    let message = frame::decode_payload(h.kind, &frame_bytes[HEADER_LEN..])?;
+    Ok((h.version, message, bytes.len()))
+}
+
+/// A frame of `version` with its tag, ready to write.
+pub fn seal(
+    version: u8,
+    m: &Message,
+    max_payload: usize,
+    sealer: &mut Sealer,
+) -> Result<Vec<u8>, FrameError> {
+    let mut bytes = frame::encode(version, m, max_payload)?;
+    let tag = sealer.seal(&bytes);
+    bytes.extend_from_slice(&tag);
+    Ok(bytes)
 }
 
 /// What this end says about itself in the handshake.
@@ -286,7 +358,7 @@ pub struct LocalHello {
 }
 
 impl LocalHello {
-    fn hello(&self, peer: &str) -> Hello {
+    fn hello(&self, peer: &str, kx: [u8; KX_LEN]) -> Hello {
         Hello {
             versions: self.versions.clone(),
             site: self.site.clone(),
@@ -296,17 +368,20 @@ impl LocalHello {
             software: self.software.clone(),
             rtt_tolerance_ms: self.rtt_tolerance_ms,
             nonce: auth::nonce(),
+            kx,
         }
     }
 }
 
-/// A link whose handshake succeeded.
-#[derive(Clone, Debug)]
+/// A link whose handshake succeeded: the peer proved the name its Hello claims.
+#[derive(Debug)]
 pub struct Established {
     /// The peer's Hello.
     pub peer: Hello,
     /// The negotiated protocol version (the highest both speak).
     pub version: u8,
+    /// The link's frame keys (every later frame is sealed with them).
+    pub keys: SessionKeys,
 }
 
 /// The highest version in both lists.
@@ -326,27 +401,43 @@ async fn send<W: AsyncWrite + Unpin>(
     Ok(bytes)
 }
 
-/// Sends a Reject, ignoring failures (the link is being closed anyway).
-/// Reads the peer's Auth frame and checks its proof (made as `side`); a wrong proof is
-/// rejected with a reason before the link closes.
+async fn send_sealed<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    version: u8,
+    m: &Message,
+    max: usize,
+    sealer: &mut Sealer,
+) -> Result<(), LinkError> {
+    let bytes = seal(version, m, max, sealer)?;
+    w.write_all(&bytes).await?;
+    w.flush().await?;
+    Ok(())
+}
+
+/// Reads the peer's sealed Auth frame and checks its signature (made as `side`) with the key
+/// of the site it claims to be; a wrong one is rejected with a reason before the link closes.
 async fn expect_proof<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
     version: u8,
     max_payload: usize,
-    secret: &[u8],
+    keys: &mut SessionKeys,
+    peer_key: &PublicKey,
     side: Side,
-    initiator_hello: &[u8],
-    acceptor_hello: &[u8],
+    th: &[u8; 32],
 ) -> Result<(), LinkError> {
-    let (v, m, _) = read_frame(stream, max_payload).await?;
+    let (v, m, _) = read_sealed(stream, max_payload, &mut keys.recv).await?;
     match m {
-        Message::Auth(mac) if v == version => {
-            if !auth::verify(secret, side, initiator_hello, acceptor_hello, &mac) {
+        Message::Auth(sig) if v == version => {
+            if !peer_key.verify(side, th, &sig) {
                 let e = LinkError::BadAuth(match side {
-                    Side::Acceptor => "the acceptor's proof does not match our secret",
-                    Side::Initiator => "the initiator's proof does not match our secret",
+                    Side::Acceptor => "the acceptor's signature does not match its site's key",
+                    Side::Initiator => "the initiator's signature does not match its site's key",
                 });
-                reject(stream, version, &e).await;
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(1),
+                    send_sealed(stream, version, &reject_of(&e), max_payload, &mut keys.send),
+                )
+                .await;
                 return Err(e);
             }
             Ok(())
@@ -360,47 +451,73 @@ async fn expect_proof<S: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
-async fn reject<W: AsyncWrite + Unpin>(w: &mut W, version: u8, error: &LinkError) {
-    let m = Message::Reject {
+fn reject_of(error: &LinkError) -> Message {
+    Message::Reject {
         code: error.reason().reject_code(),
         detail: error.to_string(),
-    };
+    }
+}
+
+/// Sends an unsealed Reject answering a Hello (version 0: any build reads it), ignoring
+/// failures (the link is being closed anyway).
+async fn reject<W: AsyncWrite + Unpin>(w: &mut W, error: &LinkError) {
     let _ = tokio::time::timeout(
         Duration::from_secs(1),
-        send(w, version, &m, frame::DEFAULT_MAX_PAYLOAD),
+        send(w, 0, &reject_of(error), frame::DEFAULT_MAX_PAYLOAD),
     )
     .await;
 }
 
-/// Runs the initiator's side of the handshake on `stream` (called `expect_peer` in our
-/// configuration), within `timeout`. On a failure detected here a Reject with the reason is
-/// sent before returning.
+/// This end's identity in a handshake: what it says, and the key it signs with.
+#[derive(Clone, Copy)]
+pub struct Identity<'a> {
+    pub hello: &'a LocalHello,
+    pub key: &'a SiteKey,
+}
+
+/// Runs the initiator's side of the handshake on `stream` (called `expect_peer`, whose key is
+/// `peer_key`), within `timeout`. On a failure detected here a Reject with the reason is sent
+/// before returning.
 pub async fn handshake_initiator<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
-    local: &LocalHello,
+    me: Identity<'_>,
     expect_peer: &str,
-    secret: &[u8],
+    peer_key: &PublicKey,
     max_payload: usize,
     timeout: Duration,
 ) -> Result<Established, LinkError> {
+    let local = me.hello;
     let steps = async {
+        let eph = Ephemeral::new();
+        let mine = local.hello(expect_peer, eph.public);
         let my_hello = send(
             stream,
-            0,
-            &Message::Hello(local.hello(expect_peer)),
+            HELLO_VERSION,
+            &Message::Hello(mine.clone()),
             max_payload,
         )
         .await?;
-        let (version, m, their_hello) = read_frame(stream, max_payload).await?;
+        let (version, m, their_hello) = match read_frame(stream, max_payload).await {
+            // A MEP 1 acceptor closes on a Hello it cannot read, without a word.
+            Err(LinkError::Closed) => {
+                return Err(LinkError::PeerRejected {
+                    code: RejectCode::Closing,
+                    detail: format!(
+                        "closed without an answer to our MEP {HELLO_VERSION} Hello (a MEP 1 site does so: upgrade it)"
+                    ),
+                });
+            }
+            r => r?,
+        };
         let peer = match m {
-            Message::Hello(h) if version == 0 => h,
+            Message::Hello(h) if version == HELLO_VERSION => h,
             Message::Reject { code, detail } => {
                 return Err(LinkError::PeerRejected { code, detail });
             }
             Message::Hello(_) => {
                 return Err(LinkError::WrongFrameVersion {
                     got: version,
-                    expected: 0,
+                    expected: HELLO_VERSION,
                 });
             }
             other => return Err(LinkError::Unexpected(other.kind())),
@@ -420,23 +537,44 @@ pub async fn handshake_initiator<S: AsyncRead + AsyncWrite + Unpin>(
         let version = match checked {
             Ok(v) => v,
             Err(e) => {
-                reject(stream, 0, &e).await;
+                reject(stream, &e).await;
                 return Err(e);
             }
         };
-        let mine = auth::proof(secret, Side::Initiator, &my_hello, &their_hello);
-        send(stream, version, &Message::Auth(mine), max_payload).await?;
+        let th = auth::transcript(&my_hello, &their_hello);
+        let mut keys = auth::session_keys(
+            eph,
+            &peer.kx,
+            Side::Initiator,
+            &mine.nonce,
+            &peer.nonce,
+            &th,
+        )
+        .ok_or(LinkError::BadKeyShare)?;
+        let sig = me.key.sign(Side::Initiator, &th);
+        send_sealed(
+            stream,
+            version,
+            &Message::Auth(sig),
+            max_payload,
+            &mut keys.send,
+        )
+        .await?;
         expect_proof(
             stream,
             version,
             max_payload,
-            secret,
+            &mut keys,
+            peer_key,
             Side::Acceptor,
-            &my_hello,
-            &their_hello,
+            &th,
         )
         .await?;
-        Ok(Established { peer, version })
+        Ok(Established {
+            peer,
+            version,
+            keys,
+        })
     };
     tokio::time::timeout(timeout, steps)
         .await
@@ -444,23 +582,31 @@ pub async fn handshake_initiator<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// Runs the acceptor's side of the handshake on `stream` within `timeout`. `check` vets the
-/// initiator's Hello (is the site known, may it call us) before anything about us is sent.
+/// initiator's Hello (is the site known, may it call us, from this address) and gives the key
+/// of the site it claims to be, before anything about us is sent; the claim is believed only
+/// once its signature verifies under that key.
 pub async fn handshake_acceptor<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
-    local: &LocalHello,
-    secret: &[u8],
+    me: Identity<'_>,
     max_payload: usize,
     timeout: Duration,
-    check: impl FnOnce(&Hello) -> Result<(), LinkError>,
+    check: impl FnOnce(&Hello) -> Result<PublicKey, LinkError>,
 ) -> Result<Established, LinkError> {
+    let local = me.hello;
     let steps = async {
-        let (version, m, their_hello) = read_frame(stream, max_payload).await?;
+        let (version, m, their_hello) = match read_frame(stream, max_payload).await {
+            Err(e @ LinkError::OldPeer) => {
+                reject(stream, &e).await;
+                return Err(e);
+            }
+            r => r?,
+        };
         let peer = match m {
-            Message::Hello(h) if version == 0 => h,
+            Message::Hello(h) if version == HELLO_VERSION => h,
             Message::Hello(_) => {
                 return Err(LinkError::WrongFrameVersion {
                     got: version,
-                    expected: 0,
+                    expected: HELLO_VERSION,
                 });
             }
             other => return Err(LinkError::Unexpected(other.kind())),
@@ -471,42 +617,59 @@ pub async fn handshake_acceptor<S: AsyncRead + AsyncWrite + Unpin>(
                 peer.site, peer.peer, local.site
             )))
         } else {
-            check(&peer).and_then(|()| {
-                negotiate(&local.versions, &peer.versions).ok_or_else(|| {
-                    LinkError::NoCommonVersion {
+            check(&peer).and_then(|key| {
+                negotiate(&local.versions, &peer.versions)
+                    .map(|v| (v, key))
+                    .ok_or_else(|| LinkError::NoCommonVersion {
                         ours: local.versions.clone(),
                         theirs: peer.versions.clone(),
-                    }
-                })
+                    })
             })
         };
-        let version = match checked {
+        let (version, peer_key) = match checked {
             Ok(v) => v,
             Err(e) => {
-                reject(stream, 0, &e).await;
+                reject(stream, &e).await;
                 return Err(e);
             }
         };
+        let eph = Ephemeral::new();
+        let mine = local.hello(&peer.site, eph.public);
         let my_hello = send(
             stream,
-            0,
-            &Message::Hello(local.hello(&peer.site)),
+            HELLO_VERSION,
+            &Message::Hello(mine.clone()),
             max_payload,
         )
         .await?;
+        let th = auth::transcript(&their_hello, &my_hello);
+        let mut keys =
+            auth::session_keys(eph, &peer.kx, Side::Acceptor, &peer.nonce, &mine.nonce, &th)
+                .ok_or(LinkError::BadKeyShare)?;
         expect_proof(
             stream,
             version,
             max_payload,
-            secret,
+            &mut keys,
+            &peer_key,
             Side::Initiator,
-            &their_hello,
-            &my_hello,
+            &th,
         )
         .await?;
-        let mine = auth::proof(secret, Side::Acceptor, &their_hello, &my_hello);
-        send(stream, version, &Message::Auth(mine), max_payload).await?;
-        Ok(Established { peer, version })
+        let sig = me.key.sign(Side::Acceptor, &th);
+        send_sealed(
+            stream,
+            version,
+            &Message::Auth(sig),
+            max_payload,
+            &mut keys.send,
+        )
+        .await?;
+        Ok(Established {
+            peer,
+            version,
+            keys,
+        })
     };
     tokio::time::timeout(timeout, steps)
         .await
@@ -601,6 +764,7 @@ pub struct LinkChannels {
 /// Returns why it ended.
 pub async fn run_link<S: AsyncRead + AsyncWrite + Send + 'static>(
     stream: S,
+    keys: SessionKeys,
     params: LinkParams,
     counters: Arc<Counters>,
     channels: LinkChannels,
@@ -613,24 +777,23 @@ pub async fn run_link<S: AsyncRead + AsyncWrite + Send + 'static>(
         events,
     } = channels;
     let (mut rd, mut wr) = tokio::io::split(stream);
+    let SessionKeys {
+        send: mut sealer,
+        recv: mut opener,
+    } = keys;
     let reader = {
         let counters = counters.clone();
         let p = params.clone();
         async move {
             loop {
-                let (version, message, bytes) =
-                    match tokio::time::timeout(p.dead_after, read_frame(&mut rd, p.max_payload))
-                        .await
-                    {
-                        Err(_) => return LinkError::DeadPeer(p.dead_after),
-                        Ok(Err(e)) => return e,
-                        Ok(Ok(f)) => f,
-                    };
-                counters.received(bytes.len());
-                // A Reject may come before the peer learnt the version (it is frozen).
-                if version != p.version
-                    && !(version == 0 && matches!(message, Message::Reject { .. }))
-                {
+                let read = read_sealed(&mut rd, p.max_payload, &mut opener);
+                let (version, message, len) = match tokio::time::timeout(p.dead_after, read).await {
+                    Err(_) => return LinkError::DeadPeer(p.dead_after),
+                    Ok(Err(e)) => return e,
+                    Ok(Ok(f)) => f,
+                };
+                counters.received(len);
+                if version != p.version {
                     return LinkError::WrongFrameVersion {
                         got: version,
                         expected: p.version,
@@ -669,9 +832,9 @@ pub async fn run_link<S: AsyncRead + AsyncWrite + Send + 'static>(
         let mut seq = 0u64;
         let mut ticker = tokio::time::interval(p.heartbeat);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let write =
+        let mut write =
             async |wr: &mut tokio::io::WriteHalf<S>, m: &Message| -> Result<(), LinkError> {
-                let bytes = frame::encode(p.version, m, p.max_payload)?;
+                let bytes = seal(p.version, m, p.max_payload, &mut sealer)?;
                 match tokio::time::timeout(p.write_timeout, wr.write_all(&bytes)).await {
                     Err(_) => return Err(LinkError::WriteTimeout(p.write_timeout)),
                     Ok(r) => r?,

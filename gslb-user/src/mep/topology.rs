@@ -21,7 +21,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::frame::{MAX_BACKUPS, MAX_SITE_NAME, Message, RejectCode, Role, SiteStatus};
+use super::{
+    auth::PublicKey,
+    frame::{MAX_BACKUPS, MAX_SITE_NAME, Message, RejectCode, Role, SiteStatus},
+};
 
 /// NetScaler's MEP port.
 pub const DEFAULT_PORT: u16 = 3011;
@@ -45,6 +48,12 @@ pub struct SiteSpec {
     pub parent: Option<String>,
     /// A parent's ordered backup-parent list.
     pub backups: Vec<String>,
+    /// Its public key: a link claiming this site's name is believed only once it proves the
+    /// name with the matching private key (`auth`). Required for every site but one's own.
+    pub key: Option<PublicKey>,
+    /// Its links may come from any source address (it is behind a NAT whose outbound address is
+    /// not `ip` nor `connect`); the key still proves who it is.
+    pub nat: bool,
 }
 
 impl SiteSpec {
@@ -57,6 +66,8 @@ impl SiteSpec {
             role: Role::Parent,
             parent: None,
             backups: Vec::new(),
+            key: None,
+            nat: false,
         }
     }
 
@@ -66,6 +77,11 @@ impl SiteSpec {
             parent: Some(parent.into()),
             ..SiteSpec::parent(name, ip)
         }
+    }
+
+    pub fn with_key(mut self, key: PublicKey) -> Self {
+        self.key = Some(key);
+        self
     }
 
     pub fn with_port(mut self, port: u16) -> Self {
@@ -334,8 +350,9 @@ impl Topology {
                     format!("{from:?} has no link to {me:?}"),
                 )),
             },
-            // A child accepts its parent, and any parent offering adoption (its configuration
-            // knows only its own parent; the offer is vetted by the backup list).
+            // A child accepts its parent, and any parent offering adoption that its
+            // configuration lists with a key (the node checks the key; the offer is vetted by
+            // the backup list).
             (Role::Child, _) if role == Role::Parent => Ok(()),
             (Role::Child, _) => Err((
                 RejectCode::NotAllowed,
@@ -798,7 +815,7 @@ impl SiteView {
             return Err(format!("my parent {parent} is down only since a moment"));
         }
         // My parent's own list when it sent me one; else the one offered (the offer comes
-        // from a site that proved it has the deployment's secret).
+        // from a parent that proved its name with the key this child's configuration lists).
         if !self.backups.contains_key(&parent) && offered.len() <= MAX_BACKUPS {
             self.backups.insert(parent.clone(), offered.to_vec());
         }
