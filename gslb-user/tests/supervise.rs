@@ -517,14 +517,15 @@ async fn a_killed_ldns_feed_restarts_on_the_same_map() {
 
 // ---- MEP ----
 
-fn mep_config(dns: u16, p1_mep: u16, p2_mep: u16) -> String {
+/// gslbd as parent `me` at `me_ip`, beside parent p2 at 127.0.0.2.
+fn mep_config(dns: u16, me: &str, me_ip: &str, me_mep: u16, p2_mep: u16) -> String {
     mep_keys::keyed(
         &format!(
             r#"
 [server]
 listen = ["127.0.0.1"]
 dns_port = {dns}
-site = "p1"
+site = "{me}"
 
 [mep]
 heartbeat_ms = 100
@@ -536,9 +537,9 @@ ns = ["ns.example.net"]
 soa.rname = "hostmaster.example.com"
 
 [[site]]
-name = "p1"
-ip = "127.0.0.1"
-mep_port = {p1_mep}
+name = "{me}"
+ip = "{me_ip}"
+mep_port = {me_mep}
 
 [[site]]
 name = "p2"
@@ -548,7 +549,7 @@ mep_port = {p2_mep}
 [[service]]
 name = "web1"
 ip = "192.0.2.1"
-site = "p1"
+site = "{me}"
 
 [[service]]
 name = "web2"
@@ -561,33 +562,44 @@ answer = "all"
 services = ["web1", "web2"]
 "#
         ),
-        "p1",
+        me,
     )
 }
 
 /// gslbd's MEP node and its persistence exchange, killed: the node comes back on the same
 /// socket and its link to the other parent comes up again (the peer sees a new link), while
-/// gslbd answers throughout.
+/// gslbd answers throughout. Here gslbd (127.0.0.1, the lower address) dials the peer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_mep_node_links_up_again() {
+    killed_mep_node("p1", "127.0.0.1").await;
+}
+
+/// The same with the peer dialling (gslbd at 127.0.0.3): the restarted node's accept loop
+/// takes the link, not a stale one left by the node that died.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_mep_node_accepts_links_again() {
+    killed_mep_node("p3", "127.0.0.3").await;
+}
+
+async fn killed_mep_node(me: &str, me_ip: &str) {
     use gslb_user::mep::{
         LocalState, MepConfig, MepNode, PublicKey, ServiceState, SiteKey, SiteSpec, Topology,
     };
-    let dir = TempDir::new("supervise-mep");
+    let dir = TempDir::new(&format!("supervise-mep-{me}"));
     let path = dir.0.join("gslb.toml");
     let dns = free_port();
-    let p1_mep = std::net::TcpListener::bind("127.0.0.1:0")
+    let p1_mep = std::net::TcpListener::bind((me_ip, 0))
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
     let peer_listener = tokio::net::TcpListener::bind("127.0.0.2:0").await.unwrap();
     let p2_mep = peer_listener.local_addr().unwrap().port();
-    std::fs::write(&path, mep_config(dns, p1_mep, p2_mep)).unwrap();
+    std::fs::write(&path, mep_config(dns, me, me_ip, p1_mep, p2_mep)).unwrap();
     let gslbd = Gslbd::start(&path, None, WAIT).await;
 
     let sites = vec![
-        SiteSpec::parent("p1", "127.0.0.1".parse().unwrap()).with_port(p1_mep),
+        SiteSpec::parent(me, me_ip.parse().unwrap()).with_port(p1_mep),
         SiteSpec::parent("p2", "127.0.0.2".parse().unwrap()).with_port(p2_mep),
     ];
     let sites = sites
@@ -627,26 +639,22 @@ async fn a_killed_mep_node_links_up_again() {
         persistence: vec![],
     })
     .unwrap();
-    let link = || {
-        peer.view()
-            .links
-            .get("p1")
-            .filter(|l| l.up)
-            .map(|l| l.since)
-    };
-    until("the link to p1 up", || link().is_some()).await;
+    let link = || peer.view().links.get(me).filter(|l| l.up).map(|l| l.since);
+    until("the link to gslbd up", || link().is_some()).await;
     answer_becomes(dns, &["192.0.2.1", "192.0.2.2"]).await;
     let first = link().unwrap();
 
-    for task in ["mep-node/p1", "mep-persist-sync"] {
+    let node = format!("mep-node/{me}");
+    let sync_restarts = restarts("mep-persist-sync");
+    for task in [node.as_str(), "mep-persist-sync"] {
         kill(task, 1);
     }
-    until("the MEP node restarted", || restarts("mep-node/p1") >= 1).await;
+    until("the MEP node restarted", || restarts(&node) >= 1).await;
     until("the persistence exchange restarted", || {
-        restarts("mep-persist-sync") >= 1
+        restarts("mep-persist-sync") > sync_restarts
     })
     .await;
-    until("a new link to p1 up", || {
+    until("a new link to gslbd up", || {
         link().is_some_and(|since| since > first)
     })
     .await;

@@ -519,7 +519,9 @@ impl MepNode {
             log_gate: accept::LogGate::default(),
         });
         info!(site = %cfg.site, role = view.role().as_str(), addr = ?listener.local_addr().ok(), "MEP started");
-        let acceptor = tokio::spawn(accept::accept_loop(listener, ctx.clone()));
+        // Aborted when the node stops or its future is dropped (a supervised restart after a
+        // panic): a stale accept loop would take the next node's connections and drop them.
+        let acceptor = AbortOnDrop(tokio::spawn(accept::accept_loop(listener, ctx.clone())));
         let tasks = JoinSet::new();
         let mut controller = Controller {
             ctx: ctx.clone(),
@@ -542,6 +544,15 @@ impl MepNode {
         controller.run(events, shutdown, acceptor).await;
         info!(site = %cfg.site, "MEP stopped");
         Ok(())
+    }
+}
+
+/// A task aborted when this is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -849,7 +860,7 @@ impl Controller {
         &mut self,
         mut events: mpsc::Receiver<Event>,
         shutdown: impl Future<Output = ()>,
-        acceptor: tokio::task::JoinHandle<()>,
+        acceptor: AbortOnDrop,
     ) {
         tokio::pin!(shutdown);
         // Adoption timers are checked on this tick (nothing else is rebuilt unless it changed).
@@ -922,7 +933,7 @@ impl Controller {
             }
         })
         .await;
-        acceptor.abort();
+        drop(acceptor);
         self.tasks.abort_all();
     }
 
