@@ -539,7 +539,8 @@ pub const fn martian_v4(addr: [u8; 4]) -> bool {
 }
 
 /// An IPv6 source no resolver sends from: `::`, `::1`, link-local `fe80::/10`, multicast
-/// `ff00::/8`, and an IPv4-mapped martian IPv4 address.
+/// `ff00::/8`, and an IPv4-mapped martian IPv4 address. (The XDP program passes every
+/// IPv4-mapped source of an IPv6 packet: the kernel drops those anyway.)
 #[inline(always)]
 pub const fn martian_v6(addr: [u8; 16]) -> bool {
     let mut zeros = 0;

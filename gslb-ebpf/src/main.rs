@@ -314,14 +314,15 @@ fn martian_v4(saddr: u32) -> bool {
     first == 0 || first == 127 || first >= 224 || saddr & 0xffff == 0xfea9
 }
 
-/// An IPv6 source (two native words) that `gslb_common::martian_v6` refuses: `::`, `::1`,
-/// `ff00::/8`, `fe80::/10`, or an IPv4-mapped martian.
+/// An IPv6 source (two native words) that `gslb_common::martian_v6` refuses (`::`, `::1`,
+/// `ff00::/8`, `fe80::/10`), or any IPv4-mapped one: on an IPv6 wire the kernel drops those
+/// (RFC 4291 2.5.5.2), so the responder would never see the query, and the fast path keys
+/// them as the IPv4 client they name.
 #[inline(always)]
 fn martian_v6(hi: u64, lo: u64) -> bool {
-    (hi == 0 && (lo == 0 || lo == 1 << 56))
+    (hi == 0 && (lo == 0 || lo == 1 << 56 || lo as u32 == V4_MAPPED_WORD))
         || hi & 0xff == 0xff
         || hi & 0xc0ff == 0x80fe
-        || (hi == 0 && lo as u32 == V4_MAPPED_WORD && martian_v4((lo >> 32) as u32))
 }
 
 /// Whether the frame's MACs allow an answer: neither is a group address (the I/G bit, the low
@@ -491,6 +492,11 @@ fn parse(ctx: &XdpContext, config: &Config, scratch: &mut Scratch) -> Result<Que
                     ld::<u64>(p.add(Ipv6Hdr::ADDRS + 24)),
                 )
             };
+            // An IPv4-mapped destination on an IPv6 wire matches the IPv4 listen address as
+            // stored, but is no address of ours (the kernel drops it).
+            if dst_hi == 0 && dst_lo as u32 == V4_MAPPED_WORD {
+                return Err(Miss::OtherDestination);
+            }
             (
                 true,
                 l3 + Ipv6Hdr::LEN,

@@ -81,6 +81,13 @@ fn passes_queries_from_martian_sources_and_does_not_record_them() {
             Counter::MartianSource,
         );
     }
+    // On an IPv6 wire every IPv4-mapped source is passed: the kernel drops those.
+    assert_passed(
+        "IPv4-mapped resolver over IPv6",
+        &dp,
+        &www_from(ip("::ffff:198.51.100.7")).bytes(),
+        Counter::MartianSource,
+    );
     assert_eq!(recorded(&mut dp), [] as [IpAddr; 0], "martians recorded");
     // Their neighbours are resolvers like any other: answered and recorded.
     let near = [
@@ -96,6 +103,23 @@ fn passes_queries_from_martian_sources_and_does_not_record_them() {
     let mut want: Vec<IpAddr> = near.iter().map(|s| ip(s)).collect();
     want.sort();
     assert_eq!(recorded(&mut dp), want);
+}
+
+#[test]
+fn passes_ipv6_queries_to_an_ipv4_mapped_destination() {
+    let Some(dp) = dataplane() else { return };
+    let mapped = IpAddr::V6(SERVER_V4.to_ipv6_mapped());
+    let frame = Frame::udp(
+        IpAddr::V6(CLIENT_V6),
+        mapped,
+        wire(&query(6, WWW, RecordType::A)),
+    );
+    assert_passed(
+        "to ::ffff:192.0.2.53",
+        &dp,
+        &frame.bytes(),
+        Counter::OtherDestination,
+    );
 }
 
 #[test]
