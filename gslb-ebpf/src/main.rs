@@ -17,8 +17,8 @@ mod hdr;
 use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST, xdp_action},
     helpers::{
-        bpf_ktime_get_coarse_ns, bpf_ktime_get_ns, bpf_xdp_adjust_head, bpf_xdp_adjust_tail,
-        bpf_xdp_load_bytes, bpf_xdp_store_bytes,
+        bpf_jiffies64, bpf_ktime_get_coarse_ns, bpf_ktime_get_ns, bpf_xdp_adjust_head,
+        bpf_xdp_adjust_tail, bpf_xdp_load_bytes, bpf_xdp_store_bytes,
     },
     macros::{map, xdp},
     maps::{Array, HashMap, LpmTrie, LruHashMap, PerCpuArray, lpm_trie::Key},
@@ -85,7 +85,9 @@ struct Scratch {
     key: DomainKey,
     /// See [`launder`].
     len: u32,
-    reserved: u32,
+    /// [`stale`]'s verdict, and the tick (jiffies) it holds for.
+    stale: u32,
+    stale_tick: u64,
     /// See [`grow_at_head`]: room for every header and the longest question.
     frame: [u8; 256],
     /// The keys whose `LDNS` entry this CPU refreshed, by epoch: a direct-mapped cache
@@ -133,10 +135,6 @@ type Miss = Counter;
 
 #[xdp]
 pub fn gslb_xdp(ctx: XdpContext) -> u32 {
-    if stale() {
-        count(Counter::Stale);
-        return xdp_action::XDP_PASS;
-    }
     match try_answer(&ctx) {
         Ok(action) => action,
         Err(miss) => {
@@ -149,19 +147,30 @@ pub fn gslb_xdp(ctx: XdpContext) -> u32 {
 /// Whether the controller's heartbeat is older than its bound: then no gslbd keeps these maps
 /// current, and answering from them would keep resolvers on a server whose answers no longer
 /// follow health, so every frame goes to the stack (where nothing answers once gslbd is gone,
-/// and resolvers fail over). The coarse clock costs a load, not a clock read; it lags the
+/// and resolvers fail over).
+///
+/// Cost: the verdict is kept per CPU for one kernel tick (`bpf_jiffies64`, which the verifier
+/// inlines into a load), so the clock helper (a call, about 10 ns here) runs once per tick and
+/// CPU, not per packet; staleness shows at most a tick late. The coarse clock lags the
 /// controller's CLOCK_MONOTONIC by at most a tick, hence the signed difference.
 #[inline(always)]
-fn stale() -> bool {
-    let Some(beat) = HEARTBEAT.get(0) else {
-        return false;
-    };
-    if beat.stale_after_ns == 0 {
-        return false;
-    }
+fn stale(scratch: &mut Scratch) -> bool {
     // SAFETY: a helper without arguments.
-    let now = unsafe { bpf_ktime_get_coarse_ns() };
-    (now.wrapping_sub(beat.beat_ns) as i64) > beat.stale_after_ns as i64
+    let tick = unsafe { bpf_jiffies64() };
+    if tick == scratch.stale_tick {
+        return scratch.stale != 0;
+    }
+    let stale = match HEARTBEAT.get(0) {
+        Some(beat) if beat.stale_after_ns != 0 => {
+            // SAFETY: a helper without arguments.
+            let now = unsafe { bpf_ktime_get_coarse_ns() };
+            (now.wrapping_sub(beat.beat_ns) as i64) > beat.stale_after_ns as i64
+        }
+        _ => false,
+    };
+    scratch.stale_tick = tick;
+    scratch.stale = stale as u32;
+    stale
 }
 
 /// Attached to the client end of a veth pair: native XDP_TX frames are only delivered to a
@@ -219,6 +228,9 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
     let scratch = SCRATCH.get_ptr_mut(0).ok_or(Miss::Malformed)?;
     // SAFETY: per-CPU slot, only this CPU uses it while the program runs.
     let scratch = unsafe { &mut *scratch };
+    if stale(scratch) {
+        return Err(Miss::Stale);
+    }
     let q = parse(ctx, config, scratch)?;
 
     // The client's view: (view generation ‖ client address) in the trie.
@@ -232,9 +244,9 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
             0,
         ],
     };
-    // The source address, IPv4-mapped, as two native words: the client's view, and the
-    // resolver recorded in `LDNS` once the name turns out to be ours.
-    let (src_hi, src_lo) = if q.v6 {
+    // The source address, IPv4-mapped, into the view key (which also keeps it for `LDNS`,
+    // recorded once the name turns out to be ours, without holding registers across lookups).
+    if q.v6 {
         let ip = ptr_at::<Ipv6Hdr>(ctx, q.l4 - Ipv6Hdr::LEN, Miss::Malformed)?;
         // The address as two native words; the key's four are their halves.
         let (hi, lo) = unsafe {
@@ -250,7 +262,6 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
         if martian_v6(hi, lo) {
             return Err(Miss::MartianSource);
         }
-        (hi, lo)
     } else {
         let ip = ptr_at::<Ipv4Hdr>(ctx, q.l4 - Ipv4Hdr::LEN, Miss::Malformed)?;
         let saddr: u32 = unsafe { ld(ip.add(Ipv4Hdr::ADDRS)) };
@@ -258,8 +269,7 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
         if martian_v4(saddr) {
             return Err(Miss::MartianSource);
         }
-        (0, V4_MAPPED_WORD as u64 | (saddr as u64) << 32)
-    };
+    }
     let (view, rtt_view) = match VIEWS.get(view_key.as_key::<ViewKey>()) {
         Some(v) => (v.view, v.rtt_view),
         None => (DEFAULT_VIEW, 0),
@@ -293,13 +303,13 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
     // query for any other name could come from anyone claiming any address.
     match set {
         Some(set) => {
-            record_source(scratch, q.v6, src_hi, src_lo);
+            record_source(scratch, q.v6, &view_key);
             reply(ctx, &q, config, set)
         }
         None => {
             let miss = miss_reason(scratch, &q, config);
             if miss == Miss::NoAnswer {
-                record_source(scratch, q.v6, src_hi, src_lo);
+                record_source(scratch, q.v6, &view_key);
             }
             Err(miss)
         }
@@ -695,7 +705,11 @@ fn parse(ctx: &XdpContext, config: &Config, scratch: &mut Scratch) -> Result<Que
 /// new resolver. (An LRU value may be recycled under the program: the worst that can happen
 /// is another resolver's time refreshed once.)
 #[inline(always)]
-fn record_source(scratch: &mut Scratch, v6: bool, hi: u64, lo: u64) {
+fn record_source(scratch: &mut Scratch, v6: bool, view_key: &TrieKey<5>) {
+    // The address words of the view key (the generation comes first).
+    let d = &view_key.data;
+    let hi = d[1] as u64 | (d[2] as u64) << 32;
+    let lo = d[3] as u64 | (d[4] as u64) << 32;
     let Some(config) = LDNS_CONFIG.get(0) else {
         return;
     };

@@ -257,29 +257,37 @@ fn passes_everything_once_the_heartbeat_is_stale() {
     let bound = Duration::from_secs(3);
     let query = www_from(ip("198.51.100.9")).bytes();
     let arp = arp_request();
+    // The program keeps its verdict per CPU for one kernel tick (at most 10 ms): wait one
+    // out after each change.
+    let tick = || std::thread::sleep(Duration::from_millis(20));
 
     // Never written (a dataplane no controller beats for), or fresh: answered.
     assert_answered(&dp, "no heartbeat", &query);
     heartbeat.beat(Some(bound)).unwrap();
+    tick();
     assert_answered(&dp, "fresh heartbeat", &query);
     assert_passed("ARP, fresh", &dp, &arp, Counter::NotIp);
 
     // Older than the bound: passed, whatever the frame.
     let old = monotonic_ns() - 10_000_000_000;
     heartbeat.beat_at(old, Some(bound)).unwrap();
+    tick();
     assert_passed("stale query", &dp, &query, Counter::Stale);
     assert_passed("stale ARP", &dp, &arp, Counter::Stale);
     // Just inside the bound: answered.
     heartbeat
         .beat_at(monotonic_ns() - 2_000_000_000, Some(bound))
         .unwrap();
+    tick();
     assert_answered(&dp, "2 s old, bound 3 s", &query);
     // `stale_after_s = 0`: never stale.
     heartbeat.beat_at(old, None).unwrap();
+    tick();
     assert_answered(&dp, "old heartbeat, never stale", &query);
     // A beat taken just now may be ahead of the program's coarse clock: not stale.
     heartbeat
         .beat_at(monotonic_ns() + 5_000_000, Some(bound))
         .unwrap();
+    tick();
     assert_answered(&dp, "beat ahead of the coarse clock", &query);
 }
