@@ -415,10 +415,13 @@ pub enum Counter {
     /// The controller's heartbeat is older than its bound ([`Heartbeat`]): every frame goes
     /// to the stack, so resolvers fail over to another server when gslbd is gone.
     Stale,
+    /// IPv4 header checksum wrong: the stack drops such a packet, so the fast path must not
+    /// answer it (found by the differential fuzzing).
+    Ipv4Checksum,
 }
 
 impl Counter {
-    pub const COUNT: u32 = Counter::Stale as u32 + 1;
+    pub const COUNT: u32 = Counter::Ipv4Checksum as u32 + 1;
 
     /// Every counter, in slot order.
     pub const ALL: [Counter; Counter::COUNT as usize] = [
@@ -454,6 +457,7 @@ impl Counter {
         Counter::SourcePortZero,
         Counter::UdpChecksumZero,
         Counter::Stale,
+        Counter::Ipv4Checksum,
     ];
 
     /// Stable snake_case name for logs, metrics and the CLI.
@@ -491,6 +495,7 @@ impl Counter {
             Counter::SourcePortZero => "source_port_zero",
             Counter::UdpChecksumZero => "udp_checksum_zero",
             Counter::Stale => "stale",
+            Counter::Ipv4Checksum => "ipv4_checksum",
         }
     }
 

@@ -500,8 +500,15 @@ fn program_mut<'a>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut Xdp
 }
 
 /// Hit and miss counters, one per [`Counter`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Counters(pub [u64; Counter::COUNT as usize]);
+
+// By hand: arrays of more than 32 elements derive no `Default`.
+impl Default for Counters {
+    fn default() -> Self {
+        Counters([0; Counter::COUNT as usize])
+    }
+}
 
 impl Counters {
     pub fn get(&self, counter: Counter) -> u64 {

@@ -183,7 +183,7 @@ fn check_reply(query: &[u8], reply: &[u8], responder: &Responder) -> Result<(), 
             edns_summary(&theirs_m)
         ));
     }
-    if !ours_m.name_servers().is_empty() || ours_m.additionals().len() != 0 {
+    if !ours_m.name_servers().is_empty() || !ours_m.additionals().is_empty() {
         return Err("XDP sent authority or additional records".into());
     }
     let (ours_rr, theirs_rr) = (records(&ours_m), records(&theirs_m));
@@ -274,7 +274,7 @@ fn xdp_replies_agree_with_the_responder() {
     let mut reasons: BTreeMap<&str, u64> = BTreeMap::new();
     let mut examples = Vec::new();
     let start = dp.counters().unwrap();
-    let mut batch_start = start.clone();
+    let mut batch_start = start;
     let (mut batch_tx, mut batch_passes) = (0u64, 0u64);
     let started = Instant::now();
     for i in 0..frames {
@@ -412,7 +412,8 @@ fn the_checker_rejects_wrong_replies() {
 
     let l4 = fuzz_frames::udp_offset(&reply).unwrap();
     let dns = l4 + 8;
-    let edits: [(&str, Box<dyn Fn(&mut Vec<u8>)>, &str); 5] = [
+    type Edit<'a> = Box<dyn Fn(&mut Vec<u8>) + 'a>;
+    let edits: [(&str, Edit<'_>, &str); 5] = [
         ("UDP checksum", Box::new(|f| f[l4 + 6] ^= 1), "UDP checksum"),
         (
             "an answer's address",

@@ -221,6 +221,15 @@ fn passes_ipv6_udp_without_a_checksum() {
 }
 
 #[test]
+fn passes_ipv4_with_a_wrong_header_checksum() {
+    let Some(dp) = dataplane() else { return };
+    let mut bytes = Frame::v4(wire(&query(7, WWW, RecordType::A))).bytes();
+    // The identification field changed on the way, the checksum not.
+    bytes[14 + 4] ^= 0x10;
+    assert_passed("IPv4 header checksum", &dp, &bytes, Counter::Ipv4Checksum);
+}
+
+#[test]
 fn records_only_queries_for_names_it_serves() {
     let Some(mut dp) = dataplane() else { return };
     let (hit, no_answer, unknown, txt) = (
