@@ -91,6 +91,12 @@ fn main() {
             .publish(&gslb_user::compile::Snapshot::from_config(&config))
             .expect("publishing");
     }
+    // As gslbd runs it: the interface's MAC checked, a heartbeat within its bound.
+    dp.add_local_mac(common::SERVER_MAC).expect("the local MAC");
+    dp.take_heartbeat()
+        .expect("the heartbeat map")
+        .beat(Some(std::time::Duration::from_secs(3600)))
+        .expect("a heartbeat");
 
     let mut edns_query = query(1, WWW, RecordType::A);
     edns_query.set_edns(edns());

@@ -401,10 +401,30 @@ pub enum Counter {
     NoAnswer,
     /// The kernel refused to grow the frame for the reply, at the tail and at the head.
     NoTailroom,
+    // Hygiene (checked once a frame is a DNS query to a served address and port): frames the
+    // fast path must not answer even though it could.
+    /// The destination or the source MAC is a group (multicast or broadcast) address.
+    GroupMac,
+    /// The destination MAC is none of the attached interfaces' own ([`LocalMacs`]): a frame
+    /// seen in promiscuous mode, for another host.
+    OtherMac,
+    /// The source address is one no real resolver sends from (see [`martian_v4`],
+    /// [`martian_v6`]): an answer would go to a spoofed or local address.
+    MartianSource,
+    /// UDP source port 0: no client can receive the answer.
+    SourcePortZero,
+    /// IPv6 UDP with checksum 0, which RFC 8200 forbids (the stack drops it).
+    UdpChecksumZero,
+    /// The controller's heartbeat is older than its bound ([`Heartbeat`]): every frame goes
+    /// to the stack, so resolvers fail over to another server when gslbd is gone.
+    Stale,
+    /// IPv4 header checksum wrong: the stack drops such a packet, so the fast path must not
+    /// answer it (found by the differential fuzzing).
+    Ipv4Checksum,
 }
 
 impl Counter {
-    pub const COUNT: u32 = Counter::NoTailroom as u32 + 1;
+    pub const COUNT: u32 = Counter::Ipv4Checksum as u32 + 1;
 
     /// Every counter, in slot order.
     pub const ALL: [Counter; Counter::COUNT as usize] = [
@@ -434,6 +454,13 @@ impl Counter {
         Counter::UnknownName,
         Counter::NoAnswer,
         Counter::NoTailroom,
+        Counter::GroupMac,
+        Counter::OtherMac,
+        Counter::MartianSource,
+        Counter::SourcePortZero,
+        Counter::UdpChecksumZero,
+        Counter::Stale,
+        Counter::Ipv4Checksum,
     ];
 
     /// Stable snake_case name for logs, metrics and the CLI.
@@ -465,12 +492,75 @@ impl Counter {
             Counter::UnknownName => "unknown_name",
             Counter::NoAnswer => "no_answer",
             Counter::NoTailroom => "no_tailroom",
+            Counter::GroupMac => "group_mac",
+            Counter::OtherMac => "other_mac",
+            Counter::MartianSource => "martian_source",
+            Counter::SourcePortZero => "source_port_zero",
+            Counter::UdpChecksumZero => "udp_checksum_zero",
+            Counter::Stale => "stale",
+            Counter::Ipv4Checksum => "ipv4_checksum",
         }
     }
 
     pub const fn is_hit(self) -> bool {
         (self as u32) <= Counter::HitAaaaV6 as u32
     }
+}
+
+/// Interfaces' own MACs a [`LocalMacs`] holds.
+pub const LOCAL_MACS_MAX: usize = 4;
+
+/// Slot 0 of `LOCAL_MACS`: the MACs of the interfaces the program is attached to, written by
+/// the controller before it attaches (`Dataplane::attach`). The program answers only frames
+/// sent to one of them, and its reply swaps the MACs, so the reply always leaves from the
+/// interface's own MAC (never from an address a frame seen in promiscuous mode was sent to).
+/// `count` 0 (a program that was never attached, as under BPF_PROG_TEST_RUN) checks nothing.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LocalMacs {
+    pub count: u32,
+    pub reserved: u32,
+    /// Each MAC in the low six bytes of a little-endian word (the bytes as on the wire, then
+    /// two zeros), compared with the first word of the frame masked to six bytes.
+    pub macs: [u64; LOCAL_MACS_MAX],
+}
+const _: () = assert!(core::mem::size_of::<LocalMacs>() == 8 + 8 * LOCAL_MACS_MAX);
+
+/// Slot 0 of `HEARTBEAT`: when the controller last said it is alive. Written by the controller
+/// only, periodically (`daemon/heartbeat.rs`); all zero (never written) is never stale.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Heartbeat {
+    /// CLOCK_MONOTONIC (`bpf_ktime_get_ns`'s clock) of the last refresh, in ns. The program
+    /// reads the coarse variant of the same clock, which lags it by at most a tick.
+    pub beat_ns: u64,
+    /// How old `beat_ns` may get before the program passes everything; 0: never stale.
+    pub stale_after_ns: u64,
+}
+const _: () = assert!(core::mem::size_of::<Heartbeat>() == 16);
+
+/// An IPv4 source no resolver sends from (`addr` as on the wire): 0/8, 127/8, 169.254/16,
+/// 224/4 (multicast) and 240/4 (reserved, with the limited broadcast 255.255.255.255).
+#[inline(always)]
+pub const fn martian_v4(addr: [u8; 4]) -> bool {
+    addr[0] == 0 || addr[0] == 127 || addr[0] >= 224 || (addr[0] == 169 && addr[1] == 254)
+}
+
+/// An IPv6 source no resolver sends from: `::`, `::1`, link-local `fe80::/10`, multicast
+/// `ff00::/8`, and an IPv4-mapped martian IPv4 address. (The XDP program passes every
+/// IPv4-mapped source of an IPv6 packet: the kernel drops those anyway.)
+#[inline(always)]
+pub const fn martian_v6(addr: [u8; 16]) -> bool {
+    let mut zeros = 0;
+    while zeros < 15 && addr[zeros] == 0 {
+        zeros += 1;
+    }
+    let unspecified_or_loopback = zeros == 15 && addr[15] <= 1;
+    let mapped = zeros >= 10 && addr[10] == 0xff && addr[11] == 0xff;
+    unspecified_or_loopback
+        || addr[0] == 0xff
+        || (addr[0] == 0xfe && addr[1] & 0xc0 == 0x80)
+        || (mapped && martian_v4([addr[12], addr[13], addr[14], addr[15]]))
 }
 
 /// Map names, shared so the loader and the pins agree with the program.
@@ -485,6 +575,8 @@ pub mod maps {
     pub const ROTOR: &str = "ROTOR";
     pub const LDNS: &str = "LDNS";
     pub const LDNS_CONFIG: &str = "LDNS_CONFIG";
+    pub const LOCAL_MACS: &str = "LOCAL_MACS";
+    pub const HEARTBEAT: &str = "HEARTBEAT";
 }
 
 /// Program names in the object file.
@@ -522,6 +614,8 @@ mod pod {
     unsafe impl aya::Pod for LdnsValue {}
     unsafe impl aya::Pod for LdnsConfig {}
     unsafe impl aya::Pod for LdnsCacheSlot {}
+    unsafe impl aya::Pod for LocalMacs {}
+    unsafe impl aya::Pod for Heartbeat {}
 }
 
 #[cfg(test)]
@@ -542,7 +636,7 @@ mod tests {
     #[test]
     fn shared_struct_sizes() {
         use core::mem::size_of;
-        let table: [(usize, usize); 13] = [
+        let table: [(usize, usize); 15] = [
             (size_of::<Config>(), 12),
             (size_of::<ViewValue>(), 8),
             (size_of::<ListenKey>(), 16),
@@ -556,9 +650,61 @@ mod tests {
             (size_of::<LdnsValue>(), 24),
             (size_of::<LdnsConfig>(), 40),
             (size_of::<LdnsCacheSlot>(), 24),
+            (size_of::<LocalMacs>(), 40),
+            (size_of::<Heartbeat>(), 16),
         ];
         for (got, want) in table {
             assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn martian_sources() {
+        let v4 = |s: [u8; 4]| martian_v4(s);
+        for m in [
+            [0, 1, 2, 3],
+            [127, 0, 0, 1],
+            [127, 0, 0, 9],
+            [169, 254, 1, 1],
+            [224, 0, 0, 251],
+            [239, 255, 255, 250],
+            [240, 0, 0, 1],
+            [255, 255, 255, 255],
+        ] {
+            assert!(v4(m), "{m:?}");
+        }
+        for ok in [
+            [1, 1, 1, 1],
+            [192, 0, 2, 7],
+            [169, 253, 1, 1],
+            [223, 255, 255, 255],
+        ] {
+            assert!(!v4(ok), "{ok:?}");
+        }
+        let v6 = |s: &str| martian_v6(s.parse::<core::net::Ipv6Addr>().unwrap().octets());
+        for m in [
+            "::",
+            "::1",
+            "fe80::1",
+            "febf::1",
+            "ff02::1",
+            "ff0e::fb",
+            "::ffff:127.0.0.1",
+            "::ffff:0.0.0.0",
+            "::ffff:224.0.0.1",
+            "::ffff:169.254.0.1",
+        ] {
+            assert!(v6(m), "{m}");
+        }
+        for ok in [
+            "2001:db8::7",
+            "fec0::1",
+            "::2",
+            "::ffff:192.0.2.7",
+            "64:ff9b::7f00:1",
+            "fd00::1",
+        ] {
+            assert!(!v6(ok), "{ok}");
         }
     }
 

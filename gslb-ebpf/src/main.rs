@@ -18,8 +18,8 @@ mod rrl;
 use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST, xdp_action},
     helpers::{
-        bpf_ktime_get_ns, bpf_xdp_adjust_head, bpf_xdp_adjust_tail, bpf_xdp_load_bytes,
-        bpf_xdp_store_bytes,
+        bpf_jiffies64, bpf_ktime_get_coarse_ns, bpf_ktime_get_ns, bpf_xdp_adjust_head,
+        bpf_xdp_adjust_tail, bpf_xdp_load_bytes, bpf_xdp_store_bytes,
     },
     macros::{map, xdp},
     maps::{Array, HashMap, LpmTrie, LruHashMap, PerCpuArray, lpm_trie::Key},
@@ -27,11 +27,11 @@ use aya_ebpf::{
 };
 use gslb_common::{
     ANSWER_BY_RTT, ANSWER_ROTATE, ANSWERS_MAX, AnswerKey, AnswerSet, Config, Counter, DEFAULT_VIEW,
-    DNS_HEADER_LEN, DOMAINS_MAX, DomainKey, DomainValue, LDNS_CACHE_SLOTS, LDNS_MAX, LDNS_OFF,
-    LISTEN_IN_TRIE, LISTEN_INLINE, LISTEN_MAX, LISTEN_PREFIX_LEN, LdnsCacheSlot, LdnsConfig,
-    LdnsKey, LdnsValue, ListenKey, ListenSet, MAX_ADDRS, NAME_HASH_SEED, OPT_RR_LEN, QNAME_MAX,
-    QNAME_WORDS, QTYPE_A, QTYPE_AAAA, ROTOR_SLOTS, RR_MAX_LEN, RTT_VIEW_BIT, VIEWS_MAX, ViewKey,
-    ViewValue, ldns_slot, name_hash_step,
+    DNS_HEADER_LEN, DOMAINS_MAX, DomainKey, DomainValue, Heartbeat, LDNS_CACHE_SLOTS, LDNS_MAX,
+    LDNS_OFF, LISTEN_IN_TRIE, LISTEN_INLINE, LISTEN_MAX, LISTEN_PREFIX_LEN, LOCAL_MACS_MAX,
+    LdnsCacheSlot, LdnsConfig, LdnsKey, LdnsValue, ListenKey, ListenSet, LocalMacs, MAX_ADDRS,
+    NAME_HASH_SEED, OPT_RR_LEN, QNAME_MAX, QNAME_WORDS, QTYPE_A, QTYPE_AAAA, ROTOR_SLOTS,
+    RR_MAX_LEN, RTT_VIEW_BIT, VIEWS_MAX, ViewKey, ViewValue, ldns_slot, name_hash_step,
 };
 use hdr::{DnsHdr, EthHdr, Ipv4Hdr, Ipv6Hdr, OptHdr, UdpHdr, VlanHdr, be16, ld, st};
 
@@ -72,6 +72,12 @@ static SCRATCH: PerCpuArray<Scratch> = PerCpuArray::with_max_entries(1, 0);
 static LDNS: LruHashMap<LdnsKey, LdnsValue> = LruHashMap::with_max_entries(LDNS_MAX, 0);
 #[map]
 static LDNS_CONFIG: Array<LdnsConfig> = Array::with_max_entries(1, 0);
+/// The attached interfaces' own MACs: the only destinations answered (see `LocalMacs`).
+#[map]
+static LOCAL_MACS: Array<LocalMacs> = Array::with_max_entries(1, 0);
+/// The controller's heartbeat: past its bound, every frame is passed (see [`stale`]).
+#[map]
+static HEARTBEAT: Array<Heartbeat> = Array::with_max_entries(1, 0);
 
 #[repr(C)]
 struct Scratch {
@@ -80,7 +86,9 @@ struct Scratch {
     key: DomainKey,
     /// See [`launder`].
     len: u32,
-    reserved: u32,
+    /// [`stale`]'s verdict, and the tick (jiffies) it holds for.
+    stale: u32,
+    stale_tick: u64,
     /// See [`grow_at_head`]: room for every header and the longest question.
     frame: [u8; 256],
     /// The keys whose `LDNS` entry this CPU refreshed, by epoch: a direct-mapped cache
@@ -131,13 +139,39 @@ pub fn gslb_xdp(ctx: XdpContext) -> u32 {
     match try_answer(&ctx) {
         Ok(action) => action,
         Err(miss) => {
-            if parsed_query(miss) {
-                record_passed(&ctx);
-            }
             count(miss);
             xdp_action::XDP_PASS
         }
     }
+}
+
+/// Whether the controller's heartbeat is older than its bound: then no gslbd keeps these maps
+/// current, and answering from them would keep resolvers on a server whose answers no longer
+/// follow health, so every frame goes to the stack (where nothing answers once gslbd is gone,
+/// and resolvers fail over).
+///
+/// Cost: the verdict is kept per CPU for one kernel tick (`bpf_jiffies64`, which the verifier
+/// inlines into a load), so the clock helper (a call, about 10 ns here) runs once per tick and
+/// CPU, not per packet; staleness shows at most a tick late. The coarse clock lags the
+/// controller's CLOCK_MONOTONIC by at most a tick, hence the signed difference.
+#[inline(always)]
+fn stale(scratch: &mut Scratch) -> bool {
+    // SAFETY: a helper without arguments.
+    let tick = unsafe { bpf_jiffies64() };
+    if tick == scratch.stale_tick {
+        return scratch.stale != 0;
+    }
+    let stale = match HEARTBEAT.get(0) {
+        Some(beat) if beat.stale_after_ns != 0 => {
+            // SAFETY: a helper without arguments.
+            let now = unsafe { bpf_ktime_get_coarse_ns() };
+            (now.wrapping_sub(beat.beat_ns) as i64) > beat.stale_after_ns as i64
+        }
+        _ => false,
+    };
+    scratch.stale_tick = tick;
+    scratch.stale = stale as u32;
+    stale
 }
 
 /// Attached to the client end of a veth pair: native XDP_TX frames are only delivered to a
@@ -195,6 +229,9 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
     let scratch = SCRATCH.get_ptr_mut(0).ok_or(Miss::Malformed)?;
     // SAFETY: per-CPU slot, only this CPU uses it while the program runs.
     let scratch = unsafe { &mut *scratch };
+    if stale(scratch) {
+        return Err(Miss::Stale);
+    }
     let q = parse(ctx, config, scratch)?;
 
     // The client's view: (view generation ‖ client address) in the trie.
@@ -208,9 +245,9 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
             0,
         ],
     };
-    // The client is a resolver that sent us a query: it is recorded here, answered or not
-    // (queries `parse` passed after their DNS header are recorded on the way out).
-    let (src_hi, src_lo) = if q.v6 {
+    // The source address, IPv4-mapped, into the view key (which also keeps it for `LDNS`,
+    // recorded once the name turns out to be ours, without holding registers across lookups).
+    if q.v6 {
         let ip = ptr_at::<Ipv6Hdr>(ctx, q.l4 - Ipv6Hdr::LEN, Miss::Malformed)?;
         // The address as two native words; the key's four are their halves.
         let (hi, lo) = unsafe {
@@ -223,16 +260,17 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
         view_key.data[2] = (hi >> 32) as u32;
         view_key.data[3] = lo as u32;
         view_key.data[4] = (lo >> 32) as u32;
-        record_source(scratch, true, hi, lo);
-        (hi, lo)
+        if martian_v6(hi, lo) {
+            return Err(Miss::MartianSource);
+        }
     } else {
         let ip = ptr_at::<Ipv4Hdr>(ctx, q.l4 - Ipv4Hdr::LEN, Miss::Malformed)?;
         let saddr: u32 = unsafe { ld(ip.add(Ipv4Hdr::ADDRS)) };
         view_key.data[4] = saddr;
-        let lo = V4_MAPPED_WORD as u64 | (saddr as u64) << 32;
-        record_source(scratch, false, 0, lo);
-        (0, lo)
-    };
+        if martian_v4(saddr) {
+            return Err(Miss::MartianSource);
+        }
+    }
     let (view, rtt_view) = match VIEWS.get(view_key.as_key::<ViewKey>()) {
         Some(v) => (v.view, v.rtt_view),
         None => (DEFAULT_VIEW, 0),
@@ -262,16 +300,84 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
             set = Some(by_rtt);
         }
     }
+    // Only a query for a name we serve makes its source a resolver to record (and probe): a
+    // query for any other name could come from anyone claiming any address.
     match set {
-        // Response rate limiting (rrl.rs): only answers we would send count.
-        Some(set) if set.count != 0 => match rrl::verdict(q.v6, src_hi, src_lo) {
-            rrl::Verdict::Send => reply(ctx, &q, config, set, false),
-            rrl::Verdict::Slip => reply(ctx, &q, config, set, true),
-            rrl::Verdict::Drop => Ok(xdp_action::XDP_DROP),
-        },
-        Some(set) => reply(ctx, &q, config, set, false),
-        None => Err(miss_reason(scratch, &q, config)),
+        Some(set) => {
+            record_source(scratch, q.v6, &view_key);
+            if set.count == 0 {
+                return reply(ctx, &q, config, set, false);
+            }
+            // Response rate limiting (rrl.rs): only answers we would send count. The source
+            // words are read back from the view key (IPv4-mapped, as the buckets key them).
+            let d = &view_key.data;
+            let hi = d[1] as u64 | (d[2] as u64) << 32;
+            let lo = d[3] as u64 | (d[4] as u64) << 32;
+            match rrl::verdict(q.v6, hi, lo) {
+                rrl::Verdict::Send => reply(ctx, &q, config, set, false),
+                rrl::Verdict::Slip => reply(ctx, &q, config, set, true),
+                rrl::Verdict::Drop => Ok(xdp_action::XDP_DROP),
+            }
+        }
+        None => {
+            let miss = miss_reason(scratch, &q, config);
+            if miss == Miss::NoAnswer {
+                record_source(scratch, q.v6, &view_key);
+            }
+            Err(miss)
+        }
     }
+}
+
+/// An IPv4 source (native word of the address as on the wire) that `gslb_common::martian_v4`
+/// refuses, tested on the word: first byte 0, 127 or 224 and up, or 169.254/16.
+#[inline(always)]
+fn martian_v4(saddr: u32) -> bool {
+    let first = saddr & 0xff;
+    first == 0 || first == 127 || first >= 224 || saddr & 0xffff == 0xfea9
+}
+
+/// An IPv6 source (two native words) that `gslb_common::martian_v6` refuses (`::`, `::1`,
+/// `ff00::/8`, `fe80::/10`), or any IPv4-mapped one: on an IPv6 wire the kernel drops those
+/// (RFC 4291 2.5.5.2), so the responder would never see the query, and the fast path keys
+/// them as the IPv4 client they name.
+#[inline(always)]
+fn martian_v6(hi: u64, lo: u64) -> bool {
+    (hi == 0 && (lo == 0 || lo == 1 << 56 || lo as u32 == V4_MAPPED_WORD))
+        || hi & 0xff == 0xff
+        || hi & 0xc0ff == 0x80fe
+}
+
+/// Whether the frame's MACs allow an answer: neither is a group address (the I/G bit, the low
+/// bit of the first byte; broadcast is one too), and the destination is an attached
+/// interface's own (so the swapped reply leaves from it).
+#[inline(always)]
+fn check_macs(ctx: &XdpContext) -> Result<(), Miss> {
+    let eth = ptr_at::<EthHdr>(ctx, 0, Miss::NotIp)?;
+    // SAFETY: bounds-checked by `ptr_at`.
+    // The destination's six bytes and the source's first two, native: byte 0 is the
+    // destination's first, byte 6 the source's.
+    let dst = unsafe { ld::<u64>(eth) };
+    if dst & 0x01 != 0 || (dst >> 48) & 0x01 != 0 {
+        return Err(Miss::GroupMac);
+    }
+    let Some(local) = LOCAL_MACS.get(0) else {
+        return Ok(());
+    };
+    let count = local.count;
+    if count == 0 {
+        return Ok(());
+    }
+    let dst = dst & 0xffff_ffff_ffff;
+    for i in 0..LOCAL_MACS_MAX {
+        if i as u32 >= count {
+            break;
+        }
+        if local.macs[i] == dst {
+            return Ok(());
+        }
+    }
+    Err(Miss::OtherMac)
 }
 
 /// The answer set under `key` if it answers exactly the name in `scratch` (the key only holds
@@ -381,6 +487,17 @@ fn parse(ctx: &XdpContext, config: &Config, scratch: &mut Scratch) -> Result<Que
             if ip.protocol != IPPROTO_UDP {
                 return Err(Miss::NotUdp);
             }
+            // The header's ones' complement sum, its checksum included, is all ones: the
+            // stack drops any other (a corrupted source would get the answer).
+            // SAFETY: the 20 header bytes are bounds-checked by `ptr_at`.
+            let sum = unsafe {
+                csum::w64(ld::<u64>(p))
+                    + csum::w64(ld::<u64>(p.add(8)))
+                    + ld::<u32>(p.add(16)) as u64
+            };
+            if csum::fold64(sum) != 0xffff {
+                return Err(Miss::Ipv4Checksum);
+            }
             let total = be16(ip.tot_len) as usize;
             if total < Ipv4Hdr::LEN {
                 return Err(Miss::Malformed);
@@ -409,6 +526,11 @@ fn parse(ctx: &XdpContext, config: &Config, scratch: &mut Scratch) -> Result<Que
                     ld::<u64>(p.add(Ipv6Hdr::ADDRS + 24)),
                 )
             };
+            // An IPv4-mapped destination on an IPv6 wire matches the IPv4 listen address as
+            // stored, but is no address of ours (the kernel drops it).
+            if dst_hi == 0 && dst_lo as u32 == V4_MAPPED_WORD {
+                return Err(Miss::OtherDestination);
+            }
             (
                 true,
                 l3 + Ipv6Hdr::LEN,
@@ -427,6 +549,14 @@ fn parse(ctx: &XdpContext, config: &Config, scratch: &mut Scratch) -> Result<Que
     }
     if !listened(config, dst_hi, dst_lo) {
         return Err(Miss::OtherDestination);
+    }
+    // A DNS query to us: now whether it may be answered at all.
+    check_macs(ctx)?;
+    if udp.source == [0, 0] {
+        return Err(Miss::SourcePortZero);
+    }
+    if v6 && udp.check == [0, 0] {
+        return Err(Miss::UdpChecksumZero);
     }
     let udp_len = be16(udp.len) as usize;
     // Ethernet padding may follow the datagram, but the datagram must be all there.
@@ -591,66 +721,6 @@ fn parse(ctx: &XdpContext, config: &Config, scratch: &mut Scratch) -> Result<Que
     })
 }
 
-/// Whether a query passed for `miss` got through the DNS header checks (QR=0, OPCODE=QUERY)
-/// before it failed in `parse`: a resolver's query, to record (`UnknownName` and `NoAnswer`,
-/// found after the parse, are recorded in `try_answer`).
-#[inline(always)]
-fn parsed_query(miss: Miss) -> bool {
-    (Miss::Sections as u32..=Miss::TrailingData as u32).contains(&(miss as u32))
-}
-
-/// Records the source of a query that `parse` passed after its DNS header: the frame is one
-/// it walked, so only the offsets are found again (the pass path; its cost hardly matters).
-#[inline(always)]
-fn record_passed(ctx: &XdpContext) {
-    let Some(scratch) = SCRATCH.get_ptr_mut(0) else {
-        return;
-    };
-    // SAFETY: per-CPU slot, only this CPU uses it while the program runs.
-    let scratch = unsafe { &mut *scratch };
-    let Ok(eth) = ptr_at::<EthHdr>(ctx, 0, Miss::NotIp) else {
-        return;
-    };
-    let mut ethertype = be16(unsafe { ld::<u16>(eth.add(12)) }.to_ne_bytes());
-    let mut l3 = EthHdr::LEN;
-    if ethertype == ETH_P_8021Q {
-        let Ok(vlan) = ptr_at::<VlanHdr>(ctx, l3, Miss::NotIp) else {
-            return;
-        };
-        ethertype = be16(unsafe { ld::<u16>(vlan.add(2)) }.to_ne_bytes());
-        l3 += VlanHdr::LEN;
-    }
-    match ethertype {
-        ETH_P_IPV4 => {
-            let Ok(ip) = ptr_at::<Ipv4Hdr>(ctx, l3, Miss::NotIp) else {
-                return;
-            };
-            // SAFETY: bounds-checked by `ptr_at`.
-            let saddr = unsafe { ld::<u32>(ip.add(Ipv4Hdr::ADDRS)) };
-            record_source(
-                scratch,
-                false,
-                0,
-                V4_MAPPED_WORD as u64 | (saddr as u64) << 32,
-            );
-        }
-        ETH_P_IPV6 => {
-            let Ok(ip) = ptr_at::<Ipv6Hdr>(ctx, l3, Miss::NotIp) else {
-                return;
-            };
-            // SAFETY: bounds-checked by `ptr_at`.
-            let (hi, lo) = unsafe {
-                (
-                    ld::<u64>(ip.add(Ipv6Hdr::ADDRS)),
-                    ld::<u64>(ip.add(Ipv6Hdr::ADDRS + 8)),
-                )
-            };
-            record_source(scratch, true, hi, lo);
-        }
-        _ => {}
-    }
-}
-
 /// Records a query's source (`hi`, `lo`: the IPv4-mapped address as two native words) in
 /// `LDNS`: key, the address with the LDNS mask's host bits cleared; value, when it was last
 /// seen and the address to probe. The common case, a resolver already refreshed in this epoch
@@ -659,7 +729,11 @@ fn record_passed(ctx: &XdpContext) {
 /// new resolver. (An LRU value may be recycled under the program: the worst that can happen
 /// is another resolver's time refreshed once.)
 #[inline(always)]
-fn record_source(scratch: &mut Scratch, v6: bool, hi: u64, lo: u64) {
+fn record_source(scratch: &mut Scratch, v6: bool, view_key: &TrieKey<5>) {
+    // The address words of the view key (the generation comes first).
+    let d = &view_key.data;
+    let hi = d[1] as u64 | (d[2] as u64) << 32;
+    let lo = d[3] as u64 | (d[4] as u64) << 32;
     let Some(config) = LDNS_CONFIG.get(0) else {
         return;
     };
@@ -945,7 +1019,10 @@ fn reply(
         + ancount as u64
         + arcount as u64;
 
-    // MACs: bytes 0..6 and 6..12 trade places, as one u64 and one u32.
+    // MACs: bytes 0..6 and 6..12 trade places, as one u64 and one u32. `check_macs` let only
+    // a frame to an attached interface's own MAC through, so the reply leaves from that MAC.
+    // (Swapping, rather than storing the MAC from `LOCAL_MACS`, keeps the hit path at two
+    // register stores; the two are the same once the destination was checked.)
     let eth = ptr_at::<EthHdr>(ctx, 0, Miss::NoTailroom)?;
     unsafe {
         let a = ld::<u64>(eth); // dst[0..6], src[0..2]

@@ -305,7 +305,19 @@ pub struct Server {
     /// `ecs_allow`: the resolvers whose EDNS Client Subnet is used; from any other client the
     /// option is ignored and its source address is the client. `None` (absent): everyone's.
     pub ecs_allow: Option<Vec<IpNet>>,
+    /// `stale_after_s` (seconds, default 60; 0 = never): how long the fast path keeps
+    /// answering after the last heartbeat of a gslbd (which beats every quarter of it). Past
+    /// it, XDP passes every frame (counted `stale`), so with gslbd dead and XDP left attached
+    /// resolvers get no answer here and fail over to another server, instead of answers that
+    /// no longer follow health. `None`: never stale. 1..=86400; changes need a restart.
+    pub stale_after: Option<Duration>,
 }
+
+/// Default of `server.stale_after_s`.
+pub const DEFAULT_STALE_AFTER_S: i64 = 60;
+/// Values of `server.stale_after_s` other than 0: a second (the heartbeat beats four times
+/// within it) to a day.
+const STALE_AFTER_RANGE: RangeInclusive<i64> = 1..=86_400;
 
 /// How the XDP program is attached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -862,6 +874,7 @@ struct RawServer {
     tcp_idle_timeout_ms: Option<Int>,
     tcp_message_timeout_ms: Option<Int>,
     ecs_allow: Option<List>,
+    stale_after_s: Option<Int>,
 }
 
 #[derive(Deserialize)]
@@ -1955,6 +1968,23 @@ impl Validator<'_> {
             raw.tcp_message_timeout_ms,
         )?;
         let ecs_allow = raw.ecs_allow.map(|l| self.ecs_allow(l)).transpose()?;
+        let stale_after = match raw.stale_after_s {
+            None => Some(Duration::from_secs(DEFAULT_STALE_AFTER_S as u64)),
+            Some(s) if *s.get_ref() == 0 => None,
+            Some(s) if STALE_AFTER_RANGE.contains(s.get_ref()) => {
+                Some(Duration::from_secs(*s.get_ref() as u64))
+            }
+            Some(s) => {
+                return Err(self.error(
+                    s.span(),
+                    format!(
+                        "server.stale_after_s: {} out of range (0 = never, or {STALE_AFTER_RANGE:?} seconds)",
+                        s.get_ref()
+                    ),
+                ));
+            }
+        };
+
         Ok(Server {
             dns_port,
             listen,
@@ -1966,6 +1996,7 @@ impl Validator<'_> {
             site: raw.site.map(Spanned::into_inner),
             tcp,
             ecs_allow,
+            stale_after,
         })
     }
 
@@ -3933,6 +3964,7 @@ mod tests {
             site: None,
             tcp: crate::server::TcpLimits::default(),
             ecs_allow: None,
+            stale_after: Some(Duration::from_secs(60)),
         }
     }
 
@@ -4035,6 +4067,7 @@ mod tests {
             interface = "eth0"
             xdp_mode = "skb"
             pin_path = "/sys/fs/bpf/other"
+            stale_after_s = 0
 
             [[view]]
             name = "europe"
@@ -4287,6 +4320,7 @@ mod tests {
                         interface: Some("eth0".into()),
                         xdp_mode: XdpMode::Skb,
                         pin_path: "/sys/fs/bpf/other".into(),
+                        stale_after: None,
                         ..server(&["192.0.2.1", "2001:db8::1"])
                     },
                     views: vec![
@@ -4639,6 +4673,14 @@ mod tests {
             (
                 format!("{SERVER}edns_udp_size = 4097 #<"),
                 "4097 out of range",
+            ),
+            (
+                format!("{SERVER}stale_after_s = -1 #<"),
+                "server.stale_after_s: -1 out of range (0 = never, or 1..=86400 seconds)",
+            ),
+            (
+                format!("{SERVER}stale_after_s = 86401 #<"),
+                "86401 out of range",
             ),
             (
                 format!("{SERVER}xdp_mode = \"generic\" #<"),

@@ -1,9 +1,16 @@
 //! The kernel side as the rest of the code sees it: loads the XDP object built by build.rs,
 //! attaches and pins it, and hides the raw maps behind [`AnswerTable::publish`],
 //! [`Dataplane::counters`] and [`LdnsMap::scan`] (the resolvers the fast path has seen).
-//! `rotors`: the `ROTOR` slot of each rotating answer set.
+//! `rotors`: the `ROTOR` slot of each rotating answer set. `heartbeat`: the controller's
+//! heartbeat the program trusts for `server.stale_after_s`. `local_mac`: the attached
+//! interfaces' own MACs, the only destinations the program answers.
 
+mod heartbeat;
+mod local_mac;
 mod rotors;
+
+pub use self::heartbeat::HeartbeatMap;
+pub use self::local_mac::{interface_mac, mac_word};
 
 use std::{
     collections::HashSet,
@@ -26,10 +33,11 @@ use std::sync::Arc;
 
 use gslb_common::{
     ANSWER_BY_RTT, ANSWER_ROTATE, AnswerKey, AnswerSet, Config, Counter, DomainKey, DomainValue,
-    LDNS_MAX, LDNS_OFF, LISTEN_IN_TRIE, LISTEN_INLINE, LISTEN_PREFIX_LEN, LdnsConfig, LdnsKey,
-    LdnsValue, ListenKey, ListenSet, MAX_ADDRS, QNAME_MAX, QTYPE_AAAA, RRL_CONFIG_MAP,
-    RRL_COUNTERS_MAP, RRL_DROPPED, RRL_SLIPPED, RTT_VIEW_BIT, RrlConfig, V4_MAPPED_BITS,
-    VIEW_KEY_GENERATION_BITS, ViewKey, ViewValue, maps, name_hash, programs,
+    LDNS_MAX, LDNS_OFF, LISTEN_IN_TRIE, LISTEN_INLINE, LISTEN_PREFIX_LEN, LOCAL_MACS_MAX,
+    LdnsConfig, LdnsKey, LdnsValue, ListenKey, ListenSet, LocalMacs, MAX_ADDRS, QNAME_MAX,
+    QTYPE_AAAA, RRL_CONFIG_MAP, RRL_COUNTERS_MAP, RRL_DROPPED, RRL_SLIPPED, RTT_VIEW_BIT,
+    RrlConfig, V4_MAPPED_BITS, VIEW_KEY_GENERATION_BITS, ViewKey, ViewValue, maps, name_hash,
+    programs,
 };
 use hickory_proto::{rr::Name, serialize::binary::BinEncodable};
 use tracing::{info, warn};
@@ -110,6 +118,13 @@ pub enum DataplaneError {
     },
     #[error("name {name:?} cannot be encoded: {reason}")]
     Name { name: String, reason: String },
+    #[error("reading the MAC of {interface}")]
+    InterfaceMac {
+        interface: String,
+        source: std::io::Error,
+    },
+    #[error("the fast path answers at most {max} interfaces' MACs")]
+    TooManyMacs { max: usize },
 }
 
 type Result<T, E = DataplaneError> = std::result::Result<T, E>;
@@ -130,6 +145,9 @@ pub struct Dataplane {
     rrl_counters: PerCpuArray<MapData, u64>,
     /// `None` once taken by [`Dataplane::take_ldns`].
     ldns: Option<LdnsMap>,
+    /// `None` once taken by [`Dataplane::take_heartbeat`].
+    heartbeat: Option<HeartbeatMap>,
+    local_macs: Array<MapData, LocalMacs>,
     pin_dir: Option<PathBuf>,
     /// Map pins, removed by [`Dataplane::unpin`].
     pinned: Vec<PathBuf>,
@@ -206,12 +224,19 @@ impl Dataplane {
                 .map_err(map_err(maps::LDNS_CONFIG))?,
             seen: HashMap::try_from(take(maps::LDNS)?).map_err(map_err(maps::LDNS))?,
         };
+        let heartbeat = HeartbeatMap {
+            map: Array::try_from(take(maps::HEARTBEAT)?).map_err(map_err(maps::HEARTBEAT))?,
+        };
+        let local_macs =
+            Array::try_from(take(maps::LOCAL_MACS)?).map_err(map_err(maps::LOCAL_MACS))?;
         Ok(Self {
             ebpf,
             table,
             counters,
             rrl_counters,
             ldns: Some(ldns),
+            heartbeat: Some(heartbeat),
+            local_macs,
             pin_dir: pin_dir.map(Path::to_path_buf),
             pinned,
             links: Vec::new(),
@@ -256,6 +281,12 @@ impl Dataplane {
     /// Attaches the answering program. `Auto` tries native mode and falls back to generic (SKB)
     /// mode, which every interface supports. Returns the mode in force.
     pub fn attach(&mut self, interface: &str, mode: XdpMode) -> Result<XdpMode> {
+        // Before the program can see a frame of this interface.
+        let mac = interface_mac(interface).map_err(|source| DataplaneError::InterfaceMac {
+            interface: interface.into(),
+            source,
+        })?;
+        self.add_local_mac(mac)?;
         let Some(dir) = self.pin_dir.clone() else {
             let (mode, id) = self.attach_program(programs::ANSWER, interface, mode)?;
             self.links.push(id);
@@ -441,6 +472,36 @@ impl Dataplane {
         self.ldns.as_mut()
     }
 
+    /// Adds `mac` to the destinations the program answers (`LocalMacs`; [`Dataplane::attach`]
+    /// adds the interface's). Until one is added, the destination MAC is not checked (a
+    /// program run under BPF_PROG_TEST_RUN only).
+    pub fn add_local_mac(&mut self, mac: [u8; 6]) -> Result<()> {
+        let mut local = self
+            .local_macs
+            .get(&0, 0)
+            .map_err(map_err(maps::LOCAL_MACS))?;
+        let word = mac_word(mac);
+        let count = local.count as usize;
+        if local.macs[..count].contains(&word) {
+            return Ok(());
+        }
+        if count >= LOCAL_MACS_MAX {
+            return Err(DataplaneError::TooManyMacs {
+                max: LOCAL_MACS_MAX,
+            });
+        }
+        local.macs[count] = word;
+        local.count += 1;
+        self.local_macs
+            .set(0, &local, 0)
+            .map_err(map_err(maps::LOCAL_MACS))
+    }
+
+    /// Hands the heartbeat map to its own task (`daemon/heartbeat.rs`).
+    pub fn take_heartbeat(&mut self) -> Option<HeartbeatMap> {
+        self.heartbeat.take()
+    }
+
     /// Hands the resolver map to its own task (it stays valid while the program is loaded, and
     /// after, for reading).
     pub fn take_ldns(&mut self) -> Option<LdnsMap> {
@@ -458,8 +519,15 @@ fn program_mut<'a>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut Xdp
 }
 
 /// Hit and miss counters, one per [`Counter`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Counters(pub [u64; Counter::COUNT as usize]);
+
+// By hand: arrays of more than 32 elements derive no `Default`.
+impl Default for Counters {
+    fn default() -> Self {
+        Counters([0; Counter::COUNT as usize])
+    }
+}
 
 impl Counters {
     pub fn get(&self, counter: Counter) -> u64 {
@@ -1218,7 +1286,7 @@ impl LdnsMap {
 }
 
 /// CLOCK_MONOTONIC in nanoseconds: the clock of `bpf_ktime_get_ns`.
-fn monotonic_ns() -> u64 {
+pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

@@ -482,6 +482,10 @@ fn passes_frames_other_than_plain_udp_to_the_service() {
     udp_len_too_long[14 + 20 + 5] += 1;
     let mut ipv4_total_short = frame_with(V4, |_| {});
     ipv4_total_short[14 + 3] -= 1;
+    // With the header checksum fixed, so that the length is what is wrong.
+    ipv4_total_short[14 + 10..14 + 12].fill(0);
+    let check = internet_checksum(&ipv4_total_short[14..14 + 20]);
+    ipv4_total_short[14 + 10..14 + 12].copy_from_slice(&check.to_be_bytes());
     #[rustfmt::skip]
     let cases = [
         ("other port", frame_with(V4, |f| f.dst_port = 5353), Counter::OtherPort),

@@ -21,7 +21,14 @@ pub enum Bench {
     /// The controller at scale: 1M location ranges, 100k RTT rows, 1,000 domains, 64 sites
     /// (compile time, peak RSS, map memory, service flip to maps updated; publishing needs root)
     Scale,
+    /// Differential fuzzing of the XDP program against the responder: 10,000,000 frames through
+    /// BPF_PROG_TEST_RUN (the xdp_fuzz test, release build); prints the count and wrong answers
+    /// (needs root)
+    FuzzXdp,
 }
+
+/// Frames `cargo xtask bench fuzz-xdp` sends (`cargo xtask test` runs the test's 200,000).
+const FUZZ_XDP_FRAMES: &str = "10000000";
 
 pub fn run(name: Option<Bench>) -> Result<()> {
     let Some(bench) = name else {
@@ -43,6 +50,16 @@ pub fn run(name: Option<Bench>) -> Result<()> {
         .get_name()
         .to_owned();
     let mut cmd = env.cargo();
+    if let Bench::FuzzXdp = bench {
+        // A test, not a bench target: the harness is the test's, run longer. The counters are
+        // summed per 1,000 frames (reading them per frame would dominate the run).
+        cmd.args(["test", "--release", "-p", "gslb-user", "--test", "xdp_fuzz"])
+            .args(["--", "--nocapture"])
+            .env("GSLB_FUZZ_FRAMES", FUZZ_XDP_FRAMES)
+            .env("GSLB_FUZZ_COUNTERS_EVERY", "1000")
+            .env("GSLB_REQUIRE_PRIVILEGED", "1");
+        return util::run_inherit(&format!("bench {name}"), &mut cmd);
+    }
     cmd.args(["bench", "-p", "gslb-user", "--bench", &name]);
     util::run_inherit(&format!("bench {name}"), &mut cmd)
 }

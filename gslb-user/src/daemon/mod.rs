@@ -1,6 +1,7 @@
 //! gslbd's life cycle: load the configuration, load and pin the fast path, publish the answers,
 //! attach, serve until told to stop, then detach and unpin.
 
+pub mod heartbeat;
 pub mod link;
 pub mod load;
 pub mod mep;
@@ -189,6 +190,11 @@ pub async fn run(
             &pin_path,
         )?)
     };
+    // Kept for the life of gslbd: dropping the handle does not stop the task.
+    let _heartbeat = dataplane
+        .as_mut()
+        .and_then(Dataplane::take_heartbeat)
+        .and_then(|map| heartbeat::start(map, world.config.server.stale_after));
     let mut rtt = rtt::RttProbing::new(
         &world.config,
         dataplane.as_mut().and_then(Dataplane::take_ldns),
@@ -547,6 +553,7 @@ pub async fn reload(
         ("xdp_mode", old.xdp_mode != new.xdp_mode),
         ("pin_path", old.pin_path != new.pin_path),
         ("tcp_* limits", old.tcp != new.tcp),
+        ("stale_after_s", old.stale_after != new.stale_after),
     ];
     let changed: Vec<&str> = restart_only
         .iter()
