@@ -154,21 +154,12 @@ impl Validator<'_> {
         }
         let mut nets: Vec<IpNet> = Vec::new();
         for p in raw.get_ref() {
-            let err = |reason: String| self.error(p.span(), format!("server.ecs_allow: {reason}"));
-            let net: IpNet = p.get_ref().parse().map_err(|_| {
-                err(format!(
-                    "{:?} is not a prefix (expected address/length, e.g. 192.0.2.0/24)",
-                    p.get_ref()
-                ))
-            })?;
-            if net.trunc() != net {
-                return Err(err(format!(
-                    "prefix {net} has host bits set (did you mean {}?)",
-                    net.trunc()
-                )));
-            }
+            let net = self.prefix(p, "server.ecs_allow")?;
             if nets.contains(&net) {
-                return Err(err(format!("prefix {net} listed twice")));
+                return Err(self.error(
+                    p.span(),
+                    format!("server.ecs_allow: prefix {net} listed twice"),
+                ));
             }
             nets.push(net);
         }
