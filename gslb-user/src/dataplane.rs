@@ -1576,12 +1576,7 @@ mod tests {
         f.extend_from_slice(&[0, 0, 0, 0, 64, 17, 0, 0, 203, 0, 113, 7]);
         f.extend_from_slice(&dst.octets());
         // The IPv4 header checksum (the fast path passes a frame whose header does not sum).
-        let sum = f[14..34]
-            .chunks(2)
-            .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
-            .sum::<u32>();
-        let sum = (sum & 0xffff) + (sum >> 16);
-        let csum = !((sum & 0xffff) + (sum >> 16)) as u16;
+        let csum = crate::health::icmp::checksum(&f[14..34]);
         f[24..26].copy_from_slice(&csum.to_be_bytes());
         f.extend_from_slice(&40000u16.to_be_bytes());
         f.extend_from_slice(&53u16.to_be_bytes());

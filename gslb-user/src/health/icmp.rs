@@ -162,7 +162,7 @@ fn is_reply(
 }
 
 /// The Internet checksum (RFC 1071).
-fn checksum(data: &[u8]) -> u16 {
+pub(crate) fn checksum(data: &[u8]) -> u16 {
     let mut sum: u32 = 0;
     for chunk in data.chunks(2) {
         let word = u16::from_be_bytes([chunk[0], chunk.get(1).copied().unwrap_or(0)]);

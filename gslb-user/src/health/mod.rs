@@ -45,7 +45,7 @@
 
 mod dns;
 mod http;
-mod icmp;
+pub(crate) mod icmp;
 pub mod link;
 pub mod load;
 pub mod state;
