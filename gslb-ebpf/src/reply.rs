@@ -1,0 +1,279 @@
+//! The query frame turned into its answer in place: the records after the question, an OPT
+//! when the query had one, the DNS header's flags and counts, MACs, addresses and ports
+//! swapped, lengths, TTL, and the IPv4 and UDP checksums, all in word loads and stores.
+
+use aya_ebpf::{
+    bindings::xdp_action,
+    helpers::{bpf_xdp_adjust_head, bpf_xdp_adjust_tail, bpf_xdp_load_bytes, bpf_xdp_store_bytes},
+    programs::XdpContext,
+};
+use gslb_common::{
+    ANSWER_ROTATE, AnswerSet, Config, MAX_ADDRS, OPT_RR_LEN, QTYPE_AAAA, RR_MAX_LEN,
+};
+
+use crate::{
+    Miss, ROTOR, SCRATCH, csum,
+    hdr::{
+        DnsHdr, EthHdr, IPPROTO_UDP, Ipv4Hdr, Ipv6Hdr, OptHdr, QuestionTail, TYPE_OPT, UdpHdr, ld,
+        ld_addr6, ptr_at, st, st_addr6,
+    },
+    parse::Query,
+    record,
+};
+
+const REPLY_TTL: u8 = 64;
+const RECORDS_LEN: usize = MAX_ADDRS * RR_MAX_LEN;
+
+/// Makes room for the answers when the frame has no tailroom (veth, and drivers that size
+/// buffers to the packet): the frame grows at the head instead and everything before the answers
+/// (headers and question, `keep` bytes) moves to the new start.
+#[inline(always)]
+fn grow_at_head(ctx: &XdpContext, keep: usize, delta: i32) -> Result<(), Miss> {
+    // Verifier only: element 0 of an array always exists.
+    let scratch = SCRATCH.get_ptr_mut(0).ok_or(Miss::NoTailroom)?;
+    // SAFETY: per-CPU slot, only this CPU uses it while the program runs.
+    let buf = unsafe { &mut (*scratch).frame };
+    // `keep > buf.len()` for the verifier and the helpers' buffer (no parsed frame has headers
+    // and a question that long; LLVM may prove it and drop the test). Growing at the head
+    // cannot help a tail that failed to shrink (`delta <= 0`).
+    if keep > buf.len() || delta <= 0 {
+        return Err(Miss::NoTailroom);
+    }
+    let buf = buf.as_mut_ptr() as *mut core::ffi::c_void;
+    // SAFETY: helper calls on our own context with a buffer of at least `keep` bytes.
+    unsafe {
+        if bpf_xdp_load_bytes(ctx.ctx, 0, buf, keep as u32) != 0
+            || bpf_xdp_adjust_head(ctx.ctx, -delta) != 0
+            || bpf_xdp_store_bytes(ctx.ctx, 0, buf, keep as u32) != 0
+        {
+            return Err(Miss::NoTailroom);
+        }
+    }
+    Ok(())
+}
+
+/// All ones when `x < n`, else zero, without a branch: the sign of `x - n`. (For `x` below 2^63,
+/// which a slot the program alone writes always is.)
+#[inline(always)]
+fn below(x: u64, n: u64) -> u64 {
+    (x.wrapping_sub(n) as i64 >> 63) as u64
+}
+
+/// Turns the query into the reply in place and returns XDP_TX. A `slip` (rate limiting) is the
+/// reply without records and with TC=1.
+///
+/// Checksums: every part is summed as native (little-endian) 16-bit words, which is the
+/// big-endian sum byte-swapped (RFC 1071); the result is stored natively, i.e. right.
+#[inline(always)]
+pub fn reply(
+    ctx: &XdpContext,
+    q: &Query,
+    config: &Config,
+    set: &AnswerSet,
+    slip: bool,
+) -> Result<u32, Miss> {
+    let stored = set.count as usize;
+    if stored == 0 || stored > MAX_ADDRS {
+        return Err(Miss::NoAnswer);
+    }
+    let (first, n, answers_sum) = if slip {
+        (0, 0, 0)
+    } else if set.flags & ANSWER_ROTATE != 0 {
+        // The set's own slot. No mask needed: every u16 is below ROTOR_SLOTS, and the
+        // (inlined) lookup checks the index against the map's size anyway.
+        let rotor = ROTOR.get_ptr_mut(set.rotor as u32).ok_or(Miss::NoAnswer)?;
+        // The slot holds the index of the set's next record itself, so no division is needed
+        // (a 32-bit remainder is ~25 cycles on the critical path). A slot at or past `stored`
+        // (the set lost records at a republish, or the slot is shared by sets of other sizes)
+        // starts again at the first record. Without branches: BPF has no conditional move, so
+        // a compare is a jump, mispredicted every other query of a two-record set (measured:
+        // +20 ns). LLVM turns the sign trick of `below` back into a compare when it can bound
+        // both operands; a whole u64 from the map is what it cannot bound.
+        // SAFETY: per-CPU slot, only this CPU writes it while the program runs.
+        let i = unsafe {
+            let t = *rotor;
+            let i = t & below(t, stored as u64);
+            *rotor = (i + 1) & below(i + 1, stored as u64);
+            i as usize
+        };
+        // Verifier only: the mask (a no-op, i < stored <= MAX_ADDRS) bounds `i` for it
+        // whatever LLVM makes of the compares; the volatile read keeps LLVM from dropping it.
+        let i = unsafe { core::ptr::read_volatile(&i) } & (MAX_ADDRS - 1);
+        (i, 1, set.rr_csum[i])
+    } else {
+        (0, stored, set.all_csum)
+    };
+    let rr_len = set.rr_len();
+
+    let dns_off = q.l4 + UdpHdr::LEN;
+    let answers_off =
+        dns_off + core::mem::size_of::<DnsHdr>() + q.qlen + core::mem::size_of::<QuestionTail>();
+    let answers_len = n * rr_len;
+    let opt_off = answers_off + answers_len;
+    let msg_end = opt_off + if q.edns { OPT_RR_LEN } else { 0 };
+    let udp_len = msg_end - q.l4;
+    let delta = msg_end as i32 - (ctx.data_end() - ctx.data()) as i32;
+    // SAFETY: plain helper call on our own context; every pointer is re-derived afterwards.
+    if unsafe { bpf_xdp_adjust_tail(ctx.ctx, delta) } != 0 {
+        grow_at_head(ctx, answers_off, delta)?;
+    }
+
+    // Answers: the records as the controller laid them out, in 8-byte words and a last 4
+    // (records are 16 or 28 bytes).
+    let src = first * rr_len;
+    let records = set.records.as_ptr();
+    for i in 0..RECORDS_LEN / 8 {
+        let at = 8 * i;
+        if at + 8 > answers_len {
+            break;
+        }
+        // Verifier only: `src + at` stays inside `records` (first = 0 unless n = 1).
+        let from = src + at;
+        if from + 8 > RECORDS_LEN {
+            return Err(Miss::NoAnswer);
+        }
+        let p = ptr_at::<u64>(ctx, answers_off + at, Miss::NoTailroom)?;
+        unsafe { st(p, ld::<u64>(records.add(from))) };
+    }
+    if answers_len % 8 != 0 {
+        let at = answers_len - 4;
+        let from = src + at;
+        // Verifier only, as above.
+        if from + 4 > RECORDS_LEN {
+            return Err(Miss::NoAnswer);
+        }
+        let p = ptr_at::<u32>(ctx, answers_off + at, Miss::NoTailroom)?;
+        unsafe { st(p, ld::<u32>(records.add(from))) };
+    }
+
+    // Everything after the question name shares one parity: the qtype/qclass, the answers
+    // (whose sums the controller stored big-endian, as if at an even offset) and the OPT.
+    let qtail = ptr_at::<QuestionTail>(
+        ctx,
+        answers_off - core::mem::size_of::<QuestionTail>(),
+        Miss::NoTailroom,
+    )?;
+    let qtail = unsafe { &*qtail };
+    let mut tail_sum = csum::word(qtail.qtype[0], qtail.qtype[1])
+        + csum::word(qtail.qclass[0], qtail.qclass[1])
+        + answers_sum;
+    if q.edns {
+        let size = config.edns_udp_size.to_be_bytes();
+        let opt_bytes = [
+            0,
+            0,
+            TYPE_OPT as u8,
+            size[0],
+            size[1],
+            0,
+            0,
+            q.edns_do,
+            0,
+            0,
+            0,
+        ];
+        let opt = ptr_at::<OptHdr>(ctx, opt_off, Miss::NoTailroom)?;
+        // Name, type, UDP size, extended RCODE and version, and the flags' high byte (DO).
+        let head = u64::from_le_bytes([0, 0, TYPE_OPT as u8, size[0], size[1], 0, 0, q.edns_do]);
+        unsafe {
+            st(opt, head);
+            // The flags again (DO, then the low byte) and RDLENGTH 0.
+            st(&raw mut (*opt).flags, q.edns_do as u32);
+        }
+        tail_sum += csum::bytes(&opt_bytes);
+    }
+    // Big-endian from an even offset; native from an odd one is the same bytes, and native
+    // from an even offset is the byte swap.
+    let mut tail_sum = csum::fold(tail_sum);
+    if q.qlen & 1 == 0 {
+        tail_sum = tail_sum.swap_bytes();
+    }
+
+    let dns = ptr_at::<DnsHdr>(ctx, dns_off, Miss::NoTailroom)?;
+    // QR=1, OPCODE=0, AA=1, TC=0 (1 for a slip), RD copied; RA=0, AD=0, CD copied, NOERROR.
+    let flags = unsafe { ld::<u16>(&raw const (*dns).flags) }.to_ne_bytes();
+    let flags = [
+        0x84 | (slip as u8) << 1 | (flags[0] & 0x01),
+        flags[1] & 0x10,
+    ];
+    let ancount = (n as u16).to_be();
+    let arcount = (q.edns as u16).to_be();
+    unsafe {
+        st(&raw mut (*dns).flags, u16::from_ne_bytes(flags));
+        st(&raw mut (*dns).ancount, ancount);
+        st(&raw mut (*dns).arcount, arcount);
+    }
+    // id and flags (one load of both), then QDCOUNT (1), ANCOUNT and ARCOUNT, all native.
+    let dns_sum = csum::w64(unsafe { ld::<u32>(dns) } as u64)
+        + (1u16.to_be() as u64)
+        + ancount as u64
+        + arcount as u64;
+
+    // MACs: bytes 0..6 and 6..12 trade places, as one u64 and one u32. `check_macs` let only
+    // a frame to an attached interface's own MAC through, so the reply leaves from that MAC.
+    // (Swapping, rather than storing the MAC from `LOCAL_MACS`, keeps the hit path at two
+    // register stores; the two are the same once the destination was checked.)
+    let eth = ptr_at::<EthHdr>(ctx, 0, Miss::NoTailroom)?;
+    unsafe {
+        let a = ld::<u64>(eth); // dst[0..6], src[0..2]
+        let b = ld::<u32>(&raw const (*eth).src[2]); // src[2..6]
+        st(eth, (a >> 48) | ((b as u64) << 16) | (a << 48));
+        st(&raw mut (*eth).src[2], (a >> 16) as u32);
+    }
+
+    let udp_len_be = (udp_len as u16).to_be();
+    // Pseudo-header: both addresses (swapping does not change their sum), the protocol and
+    // the UDP length (IPv6: the 32-bit length and next header, the same words).
+    let mut pseudo_sum = (IPPROTO_UDP as u16).to_be() as u64 + udp_len_be as u64;
+    if q.v6 {
+        let ip = ptr_at::<Ipv6Hdr>(ctx, q.l4 - Ipv6Hdr::LEN, Miss::NoTailroom)?;
+        unsafe {
+            let (s0, s1) = ld_addr6(&raw const (*ip).saddr);
+            let (d0, d1) = ld_addr6(&raw const (*ip).daddr);
+            st_addr6(&raw mut (*ip).saddr, (d0, d1));
+            st_addr6(&raw mut (*ip).daddr, (s0, s1));
+            pseudo_sum += csum::w64(s0) + csum::w64(s1) + csum::w64(d0) + csum::w64(d1);
+            st(&raw mut (*ip).payload_len, udp_len_be);
+            st(&raw mut (*ip).hop_limit, REPLY_TTL);
+        }
+    } else {
+        let ip = ptr_at::<Ipv4Hdr>(ctx, q.l4 - Ipv4Hdr::LEN, Miss::NoTailroom)?;
+        unsafe {
+            // saddr and daddr, adjacent (asserted in hdr.rs), as one word.
+            let addrs = ld::<u64>(&raw const (*ip).saddr);
+            st(&raw mut (*ip).saddr, addrs.rotate_left(32));
+            pseudo_sum += csum::w64(addrs);
+            st(
+                &raw mut (*ip).tot_len,
+                ((udp_len + Ipv4Hdr::LEN) as u16).to_be(),
+            );
+            st(&raw mut (*ip).ttl, REPLY_TTL);
+            st(&raw mut (*ip).check, 0u16);
+            st(&raw mut (*ip).check, !csum::fold64(Ipv4Hdr::sum(ip)));
+        }
+    }
+
+    let udp = ptr_at::<UdpHdr>(ctx, q.l4, Miss::NoTailroom)?;
+    // Source and destination port, as one word.
+    let ports = unsafe { ld::<u32>(udp) };
+    unsafe {
+        st(udp, ports.rotate_left(16));
+        st(&raw mut (*udp).len, udp_len_be);
+    }
+    let total =
+        pseudo_sum + ports as u64 + udp_len_be as u64 + dns_sum + q.qname_sum + tail_sum as u64;
+    let check = !csum::fold64(total);
+    // A computed zero is sent as all ones: zero means "no checksum" (and is illegal in IPv6).
+    unsafe {
+        st(
+            &raw mut (*udp).check,
+            if check == 0 { 0xffffu16 } else { check },
+        )
+    };
+
+    // A slip is counted by rrl.rs.
+    if !slip {
+        record::count(record::hit(q.v6, q.qtype == QTYPE_AAAA));
+    }
+    Ok(xdp_action::XDP_TX)
+}
