@@ -102,3 +102,13 @@ pub(super) fn kind(
         Kind::Decided { place, rtt }
     }
 }
+
+/// The configuration's services by name, with their index.
+pub(super) fn service_index(config: &Config) -> HashMap<&str, (usize, &Service)> {
+    config
+        .services
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.name.as_str(), (i, s)))
+        .collect()
+}

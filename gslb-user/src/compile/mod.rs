@@ -38,7 +38,7 @@
 //! # Stages
 //!
 //! One compilation ([`Job::run`]) is a sequence of stages, one file each, named after what
-//! they make: [`kinds`] (how each domain is decided), [`classes`] (the address space cut into
+//! they make: [`spec`] (once per configuration: the decision engine), [`kinds`] (how each domain is decided), [`classes`] (the address space cut into
 //! segments and classes), [`signatures`] (decisions shared by domains of one structure),
 //! [`views`] (answer vectors numbered as views, merged into prefixes) and [`snapshot`] (the
 //! entries and the [`Snapshot`]). [`partition`] holds the address-space arithmetic they share.
@@ -49,6 +49,7 @@ mod kinds;
 pub mod partition;
 mod signatures;
 mod snapshot;
+mod spec;
 #[cfg(test)]
 mod tests;
 mod views;
@@ -62,10 +63,11 @@ use ipnet::IpNet;
 
 use self::classes::{ClassKey, Partition};
 use self::interner::Interner;
-use self::kinds::{Kind, kind, needs_engine};
+use self::kinds::{Kind, kind, service_index};
 use self::partition::{Segments, Steps};
 use self::signatures::{CacheParts, Outcome, Signature};
 use self::snapshot::EntryMemo;
+pub use self::spec::Spec;
 use self::views::{merged_views, number_views};
 use crate::config::{AnswerMode, Config, Service};
 use crate::location::db::LocationDb;
@@ -104,6 +106,10 @@ pub struct Snapshot {
     /// Every input of a decision but the address is the same inside one of these runs (their
     /// `views` number the classes): the ECS scope of a per-query answer is at least the run's.
     pub classes: Arc<Segments>,
+    /// What the configuration gives every snapshot (the decision engine), built once per
+    /// configuration: the responder answers the per-query domains with this engine. `None`
+    /// only in [`Snapshot::default`].
+    pub spec: Option<Arc<Spec>>,
     pub stats: CompileStats,
 }
 
@@ -217,28 +223,25 @@ impl Snapshot {
 
 /// Compiles snapshots, keeping between compilations what stays valid (see the module docs).
 pub struct Compiler {
+    /// The last configuration's spec: kept while the configuration stays.
+    spec: Option<Arc<Spec>>,
     cache: Option<Cache>,
     rtt_budget: usize,
 }
 
 impl Default for Compiler {
     fn default() -> Self {
-        Compiler {
-            cache: None,
-            rtt_budget: RTT_ENTRY_BUDGET,
-        }
+        Compiler::with_rtt_budget(RTT_ENTRY_BUDGET)
     }
 }
 
-/// What a compilation leaves for the next one, valid while the configuration, the location
-/// database and the RTT rows stay the same.
+/// What a compilation leaves for the next one, valid while the configuration (the
+/// compiler's spec), the location database and the RTT rows stay the same.
 struct Cache {
-    config: Config,
     locations: usize,
     rtt: Arc<Vec<LdnsRtt>>,
     /// Domains answered by RTT were left to the responder (over the budget).
     rtt_to_responder: bool,
-    engine: Option<Arc<Engine>>,
     partition: Partition,
     signatures: Interner<Signature>,
     outcomes: Interner<Outcome>,
@@ -269,6 +272,7 @@ impl Compiler {
     /// A compiler that gives LDNS views at most `entries` answer entries.
     pub fn with_rtt_budget(entries: usize) -> Compiler {
         Compiler {
+            spec: None,
             cache: None,
             rtt_budget: entries,
         }
@@ -277,28 +281,23 @@ impl Compiler {
     /// The answers of `config` under `inputs`, reusing what the previous compilation left when
     /// only service states changed.
     pub fn compile(&mut self, config: &Config, inputs: &Inputs<'_>) -> Snapshot {
+        let spec = self.spec(config);
         let locations = inputs
             .locations
             .map_or(0, |db| db as *const LocationDb as usize);
         let reusable = self.cache.as_ref().is_some_and(|c| {
-            c.locations == locations
-                && (Arc::ptr_eq(&c.rtt, &inputs.rtt) || c.rtt == inputs.rtt)
-                && c.config == *config
+            c.locations == locations && (Arc::ptr_eq(&c.rtt, &inputs.rtt) || c.rtt == inputs.rtt)
         });
         let mut rtt_to_responder =
             reusable && self.cache.as_ref().is_some_and(|c| c.rtt_to_responder);
         let mut cache = self.cache.take().filter(|_| reusable);
         loop {
-            // The engine depends on the configuration only: kept with the cache.
-            let engine = cache.as_ref().map(|c| c.engine.clone());
-            let mut job = Job::new(config, inputs, rtt_to_responder, engine);
+            let mut job = Job::new(config, inputs, rtt_to_responder, &spec);
             job.rtt_budget = self.rtt_budget;
             let mut fresh = cache.take().unwrap_or_else(|| Cache {
-                config: config.clone(),
                 locations,
                 rtt: inputs.rtt.clone(),
                 rtt_to_responder,
-                engine: job.engine.clone(),
                 partition: job.partition(),
                 signatures: Interner::new(),
                 outcomes: Interner::new(),
@@ -332,6 +331,20 @@ impl Compiler {
             }
         }
     }
+
+    /// The spec of `config`: the last one while the configuration stays, else a new one (and
+    /// the cache, made for another configuration, is dropped).
+    fn spec(&mut self, config: &Config) -> Arc<Spec> {
+        match &self.spec {
+            Some(spec) if spec.is_of(config) => spec.clone(),
+            _ => {
+                let spec = Arc::new(Spec::new(config));
+                self.spec = Some(spec.clone());
+                self.cache = None;
+                spec
+            }
+        }
+    }
 }
 
 /// The most (domain, LDNS view) answer entries the maps are given: a quarter of `ANSWERS`.
@@ -349,6 +362,7 @@ struct OverBudget {
 struct Job<'a> {
     config: &'a Config,
     inputs: &'a Inputs<'a>,
+    spec: &'a Arc<Spec>,
     engine: Option<Arc<Engine>>,
     services: HashMap<&'a str, (usize, &'a Service)>,
     kinds: Vec<Kind>,
@@ -362,36 +376,15 @@ struct Job<'a> {
 impl<'a> Job<'a> {
     /// `rtt_to_responder`: domains answered by RTT are left to the responder (their LDNS
     /// views would not fit the maps).
-    /// `engine`: the engine of `config` when already built (`None`: build it if needed).
+    /// `spec`: `config`'s.
     fn new(
         config: &'a Config,
         inputs: &'a Inputs<'a>,
         rtt_to_responder: bool,
-        engine: Option<Option<Arc<Engine>>>,
+        spec: &'a Arc<Spec>,
     ) -> Self {
-        let services = config
-            .services
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (s.name.as_str(), (i, s)))
-            .collect();
-        let engine = match engine {
-            Some(engine) => engine,
-            None => config
-                .gslb_domains
-                .iter()
-                .any(|d| needs_engine(config, d, &services))
-                .then(|| match Engine::from_config(config) {
-                    Ok(engine) => Some(Arc::new(engine)),
-                    Err(error) => {
-                        // Validation makes this unreachable; no answers for those names is the safe
-                        // side if it ever is not.
-                        tracing::error!(%error, "decision engine rejected the configuration");
-                        None
-                    }
-                })
-                .flatten(),
-        };
+        let services = service_index(config);
+        let engine = spec.engine.clone();
         let kinds: Vec<Kind> = config
             .gslb_domains
             .iter()
@@ -411,6 +404,7 @@ impl<'a> Job<'a> {
         Job {
             config,
             inputs,
+            spec,
             engine,
             services,
             kinds,

@@ -225,6 +225,7 @@ impl Job<'_> {
             rtt_rows: partition.rtt_rows.clone(),
             static_views: partition.static_views.clone(),
             classes: partition.class_runs.clone(),
+            spec: Some(self.spec.clone()),
             stats,
         }
     }

@@ -522,3 +522,85 @@ fn rtt_domains_over_the_budget_go_to_the_responder() {
         }
     }
 }
+
+/// A zone, two services and one domain answered by `method`.
+fn two_services(method: &str, ttl: u32) -> Config {
+    let text = format!(
+        r#"
+            [server]
+            listen = ["192.0.2.53"]
+            [[zone]]
+            name = "example.com"
+            ns = ["ns.example.net"]
+            soa.rname = "hostmaster.example.com"
+            [[site]]
+            name = "eu"
+            ip = "192.0.2.1"
+            [[service]]
+            name = "a"
+            ip = "192.0.2.10"
+            site = "eu"
+            [[service]]
+            name = "b"
+            ip = "192.0.2.20"
+            site = "eu"
+            [[gslb_domain]]
+            name = "www.example.com"
+            method = "{method}"
+            ttl = {ttl}
+            services = ["a", "b"]
+        "#
+    );
+    Config::parse(&text, Path::new("test.toml")).unwrap()
+}
+
+#[test]
+fn the_spec_is_built_once_per_configuration() {
+    let config = two_services("globalavailability", 30);
+    let inputs = |services: Vec<ServiceState>, rtt: Vec<LdnsRtt>| Inputs {
+        services,
+        rtt: Arc::new(rtt),
+        ..Inputs::default()
+    };
+    let mut compiler = Compiler::default();
+    let up = compiler.compile(&config, &inputs(vec![ServiceState::UP; 2], Vec::new()));
+    let down = compiler.compile(
+        &config,
+        &inputs(vec![ServiceState::DOWN, ServiceState::UP], Vec::new()),
+    );
+    // New RTT rows drop the compiler's cache, not the configuration's spec.
+    let measured = compiler.compile(
+        &config,
+        &inputs(
+            vec![ServiceState::UP; 2],
+            vec![LdnsRtt {
+                ldns: "198.51.100.0/24".parse().unwrap(),
+                rtt_us: vec![Some(1_000)],
+            }],
+        ),
+    );
+    assert_eq!(down.down_services, ["a"], "the second state differs");
+    let spec = up
+        .spec
+        .clone()
+        .expect("a compiled snapshot carries its spec");
+    let engine = spec
+        .engine
+        .clone()
+        .expect("global availability needs the engine");
+    for other in [&down, &measured] {
+        let other = other.spec.as_ref().unwrap();
+        assert!(Arc::ptr_eq(&spec, other), "one spec per configuration");
+        assert!(Arc::ptr_eq(&engine, other.engine.as_ref().unwrap()));
+    }
+    // Another configuration (a reload) gets its own spec, equal configurations equal ones.
+    let reloaded = compiler.compile(
+        &two_services("globalavailability", 60),
+        &inputs(vec![ServiceState::UP; 2], Vec::new()),
+    );
+    assert!(!Arc::ptr_eq(&spec, reloaded.spec.as_ref().unwrap()));
+    assert_eq!(Snapshot::from_config(&config).spec, up.spec);
+    // Round robin alone needs no engine.
+    let plain = Snapshot::from_config(&two_services("roundrobin", 30));
+    assert!(plain.spec.unwrap().engine.is_none());
+}

@@ -23,79 +23,84 @@ use crate::{
     },
 };
 
-/// Per-query decisions for the domains the fast path leaves to the responder
-/// (`Snapshot::engine_domains`).
-pub(super) struct Decisions {
-    pub(super) engine: Engine,
-    pub(super) domains: HashSet<String>,
-    /// By configuration service index.
-    pub(super) states: Vec<ServiceState>,
-    /// The RTT rows and the step function client → row + 1 (0: none).
-    pub(super) rtt: Arc<Vec<LdnsRtt>>,
-    pub(super) rtt_rows: Arc<Steps>,
-    /// Client → static view number.
-    pub(super) static_views: Arc<Steps>,
-    /// Runs of one class (everything a decision reads but the address): the ECS scope.
-    pub(super) classes: Arc<Segments>,
+/// What per-query decisions read of one configuration alone: built once per configuration
+/// (the responder keeps it while snapshots carry the same [`Spec`](crate::compile::Spec)).
+pub(super) struct EngineData {
+    /// The configuration's engine, from its spec: not built again here.
+    pub(super) engine: Arc<Engine>,
     /// By engine domain index: how many leading bits of the client address its decisions
     /// read besides the class (source-IP hash and persistence masks along its backup chain),
     /// IPv4 and IPv6.
-    pub(super) address_bits: Vec<(u8, u8)>,
+    address_bits: Vec<(u8, u8)>,
     /// By configuration service index.
-    pub(super) answer_ips: Vec<IpAddr>,
+    answer_ips: Vec<IpAddr>,
     /// By engine domain index: (TTL, backup addresses).
-    pub(super) domain_info: Vec<(u32, Vec<IpAddr>)>,
-    pub(super) locations: Option<Arc<LocationDb>>,
-    /// This configuration's persistence tables.
-    pub(super) persist: Arc<PersistTables>,
-    /// Rotation turns by asked domain, qtype and the client's static view
-    /// ([`Decisions::turn_index`]): clients of two views interleaved do not share a turn.
-    pub(super) turns: Turns,
+    domain_info: Vec<(u32, Vec<IpAddr>)>,
     /// Static views in the configuration.
     pub(super) views: usize,
 }
 
+impl EngineData {
+    pub(super) fn new(config: &Config, engine: Arc<Engine>) -> Self {
+        EngineData {
+            address_bits: address_bits(&engine),
+            answer_ips: config.services.iter().map(|s| s.answer_ip()).collect(),
+            domain_info: config
+                .gslb_domains
+                .iter()
+                .map(|d| (d.ttl, d.backup_ip.clone()))
+                .collect(),
+            views: config.views.len(),
+            engine,
+        }
+    }
+}
+
+/// Per-query decisions for the domains the fast path leaves to the responder
+/// (`Snapshot::engine_domains`), under one snapshot's states.
+pub(super) struct Decisions {
+    pub(super) data: Arc<EngineData>,
+    pub(super) domains: HashSet<String>,
+    /// By configuration service index.
+    states: Vec<ServiceState>,
+    /// The RTT rows and the step function client → row + 1 (0: none).
+    rtt: Arc<Vec<LdnsRtt>>,
+    rtt_rows: Arc<Steps>,
+    /// Client → static view number.
+    static_views: Arc<Steps>,
+    /// Runs of one class (everything a decision reads but the address): the ECS scope.
+    classes: Arc<Segments>,
+    pub(super) locations: Option<Arc<LocationDb>>,
+    /// This configuration's persistence tables.
+    persist: Arc<PersistTables>,
+    /// Rotation turns by asked domain, qtype and the client's static view
+    /// ([`Decisions::turn_index`]): clients of two views interleaved do not share a turn.
+    pub(super) turns: Turns,
+}
+
 impl Decisions {
-    /// The decisions for `snapshot`'s per-query domains of `config`, `None` when it has none
-    /// (then `persistence` keeps no entries).
+    /// The decisions for `snapshot`'s per-query domains with the configuration's `data`,
+    /// `None` when it has none (then `persistence` keeps no entries).
     pub(super) fn new(
-        config: &Config,
+        data: Option<&Arc<EngineData>>,
         snapshot: &Snapshot,
         locations: Option<Arc<LocationDb>>,
         persistence: &PersistStore,
     ) -> Option<Self> {
-        let decisions = if snapshot.engine_domains.is_empty() {
-            None
-        } else {
-            match Engine::from_config(config) {
-                Ok(engine) => Some(Decisions {
-                    persist: persistence.configure(Some(&engine), &snapshot.services),
-                    domains: snapshot.engine_domains.iter().cloned().collect(),
-                    states: snapshot.services.clone(),
-                    rtt: snapshot.rtt.clone(),
-                    rtt_rows: snapshot.rtt_rows.clone(),
-                    static_views: snapshot.static_views.clone(),
-                    classes: snapshot.classes.clone(),
-                    address_bits: address_bits(&engine),
-                    answer_ips: config.services.iter().map(|s| s.answer_ip()).collect(),
-                    domain_info: config
-                        .gslb_domains
-                        .iter()
-                        .map(|d| (d.ttl, d.backup_ip.clone()))
-                        .collect(),
-                    turns: Turns::new(2 * config.gslb_domains.len() * (config.views.len() + 1)),
-                    views: config.views.len(),
-                    engine,
-                    locations,
-                }),
-                Err(error) => {
-                    // Validation makes this unreachable; answering nothing for those names is
-                    // the safe side if it ever is not.
-                    tracing::error!(%error, "decision engine rejected the configuration");
-                    None
-                }
-            }
-        };
+        let decisions = data
+            .filter(|_| !snapshot.engine_domains.is_empty())
+            .map(|data| Decisions {
+                persist: persistence.configure(Some(&data.engine), &snapshot.services),
+                domains: snapshot.engine_domains.iter().cloned().collect(),
+                states: snapshot.services.clone(),
+                rtt: snapshot.rtt.clone(),
+                rtt_rows: snapshot.rtt_rows.clone(),
+                static_views: snapshot.static_views.clone(),
+                classes: snapshot.classes.clone(),
+                turns: Turns::new(2 * data.domain_info.len() * (data.views + 1)),
+                data: data.clone(),
+                locations,
+            });
         if decisions.is_none() {
             persistence.configure(None, &[]);
         }
@@ -104,7 +109,7 @@ impl Decisions {
 
     /// The turn of (engine domain, qtype, static view number).
     pub(super) fn turn_index(&self, domain: usize, aaaa: bool, view: u32) -> usize {
-        (2 * domain + usize::from(aaaa)) * (self.views + 1) + view as usize
+        (2 * domain + usize::from(aaaa)) * (self.data.views + 1) + view as usize
     }
 
     /// The ECS scope of a per-query answer to a client subnet of `source` bits: its class's
@@ -114,16 +119,17 @@ impl Decisions {
         let client = canonical(client);
         let class = self.classes.lookup(client).1;
         let bits = self
+            .data
             .engine
             .domain_index(name)
-            .and_then(|d| self.address_bits.get(d))
+            .and_then(|d| self.data.address_bits.get(d))
             .map_or(0, |&(v4, v6)| if client.is_ipv4() { v4 } else { v6 });
         class.max(bits.min(source))
     }
 
     /// The decision engine's answer for this client (its location from the database).
     pub(super) fn records(&self, name: &str, qtype: u16, client: IpAddr) -> Vec<Record> {
-        let Some(domain) = self.engine.domain_index(name) else {
+        let Some(domain) = self.data.engine.domain_index(name) else {
             return Vec::new();
         };
         let client = canonical(client);
@@ -134,7 +140,7 @@ impl Decisions {
         };
         let sticky = self.persist.lookup(domain, qtype == QTYPE_AAAA, client);
         let view = self.static_views.get(key_of(client));
-        let decision = self.engine.decide(
+        let decision = self.data.engine.decide(
             domain,
             &EngineQuery { name, qtype },
             &EngineClient {
@@ -148,7 +154,8 @@ impl Decisions {
                 rtt,
             },
         );
-        let (ttl, backup) = &self.domain_info[decision.domain.min(self.domain_info.len() - 1)];
+        let (ttl, backup) =
+            &self.data.domain_info[decision.domain.min(self.data.domain_info.len() - 1)];
         let family = |ip: &IpAddr| ip.is_ipv6() == (qtype == QTYPE_AAAA);
         let turn = self
             .turns
@@ -157,11 +164,11 @@ impl Decisions {
             Some(Fallback::BackupIp) => backup.iter().copied().filter(family).collect(),
             Some(Fallback::Empty) => Vec::new(),
             None => {
-                let picked = self.engine.select(&decision, client, turn);
+                let picked = self.data.engine.select(&decision, client, turn);
                 self.persist.note(sticky.as_ref(), &picked);
                 picked
                     .into_iter()
-                    .map(|i| self.answer_ips[i])
+                    .map(|i| self.data.answer_ips[i])
                     .filter(family)
                     .collect()
             }

@@ -41,7 +41,7 @@ impl Responder {
         };
         let qname = key(question.name());
         let Some(zone) = (question.query_class() == DNSClass::IN)
-            .then(|| data.zones.iter().find(|z| z.contains(&qname)))
+            .then(|| data.config.zones.iter().find(|z| z.contains(&qname)))
             .flatten()
         else {
             out.rcode = ResponseCode::Refused;
@@ -81,7 +81,7 @@ impl Responder {
         let mut current = qname;
         let mut visited = HashSet::from([current.clone()]);
         for _ in 0..MAX_CNAME_CHAIN {
-            let Some(z) = data.zones.iter().find(|z| z.contains(&current)) else {
+            let Some(z) = data.config.zones.iter().find(|z| z.contains(&current)) else {
                 return out; // the chain left our zones: the resolver follows it
             };
             if z.cut_above(&current).is_some() {

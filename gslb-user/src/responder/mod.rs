@@ -96,7 +96,7 @@ impl Responder {
         persistence: Arc<PersistStore>,
     ) -> Self {
         Responder {
-            data: ArcSwap::from_pointee(Authority::new(config, snapshot, None, &persistence)),
+            data: ArcSwap::from_pointee(Authority::new(config, snapshot, None, &persistence, None)),
             gslb_refused: AtomicBool::new(false),
             persistence,
             rrl: rrl::Limiter::new(&config.rrl),
@@ -115,8 +115,10 @@ impl Responder {
         self.gslb_refused.store(refused, Ordering::Relaxed);
     }
 
-    /// Answers from `config` and `snapshot` from now on (a configuration reload), keeping the
-    /// location database.
+    /// Answers from `config` and `snapshot` (compiled from `config`) from now on, keeping the
+    /// location database. A snapshot with the previous one's [`Spec`](crate::compile::Spec)
+    /// (a republish after a health change) keeps the zones and the engine: only the answers
+    /// and the states are new.
     pub fn replace(&self, config: &Config, snapshot: &Snapshot) {
         let locations = self
             .data
@@ -135,8 +137,9 @@ impl Responder {
         snapshot: &Snapshot,
         locations: Option<Arc<LocationDb>>,
     ) {
-        let next = Authority::new(config, snapshot, locations, &self.persistence);
-        next.carry_turns(&self.data.load());
+        let old = self.data.load();
+        let next = Authority::new(config, snapshot, locations, &self.persistence, Some(&old));
+        next.carry_turns(&old);
         self.data.store(Arc::new(next));
         self.rrl.configure(&config.rrl);
     }
@@ -193,7 +196,7 @@ impl Responder {
     ) {
         // From a client not in `server.ecs_allow`, the option is ignored: not used, not
         // echoed (`responder::ecs`).
-        let ecs = ecs.filter(|_| data.ecs_allow.allows(canonical(client)));
+        let ecs = ecs.filter(|_| data.config.ecs_allow.allows(canonical(client)));
         // A /0 subnet carries no client information (RFC 7871 §7.1.2): the resolver is the
         // client, as without ECS, and the answer's scope is 0.
         let client = ecs

@@ -971,3 +971,98 @@ fn client_subnet_is_the_client_and_is_echoed_with_its_scope() {
         );
     }
 }
+
+/// A health change republishes the snapshot of the same configuration: the responder keeps
+/// that configuration's zones and engine (the spec's, not one of its own) and takes only the
+/// new states; a reload builds them anew.
+#[test]
+fn a_health_change_keeps_the_configurations_zones_and_engine() {
+    use crate::compile::{Compiler, Inputs};
+    use crate::policy::ServiceState;
+
+    let config = Config::parse(
+        r#"
+            [server]
+            listen = ["192.0.2.53"]
+            [[zone]]
+            name = "example.com"
+            ns = ["ns.example.net"]
+            soa.rname = "hostmaster.example.com"
+            [[zone.record]]
+            name = "static"
+            type = "A"
+            value = "192.0.2.80"
+            [[site]]
+            name = "eu"
+            ip = "192.0.2.1"
+            [[service]]
+            name = "a"
+            ip = "192.0.2.10"
+            site = "eu"
+            [[service]]
+            name = "b"
+            ip = "192.0.2.20"
+            site = "eu"
+            [[gslb_domain]]
+            name = "www.example.com"
+            method = "sourceiphash"
+            sourceip_mask = { mask_v4 = 24, mask_v6 = 56 }
+            services = ["a", "b"]
+        "#,
+        Path::new("health.toml"),
+    )
+    .unwrap();
+    let states = |down: &[usize]| Inputs {
+        services: (0..2)
+            .map(|i| {
+                if down.contains(&i) {
+                    ServiceState::DOWN
+                } else {
+                    ServiceState::UP
+                }
+            })
+            .collect(),
+        ..Inputs::default()
+    };
+    let answers = |r: &Responder| -> Vec<String> {
+        (0..16u8)
+            .flat_map(|i| {
+                let client = IpAddr::V4(Ipv4Addr::new(198, 51, i, 1));
+                let bytes = r
+                    .respond(
+                        &wire(&query("www.example.com.", RecordType::A)),
+                        client,
+                        Transport::Udp,
+                    )
+                    .unwrap();
+                let reply = Message::from_vec(&bytes).unwrap();
+                reply.answers().iter().map(show).collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let mut compiler = Compiler::default();
+    let up = compiler.compile(&config, &states(&[]));
+    assert_eq!(up.engine_domains, ["www.example.com"], "decided per query");
+    let r = Responder::new(&config, &up);
+    assert!(answers(&r).iter().any(|a| a.ends_with("192.0.2.10")));
+    let before = r.data.load_full();
+
+    let down = compiler.compile(&config, &states(&[0]));
+    r.replace(&config, &down);
+    let after = r.data.load_full();
+    assert!(
+        Arc::ptr_eq(&before.config, &after.config),
+        "the zones and the engine's data are the configuration's, kept"
+    );
+    let spec_engine = down.spec.as_ref().unwrap().engine.as_ref().unwrap();
+    for authority in [&before, &after] {
+        let engine = &authority.decisions.as_ref().unwrap().data.engine;
+        assert!(Arc::ptr_eq(engine, spec_engine), "the snapshot's engine");
+    }
+    // The new state is in force.
+    assert!(answers(&r).iter().all(|a| a.ends_with("192.0.2.20")));
+
+    // A reload (a new spec) builds the configuration's data again.
+    r.replace(&config, &Compiler::default().compile(&config, &states(&[])));
+    assert!(!Arc::ptr_eq(&after.config, &r.data.load().config));
+}
