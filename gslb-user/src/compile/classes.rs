@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use super::Job;
-use super::partition::{Segments, Steps, V4_FIRST, V4_LAST, addr_of};
+use super::partition::{AddressSteps, Segments, V4_FIRST, V4_LAST, addr_of};
 use super::views::merge;
 use crate::config::Config;
 use crate::location::Location;
@@ -27,9 +27,9 @@ pub(super) struct Partition {
     /// decision without an RTT row reads of the client.
     pub(super) place_ids: Vec<u32>,
     pub(super) places: usize,
-    pub(super) rtt_rows: Arc<Steps>,
+    pub(super) rtt_rows: Arc<AddressSteps>,
     /// Client → static view number (0: none).
-    pub(super) static_views: Arc<Steps>,
+    pub(super) static_views: Arc<AddressSteps>,
     /// Neighbouring segments of one class merged (their `views` are class numbers), for the
     /// ECS scope of per-query answers; empty when no domain is decided per query.
     pub(super) class_runs: Arc<Segments>,
@@ -65,7 +65,7 @@ impl Job<'_> {
         // scope of their answers is the class's (`Snapshot::classes`).
         let place = self.kinds.iter().any(|k| k.reads().0);
         let rtt = self.kinds.iter().any(|k| k.reads().1);
-        let views = Arc::new(Steps::longest_match(
+        let views = Arc::new(AddressSteps::longest_match(
             config
                 .views
                 .iter()
@@ -84,12 +84,12 @@ impl Job<'_> {
                 }
             }
         }
-        let subnets = Steps::longest_match(
+        let subnets = AddressSteps::longest_match(
             subnets.iter().enumerate().map(|(i, n)| (*n, i as u32 + 1)),
             0,
         );
         // Kept even when no compiled domain reads them: the responder's per-query decisions do.
-        let rtt_rows = Arc::new(Steps::longest_match(
+        let rtt_rows = Arc::new(AddressSteps::longest_match(
             self.inputs
                 .rtt
                 .iter()
@@ -137,7 +137,7 @@ impl Job<'_> {
         let mut classes: Vec<(ClassKey, IpAddr)> = Vec::new();
         let mut seg_class = Vec::with_capacity(points.len());
         let (mut iv, mut is, mut ir) = (0, 0, 0);
-        let at = |steps: &Steps, i: &mut usize, p: u128| {
+        let at = |steps: &AddressSteps, i: &mut usize, p: u128| {
             while *i + 1 < steps.starts.len() && steps.starts[*i + 1] <= p {
                 *i += 1;
             }

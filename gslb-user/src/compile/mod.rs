@@ -64,7 +64,7 @@ use ipnet::IpNet;
 use self::classes::{ClassKey, Partition};
 use self::interner::Interner;
 use self::kinds::{Kind, kind, service_index};
-use self::partition::{Segments, Steps};
+use self::partition::{AddressSteps, Segments};
 use self::signatures::{CacheParts, Outcome, Signature};
 use self::snapshot::EntryMemo;
 pub use self::spec::Spec;
@@ -100,9 +100,9 @@ pub struct Snapshot {
     pub services: Vec<ServiceState>,
     /// The RTT rows the answers were decided with, and the step function client → row + 1.
     pub rtt: Arc<Vec<LdnsRtt>>,
-    pub rtt_rows: Arc<Steps>,
+    pub rtt_rows: Arc<AddressSteps>,
     /// Client → static view number (0: the default view), for per-query decisions.
-    pub static_views: Arc<Steps>,
+    pub static_views: Arc<AddressSteps>,
     /// Every input of a decision but the address is the same inside one of these runs (their
     /// `views` number the classes): the ECS scope of a per-query answer is at least the run's.
     pub classes: Arc<Segments>,

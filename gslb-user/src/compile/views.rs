@@ -130,6 +130,20 @@ impl Job<'_> {
         for (class, &(key, addr)) in classes.iter().enumerate() {
             let place = partition.place_ids[class];
             let view_key = ClassKey { rtt: 0, ..key };
+            // Signature `sig`'s outcome for this class, with its RTT row or without.
+            let outcome = |job: &mut Self, parts: &mut CacheParts<'_>, sig: u32, with_rtt: bool| {
+                let representative = columns.representative[&sig];
+                job.outcome(
+                    parts,
+                    sig,
+                    &signatures[sig],
+                    representative,
+                    key,
+                    place,
+                    addr,
+                    with_rtt,
+                )
+            };
             let view_vector = match by_view_key.get(&view_key) {
                 Some(&v) => v,
                 None => {
@@ -142,16 +156,7 @@ impl Job<'_> {
                                     static_answers.id(self.static_answer(d, qtype, key.view))
                                 })
                             }
-                            Column::Decided(sig) => self.outcome(
-                                parts,
-                                sig,
-                                &signatures[sig],
-                                columns.representative[&sig],
-                                key,
-                                place,
-                                addr,
-                                false,
-                            ),
+                            Column::Decided(sig) => outcome(self, parts, sig, false),
                         });
                     }
                     let id = view_vectors.id(vector);
@@ -165,16 +170,7 @@ impl Job<'_> {
                     let Column::Decided(sig) = columns.columns[c] else {
                         unreachable!("RTT columns are signatures")
                     };
-                    vector.push(self.outcome(
-                        parts,
-                        sig,
-                        &signatures[sig],
-                        columns.representative[&sig],
-                        key,
-                        place,
-                        addr,
-                        true,
-                    ));
+                    vector.push(outcome(self, parts, sig, true));
                 }
                 let id = rtt_vectors.id(vector);
                 let entries = (rtt_vectors.len() - 1) * columns.rtt_entries;

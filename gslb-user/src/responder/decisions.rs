@@ -12,7 +12,7 @@ use super::{canonical, turns::Turns};
 use crate::{
     compile::{
         LdnsRtt, Snapshot,
-        partition::{Segments, Steps, key_of},
+        partition::{AddressSteps, Segments, key_of},
     },
     config::Config,
     location::db::LocationDb,
@@ -65,9 +65,9 @@ pub(super) struct Decisions {
     states: Vec<ServiceState>,
     /// The RTT rows and the step function client → row + 1 (0: none).
     rtt: Arc<Vec<LdnsRtt>>,
-    rtt_rows: Arc<Steps>,
+    rtt_rows: Arc<AddressSteps>,
     /// Client → static view number.
-    static_views: Arc<Steps>,
+    static_views: Arc<AddressSteps>,
     /// Runs of one class (everything a decision reads but the address): the ECS scope.
     classes: Arc<Segments>,
     pub(super) locations: Option<Arc<LocationDb>>,
