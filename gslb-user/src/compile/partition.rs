@@ -37,20 +37,20 @@ pub fn range_of(net: &IpNet) -> (u128, u128) {
 /// A step function over the keys: `vals[i]` holds on `[starts[i], starts[i + 1])`. The first
 /// start is 0; neighbours differ in value.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Steps {
+pub struct AddressSteps {
     pub starts: Vec<u128>,
     pub vals: Vec<u32>,
 }
 
-impl Default for Steps {
+impl Default for AddressSteps {
     fn default() -> Self {
-        Steps::constant(0)
+        AddressSteps::constant(0)
     }
 }
 
-impl Steps {
-    pub fn constant(val: u32) -> Steps {
-        Steps {
+impl AddressSteps {
+    pub fn constant(val: u32) -> AddressSteps {
+        AddressSteps {
             starts: vec![0],
             vals: vec![val],
         }
@@ -78,7 +78,10 @@ impl Steps {
     /// where no prefix matches. Of two equal prefixes the later wins, as the later insert into
     /// an LPM trie does. An IPv6 prefix never matches IPv4 keys, even one covering
     /// `::ffff:0:0/96`: an IPv4 client is in IPv4 prefixes only, as `IpNet::contains` says.
-    pub fn longest_match(prefixes: impl IntoIterator<Item = (IpNet, u32)>, none: u32) -> Steps {
+    pub fn longest_match(
+        prefixes: impl IntoIterator<Item = (IpNet, u32)>,
+        none: u32,
+    ) -> AddressSteps {
         let (mut v4, mut v6) = (Vec::new(), Vec::new());
         for (net, val) in prefixes {
             let (first, last) = range_of(&net);
@@ -90,7 +93,7 @@ impl Steps {
         let v4 = nested(v4, none);
         let v6 = nested(v6, none);
         // The IPv6 function outside the IPv4 range, the IPv4 one inside.
-        let mut out = Steps {
+        let mut out = AddressSteps {
             starts: Vec::new(),
             vals: Vec::new(),
         };
@@ -125,12 +128,12 @@ impl Steps {
 }
 
 /// The step function of nested-or-disjoint inclusive ranges, innermost wins.
-fn nested(mut ranges: Vec<(u128, u128, u32)>, none: u32) -> Steps {
+fn nested(mut ranges: Vec<(u128, u128, u32)>, none: u32) -> AddressSteps {
     // Outer before inner; a stable sort keeps equal ranges in their order, the later inside.
     ranges.sort_by_key(|&(first, last, _)| (first, std::cmp::Reverse(last)));
-    let mut out = Steps::constant(none);
+    let mut out = AddressSteps::constant(none);
     let mut open: Vec<(u128, u32)> = Vec::new();
-    let close = |open: &mut Vec<(u128, u32)>, out: &mut Steps, before: Option<u128>| {
+    let close = |open: &mut Vec<(u128, u32)>, out: &mut AddressSteps, before: Option<u128>| {
         while let Some(&(last, _)) = open.last() {
             if before.is_some_and(|b| last >= b) {
                 break;
@@ -308,7 +311,7 @@ mod tests {
 
     #[test]
     fn longest_match_table() {
-        let steps = Steps::longest_match(
+        let steps = AddressSteps::longest_match(
             [
                 (net("10.0.0.0/8"), 1),
                 (net("10.1.0.0/16"), 2),

@@ -1,0 +1,356 @@
+//! Stage 5: the entries (each (domain, qtype)'s answer per view and LDNS view, from the
+//! outcomes translated to the domain's own addresses), and the [`Snapshot`] with its
+//! [`CompileStats`].
+
+use ahash::AHashMap as HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use gslb_common::{DEFAULT_VIEW, QTYPE_AAAA, ViewValue};
+
+use super::classes::Partition;
+use super::interner::Interner;
+use super::partition::Segments;
+use super::signatures::{Outcome, OutcomePick};
+use super::views::{ClassVectors, Column, Columns, ViewNumbers};
+use super::{Answer, CompileStats, DomainEntry, Job, Snapshot, ViewPrefixes};
+use crate::config::{AnswerMode, Config, DownResponse};
+use crate::policy::Fallback;
+
+/// Map entries cost more than their key and value: the kernel's element header, the trie's
+/// node, allocator rounding. 64 bytes is a fair allowance for both map types.
+const MAP_OVERHEAD: usize = 64;
+
+/// Per entry: what its answers were made from (its value in each view and LDNS view) and the
+/// entry made; reused while the values stay, so a health change rebuilds only the entries it
+/// touched.
+pub(super) type EntryMemo = Vec<Option<(Vec<u32>, Option<DomainEntry>)>>;
+
+impl Job<'_> {
+    /// Takes the columns, the classes' vectors and their view numbers, the outcomes and the
+    /// round-robin answers; gives the fast path's entries: the default view's answer and every
+    /// other view's that differs, and for domains answered by RTT every LDNS view's. Entries
+    /// whose values did not change since the last compilation come from `entry_memo`.
+    pub(super) fn entries(
+        &self,
+        columns: &Columns,
+        vectors: &ClassVectors,
+        numbers: &ViewNumbers,
+        outcomes: &Interner<Outcome>,
+        static_answers: &Interner<Option<Answer>>,
+        entry_memo: &mut EntryMemo,
+    ) -> Vec<DomainEntry> {
+        let config = self.config;
+        let Columns {
+            columns,
+            rtt_columns,
+            entry_column,
+            ..
+        } = columns;
+        let ClassVectors {
+            view_vectors,
+            rtt_vectors,
+            by_class: class_vectors,
+        } = vectors;
+        let (views, rtt_views) = (numbers.views, numbers.rtt_views);
+        // Each view's vector, and each LDNS view's.
+        let mut view_vector = vec![u32::MAX; views];
+        let mut rtt_view_vector = vec![0u32; rtt_views + 1];
+        for (c, &(v, r)) in numbers.class_views.iter().enumerate() {
+            view_vector[v as usize] = class_vectors[c].0;
+            rtt_view_vector[r as usize] = class_vectors[c].1;
+        }
+        // Entries: the default view's answer and every other view's that differs; for domains
+        // answered by RTT, every LDNS view's.
+        let mut answer_memo: HashMap<(usize, u32), Option<Answer>> = HashMap::new();
+        let mut answer = |job: &Self, e: usize, value: u32| -> Option<Answer> {
+            answer_memo
+                .entry((e, value))
+                .or_insert_with(|| match columns[entry_column[e]] {
+                    Column::Static(_) => static_answers[value].clone(),
+                    Column::Decided(_) => job.translate(&outcomes[value], job.entries[e]),
+                })
+                .clone()
+        };
+        let rtt_position: HashMap<usize, usize> = rtt_columns
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| (c, i))
+            .collect();
+        let mut domains = Vec::new();
+        entry_memo.resize(self.entries.len(), None);
+        for e in 0..self.entries.len() {
+            let (d, qtype) = self.entries[e];
+            let column = entry_column[e];
+            let value = |v: usize| view_vectors[view_vector[v]][column];
+            let live = |v: usize| view_vector[v] != u32::MAX;
+            let by_rtt = rtt_position.get(&column);
+            // What this entry is made from; unchanged since the last compilation, the entry is.
+            let mut key = Vec::with_capacity(views + 1 + by_rtt.map_or(0, |_| rtt_views));
+            key.push(u32::from(matches!(columns[column], Column::Decided(_))));
+            key.extend((0..views).map(|v| if live(v) { value(v) } else { u32::MAX }));
+            if let Some(&pos) = by_rtt {
+                key.extend((1..=rtt_views).map(|r| {
+                    rtt_vectors[rtt_view_vector[r]]
+                        .get(pos)
+                        .copied()
+                        .unwrap_or(u32::MAX)
+                }));
+            }
+            if let Some((known, entry)) = &entry_memo[e]
+                && *known == key
+            {
+                if let Some(entry) = entry {
+                    let id = domains.len() as u32;
+                    domains.push(DomainEntry {
+                        id,
+                        ..entry.clone()
+                    });
+                }
+                continue;
+            }
+            let base = if live(0) {
+                answer(self, e, value(0))
+            } else {
+                None
+            };
+            let mut answers = Vec::new();
+            if let Some(a) = &base {
+                answers.push((DEFAULT_VIEW, a.clone()));
+            }
+            for v in 1..views {
+                if !live(v) || (live(0) && value(v) == value(0)) {
+                    continue;
+                }
+                let a = answer(self, e, value(v));
+                if a == base {
+                    continue;
+                }
+                answers.push((
+                    v as u32,
+                    a.unwrap_or_else(|| empty(base.as_ref(), config, d)),
+                ));
+            }
+            let mut rtt_answers = Vec::new();
+            if let Some(&pos) = by_rtt {
+                for r in 1..=rtt_views {
+                    let vector = &rtt_vectors[rtt_view_vector[r]];
+                    if let Some(&outcome) = vector.get(pos) {
+                        let a = answer(self, e, outcome);
+                        rtt_answers.push((
+                            r as u32,
+                            a.unwrap_or_else(|| empty(base.as_ref(), config, d)),
+                        ));
+                    }
+                }
+            }
+            let any = |list: &[(u32, Answer)]| list.iter().any(|(_, a)| !a.addrs.is_empty());
+            let entry = (any(&answers) || any(&rtt_answers)).then(|| DomainEntry {
+                name: config.gslb_domains[d].name.clone(),
+                qtype,
+                id: domains.len() as u32,
+                answers,
+                by_rtt: by_rtt.is_some(),
+                rtt_answers,
+            });
+            if let Some(entry) = &entry {
+                domains.push(entry.clone());
+            }
+            entry_memo[e] = Some((key, entry));
+        }
+        domains
+    }
+
+    /// Takes everything the stages made; gives the snapshot, with what it cost.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn snapshot(
+        &self,
+        partition: &Partition,
+        columns: &Columns,
+        numbers: &ViewNumbers,
+        domains: Vec<DomainEntry>,
+        segments: Arc<Segments>,
+        views_out: Arc<ViewPrefixes>,
+        incremental: bool,
+    ) -> Snapshot {
+        let config = self.config;
+        let (views, rtt_views) = (numbers.views, numbers.rtt_views);
+        let entries: usize = domains
+            .iter()
+            .map(|d| d.answers.len() + d.rtt_answers.len())
+            .sum();
+        let stats = CompileStats {
+            rtt_to_responder: self.rtt_to_responder,
+            segments: partition.points.len(),
+            classes: partition.classes.len(),
+            views,
+            rtt_views,
+            prefixes: views_out.len(),
+            entries,
+            signatures: columns.signatures,
+            decisions: self.decisions,
+            incremental,
+            map_bytes: views_out.len()
+                * (size_of::<gslb_common::ViewKey>() + size_of::<ViewValue>() + MAP_OVERHEAD)
+                + domains.len() * (size_of::<gslb_common::DomainKey>() + 8 + MAP_OVERHEAD)
+                + entries
+                    * (size_of::<gslb_common::AnswerKey>()
+                        + size_of::<gslb_common::AnswerSet>()
+                        + MAP_OVERHEAD),
+        };
+        Snapshot {
+            dns_port: config.server.dns_port,
+            edns_udp_size: config.server.edns_udp_size,
+            rrl: config.rrl,
+            listen: config.server.listen.clone(),
+            views: views_out,
+            segments,
+            domains,
+            engine_domains: config
+                .gslb_domains
+                .iter()
+                .zip(&self.kinds)
+                .filter(|(_, k)| k.per_query())
+                .map(|(d, _)| d.name.clone())
+                .collect(),
+            down_services: config
+                .services
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !self.up(*i))
+                .map(|(_, s)| s.name.clone())
+                .collect(),
+            services: (0..config.services.len()).map(|i| self.state(i)).collect(),
+            rtt: self.inputs.rtt.clone(),
+            rtt_rows: partition.rtt_rows.clone(),
+            static_views: partition.static_views.clone(),
+            classes: partition.class_runs.clone(),
+            spec: Some(self.spec.clone()),
+            stats,
+        }
+    }
+
+    /// `outcome` (decided for a domain of the same signature) as entry (`d`, `qtype`)'s answer.
+    fn translate(&self, outcome: &Outcome, (d, qtype): (usize, u16)) -> Option<Answer> {
+        let engine = self.engine.as_ref()?;
+        let family = |ip: &IpAddr| ip.is_ipv6() == (qtype == QTYPE_AAAA);
+        // A signature shared by several domains has no backup domain: the asked domain
+        // answered. Otherwise the outcome is the domain's own.
+        let answering = if outcome.domain == d || engine.domain(d).backup_domain.is_none() {
+            d
+        } else {
+            outcome.domain
+        };
+        let asked = &self.config.gslb_domains[answering];
+        let services = engine.members(answering);
+        let ip = |pos: u32| engine.service(services[pos as usize]).ip;
+        let (mode, addrs): (AnswerMode, Vec<IpAddr>) = match outcome.fallback {
+            Some(Fallback::Empty) => return None,
+            Some(Fallback::BackupIp) => {
+                let asked = &self.config.gslb_domains[d];
+                (
+                    asked.answer,
+                    asked.backup_ip.iter().copied().filter(family).collect(),
+                )
+            }
+            None => match &outcome.pick {
+                OutcomePick::All => (
+                    AnswerMode::All,
+                    distinct(outcome.positions.iter().map(|&p| ip(p)).filter(family)),
+                ),
+                OutcomePick::Rotate(weights) if weights.is_empty() => (
+                    AnswerMode::Rotate,
+                    distinct(outcome.positions.iter().map(|&p| ip(p)).filter(family)),
+                ),
+                OutcomePick::Rotate(weights) => (
+                    AnswerMode::Rotate,
+                    outcome
+                        .positions
+                        .iter()
+                        .zip(weights)
+                        .flat_map(|(&p, &w)| std::iter::repeat_n(ip(p), w as usize))
+                        .filter(family)
+                        .collect(),
+                ),
+            },
+        };
+        (!addrs.is_empty()).then_some(Answer {
+            ttl: asked.ttl,
+            mode,
+            addrs,
+        })
+    }
+
+    /// A round-robin domain's answer for a static view (0: the default view): the view's up
+    /// services of the family, else the domain's, else its backup addresses.
+    pub(super) fn static_answer(&self, d: usize, qtype: u16, view: u32) -> Option<Answer> {
+        let domain = &self.config.gslb_domains[d];
+        let family = |ip: &IpAddr| ip.is_ipv6() == (qtype == QTYPE_AAAA);
+        // The answer addresses of `names` of this family, in order, each once (two services
+        // may share an address on different ports).
+        let answer = |names: &[String]| {
+            let addrs = distinct(
+                names
+                    .iter()
+                    .filter_map(|n| self.services.get(n.as_str()))
+                    .filter(|(i, _)| self.up(*i))
+                    .map(|(_, s)| s.answer_ip())
+                    .filter(family),
+            );
+            (!addrs.is_empty()).then_some(Answer {
+                ttl: domain.ttl,
+                mode: domain.answer,
+                addrs,
+            })
+        };
+        if view != 0 {
+            let name = &self.config.views[view as usize - 1].name;
+            if let Some(a) = domain
+                .views
+                .iter()
+                .find(|(v, _)| v == name)
+                .and_then(|(_, n)| answer(n))
+            {
+                return Some(a);
+            }
+        }
+        if let Some(a) = answer(&domain.services) {
+            return Some(a);
+        }
+        // Every service of the family is down: the backup addresses, if any.
+        let configured = domain
+            .services
+            .iter()
+            .chain(domain.views.iter().flat_map(|(_, names)| names))
+            .filter_map(|n| self.services.get(n.as_str()))
+            .any(|(_, s)| family(&s.answer_ip()));
+        let backup: Vec<IpAddr> = domain.backup_ip.iter().copied().filter(family).collect();
+        (configured && domain.down_response == DownResponse::Backup && !backup.is_empty())
+            .then_some(Answer {
+                ttl: domain.ttl,
+                mode: domain.answer,
+                addrs: backup,
+            })
+    }
+}
+
+/// Addresses in order, each once.
+fn distinct(addrs: impl Iterator<Item = IpAddr>) -> Vec<IpAddr> {
+    let mut out: Vec<IpAddr> = Vec::new();
+    for a in addrs {
+        if !out.contains(&a) {
+            out.push(a);
+        }
+    }
+    out
+}
+
+/// NODATA in a view whose default view answers: an answer without addresses.
+fn empty(base: Option<&Answer>, config: &Config, d: usize) -> Answer {
+    let domain = &config.gslb_domains[d];
+    Answer {
+        ttl: base.map_or(domain.ttl, |b| b.ttl),
+        mode: domain.answer,
+        addrs: Vec::new(),
+    }
+}

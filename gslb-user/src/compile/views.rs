@@ -1,0 +1,414 @@
+//! Stage 4: each class's answer vectors (one value per column: a round-robin answer or a
+//! signature's outcome), the vectors numbered as views and LDNS views (numbers stay put
+//! between compilations while the partition does), and neighbouring segments of one view
+//! merged into the trie's prefixes.
+
+use ahash::AHashMap as HashMap;
+use std::sync::Arc;
+
+use gslb_common::{DEFAULT_VIEW, ViewValue};
+use ipnet::IpNet;
+
+use super::classes::{ClassKey, Partition};
+use super::interner::Interner;
+use super::kinds::Kind;
+use super::partition::{Segments, V4_FIRST, V4_LAST, prefixes_of};
+use super::signatures::{CacheParts, Signature};
+use super::{Answer, Job, OverBudget, ViewPrefixes};
+
+/// What fills one column of an answer vector.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Column {
+    /// A round-robin entry (index into the entries), by static view.
+    Static(usize),
+    /// A signature.
+    Decided(u32),
+}
+
+/// The columns of the answer vectors: round-robin entries, then signatures.
+pub(super) struct Columns {
+    pub(super) columns: Vec<Column>,
+    /// The columns of signatures answered by RTT: the LDNS views' vectors hold these.
+    pub(super) rtt_columns: Vec<usize>,
+    /// By entry ([`Job`]'s `entries`): its column.
+    pub(super) entry_column: Vec<usize>,
+    /// Distinct signatures among the columns.
+    pub(super) signatures: usize,
+    /// A representative entry per signature: the engine decides for it.
+    pub(super) representative: HashMap<u32, (usize, u16)>,
+    /// Entries in RTT columns.
+    pub(super) rtt_entries: usize,
+}
+
+/// Each class's vectors: the view's (every column, no RTT) and the LDNS view's (the RTT
+/// columns, with the class's RTT row).
+pub(super) struct ClassVectors {
+    pub(super) view_vectors: Interner<Vec<u32>>,
+    /// Vector 0: no RTT row.
+    pub(super) rtt_vectors: Interner<Vec<u32>>,
+    /// By class: (view vector, LDNS view vector).
+    pub(super) by_class: Vec<(u32, u32)>,
+}
+
+/// The view and LDNS view numbers of the classes.
+pub(super) struct ViewNumbers {
+    /// By class: (view, LDNS view).
+    pub(super) class_views: Vec<(u32, u32)>,
+    /// Views, the default included.
+    pub(super) views: usize,
+    pub(super) rtt_views: usize,
+    /// Every class kept the numbers of the previous compilation.
+    pub(super) unchanged: bool,
+}
+
+impl Job<'_> {
+    /// Takes the entries and the signature interner (signatures keep their numbers between
+    /// compilations); gives one column per round-robin entry and per distinct signature.
+    pub(super) fn columns(&self, signatures: &mut Interner<Signature>) -> Columns {
+        let mut columns: Vec<Column> = Vec::new();
+        let mut rtt_columns: Vec<usize> = Vec::new();
+        let mut entry_column = Vec::with_capacity(self.entries.len());
+        let mut sig_column: HashMap<u32, usize> = HashMap::new();
+        for (e, &(d, qtype)) in self.entries.iter().enumerate() {
+            let column = match self.kinds[d] {
+                Kind::Static => {
+                    columns.push(Column::Static(e));
+                    columns.len() - 1
+                }
+                _ => {
+                    let id = signatures.id(self.signature(d, qtype));
+                    *sig_column.entry(id).or_insert_with(|| {
+                        if signatures[id].rtt {
+                            rtt_columns.push(columns.len());
+                        }
+                        columns.push(Column::Decided(id));
+                        columns.len() - 1
+                    })
+                }
+            };
+            entry_column.push(column);
+        }
+        let mut representative: HashMap<u32, (usize, u16)> = HashMap::new();
+        for (e, &(d, qtype)) in self.entries.iter().enumerate() {
+            if let Column::Decided(id) = columns[entry_column[e]] {
+                representative.entry(id).or_insert((d, qtype));
+            }
+        }
+        let rtt_entries = entry_column
+            .iter()
+            .filter(|&&c| rtt_columns.contains(&c))
+            .count();
+        Columns {
+            columns,
+            rtt_columns,
+            entry_column,
+            signatures: sig_column.len(),
+            representative,
+            rtt_entries,
+        }
+    }
+
+    /// Takes the partition and the columns; gives each class's view vector and LDNS view
+    /// vector, deciding (through `parts`) what is not known yet and numbering round-robin
+    /// answers in `static_answers`. Fails when the LDNS views would take more entries than the
+    /// budget.
+    pub(super) fn class_vectors(
+        &mut self,
+        partition: &Partition,
+        columns: &Columns,
+        signatures: &Interner<Signature>,
+        parts: &mut CacheParts<'_>,
+        static_answers: &mut Interner<Option<Answer>>,
+    ) -> Result<ClassVectors, OverBudget> {
+        let classes = &partition.classes;
+        let mut static_memo: HashMap<(usize, u32), u32> = HashMap::new();
+        let mut view_vectors: Interner<Vec<u32>> = Interner::new();
+        // LDNS view vector 0: no RTT row.
+        let mut rtt_vectors: Interner<Vec<u32>> = Interner::with(Vec::new());
+        let mut by_view_key: HashMap<ClassKey, u32> = HashMap::new();
+        let mut class_vectors: Vec<(u32, u32)> = Vec::with_capacity(classes.len());
+        for (class, &(key, addr)) in classes.iter().enumerate() {
+            let place = partition.place_ids[class];
+            let view_key = ClassKey { rtt: 0, ..key };
+            // Signature `sig`'s outcome for this class, with its RTT row or without.
+            let outcome = |job: &mut Self, parts: &mut CacheParts<'_>, sig: u32, with_rtt: bool| {
+                let representative = columns.representative[&sig];
+                job.outcome(
+                    parts,
+                    sig,
+                    &signatures[sig],
+                    representative,
+                    key,
+                    place,
+                    addr,
+                    with_rtt,
+                )
+            };
+            let view_vector = match by_view_key.get(&view_key) {
+                Some(&v) => v,
+                None => {
+                    let mut vector = Vec::with_capacity(columns.columns.len());
+                    for &column in &columns.columns {
+                        vector.push(match column {
+                            Column::Static(e) => {
+                                let (d, qtype) = self.entries[e];
+                                *static_memo.entry((e, key.view)).or_insert_with(|| {
+                                    static_answers.id(self.static_answer(d, qtype, key.view))
+                                })
+                            }
+                            Column::Decided(sig) => outcome(self, parts, sig, false),
+                        });
+                    }
+                    let id = view_vectors.id(vector);
+                    by_view_key.insert(view_key, id);
+                    id
+                }
+            };
+            let rtt_vector = if key.rtt != 0 && !columns.rtt_columns.is_empty() {
+                let mut vector = Vec::with_capacity(columns.rtt_columns.len());
+                for &c in &columns.rtt_columns {
+                    let Column::Decided(sig) = columns.columns[c] else {
+                        unreachable!("RTT columns are signatures")
+                    };
+                    vector.push(outcome(self, parts, sig, true));
+                }
+                let id = rtt_vectors.id(vector);
+                let entries = (rtt_vectors.len() - 1) * columns.rtt_entries;
+                if entries > self.rtt_budget {
+                    return Err(OverBudget {
+                        ldns_views: rtt_vectors.len() - 1,
+                        entries,
+                    });
+                }
+                id
+            } else {
+                0
+            };
+            class_vectors.push((view_vector, rtt_vector));
+        }
+        Ok(ClassVectors {
+            view_vectors,
+            rtt_vectors,
+            by_class: class_vectors,
+        })
+    }
+}
+
+/// Takes the classes' vectors and, when `incremental`, the previous compilation's numbers
+/// (`cached_views`, replaced by the new ones); gives each class its view and LDNS view. A class
+/// keeps its view while its vectors stay those of the other classes of that view; a view whose
+/// classes now differ splits, the part with the most segments keeping the number.
+pub(super) fn number_views(
+    partition: &Partition,
+    vectors: &ClassVectors,
+    incremental: bool,
+    cached_views: &mut Vec<(u32, u32)>,
+    next_view: &mut u32,
+    next_rtt_view: &mut u32,
+) -> ViewNumbers {
+    let class_vectors = &vectors.by_class;
+    let seg_class = &partition.seg_class;
+    let class_segments = &partition.class_segments;
+    let previous: Vec<(u32, u32)> = if incremental && cached_views.len() == partition.classes.len()
+    {
+        std::mem::take(cached_views)
+    } else {
+        Vec::new()
+    };
+    let (class_views, views, rtt_views) = if previous.is_empty() {
+        let (views, rtt_views, class_views) =
+            number_fresh(seg_class, class_segments, class_vectors);
+        *next_view = views as u32;
+        *next_rtt_view = rtt_views as u32 + 1;
+        (class_views, views, rtt_views)
+    } else {
+        number_stable(
+            class_segments,
+            class_vectors,
+            &previous,
+            next_view,
+            next_rtt_view,
+        )
+    };
+    // `cached_views` was taken into `previous` above.
+    let unchanged = !previous.is_empty() && previous == class_views;
+    *cached_views = class_views.clone();
+    ViewNumbers {
+        class_views,
+        views,
+        rtt_views,
+        unchanged,
+    }
+}
+
+/// Takes the partition and the view numbers; gives the merged segments and their prefixes,
+/// reusing the previous compilation's (`merged`, replaced by the new ones) when no class
+/// changed its numbers.
+pub(super) fn merged_views(
+    partition: &Partition,
+    numbers: &ViewNumbers,
+    merged: &mut Option<(Arc<Segments>, Arc<ViewPrefixes>)>,
+) -> (Arc<Segments>, Arc<ViewPrefixes>) {
+    let (segments, prefixes) = match merged.take().filter(|_| numbers.unchanged) {
+        Some(m) => m,
+        None => {
+            let (segments, views) = merge(
+                &partition.points,
+                &partition.seg_class,
+                &numbers.class_views,
+            );
+            (Arc::new(segments), Arc::new(views))
+        }
+    };
+    *merged = Some((segments.clone(), prefixes.clone()));
+    (segments, prefixes)
+}
+
+/// Neighbouring segments of one (view, LDNS view) merged, and the trie's prefixes for them.
+pub(super) fn merge(
+    points: &[u128],
+    seg_class: &[u32],
+    class_views: &[(u32, u32)],
+) -> (Segments, Vec<(IpNet, ViewValue)>) {
+    let mut segments = Segments::default();
+    for (i, &p) in points.iter().enumerate() {
+        let (view, rtt_view) = class_views[seg_class[i] as usize];
+        let edge = p == V4_FIRST || p == V4_LAST + 1;
+        if edge
+            || segments.views.last() != Some(&view)
+            || segments.rtt_views.last() != Some(&rtt_view)
+        {
+            segments.starts.push(p);
+            segments.views.push(view);
+            segments.rtt_views.push(rtt_view);
+        }
+    }
+    let mut views_out = Vec::new();
+    let mut nets = Vec::new();
+    for i in 0..segments.starts.len() {
+        let (view, rtt_view) = (segments.views[i], segments.rtt_views[i]);
+        if view == DEFAULT_VIEW && rtt_view == 0 {
+            continue;
+        }
+        let first = segments.starts[i];
+        let last = segments.starts.get(i + 1).map_or(u128::MAX, |&n| n - 1);
+        nets.clear();
+        prefixes_of(first, last, &mut nets);
+        views_out.extend(nets.iter().map(|n| (*n, ViewValue { view, rtt_view })));
+    }
+    (segments, views_out)
+}
+
+/// Numbers views from scratch: the most common view vector (by segments) is the default view,
+/// the others follow in address order; LDNS views likewise from 1. Returns (views, LDNS views,
+/// each class's numbers).
+fn number_fresh(
+    seg_class: &[u32],
+    class_segments: &[u32],
+    class_vectors: &[(u32, u32)],
+) -> (usize, usize, Vec<(u32, u32)>) {
+    let vectors = class_vectors
+        .iter()
+        .map(|v| v.0)
+        .max()
+        .map_or(0, |m| m as usize + 1);
+    let mut count = vec![0usize; vectors];
+    for (c, &(v, _)) in class_vectors.iter().enumerate() {
+        count[v as usize] += class_segments[c] as usize;
+    }
+    let default = (0..vectors)
+        .max_by_key(|&v| (count[v], std::cmp::Reverse(v)))
+        .unwrap_or(0);
+    let mut number = vec![u32::MAX; vectors];
+    let mut views = 0;
+    if vectors > 0 {
+        number[default] = DEFAULT_VIEW;
+        views = 1;
+    }
+    let rtt_vectors = class_vectors
+        .iter()
+        .map(|v| v.1)
+        .max()
+        .map_or(1, |m| m as usize + 1);
+    let mut rtt_number = vec![u32::MAX; rtt_vectors];
+    rtt_number[0] = 0;
+    let mut rtt_views = 0;
+    for &c in seg_class {
+        let (v, r) = class_vectors[c as usize];
+        if number[v as usize] == u32::MAX {
+            number[v as usize] = views as u32;
+            views += 1;
+        }
+        if rtt_number[r as usize] == u32::MAX {
+            rtt_views += 1;
+            rtt_number[r as usize] = rtt_views as u32;
+        }
+    }
+    let class_views = class_vectors
+        .iter()
+        .map(|&(v, r)| (number[v as usize], rtt_number[r as usize]))
+        .collect();
+    (views, rtt_views, class_views)
+}
+
+/// Numbers views keeping the previous numbers: classes of one previous view with the same
+/// vector keep its number (the part with the most segments), other parts get new numbers.
+fn number_stable(
+    class_segments: &[u32],
+    class_vectors: &[(u32, u32)],
+    previous: &[(u32, u32)],
+    next_view: &mut u32,
+    next_rtt_view: &mut u32,
+) -> (Vec<(u32, u32)>, usize, usize) {
+    // (previous number, vector) → segments; per dimension.
+    let mut parts: HashMap<(u32, u32), usize> = HashMap::new();
+    let mut rtt_parts: HashMap<(u32, u32), usize> = HashMap::new();
+    for (c, (&(v, r), &(pv, pr))) in class_vectors.iter().zip(previous).enumerate() {
+        let n = class_segments[c] as usize;
+        *parts.entry((pv, v)).or_default() += n;
+        *rtt_parts.entry((pr, r)).or_default() += n;
+    }
+    fn assign(
+        parts: HashMap<(u32, u32), usize>,
+        next: &mut u32,
+        keep_zero_only_for_zero: bool,
+    ) -> HashMap<(u32, u32), u32> {
+        // The biggest part of each previous number keeps it.
+        let mut best: HashMap<u32, ((u32, u32), usize)> = HashMap::new();
+        for (&part, &n) in &parts {
+            let e = best.entry(part.0).or_insert((part, n));
+            if n > e.1 || (n == e.1 && part.1 < e.0.1) {
+                *e = (part, n);
+            }
+        }
+        let mut sorted: Vec<(u32, u32)> = parts.keys().copied().collect();
+        sorted.sort_unstable();
+        let mut numbers = HashMap::new();
+        for part in sorted {
+            // LDNS view 0 means "no RTT row": only the no-row vector keeps it.
+            let keeps =
+                best[&part.0].0 == part && (!keep_zero_only_for_zero || part.0 != 0 || part.1 == 0);
+            let n = if keeps {
+                part.0
+            } else {
+                let n = *next;
+                *next += 1;
+                n
+            };
+            numbers.insert(part, n);
+        }
+        numbers
+    }
+    let numbers = assign(parts, next_view, false);
+    let rtt_numbers = assign(rtt_parts, next_rtt_view, true);
+    let class_views: Vec<(u32, u32)> = class_vectors
+        .iter()
+        .zip(previous)
+        .map(|(&(v, r), &(pv, pr))| (numbers[&(pv, v)], rtt_numbers[&(pr, r)]))
+        .collect();
+    (
+        class_views,
+        *next_view as usize,
+        (*next_rtt_view - 1) as usize,
+    )
+}

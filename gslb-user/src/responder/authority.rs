@@ -1,0 +1,124 @@
+//! What the responder answers from, built from one configuration and one snapshot: the zones,
+//! the compiled answers, the per-query decisions and the ECS allow list; a republish carries
+//! the rotation turns over to the next one.
+
+use std::{net::IpAddr, sync::Arc};
+
+use super::compiled::GslbIndex;
+use super::decisions::{Decisions, EngineData};
+use super::ecs;
+use super::zone::{ZoneData, zones_of};
+use crate::{
+    compile::{Snapshot, Spec},
+    config::Config,
+    location::db::LocationDb,
+    persist::Store as PersistStore,
+};
+
+/// What the responder answers from that depends on the configuration alone: the zones, the
+/// ECS allow list and what per-query decisions read of the engine. Built once per
+/// configuration: every [`Authority`] of snapshots that carry the same
+/// [`Spec`](crate::compile::Spec) shares it, so a health change builds none of it again.
+pub(super) struct ConfigData {
+    /// The spec it was built with: the next snapshot's, the same `Arc`, reuses it.
+    spec: Option<Arc<Spec>>,
+    pub(super) zones: Vec<ZoneData>,
+    /// `server.ecs_allow`.
+    pub(super) ecs_allow: ecs::Allow,
+    /// `None`: no domain needs the engine.
+    engine: Option<Arc<EngineData>>,
+}
+
+impl ConfigData {
+    fn new(config: &Config, spec: Option<Arc<Spec>>) -> Self {
+        ConfigData {
+            zones: zones_of(config),
+            ecs_allow: ecs::Allow::new(config.server.ecs_allow.as_deref()),
+            engine: spec
+                .as_ref()
+                .and_then(|s| s.engine.clone())
+                .map(|engine| Arc::new(EngineData::new(config, engine))),
+            spec,
+        }
+    }
+
+    /// Whether this is the data of `spec`'s configuration.
+    fn is_of(&self, spec: Option<&Arc<Spec>>) -> bool {
+        matches!((&self.spec, spec), (Some(a), Some(b)) if Arc::ptr_eq(a, b))
+    }
+}
+
+/// Everything the responder answers from: one configuration's data and one snapshot's answers.
+pub(super) struct Authority {
+    pub(super) config: Arc<ConfigData>,
+    pub(super) gslb: GslbIndex,
+    pub(super) edns_udp_size: u16,
+    pub(super) decisions: Option<Decisions>,
+}
+
+impl Authority {
+    /// The authority of `snapshot` (compiled from `config`). The configuration's data is
+    /// `previous`'s when `snapshot` carries the same spec (a health change), else built.
+    pub(super) fn new(
+        config: &Config,
+        snapshot: &Snapshot,
+        locations: Option<Arc<LocationDb>>,
+        persistence: &PersistStore,
+        previous: Option<&Authority>,
+    ) -> Self {
+        let config = match previous {
+            Some(old) if old.config.is_of(snapshot.spec.as_ref()) => old.config.clone(),
+            _ => Arc::new(ConfigData::new(config, snapshot.spec.clone())),
+        };
+        Authority {
+            gslb: GslbIndex::new(snapshot),
+            edns_udp_size: snapshot.edns_udp_size,
+            decisions: Decisions::new(config.engine.as_ref(), snapshot, locations, persistence),
+            config,
+        }
+    }
+
+    /// Every answer set continues its rotation from `old` (the data before a republish).
+    pub(super) fn carry_turns(&self, old: &Authority) {
+        self.gslb.carry_turns(&old.gslb);
+        if let (Some(new), Some(old)) = (&self.decisions, &old.decisions) {
+            for name in &new.domains {
+                if let (Some(i), Some(j)) = (
+                    new.data.engine.domain_index(name),
+                    old.data.engine.domain_index(name),
+                ) {
+                    // View numbers follow the configuration's order: carried while it has as
+                    // many views (a reload that changes the views restarts these turns).
+                    let views = if new.data.views == old.data.views {
+                        new.data.views + 1
+                    } else {
+                        0
+                    };
+                    for (aaaa, view) in [false, true]
+                        .into_iter()
+                        .flat_map(|a| (0..views as u32).map(move |v| (a, v)))
+                    {
+                        new.turns.carry(
+                            new.turn_index(i, aaaa, view),
+                            &old.turns,
+                            old.turn_index(j, aaaa, view),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The ECS scope of the answer to `client` (a subnet of `source` bits) for (`name`,
+    /// `qtype`), `None` when `name` is not a GSLB name (static data is the same for every
+    /// client). It may be longer than `source` (RFC 7871 §7.2.1: the subnet was not specific
+    /// enough, and the resolver asks again with more bits).
+    pub(super) fn scope(&self, name: &str, qtype: u16, client: IpAddr, source: u8) -> Option<u8> {
+        if let Some(d) = self.decisions.as_ref().filter(|d| d.domains.contains(name)) {
+            return Some(d.scope(name, client, source));
+        }
+        self.gslb
+            .is_gslb(name)
+            .then(|| self.gslb.scope(name, qtype, client))
+    }
+}

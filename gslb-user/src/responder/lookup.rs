@@ -1,0 +1,208 @@
+//! Answer building for one question: the zone that holds it (REFUSED outside our zones),
+//! referrals below a delegation, CNAME chains, NXDOMAIN and NODATA with the negative SOA, the
+//! RRsets at a name (apex SOA and NS, static records, GSLB answers) and minimal ANY.
+
+use std::{collections::HashSet, net::IpAddr, sync::atomic::Ordering};
+
+use gslb_common::{QTYPE_A, QTYPE_AAAA};
+use hickory_proto::{
+    op::{Query, ResponseCode},
+    rr::{
+        DNSClass, Name, RData, Record, RecordType,
+        rdata::{A, AAAA, CNAME, NS},
+    },
+};
+
+use super::zone::{ZoneData, key};
+use super::{Authority, Responder};
+use crate::config::AnswerMode;
+
+/// CNAME chains longer than this are cut (loops are detected on their own; the configuration
+/// does not rule them out).
+const MAX_CNAME_CHAIN: usize = 8;
+
+/// What the lookup found for the question.
+pub(super) struct Lookup {
+    pub(super) rcode: ResponseCode,
+    pub(super) authoritative: bool,
+    pub(super) answers: Vec<Record>,
+    pub(super) authority: Vec<Record>,
+    pub(super) additional: Vec<Record>,
+}
+
+impl Responder {
+    pub(super) fn lookup(&self, data: &Authority, question: &Query, client: IpAddr) -> Lookup {
+        let mut out = Lookup {
+            rcode: ResponseCode::NoError,
+            authoritative: true,
+            answers: Vec::new(),
+            authority: Vec::new(),
+            additional: Vec::new(),
+        };
+        let qname = key(question.name());
+        let Some(zone) = (question.query_class() == DNSClass::IN)
+            .then(|| data.config.zones.iter().find(|z| z.contains(&qname)))
+            .flatten()
+        else {
+            out.rcode = ResponseCode::Refused;
+            out.authoritative = false;
+            return out;
+        };
+        if zone.gslb.contains(&qname) && self.gslb_refused.load(Ordering::Relaxed) {
+            out.rcode = ResponseCode::Refused;
+            out.authoritative = false;
+            return out;
+        }
+        let qtype = question.query_type();
+
+        if let Some(cut) = zone.cut_above(&qname) {
+            // A referral: not ours to answer, the delegated servers are.
+            out.authoritative = false;
+            out.authority = zone.records[cut]
+                .iter()
+                .filter(|r| r.record_type() == RecordType::NS)
+                .cloned()
+                .collect();
+            for ns in &out.authority {
+                if let RData::NS(NS(target)) = ns.data()
+                    && let Some(glue) = zone.records.get(&key(target))
+                {
+                    out.additional.extend(
+                        glue.iter()
+                            .filter(|r| matches!(r.record_type(), RecordType::A | RecordType::AAAA))
+                            .cloned(),
+                    );
+                }
+            }
+            return out;
+        }
+
+        let mut owner = question.name().clone();
+        let mut current = qname;
+        let mut visited = HashSet::from([current.clone()]);
+        for _ in 0..MAX_CNAME_CHAIN {
+            let Some(z) = data.config.zones.iter().find(|z| z.contains(&current)) else {
+                return out; // the chain left our zones: the resolver follows it
+            };
+            if z.cut_above(&current).is_some() {
+                return out; // the chain entered a delegation: its servers answer for the target
+            }
+            if !z.names.contains(&current) {
+                // Also after a CNAME: the RCODE is that of the last name (RFC 6604 §2).
+                out.rcode = ResponseCode::NXDomain;
+                out.authority.push(z.negative_soa());
+                return out;
+            }
+            let rrs = self.rrset(data, z, &current, &owner, qtype, client);
+            if !rrs.is_empty() {
+                out.answers.extend(rrs);
+                return out;
+            }
+            // A CNAME answers every type but CNAME itself (which `rrset` returned above).
+            let cname = z.records.get(&current).and_then(|rs| {
+                rs.iter().find_map(|r| match r.data() {
+                    RData::CNAME(CNAME(target)) => Some((r, target.clone())),
+                    _ => None,
+                })
+            });
+            match cname {
+                Some((record, target)) => {
+                    let mut record = record.clone();
+                    record.set_name(owner.clone());
+                    out.answers.push(record);
+                    current = key(&target);
+                    if !visited.insert(current.clone()) {
+                        return out; // a loop: each CNAME once, then the resolver gives up
+                    }
+                    owner = target;
+                }
+                None => {
+                    out.authority.push(z.negative_soa()); // NODATA
+                    return out;
+                }
+            }
+        }
+        out
+    }
+
+    /// The records of `qtype` at `name` in `zone` (GSLB, apex or static), owned by `owner` (the
+    /// name as asked, so the answer compresses to the question).
+    fn rrset(
+        &self,
+        data: &Authority,
+        zone: &ZoneData,
+        name: &str,
+        owner: &Name,
+        qtype: RecordType,
+        client: IpAddr,
+    ) -> Vec<Record> {
+        let mut rrs: Vec<Record> = Vec::new();
+        let want = |t: RecordType| qtype == t || qtype == RecordType::ANY;
+        if name == zone.apex {
+            if want(RecordType::SOA) {
+                rrs.push(zone.soa.clone());
+            }
+            if want(RecordType::NS) {
+                rrs.extend(zone.ns.iter().cloned());
+            }
+        }
+        if let Some(static_rrs) = zone.records.get(name) {
+            rrs.extend(static_rrs.iter().filter(|r| want(r.record_type())).cloned());
+        }
+        if zone.gslb.contains(name) {
+            for (t, code) in [(RecordType::A, QTYPE_A), (RecordType::AAAA, QTYPE_AAAA)] {
+                if want(t) {
+                    rrs.extend(self.gslb_records(data, name, code, client));
+                }
+            }
+        }
+        if qtype == RecordType::ANY && !rrs.is_empty() {
+            // RFC 8482: a minimal answer to ANY instead of every RRset.
+            let first = rrs[0].record_type();
+            rrs.retain(|r| r.record_type() == first);
+        }
+        for r in &mut rrs {
+            r.set_name(owner.clone());
+        }
+        rrs
+    }
+
+    /// The GSLB answer, exactly as the fast path gives it: one rotating address or all of them.
+    fn gslb_records(
+        &self,
+        data: &Authority,
+        name: &str,
+        qtype: u16,
+        client: IpAddr,
+    ) -> Vec<Record> {
+        if let Some(d) = data.decisions.as_ref().filter(|d| d.domains.contains(name)) {
+            return d.records(name, qtype, client);
+        }
+        let Some((answer, turn)) = data.gslb.answer(name, qtype, client) else {
+            return Vec::new();
+        };
+        let addrs: Vec<IpAddr> = match answer.mode {
+            AnswerMode::All => answer.addrs.clone(),
+            AnswerMode::Rotate => {
+                let turn = turn.fetch_add(1, Ordering::Relaxed) as usize;
+                vec![answer.addrs[turn % answer.addrs.len()]]
+            }
+        };
+        address_records(name, answer.ttl, addrs)
+    }
+}
+
+/// A and AAAA records of `name` for `addrs`.
+pub(super) fn address_records(name: &str, ttl: u32, addrs: Vec<IpAddr>) -> Vec<Record> {
+    let owner = super::zone::name(name);
+    addrs
+        .into_iter()
+        .map(|a| {
+            let rdata = match a {
+                IpAddr::V4(v4) => RData::A(A(v4)),
+                IpAddr::V6(v6) => RData::AAAA(AAAA(v6)),
+            };
+            Record::from_rdata(owner.clone(), ttl, rdata)
+        })
+        .collect()
+}

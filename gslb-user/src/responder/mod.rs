@@ -1,0 +1,235 @@
+//! The authoritative responder: answers every query the fast path passes on, by the same data
+//! (the compiled [`Snapshot`]) for GSLB names, plus what XDP does not do: static zone records,
+//! CNAME chains, NXDOMAIN and NODATA with the SOA, REFUSED outside our zones, FORMERR, NOTIMP,
+//! BADVERS, minimal ANY (RFC 8482) and truncation. Pure: bytes in, bytes out; the sockets are in
+//! `server`. The one state it keeps is the persistence entries (`crate::persist`, on a clock
+//! the caller can inject) and the rotation turn of each answer set (`turns`); the rate limiter
+//! of UDP responses (`rrl`) lives here to be configured with the rest, but `respond` does not
+//! read it: the server loops ask it before sending.
+//!
+//! One file per job: [`message`] (the query parsed and checked, OPT, size and truncation),
+//! [`lookup`] (answer building: zones, referrals, CNAME chains, NXDOMAIN and NODATA), [`zone`]
+//! (static zone data), [`compiled`] (the compiled answers as the fast path looks them up),
+//! [`decisions`] (per-query engine decisions), [`authority`] (all of it for one snapshot),
+//! [`ecs`] (client subnets), [`turns`] (rotation) and [`rrl`].
+
+mod authority;
+mod compiled;
+mod decisions;
+mod ecs;
+mod lookup;
+mod message;
+pub mod rrl;
+#[cfg(test)]
+mod tests;
+mod turns;
+mod zone;
+
+use std::{
+    net::IpAddr,
+    sync::Arc,
+    sync::atomic::{AtomicBool, Ordering},
+};
+
+use arc_swap::ArcSwap;
+use hickory_proto::{
+    op::{Message, Query},
+    rr::rdata::opt::{ClientSubnet, EdnsOption},
+};
+
+use crate::{
+    compile::Snapshot, config::Config, location::db::LocationDb, persist::Store as PersistStore,
+};
+
+use self::authority::Authority;
+use self::zone::key;
+
+/// How the query arrived, which bounds the response size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    Udp,
+    Tcp,
+}
+
+/// Where a response goes; the servers send it, tests collect it.
+pub trait ResponseSink {
+    fn send(&mut self, response: &[u8]);
+}
+
+impl ResponseSink for Vec<Vec<u8>> {
+    fn send(&mut self, response: &[u8]) {
+        self.push(response.to_vec());
+    }
+}
+
+/// The authoritative responder (see the module docs); shared by the UDP and TCP loops.
+pub struct Responder {
+    /// Replaced whole on a configuration reload; a query in flight keeps the data it started
+    /// with.
+    data: ArcSwap<Authority>,
+    /// This site is a MEP child: GSLB names are REFUSED (see [`Responder::set_gslb_refused`]).
+    gslb_refused: AtomicBool,
+    /// Source-IP persistence entries, kept across reloads (`crate::persist`).
+    persistence: Arc<PersistStore>,
+    /// `[rrl]`: asked by the UDP loops, configured with every reload.
+    rrl: rrl::Limiter,
+}
+
+/// An IPv4-mapped IPv6 client (dual-stack socket) is the IPv4 client it maps.
+fn canonical(addr: IpAddr) -> IpAddr {
+    match addr {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+impl Responder {
+    pub fn new(config: &Config, snapshot: &Snapshot) -> Self {
+        Responder::with_persistence(config, snapshot, PersistStore::new())
+    }
+
+    /// As [`Responder::new`], with persistence entries kept in `persistence` (tests give it a
+    /// clock of their own).
+    pub fn with_persistence(
+        config: &Config,
+        snapshot: &Snapshot,
+        persistence: Arc<PersistStore>,
+    ) -> Self {
+        Responder {
+            data: ArcSwap::from_pointee(Authority::new(config, snapshot, None, &persistence, None)),
+            gslb_refused: AtomicBool::new(false),
+            persistence,
+            rrl: rrl::Limiter::new(&config.rrl),
+        }
+    }
+
+    /// The persistence entries (gslbd exchanges them with the other parents over MEP).
+    pub fn persistence(&self) -> &Arc<PersistStore> {
+        &self.persistence
+    }
+
+    /// Whether GSLB names are REFUSED. Only parent sites answer GSLB queries (spec §6): a child
+    /// refuses them, so that the resolver asks another name server (a parent), while the
+    /// zones' static data is answered as before.
+    pub fn set_gslb_refused(&self, refused: bool) {
+        self.gslb_refused.store(refused, Ordering::Relaxed);
+    }
+
+    /// Answers from `config` and `snapshot` (compiled from `config`) from now on, keeping the
+    /// location database. A snapshot with the previous one's [`Spec`](crate::compile::Spec)
+    /// (a republish after a health change) keeps the zones and the engine: only the answers
+    /// and the states are new.
+    pub fn replace(&self, config: &Config, snapshot: &Snapshot) {
+        let locations = self
+            .data
+            .load()
+            .decisions
+            .as_ref()
+            .and_then(|d| d.locations.clone());
+        self.replace_with_locations(config, snapshot, locations);
+    }
+
+    /// As [`Responder::replace`], with client locations from `locations` (static proximity,
+    /// MATCHES_LOCATION policies).
+    pub fn replace_with_locations(
+        &self,
+        config: &Config,
+        snapshot: &Snapshot,
+        locations: Option<Arc<LocationDb>>,
+    ) {
+        let old = self.data.load();
+        let next = Authority::new(config, snapshot, locations, &self.persistence, Some(&old));
+        next.carry_turns(&old);
+        self.data.store(Arc::new(next));
+        self.rrl.configure(&config.rrl);
+    }
+
+    /// The rate limiter of UDP responses (`[rrl]`), which the server loops ask before sending:
+    /// kept here so that a reload configures it with the rest.
+    pub fn rrl(&self) -> &rrl::Limiter {
+        &self.rrl
+    }
+
+    /// Answers `request` from `client` into `sink`; sends nothing for what must not be answered
+    /// (responses, fragments of a header).
+    pub fn handle<S: ResponseSink>(
+        &self,
+        request: &[u8],
+        client: IpAddr,
+        transport: Transport,
+        sink: &mut S,
+    ) {
+        if let Some(response) = self.respond(request, client, transport) {
+            sink.send(&response);
+        }
+    }
+
+    /// The response to `request`, or `None` when nothing may be sent back.
+    pub fn respond(&self, request: &[u8], client: IpAddr, transport: Transport) -> Option<Vec<u8>> {
+        let query = match message::parse(request) {
+            Ok(query) => query,
+            Err(reply) => return reply,
+        };
+        let data = self.data.load();
+        let mut response = message::response_to(&query, data.edns_udp_size);
+        let edns = query.extensions().as_ref();
+        let ecs = message::client_subnet(edns);
+        let limit = message::size_limit(transport, edns, data.edns_udp_size);
+        match message::rejection(&query, request, ecs.as_ref()) {
+            Some(rcode) => {
+                response.set_response_code(rcode);
+            }
+            None => self.answer(&data, &query.queries()[0], client, ecs, &mut response),
+        }
+        message::encode(&response, limit)
+    }
+
+    /// Fills `response` with the answer to `question` from `client`, and echoes the client
+    /// subnet `ecs` with the answer's scope.
+    fn answer(
+        &self,
+        data: &Authority,
+        question: &Query,
+        client: IpAddr,
+        ecs: Option<ClientSubnet>,
+        response: &mut Message,
+    ) {
+        // From a client not in `server.ecs_allow`, the option is ignored: not used, not
+        // echoed (`responder::ecs`).
+        let ecs = ecs.filter(|_| data.config.ecs_allow.allows(canonical(client)));
+        // A /0 subnet carries no client information (RFC 7871 §7.1.2): the resolver is the
+        // client, as without ECS, and the answer's scope is 0.
+        let client = ecs
+            .filter(|ecs| ecs.source_prefix() > 0)
+            .map_or(client, |ecs| ecs.addr());
+        let found = self.lookup(data, question, client);
+        if let (Some(ecs), Some(edns)) = (ecs, response.extensions_mut()) {
+            // Scope 0 (valid for every client) unless a GSLB name, whose answer may depend
+            // on the client, took part.
+            let qtype = u16::from(question.query_type());
+            let source = ecs.source_prefix();
+            let scope = std::iter::once(question.name())
+                .chain(found.answers.iter().map(|r| r.name()))
+                .filter(|_| source > 0)
+                .filter_map(|n| data.scope(&key(n), qtype, client, source))
+                .max()
+                .unwrap_or(0);
+            edns.options_mut()
+                .insert(EdnsOption::Subnet(ClientSubnet::new(
+                    ecs.addr(),
+                    ecs.source_prefix(),
+                    scope,
+                )));
+        }
+        response
+            .set_response_code(found.rcode)
+            .set_authoritative(found.authoritative);
+        response.insert_answers(found.answers);
+        for r in found.authority {
+            response.add_name_server(r);
+        }
+        for r in found.additional {
+            response.add_additional(r);
+        }
+    }
+}

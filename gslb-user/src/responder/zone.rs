@@ -1,0 +1,160 @@
+//! Static zone data, indexed for lookups: the SOA (and the negative-caching SOA of NXDOMAIN and
+//! NODATA), the apex NS, static records by owner, the names that exist and the delegation
+//! points. Built once per configuration ([`Zones`]).
+
+use std::collections::{HashMap, HashSet};
+
+use hickory_proto::rr::{
+    Name, RData, Record,
+    rdata::{A, AAAA, CNAME, MX, NS, SOA, SRV, TXT},
+};
+
+use crate::config::{Config, RecordData, Zone};
+
+/// One zone, indexed for lookups. Keys are lower-case names without the trailing dot.
+pub(super) struct ZoneData {
+    pub(super) apex: String,
+    pub(super) soa: Record,
+    /// Negative-caching TTL: min(SOA TTL, SOA minimum) (RFC 2308 §5).
+    pub(super) negative_ttl: u32,
+    pub(super) ns: Vec<Record>,
+    /// Static records by owner.
+    pub(super) records: HashMap<String, Vec<Record>>,
+    /// Every name that exists: owners, GSLB domains and the empty non-terminals above them.
+    pub(super) names: HashSet<String>,
+    /// Delegation points (NS records below the apex).
+    pub(super) cuts: HashSet<String>,
+    /// GSLB domains in this zone.
+    pub(super) gslb: HashSet<String>,
+}
+
+pub(super) fn name(s: &str) -> Name {
+    let mut n = Name::from_ascii(s).expect("validated by config");
+    n.set_fqdn(true);
+    n
+}
+
+pub(super) fn key(name: &Name) -> String {
+    let s = name.to_lowercase().to_ascii();
+    s.trim_end_matches('.').to_owned()
+}
+
+impl ZoneData {
+    pub(super) fn new(zone: &Zone, config: &Config) -> Self {
+        let apex_name = name(&zone.name);
+        let soa = Record::from_rdata(
+            apex_name.clone(),
+            zone.ttl,
+            RData::SOA(SOA::new(
+                name(&zone.soa.mname),
+                name(&zone.soa.rname),
+                zone.soa.serial,
+                zone.soa.refresh as i32,
+                zone.soa.retry as i32,
+                zone.soa.expire as i32,
+                zone.soa.minimum,
+            )),
+        );
+        let ns = zone
+            .ns
+            .iter()
+            .map(|n| Record::from_rdata(apex_name.clone(), zone.ttl, RData::NS(NS(name(n)))))
+            .collect();
+        let mut records: HashMap<String, Vec<Record>> = HashMap::new();
+        let mut cuts = HashSet::new();
+        for r in &zone.records {
+            let rdata = match &r.data {
+                RecordData::A(a) => RData::A(A(*a)),
+                RecordData::Aaaa(a) => RData::AAAA(AAAA(*a)),
+                RecordData::Cname(t) => RData::CNAME(CNAME(name(t))),
+                RecordData::Txt(t) => RData::TXT(TXT::new(t.clone())),
+                RecordData::Mx {
+                    preference,
+                    exchange,
+                } => RData::MX(MX::new(*preference, name(exchange))),
+                RecordData::Ns(t) => {
+                    cuts.insert(r.name.clone());
+                    RData::NS(NS(name(t)))
+                }
+                RecordData::Srv {
+                    priority,
+                    weight,
+                    port,
+                    target,
+                } => RData::SRV(SRV::new(*priority, *weight, *port, name(target))),
+            };
+            records
+                .entry(r.name.clone())
+                .or_default()
+                .push(Record::from_rdata(name(&r.name), r.ttl, rdata));
+        }
+        let gslb: HashSet<String> = config
+            .gslb_domains
+            .iter()
+            .filter(|d| zone.contains(&d.name))
+            .map(|d| d.name.clone())
+            .collect();
+        let mut names = HashSet::from([zone.name.clone()]);
+        for owner in records.keys().chain(gslb.iter()) {
+            // The owner and every name between it and the apex exist (empty non-terminals).
+            let mut n = owner.as_str();
+            loop {
+                names.insert(n.to_owned());
+                if n == zone.name {
+                    break;
+                }
+                match n.split_once('.') {
+                    Some((_, parent)) => n = parent,
+                    None => break,
+                }
+            }
+        }
+        ZoneData {
+            apex: zone.name.clone(),
+            negative_ttl: zone.ttl.min(zone.soa.minimum),
+            soa,
+            ns,
+            records,
+            names,
+            cuts,
+            gslb,
+        }
+    }
+
+    pub(super) fn contains(&self, qname: &str) -> bool {
+        self.apex.is_empty()
+            || qname == self.apex
+            || qname
+                .strip_suffix(&self.apex)
+                .is_some_and(|p| p.ends_with('.'))
+    }
+
+    /// The delegation point at or above `qname`, if any.
+    pub(super) fn cut_above(&self, qname: &str) -> Option<&str> {
+        let mut n = qname;
+        while n != self.apex {
+            if self.cuts.contains(n) {
+                return Some(self.cuts.get(n).expect("just checked"));
+            }
+            n = n.split_once('.')?.1;
+        }
+        None
+    }
+
+    pub(super) fn negative_soa(&self) -> Record {
+        let mut soa = self.soa.clone();
+        soa.set_ttl(self.negative_ttl);
+        soa
+    }
+}
+
+/// Every zone of `config`, longest apex first: the first zone that contains a name is its zone.
+pub(super) fn zones_of(config: &Config) -> Vec<ZoneData> {
+    let mut zones: Vec<ZoneData> = config
+        .zones
+        .iter()
+        .map(|z| ZoneData::new(z, config))
+        .collect();
+    zones.sort_by_key(|z| std::cmp::Reverse(z.apex.len()));
+    zones
+}
