@@ -32,10 +32,13 @@ use ipnet::IpNet;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::location::{Location, WildcardMode};
+use crate::location::{Location, LocationFile, LocationSources, WildcardMode, parse_location};
+// Re-exported while callers outside config still name them here (they belong to policy).
+pub use crate::policy::{AnswerMode, DownResponse};
 use crate::policy::{Expr, Ldns, MAX_PREFERRED_LOCATIONS, Method, Persistence, SourceMask};
 
 mod clients;
+mod engine;
 mod load;
 
 pub use clients::RrlSettings;
@@ -43,8 +46,6 @@ pub use clients::RrlSettings;
 /// Most addresses per family in one answer set; keeps "all" responses small
 /// enough for the XDP fast path to build in place.
 pub const MAX_ADDRS: usize = gslb_common::MAX_ADDRS;
-/// Most qualifiers in a [`Service::location`]: `continent.country.region.city.isp.org`.
-pub const MAX_LOCATION_QUALIFIERS: usize = 6;
 /// Longest character-string in a TXT record (RFC 1035 §3.3); longer text is split.
 pub const MAX_TXT_STRING: usize = 255;
 
@@ -546,27 +547,6 @@ impl Service {
     }
 }
 
-/// How a GSLB domain's addresses are handed out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AnswerMode {
-    /// One address per query, rotating through the set.
-    #[default]
-    Rotate,
-    /// Every address in each response (NetScaler "multiple IP response").
-    All,
-}
-
-/// What a GSLB domain answers when every one of its services is down.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DownResponse {
-    /// The domain's [`GslbDomain::backup_ip`] addresses (never empty with this mode).
-    Backup,
-    /// An empty NOERROR answer (NODATA; NetScaler "empty down response").
-    Nodata,
-}
-
 /// `[[gslb_domain]]`: a name answered from GSLB services.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GslbDomain {
@@ -647,33 +627,6 @@ pub struct DnsPolicy {
     pub priority: u32,
 }
 
-/// `[locations]` and `[[location]]`: where client locations come from (static proximity).
-/// Files are as written (relative to gslbd's working directory); they are read when the
-/// location database is built, so a missing file is reported then, with its name.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct LocationSources {
-    /// NetScaler location files, in order: `[[locations.file]]` entries, after the files of
-    /// the `netscaler = [...]` list (format `netscaler`).
-    pub files: Vec<LocationFile>,
-    /// A MaxMind GeoIP2/GeoLite2 City database.
-    pub mmdb_city: Option<PathBuf>,
-    /// A MaxMind ASN database, for the ISP qualifier.
-    pub mmdb_asn: Option<PathBuf>,
-    /// The continents gslbd supplies (the mmdb's, and those derived from a file's country)
-    /// as codes (`EU`) instead of names (`Europe`).
-    pub continent_codes: bool,
-    /// Custom entries, which win over the files: (line in the config, from, to, location).
-    pub custom: Vec<(usize, IpAddr, IpAddr, Location)>,
-}
-
-/// `[[locations.file]]`: one NetScaler location file and the format NetScaler would load it
-/// with (`add locationfile <path> -format <format>`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LocationFile {
-    pub path: PathBuf,
-    pub format: crate::location::netscaler::FileFormat,
-}
-
 /// `[rtt]`: probing the resolvers (LDNS) that query us, for the rtt method (spec §4).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RttSettings {
@@ -708,72 +661,6 @@ impl Config {
 pub struct EngineSettings {
     /// NetScaler `matchWildcardtoany`.
     pub wildcard_mode: WildcardMode,
-}
-
-/// Splits a location (`Europe.UK."St. Albans"`) into its qualifiers, unquoted.
-///
-/// Qualifiers are separated by '.'; a qualifier containing '.' or a space is double-quoted.
-/// There are 1..=[`MAX_LOCATION_QUALIFIERS`], none empty; `*` is a wildcard, and so is an
-/// omitted trailing qualifier (matching is a later concern; this only checks the syntax).
-pub fn parse_location(location: &str) -> Result<Vec<String>, String> {
-    let mut qualifiers = Vec::new();
-    let mut chars = location.chars().peekable();
-    loop {
-        let mut q = String::new();
-        if chars.peek() == Some(&'"') {
-            chars.next();
-            loop {
-                match chars.next() {
-                    Some('"') => break,
-                    Some(c) => q.push(c),
-                    None => {
-                        return Err(format!(
-                            "unterminated quote in qualifier {}",
-                            qualifiers.len() + 1
-                        ));
-                    }
-                }
-            }
-            if !matches!(chars.peek(), None | Some('.')) {
-                return Err(format!(
-                    "qualifier {} continues after its closing quote",
-                    qualifiers.len() + 1
-                ));
-            }
-        } else {
-            while let Some(&c) = chars.peek() {
-                if c == '.' {
-                    break;
-                }
-                if c == '"' || c.is_whitespace() {
-                    return Err(format!(
-                        "qualifier {} contains {c:?}; double-quote a qualifier with spaces or dots",
-                        qualifiers.len() + 1
-                    ));
-                }
-                q.push(c);
-                chars.next();
-            }
-        }
-        if q.trim().is_empty() {
-            return Err(format!(
-                "qualifier {} is empty (use * for any)",
-                qualifiers.len() + 1
-            ));
-        }
-        qualifiers.push(q);
-        // The next character, if any, is the '.' that ended the qualifier.
-        if chars.next().is_none() {
-            break;
-        }
-    }
-    if qualifiers.len() > MAX_LOCATION_QUALIFIERS {
-        return Err(format!(
-            "{} qualifiers, at most {MAX_LOCATION_QUALIFIERS} (continent.country.region.city.isp.org)",
-            qualifiers.len()
-        ));
-    }
-    Ok(qualifiers)
 }
 
 /// Why a configuration could not be loaded.
@@ -5490,7 +5377,7 @@ mod tests {
         assert_eq!(config.policies[1].priority, 1);
 
         // And the engine takes it as it is.
-        let engine = crate::policy::Engine::from_config(&config).unwrap();
+        let engine = config.engine().unwrap();
         assert_eq!(engine.policies()[0].name, "lab");
         assert_eq!(engine.domain(0).backup_domain, Some(1));
         assert_eq!(engine.domain(0).tolerance_us, 5000);

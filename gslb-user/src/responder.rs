@@ -138,7 +138,7 @@ impl Authority {
         let decisions = if snapshot.engine_domains.is_empty() {
             None
         } else {
-            match Engine::from_config(config) {
+            match config.engine() {
                 Ok(engine) => Some(Decisions {
                     persist: persistence.configure(Some(&engine), &snapshot.services),
                     domains: snapshot.engine_domains.iter().cloned().collect(),

@@ -548,7 +548,7 @@ impl<'a> Job<'a> {
                 .gslb_domains
                 .iter()
                 .any(|d| needs_engine(config, d, &services))
-                .then(|| match Engine::from_config(config) {
+                .then(|| match config.engine() {
                     Ok(engine) => Some(Arc::new(engine)),
                     Err(error) => {
                         // Validation makes this unreachable; no answers for those names is the safe

@@ -14,13 +14,17 @@ mod csv;
 pub mod db;
 mod mmdb;
 pub mod netscaler;
+mod sources;
 mod table;
 #[cfg(test)]
 mod test_support;
 
 use std::fmt;
 
-use crate::config::{MAX_LOCATION_QUALIFIERS, parse_location};
+pub use self::sources::{LocationFile, LocationSources};
+
+/// Most qualifiers in a location: `continent.country.region.city.isp.org`.
+pub const MAX_LOCATION_QUALIFIERS: usize = 6;
 
 /// One qualifier: a wildcard or a value (stored lower-case: matching ignores case).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -188,6 +192,72 @@ impl Location {
             .take_while(|(a, b)| matches!((a, b), (Qualifier::Is(x), Qualifier::Is(y)) if x == y))
             .count()
     }
+}
+
+/// Splits a location (`Europe.UK."St. Albans"`) into its qualifiers, unquoted.
+///
+/// Qualifiers are separated by '.'; a qualifier containing '.' or a space is double-quoted.
+/// There are 1..=[`MAX_LOCATION_QUALIFIERS`], none empty; `*` is a wildcard, and so is an
+/// omitted trailing qualifier (matching is a later concern; this only checks the syntax).
+pub fn parse_location(location: &str) -> Result<Vec<String>, String> {
+    let mut qualifiers = Vec::new();
+    let mut chars = location.chars().peekable();
+    loop {
+        let mut q = String::new();
+        if chars.peek() == Some(&'"') {
+            chars.next();
+            loop {
+                match chars.next() {
+                    Some('"') => break,
+                    Some(c) => q.push(c),
+                    None => {
+                        return Err(format!(
+                            "unterminated quote in qualifier {}",
+                            qualifiers.len() + 1
+                        ));
+                    }
+                }
+            }
+            if !matches!(chars.peek(), None | Some('.')) {
+                return Err(format!(
+                    "qualifier {} continues after its closing quote",
+                    qualifiers.len() + 1
+                ));
+            }
+        } else {
+            while let Some(&c) = chars.peek() {
+                if c == '.' {
+                    break;
+                }
+                if c == '"' || c.is_whitespace() {
+                    return Err(format!(
+                        "qualifier {} contains {c:?}; double-quote a qualifier with spaces or dots",
+                        qualifiers.len() + 1
+                    ));
+                }
+                q.push(c);
+                chars.next();
+            }
+        }
+        if q.trim().is_empty() {
+            return Err(format!(
+                "qualifier {} is empty (use * for any)",
+                qualifiers.len() + 1
+            ));
+        }
+        qualifiers.push(q);
+        // The next character, if any, is the '.' that ended the qualifier.
+        if chars.next().is_none() {
+            break;
+        }
+    }
+    if qualifiers.len() > MAX_LOCATION_QUALIFIERS {
+        return Err(format!(
+            "{} qualifiers, at most {MAX_LOCATION_QUALIFIERS} (continent.country.region.city.isp.org)",
+            qualifiers.len()
+        ));
+    }
+    Ok(qualifiers)
 }
 
 #[cfg(test)]
