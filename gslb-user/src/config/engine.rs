@@ -1,12 +1,37 @@
-//! The policy engine a configuration describes: names become the indexes of
+//! `[engine]`, and the policy engine a configuration describes: names become the indexes of
 //! [`crate::policy::Spec`], which [`Engine::new`] checks again.
 
+use serde::Deserialize;
+
 use super::Config;
-use crate::location::Location;
+use crate::location::{Location, WildcardMode};
 use crate::policy::{
     Action, DomainSpec, DownResponse, Engine, Fallback, Policy, PolicyError, ServiceSpec, Spec,
     TopologyRecord,
 };
+
+/// `[engine]`: decision-engine settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EngineSettings {
+    /// NetScaler `matchWildcardtoany`.
+    pub wildcard_mode: WildcardMode,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawEngine {
+    #[serde(default)]
+    pub(super) wildcard_mode: RawWildcardMode,
+}
+
+#[derive(Deserialize, Default, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum RawWildcardMode {
+    #[default]
+    Yes,
+    No,
+    Expression,
+}
 
 impl Config {
     /// The engine for this configuration. A validated [`Config`] always gives one.

@@ -27,10 +27,14 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{
-    ConfigError, GslbDomain, Int, Link, MepSettings, PORT_RANGE, RawGslbDomain, RawMonitor,
-    RawService, Server, Service, Str, Validator,
-};
+use super::error::ConfigError;
+use super::gslb_domain::{GslbDomain, RawGslbDomain};
+use super::link::Link;
+use super::mep::MepSettings;
+use super::monitor::RawMonitor;
+use super::server::Server;
+use super::service::{RawService, Service};
+use super::validate::{Int, PORT_RANGE, Str, Validator};
 use crate::health::TlsCheck;
 use crate::health::load::{Aggregate, LoadMonitorSpec, LoadSource, Measure, PromSelector};
 use crate::policy::Method;
