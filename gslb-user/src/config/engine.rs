@@ -21,16 +21,7 @@ pub struct EngineSettings {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawEngine {
     #[serde(default)]
-    pub(super) wildcard_mode: RawWildcardMode,
-}
-
-#[derive(Deserialize, Default, Clone, Copy)]
-#[serde(rename_all = "lowercase")]
-pub(super) enum RawWildcardMode {
-    #[default]
-    Yes,
-    No,
-    Expression,
+    pub(super) wildcard_mode: WildcardMode,
 }
 
 impl Config {

@@ -52,20 +52,6 @@ pub(super) enum RawLoadFormat {
 
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
-pub(super) enum RawMeasure {
-    Connections,
-    BandwidthKbps,
-}
-
-#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub(super) enum RawAggregate {
-    One,
-    Sum,
-}
-
-#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
 pub(super) enum RawScheme {
     Http,
     Https,
@@ -186,8 +172,8 @@ impl Validator<'_> {
             RawLoadFormat::Prometheus => LoadSource::Prometheus(self.prom_selector(rm, &owner)?),
         };
         let measure = match rm.measure.as_ref().map(|m| (*m.get_ref(), m.span())) {
-            None | Some((RawMeasure::Connections, _)) => Measure::Connections,
-            Some((RawMeasure::BandwidthKbps, span)) => {
+            None | Some((Measure::Connections, _)) => Measure::Connections,
+            Some((Measure::BandwidthKbps, span)) => {
                 if source == LoadSource::StubStatus {
                     return Err(self.error(
                         span,
@@ -290,10 +276,10 @@ impl Validator<'_> {
         Ok(PromSelector {
             metric: metric.get_ref().clone(),
             labels,
-            aggregate: match rm.aggregate.as_ref().map(|a| *a.get_ref()) {
-                None | Some(RawAggregate::One) => Aggregate::One,
-                Some(RawAggregate::Sum) => Aggregate::Sum,
-            },
+            aggregate: rm
+                .aggregate
+                .as_ref()
+                .map_or(Aggregate::One, |a| *a.get_ref()),
         })
     }
 

@@ -7,6 +7,7 @@ use serde::Deserialize;
 
 use super::error::ConfigError;
 use super::validate::{Str, Validator};
+use crate::location::continent::ContinentStyle;
 use crate::location::{Location, LocationFile, LocationSources};
 
 #[derive(Deserialize, Default)]
@@ -19,7 +20,7 @@ pub(super) struct RawLocationFiles {
     pub(super) mmdb_city: Option<String>,
     pub(super) mmdb_asn: Option<String>,
     #[serde(default)]
-    pub(super) continent: RawContinent,
+    pub(super) continent: ContinentStyle,
 }
 
 #[derive(Deserialize)]
@@ -27,14 +28,6 @@ pub(super) struct RawLocationFiles {
 pub(super) struct RawLocationFile {
     pub(super) path: Str,
     pub(super) format: Option<Str>,
-}
-
-#[derive(Deserialize, Default, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub(super) enum RawContinent {
-    #[default]
-    Name,
-    Code,
 }
 
 #[derive(Deserialize)]
@@ -113,7 +106,7 @@ impl Validator<'_> {
             files: located,
             mmdb_city: files.mmdb_city.map(PathBuf::from),
             mmdb_asn: files.mmdb_asn.map(PathBuf::from),
-            continent_codes: files.continent == RawContinent::Code,
+            continent_codes: files.continent == ContinentStyle::Code,
             custom: entries,
         })
     }

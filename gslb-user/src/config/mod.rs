@@ -51,7 +51,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use self::dns_policy::{RawAction, RawPolicy};
-use self::engine::{RawEngine, RawWildcardMode};
+use self::engine::RawEngine;
 use self::gslb_domain::RawGslbDomain;
 use self::link::RawLink;
 use self::locations::{RawCustomLocation, RawLocationFiles};
@@ -66,7 +66,7 @@ use self::topology::RawTopology;
 use self::validate::Validator;
 use self::view::RawView;
 use self::zone::RawZone;
-use crate::location::{LocationSources, WildcardMode};
+use crate::location::LocationSources;
 
 pub use self::dns_policy::{DnsAction, DnsPolicy};
 pub use self::engine::EngineSettings;
@@ -305,11 +305,7 @@ impl Validator<'_> {
         let actions = self.actions(raw.actions)?;
         let policies = self.policies(raw.policies, &actions)?;
         let engine = EngineSettings {
-            wildcard_mode: match raw.engine.wildcard_mode {
-                RawWildcardMode::Yes => WildcardMode::Yes,
-                RawWildcardMode::No => WildcardMode::No,
-                RawWildcardMode::Expression => WildcardMode::Expression,
-            },
+            wildcard_mode: raw.engine.wildcard_mode,
         };
         let locations = self.locations(raw.location_files, raw.custom_locations)?;
         let rtt = self.rtt(raw.rtt, server.site.is_some())?;

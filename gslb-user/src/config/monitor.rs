@@ -41,8 +41,8 @@ pub(super) struct RawMonitor {
     pub(super) format: Option<Spanned<super::load::RawLoadFormat>>,
     pub(super) metric: Option<Str>,
     pub(super) labels: Option<super::load::RawLabels>,
-    pub(super) aggregate: Option<Spanned<super::load::RawAggregate>>,
-    pub(super) measure: Option<Spanned<super::load::RawMeasure>>,
+    pub(super) aggregate: Option<Spanned<crate::health::load::Aggregate>>,
+    pub(super) measure: Option<Spanned<crate::health::load::Measure>>,
     pub(super) scheme: Option<Spanned<super::load::RawScheme>>,
     pub(super) unknown_after: Option<Int>,
 }

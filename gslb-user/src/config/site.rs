@@ -44,20 +44,13 @@ pub(super) struct RawSite {
     pub(super) name: Str,
     pub(super) ip: Str,
     pub(super) public_ip: Option<Str>,
-    pub(super) role: Option<Spanned<RawRole>>,
+    pub(super) role: Option<Spanned<crate::mep::Role>>,
     pub(super) parent: Option<Str>,
     pub(super) backup_parents: Option<List>,
     pub(super) mep_port: Option<Int>,
     pub(super) key: Option<Str>,
     pub(super) key_file: Option<Str>,
     pub(super) nat: Option<Spanned<bool>>,
-}
-
-#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub(super) enum RawRole {
-    Parent,
-    Child,
 }
 
 /// Where each `[[site]]`'s MEP settings were written, for topology errors.
@@ -114,10 +107,9 @@ impl Validator<'_> {
                 name,
                 ip,
                 public_ip,
-                role: match rs.role.map(Spanned::into_inner) {
-                    None | Some(RawRole::Parent) => crate::mep::Role::Parent,
-                    Some(RawRole::Child) => crate::mep::Role::Child,
-                },
+                role: rs
+                    .role
+                    .map_or(crate::mep::Role::Parent, Spanned::into_inner),
                 parent: rs.parent.map(Spanned::into_inner),
                 backup_parents: rs
                     .backup_parents

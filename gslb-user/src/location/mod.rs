@@ -115,7 +115,8 @@ impl fmt::Display for Location {
 
 /// NetScaler's `matchWildcardtoany`: whether a wildcard on the *other* side (a service's or a
 /// client's location, not the pattern's) matches a value.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum WildcardMode {
     /// A wildcard matches any value (the default).
     #[default]

@@ -1,5 +1,6 @@
 use super::*;
 use crate::location::Location;
+use crate::location::WildcardMode;
 use crate::policy::{Expr, Ldns, Method, Persistence, SourceMask};
 
 #[test]
