@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 /// Why a configuration could not be loaded.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     #[error("cannot read {}", file.display())]
     Io {

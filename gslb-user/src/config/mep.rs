@@ -15,6 +15,7 @@ use super::error::ConfigError;
 use super::server::Server;
 use super::site::{Site, SiteSpans};
 use super::validate::{Int, Str, Validator};
+use crate::mep::{MepError, TlsInput};
 
 /// Stands in for the local site of a disabled `[mep]` without `server.site`.
 static DISABLED_SITE: Site = Site {
@@ -316,13 +317,12 @@ impl Validator<'_> {
                 };
                 if let Err(e) = files.tls() {
                     let at = match &e {
-                        crate::mep::MepError::Tls(m) if m.starts_with("CA") => t.ca_file.span(),
-                        crate::mep::MepError::Tls(m) if m.starts_with("private key") => {
-                            t.key_file.span()
-                        }
-                        crate::mep::MepError::Tls(m) if m.starts_with("certificate:") => {
-                            t.cert_file.span()
-                        }
+                        MepError::Tls { input, .. } => match input {
+                            TlsInput::Ca => t.ca_file.span(),
+                            TlsInput::PrivateKey => t.key_file.span(),
+                            TlsInput::Certificate => t.cert_file.span(),
+                            TlsInput::CertificateAndKey | TlsInput::Provider => span,
+                        },
                         _ => span,
                     };
                     return Err(self.error(at, format!("mep: {e}")));
