@@ -91,7 +91,7 @@ impl LoadSpans {
 }
 
 /// Where `value` was written, if it was.
-fn at<T>(value: &Option<Spanned<T>>) -> At {
+pub(super) fn at<T>(value: &Option<Spanned<T>>) -> At {
     value.as_ref().map(Spanned::span)
 }
 

@@ -1,12 +1,12 @@
 //! `[[monitor]]`: health monitors and the services they check.
 
-use std::ops::Range;
 use std::time::Duration;
 
 use serde::Deserialize;
 use toml::Spanned;
 
 use super::error::ConfigError;
+use super::load::at;
 use super::names::Seen;
 use super::validate::{Int, PORT_RANGE, Str, Validator};
 
@@ -84,80 +84,11 @@ impl Validator<'_> {
                 continue;
             }
             self.no_load_keys(&rm, &owner)?;
-            // A setting of another monitor type is a mistake worth saying, not ignoring.
-            let only = |present: bool,
-                        span: Option<Range<usize>>,
-                        key: &str,
-                        types: &[RawMonitorType],
-                        label: &str| {
-                if present && !types.contains(&kind) {
-                    return Err(self.error(
-                        span.unwrap_or(rm.kind.span()),
-                        format!("{owner}: {key} applies to {label} monitors only"),
-                    ));
-                }
-                Ok(())
-            };
             use RawMonitorType::*;
-            only(
-                rm.path.is_some(),
-                rm.path.as_ref().map(|v| v.span()),
-                "path",
-                &[Http, Https],
-                "http and https",
-            )?;
-            only(
-                rm.host.is_some(),
-                rm.host.as_ref().map(|v| v.span()),
-                "host",
-                &[Http, Https],
-                "http and https",
-            )?;
-            only(
-                rm.expect_status.is_some(),
-                rm.expect_status.as_ref().map(|v| v.span()),
-                "expect_status",
-                &[Http, Https],
-                "http and https",
-            )?;
-            only(
-                rm.body_contains.is_some(),
-                rm.body_contains.as_ref().map(|v| v.span()),
-                "body_contains",
-                &[Http, Https],
-                "http and https",
-            )?;
-            only(
-                rm.insecure.is_some(),
-                rm.insecure.as_ref().map(|v| v.span()),
-                "insecure",
-                &[Https],
-                "https",
-            )?;
-            only(
-                rm.sni.is_some(),
-                rm.sni.as_ref().map(|v| v.span()),
-                "sni",
-                &[Https],
-                "https",
-            )?;
-            only(
-                rm.ca_file.is_some(),
-                rm.ca_file.as_ref().map(|v| v.span()),
-                "ca_file",
-                &[Https],
-                "https",
-            )?;
-            // An ICMP echo has no port to check.
-            only(
-                rm.port.is_some(),
-                rm.port.as_ref().map(|v| v.span()),
-                "port",
-                &[Tcp, Http, Https, Dns],
-                "tcp, http, https and dns",
-            )?;
-            // A certificate that is not verified needs no CA to verify it.
-            if let (Some(i), Some(ca)) = (&rm.insecure, &rm.ca_file)
+            // A certificate that is not verified needs no CA to verify it. (Only an https
+            // monitor gets here with both: the table below refuses them on other types.)
+            if kind == Https
+                && let (Some(i), Some(ca)) = (&rm.insecure, &rm.ca_file)
                 && *i.get_ref()
             {
                 return Err(self.error(
@@ -168,19 +99,36 @@ impl Validator<'_> {
                     ),
                 ));
             }
-            for (v, key) in [
-                (&rm.qname, "qname"),
-                (&rm.qtype, "qtype"),
-                (&rm.expect_rcode, "expect_rcode"),
-                (&rm.expect_answer, "expect_answer"),
-            ] {
-                only(
-                    v.is_some(),
-                    v.as_ref().map(|v| v.span()),
-                    key,
-                    &[Dns],
-                    "dns",
-                )?;
+            // A setting of another monitor type is a mistake worth saying, not ignoring.
+            const HTTP: (&[RawMonitorType], &str) = (&[Http, Https], "http and https");
+            const HTTPS: (&[RawMonitorType], &str) = (&[Https], "https");
+            // An ICMP echo has no port to check.
+            const PORTED: (&[RawMonitorType], &str) =
+                (&[Tcp, Http, Https, Dns], "tcp, http, https and dns");
+            const DNS: (&[RawMonitorType], &str) = (&[Dns], "dns");
+            let only = [
+                ("path", at(&rm.path), HTTP),
+                ("host", at(&rm.host), HTTP),
+                ("expect_status", at(&rm.expect_status), HTTP),
+                ("body_contains", at(&rm.body_contains), HTTP),
+                ("insecure", at(&rm.insecure), HTTPS),
+                ("sni", at(&rm.sni), HTTPS),
+                ("ca_file", at(&rm.ca_file), HTTPS),
+                ("port", at(&rm.port), PORTED),
+                ("qname", at(&rm.qname), DNS),
+                ("qtype", at(&rm.qtype), DNS),
+                ("expect_rcode", at(&rm.expect_rcode), DNS),
+                ("expect_answer", at(&rm.expect_answer), DNS),
+            ];
+            for (key, span, (types, label)) in only {
+                if let Some(span) = span
+                    && !types.contains(&kind)
+                {
+                    return Err(self.error(
+                        span,
+                        format!("{owner}: {key} applies to {label} monitors only"),
+                    ));
+                }
             }
             let mut expect_status = Vec::new();
             if let Some(list) = &rm.expect_status {
