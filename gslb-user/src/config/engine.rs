@@ -4,7 +4,7 @@
 use serde::Deserialize;
 
 use super::Config;
-use crate::location::{Location, WildcardMode};
+use crate::location::WildcardMode;
 use crate::policy::{
     Action, DomainSpec, DownResponse, Engine, Fallback, Policy, PolicyError, ServiceSpec, Spec,
     TopologyRecord,
@@ -70,8 +70,7 @@ impl Config {
                     name: s.name.clone(),
                     ip: s.answer_ip(),
                     site: site(&s.site)?,
-                    // Validated already; a location that does not parse would be no location.
-                    location: s.location.as_deref().and_then(|l| Location::parse(l).ok()),
+                    location: s.location.clone(),
                     weight: s.weight,
                     max_connections: s.max_connections,
                     max_bandwidth_kbps: s.max_bandwidth_kbps,

@@ -5,13 +5,12 @@ use std::net::IpAddr;
 use std::ops::RangeInclusive;
 
 use serde::Deserialize;
-use toml::Spanned;
 
 use super::error::ConfigError;
 use super::names::{Names, Seen};
 use super::site::Site;
 use super::validate::{Int, LIMIT_RANGE, List, PORT_RANGE, Str, Validator};
-use crate::location::parse_location;
+use crate::location::Location;
 
 const DEFAULT_SERVICE_PORT: u16 = 80;
 const DEFAULT_WEIGHT: u32 = 1;
@@ -28,9 +27,9 @@ pub struct Service {
     pub port: u16,
     /// The [`Site`] it belongs to (exists).
     pub site: String,
-    /// Dotted location qualifiers as written (`Europe.UK.London`, quoted qualifiers allowed);
-    /// valid for [`parse_location`].
-    pub location: Option<String>,
+    /// Parsed once at load from dotted qualifiers (`Europe.UK.London`, quoted qualifiers
+    /// allowed; see [`crate::location::parse_location`]).
+    pub location: Option<Location>,
     /// 1..=100.
     pub weight: u32,
     /// The address DNS answers carry when the service sits behind NAT; same family as `ip`.
@@ -107,14 +106,18 @@ impl Validator<'_> {
                     format!("{owner}: {}", site_names.unknown(rs.site.get_ref())),
                 ));
             }
-            if let Some(l) = &rs.location {
-                parse_location(l.get_ref()).map_err(|reason| {
-                    self.error(
-                        l.span(),
-                        format!("{owner}: location {:?}: {reason}", l.get_ref()),
-                    )
-                })?;
-            }
+            let location = rs
+                .location
+                .as_ref()
+                .map(|l| {
+                    Location::parse(l.get_ref()).map_err(|reason| {
+                        self.error(
+                            l.span(),
+                            format!("{owner}: location {:?}: {reason}", l.get_ref()),
+                        )
+                    })
+                })
+                .transpose()?;
             let weight = self.int(&owner, "weight", rs.weight, WEIGHT_RANGE, DEFAULT_WEIGHT)?;
             let public_ip = self.public_ip(&owner, ip, rs.public_ip)?;
             let max_connections = rs
@@ -171,7 +174,7 @@ impl Validator<'_> {
                 ip,
                 port,
                 site: rs.site.into_inner(),
-                location: rs.location.map(Spanned::into_inner),
+                location,
                 weight,
                 public_ip,
                 max_connections,

@@ -1,4 +1,5 @@
 use super::*;
+use crate::location::Location;
 
 #[test]
 fn valid() {
@@ -318,7 +319,7 @@ fn valid() {
                 services: vec![
                     Service {
                         port: 8080,
-                        location: Some("Europe.UK.\"St. Albans\".*".into()),
+                        location: Some(Location::parse("Europe.UK.\"St. Albans\".*").unwrap()),
                         weight: 100,
                         public_ip: Some(ip("198.51.100.10")),
                         ..service("web-eu-1", "10.0.0.10", "eu-west")
