@@ -69,7 +69,7 @@ impl Default for Location {
 
 impl Location {
     /// Parses dotted notation (`Europe.UK.*."St. Albans"`); errors are `parse_location`'s.
-    pub fn parse(s: &str) -> Result<Location, String> {
+    pub fn parse(s: &str) -> Result<Location, LocationError> {
         Ok(Location::from_qualifiers(
             parse_location(s)?.iter().map(String::as_str),
         ))
@@ -195,12 +195,32 @@ impl Location {
     }
 }
 
+/// Why a written location is not one; positions count qualifiers from 1.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LocationError {
+    #[error("unterminated quote in qualifier {qualifier}")]
+    UnterminatedQuote { qualifier: usize },
+    #[error("qualifier {qualifier} continues after its closing quote")]
+    AfterQuote { qualifier: usize },
+    #[error(
+        "qualifier {qualifier} contains {found:?}; double-quote a qualifier with spaces or dots"
+    )]
+    Unquoted { qualifier: usize, found: char },
+    #[error("qualifier {qualifier} is empty (use * for any)")]
+    Empty { qualifier: usize },
+    #[error(
+        "{count} qualifiers, at most {MAX_LOCATION_QUALIFIERS} (continent.country.region.city.isp.org)"
+    )]
+    TooMany { count: usize },
+}
+
 /// Splits a location (`Europe.UK."St. Albans"`) into its qualifiers, unquoted.
 ///
 /// Qualifiers are separated by '.'; a qualifier containing '.' or a space is double-quoted.
 /// There are 1..=[`MAX_LOCATION_QUALIFIERS`], none empty; `*` is a wildcard, and so is an
 /// omitted trailing qualifier (matching is a later concern; this only checks the syntax).
-pub fn parse_location(location: &str) -> Result<Vec<String>, String> {
+pub fn parse_location(location: &str) -> Result<Vec<String>, LocationError> {
     let mut qualifiers = Vec::new();
     let mut chars = location.chars().peekable();
     loop {
@@ -212,18 +232,16 @@ pub fn parse_location(location: &str) -> Result<Vec<String>, String> {
                     Some('"') => break,
                     Some(c) => q.push(c),
                     None => {
-                        return Err(format!(
-                            "unterminated quote in qualifier {}",
-                            qualifiers.len() + 1
-                        ));
+                        return Err(LocationError::UnterminatedQuote {
+                            qualifier: qualifiers.len() + 1,
+                        });
                     }
                 }
             }
             if !matches!(chars.peek(), None | Some('.')) {
-                return Err(format!(
-                    "qualifier {} continues after its closing quote",
-                    qualifiers.len() + 1
-                ));
+                return Err(LocationError::AfterQuote {
+                    qualifier: qualifiers.len() + 1,
+                });
             }
         } else {
             while let Some(&c) = chars.peek() {
@@ -231,20 +249,19 @@ pub fn parse_location(location: &str) -> Result<Vec<String>, String> {
                     break;
                 }
                 if c == '"' || c.is_whitespace() {
-                    return Err(format!(
-                        "qualifier {} contains {c:?}; double-quote a qualifier with spaces or dots",
-                        qualifiers.len() + 1
-                    ));
+                    return Err(LocationError::Unquoted {
+                        qualifier: qualifiers.len() + 1,
+                        found: c,
+                    });
                 }
                 q.push(c);
                 chars.next();
             }
         }
         if q.trim().is_empty() {
-            return Err(format!(
-                "qualifier {} is empty (use * for any)",
-                qualifiers.len() + 1
-            ));
+            return Err(LocationError::Empty {
+                qualifier: qualifiers.len() + 1,
+            });
         }
         qualifiers.push(q);
         // The next character, if any, is the '.' that ended the qualifier.
@@ -253,10 +270,9 @@ pub fn parse_location(location: &str) -> Result<Vec<String>, String> {
         }
     }
     if qualifiers.len() > MAX_LOCATION_QUALIFIERS {
-        return Err(format!(
-            "{} qualifiers, at most {MAX_LOCATION_QUALIFIERS} (continent.country.region.city.isp.org)",
-            qualifiers.len()
-        ));
+        return Err(LocationError::TooMany {
+            count: qualifiers.len(),
+        });
     }
     Ok(qualifiers)
 }

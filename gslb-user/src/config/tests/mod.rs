@@ -209,7 +209,7 @@ fn locations() {
         ("a.b\"c\"", "contains '\"'"),
         ("\"\"", "qualifier 1 is empty"),
     ] {
-        let got = parse_location(bad).expect_err(bad);
+        let got = parse_location(bad).expect_err(bad).to_string();
         assert!(got.contains(reason), "{bad:?}: {got:?} lacks {reason:?}");
     }
 }
