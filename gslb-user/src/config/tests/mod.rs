@@ -1,5 +1,6 @@
 mod load_balancing;
 mod rejected;
+mod rejected_domains;
 mod server_site_rtt;
 mod valid;
 
@@ -23,6 +24,13 @@ const LB: &str = "[[site]]\nname = \"eu\"\nip = \"192.0.2.201\"\n\
     [[service]]\nname = \"web1\"\nip = \"192.0.2.10\"\nsite = \"eu\"\nlocation = \"Europe.UK\"\n\
     [[service]]\nname = \"web2\"\nip = \"192.0.2.11\"\nsite = \"us\"\nlocation = \"NorthAmerica.US\"\n\
     [[service]]\nname = \"plain\"\nip = \"192.0.2.12\"\nsite = \"us\"\n";
+
+/// Fixtures of the rejected cases.
+const VIEW: &str = "[[view]]\nname = \"europe\"\nprefixes = [\"198.51.100.0/24\"]\n";
+const SITE: &str = "[[site]]\nname = \"eu\"\nip = \"192.0.2.201\"\n";
+const SERVICES: &str = "[[service]]\nname = \"web1\"\nip = \"192.0.2.10\"\nsite = \"eu\"\n\
+    [[service]]\nname = \"web2\"\nip = \"192.0.2.11\"\nsite = \"eu\"\n\
+    [[service]]\nname = \"web6\"\nip = \"2001:db8::10\"\nsite = \"eu\"\n";
 
 fn parse(text: &str) -> Result<Config, ConfigError> {
     Config::parse(text, Path::new("test.toml"))
