@@ -679,7 +679,7 @@ impl World {
                 })
                 .collect(),
         );
-        let engine = Engine::from_config(&config).expect("engine");
+        let engine = config.engine().expect("engine");
         let started = Instant::now();
         let snapshot = Snapshot::compile(
             &config,

@@ -196,13 +196,7 @@ impl Job<'_> {
 /// in a service location, a policy's or an action's location, or a topology record.
 fn location_depth(config: &Config) -> usize {
     let mut patterns: Vec<Location> = Vec::new();
-    patterns.extend(
-        config
-            .services
-            .iter()
-            .filter_map(|s| s.location.as_deref())
-            .filter_map(|l| Location::parse(l).ok()),
-    );
+    patterns.extend(config.services.iter().filter_map(|s| s.location.clone()));
     for p in &config.policies {
         let mut found = Vec::new();
         p.expression.locations(&mut found);

@@ -28,7 +28,7 @@ impl Spec {
             .gslb_domains
             .iter()
             .any(|d| needs_engine(config, d, &services))
-            .then(|| match Engine::from_config(config) {
+            .then(|| match config.engine() {
                 Ok(engine) => Some(Arc::new(engine)),
                 Err(error) => {
                     tracing::error!(%error, "decision engine rejected the configuration");

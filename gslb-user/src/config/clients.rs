@@ -9,7 +9,8 @@ use ipnet::IpNet;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{ConfigError, Int, List, Validator};
+use super::error::ConfigError;
+use super::validate::{Int, List, Validator};
 use crate::server::TcpLimits;
 
 /// `[rrl]`: response rate limiting over UDP (as Knot, NSD and BIND do it), in the fast path

@@ -27,10 +27,14 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{
-    ConfigError, GslbDomain, Int, Link, MepSettings, PORT_RANGE, RawGslbDomain, RawMonitor,
-    RawService, Server, Service, Str, Validator,
-};
+use super::error::ConfigError;
+use super::gslb_domain::{GslbDomain, RawGslbDomain};
+use super::link::Link;
+use super::mep::MepSettings;
+use super::monitor::RawMonitor;
+use super::server::Server;
+use super::service::{RawService, Service};
+use super::validate::{Int, PORT_RANGE, Str, Validator};
 use crate::health::TlsCheck;
 use crate::health::load::{Aggregate, LoadMonitorSpec, LoadSource, Measure, PromSelector};
 use crate::policy::Method;
@@ -44,20 +48,6 @@ const DEFAULT_METRICS_PATH: &str = "/metrics";
 pub(super) enum RawLoadFormat {
     Prometheus,
     StubStatus,
-}
-
-#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub(super) enum RawMeasure {
-    Connections,
-    BandwidthKbps,
-}
-
-#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub(super) enum RawAggregate {
-    One,
-    Sum,
 }
 
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
@@ -101,7 +91,7 @@ impl LoadSpans {
 }
 
 /// Where `value` was written, if it was.
-fn at<T>(value: &Option<Spanned<T>>) -> At {
+pub(super) fn at<T>(value: &Option<Spanned<T>>) -> At {
     value.as_ref().map(Spanned::span)
 }
 
@@ -182,8 +172,8 @@ impl Validator<'_> {
             RawLoadFormat::Prometheus => LoadSource::Prometheus(self.prom_selector(rm, &owner)?),
         };
         let measure = match rm.measure.as_ref().map(|m| (*m.get_ref(), m.span())) {
-            None | Some((RawMeasure::Connections, _)) => Measure::Connections,
-            Some((RawMeasure::BandwidthKbps, span)) => {
+            None | Some((Measure::Connections, _)) => Measure::Connections,
+            Some((Measure::BandwidthKbps, span)) => {
                 if source == LoadSource::StubStatus {
                     return Err(self.error(
                         span,
@@ -286,10 +276,10 @@ impl Validator<'_> {
         Ok(PromSelector {
             metric: metric.get_ref().clone(),
             labels,
-            aggregate: match rm.aggregate.as_ref().map(|a| *a.get_ref()) {
-                None | Some(RawAggregate::One) => Aggregate::One,
-                Some(RawAggregate::Sum) => Aggregate::Sum,
-            },
+            aggregate: rm
+                .aggregate
+                .as_ref()
+                .map_or(Aggregate::One, |a| *a.get_ref()),
         })
     }
 

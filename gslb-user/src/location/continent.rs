@@ -68,7 +68,8 @@ impl Continent {
 
 /// How the continents gslbd supplies (a City database's, or one derived from a country) are
 /// written as the continent qualifier.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ContinentStyle {
     /// The English name (`Europe`, `North America`).
     #[default]

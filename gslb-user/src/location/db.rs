@@ -167,7 +167,7 @@ impl LocationDb {
     /// The database a configuration's `[locations]` and `[[location]]` sections describe;
     /// custom entries are named `config_file:line` in errors.
     pub fn from_sources(
-        sources: &crate::config::LocationSources,
+        sources: &super::LocationSources,
         config_file: &Path,
     ) -> Result<LocationDb, LocationDbError> {
         let mut builder = LocationDb::builder();

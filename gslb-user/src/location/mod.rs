@@ -14,13 +14,17 @@ mod csv;
 pub mod db;
 mod mmdb;
 pub mod netscaler;
+mod sources;
 mod table;
 #[cfg(test)]
 mod test_support;
 
 use std::fmt;
 
-use crate::config::{MAX_LOCATION_QUALIFIERS, parse_location};
+pub use self::sources::{LocationFile, LocationSources};
+
+/// Most qualifiers in a location: `continent.country.region.city.isp.org`.
+pub const MAX_LOCATION_QUALIFIERS: usize = 6;
 
 /// One qualifier: a wildcard or a value (stored lower-case: matching ignores case).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -65,7 +69,7 @@ impl Default for Location {
 
 impl Location {
     /// Parses dotted notation (`Europe.UK.*."St. Albans"`); errors are `parse_location`'s.
-    pub fn parse(s: &str) -> Result<Location, String> {
+    pub fn parse(s: &str) -> Result<Location, LocationError> {
         Ok(Location::from_qualifiers(
             parse_location(s)?.iter().map(String::as_str),
         ))
@@ -111,7 +115,8 @@ impl fmt::Display for Location {
 
 /// NetScaler's `matchWildcardtoany`: whether a wildcard on the *other* side (a service's or a
 /// client's location, not the pattern's) matches a value.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum WildcardMode {
     /// A wildcard matches any value (the default).
     #[default]
@@ -188,6 +193,88 @@ impl Location {
             .take_while(|(a, b)| matches!((a, b), (Qualifier::Is(x), Qualifier::Is(y)) if x == y))
             .count()
     }
+}
+
+/// Why a written location is not one; positions count qualifiers from 1.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LocationError {
+    #[error("unterminated quote in qualifier {qualifier}")]
+    UnterminatedQuote { qualifier: usize },
+    #[error("qualifier {qualifier} continues after its closing quote")]
+    AfterQuote { qualifier: usize },
+    #[error(
+        "qualifier {qualifier} contains {found:?}; double-quote a qualifier with spaces or dots"
+    )]
+    Unquoted { qualifier: usize, found: char },
+    #[error("qualifier {qualifier} is empty (use * for any)")]
+    Empty { qualifier: usize },
+    #[error(
+        "{count} qualifiers, at most {MAX_LOCATION_QUALIFIERS} (continent.country.region.city.isp.org)"
+    )]
+    TooMany { count: usize },
+}
+
+/// Splits a location (`Europe.UK."St. Albans"`) into its qualifiers, unquoted.
+///
+/// Qualifiers are separated by '.'; a qualifier containing '.' or a space is double-quoted.
+/// There are 1..=[`MAX_LOCATION_QUALIFIERS`], none empty; `*` is a wildcard, and so is an
+/// omitted trailing qualifier (matching is a later concern; this only checks the syntax).
+pub fn parse_location(location: &str) -> Result<Vec<String>, LocationError> {
+    let mut qualifiers = Vec::new();
+    let mut chars = location.chars().peekable();
+    loop {
+        let mut q = String::new();
+        if chars.peek() == Some(&'"') {
+            chars.next();
+            loop {
+                match chars.next() {
+                    Some('"') => break,
+                    Some(c) => q.push(c),
+                    None => {
+                        return Err(LocationError::UnterminatedQuote {
+                            qualifier: qualifiers.len() + 1,
+                        });
+                    }
+                }
+            }
+            if !matches!(chars.peek(), None | Some('.')) {
+                return Err(LocationError::AfterQuote {
+                    qualifier: qualifiers.len() + 1,
+                });
+            }
+        } else {
+            while let Some(&c) = chars.peek() {
+                if c == '.' {
+                    break;
+                }
+                if c == '"' || c.is_whitespace() {
+                    return Err(LocationError::Unquoted {
+                        qualifier: qualifiers.len() + 1,
+                        found: c,
+                    });
+                }
+                q.push(c);
+                chars.next();
+            }
+        }
+        if q.trim().is_empty() {
+            return Err(LocationError::Empty {
+                qualifier: qualifiers.len() + 1,
+            });
+        }
+        qualifiers.push(q);
+        // The next character, if any, is the '.' that ended the qualifier.
+        if chars.next().is_none() {
+            break;
+        }
+    }
+    if qualifiers.len() > MAX_LOCATION_QUALIFIERS {
+        return Err(LocationError::TooMany {
+            count: qualifiers.len(),
+        });
+    }
+    Ok(qualifiers)
 }
 
 #[cfg(test)]

@@ -53,7 +53,8 @@ pub const MAX_VERSIONS: usize = 16;
 pub const MAX_BACKUPS: usize = 5;
 
 /// The role of a site in the topology.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Role {
     /// Peers with the other parents, answers DNS.
     Parent,

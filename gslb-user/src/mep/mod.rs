@@ -22,7 +22,7 @@ pub use auth::{KeyError, PublicKey, SiteKey};
 pub use frame::{PersistEntry, Role, RttProtocol, RttRow, ServiceState, SiteStatus};
 pub use node::{
     LinkInfo, LocalState, MepConfig, MepError, MepNode, MepStats, MepTls, MepView, RemoteSite,
-    SUPPORTED_VERSIONS,
+    SUPPORTED_VERSIONS, TlsInput,
 };
 pub use session::{Audience, CloseReason};
 pub use topology::{DEFAULT_PORT, SiteSpec, SiteView, Topology, TopologyError, TopologyTiming};

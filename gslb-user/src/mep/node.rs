@@ -116,35 +116,40 @@ impl MepTls {
     /// not public DNS names).
     pub fn from_pem(cert: &[u8], key: &[u8], ca: &[u8]) -> Result<MepTls, MepError> {
         use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
-        let bad = |what: &str, e: &dyn std::fmt::Display| MepError::Tls(format!("{what}: {e}"));
+        let bad = |input: TlsInput, e: &dyn std::fmt::Display| MepError::Tls {
+            input,
+            reason: e.to_string(),
+        };
+        let none = |input: TlsInput| MepError::Tls {
+            input,
+            reason: "no PEM certificate found".into(),
+        };
         let chain = CertificateDer::pem_slice_iter(cert)
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| bad("certificate", &e))?;
+            .map_err(|e| bad(TlsInput::Certificate, &e))?;
         if chain.is_empty() {
-            return Err(MepError::Tls(
-                "certificate: no PEM certificate found".into(),
-            ));
+            return Err(none(TlsInput::Certificate));
         }
-        let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| bad("private key", &e))?;
+        let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| bad(TlsInput::PrivateKey, &e))?;
         let mut roots = rustls::RootCertStore::empty();
         for c in CertificateDer::pem_slice_iter(ca) {
             roots
-                .add(c.map_err(|e| bad("CA", &e))?)
-                .map_err(|e| bad("CA", &e))?;
+                .add(c.map_err(|e| bad(TlsInput::Ca, &e))?)
+                .map_err(|e| bad(TlsInput::Ca, &e))?;
         }
         if roots.is_empty() {
-            return Err(MepError::Tls("CA: no PEM certificate found".into()));
+            return Err(none(TlsInput::Ca));
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let server = rustls::ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
-            .map_err(|e| bad("TLS", &e))?
+            .map_err(|e| bad(TlsInput::Provider, &e))?
             .with_no_client_auth()
             .with_single_cert(chain, key)
-            .map_err(|e| bad("certificate and key", &e))?;
+            .map_err(|e| bad(TlsInput::CertificateAndKey, &e))?;
         let client = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
-            .map_err(|e| bad("TLS", &e))?
+            .map_err(|e| bad(TlsInput::Provider, &e))?
             .with_root_certificates(roots)
             .with_no_client_auth();
         Ok(MepTls {
@@ -242,8 +247,34 @@ pub enum MepError {
     Topology(#[from] TopologyError),
     #[error("local state: {0}")]
     State(String),
-    #[error("MEP TLS: {0}")]
-    Tls(String),
+    /// A TLS input is unusable; `input` says which (the configuration points at its file).
+    #[error("MEP TLS: {}: {reason}", input.name())]
+    Tls { input: TlsInput, reason: String },
+}
+
+/// Which input of [`MepTls::from_pem`] a [`MepError::Tls`] is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlsInput {
+    Certificate,
+    PrivateKey,
+    Ca,
+    /// The certificate does not go with the private key.
+    CertificateAndKey,
+    /// The crypto provider refused the protocol versions (no file is at fault).
+    Provider,
+}
+
+impl TlsInput {
+    /// How the error message names it.
+    fn name(self) -> &'static str {
+        match self {
+            TlsInput::Certificate => "certificate",
+            TlsInput::PrivateKey => "private key",
+            TlsInput::Ca => "CA",
+            TlsInput::CertificateAndKey => "certificate and key",
+            TlsInput::Provider => "TLS",
+        }
+    }
 }
 
 /// What this site publishes about itself.

@@ -70,7 +70,7 @@ impl Lab {
     fn new(config: &Config) -> Lab {
         let clock = Arc::new(ManualClock::default());
         let store = Store::with_clock(clock.clone());
-        let engine = Engine::from_config(config).unwrap();
+        let engine = config.engine().unwrap();
         store.configure(Some(&engine), &[]);
         Lab {
             clock,
@@ -80,7 +80,7 @@ impl Lab {
     }
 
     fn reload(&mut self, config: &Config, down: &[&str]) {
-        self.engine = Engine::from_config(config).unwrap();
+        self.engine = config.engine().unwrap();
         let states: Vec<ServiceState> = config
             .services
             .iter()

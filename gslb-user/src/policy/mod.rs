@@ -39,7 +39,6 @@ use serde::Deserialize;
 pub use self::expr::{Expr, ExprError, ExprErrorKind, Request};
 pub use self::pick::stable_hash;
 pub use self::topology::{Ldns, Topology, TopologyRecord};
-use crate::config::{AnswerMode, Config, DownResponse};
 use crate::location::{Context, Location, Match, Qualifier, WildcardMode};
 
 /// Most entries of a preferred-location list (NetScaler's limit).
@@ -153,6 +152,27 @@ pub struct Persistence {
     pub timeout_s: u32,
     /// Most entries the domain's table holds; the least recently used goes first.
     pub max_entries: u32,
+}
+
+/// How a GSLB domain's addresses are handed out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AnswerMode {
+    /// One address per query, rotating through the set.
+    #[default]
+    Rotate,
+    /// Every address in each response (NetScaler "multiple IP response").
+    All,
+}
+
+/// What a GSLB domain answers when every one of its services is down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DownResponse {
+    /// The domain's backup addresses (configuration `backup_ip`; never empty with this mode).
+    Backup,
+    /// An empty NOERROR answer (NODATA; NetScaler "empty down response").
+    Nodata,
 }
 
 /// What a domain answers when nothing can.
@@ -656,136 +676,6 @@ impl Engine {
             domains,
             policies: spec.policies,
             topology: Topology::new(spec.topology),
-        })
-    }
-
-    /// The engine for a configuration. A validated [`Config`] always gives one; the indexes
-    /// are those of the configuration's lists (sites, services, GSLB domains).
-    pub fn from_config(config: &Config) -> Result<Engine, PolicyError> {
-        fn index<'a>(
-            kind: &'static str,
-            mut names: impl Iterator<Item = &'a str>,
-            name: &str,
-        ) -> Result<usize, PolicyError> {
-            names
-                .position(|n| n == name)
-                .ok_or_else(|| PolicyError::UnknownName {
-                    kind,
-                    name: name.into(),
-                })
-        }
-        let site = |name: &str| index("site", config.sites.iter().map(|s| s.name.as_str()), name);
-        let service = |name: &str| {
-            index(
-                "service",
-                config.services.iter().map(|s| s.name.as_str()),
-                name,
-            )
-        };
-        let domain = |name: &str| {
-            index(
-                "gslb_domain",
-                config.gslb_domains.iter().map(|d| d.name.as_str()),
-                name,
-            )
-        };
-
-        let services = config
-            .services
-            .iter()
-            .map(|s| {
-                Ok(ServiceSpec {
-                    name: s.name.clone(),
-                    ip: s.answer_ip(),
-                    site: site(&s.site)?,
-                    // Validated already; a location that does not parse would be no location.
-                    location: s.location.as_deref().and_then(|l| Location::parse(l).ok()),
-                    weight: s.weight,
-                    max_connections: s.max_connections,
-                    max_bandwidth_kbps: s.max_bandwidth_kbps,
-                })
-            })
-            .collect::<Result<_, PolicyError>>()?;
-        let domains = config
-            .gslb_domains
-            .iter()
-            .map(|d| {
-                Ok(DomainSpec {
-                    name: d.name.clone(),
-                    services: d
-                        .services
-                        .iter()
-                        .map(|s| service(s))
-                        .collect::<Result<_, _>>()?,
-                    views: d
-                        .views
-                        .iter()
-                        .map(|(view, services)| {
-                            let number =
-                                index("view", config.views.iter().map(|v| v.name.as_str()), view)?
-                                    as u32
-                                    + 1;
-                            let services = services
-                                .iter()
-                                .map(|s| service(s))
-                                .collect::<Result<_, _>>()?;
-                            Ok((number, services))
-                        })
-                        .collect::<Result<_, PolicyError>>()?,
-                    chain: d.chain(),
-                    tolerance_us: d.tolerance_ms.saturating_mul(1000),
-                    sourceip_mask: d.sourceip_mask,
-                    persistence: d.persistence,
-                    answer: d.answer,
-                    backup_domain: d.backup_domain.as_deref().map(domain).transpose()?,
-                    down: match d.down_response {
-                        DownResponse::Backup => Fallback::BackupIp,
-                        DownResponse::Nodata => Fallback::Empty,
-                    },
-                })
-            })
-            .collect::<Result<_, PolicyError>>()?;
-        let topology = config
-            .topology
-            .iter()
-            .map(|r| {
-                Ok(TopologyRecord {
-                    site: site(&r.destination)?,
-                    ldns: r.ldns.clone(),
-                    score: r.score,
-                })
-            })
-            .collect::<Result<_, PolicyError>>()?;
-        let policies = config
-            .policies
-            .iter()
-            .map(|p| {
-                let action = config
-                    .actions
-                    .iter()
-                    .find(|a| a.name == p.action)
-                    .ok_or_else(|| PolicyError::UnknownName {
-                        kind: "action",
-                        name: p.action.clone(),
-                    })?;
-                Ok(Policy {
-                    name: p.name.clone(),
-                    priority: p.priority,
-                    expr: p.expression.clone(),
-                    action: Action {
-                        name: action.name.clone(),
-                        preferred: action.preferred_locations.clone(),
-                    },
-                })
-            })
-            .collect::<Result<_, PolicyError>>()?;
-        Engine::new(Spec {
-            mode: config.engine.wildcard_mode,
-            sites: config.sites.iter().map(|s| s.name.clone()).collect(),
-            services,
-            domains,
-            topology,
-            policies,
         })
     }
 

@@ -1419,7 +1419,7 @@ fn example(name: &str) -> Engine {
         .join("../examples")
         .join(name);
     let config = crate::config::Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
-    Engine::from_config(&config).unwrap_or_else(|e| panic!("{name}: {e}"))
+    config.engine().unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 #[test]

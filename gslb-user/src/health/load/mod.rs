@@ -59,7 +59,8 @@ pub const UNKNOWN_LOAD: u64 = u64::MAX - 1;
 const PAGE_LIMIT: usize = 4 * 1024 * 1024;
 
 /// What a load monitor's value is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Measure {
     /// Current connections (`leastconnection`, `max_connections`).
     Connections,
@@ -78,7 +79,8 @@ impl Measure {
 }
 
 /// What to do when several samples match a [`PromSelector`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Aggregate {
     /// It is an error (the matchers do not name one series).
     #[default]

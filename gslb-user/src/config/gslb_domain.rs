@@ -1,0 +1,413 @@
+//! `[[gslb_domain]]`: names answered from services, their views, backup addresses and
+//! backup domains.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::MAX_ADDRS;
+use super::error::ConfigError;
+use super::lb::{RawLb, RawMask, RawPersistence};
+use super::names::{Names, Seen, domain_name, family};
+use super::service::Service;
+use super::topology::TopologyRecord;
+use super::validate::{Int, List, Str, Validator};
+use super::view::{DEFAULT_VIEW, View};
+use super::zone::{Zone, ZoneFacts};
+use crate::policy::{AnswerMode, DownResponse, Method, Persistence, SourceMask};
+
+const DEFAULT_GSLB_TTL: u32 = 30;
+
+/// `[[gslb_domain]]`: a name answered from GSLB services.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GslbDomain {
+    /// Lower-case, without trailing dot; unique; inside a zone, not at or below one of its
+    /// delegations, not the name of a static record. The apex may be one (its SOA and NS still
+    /// come from the zone).
+    pub name: String,
+    pub ttl: u32,
+    pub answer: AnswerMode,
+    /// Services answered to clients in no view (the default view), in order; non-empty, no
+    /// duplicates, each exists, at most [`MAX_ADDRS`] per address family.
+    pub services: Vec<String>,
+    /// Answered when every service is down; no duplicates, at most [`MAX_ADDRS`] per family.
+    pub backup_ip: Vec<IpAddr>,
+    /// `Backup` exactly when `backup_ip` is non-empty.
+    pub down_response: DownResponse,
+    /// Per-view services, in file order; each view exists (never "default") and appears once,
+    /// its services follow the same rules as `services`.
+    pub views: Vec<(String, Vec<String>)>,
+    /// The load-balancing method (BIG-IP DNS "preferred"); default round robin.
+    pub method: Method,
+    /// Used when `method` cannot decide (BIG-IP DNS "alternate", NetScaler backup method).
+    /// Never after a method that always decides, never a repeat.
+    pub alternate: Option<Method>,
+    /// Used when `method` and `alternate` cannot decide (BIG-IP DNS "fallback"); same rules.
+    pub fallback: Option<Method>,
+    /// RTT: sites within the lowest RTT plus this many milliseconds share the answers; only
+    /// set (non-zero) when the chain has `rtt`.
+    pub tolerance_ms: u32,
+    /// Source-IP hash grouping; only set (not /32, /128) when the chain has `sourceiphash`.
+    pub sourceip_mask: SourceMask,
+    pub persistence: Option<Persistence>,
+    /// Another GSLB domain (exists, not this one, no cycle) that answers when this one has no
+    /// available service (NetScaler backup virtual server).
+    pub backup_domain: Option<String>,
+}
+
+impl GslbDomain {
+    /// The method chain: `method`, then `alternate` and `fallback` if set.
+    pub fn chain(&self) -> Vec<Method> {
+        [Some(self.method), self.alternate, self.fallback]
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawGslbDomain {
+    pub(super) name: Str,
+    pub(super) ttl: Option<Int>,
+    #[serde(default)]
+    pub(super) answer: AnswerMode,
+    pub(super) services: List,
+    pub(super) backup_ip: Option<List>,
+    pub(super) down_response: Option<Spanned<DownResponse>>,
+    #[serde(default, rename = "view")]
+    pub(super) views: Vec<RawGslbView>,
+    pub(super) method: Option<Spanned<Method>>,
+    pub(super) alternate: Option<Spanned<Method>>,
+    pub(super) fallback: Option<Spanned<Method>>,
+    pub(super) tolerance_ms: Option<Int>,
+    pub(super) sourceip_mask: Option<Spanned<RawMask>>,
+    pub(super) persistence: Option<Spanned<RawPersistence>>,
+    pub(super) backup_domain: Option<Str>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawGslbView {
+    pub(super) view: Str,
+    pub(super) services: List,
+}
+
+impl Validator<'_> {
+    pub(super) fn gslb_domains(
+        &self,
+        raw: Vec<RawGslbDomain>,
+        zones: &[Zone],
+        facts: &[ZoneFacts],
+        views: &[View],
+        services: &[Service],
+        topology: &[TopologyRecord],
+    ) -> Result<Vec<GslbDomain>, ConfigError> {
+        let view_names = Names::new("view", views.iter().map(|v| v.name.as_str()));
+        let by_name: HashMap<&str, &Service> =
+            services.iter().map(|s| (s.name.as_str(), s)).collect();
+        let service_names = Names::new("service", services.iter().map(|s| s.name.as_str()));
+        let mut names = Seen::new();
+        let mut domains = Vec::new();
+        // (domain index, written backup_domain) for the checks once every domain is known.
+        let mut backups: Vec<(usize, Str)> = Vec::new();
+        for rd in raw {
+            let name = self.dns_name(&rd.name, "gslb_domain name", domain_name)?;
+            let owner = format!("gslb_domain {name:?}");
+            let err = |reason: String| self.error(rd.name.span(), format!("{owner}: {reason}"));
+            if let Some(first) = names.first(name.clone(), self.line(rd.name.span())) {
+                return Err(err(format!("defined twice (first on line {first})")));
+            }
+            let Some(z) = zones
+                .iter()
+                .enumerate()
+                .filter(|(_, z)| z.contains(&name))
+                .max_by_key(|(_, z)| z.name.len())
+                .map(|(i, _)| i)
+            else {
+                let apexes: Vec<&str> = zones.iter().map(|z| z.name.as_str()).collect();
+                return Err(err(if apexes.is_empty() {
+                    "not inside any zone (no [[zone]] is defined)".into()
+                } else {
+                    format!("not inside any zone (zones: {})", apexes.join(", "))
+                }));
+            };
+            let zone = &zones[z].name;
+            if let Some(line) = facts[z].owners.get(&name) {
+                return Err(err(format!(
+                    "zone {zone:?} has a static record of this name (line {line}); a name is either \
+                     static or GSLB"
+                )));
+            }
+            if let Some((cut, line)) = facts[z].delegation_of(&name) {
+                return Err(err(format!(
+                    "at or below the delegation of {cut} (NS on line {line}); it is not ours to answer"
+                )));
+            }
+
+            let ttl = self.ttl(&owner, rd.ttl, DEFAULT_GSLB_TTL)?;
+            let bound = self.bound_services(&owner, rd.services, &service_names, &by_name)?;
+
+            let (backup_ip, down_response) =
+                self.down_response(&owner, rd.backup_ip, rd.down_response)?;
+
+            let mut seen = Seen::new();
+            let mut domain_views = Vec::new();
+            for dv in rd.views {
+                let view = dv.view.get_ref();
+                let err = |reason: String| self.error(dv.view.span(), format!("{owner}: {reason}"));
+                if view.eq_ignore_ascii_case(DEFAULT_VIEW) {
+                    return Err(err(format!(
+                        "view {view:?} is implicit; its services are the domain's own services"
+                    )));
+                }
+                if !view_names.contains(view) {
+                    return Err(err(view_names.unknown(view)));
+                }
+                if let Some(first) = seen.first(view.clone(), self.line(dv.view.span())) {
+                    return Err(err(format!(
+                        "view {view:?} listed twice (first on line {first})"
+                    )));
+                }
+                let bound = self.bound_services(
+                    &format!("{owner}, view {view:?}"),
+                    dv.services,
+                    &service_names,
+                    &by_name,
+                )?;
+                domain_views.push((dv.view.into_inner(), bound));
+            }
+
+            let lb_raw = RawLb {
+                name: &rd.name,
+                method: &rd.method,
+                alternate: &rd.alternate,
+                fallback: &rd.fallback,
+                tolerance_ms: &rd.tolerance_ms,
+                sourceip_mask: &rd.sourceip_mask,
+                persistence: &rd.persistence,
+            };
+            let lb = self.lb_settings(&owner, lb_raw, &bound, &by_name, topology)?;
+            if let (Some(p), AnswerMode::All) = (&rd.persistence, rd.answer) {
+                return Err(self.error(
+                    p.span(),
+                    format!(
+                        "{owner}: persistence keeps a client on one service, and answer = \"all\" \
+                         gives every service in every answer: use one or the other"
+                    ),
+                ));
+            }
+            // A method that picks one service per answer, first in the chain (where it always
+            // decides), would never let answer = "all" act. Later in a chain they are fine: the
+            // earlier methods' candidate sets are answered whole.
+            if rd.answer == AnswerMode::All
+                && let Some(m) = rd.method.as_ref().filter(|m| {
+                    matches!(
+                        m.get_ref(),
+                        Method::Ratio | Method::SourceIpHash | Method::GlobalAvailability
+                    )
+                })
+            {
+                let why = match m.get_ref() {
+                    Method::Ratio => "hands out services in proportion to their weights",
+                    Method::SourceIpHash => "gives each client prefix one service",
+                    _ => "answers the first available service only",
+                };
+                return Err(self.error(
+                    m.span(),
+                    format!(
+                        "{owner}: {} {why}, and answer = \"all\" gives every service in every \
+                         answer: use one or the other",
+                        m.get_ref().name()
+                    ),
+                ));
+            }
+            if let Some(b) = rd.backup_domain {
+                backups.push((domains.len(), b));
+            }
+            domains.push(GslbDomain {
+                name,
+                ttl,
+                answer: rd.answer,
+                services: bound,
+                backup_ip,
+                down_response,
+                views: domain_views,
+                method: lb.method,
+                alternate: lb.alternate,
+                fallback: lb.fallback,
+                tolerance_ms: lb.tolerance_ms,
+                sourceip_mask: lb.sourceip_mask,
+                persistence: lb.persistence,
+                backup_domain: None,
+            });
+        }
+        self.backup_domains(&mut domains, backups)?;
+        Ok(domains)
+    }
+
+    /// Resolves each domain's backup domain: it exists, is another domain, and following
+    /// backups never comes back (a down domain would loop).
+    fn backup_domains(
+        &self,
+        domains: &mut [GslbDomain],
+        backups: Vec<(usize, Str)>,
+    ) -> Result<(), ConfigError> {
+        let names = Names::new("gslb_domain", domains.iter().map(|d| d.name.as_str()));
+        let mut next: HashMap<usize, usize> = HashMap::new();
+        for (i, raw) in &backups {
+            let owner = format!("gslb_domain {:?}", domains[*i].name);
+            let written = raw.get_ref();
+            let target = written.strip_suffix('.').unwrap_or(written);
+            let Some(b) = domains
+                .iter()
+                .position(|d| d.name.eq_ignore_ascii_case(target))
+            else {
+                return Err(self.error(
+                    raw.span(),
+                    format!("{owner}: backup_domain: {}", names.unknown(written)),
+                ));
+            };
+            if b == *i {
+                return Err(self.error(
+                    raw.span(),
+                    format!("{owner}: backup_domain is the domain itself"),
+                ));
+            }
+            next.insert(*i, b);
+        }
+        for (i, raw) in &backups {
+            let mut path = vec![domains[*i].name.as_str()];
+            let mut at = next[i];
+            while let Some(&n) = next.get(&at) {
+                path.push(domains[at].name.as_str());
+                if n == *i {
+                    path.push(domains[*i].name.as_str());
+                    return Err(self.error(
+                        raw.span(),
+                        format!(
+                            "gslb_domain {:?}: backup domains form a cycle ({})",
+                            domains[*i].name,
+                            path.join(" → ")
+                        ),
+                    ));
+                }
+                if path.len() > domains.len() {
+                    break; // a cycle further on, reported from one of its own members
+                }
+                at = n;
+            }
+        }
+        for (i, b) in next {
+            domains[i].backup_domain = Some(domains[b].name.clone());
+        }
+        Ok(())
+    }
+
+    /// A GSLB domain's backup addresses, and what it answers when every service is down.
+    fn down_response(
+        &self,
+        owner: &str,
+        backup: Option<List>,
+        response: Option<Spanned<DownResponse>>,
+    ) -> Result<(Vec<IpAddr>, DownResponse), ConfigError> {
+        let mut backup_ip = Vec::new();
+        let mut backup_span = None;
+        if let Some(list) = backup {
+            backup_span = Some(list.span());
+            let mut seen = Seen::new();
+            let mut per_family = [0; 2];
+            for s in list.get_ref() {
+                let ip = self.ip(owner, "backup_ip", s)?;
+                if let Some(first) = seen.first(ip, self.line(s.span())) {
+                    return Err(self.error(
+                        s.span(),
+                        format!("{owner}: backup_ip {ip} listed twice (first on line {first})"),
+                    ));
+                }
+                let count = &mut per_family[usize::from(ip.is_ipv6())];
+                *count += 1;
+                if *count > MAX_ADDRS {
+                    return Err(self.error(
+                        s.span(),
+                        format!(
+                            "{owner}: more than {MAX_ADDRS} {} backup_ip addresses",
+                            family(ip)
+                        ),
+                    ));
+                }
+                backup_ip.push(ip);
+            }
+        }
+        let response = match response {
+            None if backup_ip.is_empty() => DownResponse::Nodata,
+            None => DownResponse::Backup,
+            Some(r) => match (*r.get_ref(), backup_span) {
+                (DownResponse::Backup, _) if backup_ip.is_empty() => {
+                    return Err(self.error(
+                        r.span(),
+                        format!("{owner}: down_response \"backup\" needs backup_ip addresses"),
+                    ));
+                }
+                (DownResponse::Nodata, Some(span)) if !backup_ip.is_empty() => {
+                    return Err(self.error(
+                        span,
+                        format!(
+                            "{owner}: backup_ip is never answered with down_response \"nodata\" \
+                             (line {}); remove one of them",
+                            self.line(r.span())
+                        ),
+                    ));
+                }
+                (response, _) => response,
+            },
+        };
+        Ok((backup_ip, response))
+    }
+
+    /// The services bound to a GSLB domain (or one of its views).
+    fn bound_services(
+        &self,
+        owner: &str,
+        raw: List,
+        names: &Names,
+        by_name: &HashMap<&str, &Service>,
+    ) -> Result<Vec<String>, ConfigError> {
+        if raw.get_ref().is_empty() {
+            return Err(self.error(
+                raw.span(),
+                format!("{owner}: services is empty; bind at least one [[service]]"),
+            ));
+        }
+        let mut seen = Seen::new();
+        let mut per_family = [0; 2];
+        let mut out = Vec::new();
+        for s in raw.into_inner() {
+            let name = s.get_ref();
+            let err = |reason: String| self.error(s.span(), format!("{owner}: {reason}"));
+            let Some(service) = by_name.get(name.as_str()) else {
+                return Err(err(names.unknown(name)));
+            };
+            if let Some(first) = seen.first(name.clone(), self.line(s.span())) {
+                return Err(err(format!(
+                    "service {name:?} listed twice (first on line {first})"
+                )));
+            }
+            let ip = service.answer_ip();
+            let count = &mut per_family[usize::from(ip.is_ipv6())];
+            *count += 1;
+            if *count > MAX_ADDRS {
+                return Err(err(format!(
+                    "service {name:?} is the {}th {} service; at most {MAX_ADDRS} per address \
+                     family (the fast path's answer limit)",
+                    *count,
+                    family(ip)
+                )));
+            }
+            out.push(s.into_inner());
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,325 @@
+//! `[[zone.record]]`: the static records of a zone.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use serde::Deserialize;
+
+use super::error::ConfigError;
+use super::names::{Seen, owner_name, target_name};
+use super::validate::{Int, Str, Validator};
+use super::zone::ZoneFacts;
+
+/// Longest character-string in a TXT record (RFC 1035 §3.3); longer text is split.
+pub const MAX_TXT_STRING: usize = 255;
+
+/// `[[zone.record]]`: one static resource record.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct StaticRecord {
+    /// Owner: absolute, lower-case, without the trailing dot.
+    pub name: String,
+    pub ttl: u32,
+    pub data: RecordData,
+}
+
+/// The data of a static record. Names are absolute, lower-case, without trailing dot.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum RecordData {
+    A(Ipv4Addr),
+    Aaaa(Ipv6Addr),
+    Cname(String),
+    /// The character-strings, each at most [`MAX_TXT_STRING`] bytes (a longer text is split on
+    /// character boundaries); at least one, possibly empty.
+    Txt(Vec<String>),
+    /// `exchange` is `""` for a null MX (RFC 7505, "this domain accepts no mail").
+    Mx {
+        preference: u16,
+        exchange: String,
+    },
+    /// A delegation (below the apex only).
+    Ns(String),
+    /// `target` is `""` when the service is decidedly not available (RFC 2782).
+    Srv {
+        priority: u16,
+        weight: u16,
+        port: u16,
+        target: String,
+    },
+}
+
+impl RecordData {
+    /// The RR TYPE number (RFC 1035, 2782, 3596).
+    pub fn rtype(&self) -> u16 {
+        match self {
+            RecordData::A(_) => 1,
+            RecordData::Ns(_) => 2,
+            RecordData::Cname(_) => 5,
+            RecordData::Mx { .. } => 15,
+            RecordData::Txt(_) => 16,
+            RecordData::Aaaa(_) => 28,
+            RecordData::Srv { .. } => 33,
+        }
+    }
+
+    /// The type's mnemonic, as written in the configuration ("A", "AAAA", …).
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            RecordData::A(_) => "A",
+            RecordData::Ns(_) => "NS",
+            RecordData::Cname(_) => "CNAME",
+            RecordData::Mx { .. } => "MX",
+            RecordData::Txt(_) => "TXT",
+            RecordData::Aaaa(_) => "AAAA",
+            RecordData::Srv { .. } => "SRV",
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRecord {
+    pub(super) name: Str,
+    #[serde(rename = "type")]
+    pub(super) rtype: Str,
+    pub(super) value: Str,
+    pub(super) ttl: Option<Int>,
+}
+
+/// `text` as TXT character-strings of at most [`MAX_TXT_STRING`] bytes, split on character
+/// boundaries; `""` gives one empty string.
+pub(super) fn txt_strings(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    loop {
+        let (chunk, tail) = rest.split_at(rest.floor_char_boundary(MAX_TXT_STRING));
+        out.push(chunk.to_owned());
+        rest = tail;
+        if rest.is_empty() {
+            return out;
+        }
+    }
+}
+
+impl Validator<'_> {
+    /// One zone's static records; fills `facts` (owners, delegations, NS targets).
+    pub(super) fn records(
+        &self,
+        owner: &str,
+        apex: &str,
+        default_ttl: u32,
+        raw: Vec<RawRecord>,
+        facts: &mut ZoneFacts,
+    ) -> Result<Vec<StaticRecord>, ConfigError> {
+        let mut records = Vec::new();
+        let mut written = Vec::new();
+        for rr in raw {
+            let name = self.dns_name(&rr.name, &format!("{owner}: record name"), |n| {
+                owner_name(n, apex)
+            })?;
+            let data = self.record_data(owner, apex, &name, &rr)?;
+            let ttl = self.ttl(
+                &format!("{owner}, record {name} {}", data.type_name()),
+                rr.ttl.clone(),
+                default_ttl,
+            )?;
+            records.push(StaticRecord { name, ttl, data });
+            written.push(rr);
+        }
+
+        // Delegations first: a record written before its delegation's NS is still below it.
+        for (r, rr) in records.iter().zip(&written) {
+            if let RecordData::Ns(target) = &r.data {
+                facts.ns_targets.push((target.clone(), rr.value.span()));
+                if r.name != apex {
+                    facts
+                        .delegations
+                        .entry(r.name.clone())
+                        .or_insert(self.line(rr.name.span()));
+                }
+            }
+        }
+
+        let mut seen = Seen::new();
+        // (owner, type) → (TTL, line): an RRset has one TTL (RFC 2181 §5.2).
+        let mut rrsets: HashMap<(&str, u16), (u32, usize)> = HashMap::new();
+        // Owner → (line, type) of its first record and of its CNAME.
+        let mut first_at: HashMap<&str, (usize, &str)> = HashMap::new();
+        let mut cname_at: HashMap<&str, usize> = HashMap::new();
+        for (r, rr) in records.iter().zip(&written) {
+            let (name, rtype) = (r.name.as_str(), r.data.type_name());
+            let line = self.line(rr.name.span());
+            let what = format!("{owner}, record {name} {rtype}");
+            let at_name = |reason: String| self.error(rr.name.span(), format!("{what}: {reason}"));
+
+            if name == apex {
+                match r.data {
+                    RecordData::Ns(_) => {
+                        return Err(at_name(
+                            "the apex NS records are the zone's ns list; add the name server there"
+                                .into(),
+                        ));
+                    }
+                    RecordData::Cname(_) => {
+                        return Err(at_name(
+                            "a CNAME cannot be at the apex, which has SOA and NS records".into(),
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(first) = seen.first(r.clone(), line) {
+                return Err(self.error(
+                    rr.value.span(),
+                    format!(
+                        "{what}: {:?} listed twice (first on line {first})",
+                        rr.value.get_ref()
+                    ),
+                ));
+            }
+            let is_cname = matches!(r.data, RecordData::Cname(_));
+            if let Some(&(first, first_type)) = first_at.get(name) {
+                let clash = if is_cname {
+                    Some((first, first_type))
+                } else {
+                    cname_at.get(name).map(|&l| (l, "CNAME"))
+                };
+                if let Some((other, other_type)) = clash {
+                    return Err(at_name(format!(
+                        "a CNAME must be the only record at its name ({other_type} on line {other})"
+                    )));
+                }
+            }
+            first_at.entry(name).or_insert((line, rtype));
+            facts.owners.entry(name.to_owned()).or_insert(line);
+            if is_cname {
+                cname_at.insert(name, line);
+            }
+            match rrsets.entry((name, r.data.rtype())) {
+                Entry::Occupied(e) if e.get().0 != r.ttl => {
+                    let (ttl, first) = *e.get();
+                    let span = rr.ttl.as_ref().map_or(rr.name.span(), |t| t.span());
+                    return Err(self.error(
+                        span,
+                        format!(
+                            "{what}: TTL {} differs from TTL {ttl} of the {name} {rtype} record on \
+                             line {first}; the records of one name and type share one TTL",
+                            r.ttl
+                        ),
+                    ));
+                }
+                Entry::Occupied(_) => {}
+                Entry::Vacant(e) => {
+                    e.insert((r.ttl, line));
+                }
+            }
+            if let Some((cut, cut_line)) = facts.delegation_of(name) {
+                let allowed = match r.data {
+                    RecordData::A(_) | RecordData::Aaaa(_) => true,
+                    RecordData::Ns(_) => name == cut,
+                    _ => false,
+                };
+                if !allowed {
+                    return Err(at_name(format!(
+                        "{name} is at or below the delegation of {cut} (NS on line {cut_line}), \
+                         where only NS records and glue A/AAAA records belong"
+                    )));
+                }
+            }
+        }
+        Ok(records)
+    }
+
+    /// The data of one record; errors point at its type or value.
+    fn record_data(
+        &self,
+        owner: &str,
+        apex: &str,
+        name: &str,
+        rr: &RawRecord,
+    ) -> Result<RecordData, ConfigError> {
+        let rtype = rr.rtype.get_ref().to_ascii_uppercase();
+        let value = rr.value.get_ref();
+        let what = format!("{owner}, record {name} {rtype}");
+        let err = |reason: String| self.error(rr.value.span(), format!("{what}: {reason}"));
+        let target = |raw: &str, allow_root: bool| {
+            target_name(raw, apex, allow_root).map_err(|reason| err(format!("{raw:?}: {reason}")))
+        };
+        let number = |raw: &str, field: &str| {
+            raw.parse::<u16>()
+                .map_err(|_| err(format!("{field} {raw:?} is not a number in 0..=65535")))
+        };
+        let fields: Vec<&str> = value.split_whitespace().collect();
+        Ok(match rtype.as_str() {
+            "A" | "AAAA" => {
+                let ip: IpAddr = value
+                    .parse()
+                    .map_err(|_| err(format!("{value:?} is not an IP address")))?;
+                match (ip, rtype.as_str()) {
+                    (IpAddr::V4(v4), "A") => RecordData::A(v4),
+                    (IpAddr::V6(v6), "AAAA") => RecordData::Aaaa(v6),
+                    (IpAddr::V4(_), _) => {
+                        return Err(err(format!("{ip} is an IPv4 address (use type A)")));
+                    }
+                    (IpAddr::V6(_), _) => {
+                        return Err(err(format!("{ip} is an IPv6 address (use type AAAA)")));
+                    }
+                }
+            }
+            "CNAME" => RecordData::Cname(target(value, false)?),
+            "NS" => RecordData::Ns(target(value, false)?),
+            "TXT" => {
+                let strings = txt_strings(value);
+                let rdata_len = value.len() + strings.len();
+                if rdata_len > usize::from(u16::MAX) {
+                    return Err(err(format!(
+                        "{} bytes of text in {} strings make {rdata_len} bytes of record data, at \
+                         most 65535",
+                        value.len(),
+                        strings.len(),
+                    )));
+                }
+                RecordData::Txt(strings)
+            }
+            "MX" => match fields[..] {
+                [preference, exchange] => RecordData::Mx {
+                    preference: number(preference, "preference")?,
+                    exchange: target(exchange, true)?,
+                },
+                _ => {
+                    return Err(err(format!(
+                        "{value:?} is not \"preference exchange\" (e.g. \"10 mail.example.com.\")"
+                    )));
+                }
+            },
+            "SRV" => match fields[..] {
+                [priority, weight, port, srv_target] => RecordData::Srv {
+                    priority: number(priority, "priority")?,
+                    weight: number(weight, "weight")?,
+                    port: number(port, "port")?,
+                    target: target(srv_target, true)?,
+                },
+                _ => {
+                    return Err(err(format!(
+                        "{value:?} is not \"priority weight port target\" (e.g. \"10 5 443 sip.example.com.\")"
+                    )));
+                }
+            },
+            "SOA" => {
+                return Err(self.error(
+                    rr.rtype.span(),
+                    format!("{what}: the SOA record is [zone.soa]"),
+                ));
+            }
+            _ => {
+                return Err(self.error(
+                    rr.rtype.span(),
+                    format!(
+                        "{owner}, record {name}: unknown type {:?} (supported: A, AAAA, CNAME, TXT, MX, NS, SRV)",
+                        rr.rtype.get_ref()
+                    ),
+                ));
+            }
+        })
+    }
+}

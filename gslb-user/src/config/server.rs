@@ -1,0 +1,249 @@
+//! `[server]`: listening addresses, the XDP fast path, EDNS and the local site.
+
+use std::fmt;
+use std::net::IpAddr;
+use std::ops::RangeInclusive;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use ipnet::IpNet;
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::error::ConfigError;
+use super::names::Seen;
+use super::validate::{Int, List, Str, Validator};
+
+const DEFAULT_DNS_PORT: u16 = 53;
+const DEFAULT_EDNS_UDP_SIZE: u16 = 1232;
+const EDNS_UDP_SIZE_RANGE: RangeInclusive<i64> = 512..=4096;
+const DEFAULT_PIN_PATH: &str = "/sys/fs/bpf/gslb";
+
+/// `[server]`: where and how DNS is served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Server {
+    /// UDP/TCP port DNS is answered on (never 0).
+    pub dns_port: u16,
+    /// Addresses DNS is answered on; non-empty, no duplicates.
+    pub listen: Vec<IpAddr>,
+    /// EDNS(0) UDP payload size we advertise, 512..=4096.
+    pub edns_udp_size: u16,
+    /// Interface to attach the XDP program to, if any.
+    pub interface: Option<String>,
+    pub xdp_mode: XdpMode,
+    /// bpffs directory where maps are pinned (absolute).
+    pub pin_path: PathBuf,
+    /// The `[[site]]` this gslbd runs at: it probes RTTs for that site's column and takes
+    /// other sites' service states from MEP.
+    pub site: Option<String>,
+    /// TCP connection limits (`tcp_*` keys; `clients.rs`); changing them needs a restart.
+    pub tcp: crate::server::TcpLimits,
+    /// `ecs_allow`: the resolvers whose EDNS Client Subnet is used; from any other client the
+    /// option is ignored and its source address is the client. `None` (absent): everyone's.
+    pub ecs_allow: Option<Vec<IpNet>>,
+    /// `stale_after_s` (seconds, default 60; 0 = never): how long the fast path keeps
+    /// answering after the last heartbeat of a gslbd (which beats every quarter of it). Past
+    /// it, XDP passes every frame (counted `stale`), so with gslbd dead and XDP left attached
+    /// resolvers get no answer here and fail over to another server, instead of answers that
+    /// no longer follow health. `None`: never stale. 1..=86400; changes need a restart.
+    pub stale_after: Option<Duration>,
+}
+
+/// Default of `server.stale_after_s`.
+pub const DEFAULT_STALE_AFTER_S: i64 = 60;
+/// Values of `server.stale_after_s` other than 0: a second (the heartbeat beats four times
+/// within it) to a day.
+const STALE_AFTER_RANGE: RangeInclusive<i64> = 1..=86_400;
+
+/// How the XDP program is attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum XdpMode {
+    /// Native (driver) mode, falling back to skb (generic) mode if the driver refuses.
+    #[default]
+    Auto,
+    /// Native (driver) mode only.
+    Native,
+    /// Generic (skb) mode only.
+    Skb,
+}
+
+impl XdpMode {
+    const NAMES: [(&str, XdpMode); 3] = [
+        ("auto", XdpMode::Auto),
+        ("native", XdpMode::Native),
+        ("skb", XdpMode::Skb),
+    ];
+}
+
+impl fmt::Display for XdpMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (name, _) = Self::NAMES
+            .iter()
+            .find(|(_, m)| m == self)
+            .expect("all modes named");
+        f.write_str(name)
+    }
+}
+
+/// Error from parsing an [`XdpMode`] that is not "auto", "native" or "skb".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid XDP mode {0:?} (expected auto, native or skb)")]
+pub struct ParseXdpModeError(pub String);
+
+impl FromStr for XdpMode {
+    type Err = ParseXdpModeError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::NAMES
+            .iter()
+            .find(|(name, _)| *name == s)
+            .map(|&(_, mode)| mode)
+            .ok_or_else(|| ParseXdpModeError(s.to_owned()))
+    }
+}
+
+// Integers are read as i64 (TOML's integer type) so out-of-range values get our
+// message rather than a generic serde one.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawServer {
+    pub(super) dns_port: Option<Int>,
+    pub(super) listen: List,
+    pub(super) edns_udp_size: Option<Int>,
+    pub(super) interface: Option<Str>,
+    #[serde(default)]
+    pub(super) xdp_mode: XdpMode,
+    pub(super) pin_path: Option<Str>,
+    pub(super) site: Option<Str>,
+    pub(super) tcp_max_connections: Option<Int>,
+    pub(super) tcp_max_per_address: Option<Int>,
+    pub(super) tcp_idle_timeout_ms: Option<Int>,
+    pub(super) tcp_message_timeout_ms: Option<Int>,
+    pub(super) ecs_allow: Option<List>,
+    pub(super) stale_after_s: Option<Int>,
+}
+
+impl Validator<'_> {
+    pub(super) fn server(&self, raw: RawServer) -> Result<Server, ConfigError> {
+        let dns_port = match raw.dns_port {
+            None => DEFAULT_DNS_PORT,
+            Some(p) => match u16::try_from(*p.get_ref()) {
+                Ok(port) if port != 0 => port,
+                _ => {
+                    return Err(self.error(
+                        p.span(),
+                        format!("server.dns_port: {} is not a port (1..=65535)", p.get_ref()),
+                    ));
+                }
+            },
+        };
+
+        let edns_udp_size = match raw.edns_udp_size {
+            None => DEFAULT_EDNS_UDP_SIZE,
+            Some(s) if EDNS_UDP_SIZE_RANGE.contains(s.get_ref()) => *s.get_ref() as u16,
+            Some(s) => {
+                return Err(self.error(
+                    s.span(),
+                    format!(
+                        "server.edns_udp_size: {} out of range {EDNS_UDP_SIZE_RANGE:?}",
+                        s.get_ref()
+                    ),
+                ));
+            }
+        };
+
+        if raw.listen.get_ref().is_empty() {
+            return Err(self.error(
+                raw.listen.span(),
+                "server.listen: at least one address is required",
+            ));
+        }
+        let mut seen = Seen::new();
+        let mut listen = Vec::new();
+        for s in raw.listen.into_inner() {
+            let ip: IpAddr = s.get_ref().parse().map_err(|_| {
+                self.error(
+                    s.span(),
+                    format!("server.listen: {:?} is not an IP address", s.get_ref()),
+                )
+            })?;
+            if let Some(first) = seen.first(ip, self.line(s.span())) {
+                return Err(self.error(
+                    s.span(),
+                    format!("server.listen: {ip} listed twice (first on line {first})"),
+                ));
+            }
+            listen.push(ip);
+        }
+
+        let interface = match raw.interface {
+            None => None,
+            Some(i) => {
+                // The kernel's own rule, so a typo fails here, not at attach time.
+                let name = i.get_ref();
+                if !crate::health::link::valid_interface_name(name) {
+                    return Err(self.error(
+                        i.span(),
+                        format!("server.interface: {name:?} is not a valid interface name"),
+                    ));
+                }
+                Some(i.into_inner())
+            }
+        };
+
+        let pin_path = match raw.pin_path {
+            None => PathBuf::from(DEFAULT_PIN_PATH),
+            // A relative pin path would depend on the daemon's working directory.
+            Some(p) if Path::new(p.get_ref()).is_absolute() => PathBuf::from(p.into_inner()),
+            Some(p) => {
+                return Err(self.error(
+                    p.span(),
+                    format!(
+                        "server.pin_path: {:?} must be an absolute path",
+                        p.get_ref()
+                    ),
+                ));
+            }
+        };
+
+        let tcp = self.tcp_limits(
+            raw.tcp_max_connections,
+            raw.tcp_max_per_address,
+            raw.tcp_idle_timeout_ms,
+            raw.tcp_message_timeout_ms,
+        )?;
+        let ecs_allow = raw.ecs_allow.map(|l| self.ecs_allow(l)).transpose()?;
+        let stale_after = match raw.stale_after_s {
+            None => Some(Duration::from_secs(DEFAULT_STALE_AFTER_S as u64)),
+            Some(s) if *s.get_ref() == 0 => None,
+            Some(s) if STALE_AFTER_RANGE.contains(s.get_ref()) => {
+                Some(Duration::from_secs(*s.get_ref() as u64))
+            }
+            Some(s) => {
+                return Err(self.error(
+                    s.span(),
+                    format!(
+                        "server.stale_after_s: {} out of range (0 = never, or {STALE_AFTER_RANGE:?} seconds)",
+                        s.get_ref()
+                    ),
+                ));
+            }
+        };
+
+        Ok(Server {
+            dns_port,
+            listen,
+            edns_udp_size,
+            interface,
+            xdp_mode: raw.xdp_mode,
+            pin_path,
+            // Checked against the sites once they are read (Validator::config).
+            site: raw.site.map(Spanned::into_inner),
+            tcp,
+            ecs_allow,
+            stale_after,
+        })
+    }
+}
