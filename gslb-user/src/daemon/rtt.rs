@@ -173,7 +173,7 @@ impl RttProbing {
                     });
                 }
                 // The configuration was validated with the same check: not expected.
-                Err(reason) => error!(reason, "RTT probing not started"),
+                Err(reason) => error!(%reason, "RTT probing not started"),
             }
         } else {
             info!("RTT probing stopped");

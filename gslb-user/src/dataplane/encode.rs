@@ -21,10 +21,7 @@ pub fn unmapped(addr: [u8; 16]) -> IpAddr {
 
 /// IPv4 as IPv4-mapped IPv6, the one address form of the maps.
 pub fn mapped(addr: IpAddr) -> [u8; 16] {
-    match addr {
-        IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
-        IpAddr::V6(a) => a.octets(),
-    }
+    gslb_common::mapped_key(addr).to_be_bytes()
 }
 
 /// The `LISTEN_SET` value for the addresses we serve: inline when they fit, otherwise a

@@ -58,7 +58,8 @@ use tracing::debug;
 pub use admit::{Refusal, SourceFilter, SourcePolicy, host_addresses, is_martian};
 pub use ldns::{DEFAULT_LDNS_TIMEOUT, LdnsMask, LdnsRecorder, RecordStats, Sightings};
 pub use prober::{
-    DEFAULT_ORDER, NetProber, ProbeKind, ProbeOutcome, ProbeRound, Prober, Sample, probe_in_order,
+    DEFAULT_ORDER, NetProber, ProbeKind, ProbeOutcome, ProbeRound, Prober, Sample,
+    UnknownProbeKind, probe_in_order,
 };
 pub use rtt::{
     DEFAULT_TOLERANCE, LdnsReport, PathReport, RttCell, RttChange, RttRow, RttTable, format_report,
@@ -118,13 +119,13 @@ impl Default for ProbeSettings {
 
 impl ProbeSettings {
     /// Why these settings cannot run, if they cannot.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ProbeSettingsError> {
         if self.order.is_empty() {
-            return Err("the probe order is empty".into());
+            return Err(ProbeSettingsError::EmptyOrder);
         }
         for (i, kind) in self.order.iter().enumerate() {
             if self.order[..i].contains(kind) {
-                return Err(format!("probe type {kind} is listed twice"));
+                return Err(ProbeSettingsError::Repeated { kind: *kind });
             }
         }
         for (name, value) in [
@@ -133,23 +134,41 @@ impl ProbeSettings {
             ("tick", self.tick),
         ] {
             if value.is_zero() {
-                return Err(format!("{name} must be more than 0"));
+                return Err(ProbeSettingsError::Zero { name });
             }
         }
         if self.max_concurrent == 0 {
-            return Err("max_concurrent must be at least 1".into());
+            return Err(ProbeSettingsError::BelowOne {
+                name: "max_concurrent",
+            });
         }
         if self.max_ldns == 0 {
-            return Err("max_ldns must be at least 1".into());
+            return Err(ProbeSettingsError::BelowOne { name: "max_ldns" });
         }
         if self.mask.v4 == 0 || self.mask.v4 > 32 || self.mask.v6 == 0 || self.mask.v6 > 128 {
-            return Err(format!(
-                "LDNS mask /{} /{} out of range 1..=32, 1..=128",
-                self.mask.v4, self.mask.v6
-            ));
+            return Err(ProbeSettingsError::MaskOutOfRange {
+                v4: self.mask.v4,
+                v6: self.mask.v6,
+            });
         }
         Ok(())
     }
+}
+
+/// Why [`ProbeSettings`] cannot run ([`ProbeSettings::validate`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProbeSettingsError {
+    #[error("the probe order is empty")]
+    EmptyOrder,
+    #[error("probe type {kind} is listed twice")]
+    Repeated { kind: ProbeKind },
+    #[error("{name} must be more than 0")]
+    Zero { name: &'static str },
+    #[error("{name} must be at least 1")]
+    BelowOne { name: &'static str },
+    #[error("LDNS mask /{v4} /{v6} out of range 1..=32, 1..=128")]
+    MaskOutOfRange { v4: u8, v6: u8 },
 }
 
 /// Counters of the prober, for logs and tests.
@@ -336,7 +355,7 @@ impl ProbeSupervisor {
         local_site: &str,
         settings: ProbeSettings,
         prober: P,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, ProbeSettingsError> {
         Self::start_with_recorder(local_site, settings, prober, LdnsRecorder::new())
     }
 
@@ -348,7 +367,7 @@ impl ProbeSupervisor {
         settings: ProbeSettings,
         prober: P,
         recorder: LdnsRecorder,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, ProbeSettingsError> {
         settings.validate()?;
         recorder.filter().set_policy(settings.sources.clone());
         let (changes, _) = broadcast::channel(CHANGE_BACKLOG);
@@ -488,7 +507,7 @@ mod tests {
             ),
         ];
         for (settings, want) in cases {
-            let err = settings.validate().unwrap_err();
+            let err = settings.validate().unwrap_err().to_string();
             assert!(err.contains(want), "{err:?} should contain {want:?}");
         }
     }
