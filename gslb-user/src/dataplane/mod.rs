@@ -1,11 +1,12 @@
 //! The kernel side as the rest of the code sees it: loads the XDP object built by build.rs,
 //! attaches and pins it, and hides the raw maps behind [`AnswerTable::publish`],
 //! [`Dataplane::counters`] and [`LdnsMap::scan`] (the resolvers the fast path has seen).
-//! `loader`: load, attach, pin. `publish`: the atomic republish. `batch`: the raw batch
-//! syscall. `encode`: map keys and values. `ldns`: the resolver map. `counters`: the hit and
-//! miss counters. `rotors`: the `ROTOR` slot of each rotating answer set. `heartbeat`: the
-//! controller's heartbeat the program trusts for `server.stale_after_s`. `local_mac`: the
-//! attached interfaces' own MACs, the only destinations the program answers.
+//! `loader`: load, attach, pin. `publish`: the atomic republish (`refine`: whether the view
+//! trie can be edited in place). `batch`: the raw batch syscall. `encode`: map keys and
+//! values. `ldns`: the resolver map. `counters`: the hit and miss counters. `rotors`: the
+//! `ROTOR` slot of each rotating answer set. `heartbeat`: the controller's heartbeat the
+//! program trusts for `server.stale_after_s`. `local_mac`: the attached interfaces' own MACs,
+//! the only destinations the program answers.
 
 mod batch;
 mod counters;
@@ -16,6 +17,7 @@ mod ldns;
 mod loader;
 mod local_mac;
 mod publish;
+mod refine;
 mod rotors;
 
 pub use self::counters::{Counters, pinned_counters};
