@@ -117,6 +117,19 @@ pub const RTT_VIEW_BIT: u32 = 1 << 31;
 pub const VIEW_KEY_GENERATION_BITS: u32 = 32;
 /// Extra prefix bits an IPv4 prefix gets from being IPv4-mapped.
 pub const V4_MAPPED_BITS: u32 = 96;
+/// `::ffff:0.0.0.0`, the first IPv4-mapped address: the maps key IPv4 as IPv4-mapped IPv6, so
+/// that one trie or hash serves both families.
+pub const V4_MAPPED: u128 = 0xffff << 32;
+
+/// An address in the one form of the maps, as a number: IPv6 as it is, IPv4 as IPv4-mapped
+/// IPv6 (`::ffff:a.b.c.d`). Its big-endian bytes are the keys' `addr`; the controller's
+/// client-space keys (gslb-user's `compile::partition`) are the same numbers.
+pub const fn mapped_key(addr: core::net::IpAddr) -> u128 {
+    match addr {
+        core::net::IpAddr::V4(a) => V4_MAPPED | a.to_bits() as u128,
+        core::net::IpAddr::V6(a) => a.to_bits(),
+    }
+}
 
 /// Key of `DOMAINS`: the query name exactly as on the wire but lower-cased, zero-padded, and the
 /// query type. Wire form is self-delimiting, so padding cannot make two names collide.

@@ -576,7 +576,7 @@ fn invalid_settings_are_refused() {
         let err = ProbeSupervisor::start("east", settings, Fake::default())
             .err()
             .unwrap();
-        assert_eq!(err, "the probe order is empty");
+        assert_eq!(err.to_string(), "the probe order is empty");
     });
 }
 

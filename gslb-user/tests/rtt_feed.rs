@@ -1,5 +1,5 @@
 //! gslbd's feed of the fast path's `LDNS` map follows its settings as reloads change them
-//! (`probe::run_xdp_feed_with`): a new LDNS mask groups the resolvers the program records from
+//! (`daemon::rtt::run_xdp_feed_with`): a new LDNS mask groups the resolvers the program records from
 //! then on, and turning probing off stops the program recording. Queries are run through the
 //! program with BPF_PROG_TEST_RUN (root).
 
@@ -12,8 +12,9 @@ use std::{
 
 use common::{Frame, SERVER_V4, query, wire};
 use gslb_user::{
+    daemon::rtt::{XdpFeedSettings, run_xdp_feed_with},
     dataplane::Dataplane,
-    probe::{LdnsMask, LdnsRecorder, XdpFeedSettings, run_xdp_feed_with},
+    probe::{LdnsMask, LdnsRecorder},
 };
 use hickory_proto::rr::RecordType;
 use tokio::sync::watch;

@@ -148,7 +148,7 @@ impl Site {
                     dp.table.publish(&site_config(listen)).expect("publishing");
                     dp.attach(interface, XdpMode::Skb).expect("attaching XDP");
                     let map = dp.take_ldns().expect("the LDNS map");
-                    tokio::spawn(gslb_user::probe::run_xdp_feed(
+                    tokio::spawn(gslb_user::daemon::rtt::run_xdp_feed(
                         map,
                         recorder.clone(),
                         settings().mask,

@@ -7,16 +7,13 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 
 /// `::ffff:0.0.0.0`, the first IPv4 key.
-pub const V4_FIRST: u128 = 0xffff << 32;
+pub const V4_FIRST: u128 = gslb_common::V4_MAPPED;
 /// `::ffff:255.255.255.255`, the last IPv4 key.
 pub const V4_LAST: u128 = V4_FIRST | 0xffff_ffff;
 
 /// The key of an address; an IPv4-mapped IPv6 address is the IPv4 address.
 pub fn key_of(ip: IpAddr) -> u128 {
-    match ip {
-        IpAddr::V4(a) => V4_FIRST | u128::from(u32::from(a)),
-        IpAddr::V6(a) => u128::from(a),
-    }
+    gslb_common::mapped_key(ip)
 }
 
 /// The address of a key: IPv4 in the mapped range.

@@ -1,19 +1,20 @@
 //! gslbd's dynamic RTT (spec §4): runs the prober for this site's column while the
 //! configuration asks for it ([`Config::rtt_probing`]), feeds it the resolvers that query us
 //! (the fast path's `LDNS` map and the responder's loops, both through one [`LdnsRecorder`]
-//! that lives as long as gslbd), and follows reloads.
+//! that lives as long as gslbd), and follows reloads. The fast-path feed ([`run_xdp_feed_with`])
+//! lives here, where the prober and the dataplane meet, so that neither knows the other.
 
-use std::time::Duration;
+use std::{net::IpAddr, time::Duration};
 
 use tokio::{sync::watch, time::Instant};
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::{
     config::Config,
-    dataplane::LdnsMap,
+    dataplane::{DataplaneError, LdnsMap, LdnsScan},
     probe::{
-        LdnsRecorder, NetProber, ProbeSettings, ProbeSupervisor, RttHandle, RttRow,
-        XdpFeedSettings, run_xdp_feed_with,
+        LdnsMask, LdnsRecorder, NetProber, ProbeSettings, ProbeSupervisor, RttHandle, RttRow,
+        Sightings,
     },
 };
 
@@ -172,7 +173,7 @@ impl RttProbing {
                     });
                 }
                 // The configuration was validated with the same check: not expected.
-                Err(reason) => error!(reason, "RTT probing not started"),
+                Err(reason) => error!(%reason, "RTT probing not started"),
             }
         } else {
             info!("RTT probing stopped");
@@ -213,6 +214,112 @@ fn feed_settings(config: &Config) -> XdpFeedSettings {
         enabled: config.rtt_probing(),
         mask: config.rtt.probe.mask,
         ldns_timeout: config.rtt.probe.ldns_timeout,
+    }
+}
+
+/// How the fast path records resolvers, for [`run_xdp_feed_with`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct XdpFeedSettings {
+    /// Off: the program records nothing and the map is not scanned.
+    pub enabled: bool,
+    /// The prober's mask, so that both group alike.
+    pub mask: LdnsMask,
+    pub ldns_timeout: Duration,
+}
+
+/// Feeds the fast path's `LDNS` map to `recorder`: sets the map's LDNS mask to `mask` (the
+/// prober's, so that both group alike), then scans it every `every` (about a second: each
+/// scan also starts a new epoch, see `gslb_common::LdnsConfig`, and deletes the entries idle
+/// longer than `ldns_timeout`), on a blocking thread. Runs until a map error, which it returns.
+pub async fn run_xdp_feed(
+    map: LdnsMap,
+    recorder: LdnsRecorder,
+    mask: LdnsMask,
+    ldns_timeout: Duration,
+    every: Duration,
+) -> Result<(), DataplaneError> {
+    // Held here, so that the settings never read as closed.
+    let (_settings, watched) = watch::channel(XdpFeedSettings {
+        enabled: true,
+        mask,
+        ldns_timeout,
+    });
+    run_xdp_feed_with(map, recorder, watched, every).await.1
+}
+
+/// [`run_xdp_feed`] with settings that may change (gslbd's reloads): a new mask or timeout
+/// applies from the next scan; `enabled: false` turns the program's recording off. Ends with
+/// `Ok` when the settings' sender is dropped, or at the first map error; either way it gives
+/// the map back, for its owner to close when it chooses (the `Dataplane` reloads its program
+/// on detach, which needs the fd of every map the program uses still open).
+pub async fn run_xdp_feed_with(
+    mut map: LdnsMap,
+    recorder: LdnsRecorder,
+    mut settings: watch::Receiver<XdpFeedSettings>,
+    every: Duration,
+) -> (LdnsMap, Result<(), DataplaneError>) {
+    let mut current = *settings.borrow_and_update();
+    if let Err(error) = apply_feed_settings(&mut map, &current) {
+        return (map, Err(error));
+    }
+    let mut ticker = tokio::time::interval(every);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            changed = settings.changed() => {
+                if changed.is_err() {
+                    return (map, Ok(()));
+                }
+                let new = *settings.borrow_and_update();
+                if new != current {
+                    if let Err(error) = apply_feed_settings(&mut map, &new) {
+                        return (map, Err(error));
+                    }
+                    current = new;
+                }
+                continue;
+            }
+            _ = ticker.tick(), if current.enabled => {}
+        }
+        let ldns_timeout = current.ldns_timeout;
+        let (back, scan) = tokio::task::spawn_blocking(move || {
+            let scan = map.scan(ldns_timeout);
+            (map, scan)
+        })
+        .await
+        .expect("the LDNS scan does not panic");
+        map = back;
+        match scan {
+            Ok(scan) => {
+                if scan.expired > 0 {
+                    debug!(
+                        expired = scan.expired,
+                        active = scan.seen.len(),
+                        "LDNS map scanned"
+                    );
+                }
+                recorder.record_scan(&scan);
+            }
+            Err(error) => {
+                warn!(error = %error, "reading the fast path's LDNS map failed");
+                return (map, Err(error));
+            }
+        }
+    }
+}
+
+fn apply_feed_settings(
+    map: &mut LdnsMap,
+    settings: &XdpFeedSettings,
+) -> Result<(), DataplaneError> {
+    map.set_masks(settings.mask.v4, settings.mask.v6)?;
+    map.set_enabled(settings.enabled)
+}
+
+/// A scan of the fast path's map, as the recorder takes it.
+impl Sightings for LdnsScan {
+    fn sightings(&self) -> impl Iterator<Item = (IpAddr, Duration)> + '_ {
+        self.seen.iter().map(|seen| (seen.addr, seen.idle))
     }
 }
 

@@ -4,12 +4,38 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use hickory_proto::{
+    ProtoError,
     op::{Message, MessageType, OpCode, Query, ResponseCode},
     rr::{Name, RData, RecordType},
 };
 use tokio::net::UdpSocket;
 
 use super::{DnsCheck, ProbeError, random_u64};
+
+/// One query as sent on the wire, RD clear: the DNS monitor's, and the RTT prober's (a
+/// resolver then answers from its cache or refuses, and does not recurse, which would add the
+/// recursion to the RTT).
+pub(crate) fn query_wire(id: u16, query: Query) -> Result<Vec<u8>, ProtoError> {
+    let mut message = Message::new();
+    message
+        .set_id(id)
+        .set_message_type(MessageType::Query)
+        .set_op_code(OpCode::Query)
+        .set_recursion_desired(false)
+        .add_query(query);
+    message.to_vec()
+}
+
+/// Why a DNS monitor's check cannot be sent.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DnsCheckError {
+    /// The cause is in the message too: these end up as text in configuration errors.
+    #[error("query name {name:?}: {source}")]
+    Name { name: String, source: ProtoError },
+    #[error("an expected answer address needs qtype A or AAAA, not {qtype}")]
+    AnswerNeedsAddressType { qtype: RecordType },
+}
 
 pub(super) struct DnsProbe {
     addr: SocketAddr,
@@ -19,16 +45,15 @@ pub(super) struct DnsProbe {
 }
 
 impl DnsProbe {
-    pub(super) fn new(addr: SocketAddr, check: &DnsCheck) -> Result<Self, String> {
-        let mut name = Name::from_utf8(&check.qname)
-            .map_err(|e| format!("query name {:?}: {e}", check.qname))?;
+    pub(super) fn new(addr: SocketAddr, check: &DnsCheck) -> Result<Self, DnsCheckError> {
+        let mut name = Name::from_utf8(&check.qname).map_err(|source| DnsCheckError::Name {
+            name: check.qname.clone(),
+            source,
+        })?;
         name.set_fqdn(true);
         if check.expect_answer.is_some() && !matches!(check.qtype, RecordType::A | RecordType::AAAA)
         {
-            return Err(format!(
-                "an expected answer address needs qtype A or AAAA, not {}",
-                check.qtype
-            ));
+            return Err(DnsCheckError::AnswerNeedsAddressType { qtype: check.qtype });
         }
         Ok(DnsProbe {
             addr,
@@ -40,16 +65,8 @@ impl DnsProbe {
 
     pub(super) async fn check(&self) -> Result<(), ProbeError> {
         let id = random_u64() as u16;
-        let mut message = Message::new();
-        message
-            .set_id(id)
-            .set_message_type(MessageType::Query)
-            .set_op_code(OpCode::Query)
-            .set_recursion_desired(false)
-            .add_query(self.query.clone());
-        let query = message
-            .to_vec()
-            .map_err(|e| ProbeError::Dns(e.to_string()))?;
+        let query =
+            query_wire(id, self.query.clone()).map_err(|e| ProbeError::Dns(e.to_string()))?;
 
         let local: IpAddr = if self.addr.is_ipv4() {
             Ipv4Addr::UNSPECIFIED.into()

@@ -43,7 +43,7 @@
 //! [`link`] watches links' inbound load (bytes per second from the kernel's interface counters
 //! against a threshold), for the bandwidth rule of F5's inbound link methods.
 
-mod dns;
+pub(crate) mod dns;
 mod http;
 pub(crate) mod icmp;
 pub mod link;
@@ -359,7 +359,9 @@ impl Probe {
             MonitorKind::Https(check, tls) => {
                 Probe::Http(http::HttpProbe::new(addr, check, Some(tls))?)
             }
-            MonitorKind::Dns(check) => Probe::Dns(dns::DnsProbe::new(addr, check)?),
+            MonitorKind::Dns(check) => {
+                Probe::Dns(dns::DnsProbe::new(addr, check).map_err(|e| e.to_string())?)
+            }
             MonitorKind::Icmp => Probe::Icmp(target),
         })
     }

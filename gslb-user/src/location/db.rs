@@ -256,7 +256,7 @@ impl LocationDb {
     /// same location (coordinates may differ). The compiler cuts the client address space at
     /// these.
     pub fn boundaries(&self) -> Vec<u128> {
-        const MAPPED: u128 = 0xffff << 32;
+        const MAPPED: u128 = gslb_common::V4_MAPPED;
         fn changes<'a, K: Key>(
             table: &'a Table<K>,
             location: impl Fn(u32) -> u32 + 'a,

@@ -1,7 +1,6 @@
 //! Which resolvers (LDNS) to probe: those that queried us. The responder records each query's
-//! source with an [`LdnsRecorder`]; the fast path records into its `LDNS` map, read by
-//! [`crate::dataplane::LdnsMap::scan`] and fed to the same recorder
-//! ([`LdnsRecorder::record_scan`]). Both go through the recorder's [`SourceFilter`] first, so a
+//! source with an [`LdnsRecorder`]; the fast path records into its `LDNS` map, which gslbd's
+//! daemon scans and feeds to the same recorder as [`Sightings`] ([`LdnsRecorder::record_scan`]). Both go through the recorder's [`SourceFilter`] first, so a
 //! source that can only be claimed (loopback, multicast, this host, `[rtt] deny`) is never
 //! recorded. The prober drains the recorder into its [`super::table::LdnsTable`], which groups
 //! addresses by the LDNS mask.
@@ -19,7 +18,6 @@ use std::{
 use tokio::time::Instant;
 
 use super::admit::{Refusal, SourceFilter};
-use crate::dataplane::LdnsScan;
 
 /// NetScaler's LDNS entry timeout: an entry without a query for this long is dropped.
 pub const DEFAULT_LDNS_TIMEOUT: Duration = Duration::from_secs(180);
@@ -83,6 +81,13 @@ impl LdnsMask {
             _ => group.to_string(),
         }
     }
+}
+
+/// Sources seen some time ago, as a scan of the fast path's `LDNS` map reports them. The
+/// daemon implements it for the dataplane's scan, so that this module needs no map.
+pub trait Sightings {
+    /// Each source, at the address it is probed at, and the time since its last query.
+    fn sightings(&self) -> impl Iterator<Item = (IpAddr, Duration)> + '_;
 }
 
 /// Collects the sources of queries, cheaply, from any thread (the responder's loops, the task
@@ -186,10 +191,10 @@ impl LdnsRecorder {
 
     /// The resolvers in a scan of the fast path's `LDNS` map (each at the address it is probed
     /// at, seen `idle` ago), judged like the responder's.
-    pub fn record_scan(&self, scan: &LdnsScan) {
+    pub fn record_scan(&self, scan: &impl Sightings) {
         let now = Instant::now();
-        for seen in &scan.seen {
-            self.record_at(seen.addr, now.checked_sub(seen.idle).unwrap_or(now));
+        for (addr, idle) in scan.sightings() {
+            self.record_at(addr, now.checked_sub(idle).unwrap_or(now));
         }
     }
 

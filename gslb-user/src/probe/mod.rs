@@ -2,8 +2,8 @@
 //! round-trip times in a table per (LDNS, site), for the RTT load-balancing method.
 //!
 //! - **Which resolvers.** Only those that queried us: the fast path records sources in its
-//!   `LDNS` map ([`crate::dataplane::LdnsMap`]; fed here with
-//!   [`LdnsRecorder::record_scan`], or [`run_xdp_feed`]) and the responder calls
+//!   `LDNS` map, which gslbd's daemon scans and feeds to [`LdnsRecorder::record_scan`] (any
+//!   [`Sightings`]: this module knows no map), and the responder calls
 //!   [`LdnsRecorder::record`]. An optional LDNS mask groups resolvers into one entry, probed
 //!   at the first address seen. Entries without a query for the LDNS timeout (180 s) expire,
 //!   and this site's RTT for them goes too.
@@ -53,19 +53,18 @@ use tokio::{
     sync::{broadcast, watch},
     time::Instant,
 };
-use tracing::{debug, warn};
+use tracing::debug;
 
 pub use admit::{Refusal, SourceFilter, SourcePolicy, host_addresses, is_martian};
-pub use ldns::{DEFAULT_LDNS_TIMEOUT, LdnsMask, LdnsRecorder, RecordStats};
+pub use ldns::{DEFAULT_LDNS_TIMEOUT, LdnsMask, LdnsRecorder, RecordStats, Sightings};
 pub use prober::{
-    DEFAULT_ORDER, NetProber, ProbeKind, ProbeOutcome, ProbeRound, Prober, Sample, probe_in_order,
+    DEFAULT_ORDER, NetProber, ProbeKind, ProbeOutcome, ProbeRound, Prober, Sample,
+    UnknownProbeKind, probe_in_order,
 };
 pub use rtt::{
     DEFAULT_TOLERANCE, LdnsReport, PathReport, RttCell, RttChange, RttRow, RttTable, format_report,
 };
 pub use table::{DEFAULT_MAX_LDNS, LdnsEntry, LdnsTable, TableStats, Tier};
-
-use crate::dataplane::{DataplaneError, LdnsMap};
 
 /// Changes kept for a subscriber that does not keep up; older ones are dropped for it.
 const CHANGE_BACKLOG: usize = 4096;
@@ -120,13 +119,13 @@ impl Default for ProbeSettings {
 
 impl ProbeSettings {
     /// Why these settings cannot run, if they cannot.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ProbeSettingsError> {
         if self.order.is_empty() {
-            return Err("the probe order is empty".into());
+            return Err(ProbeSettingsError::EmptyOrder);
         }
         for (i, kind) in self.order.iter().enumerate() {
             if self.order[..i].contains(kind) {
-                return Err(format!("probe type {kind} is listed twice"));
+                return Err(ProbeSettingsError::Repeated { kind: *kind });
             }
         }
         for (name, value) in [
@@ -135,23 +134,41 @@ impl ProbeSettings {
             ("tick", self.tick),
         ] {
             if value.is_zero() {
-                return Err(format!("{name} must be more than 0"));
+                return Err(ProbeSettingsError::Zero { name });
             }
         }
         if self.max_concurrent == 0 {
-            return Err("max_concurrent must be at least 1".into());
+            return Err(ProbeSettingsError::BelowOne {
+                name: "max_concurrent",
+            });
         }
         if self.max_ldns == 0 {
-            return Err("max_ldns must be at least 1".into());
+            return Err(ProbeSettingsError::BelowOne { name: "max_ldns" });
         }
         if self.mask.v4 == 0 || self.mask.v4 > 32 || self.mask.v6 == 0 || self.mask.v6 > 128 {
-            return Err(format!(
-                "LDNS mask /{} /{} out of range 1..=32, 1..=128",
-                self.mask.v4, self.mask.v6
-            ));
+            return Err(ProbeSettingsError::MaskOutOfRange {
+                v4: self.mask.v4,
+                v6: self.mask.v6,
+            });
         }
         Ok(())
     }
+}
+
+/// Why [`ProbeSettings`] cannot run ([`ProbeSettings::validate`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProbeSettingsError {
+    #[error("the probe order is empty")]
+    EmptyOrder,
+    #[error("probe type {kind} is listed twice")]
+    Repeated { kind: ProbeKind },
+    #[error("{name} must be more than 0")]
+    Zero { name: &'static str },
+    #[error("{name} must be at least 1")]
+    BelowOne { name: &'static str },
+    #[error("LDNS mask /{v4} /{v6} out of range 1..=32, 1..=128")]
+    MaskOutOfRange { v4: u8, v6: u8 },
 }
 
 /// Counters of the prober, for logs and tests.
@@ -338,7 +355,7 @@ impl ProbeSupervisor {
         local_site: &str,
         settings: ProbeSettings,
         prober: P,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, ProbeSettingsError> {
         Self::start_with_recorder(local_site, settings, prober, LdnsRecorder::new())
     }
 
@@ -350,7 +367,7 @@ impl ProbeSupervisor {
         settings: ProbeSettings,
         prober: P,
         recorder: LdnsRecorder,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, ProbeSettingsError> {
         settings.validate()?;
         recorder.filter().set_policy(settings.sources.clone());
         let (changes, _) = broadcast::channel(CHANGE_BACKLOG);
@@ -399,105 +416,6 @@ impl Drop for ProbeSupervisor {
     fn drop(&mut self) {
         self.task.abort();
     }
-}
-
-/// How the fast path records resolvers, for [`run_xdp_feed_with`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct XdpFeedSettings {
-    /// Off: the program records nothing and the map is not scanned.
-    pub enabled: bool,
-    /// The prober's mask, so that both group alike.
-    pub mask: LdnsMask,
-    pub ldns_timeout: Duration,
-}
-
-/// Feeds the fast path's `LDNS` map to `recorder`: sets the map's LDNS mask to `mask` (the
-/// prober's, so that both group alike), then scans it every `every` (about a second: each
-/// scan also starts a new epoch, see `gslb_common::LdnsConfig`, and deletes the entries idle
-/// longer than `ldns_timeout`), on a blocking thread. Runs until a map error, which it returns.
-pub async fn run_xdp_feed(
-    map: LdnsMap,
-    recorder: LdnsRecorder,
-    mask: LdnsMask,
-    ldns_timeout: Duration,
-    every: Duration,
-) -> Result<(), DataplaneError> {
-    // Held here, so that the settings never read as closed.
-    let (_settings, watched) = watch::channel(XdpFeedSettings {
-        enabled: true,
-        mask,
-        ldns_timeout,
-    });
-    run_xdp_feed_with(map, recorder, watched, every).await.1
-}
-
-/// [`run_xdp_feed`] with settings that may change (gslbd's reloads): a new mask or timeout
-/// applies from the next scan; `enabled: false` turns the program's recording off. Ends with
-/// `Ok` when the settings' sender is dropped, or at the first map error; either way it gives
-/// the map back, for its owner to close when it chooses (the `Dataplane` reloads its program
-/// on detach, which needs the fd of every map the program uses still open).
-pub async fn run_xdp_feed_with(
-    mut map: LdnsMap,
-    recorder: LdnsRecorder,
-    mut settings: watch::Receiver<XdpFeedSettings>,
-    every: Duration,
-) -> (LdnsMap, Result<(), DataplaneError>) {
-    let mut current = *settings.borrow_and_update();
-    if let Err(error) = apply_feed_settings(&mut map, &current) {
-        return (map, Err(error));
-    }
-    let mut ticker = tokio::time::interval(every);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            changed = settings.changed() => {
-                if changed.is_err() {
-                    return (map, Ok(()));
-                }
-                let new = *settings.borrow_and_update();
-                if new != current {
-                    if let Err(error) = apply_feed_settings(&mut map, &new) {
-                        return (map, Err(error));
-                    }
-                    current = new;
-                }
-                continue;
-            }
-            _ = ticker.tick(), if current.enabled => {}
-        }
-        let ldns_timeout = current.ldns_timeout;
-        let (back, scan) = tokio::task::spawn_blocking(move || {
-            let scan = map.scan(ldns_timeout);
-            (map, scan)
-        })
-        .await
-        .expect("the LDNS scan does not panic");
-        map = back;
-        match scan {
-            Ok(scan) => {
-                if scan.expired > 0 {
-                    debug!(
-                        expired = scan.expired,
-                        active = scan.seen.len(),
-                        "LDNS map scanned"
-                    );
-                }
-                recorder.record_scan(&scan);
-            }
-            Err(error) => {
-                warn!(error = %error, "reading the fast path's LDNS map failed");
-                return (map, Err(error));
-            }
-        }
-    }
-}
-
-fn apply_feed_settings(
-    map: &mut LdnsMap,
-    settings: &XdpFeedSettings,
-) -> Result<(), DataplaneError> {
-    map.set_masks(settings.mask.v4, settings.mask.v6)?;
-    map.set_enabled(settings.enabled)
 }
 
 #[cfg(test)]
@@ -589,7 +507,7 @@ mod tests {
             ),
         ];
         for (settings, want) in cases {
-            let err = settings.validate().unwrap_err();
+            let err = settings.validate().unwrap_err().to_string();
             assert!(err.contains(want), "{err:?} should contain {want:?}");
         }
     }

@@ -15,7 +15,7 @@ use std::{
 };
 
 use hickory_proto::{
-    op::{Message, MessageType, OpCode, Query},
+    op::Query,
     rr::{Name, RecordType},
 };
 use tokio::{
@@ -23,7 +23,7 @@ use tokio::{
     time::Instant,
 };
 
-use crate::health::{Echo, echo};
+use crate::health::{Echo, dns::query_wire, echo};
 
 /// A probe type (NetScaler's `ldns-ping`, `ldns-dns`, `ldns-tcp` monitors; F5's `icmp`,
 /// `dns_dot`, `dns_rev`, `tcp` probe protocols).
@@ -67,8 +67,15 @@ impl fmt::Display for ProbeKind {
     }
 }
 
+/// A probe type name that is none of [`ProbeKind`]'s.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown probe type {name:?} (expected icmp, dns_dot, dns_rev or tcp)")]
+pub struct UnknownProbeKind {
+    pub name: String,
+}
+
 impl FromStr for ProbeKind {
-    type Err = String;
+    type Err = UnknownProbeKind;
 
     /// F5's names, and NetScaler's (`PING`, `DNS`, `TCP`, any case; `DNS` is `dns_dot`).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -77,9 +84,7 @@ impl FromStr for ProbeKind {
             "dns_dot" | "dns" | "udp" => Ok(ProbeKind::DnsDot),
             "dns_rev" => Ok(ProbeKind::DnsRev),
             "tcp" => Ok(ProbeKind::Tcp),
-            _ => Err(format!(
-                "unknown probe type {s:?} (expected icmp, dns_dot, dns_rev or tcp)"
-            )),
+            _ => Err(UnknownProbeKind { name: s.into() }),
         }
     }
 }
@@ -230,14 +235,7 @@ fn dns_query(id: u16, name: Name) -> Vec<u8> {
     } else {
         RecordType::PTR
     };
-    let mut message = Message::new();
-    message
-        .set_id(id)
-        .set_message_type(MessageType::Query)
-        .set_op_code(OpCode::Query)
-        .set_recursion_desired(false)
-        .add_query(Query::query(name, qtype));
-    message.to_vec().expect("a query for a valid name encodes")
+    query_wire(id, Query::query(name, qtype)).expect("a query for a valid name encodes")
 }
 
 async fn dns(addr: SocketAddr, name: Name) -> ProbeOutcome {
@@ -306,6 +304,8 @@ fn query_id() -> u16 {
 
 #[cfg(test)]
 mod tests {
+    use hickory_proto::op::Message;
+
     use super::*;
 
     #[test]
@@ -328,6 +328,7 @@ mod tests {
             "http"
                 .parse::<ProbeKind>()
                 .unwrap_err()
+                .to_string()
                 .contains("unknown probe type \"http\"")
         );
     }

@@ -1,0 +1,316 @@
+//! The encoding of the maps' keys and values, as the program reads them: addresses
+//! IPv4-mapped, names in lower-cased wire form, answer records with their checksum sums.
+
+use std::net::{IpAddr, Ipv6Addr};
+
+use aya::maps::lpm_trie::Key;
+use gslb_common::{
+    ANSWER_ROTATE, AnswerKey, AnswerSet, DomainKey, LISTEN_IN_TRIE, LISTEN_INLINE,
+    LISTEN_PREFIX_LEN, ListenKey, ListenSet, MAX_ADDRS, QNAME_MAX, QTYPE_AAAA, V4_MAPPED_BITS,
+    VIEW_KEY_GENERATION_BITS, ViewKey,
+};
+use hickory_proto::{rr::Name, serialize::binary::BinEncodable};
+
+use super::{DataplaneError, Result};
+use crate::{compile::Answer, config::AnswerMode};
+
+/// A map address back to an `IpAddr`: IPv4-mapped addresses as IPv4.
+pub fn unmapped(addr: [u8; 16]) -> IpAddr {
+    Ipv6Addr::from(addr).to_canonical()
+}
+
+/// IPv4 as IPv4-mapped IPv6, the one address form of the maps.
+pub fn mapped(addr: IpAddr) -> [u8; 16] {
+    gslb_common::mapped_key(addr).to_be_bytes()
+}
+
+/// The `LISTEN_SET` value for the addresses we serve: inline when they fit, otherwise a
+/// pointer to the `LISTEN` trie.
+pub fn listen_set(listen: &[IpAddr]) -> ListenSet {
+    let mut set = ListenSet::default();
+    let mut distinct: Vec<[u8; 16]> = listen.iter().map(|a| mapped(*a)).collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    if distinct.len() > LISTEN_INLINE {
+        set.count = LISTEN_IN_TRIE;
+        return set;
+    }
+    set.count = distinct.len() as u32;
+    set.addrs[..distinct.len()].copy_from_slice(&distinct);
+    set
+}
+
+/// The `LISTEN` trie key of an address we serve: the whole address.
+pub fn listen_key(addr: IpAddr) -> Key<ListenKey> {
+    Key::new(LISTEN_PREFIX_LEN, ListenKey { addr: mapped(addr) })
+}
+
+/// The `ANSWERS` key of (name, qtype, view) in one generation, the name given by its hash.
+pub fn answer_key(name_hash: u64, qtype: u16, generation: u32, view: u32) -> AnswerKey {
+    AnswerKey {
+        name_hash,
+        generation,
+        view,
+        qtype,
+        reserved: 0,
+        reserved2: 0,
+    }
+}
+
+/// The `VIEWS` trie key for a client prefix in one generation.
+pub fn view_key(generation: u32, network: IpAddr, prefix_len: u8) -> Key<ViewKey> {
+    let bits = match network {
+        IpAddr::V4(_) => V4_MAPPED_BITS + prefix_len as u32,
+        IpAddr::V6(_) => prefix_len as u32,
+    };
+    Key::new(
+        VIEW_KEY_GENERATION_BITS + bits,
+        ViewKey {
+            generation: generation.to_be_bytes(),
+            addr: mapped(network),
+        },
+    )
+}
+
+/// A name in uncompressed wire form, lower-cased: what the fast path builds from a query.
+pub fn wire_name(name: &str) -> Result<Vec<u8>> {
+    let err = |reason: String| DataplaneError::Name {
+        name: name.into(),
+        reason,
+    };
+    let fqdn = Name::from_ascii(name)
+        .map_err(|e| err(e.to_string()))?
+        .to_lowercase();
+    let mut fqdn = fqdn;
+    fqdn.set_fqdn(true);
+    fqdn.to_bytes().map_err(|e| err(e.to_string()))
+}
+
+/// The `DOMAINS` key for (name, qtype) in one generation; `None` when the name is longer than
+/// the fast path's key, so only the responder can answer it.
+pub fn domain_key(name: &str, qtype: u16, generation: u32) -> Result<Option<DomainKey>> {
+    Ok(wire_domain_key(&wire_name(name)?, qtype, generation))
+}
+
+/// [`domain_key`] of a name already in wire form.
+pub(super) fn wire_domain_key(wire: &[u8], qtype: u16, generation: u32) -> Option<DomainKey> {
+    if wire.len() > QNAME_MAX {
+        return None;
+    }
+    let mut key = DomainKey {
+        qtype,
+        generation,
+        ..Default::default()
+    };
+    key.name[..wire.len()].copy_from_slice(wire);
+    Some(key)
+}
+
+/// The ones' complement sum of `bytes` as 16-bit big-endian words from an even offset, folded.
+pub fn ones_sum(bytes: &[u8]) -> u16 {
+    let mut sum: u32 = bytes
+        .chunks(2)
+        .map(|w| u32::from(w[0]) << 8 | u32::from(*w.get(1).unwrap_or(&0)))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
+}
+
+/// One answer record exactly as the fast path writes it: a pointer to the question name at
+/// offset 12, then type, class IN, TTL, RDLENGTH and the address.
+pub fn answer_record(qtype: u16, ttl: u32, addr: IpAddr) -> Vec<u8> {
+    let rdata = match addr {
+        IpAddr::V4(a) => a.octets().to_vec(),
+        IpAddr::V6(a) => a.octets().to_vec(),
+    };
+    let mut rr = vec![0xc0, 12];
+    rr.extend_from_slice(&qtype.to_be_bytes());
+    rr.extend_from_slice(&1u16.to_be_bytes());
+    rr.extend_from_slice(&ttl.to_be_bytes());
+    rr.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
+    rr.extend_from_slice(&rdata);
+    rr
+}
+
+/// The map value for one answer to the name `wire` (lower-cased wire form, at most
+/// `QNAME_MAX` bytes): the records as the fast path copies them to the wire, with the checksum
+/// sums it adds instead of summing the records itself. A rotating answer of two or more
+/// records is flagged `ANSWER_ROTATE`; one record is the same answer without a rotation, so it
+/// takes no `ROTOR` slot (slots are given at publish, see `rotors`).
+pub fn answer_set(answer: &Answer, wire: &[u8]) -> AnswerSet {
+    let qtype = match answer.addrs.first() {
+        Some(IpAddr::V6(_)) => QTYPE_AAAA,
+        _ => gslb_common::QTYPE_A,
+    };
+    // No records (NODATA for this view) or more than the set holds: the program passes the
+    // query (count 0) and the responder answers it from the same snapshot.
+    let fits = answer.addrs.len() <= MAX_ADDRS;
+    let count = if fits { answer.addrs.len() as u8 } else { 0 };
+    let mut set = AnswerSet {
+        ttl: answer.ttl,
+        count,
+        flags: if answer.mode == AnswerMode::Rotate && count > 1 {
+            ANSWER_ROTATE
+        } else {
+            0
+        },
+        qtype,
+        name_len: wire.len() as u16,
+        ..Default::default()
+    };
+    set.name[..wire.len()].copy_from_slice(wire);
+    let mut all = Vec::new();
+    for (i, addr) in answer
+        .addrs
+        .iter()
+        .take(if fits { MAX_ADDRS } else { 0 })
+        .enumerate()
+    {
+        let rr = answer_record(qtype, answer.ttl, *addr);
+        set.rr_csum[i] = ones_sum(&rr) as u32;
+        all.extend_from_slice(&rr);
+    }
+    set.all_csum = ones_sum(&all) as u32;
+    set.records[..all.len()].copy_from_slice(&all);
+    set
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    use gslb_common::name_hash;
+
+    use super::*;
+
+    #[test]
+    fn qname_key_encoding() {
+        let table: &[(&str, &[u8])] = &[
+            ("www.example.com", b"\x03www\x07example\x03com\x00"),
+            ("WWW.Example.COM.", b"\x03www\x07example\x03com\x00"),
+            ("a", b"\x01a\x00"),
+            ("_dns.x-y.example", b"\x04_dns\x03x-y\x07example\x00"),
+        ];
+        for (name, wire) in table {
+            let key = domain_key(name, 1, 7).unwrap().unwrap();
+            assert_eq!(&key.name[..wire.len()], *wire, "{name}");
+            assert!(
+                key.name[wire.len()..].iter().all(|b| *b == 0),
+                "{name}: padding"
+            );
+            assert_eq!((key.qtype, key.generation, key.reserved), (1, 7, 0));
+        }
+    }
+
+    #[test]
+    fn names_longer_than_the_key_are_left_to_the_responder() {
+        // 2 labels of 63 + root: 1+63+1+63+1 = 129 wire bytes, one over the key.
+        let long = format!("{}.{}", "a".repeat(63), "b".repeat(63));
+        assert_eq!(wire_name(&long).unwrap().len(), QNAME_MAX + 1);
+        assert!(domain_key(&long, 1, 0).unwrap().is_none());
+        let fits = format!("{}.{}", "a".repeat(63), "b".repeat(62));
+        assert!(domain_key(&fits, 1, 0).unwrap().is_some());
+    }
+
+    #[test]
+    fn view_keys_put_the_generation_first_and_map_ipv4() {
+        let table = [
+            (IpAddr::V4(Ipv4Addr::new(198, 51, 100, 0)), 24, 32 + 96 + 24),
+            (
+                IpAddr::V6("2001:db8:100::".parse::<Ipv6Addr>().unwrap()),
+                48,
+                32 + 48,
+            ),
+            (IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0, 32 + 96),
+        ];
+        for (net, len, bits) in table {
+            let key = view_key(0x01020304, net, len);
+            assert_eq!(key.prefix_len(), bits, "{net}/{len}");
+            assert_eq!(key.data().generation, [1, 2, 3, 4]);
+            assert_eq!(key.data().addr, mapped(net));
+        }
+    }
+
+    const WWW: &str = "www.example.com";
+
+    #[test]
+    fn answer_keys_hash_the_lower_case_wire_name() {
+        let wire = wire_name("WWW.Example.COM").unwrap();
+        assert_eq!(wire, b"\x03www\x07example\x03com\x00");
+        let key = answer_key(name_hash(&wire), QTYPE_AAAA, 7, 3);
+        assert_eq!(
+            (key.name_hash, key.qtype, key.generation, key.view),
+            (name_hash(&wire), 28, 7, 3)
+        );
+        assert_eq!((key.reserved, key.reserved2), (0, 0));
+    }
+
+    #[test]
+    fn listen_sets_hold_up_to_eight_addresses_inline() {
+        let v4 = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 53));
+        let v6: IpAddr = "2001:db8::53".parse().unwrap();
+        let set = listen_set(&[v4, v6, v4]);
+        assert_eq!(set.count, 2, "distinct addresses");
+        assert!(set.addrs[..2].contains(&mapped(v4)) && set.addrs[..2].contains(&mapped(v6)));
+        assert!(set.addrs[2..].iter().all(|a| *a == [0; 16]));
+        let many: Vec<IpAddr> = (1..=LISTEN_INLINE as u8 + 1)
+            .map(|i| IpAddr::V4(Ipv4Addr::new(192, 0, 2, i)))
+            .collect();
+        assert_eq!(
+            listen_set(&many[..LISTEN_INLINE]).count,
+            LISTEN_INLINE as u32
+        );
+        assert_eq!(listen_set(&many).count, LISTEN_IN_TRIE);
+    }
+
+    #[test]
+    fn listen_keys_are_whole_mapped_addresses() {
+        let key = listen_key(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 53)));
+        assert_eq!(key.prefix_len(), 128);
+        assert_eq!(
+            key.data().addr,
+            Ipv4Addr::new(192, 0, 2, 53).to_ipv6_mapped().octets()
+        );
+    }
+
+    #[test]
+    fn answer_set_checksums_match_the_records() {
+        let answer = Answer {
+            ttl: 300,
+            mode: AnswerMode::Rotate,
+            addrs: vec!["192.0.2.10".parse().unwrap(), "192.0.2.11".parse().unwrap()],
+        };
+        let wire = wire_name(WWW).unwrap();
+        let set = answer_set(&answer, &wire);
+        assert_eq!(
+            (set.count, set.flags, set.qtype, set.ttl),
+            (2, ANSWER_ROTATE, 1, 300)
+        );
+        assert_eq!(set.name_len as usize, wire.len());
+        assert_eq!(&set.name[..wire.len()], &wire[..]);
+        assert!(
+            set.name[wire.len()..].iter().all(|b| *b == 0),
+            "name padding"
+        );
+        let rr0 = answer_record(1, 300, answer.addrs[0]);
+        assert_eq!(
+            rr0,
+            [0xc0, 12, 0, 1, 0, 1, 0, 0, 1, 44, 0, 4, 192, 0, 2, 10]
+        );
+        // Sum by hand: c00c + 0001 + 0001 + 0000 + 012c + 0004 + c000 + 020a.
+        let by_hand: u32 = 0xc00c + 1 + 1 + 0x012c + 4 + 0xc000 + 0x020a;
+        let folded = (by_hand & 0xffff) + (by_hand >> 16);
+        assert_eq!(set.rr_csum[0], folded);
+        let both = [rr0, answer_record(1, 300, answer.addrs[1])].concat();
+        assert_eq!(set.all_csum, ones_sum(&both) as u32);
+        assert_eq!(set.rr_len(), 16);
+        assert_eq!(
+            &set.records[..32],
+            &both[..],
+            "records back to back, as on the wire"
+        );
+        assert!(set.records[32..].iter().all(|b| *b == 0));
+    }
+}

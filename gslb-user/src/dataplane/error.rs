@@ -1,0 +1,79 @@
+//! What the dataplane's operations fail with: each variant names the object (program, map,
+//! pin, interface) and keeps the cause as its `source`.
+
+use std::path::PathBuf;
+
+use aya::{EbpfError, maps::MapError, pin::PinError, programs::ProgramError};
+
+use crate::config::XdpMode;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DataplaneError {
+    /// Display shows only the context: the cause follows in the error chain (`{:#}`).
+    #[error("loading the XDP object")]
+    Load(#[source] Box<EbpfError>),
+    #[error("XDP program {name}")]
+    Program {
+        name: &'static str,
+        source: Box<ProgramError>,
+    },
+    #[error("the XDP object has no {kind} named {name}")]
+    Missing {
+        kind: &'static str,
+        name: &'static str,
+    },
+    #[error(
+        "adopting the pinned maps in {dir} (left by a gslbd of another version? stop it, then remove the directory)"
+    )]
+    Adopt {
+        dir: PathBuf,
+        source: Box<EbpfError>,
+    },
+    /// A pinned XDP attachment (an aya `FdLink`, pinned as `link-<interface>`).
+    #[error("link pinned at {path}")]
+    PinnedAttachment {
+        path: PathBuf,
+        source: Box<aya::programs::links::LinkError>,
+    },
+    #[error("map {name}")]
+    Map {
+        name: &'static str,
+        source: Box<MapError>,
+    },
+    #[error("attaching XDP to {interface} ({mode:?} mode)")]
+    Attach {
+        interface: String,
+        mode: XdpMode,
+        source: Box<ProgramError>,
+    },
+    #[error("pinning {what} at {path}")]
+    Pin {
+        what: &'static str,
+        path: PathBuf,
+        source: Box<PinError>,
+    },
+    #[error("pin directory {path}")]
+    PinDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("name {name:?} cannot be encoded: {reason}")]
+    Name { name: String, reason: String },
+    #[error("reading the MAC of {interface}")]
+    InterfaceMac {
+        interface: String,
+        source: std::io::Error,
+    },
+    #[error("the fast path answers at most {max} interfaces' MACs")]
+    TooManyMacs { max: usize },
+}
+
+pub(super) type Result<T, E = DataplaneError> = std::result::Result<T, E>;
+
+pub(super) fn map_err(name: &'static str) -> impl FnOnce(MapError) -> DataplaneError {
+    move |source| DataplaneError::Map {
+        name,
+        source: Box::new(source),
+    }
+}

@@ -1,0 +1,52 @@
+//! The kernel side as the rest of the code sees it: loads the XDP object built by build.rs,
+//! attaches and pins it, and hides the raw maps behind [`AnswerTable::publish`],
+//! [`Dataplane::counters`] and [`LdnsMap::scan`] (the resolvers the fast path has seen).
+//! `loader`: load, attach, pin. `publish`: the atomic republish (`refine`: whether the view
+//! trie can be edited in place). `batch`: the raw batch syscall. `encode`: map keys and
+//! values. `ldns`: the resolver map. `counters`: the hit and miss counters. `rotors`: the
+//! `ROTOR` slot of each rotating answer set. `heartbeat`: the controller's heartbeat the
+//! program trusts for `server.stale_after_s`. `local_mac`: the attached interfaces' own MACs,
+//! the only destinations the program answers.
+
+mod batch;
+mod counters;
+pub mod encode;
+mod error;
+mod heartbeat;
+mod ldns;
+mod loader;
+mod local_mac;
+mod publish;
+mod refine;
+mod rotors;
+
+pub use self::counters::{Counters, pinned_counters};
+pub use self::encode::{
+    answer_key, answer_record, answer_set, domain_key, listen_key, listen_set, mapped, ones_sum,
+    unmapped, view_key, wire_name,
+};
+pub use self::error::DataplaneError;
+pub use self::heartbeat::HeartbeatMap;
+pub use self::ldns::{LdnsMap, LdnsScan, SeenLdns, monotonic_ns};
+pub use self::loader::{Dataplane, OBJECT};
+pub use self::local_mac::{interface_mac, mac_word};
+pub use self::publish::{AnswerTable, PublishStats};
+
+use self::error::{Result, map_err};
+
+/// Whether this test may load XDP programs (root): says why it skips when it cannot, and fails
+/// instead under `GSLB_REQUIRE_PRIVILEGED=1`.
+#[cfg(test)]
+fn can_load_xdp() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    assert_ne!(
+        std::env::var("GSLB_REQUIRE_PRIVILEGED").as_deref(),
+        Ok("1"),
+        "needs root"
+    );
+    eprintln!("skipped: loading XDP programs needs root");
+    false
+}

@@ -1,0 +1,551 @@
+//! Atomic republish: [`AnswerTable::publish`] writes a snapshot's answers beside the ones in
+//! force under a new generation and switches to them with one write of `CONFIG`, editing the
+//! view trie in place when the new views refine the old ones.
+
+use std::sync::Arc;
+
+use aya::maps::{Array, HashMap, LpmTrie, Map, MapData, lpm_trie::Key};
+use gslb_common::{
+    ANSWER_BY_RTT, AnswerKey, AnswerSet, Config, DomainKey, DomainValue, ListenKey, ListenSet,
+    QNAME_MAX, RRL_CONFIG_MAP, RTT_VIEW_BIT, RrlConfig, ViewKey, ViewValue, maps, name_hash,
+};
+use tracing::warn;
+
+use super::{
+    Result,
+    batch::batch,
+    encode::{
+        answer_key, answer_set, listen_key, listen_set, mapped, view_key, wire_domain_key,
+        wire_name,
+    },
+    map_err,
+    refine::refinement,
+    rotors::RotorSlots,
+};
+use crate::compile::{DomainEntry, Snapshot};
+
+/// How long an old generation stays after the switch; see [`AnswerTable::publish`].
+const GENERATION_GRACE: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// The fast path's answer tables.
+pub struct AnswerTable {
+    pub(super) config: Array<MapData, Config>,
+    /// `RRL_CONFIG`: rewritten by every publish (not pinned: each program has its own).
+    pub(super) rrl: Array<MapData, RrlConfig>,
+    pub(super) listen: LpmTrie<MapData, ListenKey, u8>,
+    pub(super) listen_set: Array<MapData, ListenSet>,
+    pub(super) views: LpmTrie<MapData, ViewKey, ViewValue>,
+    pub(super) domains: HashMap<MapData, DomainKey, DomainValue>,
+    pub(super) answers: HashMap<MapData, AnswerKey, AnswerSet>,
+    /// What the maps hold now, as this process published it (`None` after adopting pins: the
+    /// next publish rewrites everything).
+    published: Option<Published>,
+    /// Wire form and hash of every name published so far.
+    names: std::collections::HashMap<String, (Vec<u8>, u64)>,
+    /// The `ROTOR` slot of each rotating answer set published.
+    rotors: RotorSlots,
+}
+
+/// The last snapshot published, and the generations it went under.
+struct Published {
+    snapshot: Snapshot,
+    generation: u32,
+    view_generation: u32,
+    /// The `DOMAINS` and `ANSWERS` keys written for `generation` (copies included).
+    domain_keys: Vec<DomainKey>,
+    answer_keys: Vec<AnswerKey>,
+}
+
+/// What a publish wrote.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PublishStats {
+    pub generation: u32,
+    pub prefixes: usize,
+    pub domains: usize,
+    pub answers: usize,
+    /// Names longer than the fast path's key: answered by the responder only.
+    pub too_long: usize,
+    /// Names whose `ANSWERS` key hash equals an earlier name's (for 64-bit hashes of a real
+    /// configuration, practically never): answered by the responder only.
+    pub collisions: usize,
+    /// Entries of older generations removed.
+    pub removed: usize,
+    /// The trie was edited in place (`prefixes` counts the prefixes written or removed) rather
+    /// than rewritten under a new view generation.
+    pub in_place: bool,
+    /// Answer sets copied to new views before the trie edit.
+    pub copied: usize,
+    /// Rotating answer sets beyond `ROTOR_SLOTS` that share a rotation slot with others (see
+    /// `dataplane::rotors`); 0 unless more than 65,536 sets rotate.
+    pub shared_rotors: usize,
+}
+
+impl AnswerTable {
+    /// The answer tables of a freshly loaded object; `take` hands over a map by name.
+    pub(super) fn from_maps(take: &mut impl FnMut(&'static str) -> Result<Map>) -> Result<Self> {
+        Ok(AnswerTable {
+            config: Array::try_from(take(maps::CONFIG)?).map_err(map_err(maps::CONFIG))?,
+            rrl: Array::try_from(take(RRL_CONFIG_MAP)?).map_err(map_err(RRL_CONFIG_MAP))?,
+            listen: LpmTrie::try_from(take(maps::LISTEN)?).map_err(map_err(maps::LISTEN))?,
+            listen_set: Array::try_from(take(maps::LISTEN_SET)?)
+                .map_err(map_err(maps::LISTEN_SET))?,
+            views: LpmTrie::try_from(take(maps::VIEWS)?).map_err(map_err(maps::VIEWS))?,
+            domains: HashMap::try_from(take(maps::DOMAINS)?).map_err(map_err(maps::DOMAINS))?,
+            answers: HashMap::try_from(take(maps::ANSWERS)?).map_err(map_err(maps::ANSWERS))?,
+            published: None,
+            names: std::collections::HashMap::new(),
+            rotors: RotorSlots::default(),
+        })
+    }
+
+    /// Makes `snapshot` what the fast path answers. The new generation is written beside the
+    /// current one and switched to with one write of `CONFIG`, so a packet sees either the old
+    /// tables or the new ones, never a mix; the old generation is removed afterwards.
+    ///
+    /// The view trie has its own generation. When the new views refine the published ones
+    /// (every new view and LDNS view covers addresses of one published view, as the compiler
+    /// keeps them between compilations), the trie is edited in place instead: first each new
+    /// view gets a copy of the current generation's answers of the view it comes from, then the
+    /// changed prefixes are inserted and the stale ones removed. Each of those writes leaves
+    /// every lookup's answer as it was; the answers change only with the switch.
+    pub fn publish(&mut self, snapshot: &Snapshot) -> Result<PublishStats> {
+        let current = self.config.get(&0, 0).map_err(map_err(maps::CONFIG))?;
+        let generation = current.generation.wrapping_add(1);
+        let mut stats = PublishStats {
+            generation,
+            ..Default::default()
+        };
+
+        for addr in &snapshot.listen {
+            self.listen
+                .insert(&listen_key(*addr), &1, 0)
+                .map_err(map_err(maps::LISTEN))?;
+        }
+        // The slot of the new generation; packets of the current one read the other.
+        self.listen_set
+            .set(generation & 1, &listen_set(&snapshot.listen), 0)
+            .map_err(map_err(maps::LISTEN_SET))?;
+
+        // What the maps hold, when this process wrote it: the old entries are then removed by
+        // their keys instead of by walking the maps (a syscall per entry).
+        let mut previous = self.published.take().filter(|p| {
+            p.generation == current.generation && p.view_generation == current.view_generation
+        });
+        // Not written by this process (pins adopted): everything in the maps now is stale
+        // once the new generations are in, so it is listed before they are written.
+        let scanned = match &previous {
+            Some(_) => None,
+            None => Some((
+                self.views
+                    .keys()
+                    .filter_map(|k| k.ok())
+                    .collect::<Vec<Key<ViewKey>>>(),
+                self.domains
+                    .keys()
+                    .filter_map(|k| k.ok())
+                    .collect::<Vec<DomainKey>>(),
+                self.answers
+                    .keys()
+                    .filter_map(|k| k.ok())
+                    .collect::<Vec<AnswerKey>>(),
+            )),
+        };
+        let plan = previous
+            .as_ref()
+            .and_then(|p| refinement(&p.snapshot, snapshot));
+        let mut stale_views: Vec<Key<ViewKey>> = Vec::new();
+        let view_generation = match plan {
+            Some(origins) => {
+                let old = previous.as_mut().expect("planned from it");
+                let copied = self.copy_answers(&old.snapshot, current.generation, &origins)?;
+                stats.copied = copied.len();
+                old.answer_keys.extend(copied);
+                if !Arc::ptr_eq(&old.snapshot.views, &snapshot.views) {
+                    stats.prefixes = self.edit_views(
+                        &old.snapshot.views,
+                        &snapshot.views,
+                        current.view_generation,
+                    )?;
+                }
+                stats.in_place = true;
+                current.view_generation
+            }
+            None => {
+                let view_generation = current.view_generation.wrapping_add(1);
+                if let Some(old) = &previous {
+                    let g = old.view_generation;
+                    stale_views = old
+                        .snapshot
+                        .views
+                        .iter()
+                        .map(|(n, _)| view_key(g, n.network(), n.prefix_len()))
+                        .collect();
+                }
+                for (net, view) in snapshot.views.iter() {
+                    self.views
+                        .insert(
+                            &view_key(view_generation, net.network(), net.prefix_len()),
+                            view,
+                            0,
+                        )
+                        .map_err(map_err(maps::VIEWS))?;
+                    stats.prefixes += 1;
+                }
+                view_generation
+            }
+        };
+
+        // Name hash of each name published, to leave a colliding name to the responder: its
+        // queries then find the other name's sets, fail the name compare and are passed.
+        let mut hashed: std::collections::HashMap<u64, Vec<u8>> = std::collections::HashMap::new();
+        let (mut domain_keys, mut answer_keys) = (Vec::new(), Vec::new());
+        let (mut domain_values, mut answer_values) = (Vec::new(), Vec::new());
+        for domain in &snapshot.domains {
+            // Names repeat from publish to publish: their wire form and hash are kept.
+            let (wire, hash) = self.wire_and_hash(&domain.name)?;
+            let Some(key) = wire_domain_key(&wire, domain.qtype, generation) else {
+                stats.too_long += 1;
+                continue;
+            };
+            if hashed.get(&hash).is_some_and(|other| *other != wire) {
+                warn!(name = %domain.name, "name hash collides with another name's; left to the responder");
+                stats.collisions += 1;
+                continue;
+            }
+            hashed.insert(hash, wire.clone());
+            domain_keys.push(key);
+            domain_values.push(DomainValue {
+                domain_id: domain.id,
+                reserved: 0,
+            });
+            for (key, set) in answer_sets(domain, &wire, hash, generation) {
+                answer_keys.push(key);
+                answer_values.push(set);
+            }
+        }
+        stats.shared_rotors = self.rotors.assign(&answer_keys, &mut answer_values);
+        batch(&mut self.domains, &domain_keys, Some(&domain_values))
+            .map_err(map_err(maps::DOMAINS))?;
+        batch(&mut self.answers, &answer_keys, Some(&answer_values))
+            .map_err(map_err(maps::ANSWERS))?;
+        stats.domains = domain_keys.len();
+        stats.answers = answer_keys.len();
+
+        // Rate limiting first: it applies to the old generation's answers as well as the new.
+        let r = &snapshot.rrl;
+        let rrl = if r.enabled {
+            RrlConfig::new(r.rate, r.burst, r.slip, r.ipv4_prefix, r.ipv6_prefix)
+        } else {
+            RrlConfig::default()
+        };
+        self.rrl.set(0, &rrl, 0).map_err(map_err(RRL_CONFIG_MAP))?;
+        let config = Config {
+            generation,
+            dns_port: snapshot.dns_port,
+            edns_udp_size: snapshot.edns_udp_size,
+            view_generation,
+        };
+        self.config
+            .set(0, &config, 0)
+            .map_err(map_err(maps::CONFIG))?;
+        // A packet that read the old generation just before the switch may still be looking
+        // its entries up. A program run takes well under a microsecond and cannot be preempted,
+        // so after this pause none can be: only then are the old entries deleted.
+        std::thread::sleep(GENERATION_GRACE);
+        let (stale_domains, stale_answers) = match (previous, scanned) {
+            (Some(p), _) => (p.domain_keys, p.answer_keys),
+            (None, Some((views, domains, answers))) => {
+                stale_views = views;
+                (domains, answers)
+            }
+            (None, None) => unreachable!("scanned when there is no previous publish"),
+        };
+        stats.removed = self.remove_stale(stale_views, stale_domains, stale_answers, snapshot)?;
+        self.published = Some(Published {
+            snapshot: snapshot.clone(),
+            generation,
+            view_generation,
+            domain_keys,
+            answer_keys,
+        });
+        Ok(stats)
+    }
+
+    /// The wire form and hash of a published name; names repeat from publish to publish, so
+    /// they are kept.
+    fn wire_and_hash(&mut self, name: &str) -> Result<(Vec<u8>, u64)> {
+        if let Some(known) = self.names.get(name) {
+            return Ok(known.clone());
+        }
+        let wire = wire_name(name)?;
+        let hash = name_hash(&wire);
+        self.names.insert(name.to_owned(), (wire.clone(), hash));
+        Ok((wire, hash))
+    }
+
+    /// Gives each new view a copy of the answers its origin has in `generation` (`origins`:
+    /// new view → origin, both dimensions, the LDNS views with [`RTT_VIEW_BIT`]).
+    fn copy_answers(
+        &mut self,
+        old: &Snapshot,
+        generation: u32,
+        origins: &std::collections::HashMap<u32, u32>,
+    ) -> Result<Vec<AnswerKey>> {
+        let mut copied = Vec::new();
+        if origins.iter().all(|(new, origin)| new == origin) {
+            return Ok(copied);
+        }
+        for domain in &old.domains {
+            // Published before, so it encodes; a name too long for the key was not published.
+            let (wire, hash) = self.wire_and_hash(&domain.name)?;
+            if wire.len() > QNAME_MAX {
+                continue;
+            }
+            let sets = answer_sets(domain, &wire, hash, generation);
+            for (new, origin) in origins.iter().filter(|(n, o)| n != o) {
+                for (key, set) in sets.iter().filter(|(k, _)| k.view == *origin) {
+                    // Until the switch the copy is its origin's answer, and rotates with it.
+                    let set = AnswerSet {
+                        rotor: self.rotors.published(key).unwrap_or(0),
+                        ..*set
+                    };
+                    let key = AnswerKey { view: *new, ..*key };
+                    self.answers
+                        .insert(&key, &set, 0)
+                        .map_err(map_err(maps::ANSWERS))?;
+                    copied.push(key);
+                }
+            }
+        }
+        Ok(copied)
+    }
+
+    /// Rewrites the trie of `view_generation` from `old` to `new` in place: changed and new
+    /// prefixes first, stale ones after, so an address is never left without its prefix.
+    fn edit_views(
+        &mut self,
+        old: &[(ipnet::IpNet, ViewValue)],
+        new: &[(ipnet::IpNet, ViewValue)],
+        view_generation: u32,
+    ) -> Result<usize> {
+        if old == new {
+            return Ok(0);
+        }
+        // Both lists are disjoint prefixes in address order (as the compiler emits them): one
+        // walk finds the changed, new and stale ones without hashing a million prefixes.
+        let order = |n: &ipnet::IpNet| {
+            (
+                crate::compile::partition::key_of(n.network()),
+                n.prefix_len(),
+            )
+        };
+        let (mut inserts, mut removes) = (Vec::new(), Vec::new());
+        let (mut i, mut j) = (0, 0);
+        while i < old.len() || j < new.len() {
+            match (old.get(i), new.get(j)) {
+                (Some(o), Some(n)) if o.0 == n.0 => {
+                    if o.1 != n.1 {
+                        inserts.push(*n);
+                    }
+                    i += 1;
+                    j += 1;
+                }
+                (Some(o), Some(n)) if order(&o.0) < order(&n.0) => {
+                    removes.push(o.0);
+                    i += 1;
+                }
+                (Some(o), None) => {
+                    removes.push(o.0);
+                    i += 1;
+                }
+                (_, Some(n)) => {
+                    inserts.push(*n);
+                    j += 1;
+                }
+                (None, None) => unreachable!("the loop condition"),
+            }
+        }
+        let mut written = 0;
+        for (net, view) in &inserts {
+            self.views
+                .insert(
+                    &view_key(view_generation, net.network(), net.prefix_len()),
+                    view,
+                    0,
+                )
+                .map_err(map_err(maps::VIEWS))?;
+            written += 1;
+        }
+        for net in &removes {
+            self.views
+                .remove(&view_key(view_generation, net.network(), net.prefix_len()))
+                .map_err(map_err(maps::VIEWS))?;
+            written += 1;
+        }
+        Ok(written)
+    }
+
+    /// Removes the entries of replaced generations, by their keys, and listen addresses no
+    /// longer served.
+    fn remove_stale(
+        &mut self,
+        stale_views: Vec<Key<ViewKey>>,
+        stale_domains: Vec<DomainKey>,
+        stale_answers: Vec<AnswerKey>,
+        snapshot: &Snapshot,
+    ) -> Result<usize> {
+        let mut removed = 0;
+        let keep: Vec<ListenKey> = snapshot
+            .listen
+            .iter()
+            .map(|a| ListenKey { addr: mapped(*a) })
+            .collect();
+        let stale: Vec<Key<ListenKey>> = self
+            .listen
+            .keys()
+            .filter_map(|k| k.ok())
+            .filter(|k| !keep.contains(&k.data()))
+            .collect();
+        for k in stale {
+            self.listen.remove(&k).map_err(map_err(maps::LISTEN))?;
+            removed += 1;
+        }
+        for k in stale_views {
+            self.views.remove(&k).map_err(map_err(maps::VIEWS))?;
+            removed += 1;
+        }
+        batch::<_, DomainValue>(&mut self.domains, &stale_domains, None)
+            .map_err(map_err(maps::DOMAINS))?;
+        batch::<_, AnswerSet>(&mut self.answers, &stale_answers, None)
+            .map_err(map_err(maps::ANSWERS))?;
+        Ok(removed + stale_domains.len() + stale_answers.len())
+    }
+}
+
+/// Every answer set of `domain` in `generation`: its views' (flagged when the domain is
+/// answered by RTT) and its LDNS views'.
+fn answer_sets(
+    domain: &DomainEntry,
+    wire: &[u8],
+    hash: u64,
+    generation: u32,
+) -> Vec<(AnswerKey, AnswerSet)> {
+    let key = |view: u32| answer_key(hash, domain.qtype, generation, view);
+    let mut sets = Vec::with_capacity(domain.answers.len() + domain.rtt_answers.len());
+    for (view, answer) in &domain.answers {
+        let mut set = answer_set(answer, wire);
+        if domain.by_rtt {
+            set.flags |= ANSWER_BY_RTT;
+        }
+        sets.push((key(*view), set));
+    }
+    for (view, answer) in &domain.rtt_answers {
+        sets.push((key(*view | RTT_VIEW_BIT), answer_set(answer, wire)));
+    }
+    sets
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{net::Ipv4Addr, path::Path};
+
+    use gslb_common::{Counter, LISTEN_IN_TRIE, LISTEN_INLINE};
+    use hickory_proto::{rr::Name, serialize::binary::BinEncodable};
+
+    use super::*;
+    use crate::dataplane::{Dataplane, can_load_xdp};
+
+    const WWW: &str = "www.example.com";
+
+    /// An A query for www.example.com from 203.0.113.7 to `dst`, port 53, as an Ethernet frame
+    /// (checksums zero: the fast path does not check them).
+    fn v4_query_frame(dst: Ipv4Addr) -> Vec<u8> {
+        use hickory_proto::op::{Message, MessageType, OpCode, Query};
+        use hickory_proto::rr::RecordType;
+        let mut msg = Message::new();
+        msg.set_id(7)
+            .set_message_type(MessageType::Query)
+            .set_op_code(OpCode::Query)
+            .add_query(Query::query(Name::from_ascii(WWW).unwrap(), RecordType::A));
+        let dns = msg.to_bytes().unwrap();
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+        let total = (20 + 8 + dns.len()) as u16;
+        f.extend_from_slice(&[0x45, 0]);
+        f.extend_from_slice(&total.to_be_bytes());
+        f.extend_from_slice(&[0, 0, 0, 0, 64, 17, 0, 0, 203, 0, 113, 7]);
+        f.extend_from_slice(&dst.octets());
+        // The IPv4 header checksum (the fast path passes a frame whose header does not sum).
+        let csum = crate::health::icmp::checksum(&f[14..34]);
+        f[24..26].copy_from_slice(&csum.to_be_bytes());
+        f.extend_from_slice(&40000u16.to_be_bytes());
+        f.extend_from_slice(&53u16.to_be_bytes());
+        f.extend_from_slice(&((8 + dns.len()) as u16).to_be_bytes());
+        f.extend_from_slice(&[0, 0]);
+        f.extend_from_slice(&dns);
+        f
+    }
+
+    #[test]
+    fn more_listen_addresses_than_fit_inline_are_looked_up_in_the_trie() {
+        use aya::programs::{TestRun, TestRunOptions};
+        if !can_load_xdp() {
+            return;
+        }
+        let listen: Vec<String> = (1..=LISTEN_INLINE as u8 + 1)
+            .map(|i| format!("\"192.0.2.{i}\""))
+            .collect();
+        let text = format!(
+            r#"
+[server]
+listen = [{}]
+
+[[zone]]
+name = "example.com"
+ns = ["ns.example.net"]
+soa.rname = "hostmaster.example.com"
+
+[[site]]
+name = "lab"
+ip = "192.0.2.1"
+
+[[service]]
+name = "web"
+ip = "198.51.100.10"
+site = "lab"
+
+[[gslb_domain]]
+name = "www.example.com"
+services = ["web"]
+"#,
+            listen.join(", ")
+        );
+        let config = crate::config::Config::parse(&text, Path::new("listen.toml")).unwrap();
+        let snapshot = Snapshot::from_config(&config);
+        assert_eq!(listen_set(&snapshot.listen).count, LISTEN_IN_TRIE);
+        let mut dp = Dataplane::load(None).expect("loading the XDP object");
+        dp.table.publish(&snapshot).expect("publishing");
+        let last = Ipv4Addr::new(192, 0, 2, LISTEN_INLINE as u8 + 1);
+        for (dst, action, counter) in [
+            (last, 3, Counter::HitAV4),                                   // XDP_TX
+            (Ipv4Addr::new(192, 0, 2, 99), 2, Counter::OtherDestination), // XDP_PASS
+        ] {
+            let before = dp.counters().unwrap();
+            let frame = v4_query_frame(dst);
+            let mut out = vec![0u8; 4096];
+            let result = dp
+                .program()
+                .test_run(TestRunOptions {
+                    data_in: Some(&frame),
+                    data_out: Some(&mut out),
+                    ..TestRunOptions::new()
+                })
+                .expect("BPF_PROG_TEST_RUN");
+            assert_eq!(result.return_value, action, "to {dst}");
+            assert_eq!(
+                dp.counters().unwrap().delta(&before),
+                [(counter, 1)],
+                "to {dst}"
+            );
+        }
+    }
+}
