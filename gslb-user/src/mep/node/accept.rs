@@ -27,7 +27,7 @@ use tokio::{
 };
 use tracing::warn;
 
-use super::{BoxStream, Ctx, established};
+use super::transport::{BoxStream, Ctx, established};
 use crate::mep::{
     auth::PublicKey,
     frame::{Hello, RejectCode},
