@@ -182,6 +182,7 @@ impl Counters {
 
 /// Why a link failed, with the details for the log; [`LinkError::reason`] names its counter.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LinkError {
     #[error("connect to {addr}: {source}")]
     Connect {

@@ -57,6 +57,7 @@ const MAX_PERSIST_ROWS: usize = crate::persist::MAX_MERGE_ROWS;
 
 /// A MEP node cannot start, or a state cannot be published.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum MepError {
     #[error("MEP configuration: {0}")]
     Config(String),

@@ -9,7 +9,7 @@ use super::{MepError, SUPPORTED_VERSIONS};
 use crate::mep::{
     auth::SiteKey,
     frame,
-    topology::{Topology, TopologyTiming},
+    topology::{SiteTree, TopologyTiming},
 };
 
 /// A site's MEP settings.
@@ -20,7 +20,7 @@ pub struct MepConfig {
     /// This site's private key (never sent; see `auth`). Every other site of `topology` has
     /// its public key there ([`SiteSpec::key`]); this site's, when written, must match.
     pub key: SiteKey,
-    pub topology: Topology,
+    pub topology: SiteTree,
     /// Protocol versions offered; both ends use the highest in common.
     pub versions: Vec<u8>,
     /// Sent in the Hello, for the peer's logs.
@@ -115,7 +115,7 @@ impl MepConfig {
     /// Defaults: heartbeat 500 ms, dead after 2 s, handshake 2 s, writes 2 s, reconnect
     /// 100 ms … 5 s, 1 MiB frames, view republished at most every 100 ms, 64 handshakes in
     /// progress (4 per source address).
-    pub fn new(site: impl Into<String>, key: SiteKey, topology: Topology) -> Self {
+    pub fn new(site: impl Into<String>, key: SiteKey, topology: SiteTree) -> Self {
         MepConfig {
             site: site.into(),
             key,

@@ -1,6 +1,6 @@
-//! The controller's truth: the configuration, the location database, the local monitors'
-//! verdicts, the services' loads (this site's load monitors, the links), the RTT table and
-//! what MEP says of the other sites.
+//! gslbd's world, what every answer is computed from: the configuration, the location
+//! database, the local monitors' verdicts, the services' loads (this site's load monitors, the
+//! uplinks), the RTT table and what MEP says of the other sites.
 //! [`World::snapshot`] turns it into the answers; gslbd republishes them whenever any part
 //! changes.
 
@@ -115,7 +115,7 @@ impl World {
                                 |r| r.connections,
                             ),
                             // u64::MAX: the service's link is over at its site, so it is full
-                            // here too (daemon/mep.rs `local_load`).
+                            // here too (daemon/mep/outbound.rs `local_load`).
                             bandwidth_kbps: reported.map_or_else(
                                 || unreported(Measure::BandwidthKbps),
                                 |r| wire_to_kbps(r.bandwidth_bps),
