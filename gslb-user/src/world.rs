@@ -220,7 +220,7 @@ pub struct RepublishStats {
     /// Reloads whose configuration was refused (it does not load, or needs a restart).
     pub reloads_refused: std::sync::atomic::AtomicU64,
     /// Reloads whose configuration loaded but whose answers could not be published: everything
-    /// stayed as before (daemon/mod.rs).
+    /// stayed as before (daemon/serve.rs).
     pub reloads_failed: std::sync::atomic::AtomicU64,
 }
 
