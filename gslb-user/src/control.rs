@@ -42,6 +42,7 @@ const RELOAD_TIMEOUT: Duration = Duration::from_secs(120);
 const MAX_CONNECTIONS: usize = 16;
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ControlError {
     #[error("control socket {}: another gslbd answers there", path.display())]
     InUse { path: PathBuf },
@@ -93,7 +94,7 @@ pub struct ControlState {
     /// The RTT table while this gslbd probes.
     pub rtt: watch::Receiver<Option<RttHandle>>,
     /// The controller's republish counters.
-    pub republish: std::sync::Arc<crate::controller::RepublishStats>,
+    pub republish: std::sync::Arc<crate::world::RepublishStats>,
     /// The responder's persistence entries (their count and counters).
     pub persistence: std::sync::Arc<crate::persist::Store>,
     /// The load monitors' readings.
@@ -302,6 +303,7 @@ pub async fn request(path: &Path, request: &str, timeout: Duration) -> Result<St
 
 /// Why a [`request`] got no `ok`.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ClientError {
     #[error("cannot connect to {} (is gslbd running with --control there?)", path.display())]
     Connect { path: PathBuf, source: io::Error },

@@ -3,7 +3,6 @@
 pub mod compile;
 pub mod config;
 pub mod control;
-pub mod controller;
 pub mod daemon;
 pub mod dataplane;
 pub mod health;
@@ -15,3 +14,4 @@ pub mod probe;
 pub mod responder;
 pub mod server;
 pub mod supervise;
+pub mod world;

@@ -82,7 +82,9 @@ fn serve(args: Args) -> anyhow::Result<()> {
         // Tests and scripts wait for this line on stdout.
         let ready = || println!("gslbd: ready");
         let reloads = daemon::reload_signals()?;
-        daemon::run(args.config, overrides, ready, shutdown, reloads).await?;
+        daemon::check_privileges(&overrides)?;
+        let listeners = daemon::Listeners::bind(&daemon::load_config(&args.config, &overrides)?)?;
+        daemon::run(args.config, overrides, listeners, ready, shutdown, reloads).await?;
         Ok(())
     })
 }

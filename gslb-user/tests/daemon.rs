@@ -81,10 +81,10 @@ async fn reload_until(reloads: &mpsc::Sender<Reload>, port: u16, want: &str) {
 async fn reload_applies_a_good_config_and_refuses_a_bad_one() {
     let dir = TempDir::new("reload");
     let path = dir.0.join("gslb.toml");
-    let port = free_port();
+    let (port, dns) = common::bound_dns();
     std::fs::write(&path, config(port, "198.51.100.1")).unwrap();
 
-    let gslbd = Gslbd::start(&path, None, WAIT).await;
+    let gslbd = Gslbd::start_bound(&path, dns, None, WAIT).await;
     let reload_tx = &gslbd.reloads;
     let before = tokio::task::spawn_blocking(move || ask(port))
         .await
@@ -238,7 +238,7 @@ async fn answer_becomes(port: u16, want: &[&str]) {
 async fn a_failing_service_leaves_the_answers_and_returns() {
     let dir = TempDir::new("health");
     let path = dir.0.join("gslb.toml");
-    let port = free_port();
+    let (port, dns) = common::bound_dns();
     let backend_a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let backend_b = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
     let (pa, pb) = (
@@ -247,7 +247,7 @@ async fn a_failing_service_leaves_the_answers_and_returns() {
     );
     std::fs::write(&path, monitored_config(port, pa, pb)).unwrap();
 
-    let gslbd = Gslbd::start(&path, None, WAIT).await;
+    let gslbd = Gslbd::start_bound(&path, dns, None, WAIT).await;
     answer_becomes(port, &["198.51.100.1", "198.51.100.2"]).await;
 
     drop(backend_a); // a's backend stops: a leaves the answer
@@ -369,10 +369,10 @@ async fn a_busy_link_moves_the_answers_away_until_it_is_quiet() {
     }
     let dir = TempDir::new("link");
     let path = dir.0.join("gslb.toml");
-    let port = free_port();
+    let (port, dns) = common::bound_dns();
     std::fs::write(&path, linked_config(port, LOW)).unwrap();
 
-    let gslbd = Gslbd::start(&path, None, WAIT).await;
+    let gslbd = Gslbd::start_bound(&path, dns, None, WAIT).await;
     answer_becomes(port, &["198.51.100.1", "198.51.100.2"]).await;
 
     let traffic = LoopbackTraffic::start();
@@ -474,7 +474,7 @@ async fn answer_stays(port: u16, want: &str, why: &str) {
 async fn a_changed_location_file_moves_the_answers() {
     let dir = TempDir::new("locations");
     let (path, csv) = (dir.0.join("gslb.toml"), dir.0.join("locations.csv"));
-    let port = free_port();
+    let (port, dns) = common::bound_dns();
     std::fs::write(&csv, nsgeo("EU", "GB")).unwrap();
     let netscaler = format!(
         "[[locations.file]]\npath = \"{}\"\nformat = \"netscaler\"",
@@ -482,7 +482,7 @@ async fn a_changed_location_file_moves_the_answers() {
     );
     std::fs::write(&path, located_config(port, &netscaler)).unwrap();
 
-    let gslbd = Gslbd::start(&path, None, WAIT).await;
+    let gslbd = Gslbd::start_bound(&path, dns, None, WAIT).await;
     answer_becomes(port, &["198.51.100.1"]).await;
     std::fs::write(&csv, nsgeo("NA", "US")).unwrap();
     answer_becomes(port, &["198.51.100.2"]).await;
@@ -548,7 +548,7 @@ async fn control_stats(path: &Path) -> std::collections::HashMap<String, u64> {
 async fn a_burst_of_health_changes_is_one_republish() {
     let dir = TempDir::new("burst");
     let (path, control) = (dir.0.join("gslb.toml"), dir.0.join("control.sock"));
-    let port = free_port();
+    let (port, dns) = common::bound_dns();
     let backends: Vec<std::net::TcpListener> = (0..8)
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
         .collect();
@@ -571,7 +571,7 @@ async fn a_burst_of_health_changes_is_one_republish() {
     ));
     std::fs::write(&path, text).unwrap();
 
-    let gslbd = Gslbd::start(&path, Some(control.clone()), WAIT).await;
+    let gslbd = Gslbd::start_bound(&path, dns, Some(control.clone()), WAIT).await;
     let all: Vec<String> = (0..8).map(|i| format!("198.51.100.{}", 10 + i)).collect();
     answer_becomes(port, &all.iter().map(String::as_str).collect::<Vec<_>>()).await;
     let before = control_stats(&control).await;

@@ -1,6 +1,6 @@
 //! Inbound links (`[[link]]`, spec §5 bandwidth): the configuration section, with every rule a
 //! bad file breaks reported at the value; the link monitor following reloads link by link; and
-//! the answers through the controller's `World`, with gslbd's link wiring (`daemon::link`) fed
+//! the answers through the controller's `World`, with gslbd's link wiring (`daemon::uplink`) fed
 //! by counters the test grows: a domain over two services on links L1 and L2 answers both, only
 //! L2's service while L1 is over its threshold, both again when both are over (spillover with
 //! nowhere to go), and both when they are back under. Checked in the compiled snapshot, the
@@ -28,14 +28,14 @@ use common::{
 use gslb_common::{DEFAULT_VIEW, QTYPE_A};
 use gslb_user::{
     config::Config,
-    controller::World,
-    daemon::link::Links,
+    daemon::uplink::Uplinks,
     dataplane::Dataplane,
     health::{
         HealthSupervisor,
         link::{LinkMonitor, LinkSpec},
     },
     responder::Responder,
+    world::World,
 };
 use hickory_proto::rr::RecordType;
 use tokio::{task::JoinHandle, time::timeout};
@@ -512,7 +512,7 @@ const L2_ADDR: &str = "198.51.100.2";
 
 /// Applies samples until the links that are over are `want`. Returns how many samples that
 /// took and how many of them asked for a recompute.
-async fn until_over(links: &mut Links, world: &mut World, want: &[&str]) -> (usize, usize) {
+async fn until_over(links: &mut Uplinks, world: &mut World, want: &[&str]) -> (usize, usize) {
     let want: BTreeSet<&str> = want.iter().copied().collect();
     let deadline = tokio::time::Instant::now() + WAIT;
     let (mut samples, mut triggers) = (0, 0);
@@ -590,7 +590,7 @@ async fn answers_leave_a_link_over_its_threshold_and_come_back() {
     let net = FakeNet::new("world", &["wan1", "wan2"]);
     let mut world = World::new(config, HealthSupervisor::new());
     world.local_site = world.config.server.site.clone();
-    let mut links = Links::start_with_root(&world.config, net.root.clone());
+    let mut links = Uplinks::start_with_root(&world.config, net.root.clone());
     // Loaded once: every snapshot is published into the same maps, as gslbd does.
     let mut dataplane =
         common::privileged().then(|| Dataplane::load(None).expect("loading the XDP object"));

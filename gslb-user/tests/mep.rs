@@ -17,7 +17,7 @@ use std::{
 use gslb_tests::{ProxyMode, TcpProxy};
 use gslb_user::mep::{
     CloseReason, LocalState, MepConfig, MepNode, MepTls, MepView, PersistEntry, Role, RttProtocol,
-    RttRow, ServiceState, SiteKey, SiteSpec, SiteStatus, Topology, TopologyTiming,
+    RttRow, ServiceState, SiteKey, SiteSpec, SiteStatus, SiteTree, TopologyTiming,
     auth::{Opener, SessionKeys},
     frame::{self, Message, ServiceStates},
     session::{self, Identity, LocalHello},
@@ -81,7 +81,7 @@ type Tweak = Box<dyn Fn(&mut MepConfig)>;
 
 struct Lab {
     specs: Vec<SiteSpec>,
-    full: Topology,
+    full: SiteTree,
     listen: HashMap<String, SocketAddr>,
     bound: HashMap<String, std::net::TcpListener>,
     proxies: BTreeMap<(String, String), TcpProxy>,
@@ -117,7 +117,7 @@ impl Lab {
             let k = s.key.unwrap_or(key(&s.name).public());
             with_ports.push(s.with_port(addr.port()).with_key(k));
         }
-        let full = Topology::new(with_ports.clone()).unwrap();
+        let full = SiteTree::new(with_ports.clone()).unwrap();
         let mut proxies = BTreeMap::new();
         for a in full.sites() {
             for b in full.sites() {
@@ -182,7 +182,7 @@ impl Lab {
         let mut c = fast(MepConfig::new(
             site,
             key(site),
-            Topology::new(sites).unwrap(),
+            SiteTree::new(sites).unwrap(),
         ));
         if let Some(t) = self.tweaks.get(site) {
             t(&mut c);
@@ -411,7 +411,7 @@ fn wrong_key(c: &mut MepConfig, site: &str) {
             s
         })
         .collect();
-    c.topology = Topology::new(sites).unwrap();
+    c.topology = SiteTree::new(sites).unwrap();
 }
 
 #[tokio::test]

@@ -16,7 +16,7 @@ use common::assert_refused_at_markers;
 use gslb_tests::TempDir;
 use gslb_user::{
     config::Config,
-    mep::{PublicKey, Role, SiteKey, SiteSpec, Topology},
+    mep::{PublicKey, Role, SiteKey, SiteSpec, SiteTree},
 };
 
 const SERVER: &str = "[server]\nlisten = [\"192.0.2.1\"]\nsite = \"p1\"\n";
@@ -110,7 +110,7 @@ fn mep_section_and_site_keys() {
     assert_eq!(tls.key_file, dir.0.join("p1.key"));
     assert!(tls.tls().is_ok());
 
-    let want = Topology::new(vec![
+    let want = SiteTree::new(vec![
         SiteSpec::parent("p1", ip("10.0.0.1"))
             .with_backups(["p2"])
             .with_key(public("p1")),

@@ -32,7 +32,7 @@ use gslb_user::{
     daemon::{self, Overrides},
     mep::{
         LocalState, MepConfig, MepNode, MepView, PublicKey, RttProtocol, RttRow, ServiceState,
-        SiteKey, SiteSpec, Topology, TopologyTiming,
+        SiteKey, SiteSpec, SiteTree, TopologyTiming,
     },
     responder::{Responder, Transport},
 };
@@ -77,7 +77,7 @@ impl Peer {
                 s.with_key(k)
             })
             .collect();
-        let mut c = MepConfig::new(site, key, Topology::new(sites).unwrap());
+        let mut c = MepConfig::new(site, key, SiteTree::new(sites).unwrap());
         c.heartbeat = Duration::from_millis(100);
         c.dead_after = Duration::from_millis(500);
         c.reconnect_min = Duration::from_millis(20);
@@ -566,11 +566,8 @@ async fn a_mep_port_in_use_fails_the_start() {
     let path = dir.0.join("gslb.toml");
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port();
-    std::fs::write(
-        &path,
-        parent_config(free_port("127.0.0.1"), port, 3011, 9, "", ""),
-    )
-    .unwrap();
+    let (dns_port, dns) = common::bound_dns();
+    std::fs::write(&path, parent_config(dns_port, port, 3011, 9, "", "")).unwrap();
     let (ready_tx, ready_rx) = oneshot::channel::<()>();
     let run = daemon::run(
         path.clone(),
@@ -578,6 +575,7 @@ async fn a_mep_port_in_use_fails_the_start() {
             no_xdp: true,
             ..Overrides::default()
         },
+        dns,
         move || {
             let _ = ready_tx.send(());
         },

@@ -13,7 +13,7 @@ use std::{
 
 use gslb_user::mep::{
     CloseReason, LocalState, MepConfig, MepNode, MepView, Role, ServiceState, SiteKey, SiteSpec,
-    SiteStatus, Topology, TopologyTiming,
+    SiteStatus, SiteTree, TopologyTiming,
     frame::{self, Message, ServiceStates},
     session::{self, Identity, LinkError, LocalHello},
 };
@@ -109,7 +109,7 @@ impl Deploy {
 
     fn start(&mut self, site: &str, tweak: impl FnOnce(&mut MepConfig)) -> MepNode {
         let listener = self.take_listener(site);
-        let mut c = MepConfig::new(site, key(site), Topology::new(self.specs.clone()).unwrap());
+        let mut c = MepConfig::new(site, key(site), SiteTree::new(self.specs.clone()).unwrap());
         c.heartbeat = Duration::from_millis(50);
         c.dead_after = Duration::from_millis(400);
         c.handshake_timeout = Duration::from_secs(1);
@@ -430,7 +430,7 @@ async fn a_replayed_or_modified_frame_closes_the_link_and_is_not_taken() {
                 s
             })
             .collect();
-        c.topology = Topology::new(sites).unwrap();
+        c.topology = SiteTree::new(sites).unwrap();
     });
     wait_view(&b, "A up", |v| v.link_up("A")).await;
     let publish = |web: ServiceState| {

@@ -12,7 +12,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{Gslbd, answer_addrs, ask_loopback, free_port};
+use common::{Gslbd, answer_addrs, ask_loopback};
 use gslb_tests::TempDir;
 use gslb_user::control::{self, ClientError};
 use hickory_proto::rr::RecordType;
@@ -106,11 +106,11 @@ async fn probes_the_resolvers_that_query_and_answers_by_rtt_with_a_control_socke
     let dir = TempDir::new("rtt-daemon");
     let path = dir.0.join("gslb.toml");
     let socket = dir.0.join("gslbd.sock");
-    let port = free_port();
+    let (port, dns) = common::bound_dns();
     std::fs::write(&path, config(port, 300)).unwrap();
 
     // Its SIGHUP queue is unused here: the reloads go through the control socket.
-    let gslbd = Gslbd::start(&path, Some(socket.clone()), TIMEOUT).await;
+    let gslbd = Gslbd::start_bound(&path, dns, Some(socket.clone()), TIMEOUT).await;
 
     // Nothing measured before the first query: the fallback answers it. The query makes
     // 127.0.0.1 an LDNS entry; once probed, the RTT method answers.

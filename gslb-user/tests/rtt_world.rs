@@ -19,10 +19,10 @@ use std::{
 use common::{Answers, Expect, Frame, SERVER_V4, query, responder_addrs, wire};
 use gslb_user::{
     config::Config,
-    controller::World,
     health::HealthSupervisor,
     probe::{ProbeKind, ProbeOutcome, ProbeSupervisor, Prober, RttRow},
     responder::Responder,
+    world::World,
 };
 use hickory_proto::rr::RecordType;
 

@@ -188,10 +188,10 @@ async fn stats(control: &Path) -> HashMap<String, u64> {
 async fn killed_dns_loops_restart_and_answer_again() {
     let dir = TempDir::new("supervise-loops");
     let (path, ctl) = (dir.0.join("gslb.toml"), dir.0.join("control.sock"));
-    let port = free_port();
+    let (port, dns) = common::bound_dns();
     let bport = backend();
     std::fs::write(&path, config(port, "loops", bport, "198.51.100.1")).unwrap();
-    let gslbd = Gslbd::start(&path, Some(ctl.clone()), WAIT).await;
+    let gslbd = Gslbd::start_bound(&path, dns, Some(ctl.clone()), WAIT).await;
     answer_becomes(port, &["198.51.100.1"]).await;
 
     let udp: Vec<String> = gslb_user::supervise::stats()
@@ -235,10 +235,10 @@ async fn killed_dns_loops_restart_and_answer_again() {
 async fn a_monitor_that_cannot_run_takes_its_service_out_of_the_answers() {
     let dir = TempDir::new("supervise-monitor");
     let path = dir.0.join("gslb.toml");
-    let port = free_port();
+    let (port, dns) = common::bound_dns();
     let bport = backend();
     std::fs::write(&path, config(port, "mon-daemon", bport, "198.51.100.2")).unwrap();
-    let gslbd = Gslbd::start(&path, None, WAIT).await;
+    let gslbd = Gslbd::start_bound(&path, dns, None, WAIT).await;
     answer_becomes(port, &["198.51.100.2"]).await;
 
     let task = "monitor/mon-daemon/tcp";
@@ -259,14 +259,14 @@ async fn a_monitor_that_cannot_run_takes_its_service_out_of_the_answers() {
 async fn a_reload_whose_publish_fails_keeps_everything_as_before() {
     let dir = TempDir::new("supervise-reload");
     let (path, ctl) = (dir.0.join("gslb.toml"), dir.0.join("control.sock"));
-    let port = free_port();
+    let (port, dns) = common::bound_dns();
     let bport = backend();
     let dead = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
     std::fs::write(&path, config(port, "rl", bport, "198.51.100.3")).unwrap();
-    let gslbd = Gslbd::start(&path, Some(ctl.clone()), WAIT).await;
+    let gslbd = Gslbd::start_bound(&path, dns, Some(ctl.clone()), WAIT).await;
     answer_becomes(port, &["198.51.100.3"]).await;
 
     std::fs::write(&path, config(port, "rl", dead, "198.51.100.4")).unwrap();
@@ -583,11 +583,11 @@ async fn a_killed_mep_node_accepts_links_again() {
 
 async fn killed_mep_node(me: &str, me_ip: &str) {
     use gslb_user::mep::{
-        LocalState, MepConfig, MepNode, PublicKey, ServiceState, SiteKey, SiteSpec, Topology,
+        LocalState, MepConfig, MepNode, PublicKey, ServiceState, SiteKey, SiteSpec, SiteTree,
     };
     let dir = TempDir::new(&format!("supervise-mep-{me}"));
     let path = dir.0.join("gslb.toml");
-    let dns = free_port();
+    let (dns, dns_sockets) = common::bound_dns();
     let p1_mep = std::net::TcpListener::bind((me_ip, 0))
         .unwrap()
         .local_addr()
@@ -596,7 +596,7 @@ async fn killed_mep_node(me: &str, me_ip: &str) {
     let peer_listener = tokio::net::TcpListener::bind("127.0.0.2:0").await.unwrap();
     let p2_mep = peer_listener.local_addr().unwrap().port();
     std::fs::write(&path, mep_config(dns, me, me_ip, p1_mep, p2_mep)).unwrap();
-    let gslbd = Gslbd::start(&path, None, WAIT).await;
+    let gslbd = Gslbd::start_bound(&path, dns_sockets, None, WAIT).await;
 
     let sites = vec![
         SiteSpec::parent(me, me_ip.parse().unwrap()).with_port(p1_mep),
@@ -610,7 +610,7 @@ async fn killed_mep_node(me: &str, me_ip: &str) {
         })
         .collect();
     let key = SiteKey::from_pem(mep_keys::key("p2").private_pem.as_bytes()).unwrap();
-    let mut c = MepConfig::new("p2", key, Topology::new(sites).unwrap());
+    let mut c = MepConfig::new("p2", key, SiteTree::new(sites).unwrap());
     c.heartbeat = Duration::from_millis(100);
     c.dead_after = Duration::from_millis(500);
     c.reconnect_min = Duration::from_millis(20);

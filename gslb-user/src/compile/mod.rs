@@ -69,7 +69,8 @@ use self::signatures::{CacheParts, Outcome, Signature};
 use self::snapshot::EntryMemo;
 pub use self::spec::Spec;
 use self::views::{merged_views, number_views};
-use crate::config::{AnswerMode, Config, Service};
+use crate::config::{Config, Service};
+use crate::policy::AnswerMode;
 use crate::location::db::LocationDb;
 use crate::policy::{Engine, ServiceState};
 

@@ -12,7 +12,7 @@ use super::Job;
 use super::classes::ClassKey;
 use super::interner::Interner;
 use super::kinds::Kind;
-use crate::config::AnswerMode;
+use crate::policy::AnswerMode;
 use crate::location::Location;
 use crate::policy::{Client, Decision, Fallback, Method, Pick, Query, ServiceState, State, Tier};
 

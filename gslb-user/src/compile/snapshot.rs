@@ -14,7 +14,8 @@ use super::partition::Segments;
 use super::signatures::{Outcome, OutcomePick};
 use super::views::{ClassVectors, Column, Columns, ViewNumbers};
 use super::{Answer, CompileStats, DomainEntry, Job, Snapshot, ViewPrefixes};
-use crate::config::{AnswerMode, Config, DownResponse};
+use crate::config::Config;
+use crate::policy::{AnswerMode, DownResponse};
 use crate::policy::Fallback;
 
 /// Map entries cost more than their key and value: the kernel's element header, the trie's

@@ -79,8 +79,8 @@ impl Config {
     /// The MEP topology the `[[site]]`s describe (validated when the configuration was loaded,
     /// if it has a `[mep]` section or any site a role, parent or backup list). Other sites
     /// connect to a site at its `public_ip` when it has one.
-    pub fn mep_topology(&self) -> Result<crate::mep::Topology, crate::mep::TopologyError> {
-        crate::mep::Topology::new(site_specs(&self.sites))
+    pub fn mep_topology(&self) -> Result<crate::mep::SiteTree, crate::mep::TopologyError> {
+        crate::mep::SiteTree::new(site_specs(&self.sites))
     }
 
     /// `[mep]` when it is enabled.
@@ -138,7 +138,7 @@ impl Validator<'_> {
         spans: &[SiteSpans],
     ) -> Result<(), ConfigError> {
         use crate::mep::TopologyError as E;
-        let Err(error) = crate::mep::Topology::new(site_specs(sites)) else {
+        let Err(error) = crate::mep::SiteTree::new(site_specs(sites)) else {
             return Ok(());
         };
         let at = |name: &str| sites.iter().position(|s| s.name == name).map(|i| &spans[i]);

@@ -22,12 +22,12 @@ use tokio::{sync::watch, time::Instant};
 
 use crate::{
     config::Config,
-    controller::World,
     health::{
         HealthError,
         load::{LoadMonitor, LoadReadings, ServiceLoadMonitors},
     },
     policy::{Method, ServiceState},
+    world::World,
 };
 
 use super::rtt::RepublishPacer;

@@ -12,7 +12,7 @@ use gslb_common::{
 use hickory_proto::{rr::Name, serialize::binary::BinEncodable};
 
 use super::{DataplaneError, Result};
-use crate::{compile::Answer, config::AnswerMode};
+use crate::{compile::Answer, policy::AnswerMode};
 
 /// A map address back to an `IpAddr`: IPv4-mapped addresses as IPv4.
 pub fn unmapped(addr: [u8; 16]) -> IpAddr {

@@ -41,6 +41,7 @@ const ED25519_SPKI_PREFIX: [u8; 12] = [
 
 /// A key that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum KeyError {
     #[error("not a PEM private key: {0}")]
     PrivatePem(String),

@@ -340,6 +340,7 @@ impl Message {
 
 /// Why bytes are not a valid frame (or a message cannot be encoded).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum FrameError {
     #[error("truncated frame: {needed} bytes needed, {have} available")]
     Truncated { needed: usize, have: usize },

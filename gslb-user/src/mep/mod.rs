@@ -25,4 +25,4 @@ pub use node::{
     SUPPORTED_VERSIONS, TlsInput,
 };
 pub use session::{Audience, CloseReason};
-pub use topology::{DEFAULT_PORT, SiteSpec, SiteView, Topology, TopologyError, TopologyTiming};
+pub use topology::{DEFAULT_PORT, SiteSpec, SiteTree, SiteView, TopologyError, TopologyTiming};

@@ -1,9 +1,9 @@
 //! The topology: which sites talk to which, and the backup-parent logic, as plain data and a
 //! pure state machine (no I/O, time passed in), driven by the node (and by the tests directly).
 //!
-//! - [`Topology`]: the configured sites (validated: ≤ 32 parents, ≤ 1024 children, a child's
+//! - [`SiteTree`]: the configured sites (validated: ≤ 32 parents, ≤ 1024 children, a child's
 //!   parent exists and is a parent, backup lists of ≤ 5 existing other parents) and the static
-//!   rules: who initiates a link ([`Topology::initiator`]), who answers DNS, who exchanges
+//!   rules: who initiates a link ([`SiteTree::initiator`]), who answers DNS, who exchanges
 //!   network metrics, who may call whom.
 //! - [`SiteView`]: one site's changing view: its links up or down and since when, the backup
 //!   lists it knows, the children it adopted (a parent) or the parent it is attached to (a
@@ -102,6 +102,7 @@ impl SiteSpec {
 
 /// A topology that cannot be used; nothing was changed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TopologyError {
     #[error("site {0:?} is defined twice")]
     DuplicateSite(String),
@@ -139,14 +140,14 @@ pub enum TopologyError {
 
 /// The configured sites.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Topology {
+pub struct SiteTree {
     sites: Vec<SiteSpec>,
     index: HashMap<String, usize>,
 }
 
-impl Topology {
+impl SiteTree {
     /// Validates `sites`. A child's own configuration may hold only itself and its parent.
-    pub fn new(sites: Vec<SiteSpec>) -> Result<Topology, TopologyError> {
+    pub fn new(sites: Vec<SiteSpec>) -> Result<SiteTree, TopologyError> {
         let mut index = HashMap::new();
         let mut ips: HashMap<IpAddr, &str> = HashMap::new();
         for (i, s) in sites.iter().enumerate() {
@@ -171,7 +172,7 @@ impl Topology {
         if sites.len() - parents > MAX_CHILDREN {
             return Err(TopologyError::TooManyChildren(sites.len() - parents));
         }
-        let topo = Topology { sites, index };
+        let topo = SiteTree { sites, index };
         for s in &topo.sites {
             match s.role {
                 Role::Child => {
@@ -422,7 +423,7 @@ struct LinkState {
 /// One site's view of the topology; see the module documentation.
 #[derive(Clone, Debug)]
 pub struct SiteView {
-    topo: Topology,
+    topo: SiteTree,
     me: String,
     role: Role,
     timing: TopologyTiming,
@@ -447,7 +448,7 @@ pub struct SiteView {
 impl SiteView {
     /// The view of `me` (which must be in `topo`), starting at `now` with every link down.
     pub fn new(
-        topo: Topology,
+        topo: SiteTree,
         me: &str,
         timing: TopologyTiming,
         now: Instant,
@@ -487,7 +488,7 @@ impl SiteView {
         self.role
     }
 
-    pub fn topology(&self) -> &Topology {
+    pub fn topology(&self) -> &SiteTree {
         &self.topo
     }
 

@@ -15,7 +15,7 @@ use hickory_proto::{
 
 use super::zone::{ZoneData, key};
 use super::{Authority, Responder};
-use crate::config::AnswerMode;
+use crate::policy::AnswerMode;
 
 /// CNAME chains longer than this are cut (loops are detected on their own; the configuration
 /// does not rule them out).

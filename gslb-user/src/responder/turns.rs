@@ -81,7 +81,7 @@ pub(super) fn carry_entry(new: &DomainEntry, turns: &Turns, old: &DomainEntry, o
 mod tests {
     use super::*;
     use crate::compile::Answer;
-    use crate::config::AnswerMode;
+    use crate::policy::AnswerMode;
 
     fn entry(views: &[u32], rtt_views: &[u32]) -> DomainEntry {
         let answer = Answer {

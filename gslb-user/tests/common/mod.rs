@@ -20,7 +20,7 @@ use gslb_user::{
     compile::Snapshot,
     config::{Config, ConfigError},
     control::{ControlPath, Reload},
-    daemon::{self, DaemonError, Overrides},
+    daemon::{self, DaemonError, Listeners, Overrides},
     dataplane::Dataplane,
 };
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
@@ -344,6 +344,12 @@ pub fn ask_server(server: SocketAddr, name: &str, rtype: RecordType) -> Message 
     let mut buf = [0u8; 1500];
     let len = socket.recv(&mut buf).expect("an answer");
     Message::from_vec(&buf[..len]).unwrap()
+}
+
+/// gslbd's DNS sockets on 127.0.0.1, bound on a free port (UDP and TCP), and that port.
+pub fn bound_dns() -> (u16, Listeners) {
+    let dns = Listeners::bind_addrs(&[([127, 0, 0, 1], 0).into()]).expect("DNS sockets bind");
+    (dns.port().expect("one address"), dns)
 }
 
 /// A UDP port on 127.0.0.1 that was free a moment ago.
@@ -975,14 +981,39 @@ impl Gslbd {
         Gslbd::start_with(path, overrides, wait).await
     }
 
+    /// [`Gslbd::start`] on sockets the test bound ([`bound_dns`]), whose port the file names.
+    pub async fn start_bound(
+        path: &Path,
+        dns: Listeners,
+        control: Option<PathBuf>,
+        wait: Duration,
+    ) -> Gslbd {
+        let overrides = Overrides {
+            no_xdp: true,
+            control: control.map(|path| ControlPath {
+                path,
+                required: true,
+            }),
+            ..Overrides::default()
+        };
+        Gslbd::start_on(path, overrides, dns, wait).await
+    }
+
     /// [`Gslbd::start`] with the command line's `overrides` (the fast path loaded, say).
     pub async fn start_with(path: &Path, overrides: Overrides, wait: Duration) -> Gslbd {
+        let config = daemon::load_config(path, &overrides).expect("configuration loads");
+        let dns = Listeners::bind(&config).expect("DNS sockets bind");
+        Gslbd::start_on(path, overrides, dns, wait).await
+    }
+
+    async fn start_on(path: &Path, overrides: Overrides, dns: Listeners, wait: Duration) -> Gslbd {
         let (ready_tx, ready_rx) = oneshot::channel();
         let (stop, stop_rx) = oneshot::channel::<()>();
         let (reloads, reload_rx) = mpsc::channel::<Reload>(4);
         let task = tokio::spawn(daemon::run(
             path.to_owned(),
             overrides,
+            dns,
             move || {
                 let _ = ready_tx.send(());
             },

@@ -27,12 +27,12 @@ use tokio::{
 };
 use tracing::warn;
 
-use super::{BoxStream, Ctx, established};
+use super::transport::{BoxStream, Ctx, established};
 use crate::mep::{
     auth::PublicKey,
     frame::{Hello, RejectCode},
     session::{self, CloseReason, Identity, LinkError},
-    topology::{SiteSpec, Topology},
+    topology::{SiteSpec, SiteTree},
 };
 
 /// Whether `addr` may be the source of `site`'s links: its `ip`, or the address others connect
@@ -43,14 +43,14 @@ pub(super) fn source_allowed(site: &SiteSpec, addr: IpAddr) -> bool {
 }
 
 /// Whether any configured site may connect from `addr`.
-fn any_site_from(topology: &Topology, addr: IpAddr) -> bool {
+fn any_site_from(topology: &SiteTree, addr: IpAddr) -> bool {
     topology.sites().iter().any(|s| source_allowed(s, addr))
 }
 
 /// The acceptor's vetting of a Hello: the site is known, may call us, from this address, and
 /// has a key to prove its name with.
 pub(super) fn vet(
-    topology: &Topology,
+    topology: &SiteTree,
     me: &str,
     from: SocketAddr,
     h: &Hello,

@@ -12,8 +12,8 @@ fn ip(last: u8) -> IpAddr {
 
 /// The seed's deployment: parents P1..P3 (10.0.0.1..3), child1..3 of each, backups
 /// P1: P2, P3; P2: P3, P1; P3: P1, P2.
-fn seed() -> Topology {
-    Topology::new(vec![
+fn seed() -> SiteTree {
+    SiteTree::new(vec![
         SiteSpec::parent("P1", ip(1)).with_backups(["P2", "P3"]),
         SiteSpec::parent("P2", ip(2)).with_backups(["P3", "P1"]),
         SiteSpec::parent("P3", ip(3)).with_backups(["P1", "P2"]),
@@ -25,11 +25,11 @@ fn seed() -> Topology {
 }
 
 /// A child's own configuration: itself and its parent only.
-fn child_config(full: &Topology, child: &str) -> Topology {
+fn child_config(full: &SiteTree, child: &str) -> SiteTree {
     let c = full.site(child).unwrap().clone();
     let mut p = full.site(c.parent.as_deref().unwrap()).unwrap().clone();
     p.backups.clear();
-    Topology::new(vec![p, c]).unwrap()
+    SiteTree::new(vec![p, c]).unwrap()
 }
 
 const T: TopologyTiming = TopologyTiming {
@@ -41,7 +41,7 @@ const T: TopologyTiming = TopologyTiming {
 #[test]
 fn validation() {
     let p = |n: &str, i: u8| SiteSpec::parent(n, ip(i));
-    let err = |sites: Vec<SiteSpec>| Topology::new(sites).unwrap_err();
+    let err = |sites: Vec<SiteSpec>| SiteTree::new(sites).unwrap_err();
     assert_eq!(
         err(vec![p("a", 1), p("a", 2)]),
         TopologyError::DuplicateSite("a".into())
@@ -64,7 +64,7 @@ fn validation() {
     assert_eq!(err(sites.clone()), TopologyError::TooManyChildren(1025));
     sites.pop();
     assert!(
-        Topology::new(sites).is_ok(),
+        SiteTree::new(sites).is_ok(),
         "32 parents and 1024 children are fine"
     );
     assert!(matches!(
@@ -214,7 +214,7 @@ fn static_rules() {
     let c = child_config(&t, "child1");
     assert!(c.inbound_allowed("child1", "P3", Role::Parent).is_ok());
     // Ties on the IP (sites on one host in tests) are broken by port, then name.
-    let t = Topology::new(vec![
+    let t = SiteTree::new(vec![
         SiteSpec::parent("a", ip(1)).with_port(2000),
         SiteSpec::parent("b", ip(2)).with_port(1000),
     ])
@@ -397,7 +397,7 @@ fn child_decides() {
 /// A simulated network of site views.
 struct Sim {
     now: Instant,
-    full: Topology,
+    full: SiteTree,
     views: BTreeMap<String, SiteView>,
     alive: BTreeSet<String>,
     cut: BTreeSet<(String, String)>,
@@ -416,7 +416,7 @@ fn pair(a: &str, b: &str) -> (String, String) {
 }
 
 impl Sim {
-    fn new(full: Topology) -> Sim {
+    fn new(full: SiteTree) -> Sim {
         let now = Instant::now();
         let mut sim = Sim {
             now,
@@ -434,7 +434,7 @@ impl Sim {
         sim
     }
 
-    fn config_of(&self, site: &str) -> Topology {
+    fn config_of(&self, site: &str) -> SiteTree {
         match self.full.site(site).unwrap().role {
             Role::Parent => self.full.clone(),
             Role::Child => child_config(&self.full, site),
@@ -820,7 +820,7 @@ fn flat_mesh_is_full_and_opened_by_the_lower_ip() {
     let sites: Vec<SiteSpec> = (1..=6)
         .map(|i| SiteSpec::parent(format!("s{i}"), ip(i)))
         .collect();
-    let t = Topology::new(sites).unwrap();
+    let t = SiteTree::new(sites).unwrap();
     assert!(t.is_flat());
     let sim = Sim::new(t);
     assert_eq!(sim.links.len(), 15);

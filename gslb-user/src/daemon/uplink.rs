@@ -1,11 +1,11 @@
 //! gslbd's link monitor (spec §5, F5 link bandwidth): samples the inbound rate of every
 //! `[[link]]`'s interface ([`LinkMonitor`]), keeps the latest loads in [`World::links`], and
 //! asks for a recompute only when a link goes over its threshold or back under it
-//! ([`Links::apply`]): samples come every interval, and one that moves no link over or back
+//! ([`Uplinks::apply`]): samples come every interval, and one that moves no link over or back
 //! changes no answer, so it costs no recompute. Over a threshold, a link's services are full
 //! for the engine ([`World::service_states`]) and new answers shift to services on other links.
 //!
-//! A reload hands the new `[[link]]`s to the monitor ([`Links::reconfigure`]): unchanged links
+//! A reload hands the new `[[link]]`s to the monitor ([`Uplinks::reconfigure`]): unchanged links
 //! keep sampling with their state, changed ones start again (not over), removed ones stop.
 
 use std::{
@@ -18,8 +18,8 @@ use tracing::{info, warn};
 
 use crate::{
     config::Config,
-    controller::World,
     health::link::{LinkLoad, LinkMonitor, LinkSpec, SYS_CLASS_NET},
+    world::World,
 };
 
 /// The monitor's specs for the configuration's links: the threshold in bytes per second.
@@ -39,28 +39,28 @@ pub fn specs(config: &Config) -> Vec<LinkSpec> {
 }
 
 /// The link side of gslbd; see the module documentation.
-pub struct Links {
+pub struct Uplinks {
     monitor: LinkMonitor,
     loads: watch::Receiver<HashMap<String, LinkLoad>>,
     /// The links over their threshold as the answers last read them.
     applied: BTreeSet<String>,
-    /// Links whose counter could not be read at their last sample (said once per outage).
+    /// Uplinks whose counter could not be read at their last sample (said once per outage).
     unreadable: BTreeSet<String>,
 }
 
-impl Links {
+impl Uplinks {
     /// Starts sampling the configuration's links from the kernel's counters. Needs a tokio
     /// runtime.
-    pub fn start(config: &Config) -> Links {
+    pub fn start(config: &Config) -> Uplinks {
         Self::start_with_root(config, SYS_CLASS_NET.into())
     }
 
     /// Starts sampling the configuration's links from counters under `root`, laid out like
     /// `/sys/class/net` (tests).
-    pub fn start_with_root(config: &Config, root: PathBuf) -> Links {
+    pub fn start_with_root(config: &Config, root: PathBuf) -> Uplinks {
         let monitor = LinkMonitor::spawn_with_root(specs(config), root);
         let loads = monitor.loads();
-        Links {
+        Uplinks {
             monitor,
             loads,
             applied: BTreeSet::new(),
@@ -75,7 +75,7 @@ impl Links {
         self.apply(world);
     }
 
-    /// Resolves when a link was sampled since the last [`Links::apply`]; then call it. Pending
+    /// Resolves when a link was sampled since the last [`Uplinks::apply`]; then call it. Pending
     /// forever without links. Cancel-safe.
     pub async fn changed(&mut self) {
         if self.loads.changed().await.is_err() {
@@ -102,7 +102,7 @@ impl Links {
             }
         }
         self.unreadable.retain(|link| loads.contains_key(link));
-        // Links with no sample yet are not over, like those that are absent.
+        // Uplinks with no sample yet are not over, like those that are absent.
         let over: BTreeSet<String> = loads
             .iter()
             .filter(|(_, l)| l.over)

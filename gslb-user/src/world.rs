@@ -1,6 +1,6 @@
-//! The controller's truth: the configuration, the location database, the local monitors'
-//! verdicts, the services' loads (this site's load monitors, the links), the RTT table and
-//! what MEP says of the other sites.
+//! gslbd's world, what every answer is computed from: the configuration, the location
+//! database, the local monitors' verdicts, the services' loads (this site's load monitors, the
+//! uplinks), the RTT table and what MEP says of the other sites.
 //! [`World::snapshot`] turns it into the answers; gslbd republishes them whenever any part
 //! changes.
 
@@ -115,7 +115,7 @@ impl World {
                                 |r| r.connections,
                             ),
                             // u64::MAX: the service's link is over at its site, so it is full
-                            // here too (daemon/mep.rs `local_load`).
+                            // here too (daemon/mep/outbound.rs `local_load`).
                             bandwidth_kbps: reported.map_or_else(
                                 || unreported(Measure::BandwidthKbps),
                                 |r| wire_to_kbps(r.bandwidth_bps),
@@ -220,7 +220,7 @@ pub struct RepublishStats {
     /// Reloads whose configuration was refused (it does not load, or needs a restart).
     pub reloads_refused: std::sync::atomic::AtomicU64,
     /// Reloads whose configuration loaded but whose answers could not be published: everything
-    /// stayed as before (daemon/mod.rs).
+    /// stayed as before (daemon/serve.rs).
     pub reloads_failed: std::sync::atomic::AtomicU64,
 }
 

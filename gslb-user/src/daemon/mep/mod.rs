@@ -22,28 +22,32 @@
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
-    net::{IpAddr, SocketAddr},
+    net::SocketAddr,
     sync::Arc,
     time::{Duration, Instant},
 };
 
-use ipnet::IpNet;
 use tokio::{net::TcpListener, sync::watch};
 use tracing::{error, info, warn};
 
 use crate::{
     compile::Snapshot,
     config::{Config, MepSettings},
-    controller::World,
-    mep::{
-        MepConfig, MepError, MepNode, MepView, Role, RttProtocol, RttRow, ServiceState, Topology,
-    },
+    mep::{MepConfig, MepError, MepNode, MepView, SiteTree},
     persist::Store as PersistStore,
-    probe::{ProbeKind, RttHandle},
+    world::World,
 };
 
 use super::persist::PersistSync;
 use crate::supervise::Supervised;
+
+mod inbound;
+mod outbound;
+#[cfg(test)]
+use inbound::rtt_changes;
+use inbound::{Facts, Hold, MergedRtt};
+#[cfg(test)]
+use outbound::local_load;
 
 /// How long a node being stopped (reload) gets to close its links before it is aborted.
 const STOP_GRACE: Duration = Duration::from_secs(2);
@@ -53,6 +57,7 @@ const HOLD_MIN: Duration = Duration::from_secs(1);
 
 /// MEP cannot start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum MepStartError {
     #[error("listening on {addr} (mep)")]
     Bind {
@@ -84,7 +89,7 @@ pub fn bind(config: &Config) -> Result<Option<std::net::TcpListener>, MepStartEr
 struct NodeKey {
     mep: Option<MepSettings>,
     site: Option<String>,
-    topology: Option<Topology>,
+    topology: Option<SiteTree>,
     tolerance: Duration,
 }
 
@@ -122,7 +127,7 @@ fn node_config(config: &Config) -> Result<Option<MepConfig>, MepError> {
 /// Why a reloaded configuration cannot be applied to the running MEP: the changes that need a
 /// restart (the listening socket and the site's identity are fixed at start), or settings the
 /// node refuses.
-pub fn check_reload(running: &Config, new: &Config) -> Result<(), String> {
+pub fn check_reload(running: &Config, new: &Config) -> Result<(), MepReloadError> {
     let (old_on, new_on) = (running.mep_enabled(), new.mep_enabled());
     let mut restart = Vec::new();
     match (old_on, new_on) {
@@ -138,12 +143,20 @@ pub fn check_reload(running: &Config, new: &Config) -> Result<(), String> {
         }
     }
     if !restart.is_empty() {
-        return Err(format!(
-            "{} changed: MEP needs a restart for that",
-            restart.join(", ")
-        ));
+        return Err(MepReloadError::RestartOnly { fields: restart });
     }
-    node_config(new).map(|_| ()).map_err(|e| e.to_string())
+    node_config(new).map(|_| ()).map_err(MepReloadError::Node)
+}
+
+/// Why a reloaded configuration cannot be applied to the running MEP.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MepReloadError {
+    #[error("{} changed: MEP needs a restart for that", fields.join(", "))]
+    RestartOnly { fields: Vec<&'static str> },
+    /// The node refuses the new settings.
+    #[error(transparent)]
+    Node(MepError),
 }
 
 /// The view before the node's first one: no site reachable yet, so remote services are DOWN
@@ -179,50 +192,6 @@ pub fn for_role(world: &World, mut snapshot: Snapshot) -> Snapshot {
         snapshot.engine_domains.clear();
     }
     snapshot
-}
-
-/// What the answers read from a view at once: whether this site answers, and for each
-/// reachable site which of its services it reports and whether they are UP (an unreachable
-/// site's services are DOWN whatever it reported last). Their loads are read too, but through
-/// the load pacer (daemon/load.rs), which republishes only for a load that changes a decision.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct Facts {
-    answers_dns: bool,
-    reachable: BTreeMap<String, Vec<(String, bool)>>,
-}
-
-impl Facts {
-    fn of(view: &MepView) -> Facts {
-        Facts {
-            answers_dns: view.answers_dns,
-            reachable: view
-                .sites
-                .iter()
-                .filter(|(_, r)| r.reachable)
-                .map(|(name, r)| {
-                    let states = r.services.iter().map(|s| (s.name.clone(), s.up)).collect();
-                    (name.clone(), states)
-                })
-                .collect(),
-        }
-    }
-}
-
-/// The last view kept after a node restart until the sites reachable before are again, or
-/// `until`.
-struct Hold {
-    until: Instant,
-    want: BTreeSet<String>,
-}
-
-/// One site's RTT column: LDNS entry → (µs, how it was measured).
-type Cells = BTreeMap<IpAddr, (u32, Option<ProbeKind>)>;
-
-/// A remote parent's RTT column as last merged into the RTT table.
-#[derive(Default)]
-struct MergedRtt {
-    table: Arc<Vec<RttRow>>,
-    cells: Cells,
 }
 
 /// The running node.
@@ -283,101 +252,6 @@ impl Mep {
         };
         mep.publish_local(world);
         Ok(Some(mep))
-    }
-
-    /// Sends this site's state to the node: its own services as its monitors see them (UP when
-    /// unmonitored), and its RTT column when it probes. Cheap when nothing changed (the node
-    /// sends only changed parts).
-    pub fn publish_local(&self, world: &World) {
-        let services = world
-            .config
-            .services
-            .iter()
-            .filter(|s| s.site == self.site)
-            .map(|s| {
-                let (connections, bandwidth_bps) = local_load(world, s);
-                ServiceState {
-                    name: s.name.clone(),
-                    up: world.health.is_up(&s.name) != Some(false),
-                    connections,
-                    bandwidth_bps,
-                }
-            })
-            .collect();
-        let rtt = world
-            .rtt
-            .as_ref()
-            .map(|r| local_rtt(&self.site, r))
-            .unwrap_or_default();
-        // The persistence entries are published on their own clock (`daemon::persist`).
-        if let Err(error) = self.running.node.publish_metrics(services, rtt) {
-            error!(%error, "MEP: the local state cannot be sent");
-        }
-    }
-
-    /// Resolves when the node has a new view (or a kept view's time is up); then call
-    /// [`Mep::apply`]. Pending forever without MEP. Cancel-safe.
-    pub async fn changed(mep: &mut Option<Mep>) {
-        let Some(m) = mep else {
-            return std::future::pending().await;
-        };
-        let until = m.hold.as_ref().map(|h| h.until);
-        tokio::select! {
-            r = m.running.views.changed() => {
-                if r.is_err() {
-                    // The node's handle keeps the sender: not reached.
-                    std::future::pending::<()>().await;
-                }
-            }
-            _ = tokio::time::sleep_until(until.unwrap_or_else(Instant::now).into()), if until.is_some() => {}
-        }
-    }
-
-    /// Takes the node's latest view into `world`: `world.mep`, and other parents' RTT rows into
-    /// `world.rtt`. True when the answers may change at once (a site became reachable or
-    /// unreachable, or a reachable site reported other service states, or the role changed);
-    /// a change of load only is for the load pacer to weigh (`Loads::note`).
-    pub fn apply(&mut self, world: &mut World) -> bool {
-        let view = self.running.views.borrow_and_update().clone();
-        // The node's placeholder before its first view has no site.
-        let reachable =
-            |s: &String| !view.site.is_empty() && view.sites.get(s).is_some_and(|r| r.reachable);
-        if let Some(hold) = &self.hold {
-            if !hold.want.iter().all(reachable) && Instant::now() < hold.until {
-                return false;
-            }
-            let missing: Vec<&String> = hold.want.iter().filter(|s| !reachable(s)).collect();
-            info!(?missing, "MEP: restarted node's view in force");
-            self.hold = None;
-        }
-        if view.site.is_empty() {
-            return false;
-        }
-        if let Some(rtt) = &world.rtt {
-            self.merge_rtt(&world.config, rtt, &view);
-        }
-        let facts = Facts::of(&view);
-        world.mep = Some(view);
-        if facts == self.applied {
-            return false;
-        }
-        for (site, _) in facts
-            .reachable
-            .iter()
-            .filter(|(s, _)| !self.applied.reachable.contains_key(*s))
-        {
-            info!(%site, "MEP: site reachable");
-        }
-        for (site, _) in self
-            .applied
-            .reachable
-            .iter()
-            .filter(|(s, _)| !facts.reachable.contains_key(*s))
-        {
-            warn!(%site, "MEP: site unreachable; its services count as DOWN unless monitored here");
-        }
-        self.applied = facts;
-        true
     }
 
     /// Applies a reloaded configuration (already accepted by [`check_reload`]): when the node's
@@ -451,62 +325,6 @@ impl Mep {
     pub fn node(&self) -> &MepNode {
         &self.running.node
     }
-
-    /// Merges each other parent's RTT column, as its link brought it, into the RTT table: only
-    /// what changed since the last merge, and removals for rows that went (or for the whole
-    /// column when its link went down).
-    fn merge_rtt(&mut self, config: &Config, rtt: &RttHandle, view: &MepView) {
-        let parents = config
-            .sites
-            .iter()
-            .filter(|s| s.role == Role::Parent && s.name != self.site);
-        for parent in parents {
-            let table = view
-                .sites
-                .get(&parent.name)
-                .map(|r| r.rtt.clone())
-                .unwrap_or_default();
-            let merged = self.rtt.entry(parent.name.clone()).or_default();
-            if Arc::ptr_eq(&merged.table, &table) || (table.is_empty() && merged.cells.is_empty()) {
-                continue;
-            }
-            let (cells, rows) = rtt_changes(&parent.name, &merged.cells, &table);
-            if !rows.is_empty() {
-                rtt.merge_remote(&parent.name, &rows);
-            }
-            *merged = MergedRtt { table, cells };
-        }
-    }
-}
-
-/// `site`'s column in `table` (its rows only: a parent speaks for itself), and the rows that
-/// turn `merged` into it: changed cells, and removals for cells that went.
-fn rtt_changes(site: &str, merged: &Cells, table: &[RttRow]) -> (Cells, Vec<crate::probe::RttRow>) {
-    let cells: Cells = table
-        .iter()
-        .filter(|r| r.site == site)
-        .map(|r| (r.ldns.network(), (r.rtt_us, probe_kind(r.protocol))))
-        .collect();
-    let mut rows: Vec<crate::probe::RttRow> = cells
-        .iter()
-        .filter(|(ldns, cell)| merged.get(*ldns) != Some(*cell))
-        .map(|(ldns, (us, kind))| crate::probe::RttRow {
-            ldns: *ldns,
-            rtt: Some(Duration::from_micros(u64::from(*us))),
-            kind: *kind,
-        })
-        .collect();
-    rows.extend(
-        merged
-            .keys()
-            .filter(|ldns| !cells.contains_key(*ldns))
-            .map(|ldns| crate::probe::RttRow {
-                ldns: *ldns,
-                rtt: None,
-                kind: None,
-            }),
-    );
-    (cells, rows)
 }
 
 /// Runs a node on a duplicate of `listener`.
@@ -557,67 +375,19 @@ async fn stop(running: &mut Running) {
     }
 }
 
-/// This site's RTT column as MEP rows (prefixes of the LDNS mask).
-fn local_rtt(site: &str, rtt: &RttHandle) -> Vec<RttRow> {
-    let mask = rtt.settings().mask;
-    rtt.local_column()
-        .into_iter()
-        .filter_map(|row| {
-            let d = row.rtt?;
-            let len = if row.ldns.is_ipv4() {
-                mask.v4.min(32)
-            } else {
-                mask.v6.min(128)
-            };
-            Some(RttRow {
-                ldns: IpNet::new(row.ldns, len).ok()?,
-                site: site.to_owned(),
-                rtt_us: u32::try_from(d.as_micros()).unwrap_or(u32::MAX),
-                protocol: match row.kind {
-                    Some(ProbeKind::Icmp) => RttProtocol::Icmp,
-                    Some(ProbeKind::Tcp) => RttProtocol::Tcp,
-                    Some(ProbeKind::DnsDot | ProbeKind::DnsRev) | None => RttProtocol::Dns,
-                },
-                age_s: 0,
-            })
-        })
-        .collect()
-}
-
-fn probe_kind(protocol: RttProtocol) -> Option<ProbeKind> {
-    match protocol {
-        RttProtocol::Icmp => Some(ProbeKind::Icmp),
-        RttProtocol::Tcp => Some(ProbeKind::Tcp),
-        RttProtocol::Dns => Some(ProbeKind::DnsDot),
-        RttProtocol::Udp => None,
-    }
-}
-
-/// A service of this site's load as MEP carries it: (connections, bandwidth in bit/s), the
-/// values this site's answers read ([`World::local_connections`],
-/// [`World::local_bandwidth_kbps`]). Markers travel as they are: the bandwidth `u64::MAX`
-/// while the service's link is over its threshold (hysteresis included), which tells the other
-/// sites the service is full (docs/mep.md): they do not know this site's links; and
-/// [`UNKNOWN_LOAD`](crate::health::load::UNKNOWN_LOAD) in either field while the load monitor's
-/// value is unknown.
-pub(crate) fn local_load(world: &World, service: &crate::config::Service) -> (u64, u64) {
-    (
-        world.local_connections(service),
-        crate::health::load::kbps_to_wire(world.local_bandwidth_kbps(service)),
-    )
-}
-
 #[cfg(test)]
-#[path = "../../tests/mep_keys/mod.rs"]
+#[path = "../../../tests/mep_keys/mod.rs"]
 mod mep_keys;
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
+    use std::{net::IpAddr, path::Path};
 
     use super::mep_keys;
 
     use super::*;
+    use crate::mep::{Role, RttProtocol, RttRow, ServiceState};
+    use crate::probe::ProbeKind;
     use crate::{
         health::HealthSupervisor,
         mep::{LinkInfo, RemoteSite, session::Audience},
@@ -896,7 +666,7 @@ services = ["a", "b", "c"]
             let got = check_reload(&running, &new);
             match refused {
                 Some(field) => assert!(
-                    got.as_ref().is_err_and(|e| e.contains(field)),
+                    matches!(&got, Err(MepReloadError::RestartOnly { fields }) if fields.contains(&field)),
                     "{field}: {got:?}"
                 ),
                 None => assert!(got.is_ok(), "{got:?}"),

@@ -1,0 +1,189 @@
+//! The DNS sockets gslbd answers on: bound before anything else starts (a port in use is the
+//! most common start-up failure, and nothing is loaded into the kernel yet when it happens),
+//! either from the configuration (`main`) or by the caller (tests bind port 0), and the
+//! supervised UDP and TCP loops that serve them.
+
+use std::{net::SocketAddr, sync::Arc};
+
+use tokio::{
+    net::{TcpListener, UdpSocket},
+    sync::watch,
+};
+
+use super::DaemonError;
+use crate::{
+    config::Config,
+    probe::LdnsRecorder,
+    responder::Responder,
+    server::{self, TcpLimits},
+    supervise,
+};
+
+/// The sockets of one listening address: one UDP socket per core sharing the port
+/// (SO_REUSEPORT: the kernel spreads clients over them, so one busy receive loop does not drop
+/// what others could answer) and the TCP listener. Kept as std sockets: each run of a
+/// supervised loop gets a duplicate of its own.
+#[derive(Debug)]
+pub struct DnsSockets {
+    pub addr: SocketAddr,
+    pub udp: Vec<std::net::UdpSocket>,
+    pub tcp: std::net::TcpListener,
+}
+
+/// Every DNS socket gslbd answers on, already bound; [`super::run`] serves on them.
+#[derive(Debug, Default)]
+pub struct Listeners {
+    pub dns: Vec<DnsSockets>,
+}
+
+impl Listeners {
+    /// Binds `server.listen` on `server.dns_port` (with the command line's overrides already in
+    /// `config`).
+    pub fn bind(config: &Config) -> Result<Listeners, DaemonError> {
+        let server = &config.server;
+        let addrs: Vec<SocketAddr> = server
+            .listen
+            .iter()
+            .map(|ip| SocketAddr::new(*ip, server.dns_port))
+            .collect();
+        Listeners::bind_addrs(&addrs)
+    }
+
+    /// Binds every address of `addrs`; port 0 takes one free port for all of them, the same
+    /// for UDP and TCP (the first address's TCP listener picks it).
+    pub fn bind_addrs(addrs: &[SocketAddr]) -> Result<Listeners, DaemonError> {
+        let mut dns = Vec::new();
+        let mut picked = None;
+        for &addr in addrs {
+            let mut addr = addr;
+            if addr.port() == 0
+                && let Some(port) = picked
+            {
+                addr.set_port(port);
+            }
+            // A free port is picked by the TCP listener, then taken for UDP; a configured one
+            // is bound UDP first, as gslbd always did.
+            let mut tcp = None;
+            if addr.port() == 0 {
+                let listener = bind_tcp(addr)?;
+                let port = listener
+                    .local_addr()
+                    .map_err(|source| bind_error(addr, "tcp", source))?
+                    .port();
+                addr.set_port(port);
+                picked = Some(port);
+                tcp = Some(listener);
+            }
+            let mut udp = Vec::new();
+            for _ in 0..udp_workers() {
+                udp.push(reuseport_udp(addr).map_err(|source| bind_error(addr, "udp", source))?);
+            }
+            let tcp = match tcp {
+                Some(tcp) => tcp,
+                None => bind_tcp(addr)?,
+            };
+            dns.push(DnsSockets { addr, udp, tcp });
+        }
+        Ok(Listeners { dns })
+    }
+
+    /// The addresses bound.
+    pub fn addrs(&self) -> Vec<SocketAddr> {
+        self.dns.iter().map(|d| d.addr).collect()
+    }
+
+    /// The port of the first address (the one every address shares when bound from a
+    /// configuration or with port 0).
+    pub fn port(&self) -> Option<u16> {
+        self.dns.first().map(|d| d.addr.port())
+    }
+}
+
+/// Starts the supervised UDP and TCP loops of every socket of `listeners`; they end once
+/// `stopped` is true.
+pub(super) fn spawn_dns_loops(
+    listeners: Listeners,
+    responder: &Arc<Responder>,
+    recorder: impl Fn() -> LdnsRecorder,
+    tcp_limits: TcpLimits,
+    stopped: &watch::Receiver<bool>,
+) -> Vec<supervise::Supervised> {
+    let mut loops = Vec::new();
+    for DnsSockets { addr, udp, tcp } in listeners.dns {
+        for (i, udp) in udp.into_iter().enumerate() {
+            let (responder, recorder, stopped) = (responder.clone(), recorder(), stopped.clone());
+            loops.push(supervise::spawn(format!("dns-udp/{addr}/{i}"), move |_| {
+                let socket = udp.try_clone().and_then(UdpSocket::from_std);
+                let loop_ = socket.map(|socket| {
+                    server::run_udp_recording(
+                        socket,
+                        responder.clone(),
+                        Some(recorder.clone()),
+                        stop_signal(stopped.clone()),
+                    )
+                });
+                async move {
+                    loop_?.await;
+                    Ok::<_, std::io::Error>(())
+                }
+            }));
+        }
+        let (responder, recorder, stopped) = (responder.clone(), recorder(), stopped.clone());
+        loops.push(supervise::spawn(format!("dns-tcp/{addr}"), move |_| {
+            let listener = tcp.try_clone().and_then(TcpListener::from_std);
+            let loop_ = listener.map(|listener| {
+                server::run_tcp_recording(
+                    listener,
+                    responder.clone(),
+                    tcp_limits,
+                    Some(recorder.clone()),
+                    stop_signal(stopped.clone()),
+                )
+            });
+            async move {
+                loop_?.await;
+                Ok::<_, std::io::Error>(())
+            }
+        }));
+    }
+    loops
+}
+
+/// How long a server loop may take to end once told to (a loop waiting to be restarted is
+/// stopped then).
+pub(super) const SERVER_STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Resolves once `stop` is true (or gone): the server loops' shutdown.
+async fn stop_signal(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
+}
+
+fn udp_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+fn reuseport_udp(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.set_reuse_port(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    Ok(socket.into())
+}
+
+fn bind_error(addr: SocketAddr, transport: &'static str, source: std::io::Error) -> DaemonError {
+    DaemonError::Bind {
+        addr,
+        transport,
+        source,
+    }
+}
+
+fn bind_tcp(addr: SocketAddr) -> Result<std::net::TcpListener, DaemonError> {
+    std::net::TcpListener::bind(addr)
+        .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        .map_err(|source| bind_error(addr, "tcp", source))
+}

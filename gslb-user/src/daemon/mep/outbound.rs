@@ -1,0 +1,85 @@
+//! MEP out: this site's services (as its own monitors see them, with their loads) and its RTT
+//! column, sent to the node after every recompute; the node sends the latest to its peers.
+
+use ipnet::IpNet;
+use tracing::error;
+
+use super::Mep;
+use crate::{
+    mep::{RttProtocol, RttRow, ServiceState},
+    probe::{ProbeKind, RttHandle},
+    world::World,
+};
+
+impl Mep {
+    /// Sends this site's state to the node: its own services as its monitors see them (UP when
+    /// unmonitored), and its RTT column when it probes. Cheap when nothing changed (the node
+    /// sends only changed parts).
+    pub fn publish_local(&self, world: &World) {
+        let services = world
+            .config
+            .services
+            .iter()
+            .filter(|s| s.site == self.site)
+            .map(|s| {
+                let (connections, bandwidth_bps) = local_load(world, s);
+                ServiceState {
+                    name: s.name.clone(),
+                    up: world.health.is_up(&s.name) != Some(false),
+                    connections,
+                    bandwidth_bps,
+                }
+            })
+            .collect();
+        let rtt = world
+            .rtt
+            .as_ref()
+            .map(|r| local_rtt(&self.site, r))
+            .unwrap_or_default();
+        // The persistence entries are published on their own clock (`daemon::persist`).
+        if let Err(error) = self.running.node.publish_metrics(services, rtt) {
+            error!(%error, "MEP: the local state cannot be sent");
+        }
+    }
+}
+
+/// This site's RTT column as MEP rows (prefixes of the LDNS mask).
+pub(super) fn local_rtt(site: &str, rtt: &RttHandle) -> Vec<RttRow> {
+    let mask = rtt.settings().mask;
+    rtt.local_column()
+        .into_iter()
+        .filter_map(|row| {
+            let d = row.rtt?;
+            let len = if row.ldns.is_ipv4() {
+                mask.v4.min(32)
+            } else {
+                mask.v6.min(128)
+            };
+            Some(RttRow {
+                ldns: IpNet::new(row.ldns, len).ok()?,
+                site: site.to_owned(),
+                rtt_us: u32::try_from(d.as_micros()).unwrap_or(u32::MAX),
+                protocol: match row.kind {
+                    Some(ProbeKind::Icmp) => RttProtocol::Icmp,
+                    Some(ProbeKind::Tcp) => RttProtocol::Tcp,
+                    Some(ProbeKind::DnsDot | ProbeKind::DnsRev) | None => RttProtocol::Dns,
+                },
+                age_s: 0,
+            })
+        })
+        .collect()
+}
+
+/// A service of this site's load as MEP carries it: (connections, bandwidth in bit/s), the
+/// values this site's answers read ([`World::local_connections`],
+/// [`World::local_bandwidth_kbps`]). Markers travel as they are: the bandwidth `u64::MAX`
+/// while the service's link is over its threshold (hysteresis included), which tells the other
+/// sites the service is full (docs/mep.md): they do not know this site's links; and
+/// [`UNKNOWN_LOAD`](crate::health::load::UNKNOWN_LOAD) in either field while the load monitor's
+/// value is unknown.
+pub(crate) fn local_load(world: &World, service: &crate::config::Service) -> (u64, u64) {
+    (
+        world.local_connections(service),
+        crate::health::load::kbps_to_wire(world.local_bandwidth_kbps(service)),
+    )
+}

@@ -1,0 +1,202 @@
+//! Reading a configuration: the file with the command line's overrides, the checks a reload
+//! makes before anything switches (what needs a restart, MEP, the location database, the
+//! monitors), and the inputs the configuration names (location files, service monitors).
+
+use std::{path::PathBuf, sync::Arc};
+
+use tokio::sync::mpsc;
+use tracing::{error, info};
+
+use super::{Overrides, ReloadError, anyhow_like, load, mep};
+use crate::{
+    config::{Config, ConfigError},
+    control::Reload,
+    health::{HealthSupervisor, ServiceMonitors},
+    location::db::LocationDb,
+};
+
+/// The configuration file with the command line's overrides applied (they apply to the fast
+/// path too, so they change the configuration itself).
+pub fn load_config(path: &std::path::Path, overrides: &Overrides) -> Result<Config, ConfigError> {
+    let mut config = Config::load(path)?;
+    if !overrides.listen.is_empty() {
+        config.server.listen = overrides.listen.clone();
+    }
+    if let Some(port) = overrides.port {
+        config.server.dns_port = port;
+    }
+    Ok(config)
+}
+
+/// Reads a configuration to reload: the new one is validated in full, with its location
+/// database and monitors, and nothing switches; the caller publishes its answers, then
+/// switches the monitors, MEP, links and RTT settings (or, when the publish fails, keeps the
+/// running configuration). A configuration that does not load, or that
+/// changes what only a restart can (sockets, interface, pins), is refused and the running one
+/// stays in force.
+pub async fn reload(
+    path: &std::path::Path,
+    overrides: &Overrides,
+    running: &Config,
+) -> Result<(Config, Option<Arc<LocationDb>>, FileStamps), ReloadError> {
+    let config = match load_config(path, overrides) {
+        Ok(config) => config,
+        Err(error) => {
+            error!(
+                error = anyhow_like(&error),
+                "reload refused; the running configuration stays in force"
+            );
+            return Err(ReloadError::Config(error));
+        }
+    };
+    let (old, new) = (&running.server, &config.server);
+    let restart_only = [
+        ("listen", old.listen != new.listen),
+        ("dns_port", old.dns_port != new.dns_port),
+        ("interface", old.interface != new.interface),
+        ("xdp_mode", old.xdp_mode != new.xdp_mode),
+        ("pin_path", old.pin_path != new.pin_path),
+        ("tcp_* limits", old.tcp != new.tcp),
+        ("stale_after_s", old.stale_after != new.stale_after),
+    ];
+    let changed: Vec<&str> = restart_only
+        .iter()
+        .filter(|(_, c)| *c)
+        .map(|(n, _)| *n)
+        .collect();
+    if !changed.is_empty() {
+        error!(fields = ?changed, "reload refused: [server] changes need a restart; the running configuration stays in force");
+        return Err(ReloadError::RestartOnly { fields: changed });
+    }
+    if let Err(reason) = mep::check_reload(running, &config) {
+        error!(%reason, "reload refused: MEP; the running configuration stays in force");
+        return Err(ReloadError::Mep(reason));
+    }
+    let stamps = FileStamps::of(&location_files(&config));
+    let locations = match location_db(&config, path) {
+        Ok(db) => db,
+        Err(error) => {
+            error!(
+                error = anyhow_like(&error),
+                "reload refused: location database"
+            );
+            return Err(ReloadError::Locations(error));
+        }
+    };
+    if let Err(error) = load::Loads::check(&config) {
+        error!(error = anyhow_like(&error), "reload refused: load monitors");
+        return Err(ReloadError::Load(error));
+    }
+    if let Err(error) = HealthSupervisor::check(&service_monitors(&config)) {
+        error!(
+            error = anyhow_like(&error),
+            "reload refused: health monitors"
+        );
+        return Err(ReloadError::Health(error));
+    }
+    Ok((config, locations, stamps))
+}
+
+/// What a reload replaced in the [`World`](crate::world::World), put back when its answers cannot be published.
+pub(super) struct Previous {
+    pub(super) config: Config,
+    pub(super) locations: Option<Arc<LocationDb>>,
+    pub(super) local_site: Option<String>,
+}
+
+/// A reloaded configuration in the [`World`](crate::world::World), waiting for its answers to be published.
+pub(super) struct Switch {
+    pub(super) previous: Previous,
+    /// The new location files' stamps.
+    pub(super) stamps: FileStamps,
+    /// The requesters, told the outcome.
+    pub(super) waiting: Vec<Reload>,
+}
+
+/// The next reload request, from SIGHUP's queue or the control socket's.
+pub(super) async fn next_reload(
+    signals: &mut mpsc::Receiver<impl Into<Reload>>,
+    control: &mut mpsc::Receiver<Reload>,
+) -> Option<Reload> {
+    tokio::select! {
+        Some(r) = signals.recv() => Some(r.into()),
+        Some(r) = control.recv() => Some(r),
+        else => None,
+    }
+}
+
+/// The client location database the configuration describes, if it names any source.
+pub(super) fn location_db(
+    config: &Config,
+    path: &std::path::Path,
+) -> Result<Option<Arc<LocationDb>>, crate::location::db::LocationDbError> {
+    let sources = &config.locations;
+    if sources.files.is_empty()
+        && sources.mmdb_city.is_none()
+        && sources.mmdb_asn.is_none()
+        && sources.custom.is_empty()
+    {
+        return Ok(None);
+    }
+    let db = LocationDb::from_sources(sources, path)?;
+    info!(ranges = db.len(), "location database loaded");
+    Ok(Some(Arc::new(db)))
+}
+
+/// How often the location database's files are checked for changes.
+pub(super) const LOCATION_POLL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The files the location database is read from, as the loader opens them.
+pub(super) fn location_files(config: &Config) -> Vec<PathBuf> {
+    let l = &config.locations;
+    l.files
+        .iter()
+        .map(|f| &f.path)
+        .chain(&l.mmdb_city)
+        .chain(&l.mmdb_asn)
+        .cloned()
+        .collect()
+}
+
+/// Modification times and sizes of files (`None` for one that cannot be read).
+/// (Public because [`reload`] returns it: the stamps taken before the files were read.)
+#[derive(Debug, PartialEq, Eq)]
+pub struct FileStamps(Vec<Option<(std::time::SystemTime, u64)>>);
+
+impl FileStamps {
+    pub(super) fn of(files: &[PathBuf]) -> FileStamps {
+        FileStamps(
+            files
+                .iter()
+                .map(|f| {
+                    std::fs::metadata(f)
+                        .ok()
+                        .and_then(|m| Some((m.modified().ok()?, m.len())))
+                })
+                .collect(),
+        )
+    }
+}
+
+/// What the health supervisor watches: every service with monitors bound, probed at its own
+/// address (not the public one answers carry).
+pub(super) fn service_monitors(config: &Config) -> Vec<ServiceMonitors> {
+    config
+        .services
+        .iter()
+        .filter(|s| !s.monitors.is_empty())
+        .map(|s| {
+            let mut watched = ServiceMonitors::new(&s.name, s.ip, s.port);
+            watched.threshold = s.monitor_threshold;
+            for name in &s.monitors {
+                let spec = config
+                    .monitors
+                    .iter()
+                    .find(|m| &m.name == name)
+                    .expect("validated");
+                watched = watched.monitor(spec.clone());
+            }
+            watched
+        })
+        .collect()
+}

@@ -1,0 +1,421 @@
+//! The node's state machine: one task owns the links, the dialers, the topology view and what
+//! links brought; link tasks talk to it by [`Event`]s, it answers through bounded queues and
+//! the outbound `watch`. `outbound` builds what this site sends, `statements` handles what
+//! peers say.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    future::Future,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use tokio::{
+    sync::{mpsc, oneshot, watch},
+    task::JoinSet,
+};
+use tracing::{debug, info};
+
+use super::{
+    LinkInfo, LocalState, MepView, NodeState,
+    merge::SiteTable,
+    transport::{AbortOnDrop, Ctx, Event, dial_loop},
+};
+use crate::mep::{
+    frame::{Message, PersistEntry, Role, RttRow},
+    session::{Audience, CloseReason, LinkCmd, Outbound},
+    topology::{Action, Purpose, SiteView},
+};
+
+mod outbound;
+use outbound::same_versions;
+mod statements;
+
+struct LinkHandle {
+    id: u64,
+    initiated: bool,
+    cmds: mpsc::Sender<LinkCmd>,
+    kill: Option<oneshot::Sender<(CloseReason, String)>>,
+    audience: watch::Sender<Audience>,
+}
+
+impl LinkHandle {
+    fn kill(&mut self, reason: CloseReason, detail: String) {
+        if let Some(k) = self.kill.take() {
+            let _ = k.send((reason, detail));
+        }
+    }
+}
+
+struct Dialer {
+    purpose: Purpose,
+    stop: watch::Sender<bool>,
+}
+
+pub(super) struct Controller {
+    ctx: Arc<Ctx>,
+    view: SiteView,
+    shared: Arc<NodeState>,
+    local: watch::Receiver<Arc<LocalState>>,
+    links: HashMap<String, LinkHandle>,
+    by_id: HashMap<u64, String>,
+    info: BTreeMap<String, LinkInfo>,
+    dialers: HashMap<String, Dialer>,
+    /// What each link brought about each site, and the handovers in progress.
+    table: SiteTable,
+    pending_rtt: HashMap<String, Vec<RttRow>>,
+    pending_persist: HashMap<String, Vec<PersistEntry>>,
+    out: Outbound,
+    version: u64,
+    tasks: JoinSet<()>,
+    /// Something the topology or what links send depends on changed.
+    topo_dirty: bool,
+    /// Something the published view shows changed.
+    view_dirty: bool,
+}
+
+impl Controller {
+    pub(super) fn new(ctx: Arc<Ctx>, view: SiteView, shared: Arc<NodeState>) -> Self {
+        let dead_after = ctx.cfg.dead_after;
+        Controller {
+            ctx,
+            view,
+            local: shared.local.subscribe(),
+            shared,
+            links: HashMap::new(),
+            by_id: HashMap::new(),
+            info: BTreeMap::new(),
+            dialers: HashMap::new(),
+            table: SiteTable::new(dead_after),
+            pending_rtt: HashMap::new(),
+            pending_persist: HashMap::new(),
+            out: Outbound::default(),
+            version: 0,
+            tasks: JoinSet::new(),
+            topo_dirty: true,
+            view_dirty: true,
+        }
+    }
+
+    pub(super) async fn run(
+        &mut self,
+        mut events: mpsc::Receiver<Event>,
+        shutdown: impl Future<Output = ()>,
+        acceptor: AbortOnDrop,
+    ) {
+        tokio::pin!(shutdown);
+        // Adoption timers are checked on this tick (nothing else is rebuilt unless it changed).
+        let tick = (self.ctx.cfg.timing.adopt_after / 10)
+            .clamp(Duration::from_millis(10), Duration::from_millis(100));
+        let mut ticker = tokio::time::interval(tick);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        self.refresh_local(true);
+        // The view is rebuilt at most every `view_interval` (it is O(sites); a parent of a large
+        // tree gets a relayed frame for some child every millisecond).
+        let publish_every = self.ctx.cfg.view_interval;
+        let mut last_publish = Instant::now() - publish_every;
+        loop {
+            let flush_at = last_publish + publish_every;
+            tokio::select! {
+                biased;
+                _ = &mut shutdown => break,
+                _ = tokio::time::sleep_until(flush_at.into()), if self.view_dirty => {}
+                Some(event) = events.recv() => {
+                    self.handle(event);
+                    // Take what else is waiting before publishing once.
+                    for _ in 0..256 {
+                        match events.try_recv() {
+                            Ok(e) => self.handle(e),
+                            Err(_) => break,
+                        }
+                    }
+                }
+                r = self.local.changed() => {
+                    if r.is_ok() {
+                        self.refresh_local(false);
+                        self.topo_dirty = true;
+                    }
+                }
+                _ = ticker.tick() => {
+                    self.topo_dirty = true;
+                    self.settle_handovers(Instant::now());
+                    while self.tasks.try_join_next().is_some() {}
+                }
+            }
+            if std::mem::take(&mut self.topo_dirty) {
+                self.reconcile();
+            }
+            if self.view_dirty && Instant::now() >= last_publish + publish_every {
+                self.view_dirty = false;
+                last_publish = Instant::now();
+                self.publish();
+            }
+        }
+        info!(site = %self.view.me(), links = self.links.len(), "MEP stopping");
+        for d in self.dialers.values() {
+            let _ = d.stop.send(true);
+        }
+        for l in self.links.values_mut() {
+            l.kill(CloseReason::Shutdown, "site shutting down".into());
+        }
+        // Give links a moment to send their Reject, then abort whatever is left.
+        let links = &mut self.links;
+        let _ = tokio::time::timeout(Duration::from_millis(100), async {
+            while !links.is_empty() {
+                match events.recv().await {
+                    Some(Event::Down { link, peer, .. }) => {
+                        if links.get(&peer).is_some_and(|l| l.id == link) {
+                            links.remove(&peer);
+                        }
+                    }
+                    Some(_) => {}
+                    None => break,
+                }
+            }
+        })
+        .await;
+        drop(acceptor);
+        self.tasks.abort_all();
+    }
+
+    fn handle(&mut self, event: Event) {
+        let now = Instant::now();
+        self.view_dirty = true;
+        self.topo_dirty |= match &event {
+            Event::Frame { link, message } => match message {
+                // Services and tables matter to the topology only as a child's, relayed.
+                Message::ServiceStates(_) => self
+                    .by_id
+                    .get(link)
+                    .is_some_and(|peer| self.view.is_attached(peer)),
+                Message::RttRows(_) | Message::Persistence(_) => false,
+                _ => true,
+            },
+            _ => true,
+        };
+        match event {
+            Event::Up {
+                link,
+                hello,
+                version,
+                initiated,
+                cmds,
+                kill,
+                audience,
+            } => {
+                let peer = hello.site.clone();
+                if let Some(mut old) = self.links.remove(&peer) {
+                    // One link per pair. This one proved the peer's name with its key (a
+                    // newcomer that cannot never gets here), so it is the peer itself,
+                    // reconnected before we saw the old link die: the newer one wins.
+                    old.kill(CloseReason::Replaced, "replaced by a newer link".into());
+                    self.by_id.remove(&old.id);
+                }
+                self.by_id.insert(link, peer.clone());
+                self.links.insert(
+                    peer.clone(),
+                    LinkHandle {
+                        id: link,
+                        initiated,
+                        cmds,
+                        kill: Some(kill),
+                        audience,
+                    },
+                );
+                self.info.insert(
+                    peer.clone(),
+                    LinkInfo {
+                        up: true,
+                        since: now,
+                        version: Some(version),
+                        initiated,
+                        peer_software: Some(hello.software.clone()),
+                        last_error: None,
+                        audience: Audience::None,
+                    },
+                );
+                // Drop what an older link of this peer left.
+                self.table.link_up(&peer);
+                let actions = self.view.link_up(&peer, now);
+                self.apply(actions);
+            }
+            Event::Down { link, peer, error } => {
+                if self.by_id.remove(&link).is_none() {
+                    return;
+                }
+                if self.links.get(&peer).is_some_and(|l| l.id == link) {
+                    self.links.remove(&peer);
+                }
+                if let Some(i) = self.info.get_mut(&peer) {
+                    i.up = false;
+                    i.since = now;
+                    i.version = None;
+                    i.last_error = Some(error);
+                    i.audience = Audience::None;
+                }
+                // A child that said it is moving to another parent is kept (as it last was)
+                // until that parent delivers it; anything else the link brought goes now.
+                let moved_to = self.view.departed_to(&peer).map(str::to_owned);
+                if let Some(h) = self.table.link_down(&peer, moved_to.as_deref(), now) {
+                    self.handover_started(&peer, &h);
+                }
+                self.pending_rtt.remove(&peer);
+                self.pending_persist.remove(&peer);
+                let actions = self.view.link_down(&peer, now);
+                self.apply(actions);
+            }
+            Event::Failed { peer, error } => {
+                if !self.links.contains_key(&peer) {
+                    let i = self.info.entry(peer).or_insert(LinkInfo {
+                        up: false,
+                        since: now,
+                        version: None,
+                        initiated: true,
+                        peer_software: None,
+                        last_error: None,
+                        audience: Audience::None,
+                    });
+                    i.last_error = Some(error);
+                }
+            }
+            Event::Frame { link, message } => {
+                let Some(peer) = self.by_id.get(&link).cloned() else {
+                    return;
+                };
+                self.frame(&peer, message, now);
+            }
+        }
+        self.settle_handovers(now);
+    }
+
+    fn apply(&mut self, actions: Vec<Action>) {
+        for action in actions {
+            match action {
+                Action::Send { to, message } => {
+                    let Some(link) = self.links.get_mut(&to) else {
+                        continue;
+                    };
+                    if link.cmds.try_send(LinkCmd::Send(message)).is_err() {
+                        link.kill(
+                            CloseReason::QueueFull,
+                            "the link's queue is full (peer too slow)".into(),
+                        );
+                    }
+                }
+                Action::Close {
+                    peer,
+                    code: _,
+                    reason,
+                } => {
+                    if let Some(link) = self.links.get_mut(&peer) {
+                        let why = if reason.starts_with("adoption rejected") {
+                            CloseReason::AdoptRejected
+                        } else {
+                            CloseReason::Unwanted
+                        };
+                        link.kill(why, reason);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Starts and stops dialers to match the view; updates what each link carries.
+    fn reconcile(&mut self) {
+        let now = Instant::now();
+        let desired = self.view.desired_outbound(now);
+        let stale: Vec<String> = self
+            .dialers
+            .iter()
+            .filter(|(peer, d)| desired.get(*peer) != Some(&d.purpose))
+            .map(|(peer, _)| peer.clone())
+            .collect();
+        for peer in stale {
+            if let Some(d) = self.dialers.remove(&peer) {
+                let _ = d.stop.send(true);
+                debug!(site = %self.view.me(), %peer, "MEP link no longer wanted");
+            }
+            if let Some(link) = self.links.get_mut(&peer)
+                && link.initiated
+            {
+                link.kill(
+                    CloseReason::Unwanted,
+                    "the topology no longer wants this link".into(),
+                );
+            }
+        }
+        for (peer, purpose) in desired {
+            if self.dialers.contains_key(&peer) {
+                continue;
+            }
+            let Some(spec) = self.view.topology().site(&peer).cloned() else {
+                continue;
+            };
+            let (stop, stop_rx) = watch::channel(false);
+            if let Purpose::Adopt { original_parent } = &purpose {
+                info!(site = %self.view.me(), child = %peer, %original_parent, "adopting a child of a parent that is down");
+            }
+            self.tasks.spawn(dial_loop(spec, self.ctx.clone(), stop_rx));
+            self.dialers.insert(peer, Dialer { purpose, stop });
+        }
+        for (peer, link) in &self.links {
+            let audience = self.view.audience(peer);
+            link.audience
+                .send_if_modified(|a| std::mem::replace(a, audience) != audience);
+            if let Some(i) = self.info.get_mut(peer)
+                && i.audience != audience
+            {
+                i.audience = audience;
+                self.view_dirty = true;
+            }
+        }
+        self.refresh_topology_parts();
+        let out = &self.out;
+        self.ctx.outbound.send_if_modified(|o| {
+            let changed = !same_versions(o, out);
+            if changed {
+                *o = Arc::new(out.clone());
+            }
+            changed
+        });
+    }
+
+    fn publish(&self) {
+        let me = self.view.me();
+        let names = self
+            .view
+            .topology()
+            .sites()
+            .iter()
+            .map(|s| s.name.as_str())
+            .filter(|s| *s != me);
+        let sites = self.table.sites(
+            names,
+            |peer| self.info.get(peer).is_some_and(|i| i.up),
+            Instant::now(),
+        );
+        let holders = self
+            .view
+            .topology()
+            .sites()
+            .iter()
+            .filter(|s| s.role == Role::Child)
+            .filter_map(|s| {
+                self.view
+                    .holder(&s.name)
+                    .map(|h| (s.name.clone(), h.to_owned()))
+            })
+            .collect();
+        let view = MepView {
+            site: self.view.me().to_owned(),
+            role: self.view.role(),
+            answers_dns: self.view.topology().answers_dns(self.view.me()),
+            links: self.info.clone(),
+            sites,
+            current_parent: self.view.current_parent().map(str::to_owned),
+            adopted: self.view.adopted().clone(),
+            holders,
+        };
+        self.shared.view.send_replace(Arc::new(view));
+    }
+}

@@ -1,0 +1,342 @@
+//! The handshake of a link: the two Hellos (version negotiation, ephemeral key exchange) and
+//! the signed proofs of both site keys, bounded by `handshake_timeout`.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+
+use super::*;
+use crate::mep::{
+    auth::{self, Ephemeral, PublicKey, Sealer, SessionKeys, Side, SiteKey},
+    frame::{self, HELLO_VERSION, Hello, KX_LEN, Message, RejectCode},
+};
+
+/// What this end says about itself in the handshake.
+#[derive(Clone, Debug)]
+pub struct LocalHello {
+    pub site: String,
+    pub role: frame::Role,
+    pub parent: Option<String>,
+    pub versions: Vec<u8>,
+    pub software: String,
+    pub rtt_tolerance_ms: Option<u32>,
+}
+
+impl LocalHello {
+    fn hello(&self, peer: &str, kx: [u8; KX_LEN]) -> Hello {
+        Hello {
+            versions: self.versions.clone(),
+            site: self.site.clone(),
+            peer: peer.to_owned(),
+            role: self.role,
+            parent: self.parent.clone(),
+            software: self.software.clone(),
+            rtt_tolerance_ms: self.rtt_tolerance_ms,
+            nonce: auth::nonce(),
+            kx,
+        }
+    }
+}
+
+/// A link whose handshake succeeded: the peer proved the name its Hello claims.
+#[derive(Debug)]
+pub struct Established {
+    /// The peer's Hello.
+    pub peer: Hello,
+    /// The negotiated protocol version (the highest both speak).
+    pub version: u8,
+    /// The link's frame keys (every later frame is sealed with them).
+    pub keys: SessionKeys,
+}
+
+/// The highest version in both lists.
+pub fn negotiate(ours: &[u8], theirs: &[u8]) -> Option<u8> {
+    ours.iter().filter(|v| theirs.contains(v)).max().copied()
+}
+
+pub(super) async fn send<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    version: u8,
+    m: &Message,
+    max: usize,
+) -> Result<Vec<u8>, LinkError> {
+    let bytes = frame::encode(version, m, max)?;
+    w.write_all(&bytes).await?;
+    w.flush().await?;
+    Ok(bytes)
+}
+
+pub(super) async fn send_sealed<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    version: u8,
+    m: &Message,
+    max: usize,
+    sealer: &mut Sealer,
+) -> Result<(), LinkError> {
+    let bytes = seal(version, m, max, sealer)?;
+    w.write_all(&bytes).await?;
+    w.flush().await?;
+    Ok(())
+}
+
+/// Reads the peer's sealed Auth frame and checks its signature (made as `side`) with the key
+/// of the site it claims to be; a wrong one is rejected with a reason before the link closes.
+pub(super) async fn expect_proof<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    version: u8,
+    max_payload: usize,
+    keys: &mut SessionKeys,
+    peer_key: &PublicKey,
+    side: Side,
+    th: &[u8; 32],
+) -> Result<(), LinkError> {
+    let (v, m, _) = read_sealed(stream, max_payload, &mut keys.recv).await?;
+    match m {
+        Message::Auth(sig) if v == version => {
+            if !peer_key.verify(side, th, &sig) {
+                let e = LinkError::BadAuth(match side {
+                    Side::Acceptor => "the acceptor's signature does not match its site's key",
+                    Side::Initiator => "the initiator's signature does not match its site's key",
+                });
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(1),
+                    send_sealed(stream, version, &reject_of(&e), max_payload, &mut keys.send),
+                )
+                .await;
+                return Err(e);
+            }
+            Ok(())
+        }
+        Message::Reject { code, detail } => Err(LinkError::PeerRejected { code, detail }),
+        Message::Auth(_) => Err(LinkError::WrongFrameVersion {
+            got: v,
+            expected: version,
+        }),
+        other => Err(LinkError::Unexpected(other.kind())),
+    }
+}
+
+pub(super) fn reject_of(error: &LinkError) -> Message {
+    Message::Reject {
+        code: error.reason().reject_code(),
+        detail: error.to_string(),
+    }
+}
+
+/// Sends an unsealed Reject answering a Hello (version 0: any build reads it), ignoring
+/// failures (the link is being closed anyway).
+pub(super) async fn reject<W: AsyncWrite + Unpin>(w: &mut W, error: &LinkError) {
+    let _ = tokio::time::timeout(
+        Duration::from_secs(1),
+        send(w, 0, &reject_of(error), frame::DEFAULT_MAX_PAYLOAD),
+    )
+    .await;
+}
+
+/// This end's identity in a handshake: what it says, and the key it signs with.
+#[derive(Clone, Copy)]
+pub struct Identity<'a> {
+    pub hello: &'a LocalHello,
+    pub key: &'a SiteKey,
+}
+
+/// Runs the initiator's side of the handshake on `stream` (called `expect_peer`, whose key is
+/// `peer_key`), within `timeout`. On a failure detected here a Reject with the reason is sent
+/// before returning.
+pub async fn handshake_initiator<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    me: Identity<'_>,
+    expect_peer: &str,
+    peer_key: &PublicKey,
+    max_payload: usize,
+    timeout: Duration,
+) -> Result<Established, LinkError> {
+    let local = me.hello;
+    let steps = async {
+        let eph = Ephemeral::new();
+        let mine = local.hello(expect_peer, eph.public);
+        let my_hello = send(
+            stream,
+            HELLO_VERSION,
+            &Message::Hello(mine.clone()),
+            max_payload,
+        )
+        .await?;
+        let (version, m, their_hello) = match read_frame(stream, max_payload).await {
+            // A MEP 1 acceptor closes on a Hello it cannot read, without a word.
+            Err(LinkError::Closed) => {
+                return Err(LinkError::PeerRejected {
+                    code: RejectCode::Closing,
+                    detail: format!(
+                        "closed without an answer to our MEP {HELLO_VERSION} Hello (a MEP 1 site does so: upgrade it)"
+                    ),
+                });
+            }
+            r => r?,
+        };
+        let peer = match m {
+            Message::Hello(h) if version == HELLO_VERSION => h,
+            Message::Reject { code, detail } => {
+                return Err(LinkError::PeerRejected { code, detail });
+            }
+            Message::Hello(_) => {
+                return Err(LinkError::WrongFrameVersion {
+                    got: version,
+                    expected: HELLO_VERSION,
+                });
+            }
+            other => return Err(LinkError::Unexpected(other.kind())),
+        };
+        let checked = (|| {
+            if peer.site != expect_peer || peer.peer != local.site {
+                return Err(LinkError::UnknownSite(format!(
+                    "we called {expect_peer:?}, {:?} answered (and thinks it talks to {:?})",
+                    peer.site, peer.peer
+                )));
+            }
+            negotiate(&local.versions, &peer.versions).ok_or_else(|| LinkError::NoCommonVersion {
+                ours: local.versions.clone(),
+                theirs: peer.versions.clone(),
+            })
+        })();
+        let version = match checked {
+            Ok(v) => v,
+            Err(e) => {
+                reject(stream, &e).await;
+                return Err(e);
+            }
+        };
+        let th = auth::transcript(&my_hello, &their_hello);
+        let mut keys = auth::session_keys(
+            eph,
+            &peer.kx,
+            Side::Initiator,
+            &mine.nonce,
+            &peer.nonce,
+            &th,
+        )
+        .ok_or(LinkError::BadKeyShare)?;
+        let sig = me.key.sign(Side::Initiator, &th);
+        send_sealed(
+            stream,
+            version,
+            &Message::Auth(sig),
+            max_payload,
+            &mut keys.send,
+        )
+        .await?;
+        expect_proof(
+            stream,
+            version,
+            max_payload,
+            &mut keys,
+            peer_key,
+            Side::Acceptor,
+            &th,
+        )
+        .await?;
+        Ok(Established {
+            peer,
+            version,
+            keys,
+        })
+    };
+    tokio::time::timeout(timeout, steps)
+        .await
+        .unwrap_or(Err(LinkError::HandshakeTimeout(timeout)))
+}
+
+/// Runs the acceptor's side of the handshake on `stream` within `timeout`. `check` vets the
+/// initiator's Hello (is the site known, may it call us, from this address) and gives the key
+/// of the site it claims to be, before anything about us is sent; the claim is believed only
+/// once its signature verifies under that key.
+pub async fn handshake_acceptor<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    me: Identity<'_>,
+    max_payload: usize,
+    timeout: Duration,
+    check: impl FnOnce(&Hello) -> Result<PublicKey, LinkError>,
+) -> Result<Established, LinkError> {
+    let local = me.hello;
+    let steps = async {
+        let (version, m, their_hello) = match read_frame(stream, max_payload).await {
+            Err(e @ LinkError::OldPeer) => {
+                reject(stream, &e).await;
+                return Err(e);
+            }
+            r => r?,
+        };
+        let peer = match m {
+            Message::Hello(h) if version == HELLO_VERSION => h,
+            Message::Hello(_) => {
+                return Err(LinkError::WrongFrameVersion {
+                    got: version,
+                    expected: HELLO_VERSION,
+                });
+            }
+            other => return Err(LinkError::Unexpected(other.kind())),
+        };
+        let checked = if peer.peer != local.site {
+            Err(LinkError::UnknownSite(format!(
+                "{:?} called {:?}, we are {:?}",
+                peer.site, peer.peer, local.site
+            )))
+        } else {
+            check(&peer).and_then(|key| {
+                negotiate(&local.versions, &peer.versions)
+                    .map(|v| (v, key))
+                    .ok_or_else(|| LinkError::NoCommonVersion {
+                        ours: local.versions.clone(),
+                        theirs: peer.versions.clone(),
+                    })
+            })
+        };
+        let (version, peer_key) = match checked {
+            Ok(v) => v,
+            Err(e) => {
+                reject(stream, &e).await;
+                return Err(e);
+            }
+        };
+        let eph = Ephemeral::new();
+        let mine = local.hello(&peer.site, eph.public);
+        let my_hello = send(
+            stream,
+            HELLO_VERSION,
+            &Message::Hello(mine.clone()),
+            max_payload,
+        )
+        .await?;
+        let th = auth::transcript(&their_hello, &my_hello);
+        let mut keys =
+            auth::session_keys(eph, &peer.kx, Side::Acceptor, &peer.nonce, &mine.nonce, &th)
+                .ok_or(LinkError::BadKeyShare)?;
+        expect_proof(
+            stream,
+            version,
+            max_payload,
+            &mut keys,
+            &peer_key,
+            Side::Initiator,
+            &th,
+        )
+        .await?;
+        let sig = me.key.sign(Side::Acceptor, &th);
+        send_sealed(
+            stream,
+            version,
+            &Message::Auth(sig),
+            max_payload,
+            &mut keys.send,
+        )
+        .await?;
+        Ok(Established {
+            peer,
+            version,
+            keys,
+        })
+    };
+    tokio::time::timeout(timeout, steps)
+        .await
+        .unwrap_or(Err(LinkError::HandshakeTimeout(timeout)))
+}
