@@ -30,8 +30,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-#[path = "../../gslb-user/tests/mep_keys/mod.rs"]
-mod mep_keys;
+use crate::mep_keys;
 
 use gslb_common::Counter;
 use gslb_tests::{DigReply, Lab, ProxyMode, SERVER_IF, SERVER_V4, TcpProxy, TempPaths, privileged};

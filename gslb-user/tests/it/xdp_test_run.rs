@@ -5,7 +5,7 @@
 //! must leave to the stack is checked to come back unchanged, with the reason counted.
 //! Needs root; see `common::privileged`.
 
-mod common;
+use crate::common;
 
 use std::net::{IpAddr, Ipv4Addr};
 

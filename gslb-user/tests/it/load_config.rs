@@ -3,8 +3,8 @@
 //! at the file, line and column of the value that breaks it, including the settings that read a
 //! load no source provides here (config/load.rs).
 
-mod common;
-mod mep_keys;
+use crate::common;
+use crate::mep_keys;
 
 use std::{path::Path, time::Duration};
 

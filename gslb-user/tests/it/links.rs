@@ -9,7 +9,7 @@
 //!
 //! Every wait is bounded by [`WAIT`], which only a broken monitor reaches.
 
-mod common;
+use crate::common;
 
 use std::{
     collections::BTreeSet,

@@ -3,7 +3,7 @@
 //! then on, and turning probing off stops the program recording. Queries are run through the
 //! program with BPF_PROG_TEST_RUN (root).
 
-mod common;
+use crate::common;
 
 use std::{
     net::{IpAddr, Ipv4Addr},

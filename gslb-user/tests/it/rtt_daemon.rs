@@ -4,7 +4,7 @@
 //! method's); the control socket shows the LDNS table, refuses a bad reload with the reason
 //! while answers go on, and a reload that changes the probe settings restarts the prober.
 
-mod common;
+use crate::common;
 
 use std::{
     net::IpAddr,

@@ -22,7 +22,7 @@
 //! maps and ask the XDP program (BPF_PROG_TEST_RUN) for a sample of the clients; the same again
 //! after a sequence of health changes compiled incrementally and published in place.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};

@@ -7,10 +7,9 @@
 //! one address every time, and a ratio name asked between the queries for another got the
 //! addresses at even turns only.
 
-mod common;
+use crate::common;
 /// Reproducible interleavings (xorshift64, the benches' generator).
-#[path = "../../benches/rng.rs"]
-mod rng;
+use crate::rng;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};

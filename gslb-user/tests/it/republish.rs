@@ -3,7 +3,7 @@
 //! reply is a whole reply of exactly one of them (address and TTL together), never a pass, an
 //! empty answer or a mix.
 
-mod common;
+use crate::common;
 
 use std::{
     collections::BTreeMap,

@@ -8,8 +8,8 @@
 //! against gaps of at most a second between the client's queries, and an idle time of twice
 //! the timeout before the move.
 
-mod common;
-mod mep_keys;
+use crate::common;
+use crate::mep_keys;
 
 use std::{
     net::{IpAddr, SocketAddr},

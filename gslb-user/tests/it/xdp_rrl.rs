@@ -4,7 +4,7 @@
 //! another prefix is answered in full; without `[rrl]` the same flood is answered in full.
 //! Needs root; see `common::privileged`.
 
-mod common;
+use crate::common;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;

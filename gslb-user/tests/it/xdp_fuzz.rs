@@ -12,8 +12,8 @@
 //! checked per batch, which `cargo xtask bench fuzz-xdp` uses for its 10,000,000 frames).
 //! Needs root (see `common::privileged`).
 
-mod common;
-mod fuzz_frames;
+use crate::common;
+use crate::fuzz_frames;
 
 use std::{
     collections::{BTreeMap, BTreeSet},

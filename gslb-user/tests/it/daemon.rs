@@ -4,7 +4,7 @@
 //! comes back when it recovers; a service whose link (the loopback interface, made busy by the
 //! test) goes over its threshold leaves the answers until the link is quiet again.
 
-mod common;
+use crate::common;
 
 use std::{
     net::{IpAddr, UdpSocket},

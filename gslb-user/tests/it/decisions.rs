@@ -4,7 +4,7 @@
 //! health state. Only a domain whose answer depends on the single address (source IP hash,
 //! persistence) is left to the responder, which asks the engine per query.
 
-mod common;
+use crate::common;
 
 use std::{net::IpAddr, path::Path, sync::Arc};
 

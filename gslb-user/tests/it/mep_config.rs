@@ -3,8 +3,8 @@
 //! what a valid file turns into, and every rule a bad one breaks, each reported at the file,
 //! line and column of the value that breaks it.
 
-mod common;
-mod mep_keys;
+use crate::common;
+use crate::mep_keys;
 
 use std::{
     net::{IpAddr, SocketAddr},

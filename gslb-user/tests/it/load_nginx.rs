@@ -11,7 +11,7 @@
 //! it fails. Every nginx is killed when the test ends, also when it fails. Every wait is
 //! bounded by [`WAIT`].
 
-mod common;
+use crate::common;
 
 use std::{
     net::{SocketAddr, TcpStream},

@@ -5,7 +5,7 @@
 //! reason; martian sources and names we do not serve never reach the `LDNS` map.
 //! BPF_PROG_TEST_RUN; needs root (see `common::privileged`).
 
-mod common;
+use crate::common;
 
 use std::{net::IpAddr, time::Duration};
 

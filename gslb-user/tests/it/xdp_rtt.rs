@@ -2,7 +2,7 @@
 //! an RTT row gets the nearest site (its LDNS view), both families; a client without one gets
 //! the next method of the chain (the view's answer); the responder gives the same answers.
 
-mod common;
+use crate::common;
 
 use std::{net::IpAddr, path::Path, sync::Arc};
 

@@ -8,7 +8,7 @@
 //! stays empty: the RTT method only weighs sites with an RTT, and the fallback, global
 //! availability, answers south's service first, which the RTT answers never are.
 
-mod common;
+use crate::common;
 
 use std::{
     net::{IpAddr, Ipv4Addr},

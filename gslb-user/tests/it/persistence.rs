@@ -3,7 +3,7 @@
 //! timeout, across other services going down and back, across a move to a backup (it does not
 //! flap back), and moves only once its entry has timed out; a reload keeps the entries.
 
-mod common;
+use crate::common;
 
 use std::{net::IpAddr, path::Path, sync::Arc, time::Duration};
 

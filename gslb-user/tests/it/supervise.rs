@@ -14,8 +14,8 @@
 //!
 //! Every wait is bounded by [`WAIT`].
 
-mod common;
-mod mep_keys;
+use crate::common;
+use crate::mep_keys;
 
 use std::{
     collections::HashMap,

@@ -40,8 +40,7 @@ use gslb_tests::{
 };
 use gslb_user::dataplane::pinned_counters;
 
-#[path = "../../gslb-user/tests/mep_keys/mod.rs"]
-mod mep_keys;
+use crate::mep_keys;
 
 /// The resolver (on the LDNS namespace's loopback).
 const LDNS: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 53);

@@ -5,7 +5,7 @@
 //!
 //! Every wait is bounded by [`WAIT`].
 
-mod common;
+use crate::common;
 
 use std::{
     net::{IpAddr, SocketAddr},

@@ -7,7 +7,7 @@
 //! And the ECS scope each answer carries (RFC 7871 §7.2.1), per method: the shortest prefix
 //! within which that answer cannot change.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;

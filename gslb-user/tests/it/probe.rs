@@ -2,7 +2,7 @@
 //! clock (order, interval, tolerance, expiry, limits, merge, dump), the real probers on the
 //! loopback (TCP, DNS, ICMP), and the fast path's LDNS recording with BPF_PROG_TEST_RUN (root).
 
-mod common;
+use crate::common;
 
 use std::{
     collections::HashMap,
