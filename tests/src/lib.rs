@@ -395,10 +395,16 @@ impl Drop for TempPaths {
 pub struct TempDir(pub PathBuf);
 
 impl TempDir {
-    /// `gslb-{tag}-{pid}` under the system's temporary directory, made afresh (whatever an
-    /// earlier run left there is removed first).
+    /// `gslb-{tag}-{pid}-{n}` under the system's temporary directory, made afresh (whatever an
+    /// earlier run left there is removed first). `n` counts the directories of this process:
+    /// every test of gslb-user is in one binary, and two of them may pick the same tag.
     pub fn new(tag: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("gslb-{tag}-{}", std::process::id()));
+        static SEQ: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "gslb-{tag}-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         TempDir(dir)

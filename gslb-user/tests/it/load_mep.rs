@@ -150,6 +150,8 @@ fn stat<'a>(stats: &'a str, name: &str) -> Option<&'a str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_parent_decides_on_every_sites_load() {
+    // Its gslbd runs `mep-persist-sync`, which supervise's MEP tests kill by name.
+    let _shared = common::running_same_named_tasks().await;
     let dir = TempDir::new("load-mep");
     let server_a = MetricsServer::start("127.0.0.31:0".parse().unwrap(), &page(10)).await;
     let server_b = MetricsServer::start("127.0.0.32:0".parse().unwrap(), &page(3)).await;

@@ -288,6 +288,8 @@ services = ["web1", "web2"]
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parent_exchanges_state_with_its_peer_and_reloads_mep_in_place() {
+    // Its gslbd runs `mep-persist-sync`, which supervise's MEP tests kill by name.
+    let _shared = common::running_same_named_tasks().await;
     let dir = TempDir::new("mep-parent");
     let path = dir.0.join("gslb.toml");
     let socket = dir.0.join("gslbd.sock");
@@ -497,6 +499,8 @@ services = ["web-c1"]
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_child_refuses_gslb_names_serves_static_data_and_reports_to_its_parent() {
+    // Its gslbd runs `mep-persist-sync`, which supervise's MEP tests kill by name.
+    let _shared = common::running_same_named_tasks().await;
     let dir = TempDir::new("mep-child");
     let path = dir.0.join("gslb.toml");
     let dns = free_port("127.0.0.1");
@@ -562,6 +566,8 @@ async fn a_child_refuses_gslb_names_serves_static_data_and_reports_to_its_parent
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mep_port_in_use_fails_the_start() {
+    // Its gslbd runs `mep-persist-sync`, which supervise's MEP tests kill by name.
+    let _shared = common::running_same_named_tasks().await;
     let dir = TempDir::new("mep-in-use");
     let path = dir.0.join("gslb.toml");
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -208,6 +208,8 @@ async fn stays(p: &Ports, want: &str, total: Duration, what: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_parents_answer_a_persistent_client_alike_across_a_flip_and_a_restore() {
+    // Its gslbd runs `mep-persist-sync`, which supervise's MEP tests kill by name.
+    let _shared = common::running_same_named_tasks().await;
     let dir = TempDir::new("persist-parents");
     let p = Ports {
         dns: [free_port("127.0.0.1"), free_port("127.0.0.2")],

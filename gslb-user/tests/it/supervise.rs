@@ -571,17 +571,19 @@ services = ["web1", "web2"]
 /// gslbd answers throughout. Here gslbd (127.0.0.1, the lower address) dials the peer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_mep_node_links_up_again() {
-    killed_mep_node("p1", "127.0.0.1").await;
+    killed_mep_node("sv-p1", "127.0.0.1").await;
 }
 
 /// The same with the peer dialling (gslbd at 127.0.0.3): the restarted node's accept loop
 /// takes the link, not a stale one left by the node that died.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_mep_node_accepts_links_again() {
-    killed_mep_node("p3", "127.0.0.3").await;
+    killed_mep_node("sv-p3", "127.0.0.3").await;
 }
 
 async fn killed_mep_node(me: &str, me_ip: &str) {
+    // It kills `mep-persist-sync`, which every in-process gslbd with MEP runs.
+    let _alone = common::killing_same_named_tasks().await;
     use gslb_user::mep::{
         LocalState, MepConfig, MepNode, PublicKey, ServiceState, SiteKey, SiteSpec, Topology,
     };

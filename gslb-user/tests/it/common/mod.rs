@@ -948,6 +948,23 @@ pub fn assert_passed(case: &str, dp: &Dataplane, frame: &[u8], reason: Counter) 
 
 // ---- gslbd in this process ----
 
+/// Held by the tests whose in-process gslbd runs a task that every gslbd of this process names
+/// alike (`mep-persist-sync` with MEP on), shared among them; exclusively by the tests that kill
+/// such a task by its name (`supervise::inject_panic` kills every task of that name), so that
+/// no other test's daemon is killed with it. All the tests are one binary, so they share the
+/// supervision registry.
+static SAME_NAMED_TASKS: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+/// For a test whose gslbd runs MEP (see [`SAME_NAMED_TASKS`]); hold it until gslbd stopped.
+pub async fn running_same_named_tasks() -> tokio::sync::RwLockReadGuard<'static, ()> {
+    SAME_NAMED_TASKS.read().await
+}
+
+/// For a test that kills `mep-persist-sync` (see [`SAME_NAMED_TASKS`]).
+pub async fn killing_same_named_tasks() -> tokio::sync::RwLockWriteGuard<'static, ()> {
+    SAME_NAMED_TASKS.write().await
+}
+
 /// gslbd running in this process on `path` (of [`Gslbd::start`]), responder only (`no_xdp`, so
 /// no privileges are needed).
 pub struct Gslbd {
