@@ -6,7 +6,7 @@
 //! source it parses; the LDNS feed and the recorder must keep the table within `max_ldns`,
 //! never make an entry (so never a probe) of a claimed source, and keep probing the real
 //! resolver (at least every other interval here; every interval on the paused clock of
-//! tests/rtt_flood.rs). `gslbctl stats` and `gslbctl ldns` are read as an operator would.
+//! tests/it/rtt_flood.rs). `gslbctl stats` and `gslbctl ldns` are read as an operator would.
 //!
 //! Needs root (namespaces, raw sockets, XDP).
 
@@ -227,7 +227,7 @@ fn a_spoofed_flood_leaves_the_table_bounded_claims_unprobed_and_the_resolver_pro
         "the resolver's entry was replaced: {line:?}"
     );
     // At least half the intervals: a starved resolver gets none or one (the exact cadence,
-    // every interval, is the paused-clock test's, tests/rtt_flood.rs; here the machine is
+    // every interval, is the paused-clock test's, tests/it/rtt_flood.rs; here the machine is
     // shared and the flood's sender, gslbd and the kernel share two cores).
     let want = elapsed.as_secs() / 2 / 2;
     assert!(

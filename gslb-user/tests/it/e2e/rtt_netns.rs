@@ -447,7 +447,7 @@ fn sites_measure_the_ldns_rtt_by_whatever_answers() {
     // shared VM is now and then that much late even so (a busy CPU): an attempt whose
     // measurements were disturbed is repeated, up to ten in all (five were seen disturbed
     // in a row on a clean CI run). (Without the rule, every attempt would publish; the rule
-    // itself is tested exactly in tests/probe.rs.)
+    // itself is tested exactly in tests/it/probe.rs.)
     const ATTEMPTS: usize = 10;
     let mut failures = Vec::new();
     for attempt in 1..=ATTEMPTS {
