@@ -21,19 +21,33 @@ pub const CLIENT_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0x10
 pub const SERVER_IF: &str = "gslb0";
 pub const CLIENT_IF: &str = "client0";
 
-/// True when the test may run. Without root it skips with a reason on stderr, unless
-/// GSLB_REQUIRE_PRIVILEGED=1 (set by `cargo xtask test`), where it fails instead.
+/// Why this process cannot load BPF programs or make network namespaces, or `None` if it can.
+/// Root is what is checked: it has every capability that needs (CAP_BPF, CAP_NET_ADMIN for XDP
+/// and namespaces, CAP_PERFMON for some of the verifier's pointer handling); a
+/// capabilities-only setup is not told apart here.
+pub fn missing_privilege() -> Option<String> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    (euid != 0).then(|| format!("needs root for BPF and network namespaces (euid is {euid})"))
+}
+
+/// True when the test `test` may run. Without root it skips (see [`skip`]).
 pub fn privileged(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
+    let Some(why) = missing_privilege() else {
         return true;
-    }
-    let reason = format!("{test}: needs root for BPF and network namespaces");
+    };
+    skip(&format!("{test}: {why}"));
+    false
+}
+
+/// A test that cannot run here (no root, a program not installed) says why on stderr and
+/// returns; unless GSLB_REQUIRE_PRIVILEGED=1 (set by `cargo xtask test`, as in CI), where it
+/// fails instead, since a skip would hide that nothing was tested.
+pub fn skip(reason: &str) {
     if std::env::var("GSLB_REQUIRE_PRIVILEGED").as_deref() == Ok("1") {
         panic!("{reason} (GSLB_REQUIRE_PRIVILEGED=1)");
     }
     eprintln!("skipped: {reason}");
-    false
 }
 
 /// Runs a command to completion; panics with its output when it fails.

@@ -32,27 +32,28 @@ use tokio::{
 
 // ---- Privileges and setup ----
 
-/// Why this process cannot load BPF programs, or `None` if it can. Root is what is checked: it
-/// has every capability loading needs (CAP_BPF, CAP_NET_ADMIN for XDP, CAP_PERFMON for some of
-/// the verifier's pointer handling), and a capabilities-only setup is not told apart here.
-pub fn missing_privilege() -> Option<String> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let euid = unsafe { libc::geteuid() };
-    (euid != 0).then(|| format!("loading XDP programs needs root (euid is {euid})"))
+/// Every privileged test of these modules starts here: [`gslb_tests::privileged`], named after
+/// the running test (libtest names its thread so).
+pub fn privileged() -> bool {
+    gslb_tests::privileged(std::thread::current().name().unwrap_or("this test"))
 }
 
-/// Every privileged test starts here. Unprivileged runs (a developer's `cargo test`) skip with
-/// a note, except where the environment says these tests must run (CI), where a skip would
-/// hide that nothing was tested.
-pub fn privileged() -> bool {
-    let Some(reason) = missing_privilege() else {
-        return true;
-    };
-    if std::env::var("GSLB_REQUIRE_PRIVILEGED").as_deref() == Ok("1") {
-        panic!("GSLB_REQUIRE_PRIVILEGED=1 but {reason}");
-    }
-    eprintln!("skipped: {reason}");
-    false
+/// Logs of the code under test, for the test that runs it: `RUST_LOG` (as gslbd reads it, e.g.
+/// `RUST_LOG=gslb_user=debug`) picks what is logged, nothing without it. Written through
+/// libtest's capture, so only a failing test's logs are shown (or every test's with
+/// `--nocapture`). Called by the kit's setup helpers ([`dataplane`], [`Gslbd::start`]); once
+/// per process, as tracing has one global subscriber.
+pub fn init_tracing() {
+    static INIT: std::sync::Once = std::sync::Once::new();
+    INIT.call_once(|| {
+        let Ok(filter) = tracing_subscriber::EnvFilter::try_from_default_env() else {
+            return;
+        };
+        let _ = tracing_subscriber::fmt()
+            .with_test_writer()
+            .with_env_filter(filter)
+            .try_init();
+    });
 }
 
 /// A freshly loaded dataplane (maps of its own) with [`config_text`] published, or `None` when the
@@ -61,6 +62,7 @@ pub fn dataplane() -> Option<Dataplane> {
     if !privileged() {
         return None;
     }
+    init_tracing();
     let mut dp = Dataplane::load(None).expect("loading the XDP object");
     dp.table
         .publish(&snapshot())
@@ -994,6 +996,7 @@ impl Gslbd {
 
     /// [`Gslbd::start`] with the command line's `overrides` (the fast path loaded, say).
     pub async fn start_with(path: &Path, overrides: Overrides, wait: Duration) -> Gslbd {
+        init_tracing();
         let (ready_tx, ready_rx) = oneshot::channel();
         let (stop, stop_rx) = oneshot::channel::<()>();
         let (reloads, reload_rx) = mpsc::channel::<Reload>(4);
