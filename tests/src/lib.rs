@@ -276,6 +276,76 @@ impl Drop for Lab {
     }
 }
 
+/// A [`Lab`] whose server namespace runs gslbd with the fast path (skb mode) on its veth, and the
+/// files that gslbd uses there: its configuration, control socket and BPF pins, named after the
+/// server namespace. Dropping it drops the lab first (which stops gslbd, so that it unpins),
+/// then removes the files.
+pub struct GslbdLab {
+    pub lab: Lab,
+    pub config: PathBuf,
+    pub control: PathBuf,
+    pub pins: PathBuf,
+    _files: TempPaths,
+}
+
+impl GslbdLab {
+    /// A new [`Lab`] (`tag` as there) with `config` written as gslbd's configuration.
+    pub fn new(tag: &str, config: &str) -> GslbdLab {
+        let lab = Lab::new(tag);
+        let dir = std::env::temp_dir();
+        let config_path = dir.join(format!("{}.toml", lab.server_ns));
+        let control = dir.join(format!("{}.sock", lab.server_ns));
+        let pins = PathBuf::from(format!("/sys/fs/bpf/{}", lab.server_ns));
+        let files = TempPaths(vec![config_path.clone(), control.clone(), pins.clone()]);
+        std::fs::write(&config_path, config)
+            .unwrap_or_else(|e| panic!("{}: {e}", config_path.display()));
+        GslbdLab {
+            lab,
+            config: config_path,
+            control,
+            pins,
+            _files: files,
+        }
+    }
+
+    /// gslbd (`bin`: `env!("CARGO_BIN_EXE_gslbd")` in a gslb-user test or bench) in the server
+    /// namespace on this lab's configuration, attached to [`SERVER_IF`] in skb mode and pinning
+    /// under [`GslbdLab::pins`]; add `--control` with [`GslbdLab::with_control`].
+    pub fn gslbd(&self, bin: impl AsRef<Path>) -> Command {
+        let mut cmd = self.lab.nsenter(&self.lab.server_ns, bin.as_ref());
+        cmd.arg("--config").arg(&self.config);
+        cmd.args(["--interface", SERVER_IF, "--xdp-mode", "skb"]);
+        cmd.arg("--pin-path").arg(&self.pins);
+        cmd
+    }
+
+    /// [`GslbdLab::gslbd`] with its control socket at [`GslbdLab::control`].
+    pub fn with_control(&self, bin: impl AsRef<Path>) -> Command {
+        let mut cmd = self.gslbd(bin);
+        cmd.arg("--control").arg(&self.control);
+        cmd
+    }
+
+    /// Starts `gslbd` (of [`GslbdLab::gslbd`]) and waits up to 30 s until it is ready; its pid.
+    pub fn start(&mut self, gslbd: Command) -> u32 {
+        self.lab
+            .spawn_until(gslbd, "gslbd: ready", Duration::from_secs(30))
+    }
+}
+
+impl std::ops::Deref for GslbdLab {
+    type Target = Lab;
+    fn deref(&self) -> &Lab {
+        &self.lab
+    }
+}
+
+impl std::ops::DerefMut for GslbdLab {
+    fn deref_mut(&mut self) -> &mut Lab {
+        &mut self.lab
+    }
+}
+
 /// A backend started by [`Lab::tcp_backend`]; dropping it closes the listening socket.
 pub struct TcpBackend {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,

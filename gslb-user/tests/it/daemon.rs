@@ -12,7 +12,7 @@ use std::{
     time::Duration,
 };
 
-use common::{Gslbd, answer_addrs, ask_loopback, free_port};
+use common::{Gslbd, answer_addrs, answer_becomes, ask_loopback, free_port};
 use gslb_tests::TempDir;
 use gslb_user::control::Reload;
 use hickory_proto::rr::RecordType;
@@ -215,23 +215,6 @@ services = ["a", "b"]
 backup_ip = ["203.0.113.99"]
 "#
     )
-}
-
-/// Polls until the answer is `want` (monitors take a few intervals), or panics after 20 s
-/// (generous: the CI machine runs other suites at the same time).
-async fn answer_becomes(port: u16, want: &[&str]) {
-    let want: Vec<IpAddr> = want.iter().map(|a| a.parse().unwrap()).collect();
-    let mut last = Vec::new();
-    for _ in 0..400 {
-        last = tokio::task::spawn_blocking(move || ask(port))
-            .await
-            .unwrap();
-        if last == want {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("answer stayed {last:?}, expected {want:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -23,7 +23,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{Gslbd, answer_addrs, ask_loopback};
+use common::{Gslbd, answer_addrs, answer_set_becomes, ask_loopback, until};
 use gslb_tests::TempDir;
 use gslb_user::{
     compile::Snapshot,
@@ -173,38 +173,17 @@ fn addrs(m: &Message) -> Vec<IpAddr> {
     v
 }
 
+/// www's addresses, sorted: the order of an `all` answer is not what these tests check.
 async fn www(port: u16) -> Vec<IpAddr> {
-    addrs(&ask(port, "www.example.com.", RecordType::A).await)
+    let mut v = common::www(port).await;
+    v.sort();
+    v
 }
 
 fn ips(list: &[&str]) -> Vec<IpAddr> {
     let mut v: Vec<IpAddr> = list.iter().map(|a| a.parse().unwrap()).collect();
     v.sort();
     v
-}
-
-async fn answer_becomes(port: u16, want: &[&str], what: &str) {
-    let want = ips(want);
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let got = www(port).await;
-        if got == want {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: www stayed {got:?}, not {want:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-async fn until(what: &str, mut f: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !f().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 // ---- The parent ----
@@ -307,7 +286,7 @@ async fn a_parent_exchanges_state_with_its_peer_and_reloads_mep_in_place() {
     let gslbd = Gslbd::start(&path, Some(socket.clone()), WAIT).await;
 
     // p2 is not running: its service is DOWN (no MEP path to it), p1's own is UP.
-    answer_becomes(dns, &[WEB1], "p2 unreachable").await;
+    answer_set_becomes(dns, &[WEB1], "p2 unreachable").await;
 
     let sites = vec![
         SiteSpec::parent("p1", "127.0.0.1".parse().unwrap()).with_port(p1_mep),
@@ -333,7 +312,7 @@ async fn a_parent_exchanges_state_with_its_peer_and_reloads_mep_in_place() {
         persistence: vec![],
     };
     peer.node.publish_local(publish(true)).unwrap();
-    answer_becomes(dns, &[WEB1, WEB2], "p2's web2 UP over MEP").await;
+    answer_set_becomes(dns, &[WEB1, WEB2], "p2's web2 UP over MEP").await;
 
     // Out: p1's services as its monitor sees them.
     peer.wait("p1's web1 UP", |v| v.service_up("p1", "web1", None))
@@ -355,19 +334,19 @@ async fn a_parent_exchanges_state_with_its_peer_and_reloads_mep_in_place() {
 
     // p1's monitor takes web1 DOWN: out of the answers, and reported to p2.
     backend.take();
-    answer_becomes(dns, &[WEB2], "web1's backend gone").await;
+    answer_set_becomes(dns, &[WEB2], "web1's backend gone").await;
     peer.wait("p1's web1 DOWN", |v| {
         v.sites["p1"].reachable && !v.service_up("p1", "web1", None)
     })
     .await;
     backend = Some(Backend::start(backend_addr).await);
-    answer_becomes(dns, &[WEB1, WEB2], "web1's backend back").await;
+    answer_set_becomes(dns, &[WEB1, WEB2], "web1's backend back").await;
 
     // p2 reports web2 DOWN, then UP.
     peer.node.publish_local(publish(false)).unwrap();
-    answer_becomes(dns, &[WEB1], "p2 reports web2 DOWN").await;
+    answer_set_becomes(dns, &[WEB1], "p2 reports web2 DOWN").await;
     peer.node.publish_local(publish(true)).unwrap();
-    answer_becomes(dns, &[WEB1, WEB2], "p2 reports web2 UP").await;
+    answer_set_becomes(dns, &[WEB1, WEB2], "p2 reports web2 UP").await;
 
     // A new backup list restarts p1's node in place: p2 gets the list, and web2 never leaves
     // the answers while the link reconnects (the last view is kept until it is back).
@@ -422,7 +401,7 @@ async fn a_parent_exchanges_state_with_its_peer_and_reloads_mep_in_place() {
 
     // p2 goes: its service is DOWN, and its RTT rows leave p1's table.
     peer.stop().await;
-    answer_becomes(dns, &[WEB1], "p2 gone").await;
+    answer_set_becomes(dns, &[WEB1], "p2 gone").await;
     until("p2's RTT row removed", async || {
         !control::request(&socket, "ldns", WAIT)
             .await

@@ -12,10 +12,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{Gslbd, answer_addrs, ask_loopback, free_port};
+use common::{Gslbd, answer_set_becomes, free_port, www};
 use gslb_tests::TempDir;
 use gslb_user::control::{self, ClientError};
-use hickory_proto::rr::RecordType;
 
 const HERE: &str = "198.51.100.1";
 const THERE: &str = "198.51.100.2";
@@ -69,34 +68,6 @@ allow = ["127.0.0.0/8"]
     )
 }
 
-/// The A answer for www.example.com from the server on `port`, asked from 127.0.0.1.
-fn ask(port: u16) -> Vec<IpAddr> {
-    answer_addrs(&ask_loopback(port, "www.example.com.", RecordType::A))
-}
-
-async fn ask_async(port: u16) -> Vec<IpAddr> {
-    tokio::task::spawn_blocking(move || ask(port))
-        .await
-        .unwrap()
-}
-
-/// Asks until the answer is `want`, for at most 20 s.
-async fn answer_becomes(port: u16, want: &str, what: &str) {
-    let want: IpAddr = want.parse().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let got = ask_async(port).await;
-        if got == [want] {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: the answer stayed {got:?}, not {want}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 async fn ctl(socket: &Path, request: &str) -> Result<String, ClientError> {
     control::request(socket, request, TIMEOUT).await
 }
@@ -115,8 +86,8 @@ async fn probes_the_resolvers_that_query_and_answers_by_rtt_with_a_control_socke
     // Nothing measured before the first query: the fallback answers it. The query makes
     // 127.0.0.1 an LDNS entry; once probed, the RTT method answers.
     assert_eq!(ctl(&socket, "ldns").await.unwrap(), "no LDNS entries\n");
-    assert_eq!(ask_async(port).await, [THERE.parse::<IpAddr>().unwrap()]);
-    answer_becomes(port, HERE, "after the probe").await;
+    assert_eq!(www(port).await, [THERE.parse::<IpAddr>().unwrap()]);
+    answer_set_becomes(port, &[HERE], "after the probe").await;
 
     let report = ctl(&socket, "ldns").await.unwrap();
     let line = report
@@ -160,7 +131,7 @@ async fn probes_the_resolvers_that_query_and_answers_by_rtt_with_a_control_socke
         }
         other => panic!("a bad reload: {other:?}"),
     }
-    assert_eq!(ask_async(port).await, [HERE.parse::<IpAddr>().unwrap()]);
+    assert_eq!(www(port).await, [HERE.parse::<IpAddr>().unwrap()]);
 
     // New probe settings restart the prober, which counts its rounds from zero: let the old
     // one count well past what a new one does in the moment after the reload.
@@ -203,7 +174,7 @@ async fn probes_the_resolvers_that_query_and_answers_by_rtt_with_a_control_socke
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(
-        ask_async(port).await,
+        www(port).await,
         [HERE.parse::<IpAddr>().unwrap()],
         "after the restart"
     );

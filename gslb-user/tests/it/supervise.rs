@@ -25,7 +25,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{Gslbd, answer_addrs, ask_loopback, free_port};
+use common::{Gslbd, WAIT, answer_addrs, answer_becomes, free_port, until, www};
 use gslb_tests::TempDir;
 use gslb_user::{
     control,
@@ -37,18 +37,6 @@ use gslb_user::{
     supervise::{inject_panic, task_stats},
 };
 use hickory_proto::rr::RecordType;
-
-/// Longest wait for anything (the CI machine runs other suites at the same time).
-const WAIT: Duration = Duration::from_secs(20);
-
-/// Polls `f` every 10 ms until it holds, or panics after [`WAIT`].
-async fn until(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !f() {
-        assert!(Instant::now() < deadline, "not within {WAIT:?}: {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
 
 fn restarts(task: &str) -> u64 {
     task_stats(task).map_or(0, |s| s.restarts)
@@ -120,14 +108,6 @@ backup_ip = ["203.0.113.99"]
     )
 }
 
-async fn www(port: u16) -> Vec<IpAddr> {
-    tokio::task::spawn_blocking(move || {
-        answer_addrs(&ask_loopback(port, "www.example.com.", RecordType::A))
-    })
-    .await
-    .unwrap()
-}
-
 /// www.example.com over TCP.
 async fn www_tcp(port: u16) -> Vec<IpAddr> {
     use hickory_proto::op::{Message, Query};
@@ -154,22 +134,6 @@ async fn www_tcp(port: u16) -> Vec<IpAddr> {
         .expect("a TCP answer in time")
         .expect("a TCP answer");
     answer_addrs(&Message::from_vec(&reply).unwrap())
-}
-
-async fn answer_becomes(port: u16, want: &[&str]) {
-    let want: Vec<IpAddr> = want.iter().map(|a| a.parse().unwrap()).collect();
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let got = www(port).await;
-        if got == want {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "answer stayed {got:?}, expected {want:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// `gslbctl stats` as (name, value).
@@ -209,7 +173,7 @@ async fn killed_dns_loops_restart_and_answer_again() {
     // Asked at once, while the loops wait out their first backoff: still answered.
     assert_eq!(www(port).await, ["198.51.100.1".parse::<IpAddr>().unwrap()]);
     for task in udp.iter().chain([&tcp]) {
-        until(&format!("{task} restarted"), || restarts(task) >= 1).await;
+        until(&format!("{task} restarted"), async || restarts(task) >= 1).await;
     }
     for _ in 0..20 {
         assert_eq!(www(port).await, ["198.51.100.1".parse::<IpAddr>().unwrap()]);
@@ -323,12 +287,12 @@ async fn a_monitor_task_that_dies_counts_as_failed_checks() {
     };
     health.set_services(vec![spec]).await.unwrap();
     let checks = |h: &HealthSupervisor| h.snapshot()["mon-lib"].monitors[0].checks;
-    until("a first check", || checks(&health) >= 1).await;
+    until("a first check", async || checks(&health) >= 1).await;
     let task = "monitor/mon-lib/tcp";
 
     kill(task, 2);
-    until("two restarts", || restarts(task) >= 2).await;
-    until("the failures recorded", || {
+    until("two restarts", async || restarts(task) >= 2).await;
+    until("the failures recorded", async || {
         health.snapshot()["mon-lib"].monitors[0].failures >= 2
     })
     .await;
@@ -338,7 +302,7 @@ async fn a_monitor_task_that_dies_counts_as_failed_checks() {
         "two of three: still UP"
     );
     // The third run checks the (reachable) target: the run of failures ends.
-    until("a success after the deaths", || {
+    until("a success after the deaths", async || {
         health.snapshot()["mon-lib"].monitors[0].consecutive_successes >= 1
     })
     .await;
@@ -413,12 +377,12 @@ async fn a_killed_prober_probes_again() {
     let prober = ProbeSupervisor::start("sv-east", settings, echo.clone()).unwrap();
     prober.recorder().record("198.51.100.9".parse().unwrap());
     let probes = || echo.probes.load(std::sync::atomic::Ordering::Relaxed);
-    until("a first probe", || probes() >= 1).await;
+    until("a first probe", async || probes() >= 1).await;
     let task = "rtt-prober/sv-east";
     kill(task, 1);
-    until("restarted", || restarts(task) == 1).await;
+    until("restarted", async || restarts(task) == 1).await;
     let before = probes();
-    until("probes after the restart", || probes() >= before + 2).await;
+    until("probes after the restart", async || probes() >= before + 2).await;
     assert_eq!(
         prober.handle().report().len(),
         1,
@@ -441,11 +405,11 @@ async fn a_killed_link_sampler_samples_again() {
     let monitor = LinkMonitor::spawn(vec![spec]);
     let loads = monitor.loads();
     let at = || loads.borrow().get("sv-lan").map(|l| l.at);
-    until("a first sample", || at().is_some()).await;
+    until("a first sample", async || at().is_some()).await;
     kill("link/sv-lan", 1);
-    until("restarted", || restarts("link/sv-lan") == 1).await;
+    until("restarted", async || restarts("link/sv-lan") == 1).await;
     let before = at();
-    until("a sample after the restart", || at() != before).await;
+    until("a sample after the restart", async || at() != before).await;
     drop(monitor);
 }
 
@@ -479,11 +443,14 @@ async fn a_killed_load_monitor_checks_again() {
             .map(|r| r.failures)
             .sum::<u64>()
     };
-    until("a first check", || failures() >= 1).await;
+    until("a first check", async || failures() >= 1).await;
     let task = "load/sv-load/nginx";
     kill(task, 3);
-    until("three restarts", || restarts(task) == 3).await;
-    until("each death and the check after counted", || failures() >= 5).await;
+    until("three restarts", async || restarts(task) == 3).await;
+    until("each death and the check after counted", async || {
+        failures() >= 5
+    })
+    .await;
 }
 
 /// The fast-path LDNS feed (privileged: it reads the loaded program's `LDNS` map), killed, is
@@ -502,13 +469,16 @@ async fn a_killed_ldns_feed_restarts_on_the_same_map() {
     .unwrap();
     let mut dp = gslb_user::dataplane::Dataplane::load(None).expect("loading the XDP object");
     let rtt = gslb_user::daemon::rtt::RttProbing::new(&config, dp.take_ldns());
-    until("the feed running", || {
+    until("the feed running", async || {
         task_stats("ldns-feed").is_some_and(|s| s.running >= 1)
     })
     .await;
     let before = restarts("ldns-feed");
     kill("ldns-feed", 1);
-    until("the feed restarted", || restarts("ldns-feed") > before).await;
+    until("the feed restarted", async || {
+        restarts("ldns-feed") > before
+    })
+    .await;
     dp.detach().expect("detach after the feed's restart");
     tokio::time::timeout(WAIT, rtt.shutdown())
         .await
@@ -642,7 +612,7 @@ async fn killed_mep_node(me: &str, me_ip: &str) {
     })
     .unwrap();
     let link = || peer.view().links.get(me).filter(|l| l.up).map(|l| l.since);
-    until("the link to gslbd up", || link().is_some()).await;
+    until("the link to gslbd up", async || link().is_some()).await;
     answer_becomes(dns, &["192.0.2.1", "192.0.2.2"]).await;
     let first = link().unwrap();
 
@@ -651,12 +621,12 @@ async fn killed_mep_node(me: &str, me_ip: &str) {
     for task in [node.as_str(), "mep-persist-sync"] {
         kill(task, 1);
     }
-    until("the MEP node restarted", || restarts(&node) >= 1).await;
-    until("the persistence exchange restarted", || {
+    until("the MEP node restarted", async || restarts(&node) >= 1).await;
+    until("the persistence exchange restarted", async || {
         restarts("mep-persist-sync") > sync_restarts
     })
     .await;
-    until("a new link to gslbd up", || {
+    until("a new link to gslbd up", async || {
         link().is_some_and(|since| since > first)
     })
     .await;

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use common::*;
-use etherparse::{NetSlice, SlicedPacket, TransportSlice};
+use etherparse::{SlicedPacket, TransportSlice};
 use gslb_user::{compile::Snapshot, config::Config, dataplane::Dataplane};
 use hickory_proto::op::Message;
 use hickory_proto::rr::RecordType;
@@ -56,21 +56,7 @@ fn ask_as(dp: &Dataplane, client: IpAddr, id: u16, tally: &mut Tally) {
             let Some(TransportSlice::Udp(udp)) = &r.transport else {
                 panic!("not UDP")
             };
-            let want = match &r.net {
-                Some(NetSlice::Ipv4(ip)) => udp.to_header().calc_checksum_ipv4_raw(
-                    ip.header().source(),
-                    ip.header().destination(),
-                    udp.payload(),
-                ),
-                Some(NetSlice::Ipv6(ip)) => udp.to_header().calc_checksum_ipv6_raw(
-                    ip.header().source(),
-                    ip.header().destination(),
-                    udp.payload(),
-                ),
-                _ => panic!("not IP"),
-            }
-            .unwrap();
-            assert_eq!(udp.checksum(), want, "UDP checksum");
+            assert_udp_checksum("a reply to the flood", &r);
             let reply = Message::from_vec(udp.payload()).expect("reply decodes");
             assert_eq!(reply.id(), id);
             assert_eq!(reply.queries().len(), 1, "question echoed");

@@ -803,22 +803,7 @@ pub fn assert_reply(case: &str, query: &[u8], out: &Outcome, expect: &Expect) ->
         out.frame.len() - l3 - ip_header_len,
         "{case}: UDP length"
     );
-    let want = match &r.net {
-        Some(NetSlice::Ipv4(ip)) => rudp.to_header().calc_checksum_ipv4_raw(
-            ip.header().source(),
-            ip.header().destination(),
-            rudp.payload(),
-        ),
-        Some(NetSlice::Ipv6(ip)) => rudp.to_header().calc_checksum_ipv6_raw(
-            ip.header().source(),
-            ip.header().destination(),
-            rudp.payload(),
-        ),
-        _ => unreachable!(),
-    }
-    .expect("UDP checksum");
-    assert_ne!(rudp.checksum(), 0, "{case}: UDP checksum present");
-    assert_eq!(rudp.checksum(), want, "{case}: UDP checksum");
+    assert_udp_checksum(case, &r);
 
     let (qdns, rdns) = (qudp.payload(), rudp.payload());
     let asked = Message::from_vec(qdns).expect("test query decodes");
@@ -929,6 +914,30 @@ pub fn assert_reply(case: &str, query: &[u8], out: &Outcome, expect: &Expect) ->
         "{case}: counters"
     );
     got
+}
+
+/// The UDP checksum of the reply `packet` is present and right (computed by etherparse: a
+/// third implementation, beside the fast path's and the kit's builders').
+pub fn assert_udp_checksum(case: &str, packet: &SlicedPacket) {
+    let Some(TransportSlice::Udp(udp)) = &packet.transport else {
+        panic!("{case}: not UDP");
+    };
+    let want = match &packet.net {
+        Some(NetSlice::Ipv4(ip)) => udp.to_header().calc_checksum_ipv4_raw(
+            ip.header().source(),
+            ip.header().destination(),
+            udp.payload(),
+        ),
+        Some(NetSlice::Ipv6(ip)) => udp.to_header().calc_checksum_ipv6_raw(
+            ip.header().source(),
+            ip.header().destination(),
+            udp.payload(),
+        ),
+        _ => panic!("{case}: not IP"),
+    }
+    .expect("UDP checksum");
+    assert_ne!(udp.checksum(), 0, "{case}: UDP checksum present");
+    assert_eq!(udp.checksum(), want, "{case}: UDP checksum");
 }
 
 /// Sends `frame` and checks the reply; returns the answered addresses.
@@ -1044,6 +1053,65 @@ impl Gslbd {
             .expect("gslbd stops")
             .unwrap()
             .expect("clean shutdown");
+    }
+}
+
+/// Longest wait of the in-process gslbd tests for anything (the CI machine runs other suites
+/// at the same time).
+pub const WAIT: Duration = Duration::from_secs(20);
+
+/// Polls `f` every 10 ms until it holds, or panics after [`WAIT`].
+pub async fn until(what: &str, mut f: impl AsyncFnMut() -> bool) {
+    let deadline = std::time::Instant::now() + WAIT;
+    while !f().await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not within {WAIT:?}: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The A answer for www.example.com from the server on 127.0.0.1:`port`, in reply order (asked
+/// off the runtime's threads, as [`ask_loopback`] blocks).
+pub async fn www(port: u16) -> Vec<IpAddr> {
+    tokio::task::spawn_blocking(move || {
+        answer_addrs(&ask_loopback(port, "www.example.com.", RecordType::A))
+    })
+    .await
+    .expect("the query's thread")
+}
+
+/// Asks [`www`] until it is `want` in this order (monitors take a few intervals, a reload is
+/// applied asynchronously), or panics after [`WAIT`].
+pub async fn answer_becomes(port: u16, want: &[&str]) {
+    www_becomes(port, want, false, "www").await;
+}
+
+/// [`answer_becomes`] in any order; `what` says what the answer shows.
+pub async fn answer_set_becomes(port: u16, want: &[&str], what: &str) {
+    www_becomes(port, want, true, what).await;
+}
+
+async fn www_becomes(port: u16, want: &[&str], any_order: bool, what: &str) {
+    let sorted = |mut v: Vec<IpAddr>| {
+        if any_order {
+            v.sort();
+        }
+        v
+    };
+    let want = sorted(ips(want));
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let got = sorted(www(port).await);
+        if got == want {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: the answer stayed {got:?}, not {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

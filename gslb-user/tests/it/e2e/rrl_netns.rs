@@ -6,12 +6,10 @@
 
 use std::{
     net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket},
-    path::PathBuf,
-    process::Command,
     time::{Duration, Instant},
 };
 
-use gslb_tests::{CLIENT_IF, CLIENT_V4, Lab, SERVER_IF, SERVER_V4, privileged, run};
+use gslb_tests::{CLIENT_IF, CLIENT_V4, GslbdLab, SERVER_IF, SERVER_V4, privileged, run};
 use gslb_user::dataplane;
 use hickory_proto::{
     op::{Message, MessageType, OpCode, Query},
@@ -82,10 +80,8 @@ fn a_udp_flood_from_one_prefix_is_limited_by_xdp_while_others_are_answered() {
     if !privileged("a_udp_flood_from_one_prefix_is_limited_by_xdp_while_others_are_answered") {
         return;
     }
-    let mut lab = Lab::new("rrl");
-    let config = std::env::temp_dir().join(format!("{}.toml", lab.server_ns));
-    std::fs::write(&config, CONFIG).unwrap();
-    let pin_path = PathBuf::from(format!("/sys/fs/bpf/{}", lab.server_ns));
+    let mut lab = GslbdLab::new("rrl", CONFIG);
+    let pin_path = lab.pins.clone();
     // The other client's address, and the way back to it for anything the stack answers.
     run(lab.exec(&lab.client_ns, "ip").args([
         "addr",
@@ -97,20 +93,7 @@ fn a_udp_flood_from_one_prefix_is_limited_by_xdp_while_others_are_answered() {
     run(lab
         .exec(&lab.server_ns, "ip")
         .args(["route", "add", "198.51.100.0/24", "dev", SERVER_IF]));
-    let mut gslbd = lab.nsenter(&lab.server_ns, env!("CARGO_BIN_EXE_gslbd").as_ref());
-    gslbd.args([
-        "--config",
-        config.to_str().unwrap(),
-        "--interface",
-        SERVER_IF,
-    ]);
-    gslbd.args([
-        "--xdp-mode",
-        "skb",
-        "--pin-path",
-        pin_path.to_str().unwrap(),
-    ]);
-    lab.spawn_until(gslbd, "gslbd: ready", Duration::from_secs(30));
+    lab.start(lab.gslbd(env!("CARGO_BIN_EXE_gslbd")));
 
     let server = SocketAddr::new(IpAddr::V4(SERVER_V4), 53);
     let hits_before = hits(&pin_path);
@@ -176,7 +159,6 @@ fn a_udp_flood_from_one_prefix_is_limited_by_xdp_while_others_are_answered() {
         full + answered,
         "the answers came from XDP"
     );
+    // Stops gslbd, then removes its files.
     drop(lab);
-    let _ = std::fs::remove_file(config);
-    let _ = Command::new("rmdir").arg(&pin_path).status();
 }

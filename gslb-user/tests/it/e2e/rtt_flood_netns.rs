@@ -12,7 +12,7 @@
 
 use std::{
     net::{Ipv4Addr, SocketAddr, UdpSocket},
-    path::{Path, PathBuf},
+    path::Path,
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
@@ -21,7 +21,7 @@ use std::{
 };
 
 use gslb_tests::{
-    CLIENT_V4, Lab, SERVER_IF, SERVER_V4, TempPaths, enter_netns, gslbctl, privileged,
+    CLIENT_V4, GslbdLab, SERVER_V4, enter_netns, gslbctl, privileged,
     spoof::{SpoofSender, www_query},
 };
 
@@ -112,29 +112,9 @@ fn a_spoofed_flood_leaves_the_table_bounded_claims_unprobed_and_the_resolver_pro
     ) {
         return;
     }
-    let _cleanup: TempPaths;
-    let mut lab = Lab::new("rttflood");
-    let dir = std::env::temp_dir();
-    let config_path = dir.join(format!("{}.toml", lab.server_ns));
-    let control = dir.join(format!("{}.sock", lab.server_ns));
-    let pin_path = PathBuf::from(format!("/sys/fs/bpf/{}", lab.server_ns));
-    _cleanup = TempPaths(vec![config_path.clone(), control.clone(), pin_path.clone()]);
-    std::fs::write(&config_path, config()).unwrap();
-
-    let mut gslbd = lab.nsenter(&lab.server_ns, env!("CARGO_BIN_EXE_gslbd").as_ref());
-    gslbd.args([
-        "--config",
-        config_path.to_str().unwrap(),
-        "--interface",
-        SERVER_IF,
-        "--xdp-mode",
-        "skb",
-        "--pin-path",
-        pin_path.to_str().unwrap(),
-        "--control",
-        control.to_str().unwrap(),
-    ]);
-    let pid = lab.spawn_until(gslbd, "gslbd: ready", Duration::from_secs(30));
+    let mut lab = GslbdLab::new("rttflood", &config());
+    let control = lab.control.clone();
+    let pid = lab.start(lab.with_control(env!("CARGO_BIN_EXE_gslbd")));
 
     // The real resolver asks every 500 ms, from its own address, for the whole test.
     let stop = Arc::new(AtomicBool::new(false));

@@ -9,13 +9,11 @@
 //! Needs root (namespaces, XDP).
 
 use std::{
-    path::{Path, PathBuf},
+    path::Path,
     time::{Duration, Instant},
 };
 
-use gslb_tests::{
-    CLIENT_V4, Lab, SERVER_IF, SERVER_V4, TempPaths, dig_answers, gslbctl, privileged,
-};
+use gslb_tests::{CLIENT_V4, GslbdLab, Lab, SERVER_V4, dig_answers, gslbctl, privileged};
 use gslb_user::dataplane::pinned_counters;
 
 const GSLBCTL: &str = env!("CARGO_BIN_EXE_gslbctl");
@@ -89,31 +87,10 @@ fn gslbd_probes_the_resolver_and_xdp_answers_by_rtt() {
         return;
     }
     // Declared before the lab, so dropped after it: once gslbd is stopped.
-    let _cleanup: TempPaths;
-    let mut lab = Lab::new("rttd");
-    let dir = std::env::temp_dir();
-    let config_path = dir.join(format!("{}.toml", lab.server_ns));
-    let control = dir.join(format!("{}.sock", lab.server_ns));
-    let pin_path = PathBuf::from(format!("/sys/fs/bpf/{}", lab.server_ns));
-    _cleanup = TempPaths(vec![config_path.clone(), control.clone(), pin_path.clone()]);
-    std::fs::write(&config_path, config(30)).unwrap();
-
-    let mut gslbd = lab.nsenter(&lab.server_ns, env!("CARGO_BIN_EXE_gslbd").as_ref());
-    gslbd.args([
-        "--config",
-        config_path.to_str().unwrap(),
-        "--interface",
-        SERVER_IF,
-        "--xdp-mode",
-        "skb",
-    ]);
-    gslbd.args([
-        "--pin-path",
-        pin_path.to_str().unwrap(),
-        "--control",
-        control.to_str().unwrap(),
-    ]);
-    let pid = lab.spawn_until(gslbd, "gslbd: ready", Duration::from_secs(30));
+    let mut lab = GslbdLab::new("rttd", &config(30));
+    let (config_path, pin_path, control) =
+        (lab.config.clone(), lab.pins.clone(), lab.control.clone());
+    let pid = lab.start(lab.with_control(env!("CARGO_BIN_EXE_gslbd")));
 
     // Before any probe: the fallback, from the fast path (which records the resolver).
     let (first, hits) = ask(&lab, &pin_path);

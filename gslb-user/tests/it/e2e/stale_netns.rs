@@ -4,10 +4,10 @@
 //! client gets no answer (the kernel's ICMP port unreachable), so a resolver would fail over to
 //! another server. A new gslbd adopts the pins and answers again.
 
-use std::{net::IpAddr, path::PathBuf, time::Duration, time::Instant};
+use std::{net::IpAddr, time::Duration, time::Instant};
 
 use gslb_common::Counter;
-use gslb_tests::{Lab, SERVER_IF, SERVER_V4, privileged, responder_config};
+use gslb_tests::{GslbdLab, Lab, SERVER_V4, privileged, responder_config};
 use gslb_user::dataplane::pinned_counters;
 
 /// The bound under test, short so that the test waits a few seconds.
@@ -33,26 +33,18 @@ fn xdp_stops_answering_once_the_killed_gslbds_heartbeat_is_stale() {
     if !privileged("xdp_stops_answering_once_the_killed_gslbds_heartbeat_is_stale") {
         return;
     }
-    let mut lab = Lab::new("stale");
-    let config = std::env::temp_dir().join(format!("{}.toml", lab.server_ns));
     let text = responder_config().replacen(
         "[server]\n",
         &format!("[server]\nstale_after_s = {STALE_AFTER_S}\n"),
         1,
     );
     assert!(text.contains("stale_after_s"), "the bound is configured");
-    std::fs::write(&config, text).unwrap();
-    let pin_path = PathBuf::from(format!("/sys/fs/bpf/{}", lab.server_ns));
-    let gslbd = |lab: &Lab| {
-        let mut cmd = lab.nsenter(&lab.server_ns, env!("CARGO_BIN_EXE_gslbd").as_ref());
-        cmd.args(["--config", config.to_str().unwrap()]);
-        cmd.args(["--interface", SERVER_IF, "--xdp-mode", "skb"]);
-        cmd.args(["--pin-path", pin_path.to_str().unwrap()]);
-        cmd
-    };
+    let mut lab = GslbdLab::new("stale", &text);
+    let pin_path = lab.pins.clone();
+    let gslbd = |lab: &GslbdLab| lab.gslbd(env!("CARGO_BIN_EXE_gslbd"));
     let counters = || pinned_counters(&pin_path).expect("pinned counters");
 
-    let first = lab.spawn_until(gslbd(&lab), "gslbd: ready", Duration::from_secs(30));
+    let first = lab.start(gslbd(&lab));
     assert_eq!(answered(&lab), QUERIES, "gslbd running");
 
     // Killed: XDP answers on, from the pinned maps (no responder is left to answer).
@@ -87,12 +79,11 @@ fn xdp_stops_answering_once_the_killed_gslbds_heartbeat_is_stale() {
     );
 
     // A new gslbd adopts the pins and beats: answered by XDP again.
-    let second = lab.spawn_until(gslbd(&lab), "gslbd: ready", Duration::from_secs(30));
+    let second = lab.start(gslbd(&lab));
     let before = counters();
     assert_eq!(answered(&lab), QUERIES, "after the restart");
     assert!(counters().hits() >= before.hits() + QUERIES as u64);
 
     lab.stop(second);
     assert!(!pin_path.exists(), "pins left behind");
-    let _ = std::fs::remove_file(&config);
 }
