@@ -67,12 +67,22 @@ pub struct Lab {
     pub server_ns: String,
     pub client_ns: String,
     children: Processes,
+    /// Held for the lab's life (see [`Lab::new`]); released after its cleanup.
+    _alone: std::sync::MutexGuard<'static, ()>,
 }
 
+/// Taken by every [`Lab`]: one lab at a time in this process. Each end-to-end test was a
+/// binary of its own, run one after the other; now they share gslb-user's one test binary, and
+/// a lab's daemons and floods (rate limits, timings measured from the client's side) would
+/// otherwise compete with another lab's for the machine's CPUs.
+static ONE_LAB: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 impl Lab {
-    /// Creates the namespaces, the veth pair and the addresses. `tag` keeps names of tests that
-    /// run in parallel apart.
+    /// Creates the namespaces, the veth pair and the addresses, once no other lab of this
+    /// process is left ([`ONE_LAB`]). `tag` keeps names of tests apart (also across processes).
     pub fn new(tag: &str) -> Lab {
+        // A test that failed holding it poisons it; the next one still runs.
+        let alone = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
         static SEQ: AtomicU32 = AtomicU32::new(0);
         let id = format!(
             "{}-{}",
@@ -83,6 +93,7 @@ impl Lab {
             server_ns: format!("gslb-{tag}-{id}-s"),
             client_ns: format!("gslb-{tag}-{id}-c"),
             children: Processes::default(),
+            _alone: alone,
         };
         for ns in [&lab.server_ns, &lab.client_ns] {
             run(Command::new("ip").args(["netns", "add", ns]));
