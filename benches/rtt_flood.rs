@@ -13,7 +13,6 @@
 
 use std::{
     net::{Ipv4Addr, SocketAddr, UdpSocket},
-    path::PathBuf,
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
@@ -22,7 +21,7 @@ use std::{
 };
 
 use gslb_tests::{
-    CLIENT_V4, Lab, SERVER_IF, SERVER_V4, TempPaths, enter_netns, gslbctl, privileged,
+    CLIENT_V4, GslbdLab, Lab, SERVER_V4, enter_netns, gslbctl, privileged,
     spoof::{SpoofSender, www_query},
 };
 
@@ -158,30 +157,11 @@ fn main() {
     if !privileged("rtt_flood bench") {
         return;
     }
-    let _cleanup: TempPaths;
-    let mut lab = Lab::new("rttbench");
-    let dir = std::env::temp_dir();
-    let config_path = dir.join(format!("{}.toml", lab.server_ns));
-    let control = dir.join(format!("{}.sock", lab.server_ns));
-    let pin_path = PathBuf::from(format!("/sys/fs/bpf/{}", lab.server_ns));
-    _cleanup = TempPaths(vec![config_path.clone(), control.clone(), pin_path.clone()]);
-    std::fs::write(&config_path, config()).unwrap();
+    let mut lab = GslbdLab::new("rttbench", &config());
+    let control = lab.control.clone();
     let mut backend =
         Some(lab.tcp_backend(&lab.client_ns, SocketAddr::from((CLIENT_V4, BACKEND_PORT))));
-    let mut gslbd = lab.nsenter(&lab.server_ns, env!("CARGO_BIN_EXE_gslbd").as_ref());
-    gslbd.args([
-        "--config",
-        config_path.to_str().unwrap(),
-        "--interface",
-        SERVER_IF,
-        "--xdp-mode",
-        "skb",
-        "--pin-path",
-        pin_path.to_str().unwrap(),
-        "--control",
-        control.to_str().unwrap(),
-    ]);
-    let pid = lab.spawn_until(gslbd, "gslbd: ready", Duration::from_secs(30));
+    let pid = lab.start(lab.with_control(env!("CARGO_BIN_EXE_gslbd")));
     std::thread::sleep(Duration::from_secs(2));
 
     let quiet = flips(&lab, &mut backend, "quiet");

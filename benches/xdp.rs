@@ -11,7 +11,7 @@
 //! medians move in such steps; each case is also given as the mean of its middle 80% of samples
 //! (`<name>_tmean`, and `_tmean_net` net of the baseline's), which resolves smaller changes.
 
-#[path = "../gslb-user/tests/common/mod.rs"]
+#[path = "../gslb-user/tests/it/common/mod.rs"]
 mod common;
 
 use aya::programs::{TestRun, TestRunOptions, Xdp};

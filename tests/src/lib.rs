@@ -21,19 +21,33 @@ pub const CLIENT_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0x10
 pub const SERVER_IF: &str = "gslb0";
 pub const CLIENT_IF: &str = "client0";
 
-/// True when the test may run. Without root it skips with a reason on stderr, unless
-/// GSLB_REQUIRE_PRIVILEGED=1 (set by `cargo xtask test`), where it fails instead.
+/// Why this process cannot load BPF programs or make network namespaces, or `None` if it can.
+/// Root is what is checked: it has every capability that needs (CAP_BPF, CAP_NET_ADMIN for XDP
+/// and namespaces, CAP_PERFMON for some of the verifier's pointer handling); a
+/// capabilities-only setup is not told apart here.
+pub fn missing_privilege() -> Option<String> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    (euid != 0).then(|| format!("needs root for BPF and network namespaces (euid is {euid})"))
+}
+
+/// True when the test `test` may run. Without root it skips (see [`skip`]).
 pub fn privileged(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
+    let Some(why) = missing_privilege() else {
         return true;
-    }
-    let reason = format!("{test}: needs root for BPF and network namespaces");
+    };
+    skip(&format!("{test}: {why}"));
+    false
+}
+
+/// A test that cannot run here (no root, a program not installed) says why on stderr and
+/// returns; unless GSLB_REQUIRE_PRIVILEGED=1 (set by `cargo xtask test`, as in CI), where it
+/// fails instead, since a skip would hide that nothing was tested.
+pub fn skip(reason: &str) {
     if std::env::var("GSLB_REQUIRE_PRIVILEGED").as_deref() == Ok("1") {
         panic!("{reason} (GSLB_REQUIRE_PRIVILEGED=1)");
     }
     eprintln!("skipped: {reason}");
-    false
 }
 
 /// Runs a command to completion; panics with its output when it fails.
@@ -53,12 +67,22 @@ pub struct Lab {
     pub server_ns: String,
     pub client_ns: String,
     children: Processes,
+    /// Held for the lab's life (see [`Lab::new`]); released after its cleanup.
+    _alone: std::sync::MutexGuard<'static, ()>,
 }
 
+/// Taken by every [`Lab`]: one lab at a time in this process. Each end-to-end test was a
+/// binary of its own, run one after the other; now they share gslb-user's one test binary, and
+/// a lab's daemons and floods (rate limits, timings measured from the client's side) would
+/// otherwise compete with another lab's for the machine's CPUs.
+static ONE_LAB: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 impl Lab {
-    /// Creates the namespaces, the veth pair and the addresses. `tag` keeps names of tests that
-    /// run in parallel apart.
+    /// Creates the namespaces, the veth pair and the addresses, once no other lab of this
+    /// process is left ([`ONE_LAB`]). `tag` keeps names of tests apart (also across processes).
     pub fn new(tag: &str) -> Lab {
+        // A test that failed holding it poisons it; the next one still runs.
+        let alone = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
         static SEQ: AtomicU32 = AtomicU32::new(0);
         let id = format!(
             "{}-{}",
@@ -69,6 +93,7 @@ impl Lab {
             server_ns: format!("gslb-{tag}-{id}-s"),
             client_ns: format!("gslb-{tag}-{id}-c"),
             children: Processes::default(),
+            _alone: alone,
         };
         for ns in [&lab.server_ns, &lab.client_ns] {
             run(Command::new("ip").args(["netns", "add", ns]));
@@ -262,6 +287,76 @@ impl Drop for Lab {
     }
 }
 
+/// A [`Lab`] whose server namespace runs gslbd with the fast path (skb mode) on its veth, and the
+/// files that gslbd uses there: its configuration, control socket and BPF pins, named after the
+/// server namespace. Dropping it drops the lab first (which stops gslbd, so that it unpins),
+/// then removes the files.
+pub struct GslbdLab {
+    pub lab: Lab,
+    pub config: PathBuf,
+    pub control: PathBuf,
+    pub pins: PathBuf,
+    _files: TempPaths,
+}
+
+impl GslbdLab {
+    /// A new [`Lab`] (`tag` as there) with `config` written as gslbd's configuration.
+    pub fn new(tag: &str, config: &str) -> GslbdLab {
+        let lab = Lab::new(tag);
+        let dir = std::env::temp_dir();
+        let config_path = dir.join(format!("{}.toml", lab.server_ns));
+        let control = dir.join(format!("{}.sock", lab.server_ns));
+        let pins = PathBuf::from(format!("/sys/fs/bpf/{}", lab.server_ns));
+        let files = TempPaths(vec![config_path.clone(), control.clone(), pins.clone()]);
+        std::fs::write(&config_path, config)
+            .unwrap_or_else(|e| panic!("{}: {e}", config_path.display()));
+        GslbdLab {
+            lab,
+            config: config_path,
+            control,
+            pins,
+            _files: files,
+        }
+    }
+
+    /// gslbd (`bin`: `env!("CARGO_BIN_EXE_gslbd")` in a gslb-user test or bench) in the server
+    /// namespace on this lab's configuration, attached to [`SERVER_IF`] in skb mode and pinning
+    /// under [`GslbdLab::pins`]; add `--control` with [`GslbdLab::with_control`].
+    pub fn gslbd(&self, bin: impl AsRef<Path>) -> Command {
+        let mut cmd = self.lab.nsenter(&self.lab.server_ns, bin.as_ref());
+        cmd.arg("--config").arg(&self.config);
+        cmd.args(["--interface", SERVER_IF, "--xdp-mode", "skb"]);
+        cmd.arg("--pin-path").arg(&self.pins);
+        cmd
+    }
+
+    /// [`GslbdLab::gslbd`] with its control socket at [`GslbdLab::control`].
+    pub fn with_control(&self, bin: impl AsRef<Path>) -> Command {
+        let mut cmd = self.gslbd(bin);
+        cmd.arg("--control").arg(&self.control);
+        cmd
+    }
+
+    /// Starts `gslbd` (of [`GslbdLab::gslbd`]) and waits up to 30 s until it is ready; its pid.
+    pub fn start(&mut self, gslbd: Command) -> u32 {
+        self.lab
+            .spawn_until(gslbd, "gslbd: ready", Duration::from_secs(30))
+    }
+}
+
+impl std::ops::Deref for GslbdLab {
+    type Target = Lab;
+    fn deref(&self) -> &Lab {
+        &self.lab
+    }
+}
+
+impl std::ops::DerefMut for GslbdLab {
+    fn deref_mut(&mut self) -> &mut Lab {
+        &mut self.lab
+    }
+}
+
 /// A backend started by [`Lab::tcp_backend`]; dropping it closes the listening socket.
 pub struct TcpBackend {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
@@ -395,10 +490,16 @@ impl Drop for TempPaths {
 pub struct TempDir(pub PathBuf);
 
 impl TempDir {
-    /// `gslb-{tag}-{pid}` under the system's temporary directory, made afresh (whatever an
-    /// earlier run left there is removed first).
+    /// `gslb-{tag}-{pid}-{n}` under the system's temporary directory, made afresh (whatever an
+    /// earlier run left there is removed first). `n` counts the directories of this process:
+    /// every test of gslb-user is in one binary, and two of them may pick the same tag.
     pub fn new(tag: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("gslb-{tag}-{}", std::process::id()));
+        static SEQ: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "gslb-{tag}-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         TempDir(dir)

@@ -20,9 +20,10 @@ const APT_PACKAGES: &[&str] = &[
     "dnsperf",
     // Measured beside gslb by `cargo xtask bench dnsperf`, on the same lab and zone.
     "knot",
-    // The resolver (send-client-subnet, subnet cache) of tests/e2e/ecs_unbound_netns.rs.
+    // The resolver (send-client-subnet, subnet cache) of
+    // gslb-user/tests/it/e2e/ecs_unbound_netns.rs.
     "unbound",
-    // The load monitors' stub_status backend in gslb-user/tests/load_nginx.rs.
+    // The load monitors' stub_status backend in gslb-user/tests/it/load_nginx.rs.
     "nginx",
     "iproute2",
     "tcpdump",

@@ -1,0 +1,45 @@
+//! gslb-user's integration tests, one binary (as hickory-dns does): each module is what was a
+//! test binary of its own, and `cargo test -p gslb-user --test it MODULE::` runs one of them.
+//! `e2e` holds the network-namespace tests that run gslbd (`CARGO_BIN_EXE_gslbd`); `common` is
+//! the kit they share, above the lab of the `gslb-tests` crate.
+
+mod common;
+mod fuzz_frames;
+#[path = "../mep_keys/mod.rs"]
+mod mep_keys;
+#[path = "../../../benches/rng.rs"]
+mod rng;
+
+mod e2e;
+
+mod compile_equivalence;
+mod daemon;
+mod decisions;
+mod engine_views;
+mod examples;
+mod health;
+mod links;
+mod load_config;
+mod load_mep;
+mod load_monitor;
+mod load_nginx;
+mod mep;
+mod mep_config;
+mod mep_daemon;
+mod mep_identity;
+mod persist_daemon;
+mod persistence;
+mod probe;
+mod republish;
+mod rotation;
+mod rtt_daemon;
+mod rtt_feed;
+mod rtt_flood;
+mod rtt_world;
+mod server;
+mod supervise;
+mod xdp_fuzz;
+mod xdp_hygiene;
+mod xdp_rrl;
+mod xdp_rtt;
+mod xdp_test_run;

@@ -1,0 +1,458 @@
+//! Differential fuzzing of the fast path (issue 12): seeded random and mutated frames
+//! (`fuzz_frames`) go through the XDP program (BPF_PROG_TEST_RUN); every XDP_TX reply is checked
+//! against the responder's answer to the same query bytes from the same client, both from the
+//! one `Snapshot` the maps were published from: the same ID, flags and RCODE, question bytes,
+//! answer set (a rotating set: one of the responder's records, the responder asked round the
+//! whole set) and OPT; the reply's headers and checksums are verified. Every XDP_PASS leaves
+//! the frame unchanged and bumps exactly one pass counter; the counters' sums equal the passes
+//! and the replies.
+//!
+//! `GSLB_FUZZ_FRAMES` (default 200,000), `GSLB_FUZZ_SEED` (default 12), and
+//! `GSLB_FUZZ_COUNTERS_EVERY` (default 1: each frame's counter is checked; more: the sums are
+//! checked per batch, which `cargo xtask bench fuzz-xdp` uses for its 10,000,000 frames).
+//! Needs root (see `common::privileged`).
+
+use crate::common;
+use crate::fuzz_frames;
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    net::{IpAddr, Ipv4Addr, Ipv6Addr},
+    path::Path,
+    time::Instant,
+};
+
+use aya::programs::{TestRun, TestRunOptions};
+use common::*;
+use fuzz_frames::{Generator, Population};
+use gslb_common::Counter;
+use gslb_user::{
+    compile::Snapshot,
+    config::Config,
+    dataplane::{Counters, Dataplane},
+    responder::{Responder, Transport},
+};
+use hickory_proto::op::Message;
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .map(|v| {
+            v.replace('_', "")
+                .parse()
+                .unwrap_or_else(|_| panic!("{name}={v}"))
+        })
+        .unwrap_or(default)
+}
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+/// The parts of a frame built as `Frame` builds them (the program only answers such frames).
+struct Parsed<'a> {
+    dst_mac: &'a [u8],
+    src_mac: &'a [u8],
+    vlan: Option<&'a [u8]>,
+    src: IpAddr,
+    dst: IpAddr,
+    ttl: u8,
+    sport: u16,
+    dport: u16,
+    /// The UDP header and payload, by the UDP length.
+    segment: &'a [u8],
+    /// Bytes after the datagram.
+    trailer: usize,
+}
+
+fn parse(frame: &[u8]) -> Result<Parsed<'_>, String> {
+    let l4 = fuzz_frames::udp_offset(frame).ok_or("not plain UDP")?;
+    let vlan = (l4 == 18 + 20 || l4 == 18 + 40).then(|| &frame[12..16]);
+    let l3 = if vlan.is_some() { 18 } else { 14 };
+    let (src, dst, ttl, ip_payload) = if l4 - l3 == 20 {
+        let h = &frame[l3..l4];
+        if internet_checksum(h) != 0 {
+            return Err("IPv4 header checksum".into());
+        }
+        let a = |o: usize| IpAddr::V4(Ipv4Addr::from(<[u8; 4]>::try_from(&h[o..o + 4]).unwrap()));
+        let total = u16::from_be_bytes([h[2], h[3]]) as usize;
+        (
+            a(12),
+            a(16),
+            h[8],
+            total.checked_sub(20).ok_or("IPv4 length")?,
+        )
+    } else {
+        let h = &frame[l3..l4];
+        let a = |o: usize| IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(&h[o..o + 16]).unwrap()));
+        (a(8), a(24), h[7], u16::from_be_bytes([h[4], h[5]]) as usize)
+    };
+    let udp_len = u16::from_be_bytes([frame[l4 + 4], frame[l4 + 5]]) as usize;
+    if udp_len != ip_payload || udp_len < 8 || l4 + udp_len > frame.len() {
+        return Err(format!("lengths: UDP {udp_len}, IP payload {ip_payload}"));
+    }
+    let segment = &frame[l4..l4 + udp_len];
+    Ok(Parsed {
+        dst_mac: &frame[0..6],
+        src_mac: &frame[6..12],
+        vlan,
+        src,
+        dst,
+        ttl,
+        sport: u16::from_be_bytes([segment[0], segment[1]]),
+        dport: u16::from_be_bytes([segment[2], segment[3]]),
+        segment,
+        trailer: frame.len() - l4 - udp_len,
+    })
+}
+
+type Rr = (String, u16, u32, Vec<u8>);
+
+fn records(m: &Message) -> Vec<Rr> {
+    m.answers()
+        .iter()
+        .map(|r| {
+            let data = r.data().to_string().into_bytes();
+            (
+                r.name().to_lowercase().to_ascii(),
+                u16::from(r.record_type()),
+                r.ttl(),
+                data,
+            )
+        })
+        .collect()
+}
+
+fn edns_summary(m: &Message) -> Option<(u16, bool, u8, usize)> {
+    m.extensions().as_ref().map(|e| {
+        (
+            e.max_payload(),
+            e.flags().dnssec_ok,
+            e.version(),
+            e.options().as_ref().len(),
+        )
+    })
+}
+
+/// Why the fast path's reply to `query` is wrong, if it is.
+fn check_reply(query: &[u8], reply: &[u8], responder: &Responder) -> Result<(), String> {
+    let q = parse(query).map_err(|e| format!("the query: {e}"))?;
+    let r = parse(reply).map_err(|e| format!("the reply: {e}"))?;
+    if (r.dst_mac, r.src_mac) != (q.src_mac, q.dst_mac) || r.vlan != q.vlan {
+        return Err("MACs or VLAN tag".into());
+    }
+    if (r.src, r.dst, r.sport, r.dport) != (q.dst, q.src, q.dport, q.sport) {
+        return Err("addresses or ports not swapped".into());
+    }
+    if r.ttl != 64 || r.trailer != 0 {
+        return Err(format!("TTL {} or trailer {}", r.ttl, r.trailer));
+    }
+    if transport_checksum(r.src, r.dst, IPPROTO_UDP, r.segment) != 0 {
+        return Err("UDP checksum".into());
+    }
+    let dns = &q.segment[8..];
+    let ours = &r.segment[8..];
+    let theirs = responder
+        .respond(dns, q.src, Transport::Udp)
+        .ok_or("the responder sends nothing")?;
+    if ours[..4] != theirs[..4] {
+        return Err(format!(
+            "ID/flags/RCODE: XDP {:02x?}, responder {:02x?}",
+            &ours[..4],
+            &theirs[..4]
+        ));
+    }
+    let question = |m: &[u8]| -> Result<Vec<u8>, String> {
+        let mut at = 12;
+        while *m.get(at).ok_or("question cut")? != 0 {
+            at += 1 + m[at] as usize;
+        }
+        m.get(12..at + 5)
+            .map(<[u8]>::to_vec)
+            .ok_or("question cut".into())
+    };
+    if question(ours)? != question(&theirs)? {
+        return Err("question bytes".into());
+    }
+    let ours_m = Message::from_vec(ours).map_err(|e| format!("XDP reply: {e}"))?;
+    let theirs_m = Message::from_vec(&theirs).map_err(|e| format!("responder reply: {e}"))?;
+    if edns_summary(&ours_m) != edns_summary(&theirs_m) {
+        return Err(format!(
+            "OPT: XDP {:?}, responder {:?}",
+            edns_summary(&ours_m),
+            edns_summary(&theirs_m)
+        ));
+    }
+    if !ours_m.name_servers().is_empty() || !ours_m.additionals().is_empty() {
+        return Err("XDP sent authority or additional records".into());
+    }
+    let (ours_rr, theirs_rr) = (records(&ours_m), records(&theirs_m));
+    if ours_rr.len() != theirs_rr.len() {
+        return Err(format!("answers: XDP {ours_rr:?}, responder {theirs_rr:?}"));
+    }
+    // A rotating set answers one record per query: asked round the whole set, the responder
+    // must have given XDP's. Otherwise the sets are equal.
+    let mut every: BTreeSet<Rr> = theirs_rr.iter().cloned().collect();
+    if theirs_rr.len() == 1 {
+        for _ in 0..gslb_common::MAX_ADDRS {
+            if let Some(more) = responder.respond(dns, q.src, Transport::Udp) {
+                every.extend(records(
+                    &Message::from_vec(&more).map_err(|e| e.to_string())?,
+                ));
+            }
+        }
+    }
+    if !ours_rr.iter().all(|rr| every.contains(rr)) {
+        return Err(format!("answers: XDP {ours_rr:?}, responder {every:?}"));
+    }
+    if theirs_rr.len() > 1 && ours_rr.iter().collect::<BTreeSet<_>>() != theirs_rr.iter().collect()
+    {
+        return Err(format!(
+            "answer sets: XDP {ours_rr:?}, responder {theirs_rr:?}"
+        ));
+    }
+    Ok(())
+}
+
+fn run_once(dp: &Dataplane, frame: &[u8], out: &mut [u8]) -> (u32, usize) {
+    let result = dp
+        .program()
+        .test_run(TestRunOptions {
+            data_in: Some(frame),
+            data_out: Some(out),
+            ..TestRunOptions::new()
+        })
+        .expect("BPF_PROG_TEST_RUN");
+    (result.return_value, result.data_size_out as usize)
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[test]
+fn xdp_replies_agree_with_the_responder() {
+    if !privileged() {
+        return;
+    }
+    let frames = env_or("GSLB_FUZZ_FRAMES", 200_000);
+    let seed = env_or("GSLB_FUZZ_SEED", 12);
+    let every = env_or("GSLB_FUZZ_COUNTERS_EVERY", 1).max(1);
+
+    let config = Config::parse(&config_text(), Path::new("xdp-fuzz.toml")).unwrap();
+    let snapshot = Snapshot::from_config(&config);
+    let mut dp = Dataplane::load(None).expect("loading the XDP object");
+    dp.table.publish(&snapshot).expect("publishing");
+    dp.add_local_mac(SERVER_MAC).unwrap();
+    let responder = Responder::new(&config, &snapshot);
+
+    let pop = Population {
+        names: vec![
+            WWW.into(),
+            ALL.into(),
+            V1_ONLY.into(),
+            longest_name(),
+            "example.com".into(),
+        ],
+        servers: vec![IpAddr::V4(SERVER_V4), IpAddr::V6(SERVER_V6)],
+        clients: vec![
+            IpAddr::V4(CLIENT_V4),
+            IpAddr::V4(V1_CLIENT_V4),
+            IpAddr::V6(CLIENT_V6),
+            IpAddr::V6(V1_CLIENT_V6),
+            ip("198.51.100.200"),
+            ip("2001:db8:1:ff::1"),
+            ip("127.0.0.1"),
+            ip("::1"),
+            ip("fe80::1"),
+            ip("224.0.0.1"),
+        ],
+    };
+    let mut generator = Generator::new(seed, pop);
+    let mut out = vec![0u8; 4096];
+    let (mut tx, mut passes, mut wrong) = (0u64, 0u64, 0u64);
+    let mut reasons: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut examples = Vec::new();
+    let start = dp.counters().unwrap();
+    let mut batch_start = start;
+    let (mut batch_tx, mut batch_passes) = (0u64, 0u64);
+    let started = Instant::now();
+    for i in 0..frames {
+        let frame = generator.frame();
+        let before = (every == 1).then(|| dp.counters().unwrap());
+        let (action, len) = run_once(&dp, &frame, &mut out);
+        let reply = &out[..len];
+        match action {
+            XDP_TX => {
+                tx += 1;
+                batch_tx += 1;
+                if let Err(why) = check_reply(&frame, reply, &responder) {
+                    wrong += 1;
+                    if examples.len() < 10 {
+                        examples.push(format!("frame {i}: {why}\n  query {}", hex(&frame)));
+                    }
+                }
+            }
+            XDP_PASS => {
+                passes += 1;
+                batch_passes += 1;
+                if reply != frame.as_slice() {
+                    wrong += 1;
+                    examples.push(format!("frame {i}: passed changed\n  {}", hex(&frame)));
+                }
+            }
+            other => {
+                wrong += 1;
+                examples.push(format!("frame {i}: action {other}\n  {}", hex(&frame)));
+            }
+        }
+        if let Some(before) = before {
+            let counted = dp.counters().unwrap().delta(&before);
+            let want_hit = action == XDP_TX;
+            match counted.as_slice() {
+                [(c, 1)] if c.is_hit() == want_hit => {
+                    if !want_hit {
+                        *reasons.entry(c.name()).or_default() += 1;
+                    }
+                }
+                _ => {
+                    wrong += 1;
+                    examples.push(format!("frame {i}: action {action}, counted {counted:?}"));
+                }
+            }
+        }
+        if every > 1 && (i + 1) % every == 0 {
+            let now = dp.counters().unwrap();
+            check_sums(&now, &batch_start, batch_tx, batch_passes);
+            batch_start = now;
+            (batch_tx, batch_passes) = (0, 0);
+        }
+    }
+    let end = dp.counters().unwrap();
+    check_sums(&end, &start, tx, passes);
+    if every > 1 {
+        for (c, n) in end.delta(&start) {
+            if !c.is_hit() {
+                reasons.insert(c.name(), n);
+            }
+        }
+    }
+    println!(
+        "fuzz-xdp: {frames} frames (seed {seed}) in {:.1?}: {tx} XDP_TX, {passes} XDP_PASS, {wrong} wrong",
+        started.elapsed()
+    );
+    println!("fuzz-xdp passes by reason: {reasons:?}");
+    assert_eq!(
+        wrong,
+        0,
+        "{wrong} wrong of {frames}; first:\n{}",
+        examples.join("\n")
+    );
+    // The generator reaches both sides: many answers, and many passes of many reasons.
+    assert!(tx > frames / 20, "only {tx} replies");
+    assert!(reasons.len() >= 15 || frames < 10_000, "{reasons:?}");
+}
+
+/// The hit counters rose by the replies and the pass counters by the passes.
+fn check_sums(now: &Counters, then: &Counters, tx: u64, passes: u64) {
+    let delta = now.delta(then);
+    let hits: u64 = delta
+        .iter()
+        .filter(|(c, _)| c.is_hit())
+        .map(|(_, n)| n)
+        .sum();
+    let passed: u64 = delta
+        .iter()
+        .filter(|(c, _)| !c.is_hit())
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(
+        (hits, passed),
+        (tx, passes),
+        "counter sums vs replies and passes"
+    );
+    let _ = Counter::COUNT;
+}
+
+/// Rewrites the UDP checksum of a reply built as `Frame` builds frames (after an edit).
+fn refresh_udp_checksum(frame: &mut [u8]) {
+    let l4 = fuzz_frames::udp_offset(frame).unwrap();
+    let (src, dst) = {
+        let p = parse(frame).unwrap();
+        (p.src, p.dst)
+    };
+    frame[l4 + 6..l4 + 8].fill(0);
+    let check = transport_checksum(src, dst, IPPROTO_UDP, &frame[l4..]);
+    frame[l4 + 6..l4 + 8].copy_from_slice(&check.to_be_bytes());
+}
+
+/// The checker is no rubber stamp: a real reply passes it, and each kind of wrong reply it
+/// exists for fails it.
+#[test]
+fn the_checker_rejects_wrong_replies() {
+    if !privileged() {
+        return;
+    }
+    let config = Config::parse(&config_text(), Path::new("xdp-fuzz.toml")).unwrap();
+    let snapshot = Snapshot::from_config(&config);
+    let mut dp = Dataplane::load(None).expect("loading the XDP object");
+    dp.table.publish(&snapshot).expect("publishing");
+    let responder = Responder::new(&config, &snapshot);
+    let query = Frame::v4(wire(&common::query(
+        0x77,
+        ALL,
+        hickory_proto::rr::RecordType::A,
+    )))
+    .bytes();
+    let mut out = vec![0u8; 4096];
+    let (action, len) = run_once(&dp, &query, &mut out);
+    assert_eq!(action, XDP_TX);
+    let reply = out[..len].to_vec();
+    check_reply(&query, &reply, &responder).expect("a real reply");
+
+    let l4 = fuzz_frames::udp_offset(&reply).unwrap();
+    let dns = l4 + 8;
+    type Edit<'a> = Box<dyn Fn(&mut Vec<u8>) + 'a>;
+    let edits: [(&str, Edit<'_>, &str); 5] = [
+        ("UDP checksum", Box::new(|f| f[l4 + 6] ^= 1), "UDP checksum"),
+        (
+            "an answer's address",
+            Box::new(|f| {
+                let last = f.len() - 1;
+                f[last] ^= 1;
+                refresh_udp_checksum(f);
+            }),
+            "answer",
+        ),
+        (
+            "RD flipped",
+            Box::new(|f| {
+                f[dns + 2] ^= 1;
+                refresh_udp_checksum(f);
+            }),
+            "flags",
+        ),
+        (
+            "the ID",
+            Box::new(|f| {
+                f[dns] ^= 1;
+                refresh_udp_checksum(f);
+            }),
+            "ID",
+        ),
+        (
+            "the question's case",
+            Box::new(|f| {
+                f[dns + 13] ^= 0x20;
+                refresh_udp_checksum(f);
+            }),
+            "question",
+        ),
+    ];
+    for (what, edit, why) in edits {
+        let mut bad = reply.clone();
+        edit(&mut bad);
+        let err = check_reply(&query, &bad, &responder).expect_err(what);
+        assert!(err.contains(why), "{what}: {err}");
+    }
+}

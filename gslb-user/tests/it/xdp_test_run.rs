@@ -1,0 +1,602 @@
+//! The XDP fast path run on synthetic frames through BPF_PROG_TEST_RUN.
+//!
+//! Each answered query is checked down to its checksums by implementations independent of the
+//! fast path (etherparse for the frame, hickory for the DNS message); each frame the fast path
+//! must leave to the stack is checked to come back unchanged, with the reason counted.
+//! Needs root; see `common::privileged`.
+
+use crate::common;
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use aya::programs::ProgramError;
+use common::*;
+use gslb_common::{Counter, QNAME_MAX};
+use gslb_user::dataplane::Dataplane;
+use hickory_proto::op::{Message, MessageType, OpCode, Query};
+use hickory_proto::rr::rdata::A;
+use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsOption};
+use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
+
+const V4: IpAddr = IpAddr::V4(SERVER_V4);
+const V6: IpAddr = IpAddr::V6(SERVER_V6);
+
+// ---- What a reply must be ----
+
+fn www(rtype: RecordType, addrs: &[&str]) -> Expect {
+    Expect {
+        rtype,
+        ttl: WWW_TTL,
+        answers: Answers::OneOf(ips(addrs)),
+    }
+}
+
+fn www_default(rtype: RecordType) -> Expect {
+    www(
+        rtype,
+        if rtype == RecordType::A {
+            &WWW_A
+        } else {
+            &WWW_AAAA
+        },
+    )
+}
+
+fn all(rtype: RecordType) -> Expect {
+    let addrs: &[&str] = if rtype == RecordType::A {
+        &ALL_A
+    } else {
+        &ALL_AAAA
+    };
+    Expect {
+        rtype,
+        ttl: ALL_TTL,
+        answers: Answers::All(ips(addrs)),
+    }
+}
+
+// ---- Queries ----
+
+fn with_edns(mut msg: Message) -> Message {
+    msg.set_edns(edns());
+    msg
+}
+
+/// www A with an OPT record carrying `options`.
+fn with_options(options: Vec<EdnsOption>) -> Message {
+    let mut opt = edns();
+    for option in options {
+        opt.options_mut().insert(option);
+    }
+    let mut msg = query(0x5151, WWW, RecordType::A);
+    msg.set_edns(opt);
+    msg
+}
+
+/// A DNS cookie as dig sends it first: a client cookie only.
+fn client_cookie() -> EdnsOption {
+    EdnsOption::Unknown(10, vec![0x5e, 0x1f, 0x2a, 0x3b, 0x4c, 0x5d, 0x6e, 0x7f])
+}
+
+fn padding(len: usize) -> EdnsOption {
+    EdnsOption::Unknown(12, vec![0; len])
+}
+
+fn ecs() -> EdnsOption {
+    EdnsOption::Subnet(ClientSubnet::new(
+        IpAddr::V4(Ipv4Addr::new(198, 51, 100, 0)),
+        24,
+        0,
+    ))
+}
+
+// ---- Answered ----
+
+#[test]
+fn answers_a_and_aaaa_over_ipv4_and_ipv6_with_and_without_edns() {
+    let Some(dp) = dataplane() else { return };
+    for server in [V4, V6] {
+        for rtype in [RecordType::A, RecordType::AAAA] {
+            for edns in [false, true] {
+                let mut msg = query(0x1000, WWW, rtype);
+                if edns {
+                    msg.set_edns(common::edns());
+                }
+                let case = format!("{rtype} over {server}, EDNS {edns}");
+                ask(
+                    &dp,
+                    &case,
+                    &Frame::query_to(server, wire(&msg)),
+                    &www_default(rtype),
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn copies_rd_cd_and_do_and_clears_ad() {
+    let Some(dp) = dataplane() else { return };
+    let do_set = {
+        let mut opt = edns();
+        opt.set_dnssec_ok(true);
+        opt
+    };
+    #[rustfmt::skip]
+    let cases = [
+        ("RD clear", query(0x2000, WWW, RecordType::A).set_recursion_desired(false).clone()),
+        ("CD set", query(0x2001, WWW, RecordType::A).set_checking_disabled(true).clone()),
+        ("AD set in the query", query(0x2002, WWW, RecordType::A).set_authentic_data(true).clone()),
+        ("DO set", query(0x2003, WWW, RecordType::A).set_edns(do_set).clone()),
+        ("DO clear", with_edns(query(0x2004, WWW, RecordType::A))),
+    ];
+    for server in [V4, V6] {
+        for (name, msg) in &cases {
+            let frame = Frame::query_to(server, wire(msg));
+            ask(
+                &dp,
+                &format!("{name} over {server}"),
+                &frame,
+                &www_default(RecordType::A),
+            );
+        }
+    }
+}
+
+#[test]
+fn keeps_the_vlan_tag() {
+    let Some(dp) = dataplane() else { return };
+    for server in [V4, V6] {
+        for edns in [false, true] {
+            let mut msg = query(0x3000, WWW, RecordType::AAAA);
+            if edns {
+                msg.set_edns(common::edns());
+            }
+            // PCP 5, VID 100: the whole TCI must come back.
+            let frame = Frame {
+                vlan: Some(0xa064),
+                ..Frame::query_to(server, wire(&msg))
+            };
+            let case = format!("VLAN over {server}, EDNS {edns}");
+            ask(&dp, &case, &frame, &www_default(RecordType::AAAA));
+        }
+    }
+}
+
+#[test]
+fn matches_names_case_insensitively_and_echoes_the_case() {
+    let Some(dp) = dataplane() else { return };
+    for server in [V4, V6] {
+        // assert_reply compares the question bytes, so the case must come back as sent.
+        let frame = Frame::query_to(
+            server,
+            wire(&query(0x4000, "wWw.ExAmPlE.cOm", RecordType::A)),
+        );
+        ask(
+            &dp,
+            &format!("mixed case over {server}"),
+            &frame,
+            &www_default(RecordType::A),
+        );
+    }
+}
+
+#[test]
+fn answers_by_the_clients_view() {
+    let Some(dp) = dataplane() else { return };
+    let (v4, v6) = (IpAddr::V4, IpAddr::V6);
+    #[rustfmt::skip]
+    let cases = [
+        (v4(V1_CLIENT_V4), V4, RecordType::A, &WWW_V1_A),
+        (v4(CLIENT_V4), V4, RecordType::A, &WWW_A),
+        (v6(V1_CLIENT_V6), V6, RecordType::AAAA, &WWW_V1_AAAA),
+        (v6(CLIENT_V6), V6, RecordType::AAAA, &WWW_AAAA),
+        // The view follows the client's address, whatever the record type.
+        (v4(V1_CLIENT_V4), V4, RecordType::AAAA, &WWW_V1_AAAA),
+        (v6(V1_CLIENT_V6), V6, RecordType::A, &WWW_V1_A),
+        (v6(CLIENT_V6), V6, RecordType::A, &WWW_A),
+    ];
+    for (client, server, rtype, addrs) in cases {
+        let frame = Frame::udp(client, server, wire(&query(0x5000, WWW, rtype)));
+        ask(
+            &dp,
+            &format!("{rtype} from {client}"),
+            &frame,
+            &www(rtype, addrs),
+        );
+    }
+}
+
+#[test]
+fn rotates_one_address_per_query() {
+    let Some(dp) = dataplane() else { return };
+    // The rotor is per CPU: stay on one so that consecutive runs take consecutive turns.
+    common::pin_to_current_cpu();
+    for (server, rtype) in [(V4, RecordType::A), (V6, RecordType::AAAA)] {
+        let expect = www_default(rtype);
+        let got: Vec<IpAddr> = (0..4)
+            .map(|i| {
+                let frame = Frame::query_to(server, wire(&query(0x6000 + i, WWW, rtype)));
+                ask(&dp, &format!("{rtype} turn {i}"), &frame, &expect)[0]
+            })
+            .collect();
+        let Answers::OneOf(set) = &expect.answers else {
+            unreachable!()
+        };
+        assert!(
+            got.windows(2).all(|w| w[0] != w[1]),
+            "{rtype}: consecutive answers: {got:?}"
+        );
+        assert!(
+            set.iter().all(|a| got.contains(a)),
+            "{rtype}: every address in turn: {got:?}"
+        );
+    }
+}
+
+#[test]
+fn answers_every_address_in_all_mode() {
+    let Some(dp) = dataplane() else { return };
+    for server in [V4, V6] {
+        for rtype in [RecordType::A, RecordType::AAAA] {
+            for msg in [
+                query(0x7000, ALL, rtype),
+                with_edns(query(0x7001, ALL, rtype)),
+            ] {
+                let case = format!("all {rtype} over {server}");
+                ask(
+                    &dp,
+                    &case,
+                    &Frame::query_to(server, wire(&msg)),
+                    &all(rtype),
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn answers_queries_with_cookies_or_padding_and_sends_no_options() {
+    let Some(dp) = dataplane() else { return };
+    let server_cookie = EdnsOption::Unknown(10, (0..24).collect());
+    #[rustfmt::skip]
+    let cases = [
+        ("client cookie", vec![client_cookie()]),
+        ("client and server cookie", vec![server_cookie]),
+        ("padding", vec![padding(37)]),
+        ("cookie and padding", vec![client_cookie(), padding(37)]),
+        // As many options as the fast path looks through.
+        ("four options", vec![client_cookie(), padding(1), EdnsOption::Unknown(65001, vec![]), padding(0)]),
+    ];
+    for server in [V4, V6] {
+        for (name, options) in &cases {
+            let frame = Frame::query_to(server, wire(&with_options(options.clone())));
+            ask(
+                &dp,
+                &format!("{name} over {server}"),
+                &frame,
+                &www_default(RecordType::A),
+            );
+        }
+    }
+}
+
+#[test]
+fn answers_the_longest_name_that_fits_the_key() {
+    let Some(dp) = dataplane() else { return };
+    let msg = query(0x7100, &longest_name(), RecordType::A);
+    assert_eq!(
+        question_bytes(&wire(&msg)).len(),
+        QNAME_MAX + 4,
+        "name of QNAME_MAX bytes"
+    );
+    let expect = Expect {
+        rtype: RecordType::A,
+        ttl: 30,
+        answers: Answers::OneOf(ips(&[LONGEST_A])),
+    };
+    for server in [V4, V6] {
+        let case = format!("{QNAME_MAX}-byte name over {server}");
+        ask(&dp, &case, &Frame::query_to(server, wire(&msg)), &expect);
+    }
+}
+
+#[test]
+fn answers_frames_with_ethernet_padding_or_a_trailer() {
+    let Some(dp) = dataplane() else { return };
+    // The shortest query the fast path answers does not fit a 60-byte frame (the root's query
+    // alone is 59 bytes over IPv4), so a padded minimum frame is among the passed cases; here
+    // the trailing zeros come in several sizes, odd ones included.
+    for server in [V4, V6] {
+        for trailer in [1, 2, 3, 7, 46] {
+            for vlan in [None, Some(7)] {
+                let msg = with_edns(query(0x7200, WWW, RecordType::A));
+                let frame = Frame {
+                    trailer,
+                    vlan,
+                    ..Frame::query_to(server, wire(&msg))
+                };
+                let case = format!("{trailer} trailing bytes, VLAN {vlan:?}, over {server}");
+                ask(&dp, &case, &frame, &www_default(RecordType::A));
+            }
+        }
+    }
+}
+
+#[test]
+fn answers_ipv4_with_dont_fragment() {
+    let Some(dp) = dataplane() else { return };
+    let frame = Frame {
+        ipv4_frag: 0x4000,
+        ..Frame::v4(wire(&query(0x7300, WWW, RecordType::A)))
+    };
+    ask(&dp, "DF", &frame, &www_default(RecordType::A));
+}
+
+// ---- Passed to the stack ----
+
+fn www_a() -> Message {
+    query(0x8000, WWW, RecordType::A)
+}
+
+/// The standard query with one change, on the wire.
+fn www_a_with(change: impl FnOnce(&mut Message)) -> Vec<u8> {
+    let mut msg = www_a();
+    change(&mut msg);
+    wire(&msg)
+}
+
+/// The standard query on the wire with its bytes edited: for what hickory will not encode.
+fn www_a_edited(edns: bool, edit: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    let mut bytes = wire(&if edns { with_edns(www_a()) } else { www_a() });
+    edit(&mut bytes);
+    bytes
+}
+
+/// A query whose question name is given as wire bytes (header as hickory writes it).
+fn raw_name_query(qname: &[u8]) -> Vec<u8> {
+    let mut bytes = wire(&www_a());
+    bytes.truncate(12);
+    bytes.extend_from_slice(qname);
+    bytes.extend_from_slice(&[0, 1, 0, 1]); // A, IN
+    bytes
+}
+
+/// The standard query to `server` in a frame with one change.
+fn frame_with(server: IpAddr, change: impl FnOnce(&mut Frame)) -> Vec<u8> {
+    let mut frame = Frame::query_to(server, wire(&www_a()));
+    change(&mut frame);
+    frame.bytes()
+}
+
+fn an_a_record() -> Record {
+    Record::from_rdata(
+        Name::from_ascii(WWW).unwrap(),
+        60,
+        RData::A(A::new(192, 0, 2, 1)),
+    )
+}
+
+/// Each DNS message, over IPv4 and over IPv6, must be passed for its reason.
+fn assert_messages_passed(dp: &Dataplane, cases: &[(&str, Vec<u8>, Counter)]) {
+    for server in [V4, V6] {
+        for (case, dns, reason) in cases {
+            let frame = Frame::query_to(server, dns.clone()).bytes();
+            assert_passed(&format!("{case} over {server}"), dp, &frame, *reason);
+        }
+    }
+}
+
+#[test]
+fn passes_queries_for_what_it_does_not_serve() {
+    let Some(dp) = dataplane() else { return };
+    #[rustfmt::skip]
+    let cases = [
+        ("unknown name", wire(&query(1, "nope.example.com", RecordType::A)), Counter::UnknownName),
+        ("parent of a served name", wire(&query(2, "example.com", RecordType::A)), Counter::UnknownName),
+        ("no answer for the client's view", wire(&query(3, V1_ONLY, RecordType::A)), Counter::NoAnswer),
+        ("TXT", wire(&query(4, WWW, RecordType::TXT)), Counter::Qtype),
+        ("ANY", wire(&query(5, WWW, RecordType::ANY)), Counter::Qtype),
+        ("QCLASS CH", www_a_with(|m| { m.queries_mut()[0].set_query_class(DNSClass::CH); }), Counter::Qclass),
+    ];
+    assert_messages_passed(&dp, &cases);
+}
+
+#[test]
+fn passes_messages_other_than_one_plain_query() {
+    let Some(dp) = dataplane() else { return };
+    let all_a = Query::query(Name::from_ascii(ALL).unwrap(), RecordType::A);
+    #[rustfmt::skip]
+    let cases = [
+        ("QR=1", www_a_with(|m| { m.set_message_type(MessageType::Response); }), Counter::NotQuery),
+        ("opcode NOTIFY", www_a_with(|m| { m.set_op_code(OpCode::Notify); }), Counter::Opcode),
+        ("TC=1", www_a_with(|m| { m.set_truncated(true); }), Counter::Opcode),
+        ("QDCOUNT=2", www_a_with(|m| { m.add_query(all_a); }), Counter::Sections),
+        ("QDCOUNT=0", www_a_with(|m| { m.take_queries(); }), Counter::Sections),
+        ("ANCOUNT=1", www_a_with(|m| { m.add_answer(an_a_record()); }), Counter::Sections),
+        ("NSCOUNT=1", www_a_with(|m| { m.add_name_server(an_a_record()); }), Counter::Sections),
+        ("OPT and another additional", www_a_with(|m| { m.set_edns(edns()).add_additional(an_a_record()); }),
+            Counter::Additional),
+        ("an additional that is not OPT", www_a_with(|m| { m.add_additional(an_a_record()); }), Counter::Additional),
+    ];
+    assert_messages_passed(&dp, &cases);
+}
+
+/// Gives the OPT record (the last 11 bytes) the owner name "x." instead of the root.
+fn opt_owner_x(message: &mut Vec<u8>) {
+    let at = message.len() - 11;
+    message.splice(at..=at, [1, b'x', 0]);
+}
+
+#[test]
+fn passes_edns_it_does_not_answer() {
+    let Some(dp) = dataplane() else { return };
+    let version_1 = {
+        let mut opt = edns();
+        opt.set_version(1);
+        opt
+    };
+    #[rustfmt::skip]
+    let cases = [
+        ("EDNS version 1", www_a_with(|m| { m.set_edns(version_1); }), Counter::EdnsVersion),
+        ("ECS", wire(&with_options(vec![ecs()])), Counter::ClientSubnet),
+        ("ECS after a cookie", wire(&with_options(vec![client_cookie(), ecs()])), Counter::ClientSubnet),
+        ("more options than looked through", wire(&with_options(vec![padding(0); 5])), Counter::Additional),
+        ("an option longer than any query's", wire(&with_options(vec![padding(257)])), Counter::Additional),
+        ("OPT not at the root", www_a_edited(true, opt_owner_x), Counter::Additional),
+    ];
+    assert_messages_passed(&dp, &cases);
+}
+
+#[test]
+fn passes_names_it_cannot_key() {
+    let Some(dp) = dataplane() else { return };
+    let too_long = format!("{}.{}", "a".repeat(63), "b".repeat(63));
+    #[rustfmt::skip]
+    let cases = [
+        ("compression pointer after a label", raw_name_query(b"\x03www\xc0\x0c"), Counter::NameCompressed),
+        ("compression pointer as the name", raw_name_query(b"\xc0\x0c"), Counter::NameCompressed),
+        ("reserved label type", raw_name_query(b"\x03www\x41\x00"), Counter::NameCompressed),
+        ("name of QNAME_MAX + 1 wire bytes", wire(&query(6, &too_long, RecordType::A)), Counter::NameTooLong),
+    ];
+    assert_messages_passed(&dp, &cases);
+}
+
+#[test]
+fn passes_messages_whose_lengths_disagree() {
+    let Some(dp) = dataplane() else { return };
+    #[rustfmt::skip]
+    let cases = [
+        ("bytes after the question", www_a_edited(false, |b| b.extend_from_slice(&[0; 4])), Counter::TrailingData),
+        ("bytes after the OPT record", www_a_edited(true, |b| b.push(0)), Counter::TrailingData),
+        ("OPT RDLENGTH past the message", www_a_edited(true, |b| *b.last_mut().unwrap() = 4), Counter::Malformed),
+        ("shorter than a DNS header", vec![0x12, 0x34, 0x01, 0x00, 0x00, 0x01], Counter::Malformed),
+    ];
+    assert_messages_passed(&dp, &cases);
+}
+
+#[test]
+fn passes_frames_other_than_plain_udp_to_the_service() {
+    let Some(dp) = dataplane() else { return };
+    let mut udp_len_too_long = frame_with(V4, |_| {});
+    udp_len_too_long[14 + 20 + 5] += 1;
+    let mut ipv4_total_short = frame_with(V4, |_| {});
+    ipv4_total_short[14 + 3] -= 1;
+    // With the header checksum fixed, so that the length is what is wrong.
+    ipv4_total_short[14 + 10..14 + 12].fill(0);
+    let check = internet_checksum(&ipv4_total_short[14..14 + 20]);
+    ipv4_total_short[14 + 10..14 + 12].copy_from_slice(&check.to_be_bytes());
+    #[rustfmt::skip]
+    let cases = [
+        ("other port", frame_with(V4, |f| f.dst_port = 5353), Counter::OtherPort),
+        ("other port, IPv6", frame_with(V6, |f| f.dst_port = 5353), Counter::OtherPort),
+        ("other destination", frame_with(V4, |f| f.dst = "192.0.2.99".parse().unwrap()), Counter::OtherDestination),
+        ("other destination, IPv6", frame_with(V6, |f| f.dst = "2001:db8::99".parse().unwrap()), Counter::OtherDestination),
+        ("IPv4 options (IHL=6)", frame_with(V4, |f| f.ipv4_options = vec![1, 1, 1, 0]), Counter::Ipv4Options),
+        ("IPv4 first fragment (MF)", frame_with(V4, |f| f.ipv4_frag = 0x2000), Counter::Fragment),
+        ("IPv4 later fragment (offset)", frame_with(V4, |f| f.ipv4_frag = 185), Counter::Fragment),
+        ("IPv6 hop-by-hop options", frame_with(V6, |f| f.ipv6_ext = vec![hop_by_hop_padding()]), Counter::Ipv6ExtHeader),
+        ("IPv6 fragment header", frame_with(V6, |f| f.ipv6_ext = vec![ipv6_first_fragment()]), Counter::Fragment),
+        ("TCP", frame_with(V4, |f| f.protocol = IPPROTO_TCP), Counter::NotUdp),
+        ("TCP, IPv6", frame_with(V6, |f| f.protocol = IPPROTO_TCP), Counter::NotUdp),
+        ("ARP", arp_request(), Counter::NotIp),
+        ("UDP length past the IP payload", udp_len_too_long, Counter::Malformed),
+        ("IPv4 total length short of the datagram", ipv4_total_short, Counter::Malformed),
+    ];
+    for (case, frame, reason) in &cases {
+        assert_passed(case, &dp, frame, *reason);
+    }
+}
+
+#[test]
+fn parses_a_padded_minimum_size_frame() {
+    let Some(dp) = dataplane() else { return };
+    // A query for the root: 59 bytes, padded to 60. The padding must not stop the parse, which
+    // gets as far as the lookup.
+    let frame = Frame {
+        trailer: 1,
+        ..Frame::v4(wire(&query(0x8100, ".", RecordType::A)))
+    };
+    let bytes = frame.bytes();
+    assert_eq!(bytes.len(), 60);
+    assert_passed(
+        "root query padded to 60 bytes",
+        &dp,
+        &bytes,
+        Counter::UnknownName,
+    );
+}
+
+#[test]
+fn never_answers_a_truncated_frame() {
+    let Some(dp) = dataplane() else { return };
+    let cookie_query = with_options(vec![client_cookie()]);
+    let frames = [
+        (
+            "IPv4 with EDNS",
+            Frame::v4(wire(&with_edns(query(0x9000, WWW, RecordType::A)))),
+        ),
+        (
+            "IPv6",
+            Frame::v6(wire(&query(0x9001, WWW, RecordType::AAAA))),
+        ),
+        (
+            "VLAN IPv4 with a cookie",
+            Frame {
+                vlan: Some(5),
+                ..Frame::v4(wire(&cookie_query))
+            },
+        ),
+    ];
+    for (name, frame) in frames {
+        let full = frame.bytes();
+        // The whole frame is answered: what follows is about the cuts only.
+        assert_eq!(run(&dp, &full).action, XDP_TX, "{name}: whole frame");
+        for len in 0..full.len() {
+            let case = format!("{name} cut to {len} of {} bytes", full.len());
+            let cut = &full[..len];
+            match try_run(&dp, cut) {
+                // The kernel runs XDP only on a frame with a whole Ethernet header.
+                Err(ProgramError::SyscallError(e)) if len < 14 => {
+                    assert_eq!(e.io_error.raw_os_error(), Some(libc::EINVAL), "{case}: {e}")
+                }
+                Err(e) => panic!("{case}: {e}"),
+                Ok(out) => {
+                    assert_eq!(out.action, XDP_PASS, "{case}: action");
+                    assert!(out.frame == cut, "{case}: frame changed");
+                    let [(reason, 1)] = out.counted[..] else {
+                        panic!("{case}: counted {:?}", out.counted);
+                    };
+                    // Headers cut short are "not IP"; a datagram cut short is malformed.
+                    assert!(
+                        matches!(reason, Counter::NotIp | Counter::Malformed),
+                        "{case}: counted {reason:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn never_answers_a_dns_message_cut_short() {
+    let Some(dp) = dataplane() else { return };
+    // Unlike a cut frame, the IP and UDP lengths here agree with the cut: only the DNS
+    // message's own structure shows that it is incomplete.
+    let messages = [
+        ("A", wire(&query(0x9100, WWW, RecordType::A))),
+        (
+            "A with a cookie",
+            wire(&with_options(vec![client_cookie()])),
+        ),
+    ];
+    for server in [V4, V6] {
+        for (name, dns) in &messages {
+            for len in 0..dns.len() {
+                let case = format!("{name} over {server} cut to {len} of {} bytes", dns.len());
+                let frame = Frame::query_to(server, dns[..len].to_vec()).bytes();
+                assert_passed(&case, &dp, &frame, Counter::Malformed);
+            }
+        }
+    }
+}
