@@ -9,8 +9,9 @@ use std::{fmt::Write as _, net::IpAddr, path::Path, process::Command, time::Dura
 use gslb_tests::{CLIENT_IF, Lab, SERVER_IF, SERVER_V4, privileged, run};
 use gslb_user::{
     compile::Snapshot,
-    config::{AnswerMode, Config, RecordData, XdpMode},
+    config::{Config, RecordData, XdpMode},
     dataplane::Dataplane,
+    policy::AnswerMode,
 };
 
 const SECONDS: &str = "8";

@@ -25,7 +25,7 @@ use std::{
 
 use gslb_user::mep::{
     LocalState, MepConfig, MepNode, MepView, RttProtocol, RttRow, ServiceState, SiteKey, SiteSpec,
-    Topology,
+    SiteTree,
 };
 use tokio::{sync::oneshot, task::JoinHandle};
 
@@ -113,7 +113,7 @@ async fn lay_out(specs: Vec<SiteSpec>) -> (Vec<Site>, Vec<std::net::TcpListener>
         with_ports.push(s.with_port(l.local_addr().unwrap().port()).with_key(k));
         listeners.push(l);
     }
-    let full = Topology::new(with_ports.clone()).expect("topology");
+    let full = SiteTree::new(with_ports.clone()).expect("topology");
     let sites = with_ports
         .iter()
         .map(|s| {
@@ -132,7 +132,7 @@ async fn lay_out(specs: Vec<SiteSpec>) -> (Vec<Site>, Vec<std::net::TcpListener>
                         .collect();
                     p.backups.clear();
                     sites.extend([p, s.clone()]);
-                    Topology::new(sites).unwrap()
+                    SiteTree::new(sites).unwrap()
                 }
             };
             Site {

@@ -83,8 +83,6 @@ pub use self::topology::TopologyRecord;
 pub use self::view::View;
 pub use self::zone::{Soa, Zone};
 pub use clients::RrlSettings;
-// Re-exported while callers outside config still name them here (they belong to policy).
-pub use crate::policy::{AnswerMode, DownResponse};
 
 /// Most addresses per family in one answer set; keeps "all" responses small
 /// enough for the XDP fast path to build in place.

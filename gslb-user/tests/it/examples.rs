@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use gslb_common::{DEFAULT_VIEW, QTYPE_A, QTYPE_AAAA};
 use gslb_user::compile::Snapshot;
-use gslb_user::config::{AnswerMode, Config, RecordData, XdpMode};
+use gslb_user::config::{Config, RecordData, XdpMode};
+use gslb_user::policy::AnswerMode;
 use gslb_user::location::db::LocationDb;
 
 fn examples_dir() -> PathBuf {

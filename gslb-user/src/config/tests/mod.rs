@@ -11,7 +11,7 @@ use super::*;
 use crate::config::record::txt_strings;
 use crate::config::validate::line_col;
 use crate::location::parse_location;
-use crate::policy::{Method, SourceMask};
+use crate::policy::{AnswerMode, DownResponse, Method, SourceMask};
 
 const SERVER: &str = "[server]\nlisten = [\"192.0.2.1\"]\n";
 
