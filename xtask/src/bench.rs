@@ -65,6 +65,12 @@ pub fn run(name: Option<Bench>) -> Result<()> {
         return util::run_inherit(&format!("bench {name}"), &mut cmd);
     }
     // Bench targets are named with underscores (rtt_flood), the command line with dashes.
-    cmd.args(["bench", "-p", "gslb-user", "--bench", &name.replace('-', "_")]);
+    cmd.args([
+        "bench",
+        "-p",
+        "gslb-user",
+        "--bench",
+        &name.replace('-', "_"),
+    ]);
     util::run_inherit(&format!("bench {name}"), &mut cmd)
 }

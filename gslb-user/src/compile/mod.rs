@@ -70,8 +70,8 @@ use self::snapshot::EntryMemo;
 pub use self::spec::Spec;
 use self::views::{merged_views, number_views};
 use crate::config::{Config, Service};
-use crate::policy::AnswerMode;
 use crate::location::db::LocationDb;
+use crate::policy::AnswerMode;
 use crate::policy::{Engine, ServiceState};
 
 /// One complete state of the answers: what the fast path's tables hold and what the responder

@@ -12,8 +12,8 @@ use super::Job;
 use super::classes::ClassKey;
 use super::interner::Interner;
 use super::kinds::Kind;
-use crate::policy::AnswerMode;
 use crate::location::Location;
+use crate::policy::AnswerMode;
 use crate::policy::{Client, Decision, Fallback, Method, Pick, Query, ServiceState, State, Tier};
 
 /// Marks a projected key whose outcome holds for every place (the RTT method decided first,

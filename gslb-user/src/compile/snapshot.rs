@@ -15,8 +15,8 @@ use super::signatures::{Outcome, OutcomePick};
 use super::views::{ClassVectors, Column, Columns, ViewNumbers};
 use super::{Answer, CompileStats, DomainEntry, Job, Snapshot, ViewPrefixes};
 use crate::config::Config;
-use crate::policy::{AnswerMode, DownResponse};
 use crate::policy::Fallback;
+use crate::policy::{AnswerMode, DownResponse};
 
 /// Map entries cost more than their key and value: the kernel's element header, the trie's
 /// node, allocator rounding. 64 bytes is a fair allowance for both map types.

@@ -37,9 +37,9 @@ use common::{
 use gslb_common::{Counter, DEFAULT_VIEW, MAX_ADDRS, QTYPE_A, QTYPE_AAAA, RTT_VIEW_BIT, ViewValue};
 use gslb_user::compile::{Answer, Compiler, Inputs, LdnsRtt, Snapshot};
 use gslb_user::config::Config;
-use gslb_user::policy::{AnswerMode, DownResponse};
 use gslb_user::dataplane::{Dataplane, PublishStats};
 use gslb_user::location::db::LocationDb;
+use gslb_user::policy::{AnswerMode, DownResponse};
 use gslb_user::policy::{
     Client, Decision, Engine, Fallback, Ldns, Pick, Query as EngineQuery, ServiceState, State,
 };

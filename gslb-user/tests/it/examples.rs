@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use gslb_common::{DEFAULT_VIEW, QTYPE_A, QTYPE_AAAA};
 use gslb_user::compile::Snapshot;
 use gslb_user::config::{Config, RecordData, XdpMode};
-use gslb_user::policy::AnswerMode;
 use gslb_user::location::db::LocationDb;
+use gslb_user::policy::AnswerMode;
 
 fn examples_dir() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
