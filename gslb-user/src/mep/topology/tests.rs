@@ -3,8 +3,12 @@
 //! advanced by the test).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
 
 use super::*;
+use crate::mep::frame::{Message, Role, SiteStatus};
+use crate::mep::session::Audience;
 
 fn ip(last: u8) -> IpAddr {
     IpAddr::from([10, 0, 0, last])
