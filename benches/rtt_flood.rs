@@ -172,7 +172,7 @@ fn main() {
         std::thread::spawn(move || {
             enter_netns(&ns);
             let claims = [
-                Ipv4Addr::new(127, 0, 0, 1),
+                Ipv4Addr::LOCALHOST,
                 Ipv4Addr::new(224, 0, 0, 1),
                 SERVER_V4,
             ];

@@ -611,7 +611,7 @@ pub const LDNS_MAX: u32 = 1 << 16;
 
 #[cfg(feature = "user")]
 mod pod {
-    use super::*;
+    use super::{Config, ViewValue, ListenKey, ListenSet, ViewKey, DomainKey, DomainValue, AnswerKey, AnswerSet, LdnsKey, LdnsValue, LdnsConfig, LdnsCacheSlot, LocalMacs, Heartbeat};
     // SAFETY: all of these are repr(C), Copy, without padding (sizes asserted above), and every
     // bit pattern is a valid value.
     unsafe impl aya::Pod for Config {}

@@ -150,11 +150,11 @@ impl ControlSocket {
         tokio::pin!(shutdown);
         loop {
             let permit = tokio::select! {
-                _ = &mut shutdown => return,
+                () = &mut shutdown => return,
                 p = permits.clone().acquire_owned() => p.expect("never closed"),
             };
             let stream = tokio::select! {
-                _ = &mut shutdown => return,
+                () = &mut shutdown => return,
                 r = self.listener.accept() => match r {
                     Ok((stream, _)) => stream,
                     Err(error) => {
@@ -455,10 +455,10 @@ mod tests {
                         })
                         .filter(|l| !l.contains('{'))
                         .fold(String::new(), |out, l| out + &l + "\n");
-                    assert_eq!(names, want, "{req}")
+                    assert_eq!(names, want, "{req}");
                 }
                 (Err(ClientError::Refused(reason)), Err(want)) => {
-                    assert!(reason.starts_with(want), "{req}: {reason:?}")
+                    assert!(reason.starts_with(want), "{req}: {reason:?}");
                 }
                 (got, _) => panic!("{req}: {got:?}, want {want:?}"),
             }

@@ -62,7 +62,7 @@ impl Outcome for () {
 
 impl<T, E: Display> Outcome for Result<T, E> {
     fn failure(&self) -> Option<String> {
-        self.as_ref().err().map(|e| e.to_string())
+        self.as_ref().err().map(std::string::ToString::to_string)
     }
 }
 
@@ -132,7 +132,7 @@ static REGISTRY: LazyLock<Mutex<BTreeMap<String, Arc<Entry>>>> =
     LazyLock::new(|| Mutex::new(BTreeMap::new()));
 
 fn registry() -> std::sync::MutexGuard<'static, BTreeMap<String, Arc<Entry>>> {
-    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+    REGISTRY.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn entry(name: &str) -> Arc<Entry> {
@@ -225,7 +225,7 @@ impl Supervised {
     /// Aborts the task and the run in progress at their next await.
     pub fn abort(&self) {
         self.task.abort();
-        if let Some(run) = &*self.current.lock().unwrap_or_else(|e| e.into_inner()) {
+        if let Some(run) = &*self.current.lock().unwrap_or_else(std::sync::PoisonError::into_inner) {
             run.abort();
         }
     }
@@ -360,7 +360,7 @@ async fn supervise<F, Fut>(
         let handle = tokio::spawn(async move {
             let _ = tx.send(future.await.failure());
         });
-        *current.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle.abort_handle());
+        *current.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(handle.abort_handle());
         guard.run = Some(handle);
         let joined = tokio::select! {
             outcome = &mut rx => outcome.ok(),
@@ -486,9 +486,7 @@ mod fault {
             let notified = entry.fault.notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if entry.fault.take() {
-                panic!("fault injected into task {name}");
-            }
+            assert!(!entry.fault.take(), "fault injected into task {name}");
             tokio::select! {
                 out = &mut future => return out,
                 () = &mut notified => {}
@@ -611,7 +609,7 @@ mod tests {
                 let flag = Flag(dropped.clone());
                 async move {
                     let _flag = flag;
-                    std::future::pending::<()>().await
+                    std::future::pending::<()>().await;
                 }
             }
         });

@@ -44,9 +44,7 @@ pub fn privileged(test: &str) -> bool {
 /// returns; unless GSLB_REQUIRE_PRIVILEGED=1 (set by `cargo xtask test`, as in CI), where it
 /// fails instead, since a skip would hide that nothing was tested.
 pub fn skip(reason: &str) {
-    if std::env::var("GSLB_REQUIRE_PRIVILEGED").as_deref() == Ok("1") {
-        panic!("{reason} (GSLB_REQUIRE_PRIVILEGED=1)");
-    }
+    assert!(std::env::var("GSLB_REQUIRE_PRIVILEGED").as_deref() != Ok("1"), "{reason} (GSLB_REQUIRE_PRIVILEGED=1)");
     eprintln!("skipped: {reason}");
 }
 
@@ -82,7 +80,7 @@ impl Lab {
     /// process is left ([`ONE_LAB`]). `tag` keeps names of tests apart (also across processes).
     pub fn new(tag: &str) -> Lab {
         // A test that failed holding it poisons it; the next one still runs.
-        let alone = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+        let alone = ONE_LAB.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         static SEQ: AtomicU32 = AtomicU32::new(0);
         let id = format!(
             "{}-{}",
@@ -914,7 +912,7 @@ pub fn enter_netns(name: &str) {
 pub fn realtime_thread() {
     let param = libc::sched_param { sched_priority: 10 };
     // SAFETY: sets this thread's policy with a valid parameter.
-    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &raw const param) };
 }
 
 /// The direction of a frame on a [`TapWire`]: from its first end to its second, or back.
@@ -1119,7 +1117,7 @@ fn read_frame(fd: &std::os::fd::OwnedFd, buf: &mut [u8]) -> Option<usize> {
         revents: 0,
     };
     // SAFETY: one valid pollfd.
-    if unsafe { libc::poll(&mut pfd, 1, 100) } <= 0 {
+    if unsafe { libc::poll(&raw mut pfd, 1, 100) } <= 0 {
         return None;
     }
     // SAFETY: reading into our buffer.
@@ -1152,14 +1150,14 @@ struct ProxyShared {
 
 impl ProxyShared {
     fn mode(&self) -> ProxyMode {
-        *self.mode.lock().unwrap_or_else(|e| e.into_inner())
+        *self.mode.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn close_all(&self) {
         for c in self
             .conns
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .drain(..)
         {
             let _ = c.shutdown(std::net::Shutdown::Both);
@@ -1231,7 +1229,7 @@ impl TcpProxy {
                     shared
                         .conns
                         .lock()
-                        .unwrap_or_else(|e| e.into_inner())
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
                         .extend([c3, s3]);
                     shared.forwarded.fetch_add(1, Ordering::Relaxed);
                     for (from, to) in [(client, s2), (server, c2)] {
@@ -1255,7 +1253,7 @@ impl TcpProxy {
     }
 
     pub fn set(&self, mode: ProxyMode) {
-        *self.shared.mode.lock().unwrap_or_else(|e| e.into_inner()) = mode;
+        *self.shared.mode.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = mode;
         if mode == ProxyMode::Cut {
             self.shared.close_all();
         }

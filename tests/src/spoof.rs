@@ -57,7 +57,7 @@ impl SpoofSender {
                 p.as_ptr().cast(),
                 p.len(),
                 0,
-                (&addr as *const libc::sockaddr_in).cast(),
+                (&raw const addr).cast(),
                 std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
             )
         };

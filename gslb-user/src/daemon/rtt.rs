@@ -204,7 +204,7 @@ impl RttProbing {
         if let Some((settings, task)) = self.feed.take() {
             // Without a sender the feed ends, and its task closes the map.
             drop(settings);
-            let _ = task.await;
+            let () = task.await;
         }
     }
 }

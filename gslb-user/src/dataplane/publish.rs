@@ -138,15 +138,15 @@ impl AnswerTable {
             None => Some((
                 self.views
                     .keys()
-                    .filter_map(|k| k.ok())
+                    .filter_map(std::result::Result::ok)
                     .collect::<Vec<Key<ViewKey>>>(),
                 self.domains
                     .keys()
-                    .filter_map(|k| k.ok())
+                    .filter_map(std::result::Result::ok)
                     .collect::<Vec<DomainKey>>(),
                 self.answers
                     .keys()
-                    .filter_map(|k| k.ok())
+                    .filter_map(std::result::Result::ok)
                     .collect::<Vec<AnswerKey>>(),
             )),
         };
@@ -403,7 +403,7 @@ impl AnswerTable {
         let stale: Vec<Key<ListenKey>> = self
             .listen
             .keys()
-            .filter_map(|k| k.ok())
+            .filter_map(std::result::Result::ok)
             .filter(|k| !keep.contains(&k.data()))
             .collect();
         for k in stale {

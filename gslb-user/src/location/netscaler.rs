@@ -139,7 +139,7 @@ impl FileFormat {
     }
 
     fn layout(self) -> Layout {
-        use Col::*;
+        use Col::{From, To, Q, Longitude, Latitude, Skip};
         let (cols, expected): (&[Col], &str) = match self {
             FileFormat::Netscaler => (
                 &[

@@ -143,7 +143,7 @@ fn canonical(own: HashSet<IpAddr>) -> HashSet<IpAddr> {
 pub fn host_addresses() -> std::io::Result<HashSet<IpAddr>> {
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs fills `head` with a list that we free below with freeifaddrs.
-    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+    if unsafe { libc::getifaddrs(&raw mut head) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
     let mut out = HashSet::new();

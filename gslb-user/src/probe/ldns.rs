@@ -148,7 +148,7 @@ impl LdnsRecorder {
         if !enabled {
             self.pending
                 .lock()
-                .unwrap_or_else(|e| e.into_inner())
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .clear();
         }
     }
@@ -178,7 +178,7 @@ impl LdnsRecorder {
             counter.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pending = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if pending.len() >= RECORDER_BACKLOG && !pending.contains_key(&addr) {
             self.counts.dropped.fetch_add(1, Ordering::Relaxed);
             return;
@@ -200,7 +200,7 @@ impl LdnsRecorder {
 
     /// Everything recorded since the last drain: each address once, at its latest query.
     pub fn drain(&self) -> Vec<(IpAddr, Instant)> {
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pending = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         pending.drain().collect()
     }
 

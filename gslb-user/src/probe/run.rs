@@ -19,7 +19,7 @@ use super::{
 
 /// How often this host's own addresses are read again (an address added to an interface is
 /// refused as a source from then on).
-pub const HOST_REFRESH: Duration = Duration::from_secs(10);
+pub(super) const HOST_REFRESH: Duration = Duration::from_secs(10);
 
 /// Repeated warnings (evictions, refused sources, failed rounds) at most this often.
 const WARN_EVERY: Duration = Duration::from_secs(60);

@@ -97,7 +97,7 @@ fn show(r: &Record) -> String {
 }
 
 fn strings(rrs: &[&str]) -> Vec<String> {
-    rrs.iter().map(|s| s.to_string()).collect()
+    rrs.iter().map(std::string::ToString::to_string).collect()
 }
 
 impl Reply {
@@ -114,7 +114,7 @@ impl Reply {
             answer: m.answers().iter().map(show).collect(),
             authority: m.name_servers().iter().map(show).collect(),
             additional: m.additionals().iter().map(show).collect(),
-            opt: m.extensions().as_ref().map(|e| e.max_payload()),
+            opt: m.extensions().as_ref().map(hickory_proto::op::Edns::max_payload),
         }
     }
     fn answer(mut self, rrs: &[&str]) -> Self {
@@ -771,7 +771,7 @@ fn mutant(rng: &mut Rng, seeds: &[Vec<u8>]) -> Vec<u8> {
         }
         match rng.below(6) {
             0 => {
-                for _ in 0..1 + rng.below(3) {
+                for _ in 0..=rng.below(3) {
                     let at = rng.below(m.len());
                     m[at] = rng.byte();
                 }
@@ -854,7 +854,7 @@ fn request_path_fuzz_never_panics_and_replies_parse() {
     }
     // The mutants must get past the parser often enough to exercise the lookups.
     let mut rcodes: Vec<_> = rcodes.into_iter().collect();
-    rcodes.sort();
+    rcodes.sort_unstable();
     eprintln!("replies by rcode: {rcodes:?}");
     for (rcode, share) in [(ResponseCode::NoError, 10), (ResponseCode::NXDomain, 100)] {
         let n = rcodes

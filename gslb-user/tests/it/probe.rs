@@ -472,9 +472,9 @@ async fn probes_are_paced_to_the_rate_limit() {
         let target = format!("192.0.2.{i}");
         // Every other one answers only TCP: three probes per round.
         if i % 2 == 0 {
-            fake.answer(&target, &[(Tcp, 5)])
+            fake.answer(&target, &[(Tcp, 5)]);
         } else {
-            fake.answer(&target, &[(Icmp, 5)])
+            fake.answer(&target, &[(Icmp, 5)]);
         }
         recorder.record(ip(&target));
     }

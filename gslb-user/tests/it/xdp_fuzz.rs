@@ -37,12 +37,11 @@ use hickory_proto::op::Message;
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
-        .map(|v| {
+        .map_or(default, |v| {
             v.replace('_', "")
                 .parse()
                 .unwrap_or_else(|_| panic!("{name}={v}"))
         })
-        .unwrap_or(default)
 }
 
 fn ip(s: &str) -> IpAddr {
