@@ -611,7 +611,10 @@ pub const LDNS_MAX: u32 = 1 << 16;
 
 #[cfg(feature = "user")]
 mod pod {
-    use super::{Config, ViewValue, ListenKey, ListenSet, ViewKey, DomainKey, DomainValue, AnswerKey, AnswerSet, LdnsKey, LdnsValue, LdnsConfig, LdnsCacheSlot, LocalMacs, Heartbeat};
+    use super::{
+        AnswerKey, AnswerSet, Config, DomainKey, DomainValue, Heartbeat, LdnsCacheSlot, LdnsConfig,
+        LdnsKey, LdnsValue, ListenKey, ListenSet, LocalMacs, ViewKey, ViewValue,
+    };
     // SAFETY: all of these are repr(C), Copy, without padding (sizes asserted above), and every
     // bit pattern is a valid value.
     unsafe impl aya::Pod for Config {}

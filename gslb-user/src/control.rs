@@ -351,9 +351,9 @@ mod tests {
             ControlState {
                 reloads,
                 rtt,
-                republish: Default::default(),
+                republish: Arc::default(),
                 persistence: crate::persist::Store::new(),
-                load: watch::channel(Default::default()).1,
+                load: watch::channel(crate::health::load::LoadReadings::default()).1,
             },
             rx,
             rtt_tx,

@@ -317,7 +317,7 @@ soa.rname = "hostmaster.example.com"
     async fn a_loop_records_each_source_at_most_once_a_second() {
         // No host addresses: the test host's might be these.
         let recorder = LdnsRecorder::with_filter(crate::probe::SourceFilter::with_host_addresses(
-            Default::default(),
+            std::collections::HashSet::default(),
         ));
         let mut sources = Sources::new(Some(recorder.clone()));
         let a: IpAddr = "192.0.2.1".parse().unwrap();

@@ -44,7 +44,10 @@ pub fn privileged(test: &str) -> bool {
 /// returns; unless GSLB_REQUIRE_PRIVILEGED=1 (set by `cargo xtask test`, as in CI), where it
 /// fails instead, since a skip would hide that nothing was tested.
 pub fn skip(reason: &str) {
-    assert!(std::env::var("GSLB_REQUIRE_PRIVILEGED").as_deref() != Ok("1"), "{reason} (GSLB_REQUIRE_PRIVILEGED=1)");
+    assert!(
+        std::env::var("GSLB_REQUIRE_PRIVILEGED").as_deref() != Ok("1"),
+        "{reason} (GSLB_REQUIRE_PRIVILEGED=1)"
+    );
     eprintln!("skipped: {reason}");
 }
 
@@ -80,7 +83,9 @@ impl Lab {
     /// process is left ([`ONE_LAB`]). `tag` keeps names of tests apart (also across processes).
     pub fn new(tag: &str) -> Lab {
         // A test that failed holding it poisons it; the next one still runs.
-        let alone = ONE_LAB.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let alone = ONE_LAB
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         static SEQ: AtomicU32 = AtomicU32::new(0);
         let id = format!(
             "{}-{}",
@@ -147,11 +152,18 @@ impl Lab {
         let path = PathBuf::from(format!("/run/netns/{ns}"));
         std::thread::scope(|s| {
             s.spawn(move || {
-                let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+                let file = std::fs::File::open(&path)
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
                 use std::os::fd::AsRawFd;
                 // SAFETY: a valid namespace fd; only this thread changes namespace.
                 let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-                assert_eq!(rc, 0, "setns {path:?}: {}", std::io::Error::last_os_error());
+                assert_eq!(
+                    rc,
+                    0,
+                    "setns {}: {}",
+                    path.display(),
+                    std::io::Error::last_os_error()
+                );
                 f()
             })
             .join()
@@ -540,7 +552,7 @@ pub fn dig_answers(out: &str) -> Vec<(String, String, String)> {
     answers
 }
 
-/// The header flags of a `dig` output, e.g. ["qr", "aa"].
+/// The header flags of a `dig` output, e.g. `["qr", "aa"]`.
 pub fn dig_flags(out: &str) -> Vec<String> {
     out.lines()
         .find_map(|l| l.strip_prefix(";; flags: "))
@@ -555,7 +567,7 @@ pub struct DigReply {
     pub opcode: String,
     /// The RCODE's mnemonic: NOERROR, NXDOMAIN, BADVERS, …
     pub status: String,
-    /// The header flags, e.g. ["qr", "aa"].
+    /// The header flags, e.g. `["qr", "aa"]`.
     pub flags: Vec<String>,
     pub answer: Vec<String>,
     pub authority: Vec<String>,
@@ -898,11 +910,17 @@ impl Drop for Netns {
 /// Moves the calling thread into the network namespace `name` (of `ip netns`).
 pub fn enter_netns(name: &str) {
     let path = PathBuf::from(format!("/run/netns/{name}"));
-    let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     use std::os::fd::AsRawFd;
     // SAFETY: a valid namespace fd; only this thread changes namespace.
     let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-    assert_eq!(rc, 0, "setns {path:?}: {}", std::io::Error::last_os_error());
+    assert_eq!(
+        rc,
+        0,
+        "setns {}: {}",
+        path.display(),
+        std::io::Error::last_os_error()
+    );
 }
 
 /// Gives the calling thread a real-time priority (SCHED_FIFO, low), so that on a busy machine
@@ -1150,7 +1168,10 @@ struct ProxyShared {
 
 impl ProxyShared {
     fn mode(&self) -> ProxyMode {
-        *self.mode.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        *self
+            .mode
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn close_all(&self) {
@@ -1196,12 +1217,9 @@ impl TcpProxy {
             let shared = shared.clone();
             move || {
                 while !shared.stop.load(Ordering::Relaxed) {
-                    let client = match listener.accept() {
-                        Ok((client, _)) => client,
-                        Err(_) => {
-                            std::thread::sleep(PROXY_POLL);
-                            continue;
-                        }
+                    let Ok((client, _)) = listener.accept() else {
+                        std::thread::sleep(PROXY_POLL);
+                        continue;
                     };
                     if shared.mode() == ProxyMode::Cut {
                         continue; // dropped: closed at once
@@ -1253,7 +1271,11 @@ impl TcpProxy {
     }
 
     pub fn set(&self, mode: ProxyMode) {
-        *self.shared.mode.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = mode;
+        *self
+            .shared
+            .mode
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = mode;
         if mode == ProxyMode::Cut {
             self.shared.close_all();
         }

@@ -140,7 +140,7 @@ impl Validator<'_> {
     /// `ecs_allow`: prefixes without host bits, none twice, at least one (an empty list would
     /// turn ECS off for everyone: say so with a prefix nobody uses instead, or remove the key
     /// to take it from everyone).
-    pub(super) fn ecs_allow(&self, raw: List) -> Result<Vec<IpNet>, ConfigError> {
+    pub(super) fn ecs_allow(&self, raw: &List) -> Result<Vec<IpNet>, ConfigError> {
         if raw.get_ref().is_empty() {
             return Err(self.error(
                 raw.span(),

@@ -91,6 +91,8 @@ impl LoadSpans {
 }
 
 /// Where `value` was written, if it was.
+// Callers pass `&raw.field` at some 35 sites; `&Option` keeps each of them short.
+#[allow(clippy::ref_option)]
 pub(super) fn at<T>(value: &Option<Spanned<T>>) -> At {
     value.as_ref().map(Spanned::span)
 }

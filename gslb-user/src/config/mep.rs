@@ -225,7 +225,10 @@ impl Validator<'_> {
                 sites.first().map_or(&DISABLED_SITE, |s| s)
             }
             None => {
-                let span = raw.enabled.as_ref().map_or(section.clone(), toml::Spanned::span);
+                let span = raw
+                    .enabled
+                    .as_ref()
+                    .map_or(section.clone(), toml::Spanned::span);
                 return Err(self.error(
                     span,
                     "mep: needs server.site, the [[site]] this server is (its MEP identity and address)",

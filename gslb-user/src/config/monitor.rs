@@ -84,7 +84,7 @@ impl Validator<'_> {
                 continue;
             }
             self.no_load_keys(&rm, &owner)?;
-            use RawMonitorType::{Https, Http, Tcp, Dns, Icmp, Load};
+            use RawMonitorType::{Dns, Http, Https, Icmp, Load, Tcp};
             // A certificate that is not verified needs no CA to verify it. (Only an https
             // monitor gets here with both: the table below refuses them on other types.)
             if kind == Https

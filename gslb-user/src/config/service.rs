@@ -93,9 +93,7 @@ impl Validator<'_> {
             if let Some((other, line)) = endpoints.get(&(ip, port)) {
                 return Err(self.error(
                     port_span,
-                    format!(
-                        "{owner}: {ip} port {port} is already service {other:?} (line {line})"
-                    ),
+                    format!("{owner}: {ip} port {port} is already service {other:?} (line {line})"),
                 ));
             }
             endpoints.insert((ip, port), (name.clone(), self.line(rs.name.span())));

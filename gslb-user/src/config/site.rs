@@ -66,13 +66,19 @@ impl SiteSpans {
     pub(super) fn of(raw: &RawSite) -> SiteSpans {
         SiteSpans {
             name: raw.name.span(),
-            key: raw.key.as_ref().or(raw.key_file.as_ref()).map(toml::Spanned::span),
+            key: raw
+                .key
+                .as_ref()
+                .or(raw.key_file.as_ref())
+                .map(toml::Spanned::span),
             role: raw.role.as_ref().map(toml::Spanned::span),
             parent: raw.parent.as_ref().map(toml::Spanned::span),
-            backups: raw
-                .backup_parents
-                .as_ref()
-                .map(|l| (l.span(), l.get_ref().iter().map(toml::Spanned::span).collect())),
+            backups: raw.backup_parents.as_ref().map(|l| {
+                (
+                    l.span(),
+                    l.get_ref().iter().map(toml::Spanned::span).collect(),
+                )
+            }),
         }
     }
 }

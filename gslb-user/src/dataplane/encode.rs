@@ -226,7 +226,7 @@ mod tests {
             (IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0, 32 + 96),
         ];
         for (net, len, bits) in table {
-            let key = view_key(0x01020304, net, len);
+            let key = view_key(0x0102_0304, net, len);
             assert_eq!(key.prefix_len(), bits, "{net}/{len}");
             assert_eq!(key.data().generation, [1, 2, 3, 4]);
             assert_eq!(key.data().addr, mapped(net));

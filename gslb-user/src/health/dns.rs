@@ -85,7 +85,7 @@ impl DnsProbe {
             match Message::from_vec(&buf[..len]) {
                 Ok(m) if m.id() == id && m.message_type() == MessageType::Response => break m,
                 // Not an answer to this query (a late one to an earlier check, garbage): wait on.
-                _ => continue,
+                _ => {}
             }
         };
         if response.response_code() != self.expect_rcode {

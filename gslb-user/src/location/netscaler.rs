@@ -139,7 +139,7 @@ impl FileFormat {
     }
 
     fn layout(self) -> Layout {
-        use Col::{From, To, Q, Longitude, Latitude, Skip};
+        use Col::{From, Latitude, Longitude, Q, Skip, To};
         let (cols, expected): (&[Col], &str) = match self {
             FileFormat::Netscaler => (
                 &[

@@ -300,7 +300,10 @@ pub enum MessageType {
 
 impl MessageType {
     pub fn from_code(code: u8) -> Option<MessageType> {
-        use MessageType::{Hello, Auth, Reject, Heartbeat, SiteStatus, ServiceStates, RttRows, Persistence, BackupParents, AdoptRequest, AdoptAccept, AdoptReject};
+        use MessageType::{
+            AdoptAccept, AdoptReject, AdoptRequest, Auth, BackupParents, Heartbeat, Hello,
+            Persistence, Reject, RttRows, ServiceStates, SiteStatus,
+        };
         Some(match code {
             1 => Hello,
             2 => Auth,

@@ -103,7 +103,7 @@ pub(super) async fn run<P: Prober>(shared: Arc<Shared>, prober: Arc<P>) {
             Some(done) = rounds.join_next_with_id(), if !rounds.is_empty() => match done {
                 Ok((id, (key, round))) => {
                     running.remove(&id);
-                    finish_round(&shared, key, round);
+                    finish_round(&shared, key, &round);
                 }
                 Err(error) => {
                     let key = running.remove(&error.id());
@@ -215,7 +215,7 @@ fn tick<P: Prober>(
     shared.publish(changes);
 }
 
-fn finish_round(shared: &Shared, (group, target, started): RoundKey, round: ProbeRound) {
+fn finish_round(shared: &Shared, (group, target, started): RoundKey, round: &ProbeRound) {
     let now = Instant::now();
     let answered = round.sample.is_some();
     {

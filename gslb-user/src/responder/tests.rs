@@ -114,7 +114,10 @@ impl Reply {
             answer: m.answers().iter().map(show).collect(),
             authority: m.name_servers().iter().map(show).collect(),
             additional: m.additionals().iter().map(show).collect(),
-            opt: m.extensions().as_ref().map(hickory_proto::op::Edns::max_payload),
+            opt: m
+                .extensions()
+                .as_ref()
+                .map(hickory_proto::op::Edns::max_payload),
         }
     }
     fn answer(mut self, rrs: &[&str]) -> Self {
@@ -892,7 +895,16 @@ fn client_subnet_is_the_client_and_is_echoed_with_its_scope() {
     // (what, name, qtype, subnet, source, expected answer, expected scope): views are
     // "wide" 192.0.2.0/24 and "host" 192.0.2.10/32, both IPv4 only; the resolver itself is
     // in no view. `None`: a rotating default-view answer, not checked here.
-    let table: [(&str, &str, RecordType, &str, u8, Option<&str>, u8); 4] = [
+    type Case<'a> = (
+        &'a str,
+        &'a str,
+        RecordType,
+        &'a str,
+        u8,
+        Option<&'a str>,
+        u8,
+    );
+    let table: [Case; 4] = [
         (
             "host view by subnet",
             "www.example.com",

@@ -703,7 +703,10 @@ impl World {
             rtt,
             engine,
             snapshot,
-            static_domains: static_domains.iter().map(std::string::ToString::to_string).collect(),
+            static_domains: static_domains
+                .iter()
+                .map(std::string::ToString::to_string)
+                .collect(),
         }
     }
 
@@ -1147,10 +1150,12 @@ impl<'a> Tables<'a> {
             .get(&view.view)
             .or_else(|| entry.views.get(&DEFAULT_VIEW))
             .copied()?;
-        if entry.by_rtt && view.rtt_view != 0
-            && let Some(by_rtt) = entry.rtt_views.get(&view.rtt_view) {
-                return Some(by_rtt);
-            }
+        if entry.by_rtt
+            && view.rtt_view != 0
+            && let Some(by_rtt) = entry.rtt_views.get(&view.rtt_view)
+        {
+            return Some(by_rtt);
+        }
         Some(base)
     }
 }

@@ -302,7 +302,7 @@ async fn next_event(events: &mut broadcast::Receiver<HealthEvent>, service: &str
         loop {
             match events.recv().await {
                 Ok(event) if event.service == service => return event,
-                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
                 Err(broadcast::error::RecvError::Closed) => panic!("event channel closed"),
             }
         }
@@ -319,7 +319,7 @@ async fn no_event(events: &mut broadcast::Receiver<HealthEvent>, service: &str, 
         match timeout(left, events.recv()).await {
             Err(_) => return,
             Ok(Ok(event)) if event.service == service => panic!("unexpected event {event:?}"),
-            Ok(_) => continue,
+            Ok(_) => {}
         }
     }
 }

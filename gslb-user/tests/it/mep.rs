@@ -260,7 +260,11 @@ async fn wait_view(node: &MepNode, what: &str, f: impl Fn(&MepView) -> bool) {
         }
     })
     .await;
-    assert!(r.is_ok(), "timed out waiting for {what}; view: {:#?}", node.view());
+    assert!(
+        r.is_ok(),
+        "timed out waiting for {what}; view: {:#?}",
+        node.view()
+    );
 }
 
 async fn wait_until(what: &str, f: impl Fn() -> bool) {
@@ -1110,7 +1114,8 @@ async fn a_handover_not_completed_within_dead_after_makes_the_child_unreachable(
         .await;
     let took = moved.elapsed();
     assert!(
-        took >= dead_after.checked_sub(Duration::from_millis(100)).unwrap() && took < dead_after * 3,
+        took >= dead_after.checked_sub(Duration::from_millis(100)).unwrap()
+            && took < dead_after * 3,
         "{took:?}"
     );
     assert!(!lab.node("P2").view().service_up("c1", "c1-web", None));

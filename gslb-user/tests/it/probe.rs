@@ -125,7 +125,9 @@ impl Prober for Fake {
 fn start(settings: ProbeSettings) -> (ProbeSupervisor, Fake) {
     let fake = Fake::default();
     // No host addresses: the test host's may be the documentation addresses used here.
-    let recorder = LdnsRecorder::with_filter(SourceFilter::with_host_addresses(Default::default()));
+    let recorder = LdnsRecorder::with_filter(SourceFilter::with_host_addresses(
+        std::collections::HashSet::default(),
+    ));
     let supervisor = ProbeSupervisor::start_with_recorder("east", settings, fake.clone(), recorder)
         .expect("valid settings");
     (supervisor, fake)

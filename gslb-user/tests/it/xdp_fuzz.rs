@@ -35,13 +35,11 @@ use gslb_user::{
 use hickory_proto::op::Message;
 
 fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .map_or(default, |v| {
-            v.replace('_', "")
-                .parse()
-                .unwrap_or_else(|_| panic!("{name}={v}"))
-        })
+    std::env::var(name).ok().map_or(default, |v| {
+        v.replace('_', "")
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={v}"))
+    })
 }
 
 fn ip(s: &str) -> IpAddr {

@@ -85,7 +85,7 @@ fn zone(name: &str) -> Zone {
             serial: 1,
             refresh: 3600,
             retry: 600,
-            expire: 604800,
+            expire: 604_800,
             minimum: 60,
         },
         records: vec![],
@@ -126,7 +126,10 @@ fn gslb(name: &str, services: &[&str]) -> GslbDomain {
         name: name.into(),
         ttl: 30,
         answer: AnswerMode::Rotate,
-        services: services.iter().map(std::string::ToString::to_string).collect(),
+        services: services
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect(),
         backup_ip: vec![],
         down_response: DownResponse::Nodata,
         views: vec![],

@@ -142,7 +142,12 @@ impl SiteTable {
     /// names the parent it moved to, the child's state it delivered is kept for the grace (the
     /// handover is returned); a relayed child's services are dropped whenever it is relayed as
     /// not attached, so that they do not count as delivered when it is attached again.
-    pub(super) fn status(&mut self, via: &str, status: SiteStatus, now: Instant) -> Option<Handover> {
+    pub(super) fn status(
+        &mut self,
+        via: &str,
+        status: SiteStatus,
+        now: Instant,
+    ) -> Option<Handover> {
         let site = status.site.clone();
         let d = self.entry(via, &site);
         let mut left = None;

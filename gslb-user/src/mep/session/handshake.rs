@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
-use super::{LinkError, seal, read_sealed, read_frame};
+use super::{LinkError, read_frame, read_sealed, seal};
 use crate::mep::{
     auth::{self, Ephemeral, PublicKey, Sealer, SessionKeys, Side, SiteKey},
     frame::{self, HELLO_VERSION, Hello, KX_LEN, Message, RejectCode},

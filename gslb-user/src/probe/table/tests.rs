@@ -133,7 +133,11 @@ fn a_million_one_time_sources_leave_regular_resolvers_in_a_bounded_table() {
     }
     assert_eq!(table.len(), max);
     for r in &resolvers {
-        assert_eq!(table.get(r).map(super::LdnsEntry::tier), Some(Tier::Protected), "{r}");
+        assert_eq!(
+            table.get(r).map(super::LdnsEntry::tier),
+            Some(Tier::Protected),
+            "{r}"
+        );
     }
     assert_eq!(table.stats().evicted, 1_000_000 + 100 - max as u64);
     // Each regular resolver's last sighting is its latest query.

@@ -71,7 +71,7 @@ impl MetricsServer {
 
     /// Serves `body` from now on.
     pub(crate) fn set(&self, body: &str) {
-        *self.body.lock().unwrap() = body.to_owned();
+        body.clone_into(&mut self.body.lock().unwrap());
     }
 
     /// Requests answered so far.

@@ -504,7 +504,12 @@ impl Frame {
 }
 
 /// Destination, source, an optional 802.1Q tag, EtherType.
-pub(crate) fn ethernet_header(dst: [u8; 6], src: [u8; 6], vlan: Option<u16>, ethertype: u16) -> Vec<u8> {
+pub(crate) fn ethernet_header(
+    dst: [u8; 6],
+    src: [u8; 6],
+    vlan: Option<u16>,
+    ethertype: u16,
+) -> Vec<u8> {
     let mut h = Vec::with_capacity(18);
     h.extend_from_slice(&dst);
     h.extend_from_slice(&src);
@@ -545,7 +550,12 @@ pub(crate) fn ipv4_header(
 }
 
 /// An IPv6 header (hop limit 64, a non-zero flow label) for `payload_len` bytes.
-pub(crate) fn ipv6_header(src: Ipv6Addr, dst: Ipv6Addr, next_header: u8, payload_len: usize) -> Vec<u8> {
+pub(crate) fn ipv6_header(
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    next_header: u8,
+    payload_len: usize,
+) -> Vec<u8> {
     let payload_len = u16::try_from(payload_len).expect("IPv6 payload too long");
     let mut h = vec![0x60, 0x01, 0x23, 0x45];
     h.extend_from_slice(&payload_len.to_be_bytes());
@@ -567,7 +577,13 @@ pub(crate) fn ipv6_first_fragment() -> (u8, Vec<u8>) {
 }
 
 /// A UDP header and `payload`, with the checksum over the pseudo-header.
-pub(crate) fn udp_datagram(src: IpAddr, dst: IpAddr, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn udp_datagram(
+    src: IpAddr,
+    dst: IpAddr,
+    sport: u16,
+    dport: u16,
+    payload: &[u8],
+) -> Vec<u8> {
     let len = u16::try_from(8 + payload.len()).expect("UDP datagram too long");
     let mut d = Vec::with_capacity(len as usize);
     d.extend_from_slice(&sport.to_be_bytes());
@@ -583,7 +599,13 @@ pub(crate) fn udp_datagram(src: IpAddr, dst: IpAddr, sport: u16, dport: u16, pay
 }
 
 /// A TCP segment (PSH+ACK, no options) carrying `message` with DNS's TCP length prefix.
-pub(crate) fn tcp_segment(src: IpAddr, dst: IpAddr, sport: u16, dport: u16, message: &[u8]) -> Vec<u8> {
+pub(crate) fn tcp_segment(
+    src: IpAddr,
+    dst: IpAddr,
+    sport: u16,
+    dport: u16,
+    message: &[u8],
+) -> Vec<u8> {
     let mut s = Vec::new();
     s.extend_from_slice(&sport.to_be_bytes());
     s.extend_from_slice(&dport.to_be_bytes());
@@ -709,7 +731,12 @@ pub(crate) fn hit_counter(v6: bool, rtype: RecordType) -> Counter {
 
 /// The reply to `query` must be the query turned around, in a valid IP/UDP envelope sized
 /// exactly to the DNS reply, with the expected answers. Returns the answered addresses.
-pub(crate) fn assert_reply(case: &str, query: &[u8], out: &Outcome, expect: &Expect) -> Vec<IpAddr> {
+pub(crate) fn assert_reply(
+    case: &str,
+    query: &[u8],
+    out: &Outcome,
+    expect: &Expect,
+) -> Vec<IpAddr> {
     assert_eq!(
         out.action, XDP_TX,
         "{case}: action (counted {:?})",
@@ -733,7 +760,11 @@ pub(crate) fn assert_reply(case: &str, query: &[u8], out: &Outcome, expect: &Exp
         q.link_exts.len(),
         "{case}: link extensions"
     );
-    let l3 = 14 + r.link_exts.iter().map(etherparse::LinkExtSlice::header_len).sum::<usize>();
+    let l3 = 14
+        + r.link_exts
+            .iter()
+            .map(etherparse::LinkExtSlice::header_len)
+            .sum::<usize>();
     assert_eq!(
         out.frame[12..l3],
         query[12..l3],
