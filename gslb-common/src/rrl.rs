@@ -20,7 +20,7 @@ pub struct RrlConfig {
     pub mask_v6_hi: u64,
     pub mask_v6_lo: u64,
 }
-const _: () = assert!(core::mem::size_of::<RrlConfig>() == 48);
+const _: () = assert!(size_of::<RrlConfig>() == 48);
 
 /// Key of `RRL`: the masked source address (IPv4-mapped for IPv4) as two native words.
 #[repr(C)]
@@ -29,7 +29,7 @@ pub struct RrlKey {
     pub hi: u64,
     pub lo: u64,
 }
-const _: () = assert!(core::mem::size_of::<RrlKey>() == 16);
+const _: () = assert!(size_of::<RrlKey>() == 16);
 
 /// Value of `RRL` (per CPU): GCRA's theoretical arrival time and the answers over the limit.
 #[repr(C)]
@@ -41,7 +41,7 @@ pub struct RrlState {
     pub over: u32,
     pub reserved: u32,
 }
-const _: () = assert!(core::mem::size_of::<RrlState>() == 16);
+const _: () = assert!(size_of::<RrlState>() == 16);
 
 /// Buckets of `RRL` per CPU (an LRU: the least recently used prefix goes first).
 pub const RRL_MAX: u32 = 1 << 16;

@@ -94,9 +94,9 @@ pub struct ControlState {
     /// The RTT table while this gslbd probes.
     pub rtt: watch::Receiver<Option<RttHandle>>,
     /// The controller's republish counters.
-    pub republish: std::sync::Arc<crate::world::RepublishStats>,
+    pub republish: Arc<crate::world::RepublishStats>,
     /// The responder's persistence entries (their count and counters).
-    pub persistence: std::sync::Arc<crate::persist::Store>,
+    pub persistence: Arc<crate::persist::Store>,
     /// The load monitors' readings.
     pub load: watch::Receiver<crate::health::load::LoadReadings>,
 }

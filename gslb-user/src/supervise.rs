@@ -62,7 +62,7 @@ impl Outcome for () {
 
 impl<T, E: Display> Outcome for Result<T, E> {
     fn failure(&self) -> Option<String> {
-        self.as_ref().err().map(std::string::ToString::to_string)
+        self.as_ref().err().map(ToString::to_string)
     }
 }
 

@@ -58,7 +58,7 @@ impl SpoofSender {
                 p.len(),
                 0,
                 (&raw const addr).cast(),
-                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+                size_of::<libc::sockaddr_in>() as libc::socklen_t,
             )
         };
         if rc < 0 {

@@ -41,9 +41,7 @@ pub(crate) fn run(name: Option<Bench>) -> Result<()> {
             println!(
                 "  {:<8} {}",
                 v.get_name(),
-                v.get_help()
-                    .map(std::string::ToString::to_string)
-                    .unwrap_or_default()
+                v.get_help().map(ToString::to_string).unwrap_or_default()
             );
         }
         return Ok(());

@@ -108,7 +108,7 @@ impl Validator<'_> {
             TCP_CONNECTIONS_RANGE,
             default.max_connections,
         )?;
-        let per_address_span = max_per_address.as_ref().map(toml::Spanned::span);
+        let per_address_span = max_per_address.as_ref().map(Spanned::span);
         let per_address = self.int(
             owner,
             "tcp_max_per_address",
@@ -179,7 +179,7 @@ impl Validator<'_> {
         let owner = "rrl";
         let rate = self.int(owner, "rate", raw.rate, RRL_RATE_RANGE, d.rate)?;
         Ok(RrlSettings {
-            enabled: raw.enabled.is_none_or(toml::Spanned::into_inner),
+            enabled: raw.enabled.is_none_or(Spanned::into_inner),
             rate,
             burst: self.int(owner, "burst", raw.burst, RRL_RATE_RANGE, rate)?,
             slip: self.int(owner, "slip", raw.slip, RRL_SLIP_RANGE, d.slip)?,

@@ -219,7 +219,7 @@ impl Validator<'_> {
                  [[site]] and bind them to a [[gslb_domain]] inside a [[zone]] (see examples/)",
             ));
         }
-        let site_span = raw.server.site.as_ref().map(toml::Spanned::span);
+        let site_span = raw.server.site.as_ref().map(Spanned::span);
         let server = self.server(raw.server)?;
         let views = self.views(raw.views)?;
         let (zones, facts) = self.zones(raw.zones)?;
@@ -235,17 +235,17 @@ impl Validator<'_> {
             .iter()
             .filter_map(|s| {
                 let written = [
-                    ("role", s.role.as_ref().map(toml::Spanned::span)),
-                    ("parent", s.parent.as_ref().map(toml::Spanned::span)),
+                    ("role", s.role.as_ref().map(Spanned::span)),
+                    ("parent", s.parent.as_ref().map(Spanned::span)),
                     (
                         "backup_parents",
-                        s.backup_parents.as_ref().map(toml::Spanned::span),
+                        s.backup_parents.as_ref().map(Spanned::span),
                     ),
-                    ("public_ip", s.public_ip.as_ref().map(toml::Spanned::span)),
-                    ("mep_port", s.mep_port.as_ref().map(toml::Spanned::span)),
-                    ("key", s.key.as_ref().map(toml::Spanned::span)),
-                    ("key_file", s.key_file.as_ref().map(toml::Spanned::span)),
-                    ("nat", s.nat.as_ref().map(toml::Spanned::span)),
+                    ("public_ip", s.public_ip.as_ref().map(Spanned::span)),
+                    ("mep_port", s.mep_port.as_ref().map(Spanned::span)),
+                    ("key", s.key.as_ref().map(Spanned::span)),
+                    ("key_file", s.key_file.as_ref().map(Spanned::span)),
+                    ("nat", s.nat.as_ref().map(Spanned::span)),
                 ];
                 written
                     .into_iter()

@@ -79,7 +79,7 @@ impl Validator<'_> {
             let name = self.object_name("monitor", &rm.name, &mut names)?;
             let owner = format!("monitor {name:?}");
             let kind = *rm.kind.get_ref();
-            if kind == RawMonitorType::Load {
+            if kind == Load {
                 load.push(self.load_monitor(&rm, name)?);
                 continue;
             }

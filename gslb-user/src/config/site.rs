@@ -70,15 +70,13 @@ impl SiteSpans {
                 .key
                 .as_ref()
                 .or(raw.key_file.as_ref())
-                .map(toml::Spanned::span),
-            role: raw.role.as_ref().map(toml::Spanned::span),
-            parent: raw.parent.as_ref().map(toml::Spanned::span),
-            backups: raw.backup_parents.as_ref().map(|l| {
-                (
-                    l.span(),
-                    l.get_ref().iter().map(toml::Spanned::span).collect(),
-                )
-            }),
+                .map(Spanned::span),
+            role: raw.role.as_ref().map(Spanned::span),
+            parent: raw.parent.as_ref().map(Spanned::span),
+            backups: raw
+                .backup_parents
+                .as_ref()
+                .map(|l| (l.span(), l.get_ref().iter().map(Spanned::span).collect())),
         }
     }
 }
@@ -128,7 +126,7 @@ impl Validator<'_> {
                     .unwrap_or_default(),
                 mep_port,
                 key,
-                nat: rs.nat.is_some_and(toml::Spanned::into_inner),
+                nat: rs.nat.is_some_and(Spanned::into_inner),
             });
         }
         Ok(sites)

@@ -12,7 +12,7 @@ pub(super) fn batch<K: aya::Pod, V: aya::Pod>(
     map: &mut HashMap<MapData, K, V>,
     keys: &[K],
     values: Option<&[V]>,
-) -> std::result::Result<(), MapError> {
+) -> Result<(), MapError> {
     use aya::maps::IterableMap;
     use std::os::fd::{AsFd, AsRawFd};
     if keys.is_empty() {
@@ -96,7 +96,7 @@ fn one_by_one<K: aya::Pod, V: aya::Pod>(
     map: &mut HashMap<MapData, K, V>,
     keys: &[K],
     values: Option<&[V]>,
-) -> std::result::Result<(), MapError> {
+) -> Result<(), MapError> {
     for (i, key) in keys.iter().enumerate() {
         match values {
             Some(values) => map.insert(key, &values[i], 0)?,

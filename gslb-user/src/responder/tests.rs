@@ -97,7 +97,7 @@ fn show(r: &Record) -> String {
 }
 
 fn strings(rrs: &[&str]) -> Vec<String> {
-    rrs.iter().map(std::string::ToString::to_string).collect()
+    rrs.iter().map(ToString::to_string).collect()
 }
 
 impl Reply {
@@ -114,10 +114,7 @@ impl Reply {
             answer: m.answers().iter().map(show).collect(),
             authority: m.name_servers().iter().map(show).collect(),
             additional: m.additionals().iter().map(show).collect(),
-            opt: m
-                .extensions()
-                .as_ref()
-                .map(hickory_proto::op::Edns::max_payload),
+            opt: m.extensions().as_ref().map(Edns::max_payload),
         }
     }
     fn answer(mut self, rrs: &[&str]) -> Self {

@@ -703,10 +703,7 @@ impl World {
             rtt,
             engine,
             snapshot,
-            static_domains: static_domains
-                .iter()
-                .map(std::string::ToString::to_string)
-                .collect(),
+            static_domains: static_domains.iter().map(ToString::to_string).collect(),
         }
     }
 
@@ -1323,7 +1320,7 @@ fn check(world: &World, clients: &[IpAddr]) -> Check {
                         "{}: client {client} (location {:?}, view {view:?}), {} type {qtype}: snapshot {got:?} \
                          (stored {stored:?}), engine {want:?}",
                         world.name,
-                        location.as_deref().map(std::string::ToString::to_string),
+                        location.as_deref().map(ToString::to_string),
                         domain.name,
                     )));
                 }

@@ -395,12 +395,7 @@ fn the_checker_rejects_wrong_replies() {
     let mut dp = Dataplane::load(None).expect("loading the XDP object");
     dp.table.publish(&snapshot).expect("publishing");
     let responder = Responder::new(&config, &snapshot);
-    let query = Frame::v4(wire(&common::query(
-        0x77,
-        ALL,
-        hickory_proto::rr::RecordType::A,
-    )))
-    .bytes();
+    let query = Frame::v4(wire(&query(0x77, ALL, hickory_proto::rr::RecordType::A))).bytes();
     let mut out = vec![0u8; 4096];
     let (action, len) = run_once(&dp, &query, &mut out);
     assert_eq!(action, XDP_TX);

@@ -211,7 +211,7 @@ fn answers_by_the_clients_view() {
 fn rotates_one_address_per_query() {
     let Some(dp) = dataplane() else { return };
     // The rotor is per CPU: stay on one so that consecutive runs take consecutive turns.
-    common::pin_to_current_cpu();
+    pin_to_current_cpu();
     for (server, rtype) in [(V4, RecordType::A), (V6, RecordType::AAAA)] {
         let expect = www_default(rtype);
         let got: Vec<IpAddr> = (0..4)

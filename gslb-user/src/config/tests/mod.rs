@@ -126,10 +126,7 @@ fn gslb(name: &str, services: &[&str]) -> GslbDomain {
         name: name.into(),
         ttl: 30,
         answer: AnswerMode::Rotate,
-        services: services
-            .iter()
-            .map(std::string::ToString::to_string)
-            .collect(),
+        services: services.iter().map(ToString::to_string).collect(),
         backup_ip: vec![],
         down_response: DownResponse::Nodata,
         views: vec![],

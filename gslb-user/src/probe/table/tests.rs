@@ -134,7 +134,7 @@ fn a_million_one_time_sources_leave_regular_resolvers_in_a_bounded_table() {
     assert_eq!(table.len(), max);
     for r in &resolvers {
         assert_eq!(
-            table.get(r).map(super::LdnsEntry::tier),
+            table.get(r).map(LdnsEntry::tier),
             Some(Tier::Protected),
             "{r}"
         );

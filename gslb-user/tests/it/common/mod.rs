@@ -90,7 +90,7 @@ pub(crate) fn pin_to_cpu(cpu: usize) {
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu, &mut set);
-        let rc = libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &raw const set);
+        let rc = libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &raw const set);
         assert_eq!(
             rc,
             0,
