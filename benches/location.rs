@@ -310,7 +310,7 @@ fn cpu_time() -> Duration {
         tv_nsec: 0,
     };
     // SAFETY: `ts` is a valid timespec to write to.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &raw mut ts) };
     assert_eq!(rc, 0);
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
@@ -326,7 +326,7 @@ fn ns_per_lookup(db: &LocationDb, probes: &[IpAddr]) -> (f64, f64, f64) {
     let per = |d: Duration| d.as_nanos() as f64 / N as f64;
     (
         per(wall.elapsed()),
-        per(cpu_time() - cpu),
+        per(cpu_time().checked_sub(cpu).unwrap()),
         hits as f64 / N as f64,
     )
 }
@@ -335,7 +335,7 @@ fn ns_per_lookup(db: &LocationDb, probes: &[IpAddr]) -> (f64, f64, f64) {
 fn timed<T>(build: impl FnOnce() -> T) -> (T, Duration, Duration) {
     let (wall, cpu) = (Instant::now(), cpu_time());
     let out = build();
-    (out, wall.elapsed(), cpu_time() - cpu)
+    (out, wall.elapsed(), cpu_time().checked_sub(cpu).unwrap())
 }
 
 fn bench(c: &mut Criterion) {
@@ -374,13 +374,13 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             i = (i + 1) & (PROBES - 1);
             black_box(v4.lookup(black_box(p4[i]))).map(|l| l.0.len())
-        })
+        });
     });
     g.bench_function("lookup_v6_1M", |b| {
         b.iter(|| {
             i = (i + 1) & (PROBES - 1);
             black_box(v6.lookup(black_box(p6[i]))).map(|l| l.0.len())
-        })
+        });
     });
     drop((v4, v6));
     g.sample_size(10).measurement_time(Duration::from_secs(3));
@@ -391,7 +391,7 @@ fn bench(c: &mut Criterion) {
                 .build()
                 .unwrap()
                 .len()
-        })
+        });
     });
 
     // A City reload: the new database is built while the old one answers.

@@ -230,7 +230,7 @@ fn totals(sites: &[Site]) -> Totals {
 fn cpu_seconds() -> f64 {
     // SAFETY: getrusage fills the struct it is given.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &raw mut u) };
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     tv(u.ru_utime) + tv(u.ru_stime)
 }
@@ -441,9 +441,9 @@ fn main() {
             rlim_cur: 0,
             rlim_max: 0,
         };
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut l) == 0 {
             l.rlim_cur = l.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &raw const l);
         }
     }
     if std::env::var_os("MEP_BENCH_LOG").is_some() {

@@ -195,7 +195,7 @@ fn bench(c: &mut Criterion) {
                     black_box(client),
                     black_box(&state),
                 )
-            })
+            });
         });
     }
     group.finish();

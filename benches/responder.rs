@@ -139,7 +139,7 @@ fn bench(c: &mut Criterion) {
     for (name, bytes) in &cases {
         assert!(responder.respond(bytes, resolver, Transport::Udp).is_some());
         group.bench_function(*name, |b| {
-            b.iter(|| responder.respond(black_box(bytes), black_box(resolver), Transport::Udp))
+            b.iter(|| responder.respond(black_box(bytes), black_box(resolver), Transport::Udp));
         });
     }
     group.finish();

@@ -171,11 +171,7 @@ fn main() {
         let (ns, stop) = (lab.client_ns.clone(), stop.clone());
         std::thread::spawn(move || {
             enter_netns(&ns);
-            let claims = [
-                Ipv4Addr::new(127, 0, 0, 1),
-                Ipv4Addr::new(224, 0, 0, 1),
-                SERVER_V4,
-            ];
+            let claims = [Ipv4Addr::LOCALHOST, Ipv4Addr::new(224, 0, 0, 1), SERVER_V4];
             SpoofSender::new(SERVER_V4)
                 .flood(0, u32::MAX, 2000, &claims, || stop.load(Ordering::Relaxed))
         })

@@ -196,7 +196,7 @@ fn main() {
     );
     println!(
         "bench scale_map_bytes {:.1} MiB",
-        s.map_bytes as f64 / (1 << 20) as f64
+        s.map_bytes as f64 / f64::from(1 << 20)
     );
     println!(
         "produced: {} segments, {} classes, {} views, {} LDNS views, {} prefixes, {} entries, {} signatures, {} decisions",
@@ -246,11 +246,11 @@ fn main() {
         if let Some(dp) = dataplane.as_mut() {
             let stats = dp.table.publish(&snapshot).expect("publishing");
             in_place += usize::from(stats.in_place);
-            publishes.push(t.elapsed() - compiled);
+            publishes.push(t.elapsed().checked_sub(compiled).unwrap());
             println!(
                 "flip {i}: compile {:.1} ms, publish {:.1} ms; {} views, {} trie prefixes written, {} answer sets copied, {} decisions",
                 compiled.as_secs_f64() * 1e3,
-                (t.elapsed() - compiled).as_secs_f64() * 1e3,
+                t.elapsed().checked_sub(compiled).unwrap().as_secs_f64() * 1e3,
                 snapshot.stats.views,
                 stats.prefixes,
                 stats.copied,

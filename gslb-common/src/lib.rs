@@ -51,7 +51,7 @@ pub struct Config {
     /// each leave every lookup's answer unchanged (see `AnswerTable::publish`).
     pub view_generation: u32,
 }
-const _: () = assert!(core::mem::size_of::<Config>() == 12);
+const _: () = assert!(size_of::<Config>() == 12);
 
 /// Key of `LISTEN` (an LPM trie used as an exact-match set: every entry is a /128): a
 /// destination address we serve. IPv4 is stored IPv4-mapped (`::ffff:a.b.c.d`). A trie, not a
@@ -62,7 +62,7 @@ const _: () = assert!(core::mem::size_of::<Config>() == 12);
 pub struct ListenKey {
     pub addr: [u8; 16],
 }
-const _: () = assert!(core::mem::size_of::<ListenKey>() == 16);
+const _: () = assert!(size_of::<ListenKey>() == 16);
 
 /// Prefix length of every `LISTEN` entry and lookup: the whole address.
 pub const LISTEN_PREFIX_LEN: u32 = 128;
@@ -87,7 +87,7 @@ pub struct ListenSet {
     pub reserved: u32,
     pub addrs: [[u8; 16]; LISTEN_INLINE],
 }
-const _: () = assert!(core::mem::size_of::<ListenSet>() == 8 + 16 * LISTEN_INLINE);
+const _: () = assert!(size_of::<ListenSet>() == 8 + 16 * LISTEN_INLINE);
 
 /// Data part of the `VIEWS` LPM trie key. The generation comes first so that a prefix length
 /// of `32 + 96 + n` (IPv4, mapped) or `32 + n` (IPv6) matches one generation only.
@@ -98,7 +98,7 @@ pub struct ViewKey {
     pub generation: [u8; 4],
     pub addr: [u8; 16],
 }
-const _: () = assert!(core::mem::size_of::<ViewKey>() == 20);
+const _: () = assert!(size_of::<ViewKey>() == 20);
 
 /// Value of `VIEWS`: the client's view, and its LDNS view (0: none) for domains answered by
 /// RTT (their answer sets carry [`ANSWER_BY_RTT`]).
@@ -108,7 +108,7 @@ pub struct ViewValue {
     pub view: u32,
     pub rtt_view: u32,
 }
-const _: () = assert!(core::mem::size_of::<ViewValue>() == 8);
+const _: () = assert!(size_of::<ViewValue>() == 8);
 
 /// `AnswerKey::view` of an answer for an LDNS view: the LDNS view with this bit set.
 pub const RTT_VIEW_BIT: u32 = 1 << 31;
@@ -144,7 +144,7 @@ pub struct DomainKey {
     pub reserved: u16,
     pub generation: u32,
 }
-const _: () = assert!(core::mem::size_of::<DomainKey>() == QNAME_MAX + 8);
+const _: () = assert!(size_of::<DomainKey>() == QNAME_MAX + 8);
 
 impl Default for DomainKey {
     fn default() -> Self {
@@ -164,7 +164,7 @@ pub struct DomainValue {
     pub domain_id: u32,
     pub reserved: u32,
 }
-const _: () = assert!(core::mem::size_of::<DomainValue>() == 8);
+const _: () = assert!(size_of::<DomainValue>() == 8);
 
 /// Question names are hashed and compared in little-endian 64-bit words.
 pub const QNAME_WORDS: usize = QNAME_MAX / 8;
@@ -208,7 +208,7 @@ pub struct AnswerKey {
     pub reserved: u16,
     pub reserved2: u32,
 }
-const _: () = assert!(core::mem::size_of::<AnswerKey>() == 24);
+const _: () = assert!(size_of::<AnswerKey>() == 24);
 
 /// `AnswerSet::flags`: answer one address per query, rotating, instead of all of them. The
 /// turn comes from the set's own `ROTOR` slot ([`AnswerSet::rotor`]). Only on sets of two or
@@ -254,7 +254,7 @@ pub struct AnswerSet {
     /// (0xc00c), type, class IN, TTL, RDLENGTH, address.
     pub records: [u8; MAX_ADDRS * RR_MAX_LEN],
 }
-const _: () = assert!(core::mem::size_of::<AnswerSet>() == 48 + QNAME_MAX + MAX_ADDRS * RR_MAX_LEN);
+const _: () = assert!(size_of::<AnswerSet>() == 48 + QNAME_MAX + MAX_ADDRS * RR_MAX_LEN);
 const _: () = assert!(core::mem::offset_of!(AnswerSet, name) % 8 == 0);
 const _: () = assert!(QNAME_MAX <= u16::MAX as usize);
 
@@ -300,7 +300,7 @@ impl AnswerSet {
 pub struct LdnsKey {
     pub addr: [u8; 16],
 }
-const _: () = assert!(core::mem::size_of::<LdnsKey>() == 16);
+const _: () = assert!(size_of::<LdnsKey>() == 16);
 
 /// Value of `LDNS`.
 #[repr(C)]
@@ -314,7 +314,7 @@ pub struct LdnsValue {
     /// controller probes for the whole masked prefix. Written once, so never torn.
     pub addr: [u8; 16],
 }
-const _: () = assert!(core::mem::size_of::<LdnsValue>() == 24);
+const _: () = assert!(size_of::<LdnsValue>() == 24);
 
 /// `LdnsConfig::flags`: record no resolvers.
 pub const LDNS_OFF: u32 = 1;
@@ -336,7 +336,7 @@ pub struct LdnsConfig {
     /// The same for IPv6 sources.
     pub host_v6: [u8; 16],
 }
-const _: () = assert!(core::mem::size_of::<LdnsConfig>() == 40);
+const _: () = assert!(size_of::<LdnsConfig>() == 40);
 
 /// A slot of the program's per-CPU LDNS cache (part of its `SCRATCH` memory), direct-mapped
 /// and indexed by [`ldns_slot`] of the key: the key (as two native words) whose entry this CPU
@@ -348,7 +348,7 @@ pub struct LdnsCacheSlot {
     pub epoch: u32,
     pub reserved: u32,
 }
-const _: () = assert!(core::mem::size_of::<LdnsCacheSlot>() == 24);
+const _: () = assert!(size_of::<LdnsCacheSlot>() == 24);
 
 /// Slots of the per-CPU LDNS cache (`1 << LDNS_CACHE_BITS`). A resolver whose slot another
 /// takes costs an LRU lookup per query while both are busy: 1024 slots keep that rare for
@@ -537,7 +537,7 @@ pub struct LocalMacs {
     /// two zeros), compared with the first word of the frame masked to six bytes.
     pub macs: [u64; LOCAL_MACS_MAX],
 }
-const _: () = assert!(core::mem::size_of::<LocalMacs>() == 8 + 8 * LOCAL_MACS_MAX);
+const _: () = assert!(size_of::<LocalMacs>() == 8 + 8 * LOCAL_MACS_MAX);
 
 /// Slot 0 of `HEARTBEAT`: when the controller last said it is alive. Written by the controller
 /// only, periodically (`daemon/heartbeat.rs`); all zero (never written) is never stale.
@@ -550,7 +550,7 @@ pub struct Heartbeat {
     /// How old `beat_ns` may get before the program passes everything; 0: never stale.
     pub stale_after_ns: u64,
 }
-const _: () = assert!(core::mem::size_of::<Heartbeat>() == 16);
+const _: () = assert!(size_of::<Heartbeat>() == 16);
 
 /// An IPv4 source no resolver sends from (`addr` as on the wire): 0/8, 127/8, 169.254/16,
 /// 224/4 (multicast) and 240/4 (reserved, with the limited broadcast 255.255.255.255).
@@ -611,7 +611,10 @@ pub const LDNS_MAX: u32 = 1 << 16;
 
 #[cfg(feature = "user")]
 mod pod {
-    use super::*;
+    use super::{
+        AnswerKey, AnswerSet, Config, DomainKey, DomainValue, Heartbeat, LdnsCacheSlot, LdnsConfig,
+        LdnsKey, LdnsValue, ListenKey, ListenSet, LocalMacs, ViewKey, ViewValue,
+    };
     // SAFETY: all of these are repr(C), Copy, without padding (sizes asserted above), and every
     // bit pattern is a valid value.
     unsafe impl aya::Pod for Config {}

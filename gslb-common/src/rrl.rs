@@ -20,7 +20,7 @@ pub struct RrlConfig {
     pub mask_v6_hi: u64,
     pub mask_v6_lo: u64,
 }
-const _: () = assert!(core::mem::size_of::<RrlConfig>() == 48);
+const _: () = assert!(size_of::<RrlConfig>() == 48);
 
 /// Key of `RRL`: the masked source address (IPv4-mapped for IPv4) as two native words.
 #[repr(C)]
@@ -29,7 +29,7 @@ pub struct RrlKey {
     pub hi: u64,
     pub lo: u64,
 }
-const _: () = assert!(core::mem::size_of::<RrlKey>() == 16);
+const _: () = assert!(size_of::<RrlKey>() == 16);
 
 /// Value of `RRL` (per CPU): GCRA's theoretical arrival time and the answers over the limit.
 #[repr(C)]
@@ -41,7 +41,7 @@ pub struct RrlState {
     pub over: u32,
     pub reserved: u32,
 }
-const _: () = assert!(core::mem::size_of::<RrlState>() == 16);
+const _: () = assert!(size_of::<RrlState>() == 16);
 
 /// Buckets of `RRL` per CPU (an LRU: the least recently used prefix goes first).
 pub const RRL_MAX: u32 = 1 << 16;
@@ -62,7 +62,7 @@ impl RrlConfig {
     /// The settings for `rate` answers a second, `burst` at once, a slip every `slip`-th over
     /// the limit, sources counted by IPv4 `/v4` and IPv6 `/v6` prefixes.
     pub fn new(rate: u32, burst: u32, slip: u32, v4: u8, v6: u8) -> Self {
-        let interval_ns = 1_000_000_000 / rate.max(1) as u64;
+        let interval_ns = 1_000_000_000 / u64::from(rate.max(1));
         let mask = |len: u32| -> u128 { u128::MAX.checked_shl(128 - len.min(128)).unwrap_or(0) };
         let words = |m: u128| -> (u64, u64) {
             let b = m.to_be_bytes();
@@ -72,13 +72,13 @@ impl RrlConfig {
             lo.copy_from_slice(&b[8..]);
             (u64::from_ne_bytes(hi), u64::from_ne_bytes(lo))
         };
-        let (_, mask_v4_lo) = words(mask(96 + v4 as u32));
-        let (mask_v6_hi, mask_v6_lo) = words(mask(v6 as u32));
+        let (_, mask_v4_lo) = words(mask(96 + u32::from(v4)));
+        let (mask_v6_hi, mask_v6_lo) = words(mask(u32::from(v6)));
         RrlConfig {
             enabled: 1,
             slip,
             interval_ns,
-            allowance_ns: interval_ns * burst as u64,
+            allowance_ns: interval_ns * u64::from(burst),
             mask_v4_lo,
             mask_v6_hi,
             mask_v6_lo,
@@ -88,7 +88,7 @@ impl RrlConfig {
 
 #[cfg(feature = "user")]
 mod pod {
-    use super::*;
+    use super::{RrlConfig, RrlKey, RrlState};
     // SAFETY: repr(C), Copy, without padding (sizes asserted above); every bit pattern is valid.
     unsafe impl aya::Pod for RrlConfig {}
     unsafe impl aya::Pod for RrlKey {}

@@ -94,9 +94,9 @@ pub struct ControlState {
     /// The RTT table while this gslbd probes.
     pub rtt: watch::Receiver<Option<RttHandle>>,
     /// The controller's republish counters.
-    pub republish: std::sync::Arc<crate::world::RepublishStats>,
+    pub republish: Arc<crate::world::RepublishStats>,
     /// The responder's persistence entries (their count and counters).
-    pub persistence: std::sync::Arc<crate::persist::Store>,
+    pub persistence: Arc<crate::persist::Store>,
     /// The load monitors' readings.
     pub load: watch::Receiver<crate::health::load::LoadReadings>,
 }
@@ -150,11 +150,11 @@ impl ControlSocket {
         tokio::pin!(shutdown);
         loop {
             let permit = tokio::select! {
-                _ = &mut shutdown => return,
+                () = &mut shutdown => return,
                 p = permits.clone().acquire_owned() => p.expect("never closed"),
             };
             let stream = tokio::select! {
-                _ = &mut shutdown => return,
+                () = &mut shutdown => return,
                 r = self.listener.accept() => match r {
                     Ok((stream, _)) => stream,
                     Err(error) => {
@@ -351,9 +351,9 @@ mod tests {
             ControlState {
                 reloads,
                 rtt,
-                republish: Default::default(),
+                republish: Arc::default(),
                 persistence: crate::persist::Store::new(),
-                load: watch::channel(Default::default()).1,
+                load: watch::channel(crate::health::load::LoadReadings::default()).1,
             },
             rx,
             rtt_tx,
@@ -455,10 +455,10 @@ mod tests {
                         })
                         .filter(|l| !l.contains('{'))
                         .fold(String::new(), |out, l| out + &l + "\n");
-                    assert_eq!(names, want, "{req}")
+                    assert_eq!(names, want, "{req}");
                 }
                 (Err(ClientError::Refused(reason)), Err(want)) => {
-                    assert!(reason.starts_with(want), "{req}: {reason:?}")
+                    assert!(reason.starts_with(want), "{req}: {reason:?}");
                 }
                 (got, _) => panic!("{req}: {got:?}, want {want:?}"),
             }

@@ -84,7 +84,15 @@ fn serve(args: Args) -> anyhow::Result<()> {
         let reloads = daemon::reload_signals()?;
         daemon::check_privileges(&overrides)?;
         let listeners = daemon::Listeners::bind(&daemon::load_config(&args.config, &overrides)?)?;
-        daemon::run(args.config, overrides, listeners, ready, shutdown, reloads).await?;
+        Box::pin(daemon::run(
+            args.config,
+            overrides,
+            listeners,
+            ready,
+            shutdown,
+            reloads,
+        ))
+        .await?;
         Ok(())
     })
 }

@@ -115,7 +115,7 @@ pub async fn run_udp(
     responder: Arc<Responder>,
     shutdown: impl Future<Output = ()>,
 ) {
-    run_udp_recording(socket, responder, None, shutdown).await
+    run_udp_recording(socket, responder, None, shutdown).await;
 }
 
 /// [`run_udp`], recording the source of each query answered in `recorder`.
@@ -130,7 +130,7 @@ pub async fn run_udp_recording(
     tokio::pin!(shutdown);
     loop {
         let (len, peer) = tokio::select! {
-            _ = &mut shutdown => return,
+            () = &mut shutdown => return,
             r = socket.recv_from(&mut buf) => match r {
                 Ok(r) => r,
                 Err(error) => {
@@ -170,7 +170,7 @@ pub async fn run_tcp(
     limits: TcpLimits,
     shutdown: impl Future<Output = ()>,
 ) {
-    run_tcp_recording(listener, responder, limits, None, shutdown).await
+    run_tcp_recording(listener, responder, limits, None, shutdown).await;
 }
 
 /// [`run_tcp`], recording the source of each query answered in `recorder`.
@@ -185,7 +185,7 @@ pub async fn run_tcp_recording(
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
-            _ = &mut shutdown => return,
+            () = &mut shutdown => return,
             r = listener.accept() => match r {
                 Ok(r) => r,
                 Err(error) => {
@@ -205,7 +205,7 @@ pub async fn run_tcp_recording(
         tokio::spawn(async move {
             let evicted = ticket.evicted.clone();
             tokio::select! {
-                _ = evicted.notified() => debug!(%peer, "tcp connection dropped for a newcomer"),
+                () = evicted.notified() => debug!(%peer, "tcp connection dropped for a newcomer"),
                 r = serve_connection(stream, peer, &responder, sources, limits, &ticket) => {
                     if let Err(error) = r {
                         debug!(%error, %peer, "tcp connection closed");
@@ -317,7 +317,7 @@ soa.rname = "hostmaster.example.com"
     async fn a_loop_records_each_source_at_most_once_a_second() {
         // No host addresses: the test host's might be these.
         let recorder = LdnsRecorder::with_filter(crate::probe::SourceFilter::with_host_addresses(
-            Default::default(),
+            std::collections::HashSet::default(),
         ));
         let mut sources = Sources::new(Some(recorder.clone()));
         let a: IpAddr = "192.0.2.1".parse().unwrap();

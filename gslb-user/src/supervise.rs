@@ -62,7 +62,7 @@ impl Outcome for () {
 
 impl<T, E: Display> Outcome for Result<T, E> {
     fn failure(&self) -> Option<String> {
-        self.as_ref().err().map(|e| e.to_string())
+        self.as_ref().err().map(ToString::to_string)
     }
 }
 
@@ -132,7 +132,9 @@ static REGISTRY: LazyLock<Mutex<BTreeMap<String, Arc<Entry>>>> =
     LazyLock::new(|| Mutex::new(BTreeMap::new()));
 
 fn registry() -> std::sync::MutexGuard<'static, BTreeMap<String, Arc<Entry>>> {
-    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+    REGISTRY
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn entry(name: &str) -> Arc<Entry> {
@@ -225,7 +227,11 @@ impl Supervised {
     /// Aborts the task and the run in progress at their next await.
     pub fn abort(&self) {
         self.task.abort();
-        if let Some(run) = &*self.current.lock().unwrap_or_else(|e| e.into_inner()) {
+        if let Some(run) = &*self
+            .current
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        {
             run.abort();
         }
     }
@@ -360,7 +366,9 @@ async fn supervise<F, Fut>(
         let handle = tokio::spawn(async move {
             let _ = tx.send(future.await.failure());
         });
-        *current.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle.abort_handle());
+        *current
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(handle.abort_handle());
         guard.run = Some(handle);
         let joined = tokio::select! {
             outcome = &mut rx => outcome.ok(),
@@ -385,7 +393,7 @@ async fn supervise<F, Fut>(
             }
             (None, Err(e)) if e.is_panic() => {
                 entry.panics.fetch_add(1, Relaxed);
-                format!("panicked: {}", panic_message(e.into_panic()))
+                format!("panicked: {}", panic_message(&*e.into_panic()))
             }
             // Cancelled from outside (the runtime shutting down).
             (None, _) => return,
@@ -421,7 +429,7 @@ async fn stop_requested(stopped: &mut watch::Receiver<bool>) {
     let _ = stopped.wait_for(|s| *s).await;
 }
 
-fn panic_message(payload: Box<dyn Any + Send>) -> String {
+fn panic_message(payload: &(dyn Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_owned()
     } else if let Some(s) = payload.downcast_ref::<String>() {
@@ -486,9 +494,7 @@ mod fault {
             let notified = entry.fault.notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if entry.fault.take() {
-                panic!("fault injected into task {name}");
-            }
+            assert!(!entry.fault.take(), "fault injected into task {name}");
             tokio::select! {
                 out = &mut future => return out,
                 () = &mut notified => {}
@@ -562,6 +568,8 @@ mod tests {
 
     /// An injected panic kills a run that is waiting; the task comes back and works again.
     #[tokio::test]
+    // The run's trailing `()` gives the endless loop the output type `()`; a `;` would not.
+    #[allow(clippy::semicolon_if_nothing_returned)]
     async fn an_injected_panic_restarts_the_task() {
         let ticks = Arc::new(AtomicU32::new(0));
         let task = spawn_with("test-inject", fast(), {
@@ -611,7 +619,7 @@ mod tests {
                 let flag = Flag(dropped.clone());
                 async move {
                     let _flag = flag;
-                    std::future::pending::<()>().await
+                    std::future::pending::<()>().await;
                 }
             }
         });

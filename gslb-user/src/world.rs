@@ -63,7 +63,10 @@ impl World {
             services: self.service_states(),
             rtt: Arc::new(self.rtt_rows()),
         };
-        let mut compiler = self.compiler.lock().unwrap_or_else(|e| e.into_inner());
+        let mut compiler = self
+            .compiler
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         compiler.compile(&self.config, &inputs)
     }
 

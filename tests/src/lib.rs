@@ -44,9 +44,10 @@ pub fn privileged(test: &str) -> bool {
 /// returns; unless GSLB_REQUIRE_PRIVILEGED=1 (set by `cargo xtask test`, as in CI), where it
 /// fails instead, since a skip would hide that nothing was tested.
 pub fn skip(reason: &str) {
-    if std::env::var("GSLB_REQUIRE_PRIVILEGED").as_deref() == Ok("1") {
-        panic!("{reason} (GSLB_REQUIRE_PRIVILEGED=1)");
-    }
+    assert!(
+        std::env::var("GSLB_REQUIRE_PRIVILEGED").as_deref() != Ok("1"),
+        "{reason} (GSLB_REQUIRE_PRIVILEGED=1)"
+    );
     eprintln!("skipped: {reason}");
 }
 
@@ -82,7 +83,9 @@ impl Lab {
     /// process is left ([`ONE_LAB`]). `tag` keeps names of tests apart (also across processes).
     pub fn new(tag: &str) -> Lab {
         // A test that failed holding it poisons it; the next one still runs.
-        let alone = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+        let alone = ONE_LAB
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         static SEQ: AtomicU32 = AtomicU32::new(0);
         let id = format!(
             "{}-{}",
@@ -149,11 +152,18 @@ impl Lab {
         let path = PathBuf::from(format!("/run/netns/{ns}"));
         std::thread::scope(|s| {
             s.spawn(move || {
-                let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+                let file = std::fs::File::open(&path)
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
                 use std::os::fd::AsRawFd;
                 // SAFETY: a valid namespace fd; only this thread changes namespace.
                 let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-                assert_eq!(rc, 0, "setns {path:?}: {}", std::io::Error::last_os_error());
+                assert_eq!(
+                    rc,
+                    0,
+                    "setns {}: {}",
+                    path.display(),
+                    std::io::Error::last_os_error()
+                );
                 f()
             })
             .join()
@@ -542,7 +552,7 @@ pub fn dig_answers(out: &str) -> Vec<(String, String, String)> {
     answers
 }
 
-/// The header flags of a `dig` output, e.g. ["qr", "aa"].
+/// The header flags of a `dig` output, e.g. `["qr", "aa"]`.
 pub fn dig_flags(out: &str) -> Vec<String> {
     out.lines()
         .find_map(|l| l.strip_prefix(";; flags: "))
@@ -557,7 +567,7 @@ pub struct DigReply {
     pub opcode: String,
     /// The RCODE's mnemonic: NOERROR, NXDOMAIN, BADVERS, …
     pub status: String,
-    /// The header flags, e.g. ["qr", "aa"].
+    /// The header flags, e.g. `["qr", "aa"]`.
     pub flags: Vec<String>,
     pub answer: Vec<String>,
     pub authority: Vec<String>,
@@ -900,11 +910,17 @@ impl Drop for Netns {
 /// Moves the calling thread into the network namespace `name` (of `ip netns`).
 pub fn enter_netns(name: &str) {
     let path = PathBuf::from(format!("/run/netns/{name}"));
-    let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     use std::os::fd::AsRawFd;
     // SAFETY: a valid namespace fd; only this thread changes namespace.
     let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-    assert_eq!(rc, 0, "setns {path:?}: {}", std::io::Error::last_os_error());
+    assert_eq!(
+        rc,
+        0,
+        "setns {}: {}",
+        path.display(),
+        std::io::Error::last_os_error()
+    );
 }
 
 /// Gives the calling thread a real-time priority (SCHED_FIFO, low), so that on a busy machine
@@ -914,7 +930,7 @@ pub fn enter_netns(name: &str) {
 pub fn realtime_thread() {
     let param = libc::sched_param { sched_priority: 10 };
     // SAFETY: sets this thread's policy with a valid parameter.
-    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &raw const param) };
 }
 
 /// The direction of a frame on a [`TapWire`]: from its first end to its second, or back.
@@ -1119,7 +1135,7 @@ fn read_frame(fd: &std::os::fd::OwnedFd, buf: &mut [u8]) -> Option<usize> {
         revents: 0,
     };
     // SAFETY: one valid pollfd.
-    if unsafe { libc::poll(&mut pfd, 1, 100) } <= 0 {
+    if unsafe { libc::poll(&raw mut pfd, 1, 100) } <= 0 {
         return None;
     }
     // SAFETY: reading into our buffer.
@@ -1152,14 +1168,17 @@ struct ProxyShared {
 
 impl ProxyShared {
     fn mode(&self) -> ProxyMode {
-        *self.mode.lock().unwrap_or_else(|e| e.into_inner())
+        *self
+            .mode
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn close_all(&self) {
         for c in self
             .conns
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .drain(..)
         {
             let _ = c.shutdown(std::net::Shutdown::Both);
@@ -1198,12 +1217,9 @@ impl TcpProxy {
             let shared = shared.clone();
             move || {
                 while !shared.stop.load(Ordering::Relaxed) {
-                    let client = match listener.accept() {
-                        Ok((client, _)) => client,
-                        Err(_) => {
-                            std::thread::sleep(PROXY_POLL);
-                            continue;
-                        }
+                    let Ok((client, _)) = listener.accept() else {
+                        std::thread::sleep(PROXY_POLL);
+                        continue;
                     };
                     if shared.mode() == ProxyMode::Cut {
                         continue; // dropped: closed at once
@@ -1231,7 +1247,7 @@ impl TcpProxy {
                     shared
                         .conns
                         .lock()
-                        .unwrap_or_else(|e| e.into_inner())
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
                         .extend([c3, s3]);
                     shared.forwarded.fetch_add(1, Ordering::Relaxed);
                     for (from, to) in [(client, s2), (server, c2)] {
@@ -1255,7 +1271,11 @@ impl TcpProxy {
     }
 
     pub fn set(&self, mode: ProxyMode) {
-        *self.shared.mode.lock().unwrap_or_else(|e| e.into_inner()) = mode;
+        *self
+            .shared
+            .mode
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = mode;
         if mode == ProxyMode::Cut {
             self.shared.close_all();
         }

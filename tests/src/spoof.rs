@@ -57,8 +57,8 @@ impl SpoofSender {
                 p.as_ptr().cast(),
                 p.len(),
                 0,
-                (&addr as *const libc::sockaddr_in).cast(),
-                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+                (&raw const addr).cast(),
+                size_of::<libc::sockaddr_in>() as libc::socklen_t,
             )
         };
         if rc < 0 {

@@ -7,7 +7,7 @@ use crate::{setup, util};
 // To add one (dnsperf against a running gslbd, pure controller logic, ...): add a variant here
 // with a doc comment (shown by `cargo xtask bench`) and an arm in `run`.
 #[derive(Clone, Copy, ValueEnum)]
-pub enum Bench {
+pub(crate) enum Bench {
     /// XDP program timed in the kernel with BPF_PROG_TEST_RUN (needs root)
     Xdp,
     /// Whole-server qps with dnsperf in a namespace lab: XDP attached vs responder only (needs root)
@@ -33,7 +33,7 @@ pub enum Bench {
 /// Frames `cargo xtask bench fuzz-xdp` sends (`cargo xtask test` runs the test's 200,000).
 const FUZZ_XDP_FRAMES: &str = "10000000";
 
-pub fn run(name: Option<Bench>) -> Result<()> {
+pub(crate) fn run(name: Option<Bench>) -> Result<()> {
     let Some(bench) = name else {
         println!("available benches (cargo xtask bench <name>):");
         for b in Bench::value_variants() {
@@ -41,7 +41,7 @@ pub fn run(name: Option<Bench>) -> Result<()> {
             println!(
                 "  {:<8} {}",
                 v.get_name(),
-                v.get_help().map(|h| h.to_string()).unwrap_or_default()
+                v.get_help().map(ToString::to_string).unwrap_or_default()
             );
         }
         return Ok(());

@@ -28,7 +28,7 @@ struct Query {
     args: &'static [&'static str],
 }
 
-pub fn run(once: bool) -> Result<()> {
+pub(crate) fn run(once: bool) -> Result<()> {
     let env = setup::run()?;
     util::run_inherit(
         "demo build",

@@ -25,7 +25,8 @@ enum Cmd {
         #[arg(long)]
         release: bool,
     },
-    /// Setup, then run the tests with privileged tests required.
+    /// Setup, then run the tests with privileged tests required; without extra arguments,
+    /// `cargo fmt --check` and clippy with `-D warnings` first, then the fuzz targets and the demo.
     Test {
         /// Extra arguments for `cargo test` (after `--`).
         #[arg(last = true)]
@@ -63,6 +64,9 @@ fn build(release: bool) -> Result<()> {
 
 fn test(args: &[String]) -> Result<()> {
     let env = setup::run()?;
+    if args.is_empty() {
+        lint(&env)?;
+    }
     let mut cmd = env.cargo();
     // Without it the privileged tests skip themselves when they lack root or a kernel feature,
     // which would let a broken machine pass.
@@ -76,6 +80,18 @@ fn test(args: &[String]) -> Result<()> {
         demo::run(true)?;
     }
     Ok(())
+}
+
+/// Formatting and clippy over the default members (all targets: tests and benches too), with
+/// every warning an error: the lints in the root Cargo.toml are the project's rules. Build-script
+/// `warning:` lines (gslb-user's echo of the eBPF build) are cargo output, not lints.
+fn lint(env: &setup::Env) -> Result<()> {
+    let mut fmt = env.cargo();
+    fmt.args(["fmt", "--all", "--check"]);
+    util::run_inherit("fmt", &mut fmt)?;
+    let mut clippy = env.cargo();
+    clippy.args(["clippy", "--all-targets", "--", "-D", "warnings"]);
+    util::run_inherit("clippy", &mut clippy)
 }
 
 /// A bounded libFuzzer run of every fuzz target (fuzz/). The pinned toolchain is a stable

@@ -39,7 +39,7 @@ const CARGO_FUZZ: &str = "cargo-fuzz@0.13.2";
 const BPFFS: &str = "/sys/fs/bpf";
 
 /// What later steps need to know about the machine once it is set up.
-pub struct Env {
+pub(crate) struct Env {
     pub root: PathBuf,
     cargo_home: PathBuf,
 }
@@ -48,7 +48,7 @@ impl Env {
     /// `cargo` in the workspace root, with bpf-linker on PATH for the eBPF build.
     /// Callers pass no `--workspace`: it would add gslb-ebpf, which builds only for the BPF
     /// target; in the root, plain cargo takes the default members.
-    pub fn cargo(&self) -> Command {
+    pub(crate) fn cargo(&self) -> Command {
         // The cargo that started xtask is the pinned toolchain's; reuse it rather than whatever
         // `cargo` PATH finds.
         let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
@@ -64,7 +64,7 @@ impl Env {
     }
 }
 
-pub fn run() -> Result<Env> {
+pub(crate) fn run() -> Result<Env> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("xtask sits inside the workspace")

@@ -3,7 +3,7 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 
 /// Runs a command quietly and returns its stdout; on failure shows everything it printed.
-pub fn run_captured(step: &str, cmd: &mut Command) -> Result<String> {
+pub(crate) fn run_captured(step: &str, cmd: &mut Command) -> Result<String> {
     let out = cmd
         .output()
         .with_context(|| format!("{step}: cannot start {}", show(cmd)))?;
@@ -16,7 +16,7 @@ pub fn run_captured(step: &str, cmd: &mut Command) -> Result<String> {
 }
 
 /// Runs a command with its output forwarded, for the long steps the user wants to watch.
-pub fn run_inherit(step: &str, cmd: &mut Command) -> Result<()> {
+pub(crate) fn run_inherit(step: &str, cmd: &mut Command) -> Result<()> {
     let status = cmd
         .status()
         .with_context(|| format!("{step}: cannot start {}", show(cmd)))?;

@@ -285,7 +285,7 @@ impl Compiler {
         let spec = self.spec(config);
         let locations = inputs
             .locations
-            .map_or(0, |db| db as *const LocationDb as usize);
+            .map_or(0, |db| std::ptr::from_ref::<LocationDb>(db) as usize);
         let reusable = self.cache.as_ref().is_some_and(|c| {
             c.locations == locations && (Arc::ptr_eq(&c.rtt, &inputs.rtt) || c.rtt == inputs.rtt)
         });

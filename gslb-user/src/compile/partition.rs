@@ -166,7 +166,7 @@ pub fn prefixes_of(first: u128, last: u128, out: &mut Vec<IpNet>) {
         let span = if last - at == u128::MAX {
             128
         } else {
-            127 - (last - at + 1).leading_zeros()
+            (last - at + 1).ilog2()
         };
         let bits = align.min(span);
         let len = 128 - bits as u8;
@@ -420,7 +420,7 @@ mod tests {
             .copied()
             .zip(segments.views.iter().copied())
             .collect();
-        pairs.sort();
+        pairs.sort_unstable();
         let segments = Segments {
             starts: pairs.iter().map(|p| p.0).collect(),
             views: pairs.iter().map(|p| p.1).collect(),

@@ -189,12 +189,13 @@ fn down_services_leave_the_answers() {
     .unwrap();
     let ip = |s: &str| s.parse::<IpAddr>().unwrap();
     // (services down, www default view, www lab view, empty.example.com default view)
-    let table: [(
-        &[&str],
+    type Case<'a> = (
+        &'a [&'a str],
         Option<Vec<IpAddr>>,
         Option<Vec<IpAddr>>,
         Option<Vec<IpAddr>>,
-    ); 4] = [
+    );
+    let table: [Case; 4] = [
         (
             &[],
             Some(vec![ip("198.51.100.1"), ip("198.51.100.2")]),

@@ -232,7 +232,7 @@ pub(super) fn number_views(
     };
     // `cached_views` was taken into `previous` above.
     let unchanged = !previous.is_empty() && previous == class_views;
-    *cached_views = class_views.clone();
+    cached_views.clone_from(&class_views);
     ViewNumbers {
         class_views,
         views,
@@ -369,13 +369,13 @@ fn number_stable(
         *rtt_parts.entry((pr, r)).or_default() += n;
     }
     fn assign(
-        parts: HashMap<(u32, u32), usize>,
+        parts: &HashMap<(u32, u32), usize>,
         next: &mut u32,
         keep_zero_only_for_zero: bool,
     ) -> HashMap<(u32, u32), u32> {
         // The biggest part of each previous number keeps it.
         let mut best: HashMap<u32, ((u32, u32), usize)> = HashMap::new();
-        for (&part, &n) in &parts {
+        for (&part, &n) in parts {
             let e = best.entry(part.0).or_insert((part, n));
             if n > e.1 || (n == e.1 && part.1 < e.0.1) {
                 *e = (part, n);
@@ -399,8 +399,8 @@ fn number_stable(
         }
         numbers
     }
-    let numbers = assign(parts, next_view, false);
-    let rtt_numbers = assign(rtt_parts, next_rtt_view, true);
+    let numbers = assign(&parts, next_view, false);
+    let rtt_numbers = assign(&rtt_parts, next_rtt_view, true);
     let class_views: Vec<(u32, u32)> = class_vectors
         .iter()
         .zip(previous)

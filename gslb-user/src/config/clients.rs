@@ -108,7 +108,7 @@ impl Validator<'_> {
             TCP_CONNECTIONS_RANGE,
             default.max_connections,
         )?;
-        let per_address_span = max_per_address.as_ref().map(|p| p.span());
+        let per_address_span = max_per_address.as_ref().map(Spanned::span);
         let per_address = self.int(
             owner,
             "tcp_max_per_address",
@@ -140,7 +140,7 @@ impl Validator<'_> {
     /// `ecs_allow`: prefixes without host bits, none twice, at least one (an empty list would
     /// turn ECS off for everyone: say so with a prefix nobody uses instead, or remove the key
     /// to take it from everyone).
-    pub(super) fn ecs_allow(&self, raw: List) -> Result<Vec<IpNet>, ConfigError> {
+    pub(super) fn ecs_allow(&self, raw: &List) -> Result<Vec<IpNet>, ConfigError> {
         if raw.get_ref().is_empty() {
             return Err(self.error(
                 raw.span(),
@@ -179,7 +179,7 @@ impl Validator<'_> {
         let owner = "rrl";
         let rate = self.int(owner, "rate", raw.rate, RRL_RATE_RANGE, d.rate)?;
         Ok(RrlSettings {
-            enabled: raw.enabled.is_none_or(|e| e.into_inner()),
+            enabled: raw.enabled.is_none_or(Spanned::into_inner),
             rate,
             burst: self.int(owner, "burst", raw.burst, RRL_RATE_RANGE, rate)?,
             slip: self.int(owner, "slip", raw.slip, RRL_SLIP_RANGE, d.slip)?,

@@ -244,7 +244,7 @@ impl Validator<'_> {
                 backup_domain: None,
             });
         }
-        self.backup_domains(&mut domains, backups)?;
+        self.backup_domains(&mut domains, &backups)?;
         Ok(domains)
     }
 
@@ -253,11 +253,11 @@ impl Validator<'_> {
     fn backup_domains(
         &self,
         domains: &mut [GslbDomain],
-        backups: Vec<(usize, Str)>,
+        backups: &[(usize, Str)],
     ) -> Result<(), ConfigError> {
         let names = Names::new("gslb_domain", domains.iter().map(|d| d.name.as_str()));
         let mut next: HashMap<usize, usize> = HashMap::new();
-        for (i, raw) in &backups {
+        for (i, raw) in backups {
             let owner = format!("gslb_domain {:?}", domains[*i].name);
             let written = raw.get_ref();
             let target = written.strip_suffix('.').unwrap_or(written);
@@ -278,7 +278,7 @@ impl Validator<'_> {
             }
             next.insert(*i, b);
         }
-        for (i, raw) in &backups {
+        for (i, raw) in backups {
             let mut path = vec![domains[*i].name.as_str()];
             let mut at = next[i];
             while let Some(&n) = next.get(&at) {

@@ -110,7 +110,7 @@ impl Validator<'_> {
         let method_span = |m: Method| {
             [rd.method, alternate, fallback]
                 .into_iter()
-                .find_map(|r| r.as_ref().filter(|r| *r.get_ref() == m).map(|r| r.span()))
+                .find_map(|r| r.as_ref().filter(|r| *r.get_ref() == m).map(Spanned::span))
                 .unwrap_or(rd.name.span())
         };
         if has(Method::StaticProximity)

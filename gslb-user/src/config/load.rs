@@ -91,6 +91,8 @@ impl LoadSpans {
 }
 
 /// Where `value` was written, if it was.
+// Callers pass `&raw.field` at some 35 sites; `&Option` keeps each of them short.
+#[allow(clippy::ref_option)]
 pub(super) fn at<T>(value: &Option<Spanned<T>>) -> At {
     value.as_ref().map(Spanned::span)
 }
@@ -295,7 +297,7 @@ impl Validator<'_> {
         let mut out = Vec::with_capacity(raw.len());
         for rs in raw {
             let owner = format!("service {:?}", rs.name.get_ref());
-            for m in rs.monitors.iter().flat_map(|l| l.get_ref()) {
+            for m in rs.monitors.iter().flat_map(Spanned::get_ref) {
                 if names.contains(m.get_ref()) {
                     return Err(self.error(
                         m.span(),
@@ -304,7 +306,7 @@ impl Validator<'_> {
                 }
             }
             let mut bound: Vec<&LoadMonitorSpec> = Vec::new();
-            for m in rs.load_monitors.iter().flat_map(|l| l.get_ref()) {
+            for m in rs.load_monitors.iter().flat_map(Spanned::get_ref) {
                 let name = m.get_ref();
                 let err = |reason: String| Err(self.error(m.span(), format!("{owner}: {reason}")));
                 let Some(spec) = load.iter().find(|l| &l.name == name) else {

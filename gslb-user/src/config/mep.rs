@@ -70,7 +70,7 @@ pub struct MepTlsFiles {
 }
 
 impl MepTlsFiles {
-    pub fn tls(&self) -> Result<crate::mep::MepTls, crate::mep::MepError> {
+    pub fn tls(&self) -> Result<crate::mep::MepTls, MepError> {
         crate::mep::MepTls::from_pem(&self.cert_pem, &self.key_pem.0, &self.ca_pem)
     }
 }
@@ -225,7 +225,7 @@ impl Validator<'_> {
                 sites.first().map_or(&DISABLED_SITE, |s| s)
             }
             None => {
-                let span = raw.enabled.as_ref().map_or(section.clone(), |e| e.span());
+                let span = raw.enabled.as_ref().map_or(section.clone(), Spanned::span);
                 return Err(self.error(
                     span,
                     "mep: needs server.site, the [[site]] this server is (its MEP identity and address)",
@@ -334,7 +334,7 @@ impl Validator<'_> {
             self.int(owner, key, v, range, default)
                 .map(Duration::from_millis)
         };
-        let dead_span = raw.dead_after_ms.as_ref().map(|d| d.span());
+        let dead_span = raw.dead_after_ms.as_ref().map(Spanned::span);
         let heartbeat = ms(raw.heartbeat_ms, "heartbeat_ms", 10..=60_000, 500)?;
         let dead_after = ms(raw.dead_after_ms, "dead_after_ms", 20..=600_000, 2_000)?;
         if dead_after <= heartbeat {

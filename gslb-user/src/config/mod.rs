@@ -219,7 +219,7 @@ impl Validator<'_> {
                  [[site]] and bind them to a [[gslb_domain]] inside a [[zone]] (see examples/)",
             ));
         }
-        let site_span = raw.server.site.as_ref().map(|s| s.span());
+        let site_span = raw.server.site.as_ref().map(Spanned::span);
         let server = self.server(raw.server)?;
         let views = self.views(raw.views)?;
         let (zones, facts) = self.zones(raw.zones)?;
@@ -235,17 +235,17 @@ impl Validator<'_> {
             .iter()
             .filter_map(|s| {
                 let written = [
-                    ("role", s.role.as_ref().map(|r| r.span())),
-                    ("parent", s.parent.as_ref().map(|p| p.span())),
+                    ("role", s.role.as_ref().map(Spanned::span)),
+                    ("parent", s.parent.as_ref().map(Spanned::span)),
                     (
                         "backup_parents",
-                        s.backup_parents.as_ref().map(|l| l.span()),
+                        s.backup_parents.as_ref().map(Spanned::span),
                     ),
-                    ("public_ip", s.public_ip.as_ref().map(|p| p.span())),
-                    ("mep_port", s.mep_port.as_ref().map(|p| p.span())),
-                    ("key", s.key.as_ref().map(|p| p.span())),
-                    ("key_file", s.key_file.as_ref().map(|p| p.span())),
-                    ("nat", s.nat.as_ref().map(|p| p.span())),
+                    ("public_ip", s.public_ip.as_ref().map(Spanned::span)),
+                    ("mep_port", s.mep_port.as_ref().map(Spanned::span)),
+                    ("key", s.key.as_ref().map(Spanned::span)),
+                    ("key_file", s.key_file.as_ref().map(Spanned::span)),
+                    ("nat", s.nat.as_ref().map(Spanned::span)),
                 ];
                 written
                     .into_iter()
@@ -338,12 +338,6 @@ impl Validator<'_> {
         )?;
         let rrl = self.rrl(raw.rrl)?;
         Ok(Config {
-            rrl,
-            links,
-            mep,
-            rtt,
-            monitors,
-            load_monitors,
             server,
             views,
             zones,
@@ -355,6 +349,12 @@ impl Validator<'_> {
             policies,
             engine,
             locations,
+            monitors,
+            load_monitors,
+            rtt,
+            mep,
+            links,
+            rrl,
         })
     }
 }

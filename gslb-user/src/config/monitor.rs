@@ -79,12 +79,12 @@ impl Validator<'_> {
             let name = self.object_name("monitor", &rm.name, &mut names)?;
             let owner = format!("monitor {name:?}");
             let kind = *rm.kind.get_ref();
-            if kind == RawMonitorType::Load {
+            if kind == Load {
                 load.push(self.load_monitor(&rm, name)?);
                 continue;
             }
             self.no_load_keys(&rm, &owner)?;
-            use RawMonitorType::*;
+            use RawMonitorType::{Dns, Http, Https, Icmp, Load, Tcp};
             // A certificate that is not verified needs no CA to verify it. (Only an https
             // monitor gets here with both: the table below refuses them on other types.)
             if kind == Https

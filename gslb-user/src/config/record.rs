@@ -198,7 +198,7 @@ impl Validator<'_> {
             match rrsets.entry((name, r.data.rtype())) {
                 Entry::Occupied(e) if e.get().0 != r.ttl => {
                     let (ttl, first) = *e.get();
-                    let span = rr.ttl.as_ref().map_or(rr.name.span(), |t| t.span());
+                    let span = rr.ttl.as_ref().map_or(rr.name.span(), toml::Spanned::span);
                     return Err(self.error(
                         span,
                         format!(

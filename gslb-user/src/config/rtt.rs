@@ -208,7 +208,7 @@ impl Validator<'_> {
             sources: self.rtt_sources(raw.deny.as_ref(), raw.allow.as_ref())?,
         };
         if let Err(reason) = settings.validate() {
-            let span = raw.order.as_ref().map_or(section, |o| o.span());
+            let span = raw.order.as_ref().map_or(section, Spanned::span);
             return Err(self.error(span, format!("rtt: {reason}")));
         }
         Ok(RttSettings {

@@ -214,7 +214,7 @@ impl Validator<'_> {
             raw.tcp_idle_timeout_ms,
             raw.tcp_message_timeout_ms,
         )?;
-        let ecs_allow = raw.ecs_allow.map(|l| self.ecs_allow(l)).transpose()?;
+        let ecs_allow = raw.ecs_allow.map(|l| self.ecs_allow(&l)).transpose()?;
         let stale_after = match raw.stale_after_s {
             None => Some(Duration::from_secs(DEFAULT_STALE_AFTER_S as u64)),
             Some(s) if *s.get_ref() == 0 => None,

@@ -88,15 +88,12 @@ impl Validator<'_> {
             let name = self.object_name("service", &rs.name, &mut names)?;
             let owner = format!("service {name:?}");
             let ip = self.ip(&owner, "ip", &rs.ip)?;
-            let port_span = rs.port.as_ref().map_or(rs.ip.span(), |p| p.span());
+            let port_span = rs.port.as_ref().map_or(rs.ip.span(), toml::Spanned::span);
             let port = self.int(&owner, "port", rs.port, PORT_RANGE, DEFAULT_SERVICE_PORT)?;
             if let Some((other, line)) = endpoints.get(&(ip, port)) {
                 return Err(self.error(
                     port_span,
-                    format!(
-                        "{owner}: {} port {port} is already service {other:?} (line {line})",
-                        ip
-                    ),
+                    format!("{owner}: {ip} port {port} is already service {other:?} (line {line})"),
                 ));
             }
             endpoints.insert((ip, port), (name.clone(), self.line(rs.name.span())));
@@ -151,7 +148,7 @@ impl Validator<'_> {
                 .filter(|m| bound.contains(&m.name))
                 .map(|m| m.weight)
                 .sum();
-            let threshold_span = rs.monitor_threshold.as_ref().map(|t| t.span());
+            let threshold_span = rs.monitor_threshold.as_ref().map(toml::Spanned::span);
             let monitor_threshold = self.int(
                 &owner,
                 "monitor_threshold",

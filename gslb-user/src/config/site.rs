@@ -66,13 +66,17 @@ impl SiteSpans {
     pub(super) fn of(raw: &RawSite) -> SiteSpans {
         SiteSpans {
             name: raw.name.span(),
-            key: raw.key.as_ref().or(raw.key_file.as_ref()).map(|k| k.span()),
-            role: raw.role.as_ref().map(|r| r.span()),
-            parent: raw.parent.as_ref().map(|p| p.span()),
+            key: raw
+                .key
+                .as_ref()
+                .or(raw.key_file.as_ref())
+                .map(Spanned::span),
+            role: raw.role.as_ref().map(Spanned::span),
+            parent: raw.parent.as_ref().map(Spanned::span),
             backups: raw
                 .backup_parents
                 .as_ref()
-                .map(|l| (l.span(), l.get_ref().iter().map(|b| b.span()).collect())),
+                .map(|l| (l.span(), l.get_ref().iter().map(Spanned::span).collect())),
         }
     }
 }
@@ -122,7 +126,7 @@ impl Validator<'_> {
                     .unwrap_or_default(),
                 mep_port,
                 key,
-                nat: rs.nat.is_some_and(|n| n.into_inner()),
+                nat: rs.nat.is_some_and(Spanned::into_inner),
             });
         }
         Ok(sites)

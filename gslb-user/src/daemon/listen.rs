@@ -159,7 +159,7 @@ async fn stop_signal(mut stop: watch::Receiver<bool>) {
 }
 
 fn udp_workers() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
 }
 
 fn reuseport_udp(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {

@@ -368,12 +368,16 @@ mod fault {
     /// map write would: before anything is written, nothing in the maps or the responder
     /// changes.
     pub fn fail_next_publish(dns_port: u16, times: u32) {
-        let mut fails = FAILS.lock().unwrap_or_else(|e| e.into_inner());
+        let mut fails = FAILS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         *fails.get_or_insert_default().entry(dns_port).or_default() += times;
     }
 
     pub(super) fn publish_fails(dns_port: u16) -> bool {
-        let mut fails = FAILS.lock().unwrap_or_else(|e| e.into_inner());
+        let mut fails = FAILS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let Some(left) = fails.as_mut().and_then(|f| f.get_mut(&dns_port)) else {
             return false;
         };

@@ -69,10 +69,10 @@ async fn run(node: MepNode, store: Arc<Store>) {
     };
     loop {
         tokio::select! {
-            _ = store.fresh(), if fresh_at.is_none() => {
+            () = store.fresh(), if fresh_at.is_none() => {
                 fresh_at = Some(Instant::now() + FRESH_DELAY);
             }
-            _ = tokio::time::sleep_until(fresh_at.unwrap_or_else(Instant::now)), if fresh_at.is_some() => {
+            () = tokio::time::sleep_until(fresh_at.unwrap_or_else(Instant::now)), if fresh_at.is_some() => {
                 fresh_at = None;
                 let rows = store.tables().export_fresh(MAX_EXPORT_ROWS);
                 if !rows.is_empty() {

@@ -20,7 +20,7 @@ use crate::{
 pub fn load_config(path: &std::path::Path, overrides: &Overrides) -> Result<Config, ConfigError> {
     let mut config = Config::load(path)?;
     if !overrides.listen.is_empty() {
-        config.server.listen = overrides.listen.clone();
+        config.server.listen.clone_from(&overrides.listen);
     }
     if let Some(port) = overrides.port {
         config.server.dns_port = port;

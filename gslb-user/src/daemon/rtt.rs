@@ -204,7 +204,7 @@ impl RttProbing {
         if let Some((settings, task)) = self.feed.take() {
             // Without a sender the feed ends, and its task closes the map.
             drop(settings);
-            let _ = task.await;
+            let () = task.await;
         }
     }
 }
@@ -330,7 +330,8 @@ impl Sightings for LdnsScan {
 fn carry_over(old: &RttHandle, new: &RttHandle, recorder: &LdnsRecorder, same_rows: bool) {
     let now = Instant::now();
     let (old_site, new_site) = (old.local_site(), new.local_site());
-    let mut columns: std::collections::BTreeMap<String, Vec<RttRow>> = Default::default();
+    let mut columns: std::collections::BTreeMap<String, Vec<RttRow>> =
+        std::collections::BTreeMap::default();
     for report in old.report() {
         if let (Some(addr), Some(idle)) = (report.address, report.idle) {
             recorder.record_at(addr, now.checked_sub(idle).unwrap_or(now));

@@ -110,7 +110,7 @@ pub(super) async fn serve(
         // the latest state always wins.
         let load_due = loads.due();
         let trigger: &str = tokio::select! {
-            _ = &mut shutdown => break,
+            () = &mut shutdown => break,
             Some(first) = next_reload(&mut reloads, &mut control_reloads) => {
                 // A burst of reload requests is one reload: the file is read once, latest wins,
                 // and every requester gets that outcome.

@@ -12,7 +12,7 @@ pub(super) fn batch<K: aya::Pod, V: aya::Pod>(
     map: &mut HashMap<MapData, K, V>,
     keys: &[K],
     values: Option<&[V]>,
-) -> std::result::Result<(), MapError> {
+) -> Result<(), MapError> {
     use aya::maps::IterableMap;
     use std::os::fd::{AsFd, AsRawFd};
     if keys.is_empty() {
@@ -59,7 +59,7 @@ pub(super) fn batch<K: aya::Pod, V: aya::Pod>(
             libc::syscall(
                 libc::SYS_bpf,
                 cmd,
-                &mut attr as *mut BatchAttr,
+                &raw mut attr,
                 size_of::<BatchAttr>() as u32,
             )
         };
@@ -72,7 +72,7 @@ pub(super) fn batch<K: aya::Pod, V: aya::Pod>(
         match error.raw_os_error() {
             Some(libc::ENOENT) if values.is_none() => done += 1,
             // 524: the kernel's internal ENOTSUPP, which map commands can return as is.
-            Some(libc::EINVAL) | Some(524) | Some(libc::EOPNOTSUPP) if done == 0 => {
+            Some(libc::EINVAL | 524 | libc::EOPNOTSUPP) if done == 0 => {
                 return one_by_one(map, keys, values);
             }
             _ => {
@@ -96,7 +96,7 @@ fn one_by_one<K: aya::Pod, V: aya::Pod>(
     map: &mut HashMap<MapData, K, V>,
     keys: &[K],
     values: Option<&[V]>,
-) -> std::result::Result<(), MapError> {
+) -> Result<(), MapError> {
     for (i, key) in keys.iter().enumerate() {
         match values {
             Some(values) => map.insert(key, &values[i], 0)?,

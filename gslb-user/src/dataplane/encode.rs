@@ -60,8 +60,8 @@ pub fn answer_key(name_hash: u64, qtype: u16, generation: u32, view: u32) -> Ans
 /// The `VIEWS` trie key for a client prefix in one generation.
 pub fn view_key(generation: u32, network: IpAddr, prefix_len: u8) -> Key<ViewKey> {
     let bits = match network {
-        IpAddr::V4(_) => V4_MAPPED_BITS + prefix_len as u32,
-        IpAddr::V6(_) => prefix_len as u32,
+        IpAddr::V4(_) => V4_MAPPED_BITS + u32::from(prefix_len),
+        IpAddr::V6(_) => u32::from(prefix_len),
     };
     Key::new(
         VIEW_KEY_GENERATION_BITS + bits,
@@ -169,10 +169,10 @@ pub fn answer_set(answer: &Answer, wire: &[u8]) -> AnswerSet {
         .enumerate()
     {
         let rr = answer_record(qtype, answer.ttl, *addr);
-        set.rr_csum[i] = ones_sum(&rr) as u32;
+        set.rr_csum[i] = u32::from(ones_sum(&rr));
         all.extend_from_slice(&rr);
     }
-    set.all_csum = ones_sum(&all) as u32;
+    set.all_csum = u32::from(ones_sum(&all));
     set.records[..all.len()].copy_from_slice(&all);
     set
 }
@@ -226,7 +226,7 @@ mod tests {
             (IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0, 32 + 96),
         ];
         for (net, len, bits) in table {
-            let key = view_key(0x01020304, net, len);
+            let key = view_key(0x0102_0304, net, len);
             assert_eq!(key.prefix_len(), bits, "{net}/{len}");
             assert_eq!(key.data().generation, [1, 2, 3, 4]);
             assert_eq!(key.data().addr, mapped(net));
@@ -304,7 +304,7 @@ mod tests {
         let folded = (by_hand & 0xffff) + (by_hand >> 16);
         assert_eq!(set.rr_csum[0], folded);
         let both = [rr0, answer_record(1, 300, answer.addrs[1])].concat();
-        assert_eq!(set.all_csum, ones_sum(&both) as u32);
+        assert_eq!(set.all_csum, u32::from(ones_sum(&both)));
         assert_eq!(set.rr_len(), 16);
         assert_eq!(
             &set.records[..32],

@@ -156,7 +156,7 @@ pub fn monotonic_ns() -> u64 {
         tv_nsec: 0,
     };
     // SAFETY: a valid timespec to fill; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 

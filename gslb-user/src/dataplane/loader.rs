@@ -185,7 +185,7 @@ impl Dataplane {
             self.attachments.push(id);
             return Ok(mode);
         };
-        self.detach_stale_attachments(&dir, interface);
+        Self::detach_stale_attachments(&dir, interface);
         let name = programs::ANSWER;
         let path = dir.join(format!("link-{interface}"));
         let program = program_mut(&mut self.ebpf, name)?;
@@ -240,7 +240,7 @@ impl Dataplane {
     }
 
     /// Attachments pinned for other interfaces are from an earlier configuration: detach them.
-    fn detach_stale_attachments(&self, dir: &Path, interface: &str) {
+    fn detach_stale_attachments(dir: &Path, interface: &str) {
         let ours = format!("link-{interface}");
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;

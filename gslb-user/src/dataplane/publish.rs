@@ -138,15 +138,15 @@ impl AnswerTable {
             None => Some((
                 self.views
                     .keys()
-                    .filter_map(|k| k.ok())
+                    .filter_map(std::result::Result::ok)
                     .collect::<Vec<Key<ViewKey>>>(),
                 self.domains
                     .keys()
-                    .filter_map(|k| k.ok())
+                    .filter_map(std::result::Result::ok)
                     .collect::<Vec<DomainKey>>(),
                 self.answers
                     .keys()
-                    .filter_map(|k| k.ok())
+                    .filter_map(std::result::Result::ok)
                     .collect::<Vec<AnswerKey>>(),
             )),
         };
@@ -260,7 +260,7 @@ impl AnswerTable {
             }
             (None, None) => unreachable!("scanned when there is no previous publish"),
         };
-        stats.removed = self.remove_stale(stale_views, stale_domains, stale_answers, snapshot)?;
+        stats.removed = self.remove_stale(stale_views, &stale_domains, &stale_answers, snapshot)?;
         self.published = Some(Published {
             snapshot: snapshot.clone(),
             generation,
@@ -390,8 +390,8 @@ impl AnswerTable {
     fn remove_stale(
         &mut self,
         stale_views: Vec<Key<ViewKey>>,
-        stale_domains: Vec<DomainKey>,
-        stale_answers: Vec<AnswerKey>,
+        stale_domains: &[DomainKey],
+        stale_answers: &[AnswerKey],
         snapshot: &Snapshot,
     ) -> Result<usize> {
         let mut removed = 0;
@@ -403,7 +403,7 @@ impl AnswerTable {
         let stale: Vec<Key<ListenKey>> = self
             .listen
             .keys()
-            .filter_map(|k| k.ok())
+            .filter_map(std::result::Result::ok)
             .filter(|k| !keep.contains(&k.data()))
             .collect();
         for k in stale {
@@ -414,9 +414,9 @@ impl AnswerTable {
             self.views.remove(&k).map_err(map_err(maps::VIEWS))?;
             removed += 1;
         }
-        batch::<_, DomainValue>(&mut self.domains, &stale_domains, None)
+        batch::<_, DomainValue>(&mut self.domains, stale_domains, None)
             .map_err(map_err(maps::DOMAINS))?;
-        batch::<_, AnswerSet>(&mut self.answers, &stale_answers, None)
+        batch::<_, AnswerSet>(&mut self.answers, stale_answers, None)
             .map_err(map_err(maps::ANSWERS))?;
         Ok(removed + stale_domains.len() + stale_answers.len())
     }

@@ -226,7 +226,7 @@ mod tests {
     #[test]
     fn beyond_the_slots_sets_share_until_one_is_free() {
         let mut slots = RotorSlots::default();
-        let n = ROTOR_SLOTS as u64 + 3;
+        let n = u64::from(ROTOR_SLOTS) + 3;
         let keys: Vec<AnswerKey> = (0..n).map(|i| key(i, 1, 0)).collect();
         let (first, shared) = publish(&mut slots, &keys, &[]);
         assert_eq!(shared, 3);

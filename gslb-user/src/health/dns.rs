@@ -29,7 +29,7 @@ pub(crate) fn query_wire(id: u16, query: Query) -> Result<Vec<u8>, ProtoError> {
 /// Why a DNS monitor's check cannot be sent.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum DnsCheckError {
+pub(crate) enum DnsCheckError {
     /// The cause is in the message too: these end up as text in configuration errors.
     #[error("query name {name:?}: {source}")]
     Name { name: String, source: ProtoError },
@@ -85,7 +85,7 @@ impl DnsProbe {
             match Message::from_vec(&buf[..len]) {
                 Ok(m) if m.id() == id && m.message_type() == MessageType::Response => break m,
                 // Not an answer to this query (a late one to an earlier check, garbage): wait on.
-                _ => continue,
+                _ => {}
             }
         };
         if response.response_code() != self.expect_rcode {

@@ -86,13 +86,13 @@ pub(crate) async fn echo(target: IpAddr) -> io::Result<(Echo, std::time::Duratio
     let random = random_u64();
     let (ident, seq) = ((random >> 48) as u16, (random >> 32) as u16);
     let token = random_u64().to_be_bytes();
-    let request = echo_request(ipv6, ident, seq, &token);
+    let request = echo_request(ipv6, ident, seq, token);
     let sent = tokio::time::Instant::now();
     socket.send(&request).await?;
     let mut buf = [0u8; 2048];
     loop {
         match socket.recv(&mut buf).await {
-            Ok(len) if is_reply(&buf[..len], ipv6, mode, ident, seq, &token) => {
+            Ok(len) if is_reply(&buf[..len], ipv6, mode, ident, seq, token) => {
                 return Ok((Echo::Reply, sent.elapsed()));
             }
             Ok(_) => {}
@@ -108,7 +108,7 @@ const ECHO_REPLY_V6: u8 = 129;
 
 /// An echo request with `token` as payload. The checksum is filled in for ICMPv4 (the kernel
 /// does it for ICMPv6, whose checksum covers a pseudo-header, and for ping sockets).
-fn echo_request(ipv6: bool, ident: u16, seq: u16, token: &[u8; 8]) -> Vec<u8> {
+fn echo_request(ipv6: bool, ident: u16, seq: u16, token: [u8; 8]) -> Vec<u8> {
     let mut packet = Vec::with_capacity(16);
     packet.push(if ipv6 {
         ECHO_REQUEST_V6
@@ -119,7 +119,7 @@ fn echo_request(ipv6: bool, ident: u16, seq: u16, token: &[u8; 8]) -> Vec<u8> {
     packet.extend_from_slice(&[0, 0]); // checksum
     packet.extend_from_slice(&ident.to_be_bytes());
     packet.extend_from_slice(&seq.to_be_bytes());
-    packet.extend_from_slice(token);
+    packet.extend_from_slice(&token);
     if !ipv6 {
         let sum = checksum(&packet);
         packet[2..4].copy_from_slice(&sum.to_be_bytes());
@@ -134,7 +134,7 @@ fn is_reply(
     mode: IcmpMode,
     ident: u16,
     seq: u16,
-    token: &[u8; 8],
+    token: [u8; 8],
 ) -> bool {
     // A raw IPv4 socket returns the IP header too.
     let icmp = if !ipv6 && mode == IcmpMode::Raw {
@@ -180,7 +180,7 @@ mod tests {
 
     #[test]
     fn request_checksum_verifies() {
-        let request = echo_request(false, 0x1234, 0xabcd, b"01234567");
+        let request = echo_request(false, 0x1234, 0xabcd, *b"01234567");
         assert_eq!(request.len(), 16);
         assert_eq!(request[0], ECHO_REQUEST_V4);
         // The checksum over a packet with its checksum filled in is 0.
@@ -196,33 +196,33 @@ mod tests {
     #[test]
     fn replies_are_matched() {
         let token = *b"abcdefgh";
-        let mut reply = echo_request(false, 7, 9, &token);
+        let mut reply = echo_request(false, 7, 9, token);
         reply[0] = ECHO_REPLY_V4;
-        assert!(is_reply(&reply, false, IcmpMode::Datagram, 7, 9, &token));
+        assert!(is_reply(&reply, false, IcmpMode::Datagram, 7, 9, token));
         // A ping socket's identifier is the kernel's; a raw socket's must match.
-        assert!(is_reply(&reply, false, IcmpMode::Datagram, 8, 9, &token));
+        assert!(is_reply(&reply, false, IcmpMode::Datagram, 8, 9, token));
         let mut with_ip = vec![0x45; 1];
         with_ip.resize(20, 0);
         with_ip.extend_from_slice(&reply);
-        assert!(is_reply(&with_ip, false, IcmpMode::Raw, 7, 9, &token));
-        assert!(!is_reply(&with_ip, false, IcmpMode::Raw, 8, 9, &token));
+        assert!(is_reply(&with_ip, false, IcmpMode::Raw, 7, 9, token));
+        assert!(!is_reply(&with_ip, false, IcmpMode::Raw, 8, 9, token));
         // Other sequence, other token, the request itself, truncated, empty.
-        assert!(!is_reply(&reply, false, IcmpMode::Datagram, 7, 10, &token));
+        assert!(!is_reply(&reply, false, IcmpMode::Datagram, 7, 10, token));
         assert!(!is_reply(
             &reply,
             false,
             IcmpMode::Datagram,
             7,
             9,
-            b"abcdefgX"
+            *b"abcdefgX"
         ));
         assert!(!is_reply(
-            &echo_request(false, 7, 9, &token),
+            &echo_request(false, 7, 9, token),
             false,
             IcmpMode::Datagram,
             7,
             9,
-            &token
+            token
         ));
         assert!(!is_reply(
             &reply[..15],
@@ -230,13 +230,13 @@ mod tests {
             IcmpMode::Datagram,
             7,
             9,
-            &token
+            token
         ));
-        assert!(!is_reply(&[], false, IcmpMode::Raw, 7, 9, &token));
+        assert!(!is_reply(&[], false, IcmpMode::Raw, 7, 9, token));
         // ICMPv6: no IP header even on a raw socket.
-        let mut reply6 = echo_request(true, 7, 9, &token);
+        let mut reply6 = echo_request(true, 7, 9, token);
         reply6[0] = ECHO_REPLY_V6;
-        assert!(is_reply(&reply6, true, IcmpMode::Raw, 7, 9, &token));
-        assert!(!is_reply(&reply, true, IcmpMode::Raw, 7, 9, &token));
+        assert!(is_reply(&reply6, true, IcmpMode::Raw, 7, 9, token));
+        assert!(!is_reply(&reply, true, IcmpMode::Raw, 7, 9, token));
     }
 }

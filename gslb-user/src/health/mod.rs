@@ -431,7 +431,10 @@ impl Shared {
     /// Takes one check result of monitor `index` of run `epoch` of `service`. Returns false
     /// when that run is over (the service was removed or restarted): the monitor stops.
     fn record(&self, service: &str, epoch: u64, index: usize, result: CheckResult) -> bool {
-        let mut services = self.services.lock().unwrap_or_else(|e| e.into_inner());
+        let mut services = self
+            .services
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let Some(entry) = services.get_mut(service).filter(|e| e.epoch == epoch) else {
             return false;
         };
@@ -569,7 +572,10 @@ impl HealthSupervisor {
 
         let mut stopped = Vec::new();
         {
-            let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+            let mut running = self
+                .running
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             let mut to_start = Vec::new();
             for spec in &wanted {
                 if running.get(&spec.service).is_some_and(|r| r.spec == *spec) {
@@ -596,7 +602,7 @@ impl HealthSupervisor {
                 .shared
                 .services
                 .lock()
-                .unwrap_or_else(|e| e.into_inner());
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             // Removed services: gone from the snapshot, their monitors stopped.
             let removed: Vec<String> = running
                 .keys()
@@ -683,7 +689,7 @@ impl HealthSupervisor {
             .shared
             .services
             .lock()
-            .unwrap_or_else(|e| e.into_inner());
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         services
             .iter()
             .map(|(service, e)| {
@@ -720,7 +726,7 @@ impl HealthSupervisor {
             .shared
             .services
             .lock()
-            .unwrap_or_else(|e| e.into_inner());
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         services.get(service).map(|e| e.up)
     }
 
@@ -771,7 +777,7 @@ fn supervise_monitor(
         let (shared, service, probe) = (shared.clone(), service.clone(), probe.clone());
         async move {
             if live {
-                run_monitor(shared, service, epoch, index, probe, interval, timeout).await
+                run_monitor(shared, service, epoch, index, probe, interval, timeout).await;
             }
         }
     })

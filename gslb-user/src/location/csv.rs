@@ -6,18 +6,18 @@ use std::{borrow::Cow, net::IpAddr};
 use super::Coordinates;
 
 /// The most fields a line of any format has (`geoip-city-isp-org`).
-pub const MAX_FIELDS: usize = 12;
+pub(super) const MAX_FIELDS: usize = 12;
 
 /// One field: its text (unquoted, trimmed) and its byte span in the line (quotes included).
 #[derive(Default)]
-pub struct Field<'a> {
+pub(super) struct Field<'a> {
     pub text: Cow<'a, str>,
     pub span: (usize, usize),
 }
 
 /// Splits `line` at commas outside double quotes into `out`; returns how many fields. More
 /// than `max` fields is an error (`expected` describes the format).
-pub fn split<'a>(
+pub(super) fn split<'a>(
     line: &'a str,
     out: &mut [Field<'a>; MAX_FIELDS],
     max: usize,
@@ -89,7 +89,7 @@ pub fn split<'a>(
 }
 
 /// A dotted-quad IPv4, an IPv6 address, or a decimal 32-bit number (IPv4).
-pub fn addr(s: &str) -> Result<IpAddr, String> {
+pub(super) fn addr(s: &str) -> Result<IpAddr, String> {
     if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
         return s
             .parse::<u32>()
@@ -101,7 +101,7 @@ pub fn addr(s: &str) -> Result<IpAddr, String> {
 }
 
 /// Longitude and latitude fields: both empty (none), or both numbers in range.
-pub fn coordinates(longitude: &str, latitude: &str) -> Result<Option<Coordinates>, String> {
+pub(super) fn coordinates(longitude: &str, latitude: &str) -> Result<Option<Coordinates>, String> {
     match (longitude.is_empty(), latitude.is_empty()) {
         (true, true) => return Ok(None),
         (true, false) => return Err("latitude without longitude".into()),

@@ -23,17 +23,17 @@ use super::{
 };
 
 /// Index of the ISP qualifier.
-pub const ISP: usize = 4;
+pub(super) const ISP: usize = 4;
 
 /// Both families' tables of one database, and how many networks gave a value.
-pub type Tables = (Steps<u32>, Steps<u128>, usize);
+pub(super) type Tables = (Steps<u32>, Steps<u128>, usize);
 
 /// One network of a walk, with its record.
 type Lookup<'de> = maxminddb::LookupResult<'de, Mmap>;
 
 /// Reads a City (or Country) database: every network with a location becomes the value
 /// `intern(location, coordinates)` gives it.
-pub fn city(
+pub(super) fn city(
     path: &Path,
     style: ContinentStyle,
     mut intern: impl FnMut(Location, Option<Coordinates>) -> u32,
@@ -78,7 +78,7 @@ pub fn city(
 }
 
 /// Reads an ASN database: every network with an ISP becomes the value `intern(isp)` gives it.
-pub fn asn(
+pub(super) fn asn(
     path: &Path,
     mut intern: impl FnMut(Qualifier) -> u32,
 ) -> Result<Tables, LocationDbError> {

@@ -139,7 +139,7 @@ impl FileFormat {
     }
 
     fn layout(self) -> Layout {
-        use Col::*;
+        use Col::{From, Latitude, Longitude, Q, Skip, To};
         let (cols, expected): (&[Col], &str) = match self {
             FileFormat::Netscaler => (
                 &[

@@ -9,19 +9,19 @@ use std::{
 };
 
 /// No value (a gap in a table).
-pub const NONE: u32 = u32::MAX;
+pub(super) const NONE: u32 = u32::MAX;
 
 // ---- addresses ----
 
 /// An address as a table key: IPv4 (IPv4-mapped IPv6 included) or IPv6.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Addr {
+pub(super) enum Addr {
     V4(u32),
     V6(u128),
 }
 
 impl Addr {
-    pub fn of(ip: IpAddr) -> Addr {
+    pub(super) fn of(ip: IpAddr) -> Addr {
         match ip {
             IpAddr::V4(v4) => Addr::V4(v4.into()),
             IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
@@ -34,14 +34,14 @@ impl Addr {
 
 /// An inclusive range of one family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Range {
+pub(super) enum Range {
     V4(u32, u32),
     V6(u128, u128),
 }
 
 impl Range {
     /// `from..=to`; an error (the reason) when the ends are of two families or backwards.
-    pub fn new(from: IpAddr, to: IpAddr) -> Result<Range, String> {
+    pub(super) fn new(from: IpAddr, to: IpAddr) -> Result<Range, String> {
         let range = match (Addr::of(from), Addr::of(to)) {
             (Addr::V4(f), Addr::V4(t)) => Range::V4(f, t),
             (Addr::V6(f), Addr::V6(t)) => Range::V6(f, t),
@@ -64,7 +64,7 @@ impl Range {
 }
 
 /// A table key type: IPv4 as `u32`, IPv6 as `u128`.
-pub trait Key: Copy + Ord + fmt::Debug {
+pub(super) trait Key: Copy + Ord + fmt::Debug {
     const MIN: Self;
     const MAX: Self;
     fn succ(self) -> Self;
@@ -99,7 +99,7 @@ impl Key for u128 {
 /// `[starts[i], starts[i + 1])`, and [`NONE`] before `starts[0]`. Starts strictly increase;
 /// neighbours differ in value. [`finish`](Self::finish) makes it a [`Table`] for lookups.
 #[derive(Clone, Debug)]
-pub struct Steps<K> {
+pub(super) struct Steps<K> {
     starts: Vec<K>,
     vals: Vec<u32>,
 }
@@ -114,19 +114,19 @@ impl<K> Default for Steps<K> {
 }
 
 impl<K: Key> Steps<K> {
-    pub fn with_capacity(n: usize) -> Self {
+    pub(super) fn with_capacity(n: usize) -> Self {
         Steps {
             starts: Vec::with_capacity(n),
             vals: Vec::with_capacity(n),
         }
     }
 
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.starts.len()
     }
 
     /// Sets the value from `start` on; `start` is at least the last start (equal: replaces it).
-    pub fn push(&mut self, start: K, val: u32) {
+    pub(super) fn push(&mut self, start: K, val: u32) {
         if self.starts.last() == Some(&start) {
             self.starts.pop();
             self.vals.pop();
@@ -138,14 +138,14 @@ impl<K: Key> Steps<K> {
         }
     }
 
-    pub fn finish(self) -> Table<K> {
+    pub(super) fn finish(self) -> Table<K> {
         Table::new(&self)
     }
 }
 
 /// `top` where it has a value, `base` elsewhere (either one as it is when the other is empty,
 /// without a copy: a City database's table is the largest a build makes).
-pub fn overlay<K: Key>(top: Steps<K>, base: Steps<K>) -> Steps<K> {
+pub(super) fn overlay<K: Key>(top: Steps<K>, base: Steps<K>) -> Steps<K> {
     if top.len() == 0 {
         return base;
     }
@@ -170,7 +170,7 @@ pub fn overlay<K: Key>(top: Steps<K>, base: Steps<K>) -> Steps<K> {
             b = base.vals[j];
             j += 1;
         }
-        out.push(p, if a != NONE { a } else { b });
+        out.push(p, if a == NONE { b } else { a });
     }
     out
 }
@@ -179,7 +179,7 @@ pub fn overlay<K: Key>(top: Steps<K>, base: Steps<K>) -> Steps<K> {
 
 /// One input range of a layer: `src`/`line` say where it was written, for errors.
 #[derive(Clone, Copy, Debug)]
-pub struct Entry<K> {
+pub(super) struct Entry<K> {
     pub from: K,
     pub to: K,
     pub val: u32,
@@ -189,13 +189,13 @@ pub struct Entry<K> {
 
 /// The ranges of one layer (custom entries, or all location files), before flattening.
 #[derive(Default)]
-pub struct Layer {
+pub(super) struct Layer {
     pub v4: Vec<Entry<u32>>,
     pub v6: Vec<Entry<u128>>,
 }
 
 impl Layer {
-    pub fn push(&mut self, range: Range, val: u32, src: u32, line: usize) {
+    pub(super) fn push(&mut self, range: Range, val: u32, src: u32, line: usize) {
         let line = u32::try_from(line).unwrap_or(u32::MAX);
         match range {
             Range::V4(from, to) => self.v4.push(Entry {
@@ -215,14 +215,14 @@ impl Layer {
         }
     }
 
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.v4.len() + self.v6.len()
     }
 }
 
 /// Where a range of a [`Clash`] was written, and what it covers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Written {
+pub(super) struct Written {
     pub src: u32,
     pub line: u32,
     pub from: IpAddr,
@@ -231,7 +231,7 @@ pub struct Written {
 
 /// Two ranges of one layer that overlap without nesting, or are the same range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Clash {
+pub(super) struct Clash {
     /// The later of the two in load order.
     pub later: Written,
     pub earlier: Written,
@@ -256,14 +256,14 @@ impl Clash {
         }
     }
 
-    pub fn is_duplicate(&self) -> bool {
+    pub(super) fn is_duplicate(&self) -> bool {
         (self.later.from, self.later.to) == (self.earlier.from, self.earlier.to)
     }
 }
 
 /// Flattens one family of a layer: inside a range, a narrower range nested in it wins (at any
 /// depth). Ranges that partially overlap, or the same range twice, are a [`Clash`].
-pub fn nest<K: Key>(mut entries: Vec<Entry<K>>) -> Result<Steps<K>, Clash> {
+pub(super) fn nest<K: Key>(mut entries: Vec<Entry<K>>) -> Result<Steps<K>, Clash> {
     // Outer ranges before the ranges nested in them: by start, then widest first.
     entries.sort_unstable_by(|a, b| a.from.cmp(&b.from).then(b.to.cmp(&a.to)));
     let mut table = Steps::with_capacity(entries.len() * 2);
@@ -308,7 +308,7 @@ const FANOUT: usize = 16;
 /// million segments reads five small blocks, the upper ones hot in cache, instead of the twenty
 /// scattered reads of a binary search.
 #[derive(Clone, Debug)]
-pub struct Table<K> {
+pub(super) struct Table<K> {
     blocks: Vec<Block<K>>,
     upper: Vec<Vec<K>>,
     len: usize,
@@ -372,12 +372,12 @@ impl<K: Key> Table<K> {
     }
 
     /// Segments.
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.len
     }
 
     /// The segments as (start, value), ascending.
-    pub fn segments(&self) -> impl Iterator<Item = (K, u32)> + '_ {
+    pub(super) fn segments(&self) -> impl Iterator<Item = (K, u32)> + '_ {
         self.blocks
             .iter()
             .flat_map(|b| b.starts.into_iter().zip(b.vals))
@@ -386,7 +386,7 @@ impl<K: Key> Table<K> {
 
     /// The value at `k`.
     #[inline]
-    pub fn get(&self, k: K) -> u32 {
+    pub(super) fn get(&self, k: K) -> u32 {
         let block = match self.upper.split_last() {
             None => 0,
             Some((top, below)) => {

@@ -12,21 +12,21 @@ use super::{
     netscaler::FileFormat,
 };
 
-pub fn ip(s: &str) -> IpAddr {
+pub(super) fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
 /// The location of `addr` as operators write it, or "-" when there is none.
-pub fn at(db: &LocationDb, addr: &str) -> String {
+pub(super) fn at(db: &LocationDb, addr: &str) -> String {
     db.lookup(ip(addr))
         .map_or_else(|| "-".to_owned(), |l| l.to_string())
 }
 
 /// A directory removed on drop.
-pub struct TempDir(pub PathBuf);
+pub(super) struct TempDir(pub PathBuf);
 
 impl TempDir {
-    pub fn new() -> TempDir {
+    pub(super) fn new() -> TempDir {
         static N: AtomicUsize = AtomicUsize::new(0);
         let n = N.fetch_add(1, Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("gslb-locdb-test-{}-{n}", std::process::id()));
@@ -34,7 +34,7 @@ impl TempDir {
         TempDir(dir)
     }
 
-    pub fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
+    pub(super) fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
         let path = self.0.join(name);
         std::fs::write(&path, bytes).unwrap();
         path
@@ -47,37 +47,37 @@ impl Drop for TempDir {
     }
 }
 
-pub fn csv_db(text: &str) -> LocationDb {
+pub(super) fn csv_db(text: &str) -> LocationDb {
     LocationDb::builder()
         .netscaler_csv_text("test.csv", text)
         .build()
         .unwrap()
 }
 
-pub fn csv_err(text: &str) -> LocationDbError {
+pub(super) fn csv_err(text: &str) -> LocationDbError {
     LocationDb::builder()
         .netscaler_csv_text("bad.csv", text)
         .build()
         .unwrap_err()
 }
 
-pub fn db_of(format: FileFormat, text: &str) -> LocationDb {
+pub(super) fn db_of(format: FileFormat, text: &str) -> LocationDb {
     LocationDb::builder()
         .file_text("test.csv", text, format)
         .build()
         .unwrap_or_else(|e| panic!("{}: {e}", format.name()))
 }
 
-pub fn source(db: &LocationDb, addr: &str) -> Option<Source> {
+pub(super) fn source(db: &LocationDb, addr: &str) -> Option<Source> {
     db.lookup_with_source(ip(addr)).map(|(_, s)| s)
 }
 
-pub fn coordinates(db: &LocationDb, addr: &str) -> Option<Coordinates> {
+pub(super) fn coordinates(db: &LocationDb, addr: &str) -> Option<Coordinates> {
     db.find(ip(addr)).and_then(|found| found.coordinates)
 }
 
 /// `(line, reason)` of the error `text` in `format` gives, which must name `bad.csv`.
-pub fn line_error(format: FileFormat, text: &str) -> (usize, String) {
+pub(super) fn line_error(format: FileFormat, text: &str) -> (usize, String) {
     match LocationDb::builder()
         .file_text("bad.csv", text, format)
         .build()

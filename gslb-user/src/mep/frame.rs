@@ -300,7 +300,10 @@ pub enum MessageType {
 
 impl MessageType {
     pub fn from_code(code: u8) -> Option<MessageType> {
-        use MessageType::*;
+        use MessageType::{
+            AdoptAccept, AdoptReject, AdoptRequest, Auth, BackupParents, Heartbeat, Hello,
+            Persistence, Reject, RttRows, ServiceStates, SiteStatus,
+        };
         Some(match code {
             1 => Hello,
             2 => Auth,
@@ -551,21 +554,21 @@ pub fn encode(version: u8, message: &Message, max_payload: usize) -> Result<Vec<
             w.site(&s.site)?;
             w.buf.push(s.role.code());
             w.opt_site(s.parent.as_deref())?;
-            w.buf.push(s.up as u8);
+            w.buf.push(u8::from(s.up));
         }
         Message::ServiceStates(s) => {
             w.site(&s.site)?;
             w.count(s.services.len())?;
             for svc in &s.services {
                 w.string(&svc.name, MAX_NAME)?;
-                w.buf.push(svc.up as u8);
+                w.buf.push(u8::from(svc.up));
                 w.buf.extend_from_slice(&svc.connections.to_be_bytes());
                 w.buf.extend_from_slice(&svc.bandwidth_bps.to_be_bytes());
             }
         }
         Message::RttRows(c) => {
-            w.buf.push(c.first as u8);
-            w.buf.push(c.last as u8);
+            w.buf.push(u8::from(c.first));
+            w.buf.push(u8::from(c.last));
             w.count(c.items.len())?;
             for row in &c.items {
                 w.prefix(&row.ldns);
@@ -576,8 +579,8 @@ pub fn encode(version: u8, message: &Message, max_payload: usize) -> Result<Vec<
             }
         }
         Message::Persistence(c) => {
-            w.buf.push(c.first as u8);
-            w.buf.push(c.last as u8);
+            w.buf.push(u8::from(c.first));
+            w.buf.push(u8::from(c.last));
             w.count(c.items.len())?;
             for e in &c.items {
                 w.prefix(&e.client);

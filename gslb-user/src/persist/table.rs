@@ -229,7 +229,9 @@ impl Table {
 
     fn lock(&self, i: usize) -> std::sync::MutexGuard<'_, Shard> {
         // A panic while holding a shard leaves plain data: still usable.
-        self.shards[i].lock().unwrap_or_else(|p| p.into_inner())
+        self.shards[i]
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The service of `key`'s entry, unless it expired (then it is dropped).

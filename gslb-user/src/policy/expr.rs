@@ -149,7 +149,7 @@ impl Expr {
 pub(crate) fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
+        v4 @ IpAddr::V4(_) => v4,
     }
 }
 

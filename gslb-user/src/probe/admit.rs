@@ -143,7 +143,7 @@ fn canonical(own: HashSet<IpAddr>) -> HashSet<IpAddr> {
 pub fn host_addresses() -> std::io::Result<HashSet<IpAddr>> {
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs fills `head` with a list that we free below with freeifaddrs.
-    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+    if unsafe { libc::getifaddrs(&raw mut head) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
     let mut out = HashSet::new();
@@ -156,12 +156,16 @@ pub fn host_addresses() -> std::io::Result<HashSet<IpAddr>> {
             let family = i32::from(unsafe { (*ifa.ifa_addr).sa_family });
             if family == libc::AF_INET {
                 // SAFETY: AF_INET: a sockaddr_in.
+                // The kernel's sockaddr storage is aligned for the family's own type.
+                #[allow(clippy::cast_ptr_alignment)]
                 let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
                 out.insert(IpAddr::V4(Ipv4Addr::from(u32::from_be(
                     sin.sin_addr.s_addr,
                 ))));
             } else if family == libc::AF_INET6 {
                 // SAFETY: AF_INET6: a sockaddr_in6.
+                // The kernel's sockaddr storage is aligned for the family's own type.
+                #[allow(clippy::cast_ptr_alignment)]
                 let sin6 = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in6) };
                 out.insert(IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr)));
             }

@@ -202,7 +202,7 @@ pub struct ProbeStats {
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 struct Shared {
@@ -408,7 +408,7 @@ impl ProbeSupervisor {
     /// Stops probing (rounds running are abandoned).
     pub async fn shutdown(mut self) {
         self.task.abort();
-        let _ = (&mut self.task).await;
+        let () = (&mut self.task).await;
     }
 }
 

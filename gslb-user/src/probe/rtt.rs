@@ -466,6 +466,8 @@ mod tests {
         Duration::from_millis(n)
     }
 
+    // The callers want what a round gives: `Some` sample, or `None` for no reply.
+    #[allow(clippy::unnecessary_wraps)]
     fn sample(kind: ProbeKind, n: u64) -> Option<Sample> {
         Some(Sample { kind, rtt: ms(n) })
     }

@@ -19,7 +19,7 @@ use super::{
 
 /// How often this host's own addresses are read again (an address added to an interface is
 /// refused as a source from then on).
-pub const HOST_REFRESH: Duration = Duration::from_secs(10);
+pub(super) const HOST_REFRESH: Duration = Duration::from_secs(10);
 
 /// Repeated warnings (evictions, refused sources, failed rounds) at most this often.
 const WARN_EVERY: Duration = Duration::from_secs(60);
@@ -103,7 +103,7 @@ pub(super) async fn run<P: Prober>(shared: Arc<Shared>, prober: Arc<P>) {
             Some(done) = rounds.join_next_with_id(), if !rounds.is_empty() => match done {
                 Ok((id, (key, round))) => {
                     running.remove(&id);
-                    finish_round(&shared, key, round);
+                    finish_round(&shared, key, &round);
                 }
                 Err(error) => {
                     let key = running.remove(&error.id());
@@ -215,7 +215,7 @@ fn tick<P: Prober>(
     shared.publish(changes);
 }
 
-fn finish_round(shared: &Shared, (group, target, started): RoundKey, round: ProbeRound) {
+fn finish_round(shared: &Shared, (group, target, started): RoundKey, round: &ProbeRound) {
     let now = Instant::now();
     let answered = round.sample.is_some();
     {

@@ -44,7 +44,11 @@ impl EngineData {
     pub(super) fn new(config: &Config, engine: Arc<Engine>) -> Self {
         EngineData {
             address_bits: address_bits(&engine),
-            answer_ips: config.services.iter().map(|s| s.answer_ip()).collect(),
+            answer_ips: config
+                .services
+                .iter()
+                .map(crate::config::Service::answer_ip)
+                .collect(),
             domain_info: config
                 .gslb_domains
                 .iter()
@@ -157,9 +161,10 @@ impl Decisions {
         let (ttl, backup) =
             &self.data.domain_info[decision.domain.min(self.data.domain_info.len() - 1)];
         let family = |ip: &IpAddr| ip.is_ipv6() == (qtype == QTYPE_AAAA);
-        let turn = self
-            .turns
-            .next(self.turn_index(domain, qtype == QTYPE_AAAA, view)) as u64;
+        let turn = u64::from(
+            self.turns
+                .next(self.turn_index(domain, qtype == QTYPE_AAAA, view)),
+        );
         let addrs: Vec<IpAddr> = match decision.fallback {
             Some(Fallback::BackupIp) => backup.iter().copied().filter(family).collect(),
             Some(Fallback::Empty) => Vec::new(),

@@ -93,7 +93,7 @@ impl Responder {
                 out.authority.push(z.negative_soa());
                 return out;
             }
-            let rrs = self.rrset(data, z, &current, &owner, qtype, client);
+            let rrs = Self::rrset(data, z, &current, &owner, qtype, client);
             if !rrs.is_empty() {
                 out.answers.extend(rrs);
                 return out;
@@ -128,7 +128,6 @@ impl Responder {
     /// The records of `qtype` at `name` in `zone` (GSLB, apex or static), owned by `owner` (the
     /// name as asked, so the answer compresses to the question).
     fn rrset(
-        &self,
         data: &Authority,
         zone: &ZoneData,
         name: &str,
@@ -152,7 +151,7 @@ impl Responder {
         if zone.gslb.contains(name) {
             for (t, code) in [(RecordType::A, QTYPE_A), (RecordType::AAAA, QTYPE_AAAA)] {
                 if want(t) {
-                    rrs.extend(self.gslb_records(data, name, code, client));
+                    rrs.extend(Self::gslb_records(data, name, code, client));
                 }
             }
         }
@@ -168,13 +167,7 @@ impl Responder {
     }
 
     /// The GSLB answer, exactly as the fast path gives it: one rotating address or all of them.
-    fn gslb_records(
-        &self,
-        data: &Authority,
-        name: &str,
-        qtype: u16,
-        client: IpAddr,
-    ) -> Vec<Record> {
+    fn gslb_records(data: &Authority, name: &str, qtype: u16, client: IpAddr) -> Vec<Record> {
         if let Some(d) = data.decisions.as_ref().filter(|d| d.domains.contains(name)) {
             return d.records(name, qtype, client);
         }

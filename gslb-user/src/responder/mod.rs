@@ -79,7 +79,7 @@ pub struct Responder {
 fn canonical(addr: IpAddr) -> IpAddr {
     match addr {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, IpAddr::V4),
-        v4 => v4,
+        v4 @ IpAddr::V4(_) => v4,
     }
 }
 
@@ -209,7 +209,7 @@ impl Responder {
             let qtype = u16::from(question.query_type());
             let source = ecs.source_prefix();
             let scope = std::iter::once(question.name())
-                .chain(found.answers.iter().map(|r| r.name()))
+                .chain(found.answers.iter().map(hickory_proto::rr::Record::name))
                 .filter(|_| source > 0)
                 .filter_map(|n| data.scope(&key(n), qtype, client, source))
                 .max()

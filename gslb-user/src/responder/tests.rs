@@ -97,7 +97,7 @@ fn show(r: &Record) -> String {
 }
 
 fn strings(rrs: &[&str]) -> Vec<String> {
-    rrs.iter().map(|s| s.to_string()).collect()
+    rrs.iter().map(ToString::to_string).collect()
 }
 
 impl Reply {
@@ -114,7 +114,7 @@ impl Reply {
             answer: m.answers().iter().map(show).collect(),
             authority: m.name_servers().iter().map(show).collect(),
             additional: m.additionals().iter().map(show).collect(),
-            opt: m.extensions().as_ref().map(|e| e.max_payload()),
+            opt: m.extensions().as_ref().map(Edns::max_payload),
         }
     }
     fn answer(mut self, rrs: &[&str]) -> Self {
@@ -771,7 +771,7 @@ fn mutant(rng: &mut Rng, seeds: &[Vec<u8>]) -> Vec<u8> {
         }
         match rng.below(6) {
             0 => {
-                for _ in 0..1 + rng.below(3) {
+                for _ in 0..=rng.below(3) {
                     let at = rng.below(m.len());
                     m[at] = rng.byte();
                 }
@@ -854,7 +854,7 @@ fn request_path_fuzz_never_panics_and_replies_parse() {
     }
     // The mutants must get past the parser often enough to exercise the lookups.
     let mut rcodes: Vec<_> = rcodes.into_iter().collect();
-    rcodes.sort();
+    rcodes.sort_unstable();
     eprintln!("replies by rcode: {rcodes:?}");
     for (rcode, share) in [(ResponseCode::NoError, 10), (ResponseCode::NXDomain, 100)] {
         let n = rcodes
@@ -892,7 +892,16 @@ fn client_subnet_is_the_client_and_is_echoed_with_its_scope() {
     // (what, name, qtype, subnet, source, expected answer, expected scope): views are
     // "wide" 192.0.2.0/24 and "host" 192.0.2.10/32, both IPv4 only; the resolver itself is
     // in no view. `None`: a rotating default-view answer, not checked here.
-    let table: [(&str, &str, RecordType, &str, u8, Option<&str>, u8); 4] = [
+    type Case<'a> = (
+        &'a str,
+        &'a str,
+        RecordType,
+        &'a str,
+        u8,
+        Option<&'a str>,
+        u8,
+    );
+    let table: [Case; 4] = [
         (
             "host view by subnet",
             "www.example.com",

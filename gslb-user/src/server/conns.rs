@@ -79,7 +79,7 @@ fn address_key(ip: IpAddr) -> IpAddr {
             Some(v4) => IpAddr::V4(v4),
             None => IpAddr::V6(Ipv6Addr::from_bits(v6.to_bits() & !((1u128 << 64) - 1))),
         },
-        v4 => v4,
+        v4 @ IpAddr::V4(_) => v4,
     }
 }
 
@@ -235,10 +235,10 @@ mod tests {
         assert!(notified(&b).await, "b evicted");
         assert!(!notified(&a).await && !notified(&c).await);
         d.set(Phase::Answering);
-        let _e = conns.admit(ip("192.0.2.5")).unwrap();
+        let e = conns.admit(ip("192.0.2.5")).unwrap();
         assert!(notified(&a).await, "then a");
         // Now c, d and e are answering: nobody can make room.
-        _e.set(Phase::Answering);
+        e.set(Phase::Answering);
         assert_eq!(conns.admit(ip("192.0.2.6")).err(), Some(Refused::Full));
         drop((a, b));
         assert_eq!(conns.open(), 3, "evicted tickets free nothing twice");

@@ -703,7 +703,7 @@ impl World {
             rtt,
             engine,
             snapshot,
-            static_domains: static_domains.iter().map(|s| s.to_string()).collect(),
+            static_domains: static_domains.iter().map(ToString::to_string).collect(),
         }
     }
 
@@ -808,14 +808,12 @@ impl World {
             .and_then(|v| d.views.iter().find(|(name, _)| name == v))
             .map(|(_, names)| up_addrs(names))
             .unwrap_or_default();
-        let addrs = if !in_view.is_empty() {
-            in_view
-        } else {
+        let addrs = if in_view.is_empty() {
             up_addrs(&d.services)
-        };
-        let addrs = if !addrs.is_empty() {
-            addrs
         } else {
+            in_view
+        };
+        let addrs = if addrs.is_empty() {
             // Backup addresses stand in for a family the domain (or one of its views) serves.
             let has_family = d
                 .services
@@ -830,6 +828,8 @@ impl World {
             } else {
                 Vec::new()
             }
+        } else {
+            addrs
         };
         match d.answer {
             AnswerMode::All => Meaning::all(d.ttl, addrs),
@@ -1147,10 +1147,11 @@ impl<'a> Tables<'a> {
             .get(&view.view)
             .or_else(|| entry.views.get(&DEFAULT_VIEW))
             .copied()?;
-        if entry.by_rtt && view.rtt_view != 0 {
-            if let Some(by_rtt) = entry.rtt_views.get(&view.rtt_view) {
-                return Some(by_rtt);
-            }
+        if entry.by_rtt
+            && view.rtt_view != 0
+            && let Some(by_rtt) = entry.rtt_views.get(&view.rtt_view)
+        {
+            return Some(by_rtt);
         }
         Some(base)
     }
@@ -1319,7 +1320,7 @@ fn check(world: &World, clients: &[IpAddr]) -> Check {
                         "{}: client {client} (location {:?}, view {view:?}), {} type {qtype}: snapshot {got:?} \
                          (stored {stored:?}), engine {want:?}",
                         world.name,
-                        location.as_deref().map(|l| l.to_string()),
+                        location.as_deref().map(ToString::to_string),
                         domain.name,
                     )));
                 }
@@ -1553,7 +1554,7 @@ fn the_compile_is_not_trivial() {
         .iter()
         .map(String::as_str)
         .collect();
-    engine.sort();
+    engine.sort_unstable();
     assert_eq!(
         engine,
         [
@@ -1623,7 +1624,7 @@ fn ask_xdp(dp: &Dataplane, world: &World, clients: &[IpAddr]) -> (usize, usize) 
                         );
                         Counter::UnknownName
                     };
-                    assert_passed(&case, &dp, &frame, reason);
+                    assert_passed(&case, dp, &frame, reason);
                     passes += 1;
                     runs += 1;
                     continue;
@@ -1644,7 +1645,7 @@ fn ask_xdp(dp: &Dataplane, world: &World, clients: &[IpAddr]) -> (usize, usize) 
                 let times = if rotates { stored.addrs.len() } else { 1 };
                 let mut got = Vec::new();
                 for _ in 0..times {
-                    got.extend(assert_reply(&case, &frame, &run(&dp, &frame), &expect));
+                    got.extend(assert_reply(&case, &frame, &run(dp, &frame), &expect));
                     runs += 1;
                 }
                 let seen = if rotates {
@@ -2006,7 +2007,7 @@ fn random_config(rng: &mut TestRng) -> (String, Vec<String>) {
     let views = 1 + pick(4);
     for v in 0..views {
         let mut mine = Vec::new();
-        for _ in 0..1 + pick(3) {
+        for _ in 0..=pick(3) {
             if !prefixes.is_empty() {
                 mine.push(prefixes.swap_remove(pick(prefixes.len())));
             }
@@ -2076,7 +2077,7 @@ fn random_config(rng: &mut TestRng) -> (String, Vec<String>) {
                 continue;
             }
             let mut list: Vec<&str> = Vec::new();
-            for _ in 0..1 + pick(3) {
+            for _ in 0..=pick(3) {
                 let s = POOL[pick(POOL.len())];
                 if !list.contains(&s) {
                     list.push(s);

@@ -172,7 +172,7 @@ async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
     while !request.windows(4).any(|w| w == b"\r\n\r\n") {
         match timeout(WAIT, stream.read(&mut chunk)).await {
             Ok(Ok(n)) if n > 0 && request.len() < 16 * 1024 => {
-                request.extend_from_slice(&chunk[..n])
+                request.extend_from_slice(&chunk[..n]);
             }
             _ => return,
         }
@@ -302,7 +302,7 @@ async fn next_event(events: &mut broadcast::Receiver<HealthEvent>, service: &str
         loop {
             match events.recv().await {
                 Ok(event) if event.service == service => return event,
-                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
                 Err(broadcast::error::RecvError::Closed) => panic!("event channel closed"),
             }
         }
@@ -319,7 +319,7 @@ async fn no_event(events: &mut broadcast::Receiver<HealthEvent>, service: &str, 
         match timeout(left, events.recv()).await {
             Err(_) => return,
             Ok(Ok(event)) if event.service == service => panic!("unexpected event {event:?}"),
-            Ok(_) => continue,
+            Ok(_) => {}
         }
     }
 }
@@ -587,7 +587,7 @@ async fn https_self_signed() {
     // Verified: the system's roots do not know this certificate.
     match check_once(ip, port, &https(TlsCheck::default())).await {
         Err(ProbeError::Tls(error)) => {
-            assert!(error.to_string().contains("certificate"), "{error}")
+            assert!(error.to_string().contains("certificate"), "{error}");
         }
         other => panic!("{other:?}"),
     }
@@ -660,7 +660,7 @@ async fn dns_rcode_and_answer() {
             assert_eq!(
                 (got, expected),
                 (ResponseCode::NXDomain, ResponseCode::NoError)
-            )
+            );
         }
         other => panic!("{other:?}"),
     }

@@ -48,7 +48,7 @@ impl Nginx {
         std::fs::create_dir_all(dir).unwrap();
         let d = dir.display();
         let conf = format!(
-            r#"daemon off;
+            r"daemon off;
 master_process off;
 worker_processes 1;
 pid {d}/nginx.pid;
@@ -69,7 +69,7 @@ http {{
         location / {{ return 404; }}
     }}
 }}
-"#
+"
         );
         let path = dir.join("nginx.conf");
         std::fs::write(&path, conf).unwrap();

@@ -567,7 +567,7 @@ async fn a_mep_port_in_use_fails_the_start() {
         std::future::pending(),
         mpsc::channel::<()>(1).1,
     );
-    let error = tokio::time::timeout(WAIT, run)
+    let error = Box::pin(tokio::time::timeout(WAIT, run))
         .await
         .expect("fails at once")
         .expect_err("port in use");

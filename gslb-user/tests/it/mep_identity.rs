@@ -399,7 +399,7 @@ async fn tampering_proxy(
         };
         let down = tokio::io::copy(&mut br, &mut aw);
         tokio::select! {
-            _ = up => {}
+            () = up => {}
             _ = down => {}
         }
     }
@@ -438,7 +438,7 @@ async fn a_replayed_or_modified_frame_closes_the_link_and_is_not_taken() {
             services: vec![web],
             ..Default::default()
         })
-        .unwrap()
+        .unwrap();
     };
     publish(ServiceState {
         connections: 1,

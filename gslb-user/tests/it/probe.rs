@@ -125,7 +125,9 @@ impl Prober for Fake {
 fn start(settings: ProbeSettings) -> (ProbeSupervisor, Fake) {
     let fake = Fake::default();
     // No host addresses: the test host's may be the documentation addresses used here.
-    let recorder = LdnsRecorder::with_filter(SourceFilter::with_host_addresses(Default::default()));
+    let recorder = LdnsRecorder::with_filter(SourceFilter::with_host_addresses(
+        std::collections::HashSet::default(),
+    ));
     let supervisor = ProbeSupervisor::start_with_recorder("east", settings, fake.clone(), recorder)
         .expect("valid settings");
     (supervisor, fake)
@@ -472,9 +474,9 @@ async fn probes_are_paced_to_the_rate_limit() {
         let target = format!("192.0.2.{i}");
         // Every other one answers only TCP: three probes per round.
         if i % 2 == 0 {
-            fake.answer(&target, &[(Tcp, 5)])
+            fake.answer(&target, &[(Tcp, 5)]);
         } else {
-            fake.answer(&target, &[(Icmp, 5)])
+            fake.answer(&target, &[(Icmp, 5)]);
         }
         recorder.record(ip(&target));
     }

@@ -53,9 +53,10 @@ fn every_reply_belongs_to_exactly_one_generation() {
     let Some(mut dp) = common::dataplane() else {
         return;
     };
-    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        panic!("this test needs two CPUs: one runs the program while the other publishes");
-    }
+    assert!(
+        std::thread::available_parallelism().map_or(1, std::num::NonZero::get) >= 2,
+        "this test needs two CPUs: one runs the program while the other publishes"
+    );
     let sets = [snapshot("198.51.100.1", 100), snapshot("198.51.100.2", 200)];
     let frame = Frame::v4(wire(&query(1, "www.example.com", RecordType::A))).bytes();
     let (program, table) = dp.program_and_table();
@@ -183,9 +184,10 @@ fn in_place_view_edits_are_atomic() {
     let Some(mut dp) = common::dataplane() else {
         return;
     };
-    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        panic!("this test needs two CPUs: one runs the program while the other publishes");
-    }
+    assert!(
+        std::thread::available_parallelism().map_or(1, std::num::NonZero::get) >= 2,
+        "this test needs two CPUs: one runs the program while the other publishes"
+    );
     let config = Config::parse(SPLIT, Path::new("split.toml")).unwrap();
     let db = LocationDb::from_sources(&config.locations, Path::new("split.toml")).unwrap();
     // Service states by configuration index: gb, de, fr.

@@ -109,7 +109,7 @@ async fn probes_the_resolvers_that_query_and_answers_by_rtt_with_a_control_socke
     }
     match ctl(&socket, "bogus").await {
         Err(ClientError::Refused(reason)) => {
-            assert!(reason.contains("unknown request \"bogus\""), "{reason}")
+            assert!(reason.contains("unknown request \"bogus\""), "{reason}");
         }
         other => panic!("{other:?}"),
     }

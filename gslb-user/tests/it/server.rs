@@ -214,7 +214,7 @@ async fn udp_honours_edns_size_up_to_ours() {
             .expect("a reply");
         assert_eq!(reply.truncated(), truncated, "{name} with EDNS {payload}");
         assert_eq!(
-            reply.extensions().as_ref().map(|e| e.max_payload()),
+            reply.extensions().as_ref().map(Edns::max_payload),
             Some(1232),
             "our size"
         );

@@ -683,7 +683,7 @@ async fn a_failed_publish_keeps_the_fast_path_answers() {
     // XDP loaded (not attached: no interface), its maps pinned on bpffs.
     let overrides = gslb_user::daemon::Overrides {
         pin_path: Some(pins.to_owned()),
-        control: Some(gslb_user::control::ControlPath {
+        control: Some(control::ControlPath {
             path: ctl.clone(),
             required: true,
         }),

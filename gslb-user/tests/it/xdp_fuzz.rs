@@ -35,14 +35,11 @@ use gslb_user::{
 use hickory_proto::op::Message;
 
 fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .map(|v| {
-            v.replace('_', "")
-                .parse()
-                .unwrap_or_else(|_| panic!("{name}={v}"))
-        })
-        .unwrap_or(default)
+    std::env::var(name).ok().map_or(default, |v| {
+        v.replace('_', "")
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={v}"))
+    })
 }
 
 fn ip(s: &str) -> IpAddr {
@@ -398,12 +395,7 @@ fn the_checker_rejects_wrong_replies() {
     let mut dp = Dataplane::load(None).expect("loading the XDP object");
     dp.table.publish(&snapshot).expect("publishing");
     let responder = Responder::new(&config, &snapshot);
-    let query = Frame::v4(wire(&common::query(
-        0x77,
-        ALL,
-        hickory_proto::rr::RecordType::A,
-    )))
-    .bytes();
+    let query = Frame::v4(wire(&query(0x77, ALL, hickory_proto::rr::RecordType::A))).bytes();
     let mut out = vec![0u8; 4096];
     let (action, len) = run_once(&dp, &query, &mut out);
     assert_eq!(action, XDP_TX);

@@ -64,7 +64,7 @@ fn ask_as(dp: &Dataplane, client: IpAddr, id: u16, tally: &mut Tally) {
                 assert!(reply.answers().is_empty(), "a slip carries no records");
                 tally.slips += 1;
             } else {
-                assert!(!reply.answers().is_empty());
+                assert_ne!(reply.answers(), []);
                 tally.full += 1;
             }
         }

@@ -211,7 +211,7 @@ fn answers_by_the_clients_view() {
 fn rotates_one_address_per_query() {
     let Some(dp) = dataplane() else { return };
     // The rotor is per CPU: stay on one so that consecutive runs take consecutive turns.
-    common::pin_to_current_cpu();
+    pin_to_current_cpu();
     for (server, rtype) in [(V4, RecordType::A), (V6, RecordType::AAAA)] {
         let expect = www_default(rtype);
         let got: Vec<IpAddr> = (0..4)
@@ -312,8 +312,8 @@ fn answers_frames_with_ethernet_padding_or_a_trailer() {
             for vlan in [None, Some(7)] {
                 let msg = with_edns(query(0x7200, WWW, RecordType::A));
                 let frame = Frame {
-                    trailer,
                     vlan,
+                    trailer,
                     ..Frame::query_to(server, wire(&msg))
                 };
                 let case = format!("{trailer} trailing bytes, VLAN {vlan:?}, over {server}");
@@ -558,7 +558,7 @@ fn never_answers_a_truncated_frame() {
             match try_run(&dp, cut) {
                 // The kernel runs XDP only on a frame with a whole Ethernet header.
                 Err(ProgramError::SyscallError(e)) if len < 14 => {
-                    assert_eq!(e.io_error.raw_os_error(), Some(libc::EINVAL), "{case}: {e}")
+                    assert_eq!(e.io_error.raw_os_error(), Some(libc::EINVAL), "{case}: {e}");
                 }
                 Err(e) => panic!("{case}: {e}"),
                 Ok(out) => {

@@ -12,14 +12,14 @@ const PKCS8_PREFIX: [u8; 16] = [
 ];
 
 /// A site's key pair as a configuration holds it.
-pub struct TestKey {
+pub(crate) struct TestKey {
     /// PEM PKCS#8 (`[mep] private_key_file`'s contents).
     pub private_pem: String,
     /// The base64 line of its public key (`[[site]] key`).
     pub public: String,
 }
 
-pub fn key(site: &str) -> TestKey {
+pub(crate) fn key(site: &str) -> TestKey {
     let seed = ring::digest::digest(
         &ring::digest::SHA256,
         format!("gslb test key {site}").as_bytes(),
@@ -38,12 +38,12 @@ pub fn key(site: &str) -> TestKey {
 }
 
 /// `key = "…"` for `site`'s `[[site]]`.
-pub fn site_line(site: &str) -> String {
+pub(crate) fn site_line(site: &str) -> String {
     format!("key = \"{}\"\n", key(site).public)
 }
 
 /// Writes `site`'s private key to `dir/<site>-mep.pem` and returns the path.
-pub fn write_private(dir: &Path, site: &str) -> PathBuf {
+pub(crate) fn write_private(dir: &Path, site: &str) -> PathBuf {
     let path = dir.join(format!("{site}-mep.pem"));
     std::fs::write(&path, key(site).private_pem).expect("write the key");
     path
@@ -51,7 +51,7 @@ pub fn write_private(dir: &Path, site: &str) -> PathBuf {
 
 /// `private_key_file = "…"` for `site`'s `[mep]`: its key written to a file of its own in the
 /// temporary directory (tests run in parallel; a file being rewritten would read short).
-pub fn private_key_line(site: &str) -> String {
+pub(crate) fn private_key_line(site: &str) -> String {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static CALLS: AtomicUsize = AtomicUsize::new(0);
     let dir = std::env::temp_dir()
@@ -64,7 +64,7 @@ pub fn private_key_line(site: &str) -> String {
 
 /// `config` (a gslbd configuration for `site`) with MEP keys: `site`'s private key under
 /// `[mep]`, and every `[[site]]`'s public key after its name.
-pub fn keyed(config: &str, site: &str) -> String {
+pub(crate) fn keyed(config: &str, site: &str) -> String {
     let mut out = String::new();
     let mut after_site = false;
     for line in config.lines() {

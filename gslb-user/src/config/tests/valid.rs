@@ -337,7 +337,7 @@ fn valid() {
                         ..gslb("www.example.com", &["web-eu-1", "web6"])
                     },
                     GslbDomain {
-                        ttl: 2147483647,
+                        ttl: 2_147_483_647,
                         ..gslb("example.com", &["web-us-1"])
                     },
                     GslbDomain {

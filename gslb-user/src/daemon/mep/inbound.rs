@@ -79,7 +79,7 @@ impl Mep {
                     std::future::pending::<()>().await;
                 }
             }
-            _ = tokio::time::sleep_until(until.unwrap_or_else(Instant::now).into()), if until.is_some() => {}
+            () = tokio::time::sleep_until(until.unwrap_or_else(Instant::now).into()), if until.is_some() => {}
         }
     }
 

@@ -119,7 +119,11 @@ fn node_config(config: &Config) -> Result<Option<MepConfig>, MepError> {
     // Every site must agree on it; the node warns about a peer that does not.
     c.rtt_tolerance_ms =
         Some(u32::try_from(config.rtt.probe.tolerance.as_millis()).unwrap_or(u32::MAX));
-    c.tls = mep.tls.as_ref().map(|t| t.tls()).transpose()?;
+    c.tls = mep
+        .tls
+        .as_ref()
+        .map(crate::config::MepTlsFiles::tls)
+        .transpose()?;
     c.validate()?;
     Ok(Some(c))
 }

@@ -501,7 +501,7 @@ impl LoadMonitor {
                 // a load monitor that cannot run ages its value out as one that cannot read.
                 if let Some(why) = run.last_failure {
                     let error = format!("the load monitor could not check: its task {why}");
-                    record(&sender, &task_key, Err(error), unknown_after, &flag);
+                    record(&sender, &task_key, &Err(error), unknown_after, &flag);
                 }
                 run_monitor(
                     task_key.clone(),
@@ -562,7 +562,7 @@ async fn run_monitor(
         if let Err(error) = &outcome {
             debug!(service, monitor, %error, "load check failed");
         }
-        record(&readings, &key, outcome, unknown_after, &stopped);
+        record(&readings, &key, &outcome, unknown_after, &stopped);
     }
 }
 
@@ -570,7 +570,7 @@ async fn run_monitor(
 fn record(
     readings: &watch::Sender<LoadReadings>,
     key: &Key,
-    outcome: Result<u64, String>,
+    outcome: &Result<u64, String>,
     unknown_after: u32,
     stopped: &AtomicBool,
 ) {

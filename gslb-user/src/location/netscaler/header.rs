@@ -4,7 +4,7 @@
 use super::Col;
 
 /// A line without a comma.
-pub enum Keyword<'a> {
+pub(super) enum Keyword<'a> {
     Tag,
     OtherTag,
     Start,
@@ -13,7 +13,7 @@ pub enum Keyword<'a> {
     Other,
 }
 
-pub fn keyword(text: &str) -> Keyword<'_> {
+pub(super) fn keyword(text: &str) -> Keyword<'_> {
     if text.eq_ignore_ascii_case("NSGEO1.0") {
         Keyword::Tag
     } else if text
@@ -34,14 +34,14 @@ pub fn keyword(text: &str) -> Keyword<'_> {
 
 /// The `QualifierN=` lines of a header.
 #[derive(Default)]
-pub struct HeaderColumns {
+pub(super) struct HeaderColumns {
     pub custom: bool,
     /// Column N - 1 → (label, line).
     named: [Option<(String, usize)>; 6],
 }
 
 impl HeaderColumns {
-    pub fn set(&mut self, key: &str, label: &str, line: usize) -> Result<(), String> {
+    pub(super) fn set(&mut self, key: &str, label: &str, line: usize) -> Result<(), String> {
         let n = key
             .get(..9)
             .filter(|p| p.eq_ignore_ascii_case("qualifier"))
@@ -62,7 +62,7 @@ impl HeaderColumns {
 
     /// The qualifier columns the header describes (`None`: no `QualifierN=` line), once
     /// [`check`](Self::check) has passed.
-    pub fn finish(&self) -> Option<[Col; 6]> {
+    pub(super) fn finish(&self) -> Option<[Col; 6]> {
         if self.named.iter().all(Option::is_none) {
             return None;
         }
@@ -80,7 +80,7 @@ impl HeaderColumns {
     }
 
     /// Checks the labels once the context is known (the `Start` line).
-    pub fn check(&self) -> Result<(), (usize, String)> {
+    pub(super) fn check(&self) -> Result<(), (usize, String)> {
         let mut holder: [Option<usize>; 6] = [None; 6];
         let mut any = None;
         for (i, named) in self.named.iter().enumerate() {

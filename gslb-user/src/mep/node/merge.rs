@@ -80,7 +80,7 @@ pub(super) struct SiteTable {
 }
 
 impl SiteTable {
-    pub fn new(grace: Duration) -> SiteTable {
+    pub(super) fn new(grace: Duration) -> SiteTable {
         SiteTable {
             data: HashMap::new(),
             handovers: BTreeMap::new(),
@@ -88,12 +88,12 @@ impl SiteTable {
         }
     }
 
-    pub fn get(&self, via: &str, site: &str) -> Option<&SiteData> {
+    pub(super) fn get(&self, via: &str, site: &str) -> Option<&SiteData> {
         self.data.get(site)?.get(via)
     }
 
     /// The data `via` brought about `site`, created empty.
-    pub fn entry(&mut self, via: &str, site: &str) -> &mut SiteData {
+    pub(super) fn entry(&mut self, via: &str, site: &str) -> &mut SiteData {
         // Keys allocated only when new: this runs for every state frame.
         if !self.data.contains_key(site) {
             self.data.insert(site.to_owned(), BTreeMap::new());
@@ -120,14 +120,14 @@ impl SiteTable {
     }
 
     /// A link to `peer` came up: whatever an older link of the peer left goes.
-    pub fn link_up(&mut self, peer: &str) {
+    pub(super) fn link_up(&mut self, peer: &str) {
         self.drop_link(peer);
     }
 
     /// The link to `peer` went down: what it brought goes. When the peer had said it was
     /// moving to the parent `moved_to`, its last delivered state is kept for the grace; the
     /// handover is returned then.
-    pub fn link_down(
+    pub(super) fn link_down(
         &mut self,
         peer: &str,
         moved_to: Option<&str>,
@@ -142,7 +142,12 @@ impl SiteTable {
     /// names the parent it moved to, the child's state it delivered is kept for the grace (the
     /// handover is returned); a relayed child's services are dropped whenever it is relayed as
     /// not attached, so that they do not count as delivered when it is attached again.
-    pub fn status(&mut self, via: &str, status: SiteStatus, now: Instant) -> Option<Handover> {
+    pub(super) fn status(
+        &mut self,
+        via: &str,
+        status: SiteStatus,
+        now: Instant,
+    ) -> Option<Handover> {
         let site = status.site.clone();
         let d = self.entry(via, &site);
         let mut left = None;
@@ -159,7 +164,7 @@ impl SiteTable {
     }
 
     /// `via` sent `site`'s services (they replace the previous list).
-    pub fn services(&mut self, via: &str, site: &str, services: Vec<ServiceState>) {
+    pub(super) fn services(&mut self, via: &str, site: &str, services: Vec<ServiceState>) {
         self.entry(via, site).services = Some(Arc::new(services));
     }
 
@@ -196,7 +201,7 @@ impl SiteTable {
     }
 
     /// Ends the handovers that are over: the site delivered again, or the grace passed.
-    pub fn settle(&mut self, now: Instant) -> Vec<(String, Handover, HandoverEnd)> {
+    pub(super) fn settle(&mut self, now: Instant) -> Vec<(String, Handover, HandoverEnd)> {
         if self.handovers.is_empty() {
             return Vec::new();
         }
@@ -222,7 +227,7 @@ impl SiteTable {
     /// The remote sites as the view shows them: every name in `sites`, plus any other site a
     /// link brought. `link_up(peer)`: our link to `peer` is up (a site linked directly is
     /// reachable even before its first frame).
-    pub fn sites<'a>(
+    pub(super) fn sites<'a>(
         &self,
         sites: impl IntoIterator<Item = &'a str>,
         link_up: impl Fn(&str) -> bool,
@@ -423,7 +428,7 @@ mod tests {
         t.services("C", "C", svc("c1"));
         t.status("C", relayed("C", true, Some("A")), t0);
         t.link_down("C", Some("A"), t0);
-        let almost = t0 + GRACE - Duration::from_millis(1);
+        let almost = (t0 + GRACE).checked_sub(Duration::from_millis(1)).unwrap();
         assert_eq!(seen(&view(&t, &["A"], almost), "C"), up("c1"));
         assert!(t.settle(almost).is_empty());
         let v = view(&t, &["A"], t0 + GRACE);

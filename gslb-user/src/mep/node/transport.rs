@@ -166,7 +166,7 @@ pub(super) async fn established(
     ctx.counters.closed(reason);
     match reason {
         CloseReason::Shutdown | CloseReason::Unwanted | CloseReason::Replaced => {
-            info!(site = %cfg.site, %peer, reason = reason.as_str(), %error, "MEP link closed")
+            info!(site = %cfg.site, %peer, reason = reason.as_str(), %error, "MEP link closed");
         }
         _ => warn!(site = %cfg.site, %peer, reason = reason.as_str(), %error, "MEP link down"),
     }
@@ -266,7 +266,7 @@ pub(super) async fn dial_loop(spec: SiteSpec, ctx: Arc<Ctx>, mut stop: watch::Re
         let wait = jitter(backoff);
         backoff = (backoff * 2).min(cfg.reconnect_max);
         tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
+            () = tokio::time::sleep(wait) => {}
             _ = stop.changed() => return,
         }
     }
@@ -290,6 +290,6 @@ async fn connect(addr: SocketAddr, source: Option<IpAddr>) -> std::io::Result<Tc
 
 /// `d` plus up to 25 % at random, so that sites cut off together do not all retry together.
 fn jitter(d: Duration) -> Duration {
-    let r = crate::mep::auth::nonce()[0] as u32;
+    let r = u32::from(crate::mep::auth::nonce()[0]);
     d + d * r / 1024
 }

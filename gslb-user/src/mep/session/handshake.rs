@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
-use super::*;
+use super::{LinkError, read_frame, read_sealed, seal};
 use crate::mep::{
     auth::{self, Ephemeral, PublicKey, Sealer, SessionKeys, Side, SiteKey},
     frame::{self, HELLO_VERSION, Hello, KX_LEN, Message, RejectCode},
@@ -276,12 +276,7 @@ pub async fn handshake_acceptor<S: AsyncRead + AsyncWrite + Unpin>(
             }
             other => return Err(LinkError::Unexpected(other.kind())),
         };
-        let checked = if peer.peer != local.site {
-            Err(LinkError::UnknownSite(format!(
-                "{:?} called {:?}, we are {:?}",
-                peer.site, peer.peer, local.site
-            )))
-        } else {
+        let checked = if peer.peer == local.site {
             check(&peer).and_then(|key| {
                 negotiate(&local.versions, &peer.versions)
                     .map(|v| (v, key))
@@ -290,6 +285,11 @@ pub async fn handshake_acceptor<S: AsyncRead + AsyncWrite + Unpin>(
                         theirs: peer.versions.clone(),
                     })
             })
+        } else {
+            Err(LinkError::UnknownSite(format!(
+                "{:?} called {:?}, we are {:?}",
+                peer.site, peer.peer, local.site
+            )))
         };
         let (version, peer_key) = match checked {
             Ok(v) => v,

@@ -13,7 +13,7 @@ use tokio::{
     sync::{mpsc, oneshot, watch},
 };
 
-use super::*;
+use super::{CloseReason, Counters, LinkError, read_sealed, seal};
 use crate::mep::{
     auth::SessionKeys,
     frame::{self, Message, PersistEntry, RttRow, ServiceStates, SiteStatus},

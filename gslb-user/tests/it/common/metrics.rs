@@ -17,7 +17,7 @@ use tokio::{
     task::JoinHandle,
 };
 
-pub struct MetricsServer {
+pub(crate) struct MetricsServer {
     pub addr: SocketAddr,
     body: Arc<Mutex<String>>,
     requests: Arc<AtomicU64>,
@@ -26,7 +26,7 @@ pub struct MetricsServer {
 
 impl MetricsServer {
     /// Serves `body` on `addr` (port 0: any free port).
-    pub async fn start(addr: SocketAddr, body: &str) -> MetricsServer {
+    pub(crate) async fn start(addr: SocketAddr, body: &str) -> MetricsServer {
         let listener = TcpListener::bind(addr).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let body = Arc::new(Mutex::new(body.to_owned()));
@@ -70,12 +70,12 @@ impl MetricsServer {
     }
 
     /// Serves `body` from now on.
-    pub fn set(&self, body: &str) {
-        *self.body.lock().unwrap() = body.to_owned();
+    pub(crate) fn set(&self, body: &str) {
+        body.clone_into(&mut self.body.lock().unwrap());
     }
 
     /// Requests answered so far.
-    pub fn requests(&self) -> u64 {
+    pub(crate) fn requests(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)
     }
 }
@@ -87,7 +87,7 @@ impl Drop for MetricsServer {
 }
 
 /// The A addresses `name` gets from the DNS server on 127.0.0.1:`port`, sorted.
-pub async fn answers(port: u16, name: &'static str) -> Vec<IpAddr> {
+pub(crate) async fn answers(port: u16, name: &'static str) -> Vec<IpAddr> {
     let reply = tokio::task::spawn_blocking(move || {
         super::ask_loopback(port, name, hickory_proto::rr::RecordType::A)
     })
@@ -99,7 +99,7 @@ pub async fn answers(port: u16, name: &'static str) -> Vec<IpAddr> {
 }
 
 /// Waits (at most `wait`) until `name` is answered with exactly `want`.
-pub async fn answers_become(
+pub(crate) async fn answers_become(
     port: u16,
     name: &'static str,
     want: &[&str],

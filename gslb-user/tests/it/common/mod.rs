@@ -34,7 +34,7 @@ use tokio::{
 
 /// Every privileged test of these modules starts here: [`gslb_tests::privileged`], named after
 /// the running test (libtest names its thread so).
-pub fn privileged() -> bool {
+pub(crate) fn privileged() -> bool {
     gslb_tests::privileged(std::thread::current().name().unwrap_or("this test"))
 }
 
@@ -43,7 +43,7 @@ pub fn privileged() -> bool {
 /// libtest's capture, so only a failing test's logs are shown (or every test's with
 /// `--nocapture`). Called by the kit's setup helpers ([`dataplane`], [`Gslbd::start`]); once
 /// per process, as tracing has one global subscriber.
-pub fn init_tracing() {
+pub(crate) fn init_tracing() {
     static INIT: std::sync::Once = std::sync::Once::new();
     INIT.call_once(|| {
         let Ok(filter) = tracing_subscriber::EnvFilter::try_from_default_env() else {
@@ -58,7 +58,7 @@ pub fn init_tracing() {
 
 /// A freshly loaded dataplane (maps of its own) with [`config_text`] published, or `None` when the
 /// test is skipped for lack of privileges.
-pub fn dataplane() -> Option<Dataplane> {
+pub(crate) fn dataplane() -> Option<Dataplane> {
     if !privileged() {
         return None;
     }
@@ -71,7 +71,7 @@ pub fn dataplane() -> Option<Dataplane> {
 }
 
 /// Keeps this thread on the CPU it runs on (per-CPU maps such as the rotor then stay put).
-pub fn pin_to_current_cpu() {
+pub(crate) fn pin_to_current_cpu() {
     // SAFETY: plain syscalls for this thread, with a zero-initialised cpu_set_t.
     unsafe {
         let cpu = libc::sched_getcpu();
@@ -85,12 +85,12 @@ pub fn pin_to_current_cpu() {
 }
 
 /// Keeps this thread on `cpu`.
-pub fn pin_to_cpu(cpu: usize) {
+pub(crate) fn pin_to_cpu(cpu: usize) {
     // SAFETY: plain syscall for this thread, with a zero-initialised cpu_set_t.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu, &mut set);
-        let rc = libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        let rc = libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &raw const set);
         assert_eq!(
             rc,
             0,
@@ -100,7 +100,7 @@ pub fn pin_to_cpu(cpu: usize) {
     }
 }
 
-pub fn snapshot() -> Snapshot {
+pub(crate) fn snapshot() -> Snapshot {
     let config =
         Config::parse(&config_text(), Path::new("xdp-test.toml")).expect("test configuration");
     Snapshot::from_config(&config)
@@ -108,41 +108,41 @@ pub fn snapshot() -> Snapshot {
 
 // ---- The test configuration ----
 
-pub const SERVER_V4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 53);
-pub const SERVER_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0x53);
+pub(crate) const SERVER_V4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 53);
+pub(crate) const SERVER_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0x53);
 /// Clients in no view: they get the default view's answers.
-pub const CLIENT_V4: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 7);
-pub const CLIENT_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 2, 0, 0, 0, 0, 7);
+pub(crate) const CLIENT_V4: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 7);
+pub(crate) const CLIENT_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 2, 0, 0, 0, 0, 7);
 /// Clients in view "v1".
-pub const V1_CLIENT_V4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 7);
-pub const V1_CLIENT_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 7);
+pub(crate) const V1_CLIENT_V4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 7);
+pub(crate) const V1_CLIENT_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 7);
 
-pub const CLIENT_MAC: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x01];
-pub const SERVER_MAC: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x02];
-pub const CLIENT_PORT: u16 = 40_000;
-pub const EDNS_UDP_SIZE: u16 = 1232;
+pub(crate) const CLIENT_MAC: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x01];
+pub(crate) const SERVER_MAC: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x02];
+pub(crate) const CLIENT_PORT: u16 = 40_000;
+pub(crate) const EDNS_UDP_SIZE: u16 = 1232;
 
-pub const WWW: &str = "www.example.com";
-pub const WWW_TTL: u32 = 300;
-pub const WWW_A: [&str; 2] = ["192.0.2.10", "192.0.2.11"];
-pub const WWW_AAAA: [&str; 2] = ["2001:db8:10::10", "2001:db8:10::11"];
-pub const WWW_V1_A: [&str; 2] = ["192.0.2.20", "192.0.2.21"];
-pub const WWW_V1_AAAA: [&str; 2] = ["2001:db8:20::20", "2001:db8:20::21"];
+pub(crate) const WWW: &str = "www.example.com";
+pub(crate) const WWW_TTL: u32 = 300;
+pub(crate) const WWW_A: [&str; 2] = ["192.0.2.10", "192.0.2.11"];
+pub(crate) const WWW_AAAA: [&str; 2] = ["2001:db8:10::10", "2001:db8:10::11"];
+pub(crate) const WWW_V1_A: [&str; 2] = ["192.0.2.20", "192.0.2.21"];
+pub(crate) const WWW_V1_AAAA: [&str; 2] = ["2001:db8:20::20", "2001:db8:20::21"];
 
-pub const ALL: &str = "all.example.com";
-pub const ALL_TTL: u32 = 60;
-pub const ALL_A: [&str; 3] = ["192.0.2.31", "192.0.2.32", "192.0.2.33"];
-pub const ALL_AAAA: [&str; 2] = ["2001:db8:30::1", "2001:db8:30::2"];
+pub(crate) const ALL: &str = "all.example.com";
+pub(crate) const ALL_TTL: u32 = 60;
+pub(crate) const ALL_A: [&str; 3] = ["192.0.2.31", "192.0.2.32", "192.0.2.33"];
+pub(crate) const ALL_AAAA: [&str; 2] = ["2001:db8:30::1", "2001:db8:30::2"];
 
-pub const V1_ONLY: &str = "v1only.example.com";
+pub(crate) const V1_ONLY: &str = "v1only.example.com";
 
 /// Labels of 63 and 62 bytes: 1 + 63 + 1 + 62 + 1 = 128 wire bytes, exactly `QNAME_MAX`.
-pub fn longest_name() -> String {
+pub(crate) fn longest_name() -> String {
     format!("{}.{}", "a".repeat(63), "b".repeat(62))
 }
-pub const LONGEST_A: &str = "192.0.2.40";
+pub(crate) const LONGEST_A: &str = "192.0.2.40";
 
-pub const CONFIG: &str = r#"
+pub(crate) const CONFIG: &str = r#"
 [server]
 listen = ["192.0.2.53", "2001:db8::53"]
 dns_port = 53
@@ -257,7 +257,7 @@ services = ["v1only-a"]
 
 /// [`CONFIG`] plus the longest name the fast path answers (in a zone of its own), to probe the
 /// boundary of its key.
-pub fn config_text() -> String {
+pub(crate) fn config_text() -> String {
     let name = longest_name();
     let zone = name.split_once('.').expect("two labels").1;
     let text = CONFIG
@@ -266,7 +266,7 @@ pub fn config_text() -> String {
     format!("{text}\n[[gslb_domain]]\nname = \"{name}\"\nservices = [\"longest\"]\n")
 }
 
-pub fn ips(addrs: &[&str]) -> Vec<IpAddr> {
+pub(crate) fn ips(addrs: &[&str]) -> Vec<IpAddr> {
     addrs
         .iter()
         .map(|a| a.parse().expect("test address"))
@@ -276,7 +276,7 @@ pub fn ips(addrs: &[&str]) -> Vec<IpAddr> {
 // ---- DNS messages ----
 
 /// A standard query with RD set, as stub resolvers send it. `name` keeps its case.
-pub fn query(id: u16, name: &str, qtype: RecordType) -> Message {
+pub(crate) fn query(id: u16, name: &str, qtype: RecordType) -> Message {
     let mut msg = Message::new();
     msg.set_id(id)
         .set_message_type(MessageType::Query)
@@ -290,18 +290,18 @@ pub fn query(id: u16, name: &str, qtype: RecordType) -> Message {
 }
 
 /// An OPT record as a resolver sends it: version 0, no options, our advertised size.
-pub fn edns() -> Edns {
+pub(crate) fn edns() -> Edns {
     let mut edns = Edns::new();
     edns.set_max_payload(EDNS_UDP_SIZE).set_version(0);
     edns
 }
 
-pub fn wire(msg: &Message) -> Vec<u8> {
+pub(crate) fn wire(msg: &Message) -> Vec<u8> {
     msg.to_vec().expect("encoding the test query")
 }
 
 /// The A or AAAA addresses `responder` answers `client` for `name` over UDP, in reply order.
-pub fn responder_addrs(
+pub(crate) fn responder_addrs(
     responder: &gslb_user::responder::Responder,
     name: &str,
     qtype: RecordType,
@@ -315,7 +315,7 @@ pub fn responder_addrs(
 }
 
 /// The A and AAAA addresses in the answer section of `reply`, in reply order.
-pub fn answer_addrs(reply: &Message) -> Vec<IpAddr> {
+pub(crate) fn answer_addrs(reply: &Message) -> Vec<IpAddr> {
     reply
         .answers()
         .iter()
@@ -329,12 +329,12 @@ pub fn answer_addrs(reply: &Message) -> Vec<IpAddr> {
 
 /// One query (ID 7, RD clear, no EDNS) for `name` `rtype` over UDP from 127.0.0.1 to a server
 /// on 127.0.0.1:`port`, and its reply (waited for at most 2 s).
-pub fn ask_loopback(port: u16, name: &str, rtype: RecordType) -> Message {
+pub(crate) fn ask_loopback(port: u16, name: &str, rtype: RecordType) -> Message {
     ask_server(SocketAddr::from(([127, 0, 0, 1], port)), name, rtype)
 }
 
 /// As [`ask_loopback`], of the server at `server` (from 127.0.0.1).
-pub fn ask_server(server: SocketAddr, name: &str, rtype: RecordType) -> Message {
+pub(crate) fn ask_server(server: SocketAddr, name: &str, rtype: RecordType) -> Message {
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
     socket
         .set_read_timeout(Some(Duration::from_secs(2)))
@@ -349,13 +349,13 @@ pub fn ask_server(server: SocketAddr, name: &str, rtype: RecordType) -> Message 
 }
 
 /// gslbd's DNS sockets on 127.0.0.1, bound on a free port (UDP and TCP), and that port.
-pub fn bound_dns() -> (u16, Listeners) {
+pub(crate) fn bound_dns() -> (u16, Listeners) {
     let dns = Listeners::bind_addrs(&[([127, 0, 0, 1], 0).into()]).expect("DNS sockets bind");
     (dns.port().expect("one address"), dns)
 }
 
 /// A UDP port on 127.0.0.1 that was free a moment ago.
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     UdpSocket::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -365,7 +365,7 @@ pub fn free_port() -> u16 {
 
 /// The question section of a one-question message: the name (followed label by label, no
 /// pointers), QTYPE and QCLASS.
-pub fn question_bytes(dns: &[u8]) -> &[u8] {
+pub(crate) fn question_bytes(dns: &[u8]) -> &[u8] {
     let mut at = 12;
     while dns[at] != 0 {
         assert!(dns[at] < 64, "question name is not plain labels");
@@ -376,19 +376,19 @@ pub fn question_bytes(dns: &[u8]) -> &[u8] {
 
 // ---- Frames ----
 
-pub const ETH_P_IPV4: u16 = 0x0800;
-pub const ETH_P_IPV6: u16 = 0x86dd;
-pub const ETH_P_ARP: u16 = 0x0806;
-pub const ETH_P_8021Q: u16 = 0x8100;
-pub const IPPROTO_HOPOPTS: u8 = 0;
-pub const IPPROTO_TCP: u8 = 6;
-pub const IPPROTO_UDP: u8 = 17;
-pub const IPPROTO_FRAGMENT: u8 = 44;
+pub(crate) const ETH_P_IPV4: u16 = 0x0800;
+pub(crate) const ETH_P_IPV6: u16 = 0x86dd;
+pub(crate) const ETH_P_ARP: u16 = 0x0806;
+pub(crate) const ETH_P_8021Q: u16 = 0x8100;
+pub(crate) const IPPROTO_HOPOPTS: u8 = 0;
+pub(crate) const IPPROTO_TCP: u8 = 6;
+pub(crate) const IPPROTO_UDP: u8 = 17;
+pub(crate) const IPPROTO_FRAGMENT: u8 = 44;
 
 /// A frame carrying one UDP (or, with `protocol`, TCP) message. Every field is public so that
 /// a test states a variant as the default query with one thing changed.
 #[derive(Clone, Debug)]
-pub struct Frame {
+pub(crate) struct Frame {
     pub dst_mac: [u8; 6],
     pub src_mac: [u8; 6],
     /// 802.1Q tag control information; `None` for an untagged frame.
@@ -413,7 +413,7 @@ pub struct Frame {
 
 impl Frame {
     /// `payload` from a client port to port 53 of `dst`, untagged.
-    pub fn udp(src: IpAddr, dst: IpAddr, payload: Vec<u8>) -> Frame {
+    pub(crate) fn udp(src: IpAddr, dst: IpAddr, payload: Vec<u8>) -> Frame {
         assert_eq!(src.is_ipv4(), dst.is_ipv4(), "one address family");
         Frame {
             dst_mac: SERVER_MAC,
@@ -433,7 +433,7 @@ impl Frame {
     }
 
     /// A DNS query from the default-view client of `server`'s family to `server`.
-    pub fn query_to(server: IpAddr, dns: Vec<u8>) -> Frame {
+    pub(crate) fn query_to(server: IpAddr, dns: Vec<u8>) -> Frame {
         let client = match server {
             IpAddr::V4(_) => IpAddr::V4(CLIENT_V4),
             IpAddr::V6(_) => IpAddr::V6(CLIENT_V6),
@@ -441,15 +441,15 @@ impl Frame {
         Frame::udp(client, server, dns)
     }
 
-    pub fn v4(dns: Vec<u8>) -> Frame {
+    pub(crate) fn v4(dns: Vec<u8>) -> Frame {
         Frame::query_to(IpAddr::V4(SERVER_V4), dns)
     }
 
-    pub fn v6(dns: Vec<u8>) -> Frame {
+    pub(crate) fn v6(dns: Vec<u8>) -> Frame {
         Frame::query_to(IpAddr::V6(SERVER_V6), dns)
     }
 
-    pub fn bytes(&self) -> Vec<u8> {
+    pub(crate) fn bytes(&self) -> Vec<u8> {
         let segment = match self.protocol {
             IPPROTO_TCP => tcp_segment(
                 self.src,
@@ -504,7 +504,12 @@ impl Frame {
 }
 
 /// Destination, source, an optional 802.1Q tag, EtherType.
-pub fn ethernet_header(dst: [u8; 6], src: [u8; 6], vlan: Option<u16>, ethertype: u16) -> Vec<u8> {
+pub(crate) fn ethernet_header(
+    dst: [u8; 6],
+    src: [u8; 6],
+    vlan: Option<u16>,
+    ethertype: u16,
+) -> Vec<u8> {
     let mut h = Vec::with_capacity(18);
     h.extend_from_slice(&dst);
     h.extend_from_slice(&src);
@@ -517,7 +522,7 @@ pub fn ethernet_header(dst: [u8; 6], src: [u8; 6], vlan: Option<u16>, ethertype:
 }
 
 /// An IPv4 header (TTL 64, a fixed ID) with a valid header checksum, for `payload_len` bytes.
-pub fn ipv4_header(
+pub(crate) fn ipv4_header(
     src: Ipv4Addr,
     dst: Ipv4Addr,
     protocol: u8,
@@ -545,7 +550,12 @@ pub fn ipv4_header(
 }
 
 /// An IPv6 header (hop limit 64, a non-zero flow label) for `payload_len` bytes.
-pub fn ipv6_header(src: Ipv6Addr, dst: Ipv6Addr, next_header: u8, payload_len: usize) -> Vec<u8> {
+pub(crate) fn ipv6_header(
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    next_header: u8,
+    payload_len: usize,
+) -> Vec<u8> {
     let payload_len = u16::try_from(payload_len).expect("IPv6 payload too long");
     let mut h = vec![0x60, 0x01, 0x23, 0x45];
     h.extend_from_slice(&payload_len.to_be_bytes());
@@ -557,17 +567,23 @@ pub fn ipv6_header(src: Ipv6Addr, dst: Ipv6Addr, next_header: u8, payload_len: u
 
 /// An 8-byte hop-by-hop options header holding only padding (its next-header byte is set by
 /// [`Frame::bytes`]).
-pub fn hop_by_hop_padding() -> (u8, Vec<u8>) {
+pub(crate) fn hop_by_hop_padding() -> (u8, Vec<u8>) {
     (IPPROTO_HOPOPTS, vec![0, 0, 1, 4, 0, 0, 0, 0])
 }
 
 /// A fragment header for the first fragment, more to come.
-pub fn ipv6_first_fragment() -> (u8, Vec<u8>) {
+pub(crate) fn ipv6_first_fragment() -> (u8, Vec<u8>) {
     (IPPROTO_FRAGMENT, vec![0, 0, 0x00, 0x01, 0, 0, 0x12, 0x34])
 }
 
 /// A UDP header and `payload`, with the checksum over the pseudo-header.
-pub fn udp_datagram(src: IpAddr, dst: IpAddr, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn udp_datagram(
+    src: IpAddr,
+    dst: IpAddr,
+    sport: u16,
+    dport: u16,
+    payload: &[u8],
+) -> Vec<u8> {
     let len = u16::try_from(8 + payload.len()).expect("UDP datagram too long");
     let mut d = Vec::with_capacity(len as usize);
     d.extend_from_slice(&sport.to_be_bytes());
@@ -583,7 +599,13 @@ pub fn udp_datagram(src: IpAddr, dst: IpAddr, sport: u16, dport: u16, payload: &
 }
 
 /// A TCP segment (PSH+ACK, no options) carrying `message` with DNS's TCP length prefix.
-pub fn tcp_segment(src: IpAddr, dst: IpAddr, sport: u16, dport: u16, message: &[u8]) -> Vec<u8> {
+pub(crate) fn tcp_segment(
+    src: IpAddr,
+    dst: IpAddr,
+    sport: u16,
+    dport: u16,
+    message: &[u8],
+) -> Vec<u8> {
     let mut s = Vec::new();
     s.extend_from_slice(&sport.to_be_bytes());
     s.extend_from_slice(&dport.to_be_bytes());
@@ -600,7 +622,7 @@ pub fn tcp_segment(src: IpAddr, dst: IpAddr, sport: u16, dport: u16, message: &[
 }
 
 /// An ARP request from the client for the server's IPv4 address.
-pub fn arp_request() -> Vec<u8> {
+pub(crate) fn arp_request() -> Vec<u8> {
     let mut f = ethernet_header([0xff; 6], CLIENT_MAC, None, ETH_P_ARP);
     f.extend_from_slice(&[0, 1, 0x08, 0x00, 6, 4, 0, 1]); // Ethernet/IPv4, request
     f.extend_from_slice(&CLIENT_MAC);
@@ -611,7 +633,7 @@ pub fn arp_request() -> Vec<u8> {
 }
 
 /// The UDP/TCP checksum of `segment` (its checksum field zero) under the pseudo-header.
-pub fn transport_checksum(src: IpAddr, dst: IpAddr, protocol: u8, segment: &[u8]) -> u16 {
+pub(crate) fn transport_checksum(src: IpAddr, dst: IpAddr, protocol: u8, segment: &[u8]) -> u16 {
     let mut data = Vec::with_capacity(40 + segment.len());
     match (src, dst) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
@@ -634,7 +656,7 @@ pub fn transport_checksum(src: IpAddr, dst: IpAddr, protocol: u8, segment: &[u8]
 
 /// RFC 1071: the complement of the ones' complement sum of big-endian 16-bit words; an odd
 /// last byte is padded with zero.
-pub fn internet_checksum(bytes: &[u8]) -> u16 {
+pub(crate) fn internet_checksum(bytes: &[u8]) -> u16 {
     let mut sum: u64 = bytes
         .chunks(2)
         .map(|w| u64::from(w[0]) << 8 | u64::from(w.get(1).copied().unwrap_or(0)))
@@ -648,11 +670,11 @@ pub fn internet_checksum(bytes: &[u8]) -> u16 {
 // ---- Running the program and checking its replies ----
 
 /// XDP actions as the program returns them.
-pub const XDP_PASS: u32 = 2;
-pub const XDP_TX: u32 = 3;
+pub(crate) const XDP_PASS: u32 = 2;
+pub(crate) const XDP_TX: u32 = 3;
 
 /// What one run of the fast path did.
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub action: u32,
     pub frame: Vec<u8>,
     /// Counters that rose during the run, by how much.
@@ -660,7 +682,7 @@ pub struct Outcome {
 }
 
 /// Runs the fast path once on `frame` (BPF_PROG_TEST_RUN) and notes which counters rose.
-pub fn try_run(dp: &Dataplane, frame: &[u8]) -> Result<Outcome, ProgramError> {
+pub(crate) fn try_run(dp: &Dataplane, frame: &[u8]) -> Result<Outcome, ProgramError> {
     let before = dp.counters().expect("reading counters");
     // A page: more than a test run lets the program grow the frame to.
     let mut out = vec![0u8; 4096];
@@ -678,12 +700,12 @@ pub fn try_run(dp: &Dataplane, frame: &[u8]) -> Result<Outcome, ProgramError> {
     })
 }
 
-pub fn run(dp: &Dataplane, frame: &[u8]) -> Outcome {
+pub(crate) fn run(dp: &Dataplane, frame: &[u8]) -> Outcome {
     try_run(dp, frame).expect("BPF_PROG_TEST_RUN")
 }
 
 /// The answer records a reply must carry.
-pub enum Answers {
+pub(crate) enum Answers {
     /// Rotation: exactly one of these.
     OneOf(Vec<IpAddr>),
     /// All of these, in configuration order.
@@ -691,14 +713,14 @@ pub enum Answers {
 }
 
 /// What a reply must answer.
-pub struct Expect {
+pub(crate) struct Expect {
     pub rtype: RecordType,
     pub ttl: u32,
     pub answers: Answers,
 }
 
 /// The hit counter of a reply of `rtype` over IPv4 or IPv6.
-pub fn hit_counter(v6: bool, rtype: RecordType) -> Counter {
+pub(crate) fn hit_counter(v6: bool, rtype: RecordType) -> Counter {
     match (v6, rtype) {
         (false, RecordType::A) => Counter::HitAV4,
         (false, _) => Counter::HitAaaaV4,
@@ -709,7 +731,12 @@ pub fn hit_counter(v6: bool, rtype: RecordType) -> Counter {
 
 /// The reply to `query` must be the query turned around, in a valid IP/UDP envelope sized
 /// exactly to the DNS reply, with the expected answers. Returns the answered addresses.
-pub fn assert_reply(case: &str, query: &[u8], out: &Outcome, expect: &Expect) -> Vec<IpAddr> {
+pub(crate) fn assert_reply(
+    case: &str,
+    query: &[u8],
+    out: &Outcome,
+    expect: &Expect,
+) -> Vec<IpAddr> {
     assert_eq!(
         out.action, XDP_TX,
         "{case}: action (counted {:?})",
@@ -733,7 +760,11 @@ pub fn assert_reply(case: &str, query: &[u8], out: &Outcome, expect: &Expect) ->
         q.link_exts.len(),
         "{case}: link extensions"
     );
-    let l3 = 14 + r.link_exts.iter().map(|e| e.header_len()).sum::<usize>();
+    let l3 = 14
+        + r.link_exts
+            .iter()
+            .map(etherparse::LinkExtSlice::header_len)
+            .sum::<usize>();
     assert_eq!(
         out.frame[12..l3],
         query[12..l3],
@@ -924,7 +955,7 @@ pub fn assert_reply(case: &str, query: &[u8], out: &Outcome, expect: &Expect) ->
 
 /// The UDP checksum of the reply `packet` is present and right (computed by etherparse: a
 /// third implementation, beside the fast path's and the kit's builders').
-pub fn assert_udp_checksum(case: &str, packet: &SlicedPacket) {
+pub(crate) fn assert_udp_checksum(case: &str, packet: &SlicedPacket) {
     let Some(TransportSlice::Udp(udp)) = &packet.transport else {
         panic!("{case}: not UDP");
     };
@@ -947,13 +978,13 @@ pub fn assert_udp_checksum(case: &str, packet: &SlicedPacket) {
 }
 
 /// Sends `frame` and checks the reply; returns the answered addresses.
-pub fn ask(dp: &Dataplane, case: &str, frame: &Frame, expect: &Expect) -> Vec<IpAddr> {
+pub(crate) fn ask(dp: &Dataplane, case: &str, frame: &Frame, expect: &Expect) -> Vec<IpAddr> {
     let bytes = frame.bytes();
     assert_reply(case, &bytes, &run(dp, &bytes), expect)
 }
 
 /// A frame the fast path cannot answer exactly goes to the stack untouched, for `reason`.
-pub fn assert_passed(case: &str, dp: &Dataplane, frame: &[u8], reason: Counter) {
+pub(crate) fn assert_passed(case: &str, dp: &Dataplane, frame: &[u8], reason: Counter) {
     let out = run(dp, frame);
     assert_eq!(out.action, XDP_PASS, "{case}: action");
     assert_eq!(out.counted, [(reason, 1)], "{case}: counters");
@@ -973,18 +1004,18 @@ pub fn assert_passed(case: &str, dp: &Dataplane, frame: &[u8], reason: Counter) 
 static SAME_NAMED_TASKS: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
 /// For a test whose gslbd runs MEP (see [`SAME_NAMED_TASKS`]); hold it until gslbd stopped.
-pub async fn running_same_named_tasks() -> tokio::sync::RwLockReadGuard<'static, ()> {
+pub(crate) async fn running_same_named_tasks() -> tokio::sync::RwLockReadGuard<'static, ()> {
     SAME_NAMED_TASKS.read().await
 }
 
 /// For a test that kills `mep-persist-sync` (see [`SAME_NAMED_TASKS`]).
-pub async fn killing_same_named_tasks() -> tokio::sync::RwLockWriteGuard<'static, ()> {
+pub(crate) async fn killing_same_named_tasks() -> tokio::sync::RwLockWriteGuard<'static, ()> {
     SAME_NAMED_TASKS.write().await
 }
 
 /// gslbd running in this process on `path` (of [`Gslbd::start`]), responder only (`no_xdp`, so
 /// no privileges are needed).
-pub struct Gslbd {
+pub(crate) struct Gslbd {
     /// What SIGHUP and the control socket's `reload` feed: a [`Reload`] without a reply is
     /// SIGHUP's.
     pub reloads: mpsc::Sender<Reload>,
@@ -997,7 +1028,7 @@ pub struct Gslbd {
 impl Gslbd {
     /// Starts gslbd on the file `path`, with its control socket at `control` (required) if
     /// given, and waits until it is ready.
-    pub async fn start(path: &Path, control: Option<PathBuf>, wait: Duration) -> Gslbd {
+    pub(crate) async fn start(path: &Path, control: Option<PathBuf>, wait: Duration) -> Gslbd {
         let overrides = Overrides {
             no_xdp: true,
             control: control.map(|path| ControlPath {
@@ -1010,7 +1041,7 @@ impl Gslbd {
     }
 
     /// [`Gslbd::start`] on sockets the test bound ([`bound_dns`]), whose port the file names.
-    pub async fn start_bound(
+    pub(crate) async fn start_bound(
         path: &Path,
         dns: Listeners,
         control: Option<PathBuf>,
@@ -1028,7 +1059,7 @@ impl Gslbd {
     }
 
     /// [`Gslbd::start`] with the command line's `overrides` (the fast path loaded, say).
-    pub async fn start_with(path: &Path, overrides: Overrides, wait: Duration) -> Gslbd {
+    pub(crate) async fn start_with(path: &Path, overrides: Overrides, wait: Duration) -> Gslbd {
         let config = daemon::load_config(path, &overrides).expect("configuration loads");
         let dns = Listeners::bind(&config).expect("DNS sockets bind");
         Gslbd::start_on(path, overrides, dns, wait).await
@@ -1064,7 +1095,7 @@ impl Gslbd {
     }
 
     /// Reloads the file; the outcome once the new answers are published (or refused).
-    pub async fn reload(&self) -> Result<(), String> {
+    pub(crate) async fn reload(&self) -> Result<(), String> {
         let (reply, outcome) = oneshot::channel();
         self.reloads
             .send(Reload { reply: Some(reply) })
@@ -1077,7 +1108,7 @@ impl Gslbd {
     }
 
     /// Stops it as SIGTERM does; it must shut down cleanly.
-    pub async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.stop.send(()).unwrap();
         tokio::time::timeout(self.wait, self.task)
             .await
@@ -1089,10 +1120,10 @@ impl Gslbd {
 
 /// Longest wait of the in-process gslbd tests for anything (the CI machine runs other suites
 /// at the same time).
-pub const WAIT: Duration = Duration::from_secs(20);
+pub(crate) const WAIT: Duration = Duration::from_secs(20);
 
 /// Polls `f` every 10 ms until it holds, or panics after [`WAIT`].
-pub async fn until(what: &str, mut f: impl AsyncFnMut() -> bool) {
+pub(crate) async fn until(what: &str, mut f: impl AsyncFnMut() -> bool) {
     let deadline = std::time::Instant::now() + WAIT;
     while !f().await {
         assert!(
@@ -1105,7 +1136,7 @@ pub async fn until(what: &str, mut f: impl AsyncFnMut() -> bool) {
 
 /// The A answer for www.example.com from the server on 127.0.0.1:`port`, in reply order (asked
 /// off the runtime's threads, as [`ask_loopback`] blocks).
-pub async fn www(port: u16) -> Vec<IpAddr> {
+pub(crate) async fn www(port: u16) -> Vec<IpAddr> {
     tokio::task::spawn_blocking(move || {
         answer_addrs(&ask_loopback(port, "www.example.com.", RecordType::A))
     })
@@ -1115,12 +1146,12 @@ pub async fn www(port: u16) -> Vec<IpAddr> {
 
 /// Asks [`www`] until it is `want` in this order (monitors take a few intervals, a reload is
 /// applied asynchronously), or panics after [`WAIT`].
-pub async fn answer_becomes(port: u16, want: &[&str]) {
+pub(crate) async fn answer_becomes(port: u16, want: &[&str]) {
     www_becomes(port, want, false, "www").await;
 }
 
 /// [`answer_becomes`] in any order; `what` says what the answer shows.
-pub async fn answer_set_becomes(port: u16, want: &[&str], what: &str) {
+pub(crate) async fn answer_set_becomes(port: u16, want: &[&str], what: &str) {
     www_becomes(port, want, true, what).await;
 }
 
@@ -1152,7 +1183,7 @@ async fn www_becomes(port: u16, want: &[&str], any_order: bool, what: &str) {
 /// must point at, and what its reason must contain. Parsed as `file`, every case must be
 /// refused with that reason, at that line and column of `file`; the failures of all cases are
 /// reported at once.
-pub fn assert_refused_at_markers(cases: &[(String, &str, &str)], file: &Path) {
+pub(crate) fn assert_refused_at_markers(cases: &[(String, &str, &str)], file: &Path) {
     let mut failures = Vec::new();
     for (text, at, reason) in cases {
         let (line_no, line) = text
@@ -1201,4 +1232,4 @@ pub fn assert_refused_at_markers(cases: &[(String, &str, &str)], file: &Path) {
 
 // ---- Load monitor backends ----
 
-pub mod metrics;
+pub(crate) mod metrics;

@@ -31,7 +31,7 @@ const WAIT: Duration = Duration::from_secs(2);
 // ---- Expected dig replies ----
 
 fn rrs(rrs: &[&str]) -> Vec<String> {
-    rrs.iter().map(|s| s.to_string()).collect()
+    rrs.iter().map(ToString::to_string).collect()
 }
 
 /// A reply to a QUERY with `status`, header `flags`, the `answer` section and our OPT (dig
@@ -488,7 +488,7 @@ fn check_rules(lab: &Lab, pin_path: &Path, attached: bool) -> Vec<String> {
         let server = SocketAddr::new(V4, 53);
         let (reply, hits) = counting(pin_path, || lab.udp_exchange(server, &request, WAIT));
         let got = reply.map(|r| Message::from_vec(&r).expect("the reply parses"));
-        if got.as_ref().map(|m| m.response_code()) != want {
+        if got.as_ref().map(Message::response_code) != want {
             fail(what, format!("want {want:?}, got {got:?}"));
         }
         if got

@@ -95,7 +95,7 @@ fn xdp_keeps_answering_across_sigkill_and_restart() {
     assert!(
         !pin_path.exists(),
         "pins left behind: {:?}",
-        std::fs::read_dir(&pin_path).map(|d| d.count())
+        std::fs::read_dir(&pin_path).map(Iterator::count)
     );
     let _ = std::fs::remove_file(&config);
 }

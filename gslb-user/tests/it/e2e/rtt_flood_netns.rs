@@ -154,12 +154,12 @@ fn a_spoofed_flood_leaves_the_table_bounded_claims_unprobed_and_the_resolver_pro
     // The flood: 200,000 distinct sources in 10.0.0.0/8 at about 20,000 a second (what this
     // shared 2-core test machine sustains beside gslbd), and the claims among them.
     let claims = [
-        Ipv4Addr::new(127, 0, 0, 1),
+        Ipv4Addr::LOCALHOST,
         Ipv4Addr::new(127, 0, 0, 9),
         Ipv4Addr::new(224, 0, 0, 1),
-        Ipv4Addr::new(0, 0, 0, 0),
+        Ipv4Addr::UNSPECIFIED,
         Ipv4Addr::new(169, 254, 1, 1),
-        Ipv4Addr::new(255, 255, 255, 255),
+        Ipv4Addr::BROADCAST,
         SERVER_V4,
     ];
     let sent = {
@@ -184,7 +184,7 @@ fn a_spoofed_flood_leaves_the_table_bounded_claims_unprobed_and_the_resolver_pro
     let entries = stat(&stats, "ldns_entries");
     assert!(entries as usize <= MAX_LDNS, "{entries} entries\n{stats}");
     assert!(
-        stat(&stats, "ldns_evicted") > (SPOOFED as u64) / 4,
+        stat(&stats, "ldns_evicted") > u64::from(SPOOFED) / 4,
         "the flood went through the table and out of it\n{stats}"
     );
     assert!(stat(&stats, "ldns_refused_martian") > 0, "{stats}");

@@ -189,6 +189,6 @@ fn gslbd_probes_the_resolver_and_xdp_answers_by_rtt() {
     assert!(
         !pin_path.exists(),
         "pins left behind: {:?}",
-        std::fs::read_dir(&pin_path).map(|d| d.count())
+        std::fs::read_dir(&pin_path).map(Iterator::count)
     );
 }

@@ -12,14 +12,14 @@ use super::common::{
 };
 
 /// splitmix64: small, seedable, good enough to spread test cases.
-pub struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
-    pub fn new(seed: u64) -> Rng {
+    pub(crate) fn new(seed: u64) -> Rng {
         Rng(seed)
     }
 
-    pub fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -28,33 +28,33 @@ impl Rng {
     }
 
     /// Uniform in 0..n (n > 0).
-    pub fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
 
     /// True with probability 1/n.
-    pub fn one_in(&mut self, n: usize) -> bool {
+    pub(crate) fn one_in(&mut self, n: usize) -> bool {
         self.below(n) == 0
     }
 
-    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+    pub(crate) fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
         &items[self.below(items.len())]
     }
 
-    pub fn byte(&mut self) -> u8 {
+    pub(crate) fn byte(&mut self) -> u8 {
         self.next() as u8
     }
 }
 
 /// What the frames are made of: the names we serve (and their neighbours), the servers and
 /// the clients (of every view, and martians).
-pub struct Population {
+pub(crate) struct Population {
     pub names: Vec<String>,
     pub servers: Vec<IpAddr>,
     pub clients: Vec<IpAddr>,
 }
 
-pub struct Generator {
+pub(crate) struct Generator {
     pub rng: Rng,
     pop: Population,
 }
@@ -62,7 +62,7 @@ pub struct Generator {
 const QTYPES: [u16; 12] = [1, 28, 1, 28, 1, 28, 16, 255, 2, 6, 5, 0];
 
 impl Generator {
-    pub fn new(seed: u64, pop: Population) -> Generator {
+    pub(crate) fn new(seed: u64, pop: Population) -> Generator {
         Generator {
             rng: Rng::new(seed),
             pop,
@@ -72,7 +72,7 @@ impl Generator {
     /// The next frame: half of them a query the fast path may answer (any served or unserved
     /// name in any case, A or AAAA, with or without OPT, cookies, padding, DO, VLAN, padding
     /// after the datagram, any client), the other half hostile at one or more layers.
-    pub fn frame(&mut self) -> Vec<u8> {
+    pub(crate) fn frame(&mut self) -> Vec<u8> {
         let r = &mut self.rng;
         let hostile = r.one_in(2);
         let dns = dns_message(r, &self.pop.names, hostile);
@@ -260,13 +260,13 @@ fn dns_message(r: &mut Rng, names: &[String], hostile: bool) -> Vec<u8> {
     let mut flags: u16 = if r.one_in(2) { 0x0100 } else { 0 };
     if odd(r, 12) {
         // One or two random bits: QR, OPCODE, AA, TC, RA, Z, AD, CD, RCODE.
-        for _ in 0..1 + r.below(2) {
+        for _ in 0..=r.below(2) {
             flags ^= 1 << r.below(16);
         }
     }
     m.extend_from_slice(&flags.to_be_bytes());
     let edns = r.below(3) != 0;
-    let mut counts = [1u16, 0, 0, edns as u16];
+    let mut counts = [1u16, 0, 0, u16::from(edns)];
     if odd(r, 30) {
         counts[r.below(4)] = r.below(3) as u16;
     }
@@ -295,16 +295,16 @@ fn dns_message(r: &mut Rng, names: &[String], hostile: bool) -> Vec<u8> {
         m.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 1]);
     }
     if edns {
-        let mut opt = vec![if odd(r, 30) { 1 } else { 0 }];
+        let mut opt = vec![u8::from(odd(r, 30))];
         if opt[0] == 1 {
             opt.extend_from_slice(b"x\0");
         }
         opt.extend_from_slice(&41u16.to_be_bytes());
         let size: u16 = *r.pick(&[1232, 4096, 512, 0, 65535, 1400]);
         opt.extend_from_slice(&size.to_be_bytes());
-        opt.push(if odd(r, 30) { 1 } else { 0 }); // extended RCODE
-        opt.push(if odd(r, 15) { 1 } else { 0 }); // version
-        opt.push(if r.one_in(2) { 0x80 } else { 0 } | if odd(r, 30) { 1 } else { 0 });
+        opt.push(u8::from(odd(r, 30))); // extended RCODE
+        opt.push(u8::from(odd(r, 15))); // version
+        opt.push(if r.one_in(2) { 0x80 } else { 0 } | u8::from(odd(r, 30)));
         opt.push(if odd(r, 30) { r.byte() } else { 0 });
         let mut options = Vec::new();
         for _ in 0..r.below(4) {
@@ -319,14 +319,14 @@ fn dns_message(r: &mut Rng, names: &[String], hostile: bool) -> Vec<u8> {
         m.extend_from_slice(&opt);
     }
     if odd(r, 40) {
-        m.extend_from_slice(&[0; 3][..1 + r.below(3)]);
+        m.extend_from_slice(&[0; 3][..=r.below(3)]);
     }
     m
 }
 
 /// Offset of the UDP header of a frame built by `Frame` (untagged or one tag, no IPv4
 /// options, no IPv6 extension headers), if it is UDP.
-pub fn udp_offset(frame: &[u8]) -> Option<usize> {
+pub(crate) fn udp_offset(frame: &[u8]) -> Option<usize> {
     let mut l3 = 14;
     let mut ethertype = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
     if ethertype == ETH_P_8021Q {
@@ -347,7 +347,7 @@ pub fn udp_offset(frame: &[u8]) -> Option<usize> {
 fn mutate(r: &mut Rng, frame: &mut Vec<u8>) {
     let l4 = udp_offset(frame);
     let dns = l4.map_or(0, |l4| l4 + 8);
-    for _ in 0..1 + r.below(3) {
+    for _ in 0..=r.below(3) {
         if frame.is_empty() {
             return;
         }

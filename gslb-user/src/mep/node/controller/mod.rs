@@ -113,13 +113,13 @@ impl Controller {
         // The view is rebuilt at most every `view_interval` (it is O(sites); a parent of a large
         // tree gets a relayed frame for some child every millisecond).
         let publish_every = self.ctx.cfg.view_interval;
-        let mut last_publish = Instant::now() - publish_every;
+        let mut last_publish = Instant::now().checked_sub(publish_every).unwrap();
         loop {
             let flush_at = last_publish + publish_every;
             tokio::select! {
                 biased;
-                _ = &mut shutdown => break,
-                _ = tokio::time::sleep_until(flush_at.into()), if self.view_dirty => {}
+                () = &mut shutdown => break,
+                () = tokio::time::sleep_until(flush_at.into()), if self.view_dirty => {}
                 Some(event) = events.recv() => {
                     self.handle(event);
                     // Take what else is waiting before publishing once.

@@ -33,11 +33,11 @@ impl Controller {
             self.view_dirty = true;
             match end {
                 HandoverEnd::Delivered => {
-                    debug!(site = %self.view.me(), %child, from = %h.via, to = %h.to, "handover done")
+                    debug!(site = %self.view.me(), %child, from = %h.via, to = %h.to, "handover done");
                 }
                 HandoverEnd::Expired => {
                     info!(site = %self.view.me(), %child, from = %h.via, to = %h.to,
-                    "handover not done within the grace: the child is unreachable until a parent relays it")
+                    "handover not done within the grace: the child is unreachable until a parent relays it");
                 }
             }
         }
