@@ -23,7 +23,7 @@ struct Lab {
 impl Lab {
     fn new(sites: &[&str]) -> Lab {
         let mut lab = Lab::default();
-        lab.spec.sites = sites.iter().map(|s| s.to_string()).collect();
+        lab.spec.sites = sites.iter().map(ToString::to_string).collect();
         lab
     }
 
@@ -418,27 +418,27 @@ fn methods() {
         .svc("ap1", "ap", "Asia.JP.Tokyo")
         .domain("rr", &["eu1", "eu2", "us1", "ap1"], |_| {})
         .domain("ratio", &["eu1", "eu2", "us1", "ap1"], |d| {
-            d.chain = vec![Method::Ratio]
+            d.chain = vec![Method::Ratio];
         })
         .domain("hash", &["eu1", "eu2", "us1", "ap1"], |d| {
             d.chain = vec![Method::SourceIpHash];
             d.sourceip_mask = SourceMask { v4: 24, v6: 48 };
         })
         .domain("lc", &["eu1", "eu2", "us1", "ap1"], |d| {
-            d.chain = vec![Method::LeastConnection]
+            d.chain = vec![Method::LeastConnection];
         })
         .domain("sp", &["eu1", "eu2", "us1", "ap1"], |d| {
-            d.chain = vec![Method::StaticProximity]
+            d.chain = vec![Method::StaticProximity];
         })
         .domain("rtt", &["eu1", "eu2", "us1", "ap1"], |d| {
             d.chain = vec![Method::Rtt];
             d.tolerance_us = 5_000;
         })
         .domain("topo", &["eu1", "eu2", "us1", "ap1"], |d| {
-            d.chain = vec![Method::Topology]
+            d.chain = vec![Method::Topology];
         })
         .domain("ga", &["ap1", "us1", "eu1", "eu2"], |d| {
-            d.chain = vec![Method::GlobalAvailability]
+            d.chain = vec![Method::GlobalAvailability];
         })
         .topo("eu", "198.51.100.0/24", 50)
         .topo("us", "198.51.0.0/16", 80)
@@ -491,7 +491,7 @@ fn methods() {
         let d = ask.decide();
         let got = (names(&e, &d), d.tier, d.pick.clone());
         let want = (
-            want.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            want.iter().map(ToString::to_string).collect::<Vec<_>>(),
             *tier,
             pick.clone(),
         );
@@ -565,7 +565,7 @@ fn chain_transitions() {
         .svc("bk1", "us", "")
         .svc("bk2", "us", "")
         .domain("backup.example.com", &["bk1", "bk2"], |d| {
-            d.chain = vec![Method::GlobalAvailability]
+            d.chain = vec![Method::GlobalAvailability];
         })
         .domain("www.example.com", &["eu1", "us1"], |d| {
             d.chain = vec![Method::Rtt, Method::StaticProximity, Method::Ratio];
@@ -573,7 +573,7 @@ fn chain_transitions() {
             d.down = Fallback::BackupIp;
         })
         .domain("nobackup.example.com", &["eu1", "us1"], |d| {
-            d.chain = vec![Method::Rtt, Method::Topology]
+            d.chain = vec![Method::Rtt, Method::Topology];
         })
         .topo("us", "NorthAmerica", 10)
         .build();
@@ -675,7 +675,7 @@ fn address_family_follows_the_query_type() {
         .svc_ip("v6", "2001:db8::1", "s", "")
         .svc_ip("v6b", "2001:db8::2", "s", "")
         .domain("d", &["v4", "v6", "v6b"], |d| {
-            d.chain = vec![Method::GlobalAvailability]
+            d.chain = vec![Method::GlobalAvailability];
         })
         .build();
     assert_eq!(Ask::new(&e, "d").names(), ["v4"]);
@@ -698,13 +698,13 @@ fn wildcard_modes() {
             .svc("af-zmb", "af", "Africa.ZMB")
             .domain("pref", &["eu-any", "af-zmb"], |_| {})
             .domain("sp", &["eu-any", "af-zmb"], |d| {
-                d.chain = vec![Method::StaticProximity]
+                d.chain = vec![Method::StaticProximity];
             })
             .domain("sp2", &["eu-any", "eu-uk"], |d| {
-                d.chain = vec![Method::StaticProximity]
+                d.chain = vec![Method::StaticProximity];
             })
             .domain("topo", &["eu-any", "af-zmb"], |d| {
-                d.chain = vec![Method::Topology]
+                d.chain = vec![Method::Topology];
             })
             .policy(
                 "africa",
@@ -774,7 +774,7 @@ fn wildcard_modes() {
         .svc("any-uk", "s", "*.UK")
         .svc("eu", "s", "Europe.DE")
         .domain("sp", &["any-uk", "eu"], |d| {
-            d.chain = vec![Method::StaticProximity]
+            d.chain = vec![Method::StaticProximity];
         })
         .build();
     assert_eq!(
@@ -785,7 +785,7 @@ fn wildcard_modes() {
         .svc("any-uk", "s", "*.UK")
         .svc("eu", "s", "Europe.DE")
         .domain("sp", &["any-uk", "eu"], |d| {
-            d.chain = vec![Method::StaticProximity]
+            d.chain = vec![Method::StaticProximity];
         })
         .mode(No)
         .build();
@@ -1004,14 +1004,14 @@ fn spillover() {
         .svc("bk", "s", "")
         .domain("backup", &["bk"], |_| {})
         .domain("d", &["a", "b"], |d| {
-            d.chain = vec![Method::GlobalAvailability]
+            d.chain = vec![Method::GlobalAvailability];
         })
         .domain("with-backup", &["a", "b"], |d| {
             d.backup_domain = Some(0);
             d.down = Fallback::BackupIp;
         })
         .domain("lc", &["a", "b", "c"], |d| {
-            d.chain = vec![Method::LeastConnection]
+            d.chain = vec![Method::LeastConnection];
         })
         .build();
     let d = || Ask::new(&e, "d");
@@ -1057,7 +1057,7 @@ fn spillover() {
         let dec = ask.decide();
         assert_eq!(
             (names(&e, &dec), dec.overloaded),
-            (want.iter().map(|s| s.to_string()).collect(), overloaded),
+            (want.iter().map(ToString::to_string).collect(), overloaded),
             "{case}"
         );
     }
@@ -1350,7 +1350,7 @@ proptest! {
         // A deterministic shuffle from the seed (Fisher–Yates).
         let mut x = seed;
         for i in (1..n).rev() {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
             shuffled.swap(i, (x >> 33) as usize % (i + 1));
         }
         let normalise = |e: &Engine, d: &Decision| {

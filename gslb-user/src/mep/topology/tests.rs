@@ -282,10 +282,14 @@ fn who_adopts() {
     // Links never up: down only from the end of the startup grace (a cold start adopts nothing).
     let v = SiteView::new(seed(), "P3", T, t0).unwrap();
     assert!(!v.should_adopt_from("P1", later));
-    assert!(!v.should_adopt_from(
-        "P1",
-        t0 + T.startup_grace + T.adopt_after - Duration::from_millis(1)
-    ));
+    assert!(
+        !v.should_adopt_from(
+            "P1",
+            (t0 + T.startup_grace + T.adopt_after)
+                .checked_sub(Duration::from_millis(1))
+                .unwrap()
+        )
+    );
     assert!(
         v.should_adopt_from("P1", t0 + T.startup_grace + T.adopt_after),
         "a parent that never came up"
@@ -329,7 +333,7 @@ fn child_decides() {
         (false, t0, "P2", Some(&["P2", "P3"]), None, true),   // parent down: accept
         (
             false,
-            late - Duration::from_millis(1),
+            late.checked_sub(Duration::from_millis(1)).unwrap(),
             "P2",
             Some(&["P2", "P3"]),
             None,
@@ -345,7 +349,7 @@ fn child_decides() {
         let mut v = SiteView::new(child_config(&seed(), "child1"), "child1", T, t0).unwrap();
         v.link_up("P1", t0);
         if let Some(list) = list {
-            v.backup_list("P1", "P1", list.iter().map(|s| s.to_string()).collect());
+            v.backup_list("P1", "P1", list.iter().map(ToString::to_string).collect());
         }
         if !parent_up {
             v.link_down("P1", down_since.min(t0 + Duration::from_millis(1)));
@@ -422,17 +426,18 @@ fn pair(a: &str, b: &str) -> (String, String) {
 impl Sim {
     fn new(full: SiteTree) -> Sim {
         let now = Instant::now();
+        let names: Vec<String> = full.sites().iter().map(|s| s.name.clone()).collect();
         let mut sim = Sim {
             now,
-            full: full.clone(),
+            full,
             views: BTreeMap::new(),
             alive: BTreeSet::new(),
             cut: BTreeSet::new(),
             links: BTreeMap::new(),
             tried: BTreeSet::new(),
         };
-        for s in full.sites() {
-            sim.start(&s.name);
+        for name in &names {
+            sim.start(name);
         }
         sim.settle();
         sim
