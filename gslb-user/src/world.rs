@@ -22,7 +22,9 @@ use crate::probe::RttHandle;
 
 /// Everything the answers are computed from.
 pub struct World {
-    pub config: Config,
+    /// Shared, so that the compiler knows its configuration by identity: a reload puts a new
+    /// `Arc` here, and an unchanged one costs no comparison of the whole configuration.
+    pub config: Arc<Config>,
     pub locations: Option<Arc<LocationDb>>,
     pub health: HealthSupervisor,
     /// The RTT table, when this site probes (issue 6).
@@ -44,7 +46,7 @@ pub struct World {
 impl World {
     pub fn new(config: Config, health: HealthSupervisor) -> World {
         World {
-            config,
+            config: Arc::new(config),
             locations: None,
             health,
             rtt: None,
@@ -67,7 +69,7 @@ impl World {
             .compiler
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        compiler.compile(&self.config, &inputs)
+        compiler.compile_shared(&self.config, &inputs)
     }
 
     /// Each configured service's state. A local monitor's verdict wins; a service of another

@@ -282,7 +282,19 @@ impl Compiler {
     /// The answers of `config` under `inputs`, reusing what the previous compilation left when
     /// only service states changed.
     pub fn compile(&mut self, config: &Config, inputs: &Inputs<'_>) -> Snapshot {
-        let spec = self.spec(config);
+        let spec = self.spec(config, None);
+        self.compile_with(config, inputs, &spec)
+    }
+
+    /// [`Compiler::compile`] of a shared configuration (the world's): while it is the same
+    /// `Arc`, the spec is known to hold without comparing the configurations.
+    pub fn compile_shared(&mut self, config: &Arc<Config>, inputs: &Inputs<'_>) -> Snapshot {
+        let spec = self.spec(config, Some(config));
+        self.compile_with(config, inputs, &spec)
+    }
+
+    fn compile_with(&mut self, config: &Config, inputs: &Inputs<'_>, spec: &Arc<Spec>) -> Snapshot {
+        let spec = spec.clone();
         let locations = inputs
             .locations
             .map_or(0, |db| std::ptr::from_ref::<LocationDb>(db) as usize);
@@ -335,11 +347,14 @@ impl Compiler {
 
     /// The spec of `config`: the last one while the configuration stays, else a new one (and
     /// the cache, made for another configuration, is dropped).
-    fn spec(&mut self, config: &Config) -> Arc<Spec> {
+    fn spec(&mut self, config: &Config, shared: Option<&Arc<Config>>) -> Arc<Spec> {
         match &self.spec {
             Some(spec) if spec.is_of(config) => spec.clone(),
             _ => {
-                let spec = Arc::new(Spec::new(config));
+                let spec = Arc::new(match shared {
+                    Some(shared) => Spec::of_shared(shared.clone()),
+                    None => Spec::new(config),
+                });
                 self.spec = Some(spec.clone());
                 self.cache = None;
                 spec

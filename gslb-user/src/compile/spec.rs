@@ -13,8 +13,10 @@ use crate::policy::Engine;
 /// states, the location database or the RTT rows do.
 #[derive(Debug)]
 pub struct Spec {
-    /// The configuration it was built from (the compiler compares the next one with it).
-    config: Config,
+    /// The configuration it was built from (the compiler compares the next one with it: by
+    /// identity first, which is sound because this `Arc` keeps that allocation alive and
+    /// unshared-mutable, then by value).
+    config: Arc<Config>,
     /// The decision engine, when some domain needs one (not round robin alone). `None` too
     /// when the engine rejected the configuration, which validation makes unreachable: no
     /// answers for those names is the safe side.
@@ -23,8 +25,22 @@ pub struct Spec {
 
 impl Spec {
     pub fn new(config: &Config) -> Spec {
+        Spec::of_shared(Arc::new(config.clone()))
+    }
+
+    /// [`Spec::new`] of a configuration already shared (the world's), kept without a copy.
+    pub fn of_shared(shared: Arc<Config>) -> Spec {
+        let engine = Spec::engine_of(&shared);
+        Spec {
+            config: shared,
+            engine,
+        }
+    }
+
+    /// The decision engine of `config`, when some domain needs one.
+    fn engine_of(config: &Config) -> Option<Arc<Engine>> {
         let services = service_index(config);
-        let engine = config
+        config
             .gslb_domains
             .iter()
             .any(|d| needs_engine(config, d, &services))
@@ -35,16 +51,12 @@ impl Spec {
                     None
                 }
             })
-            .flatten();
-        Spec {
-            config: config.clone(),
-            engine,
-        }
+            .flatten()
     }
 
     /// Whether this is the spec of `config`.
     pub fn is_of(&self, config: &Config) -> bool {
-        self.config == *config
+        std::ptr::eq(Arc::as_ptr(&self.config), config) || *self.config == *config
     }
 }
 

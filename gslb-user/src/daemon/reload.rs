@@ -99,7 +99,7 @@ pub async fn reload(
 
 /// What a reload replaced in the [`World`](crate::world::World), put back when its answers cannot be published.
 pub(super) struct Previous {
-    pub(super) config: Config,
+    pub(super) config: Arc<Config>,
     pub(super) locations: Option<Arc<LocationDb>>,
     pub(super) local_site: Option<String>,
 }

@@ -130,7 +130,7 @@ pub(super) async fn serve(
                         republish_stats.events.fetch_add(waiting.len() as u64 - 1, Relaxed);
                         let previous = Previous {
                             local_site: std::mem::replace(&mut world.local_site, config.server.site.clone()),
-                            config: std::mem::replace(&mut world.config, config),
+                            config: std::mem::replace(&mut world.config, Arc::new(config)),
                             locations: std::mem::replace(&mut world.locations, locations),
                         };
                         switch = Some(Switch { previous, stamps, waiting });
