@@ -213,9 +213,11 @@ mod tests {
 
     #[test]
     fn the_default_is_up_without_load() {
-        assert_eq!(ServiceState::default(), ServiceState::UP);
-        assert!(ServiceState::UP.up && !ServiceState::DOWN.up);
-        assert_eq!(ServiceState::UP.bandwidth.kbps(), 0);
+        let default = ServiceState::default();
+        assert_eq!(default, ServiceState::UP);
+        assert!(default.up);
+        assert_eq!(default.connections, 0);
+        assert_eq!(default.bandwidth.kbps(), 0);
     }
 
     #[test]
