@@ -75,9 +75,9 @@ pub(super) fn local_rtt(site: &str, rtt: &RttHandle) -> Vec<RttRow> {
 
 /// A service of this site's load as MEP carries it: (connections, bandwidth), the values this
 /// site's answers read ([`World::local_connections`], [`World::local_bandwidth`]). Markers
-/// travel as they are: the bandwidth [`Bandwidth::FULL`]
-/// while the service's link is over its threshold (hysteresis included), which tells the other
-/// sites the service is full (docs/mep.md): they do not know this site's links; and
+/// travel as they are: the bandwidth [`Bandwidth::FULL`] while the service's link is over its
+/// threshold (hysteresis included), which tells the other sites the service is full
+/// (docs/mep.md): they do not know this site's links; and
 /// [`UNKNOWN_LOAD`](crate::health::load::UNKNOWN_LOAD) in either field while the load monitor's
 /// value is unknown.
 pub(crate) fn local_load(world: &World, service: &crate::config::Service) -> (u64, Bandwidth) {
