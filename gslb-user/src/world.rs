@@ -87,9 +87,8 @@ impl World {
     ///
     /// A service on a link that is over its threshold is full: its bandwidth is the most there
     /// is ([`Bandwidth::FULL`]), at or above any `max_bandwidth_kbps` and the engine's "no
-    /// limit". The
-    /// engine's spillover then answers other services while any has room, and the full ones
-    /// anyway when none has (spec §5: new answers shift to the other links).
+    /// limit". The engine's spillover then answers other services while any has room, and the
+    /// full ones anyway when none has (spec §5: new answers shift to the other links).
     pub fn service_states(&self) -> Vec<ServiceState> {
         self.config
             .services
