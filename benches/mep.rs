@@ -23,8 +23,9 @@ use std::{
     time::{Duration, Instant},
 };
 
+use gslb_user::health::state::{Bandwidth, ServiceState};
 use gslb_user::mep::{
-    LocalState, MepConfig, MepNode, MepView, RttProtocol, RttRow, ServiceState, SiteKey, SiteSpec,
+    LocalState, MepConfig, MepNode, MepView, RttProtocol, RttRow, ServiceReport, SiteKey, SiteSpec,
     SiteTree,
 };
 use tokio::{sync::oneshot, task::JoinHandle};
@@ -63,13 +64,15 @@ fn addr_of(block: u8, i: usize) -> IpAddr {
     ))
 }
 
-fn services(site: &str, round: u64) -> Vec<ServiceState> {
+fn services(site: &str, round: u64) -> Vec<ServiceReport> {
     (0..SERVICES)
-        .map(|i| ServiceState {
+        .map(|i| ServiceReport {
             name: format!("{site}-svc{i}"),
-            up: true,
-            connections: round * 10 + i as u64,
-            bandwidth_bps: round * 1_000_000,
+            state: ServiceState {
+                up: true,
+                connections: round * 10 + i as u64,
+                bandwidth: Bandwidth::from_bps(round * 1_000_000),
+            },
         })
         .collect()
 }

@@ -18,7 +18,7 @@ use std::net::IpAddr;
 use criterion::{Criterion, criterion_group, criterion_main};
 use gslb_user::location::Location;
 use gslb_user::policy::{
-    Action, Client, DomainSpec, Engine, Expr, Ldns, Method, Policy, Query, ServiceSpec,
+    Action, Bandwidth, Client, DomainSpec, Engine, Expr, Ldns, Method, Policy, Query, ServiceSpec,
     ServiceState, Spec, State, TopologyRecord,
 };
 use rng::Rng;
@@ -111,9 +111,9 @@ fn bench(c: &mut Criterion) {
     // Countries C0..C6 down: the action walks all 8 entries before finding UP services.
     let states: Vec<ServiceState> = (0..SERVICES)
         .map(|i| ServiceState {
-            down: i % 16 < 7,
+            up: i % 16 >= 7,
             connections: i as u64 * 10,
-            bandwidth_kbps: 0,
+            bandwidth: Bandwidth::ZERO,
         })
         .collect();
     let rtt: Vec<Option<u32>> = (0..SITES)

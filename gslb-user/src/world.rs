@@ -14,7 +14,8 @@ use crate::compile::{Compiler, Inputs, LdnsRtt, Snapshot};
 use crate::config::{Config, Service};
 use crate::health::HealthSupervisor;
 use crate::health::link::LinkLoad;
-use crate::health::load::{LoadReadings, MAX_LOAD, Measure, UNKNOWN_LOAD, wire_to_kbps};
+use crate::health::load::{LoadReadings, MAX_LOAD, Measure, UNKNOWN_LOAD};
+use crate::health::state::Bandwidth;
 use crate::location::db::LocationDb;
 use crate::mep::MepView;
 use crate::policy::ServiceState;
@@ -77,7 +78,7 @@ impl World {
     /// the site); anything else is UP.
     ///
     /// Load: this site's services (every service without `server.site`) read theirs from the
-    /// load monitors run here ([`World::local_connections`], [`World::local_bandwidth_kbps`]);
+    /// load monitors run here ([`World::local_connections`], [`World::local_bandwidth`]);
     /// another site's services carry what that site reports over MEP while it is reachable,
     /// and [`UNKNOWN_LOAD`] otherwise when they have a load monitor of that measure (0 for a
     /// measure nothing reads: no monitor, so validation allows no setting that reads it). A
@@ -85,9 +86,9 @@ impl World {
     /// cost no re-decision.
     ///
     /// A service on a link that is over its threshold is full: its bandwidth is the most there
-    /// is, at or above any `max_bandwidth_kbps` and the engine's "no limit" (u64::MAX). The
-    /// engine's spillover then answers other services while any has room, and the full ones
-    /// anyway when none has (spec §5: new answers shift to the other links).
+    /// is ([`Bandwidth::FULL`]), at or above any `max_bandwidth_kbps` and the engine's "no
+    /// limit". The engine's spillover then answers other services while any has room, and the
+    /// full ones anyway when none has (spec §5: new answers shift to the other links).
     pub fn service_states(&self) -> Vec<ServiceState> {
         self.config
             .services
@@ -114,30 +115,26 @@ impl World {
                             }
                         };
                         ServiceState {
-                            down: !up,
+                            up,
                             connections: reported.map_or_else(
                                 || unreported(Measure::Connections),
-                                |r| r.connections,
+                                |r| r.state.connections,
                             ),
-                            // u64::MAX: the service's link is over at its site, so it is full
+                            // FULL: the service's link is over at its site, so it is full
                             // here too (daemon/mep/outbound.rs `local_load`).
-                            bandwidth_kbps: reported.map_or_else(
-                                || unreported(Measure::BandwidthKbps),
-                                |r| wire_to_kbps(r.bandwidth_bps),
+                            bandwidth: reported.map_or_else(
+                                || Bandwidth::from_kbps(unreported(Measure::BandwidthKbps)),
+                                |r| r.state.bandwidth,
                             ),
                         }
                     }
                     _ => ServiceState {
-                        down: local == Some(false),
+                        up: local != Some(false),
                         connections: self.local_connections(s),
-                        bandwidth_kbps: self.local_bandwidth_kbps(s),
+                        bandwidth: self.local_bandwidth(s),
                     },
                 };
-                if state.down {
-                    ServiceState::DOWN
-                } else {
-                    state
-                }
+                if state.up { state } else { ServiceState::DOWN }
             })
             .collect()
     }
@@ -148,22 +145,24 @@ impl World {
         self.monitored(s, Measure::Connections).unwrap_or(0)
     }
 
-    /// The bandwidth (kbit/s) of a service measured here: u64::MAX while its link is over;
-    /// else its bandwidth monitor's value ([`UNKNOWN_LOAD`] while unknown); else its link's
-    /// inbound rate (0 before the link's first rate); 0 without either.
-    pub fn local_bandwidth_kbps(&self, s: &Service) -> u64 {
+    /// The bandwidth of a service measured here: [`Bandwidth::FULL`] while its link is over;
+    /// else its bandwidth monitor's value (kbit/s; [`Bandwidth::UNKNOWN`] while unknown); else
+    /// its link's inbound rate (0 before the link's first rate); 0 without either.
+    pub fn local_bandwidth(&self, s: &Service) -> Bandwidth {
         let link = self
             .config
             .link_of(&s.name)
             .and_then(|l| self.links.get(&l.name));
         if link.is_some_and(|l| l.over) {
-            return u64::MAX;
+            return Bandwidth::FULL;
         }
-        self.monitored(s, Measure::BandwidthKbps)
-            .unwrap_or_else(|| {
-                link.and_then(|l| l.rx_bytes_per_sec)
-                    .map_or(0, |bytes| (bytes.saturating_mul(8) / 1000).min(MAX_LOAD))
-            })
+        Bandwidth::from_kbps(
+            self.monitored(s, Measure::BandwidthKbps)
+                .unwrap_or_else(|| {
+                    link.and_then(|l| l.rx_bytes_per_sec)
+                        .map_or(0, |bytes| (bytes.saturating_mul(8) / 1000).min(MAX_LOAD))
+                }),
+        )
     }
 
     /// The value of `s`'s load monitor of `measure`, if it has one.

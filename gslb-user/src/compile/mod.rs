@@ -432,7 +432,7 @@ impl<'a> Job<'a> {
     }
 
     fn up(&self, service: usize) -> bool {
-        !self.inputs.services.get(service).is_some_and(|s| s.down)
+        self.inputs.services.get(service).is_none_or(|s| s.up)
     }
 
     fn state(&self, service: usize) -> ServiceState {

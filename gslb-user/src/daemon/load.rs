@@ -85,9 +85,9 @@ impl LoadFacts {
             .enumerate()
             .map(|(i, s)| {
                 let st = state(i);
-                !st.down
+                st.up
                     && (st.connections >= s.max_connections.unwrap_or(u64::MAX)
-                        || st.bandwidth_kbps >= s.max_bandwidth_kbps.unwrap_or(u64::MAX))
+                        || st.bandwidth.kbps() >= s.max_bandwidth_kbps.unwrap_or(u64::MAX))
             })
             .collect();
         let index: HashMap<&str, usize> = config
@@ -107,7 +107,7 @@ impl LoadFacts {
                     .chain(d.views.iter().flat_map(|(_, v)| v))
                     .map(|name| {
                         let st = state(index[name.as_str()]);
-                        (!st.down).then_some(st.connections)
+                        st.up.then_some(st.connections)
                     })
                     .collect();
                 let mut distinct: Vec<u64> = counts.iter().flatten().copied().collect();

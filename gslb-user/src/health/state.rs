@@ -1,5 +1,87 @@
-//! The health state machines, free of any network: a monitor's fall/rise hysteresis and a
-//! service's weighted threshold over its monitors (NetScaler `monThreshold`).
+//! The health state machines, free of any network: a monitor's fall/rise hysteresis, a
+//! service's weighted threshold over its monitors (NetScaler `monThreshold`), and what a
+//! service is now ([`ServiceState`]: the one type the engine decides on and MEP carries).
+
+use super::load::{MAX_LOAD, UNKNOWN_LOAD};
+
+/// One service's current state: UP or DOWN, and its load. The default is UP with no load
+/// reported. The engine decides on it; MEP carries it (with the service's name) as it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ServiceState {
+    pub up: bool,
+    /// Current connections; [`UNKNOWN_LOAD`] while the load monitor's value is not known (above
+    /// every real count and every configurable limit, below the engine's "no limit").
+    pub connections: u64,
+    pub bandwidth: Bandwidth,
+}
+
+impl ServiceState {
+    pub const UP: ServiceState = ServiceState {
+        up: true,
+        connections: 0,
+        bandwidth: Bandwidth::ZERO,
+    };
+    pub const DOWN: ServiceState = ServiceState {
+        up: false,
+        connections: 0,
+        bandwidth: Bandwidth::ZERO,
+    };
+}
+
+impl Default for ServiceState {
+    /// UP with no load: nothing says otherwise.
+    fn default() -> Self {
+        ServiceState::UP
+    }
+}
+
+/// A service's current bandwidth, or one of two markers.
+///
+/// The engine and the configuration count in kbit/s ([`Bandwidth::kbps`]); MEP carries bit/s
+/// ([`Bandwidth::bps`]). It is held as MEP's bit/s so that a frame decodes and encodes back to
+/// the same bytes (bit/s → kbit/s is not one to one). The markers keep their order against the
+/// engine's limits (a configurable one is at most [`MAX_LOAD`], "no limit" is `u64::MAX`):
+/// - [`Bandwidth::UNKNOWN`] ([`UNKNOWN_LOAD`] in either unit): the load monitor's value is not
+///   known: full for a service with a limit, never full without one;
+/// - [`Bandwidth::FULL`] (`u64::MAX` in either unit): the service's link is over its threshold
+///   at its site, so the service is full: at or above every limit, "no limit" included.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Bandwidth(u64);
+
+impl Bandwidth {
+    pub const ZERO: Bandwidth = Bandwidth(0);
+    pub const UNKNOWN: Bandwidth = Bandwidth(UNKNOWN_LOAD);
+    pub const FULL: Bandwidth = Bandwidth(u64::MAX);
+
+    /// A kbit/s value (a marker stays that marker); a real one saturates at [`MAX_LOAD`] bit/s.
+    pub const fn from_kbps(kbps: u64) -> Bandwidth {
+        match kbps {
+            u64::MAX | UNKNOWN_LOAD => Bandwidth(kbps),
+            v => {
+                let bps = v.saturating_mul(1000);
+                Bandwidth(if bps > MAX_LOAD { MAX_LOAD } else { bps })
+            }
+        }
+    }
+
+    /// As the engine compares it with `max_bandwidth_kbps`: kbit/s, or the marker.
+    pub const fn kbps(self) -> u64 {
+        match self.0 {
+            u64::MAX | UNKNOWN_LOAD => self.0,
+            v => v / 1000,
+        }
+    }
+
+    /// MEP's bandwidth field, as it is: any value is a bandwidth in bit/s or a marker.
+    pub const fn from_bps(bps: u64) -> Bandwidth {
+        Bandwidth(bps)
+    }
+
+    /// As MEP carries it: bit/s, or the marker.
+    pub const fn bps(self) -> u64 {
+        self.0
+    }
+}
 
 /// One monitor's UP/DOWN state with fall/rise hysteresis.
 ///
@@ -109,6 +191,33 @@ mod tests {
                 if t.up() { 'U' } else { 'D' }
             })
             .collect()
+    }
+
+    #[test]
+    fn bandwidth_in_both_units() {
+        for kbps in [0, 1, 999_999, u64::MAX, UNKNOWN_LOAD] {
+            assert_eq!(Bandwidth::from_kbps(kbps).kbps(), kbps, "{kbps}");
+        }
+        assert_eq!(Bandwidth::from_kbps(5).bps(), 5000);
+        assert_eq!(Bandwidth::FULL.bps(), u64::MAX);
+        assert_eq!(Bandwidth::UNKNOWN.bps(), UNKNOWN_LOAD);
+        // A huge real value stays real (not unknown, not full).
+        assert_eq!(Bandwidth::from_kbps(MAX_LOAD).bps(), MAX_LOAD);
+        assert!(Bandwidth::from_kbps(MAX_LOAD).kbps() < UNKNOWN_LOAD);
+        // Any bit/s value is kept as it is, and read in whole kbit/s.
+        for bps in [0, 999, 1500, MAX_LOAD, MAX_LOAD + 1, UNKNOWN_LOAD - 1] {
+            assert_eq!(Bandwidth::from_bps(bps).bps(), bps);
+            assert_eq!(Bandwidth::from_bps(bps).kbps(), bps / 1000);
+        }
+    }
+
+    #[test]
+    fn the_default_is_up_without_load() {
+        let default = ServiceState::default();
+        assert_eq!(default, ServiceState::UP);
+        assert!(default.up);
+        assert_eq!(default.connections, 0);
+        assert_eq!(default.bandwidth.kbps(), 0);
     }
 
     #[test]

@@ -27,6 +27,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::IpNet;
 
+use crate::health::state::{Bandwidth, ServiceState};
+
 /// The first two bytes of every frame.
 pub const MAGIC: [u8; 2] = *b"MP";
 /// Header length.
@@ -191,22 +193,19 @@ pub struct SiteStatus {
     pub up: bool,
 }
 
-/// One service's state and load.
+/// One service's state and load as its site reports it. On the wire: name, up, connections
+/// (u64), bandwidth (u64, bit/s: [`Bandwidth::bps`], markers as they are).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ServiceState {
+pub struct ServiceReport {
     pub name: String,
-    pub up: bool,
-    /// Current connections.
-    pub connections: u64,
-    /// Current bandwidth, bits per second.
-    pub bandwidth_bps: u64,
+    pub state: ServiceState,
 }
 
 /// The services of one site (a full replacement of the previous list).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServiceStates {
     pub site: String,
-    pub services: Vec<ServiceState>,
+    pub services: Vec<ServiceReport>,
 }
 
 /// One LDNS round-trip time measured by a site.
@@ -450,11 +449,13 @@ pub fn decode_payload(kind: MessageType, payload: &[u8]) -> Result<Message, Fram
             let site = r.site()?;
             // name length (2) + up (1) + connections (8) + bandwidth (8)
             let services = r.list(19, |r| {
-                Ok(ServiceState {
+                Ok(ServiceReport {
                     name: r.string(MAX_NAME)?,
-                    up: r.bool()?,
-                    connections: r.u64()?,
-                    bandwidth_bps: r.u64()?,
+                    state: ServiceState {
+                        up: r.bool()?,
+                        connections: r.u64()?,
+                        bandwidth: Bandwidth::from_bps(r.u64()?),
+                    },
                 })
             })?;
             Message::ServiceStates(ServiceStates { site, services })
@@ -561,9 +562,11 @@ pub fn encode(version: u8, message: &Message, max_payload: usize) -> Result<Vec<
             w.count(s.services.len())?;
             for svc in &s.services {
                 w.string(&svc.name, MAX_NAME)?;
-                w.buf.push(u8::from(svc.up));
-                w.buf.extend_from_slice(&svc.connections.to_be_bytes());
-                w.buf.extend_from_slice(&svc.bandwidth_bps.to_be_bytes());
+                w.buf.push(u8::from(svc.state.up));
+                w.buf
+                    .extend_from_slice(&svc.state.connections.to_be_bytes());
+                w.buf
+                    .extend_from_slice(&svc.state.bandwidth.bps().to_be_bytes());
             }
         }
         Message::RttRows(c) => {
@@ -889,6 +892,7 @@ pub fn chunks<T: Clone>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::health::load::{MAX_LOAD, UNKNOWN_LOAD};
 
     fn hello() -> Hello {
         Hello {
@@ -932,17 +936,17 @@ mod tests {
             Message::ServiceStates(ServiceStates {
                 site: "SiteP1".into(),
                 services: vec![
-                    ServiceState {
+                    ServiceReport {
                         name: "web-1".into(),
-                        up: true,
-                        connections: 12,
-                        bandwidth_bps: 1_000_000,
+                        state: ServiceState {
+                            up: true,
+                            connections: 12,
+                            bandwidth: Bandwidth::from_bps(1_000_000),
+                        },
                     },
-                    ServiceState {
+                    ServiceReport {
                         name: "wéb-2".into(),
-                        up: false,
-                        connections: 0,
-                        bandwidth_bps: 0,
+                        state: ServiceState::DOWN,
                     },
                 ],
             }),
@@ -1010,6 +1014,93 @@ mod tests {
             let (version, back, used) = decode_frame(&bytes, DEFAULT_MAX_PAYLOAD).unwrap();
             assert_eq!((version, &back, used), (3, &m, bytes.len()), "{m:?}");
         }
+    }
+
+    fn services(states: &[ServiceState]) -> Message {
+        Message::ServiceStates(ServiceStates {
+            site: "P".into(),
+            services: states
+                .iter()
+                .map(|&state| ServiceReport {
+                    name: "s".into(),
+                    state,
+                })
+                .collect(),
+        })
+    }
+
+    /// Each kind of service state comes back as it was sent: DOWN, zero, the markers, and the
+    /// largest real values; kbit/s as the engine reads them, bit/s on the wire.
+    #[test]
+    fn service_states_round_trip_with_their_markers() {
+        let state = |up, connections, bandwidth| ServiceState {
+            up,
+            connections,
+            bandwidth,
+        };
+        let cases = [
+            (ServiceState::DOWN, 0, 0),
+            (ServiceState::UP, 0, 0),
+            (state(true, 7, Bandwidth::from_kbps(5)), 5, 5_000),
+            (
+                state(true, UNKNOWN_LOAD, Bandwidth::UNKNOWN),
+                UNKNOWN_LOAD,
+                UNKNOWN_LOAD,
+            ),
+            (state(true, 1, Bandwidth::FULL), u64::MAX, u64::MAX),
+            (
+                state(false, MAX_LOAD, Bandwidth::from_kbps(MAX_LOAD)),
+                MAX_LOAD / 1000,
+                MAX_LOAD,
+            ),
+            // A value no build of ours sends (not whole kbit/s) is kept to the bit.
+            (state(true, 0, Bandwidth::from_bps(1_500)), 1, 1_500),
+        ];
+        for (sent, kbps, bps) in cases {
+            let m = services(&[sent]);
+            let bytes = encode(3, &m, DEFAULT_MAX_PAYLOAD).unwrap();
+            let (_, back, _) = decode_frame(&bytes, DEFAULT_MAX_PAYLOAD).unwrap();
+            assert_eq!(back, m, "{sent:?}");
+            assert_eq!(sent.bandwidth.kbps(), kbps, "{sent:?}");
+            // The bandwidth is the frame's last 8 bytes.
+            let wire = u64::from_be_bytes(bytes[bytes.len() - 8..].try_into().unwrap());
+            assert_eq!(wire, bps, "{sent:?}");
+            assert_eq!(encode(3, &back, DEFAULT_MAX_PAYLOAD).unwrap(), bytes);
+        }
+    }
+
+    /// The ServiceStates payload, byte by byte (docs/mep.md: site, count, then name, up,
+    /// connections u64, bandwidth bit/s u64 per service): a change of the wire fails here.
+    #[test]
+    fn service_states_wire_bytes() {
+        let m = services(&[
+            ServiceState {
+                up: true,
+                connections: 0x0102,
+                bandwidth: Bandwidth::from_kbps(3),
+            },
+            ServiceState {
+                up: false,
+                connections: UNKNOWN_LOAD,
+                bandwidth: Bandwidth::FULL,
+            },
+        ]);
+        let bytes = encode(2, &m, DEFAULT_MAX_PAYLOAD).unwrap();
+        let mut want = vec![b'M', b'P', 2, 6];
+        let payload: Vec<u8> = [
+            &[0, 1, b'P'][..],                                 // site
+            &[0, 0, 0, 2],                                     // services: count u32
+            &[0, 1, b's', 1],                                  // name, up
+            &[0, 0, 0, 0, 0, 0, 1, 2],                         // connections
+            &[0, 0, 0, 0, 0, 0, 0x0b, 0xb8],                   // 3 kbit/s = 3000 bit/s
+            &[0, 1, b's', 0],                                  // name, down
+            &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe], // unknown
+            &[0xff; 8],                                        // full
+        ]
+        .concat();
+        want.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        want.extend_from_slice(&payload);
+        assert_eq!(bytes, want);
     }
 
     #[test]

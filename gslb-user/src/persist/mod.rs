@@ -283,7 +283,7 @@ impl Tables {
                 name: s.name.clone(),
                 id: engine.service_id(i),
                 v6: s.ip.is_ipv6(),
-                down: states.get(i).is_some_and(|st| st.down),
+                down: states.get(i).is_some_and(|st| !st.up),
             })
             .collect();
         let mut by_name = HashMap::new();

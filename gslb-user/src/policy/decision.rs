@@ -4,28 +4,8 @@
 use std::net::IpAddr;
 
 use super::spec::{Fallback, Method, ServiceId, SourceMask};
+pub use crate::health::state::{Bandwidth, ServiceState};
 use crate::location::Location;
-
-/// One service's current state; the default is UP with no load reported.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct ServiceState {
-    pub down: bool,
-    pub connections: u64,
-    pub bandwidth_kbps: u64,
-}
-
-impl ServiceState {
-    pub const UP: ServiceState = ServiceState {
-        down: false,
-        connections: 0,
-        bandwidth_kbps: 0,
-    };
-    pub const DOWN: ServiceState = ServiceState {
-        down: true,
-        connections: 0,
-        bandwidth_kbps: 0,
-    };
-}
 
 /// The dynamic inputs of a decision.
 #[derive(Clone, Copy, Debug, Default)]

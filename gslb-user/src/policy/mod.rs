@@ -36,7 +36,9 @@ mod tests;
 
 use std::net::IpAddr;
 
-pub use self::decision::{Client, Decision, Pick, Preference, Query, ServiceState, State, Tier};
+pub use self::decision::{
+    Bandwidth, Client, Decision, Pick, Preference, Query, ServiceState, State, Tier,
+};
 pub use self::expr::{Expr, ExprError, ExprErrorKind, Request};
 pub use self::pick::stable_hash;
 pub use self::spec::{
@@ -407,8 +409,8 @@ impl Engine {
                     .copied()
                     .unwrap_or_default();
                 let full = st.connections >= slot.max_connections
-                    || st.bandwidth_kbps >= slot.max_bandwidth_kbps;
-                !st.down && family.is_none_or(|v6| slot.v6 == v6) && !full
+                    || st.bandwidth.kbps() >= slot.max_bandwidth_kbps;
+                st.up && family.is_none_or(|v6| slot.v6 == v6) && !full
             })
     }
 
@@ -425,9 +427,8 @@ impl Engine {
         let spec = &domain.spec;
         let family = query_family(query.qtype);
         let service_state = |s: usize| state.services.get(s).copied().unwrap_or_default();
-        let available = |slot: &Slot| {
-            !service_state(slot.service).down && family.is_none_or(|v6| slot.v6 == v6)
-        };
+        let available =
+            |slot: &Slot| service_state(slot.service).up && family.is_none_or(|v6| slot.v6 == v6);
         // The client's view's list when one of its services can answer, else the domain's own
         // (as a round-robin domain's view falls back to the default view).
         let list = domain
@@ -447,7 +448,7 @@ impl Engine {
             }
             let st = service_state(slot.service);
             let full = st.connections >= slot.max_connections
-                || st.bandwidth_kbps >= slot.max_bandwidth_kbps;
+                || st.bandwidth.kbps() >= slot.max_bandwidth_kbps;
             if !full {
                 pool.set(pos);
             } else if overload {

@@ -159,7 +159,7 @@ impl<'a> Ask<'a> {
     fn down(mut self, services: &[&str]) -> Self {
         for s in services {
             let i = self.index(s);
-            self.states[i].down = true;
+            self.states[i].up = false;
         }
         self
     }
@@ -167,7 +167,7 @@ impl<'a> Ask<'a> {
     fn load(mut self, service: &str, connections: u64, bandwidth_kbps: u64) -> Self {
         let i = self.index(service);
         self.states[i].connections = connections;
-        self.states[i].bandwidth_kbps = bandwidth_kbps;
+        self.states[i].bandwidth = Bandwidth::from_kbps(bandwidth_kbps);
         self
     }
 
@@ -1274,9 +1274,9 @@ impl World {
                 let i: usize = s.name[3..].parse().unwrap();
                 let (_, _, _, down, connections, _, _) = self.services[i];
                 ServiceState {
-                    down,
+                    up: !down,
                     connections,
-                    bandwidth_kbps: 0,
+                    bandwidth: Bandwidth::ZERO,
                 }
             })
             .collect();
@@ -1318,9 +1318,9 @@ proptest! {
             AAAA => e.service(s).ip.is_ipv6(),
             _ => true,
         };
-        let any_up = (0..states.len()).any(|s| !states[s].down && family_ok(s));
+        let any_up = (0..states.len()).any(|s| states[s].up && family_ok(s));
         for &c in &d.candidates {
-            prop_assert!(!states[c].down, "{} is down: {d:?}", e.service(c).name);
+            prop_assert!(states[c].up, "{} is down: {d:?}", e.service(c).name);
             prop_assert!(family_ok(c));
         }
         prop_assert_eq!(d.candidates.is_empty(), !any_up, "{:?}", d);

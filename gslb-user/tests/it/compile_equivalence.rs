@@ -41,7 +41,8 @@ use gslb_user::dataplane::{Dataplane, PublishStats};
 use gslb_user::location::db::LocationDb;
 use gslb_user::policy::{AnswerMode, DownResponse};
 use gslb_user::policy::{
-    Client, Decision, Engine, Fallback, Ldns, Pick, Query as EngineQuery, ServiceState, State,
+    Bandwidth, Client, Decision, Engine, Fallback, Ldns, Pick, Query as EngineQuery, ServiceState,
+    State,
 };
 use hickory_proto::rr::RecordType;
 use ipnet::IpNet;
@@ -664,9 +665,9 @@ impl World {
             .iter()
             .map(|s| match STATES.iter().find(|(n, ..)| *n == s.name) {
                 Some(&(_, down, connections, bandwidth_kbps)) => ServiceState {
-                    down,
+                    up: !down,
                     connections,
-                    bandwidth_kbps,
+                    bandwidth: Bandwidth::from_kbps(bandwidth_kbps),
                 },
                 None => ServiceState::UP,
             })
@@ -798,7 +799,7 @@ impl World {
                     .unwrap();
                 let s = &self.config.services[i];
                 let ip = s.public_ip.unwrap_or(s.ip);
-                if !self.services[i].down && family(&ip) && !addrs.contains(&ip) {
+                if self.services[i].up && family(&ip) && !addrs.contains(&ip) {
                     addrs.push(ip);
                 }
             }
@@ -1855,9 +1856,9 @@ fn after_health_changes(world: &mut World, mut each: impl FnMut(&World, usize)) 
                 .position(|s| s.name == name)
                 .unwrap();
             services[i] = ServiceState {
-                down,
+                up: !down,
                 connections,
-                bandwidth_kbps,
+                bandwidth: Bandwidth::from_kbps(bandwidth_kbps),
             };
         }
         let snapshot = compiler.compile(&world.config, &inputs(services.clone()));

@@ -15,9 +15,10 @@ use std::{
 };
 
 use gslb_tests::{ProxyMode, TcpProxy};
+use gslb_user::health::state::{Bandwidth, ServiceState};
 use gslb_user::mep::{
     CloseReason, LocalState, MepConfig, MepNode, MepTls, MepView, PersistEntry, Role, RttProtocol,
-    RttRow, ServiceState, SiteKey, SiteSpec, SiteStatus, SiteTree, TopologyTiming,
+    RttRow, ServiceReport, SiteKey, SiteSpec, SiteStatus, SiteTree, TopologyTiming,
     auth::{Opener, SessionKeys},
     frame::{self, Message, ServiceStates},
     session::{self, Identity, LocalHello},
@@ -275,12 +276,14 @@ async fn wait_until(what: &str, f: impl Fn() -> bool) {
     }
 }
 
-fn service(name: &str, up: bool, connections: u64) -> ServiceState {
-    ServiceState {
+fn service(name: &str, up: bool, connections: u64) -> ServiceReport {
+    ServiceReport {
         name: name.into(),
-        up,
-        connections,
-        bandwidth_bps: connections * 1000,
+        state: ServiceState {
+            up,
+            connections,
+            bandwidth: Bandwidth::from_kbps(connections),
+        },
     }
 }
 
@@ -862,7 +865,7 @@ async fn a_peer_that_stops_reading_blocks_nobody_else() {
             v.sites["A"]
                 .services
                 .first()
-                .is_some_and(|s| s.connections == u64::from(round))
+                .is_some_and(|s| s.state.connections == u64::from(round))
                 && v.sites["A"].rtt.first().is_some_and(|r| r.rtt_us == round)
         })
         .await;

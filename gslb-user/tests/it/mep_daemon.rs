@@ -30,8 +30,9 @@ use gslb_user::{
     config::Config,
     control::{self, Reload},
     daemon::{self, Overrides},
+    health::state::{Bandwidth, ServiceState},
     mep::{
-        LocalState, MepConfig, MepNode, MepView, PublicKey, RttProtocol, RttRow, ServiceState,
+        LocalState, MepConfig, MepNode, MepView, PublicKey, RttProtocol, RttRow, ServiceReport,
         SiteKey, SiteSpec, SiteTree, TopologyTiming,
     },
     responder::{Responder, Transport},
@@ -293,11 +294,13 @@ async fn a_parent_exchanges_state_with_its_peer_and_reloads_mep_in_place() {
         SiteSpec::parent("p2", "127.0.0.2".parse().unwrap()).with_port(p2_mep),
     ];
     let peer = Peer::start(peer_listener, "p2", sites).await;
-    let web2 = |up| ServiceState {
+    let web2 = |up| ServiceReport {
         name: "web2".into(),
-        up,
-        connections: 3,
-        bandwidth_bps: 8000,
+        state: ServiceState {
+            up,
+            connections: 3,
+            bandwidth: Bandwidth::from_bps(8000),
+        },
     };
     let peer_rtt = vec![RttRow {
         ldns: "203.0.113.9/32".parse().unwrap(),

@@ -11,8 +11,9 @@ use std::{
     time::{Duration, Instant},
 };
 
+use gslb_user::health::state::ServiceState;
 use gslb_user::mep::{
-    CloseReason, LocalState, MepConfig, MepNode, MepView, Role, ServiceState, SiteKey, SiteSpec,
+    CloseReason, LocalState, MepConfig, MepNode, MepView, Role, ServiceReport, SiteKey, SiteSpec,
     SiteStatus, SiteTree, TopologyTiming,
     frame::{self, Message, ServiceStates},
     session::{self, Identity, LinkError, LocalHello},
@@ -47,13 +48,23 @@ fn hello(site: &str, role: Role, parent: Option<&str>) -> LocalHello {
     }
 }
 
-fn service(name: &str, up: bool) -> ServiceState {
-    ServiceState {
+fn service(name: &str, up: bool) -> ServiceReport {
+    let state = if up {
+        ServiceState::UP
+    } else {
+        ServiceState::DOWN
+    };
+    ServiceReport {
         name: name.into(),
-        up,
-        connections: 0,
-        bandwidth_bps: 0,
+        state,
     }
+}
+
+/// An UP service with `connections`.
+fn loaded(name: &str, connections: u64) -> ServiceReport {
+    let mut s = service(name, true);
+    s.state.connections = connections;
+    s
 }
 
 /// A connection to `to` from `from` (the address an attacker on that host would have).
@@ -433,17 +444,14 @@ async fn a_replayed_or_modified_frame_closes_the_link_and_is_not_taken() {
         c.topology = SiteTree::new(sites).unwrap();
     });
     wait_view(&b, "A up", |v| v.link_up("A")).await;
-    let publish = |web: ServiceState| {
+    let publish = |web: ServiceReport| {
         a.publish_local(LocalState {
             services: vec![web],
             ..Default::default()
         })
         .unwrap();
     };
-    publish(ServiceState {
-        connections: 1,
-        ..service("web", true)
-    });
+    publish(loaded("web", 1));
     wait_view(&b, "web up", |v| v.service_up("A", "web", None)).await;
 
     // Replay: A says web is DOWN; right after, the captured frame saying UP arrives again.
@@ -461,24 +469,21 @@ async fn a_replayed_or_modified_frame_closes_the_link_and_is_not_taken() {
 
     // Modify: the next services frame has one bit flipped on the way.
     *mode.lock().unwrap() = Tamper::Modify;
-    publish(ServiceState {
-        connections: 6,
-        ..service("web", true)
-    });
+    publish(loaded("web", 6));
     wait_until("B counts integrity again", || {
         b.stats().closed(CloseReason::Integrity) >= 2
     })
     .await;
     assert_eq!(*mode.lock().unwrap(), Tamper::None, "the change was made");
     wait_view(&b, "A back with what A sent", |v| {
-        v.link_up("A") && v.sites["A"].services.first().map(|s| s.connections) == Some(6)
+        v.link_up("A") && v.sites["A"].services.first().map(|s| s.state.connections) == Some(6)
     })
     .await;
     assert!(
         b.view().sites["A"]
             .services
             .iter()
-            .all(|s| s.connections != 7),
+            .all(|s| s.state.connections != 7),
         "the changed frame was never taken"
     );
 }

@@ -555,7 +555,7 @@ async fn killed_mep_node(me: &str, me_ip: &str) {
     // It kills `mep-persist-sync`, which every in-process gslbd with MEP runs.
     let _alone = common::killing_same_named_tasks().await;
     use gslb_user::mep::{
-        LocalState, MepConfig, MepNode, PublicKey, ServiceState, SiteKey, SiteSpec, SiteTree,
+        LocalState, MepConfig, MepNode, PublicKey, ServiceReport, SiteKey, SiteSpec, SiteTree,
     };
     let dir = TempDir::new(&format!("supervise-mep-{me}"));
     let path = dir.0.join("gslb.toml");
@@ -601,11 +601,9 @@ async fn killed_mep_node(me: &str, me_ip: &str) {
         }
     });
     peer.publish_local(LocalState {
-        services: vec![ServiceState {
+        services: vec![ServiceReport {
             name: "web2".into(),
-            up: true,
-            connections: 0,
-            bandwidth_bps: 0,
+            state: gslb_user::health::state::ServiceState::UP,
         }],
         rtt: vec![],
         persistence: vec![],

@@ -164,7 +164,7 @@ fn service_states_carry_the_readings_and_unknown() {
     let states = w.service_states();
     assert_eq!(states[0].connections, 4);
     assert_eq!(states[1].connections, UNKNOWN_LOAD);
-    assert!(states.iter().all(|s| !s.down && s.bandwidth_kbps == 0));
+    assert!(states.iter().all(|s| s.up && s.bandwidth.kbps() == 0));
 }
 
 #[test]
@@ -194,9 +194,9 @@ fn only_loads_that_change_a_decision_are_facts() {
     // A DOWN service's load is not read.
     let down = |a: u64| {
         let a = ServiceState {
-            down: true,
+            up: false,
             connections: a,
-            bandwidth_kbps: 0,
+            bandwidth: crate::health::state::Bandwidth::ZERO,
         };
         let b = ServiceState {
             connections: 7,

@@ -39,7 +39,11 @@ impl Facts {
                 .iter()
                 .filter(|(_, r)| r.reachable)
                 .map(|(name, r)| {
-                    let states = r.services.iter().map(|s| (s.name.clone(), s.up)).collect();
+                    let states = r
+                        .services
+                        .iter()
+                        .map(|s| (s.name.clone(), s.state.up))
+                        .collect();
                     (name.clone(), states)
                 })
                 .collect(),

@@ -390,7 +390,8 @@ mod tests {
     use super::mep_keys;
 
     use super::*;
-    use crate::mep::{Role, RttProtocol, RttRow, ServiceState};
+    use crate::health::state::{Bandwidth, ServiceState};
+    use crate::mep::{Role, RttProtocol, RttRow, ServiceReport};
     use crate::probe::ProbeKind;
     use crate::{
         health::HealthSupervisor,
@@ -480,16 +481,18 @@ services = ["a", "b", "c"]
 
     const MEP: &str = "[mep]\n";
 
-    fn state(name: &str, up: bool) -> ServiceState {
-        ServiceState {
+    fn state(name: &str, up: bool) -> ServiceReport {
+        ServiceReport {
             name: name.into(),
-            up,
-            connections: 0,
-            bandwidth_bps: 0,
+            state: if up {
+                ServiceState::UP
+            } else {
+                ServiceState::DOWN
+            },
         }
     }
 
-    fn remote(reachable: bool, services: Vec<ServiceState>) -> RemoteSite {
+    fn remote(reachable: bool, services: Vec<ServiceReport>) -> RemoteSite {
         RemoteSite {
             reachable,
             via: None,
@@ -538,9 +541,12 @@ services = ["a", "b", "c"]
             "p2".into(),
             remote(
                 true,
-                vec![ServiceState {
-                    connections: 5,
-                    bandwidth_bps: u64::MAX,
+                vec![ServiceReport {
+                    state: ServiceState {
+                        connections: 5,
+                        bandwidth: Bandwidth::FULL,
+                        ..ServiceState::UP
+                    },
                     ..state("b", true)
                 }],
             ),
@@ -596,18 +602,26 @@ services = ["a", "b", "c"]
         for (over, sent) in [(false, 400_000), (true, u64::MAX)] {
             at_p2.links.insert("uplink".into(), load(over));
             let service = |name| at_p2.config.service(name).unwrap();
-            assert_eq!(local_load(&at_p2, service("b")), (0, sent), "over {over}");
-            assert_eq!(local_load(&at_p2, service("a")), (0, 0), "a has no link");
+            assert_eq!(
+                local_load(&at_p2, service("b")),
+                (0, Bandwidth::from_bps(sent)),
+                "over {over}"
+            );
+            assert_eq!(
+                local_load(&at_p2, service("a")),
+                (0, Bandwidth::ZERO),
+                "a has no link"
+            );
             // At p1, which knows nothing of p2's links.
             let mut at_p1 = World::new(config("p1", MEP), HealthSupervisor::new());
             at_p1.local_site = Some("p1".into());
             let mut view = (*initial_view(&at_p1.config).unwrap()).clone();
             let mut b = state("b", true);
-            b.bandwidth_bps = sent;
+            b.state.bandwidth = Bandwidth::from_bps(sent);
             view.sites.insert("p2".into(), remote(true, vec![b]));
             at_p1.mep = Some(Arc::new(view));
             let b_state = at_p1.service_states()[1];
-            let full = b_state.bandwidth_kbps == u64::MAX;
+            let full = b_state.bandwidth.kbps() == u64::MAX;
             assert_eq!(full, over, "over {over}: {b_state:?}");
         }
     }

@@ -6,7 +6,8 @@ use tracing::error;
 
 use super::Mep;
 use crate::{
-    mep::{RttProtocol, RttRow, ServiceState},
+    health::state::{Bandwidth, ServiceState},
+    mep::{RttProtocol, RttRow, ServiceReport},
     probe::{ProbeKind, RttHandle},
     world::World,
 };
@@ -22,12 +23,14 @@ impl Mep {
             .iter()
             .filter(|s| s.site == self.site)
             .map(|s| {
-                let (connections, bandwidth_bps) = local_load(world, s);
-                ServiceState {
+                let (connections, bandwidth) = local_load(world, s);
+                ServiceReport {
                     name: s.name.clone(),
-                    up: world.health.is_up(&s.name) != Some(false),
-                    connections,
-                    bandwidth_bps,
+                    state: ServiceState {
+                        up: world.health.is_up(&s.name) != Some(false),
+                        connections,
+                        bandwidth,
+                    },
                 }
             })
             .collect();
@@ -70,16 +73,16 @@ pub(super) fn local_rtt(site: &str, rtt: &RttHandle) -> Vec<RttRow> {
         .collect()
 }
 
-/// A service of this site's load as MEP carries it: (connections, bandwidth in bit/s), the
-/// values this site's answers read ([`World::local_connections`],
-/// [`World::local_bandwidth_kbps`]). Markers travel as they are: the bandwidth `u64::MAX`
-/// while the service's link is over its threshold (hysteresis included), which tells the other
-/// sites the service is full (docs/mep.md): they do not know this site's links; and
+/// A service of this site's load as MEP carries it: (connections, bandwidth), the values this
+/// site's answers read ([`World::local_connections`], [`World::local_bandwidth`]). Markers
+/// travel as they are: the bandwidth [`Bandwidth::FULL`] while the service's link is over its
+/// threshold (hysteresis included), which tells the other sites the service is full
+/// (docs/mep.md): they do not know this site's links; and
 /// [`UNKNOWN_LOAD`](crate::health::load::UNKNOWN_LOAD) in either field while the load monitor's
 /// value is unknown.
-pub(crate) fn local_load(world: &World, service: &crate::config::Service) -> (u64, u64) {
+pub(crate) fn local_load(world: &World, service: &crate::config::Service) -> (u64, Bandwidth) {
     (
         world.local_connections(service),
-        crate::health::load::kbps_to_wire(world.local_bandwidth_kbps(service)),
+        world.local_bandwidth(service),
     )
 }

@@ -52,7 +52,7 @@ pub const MAX_LOAD: u64 = i64::MAX as u64;
 ///   tie, so they share the answers in turn (round robin).
 ///
 /// MEP carries it as it is in the connections field, and as `u64::MAX - 1` bit/s in the
-/// bandwidth field ([`kbps_to_wire`]).
+/// bandwidth field ([`Bandwidth::UNKNOWN`](super::state::Bandwidth::UNKNOWN)).
 pub const UNKNOWN_LOAD: u64 = u64::MAX - 1;
 
 /// Largest page read; a longer one is an error (node_exporter's pages are ~100 KiB).
@@ -288,24 +288,6 @@ impl LoadReadings {
             out.push_str(&format!("load_failures{labels} {}\n", r.failures));
         }
         out
-    }
-}
-
-/// A kbit/s load as MEP's bandwidth field carries it (bit/s): `u64::MAX` (a link over its
-/// threshold: full) and [`UNKNOWN_LOAD`] are kept as they are, a real value saturates at
-/// [`MAX_LOAD`].
-pub fn kbps_to_wire(kbps: u64) -> u64 {
-    match kbps {
-        u64::MAX | UNKNOWN_LOAD => kbps,
-        v => v.saturating_mul(1000).min(MAX_LOAD),
-    }
-}
-
-/// MEP's bandwidth field (bit/s) as the engine's kbit/s; the inverse of [`kbps_to_wire`].
-pub fn wire_to_kbps(bps: u64) -> u64 {
-    match bps {
-        u64::MAX | UNKNOWN_LOAD => bps,
-        v => v / 1000,
     }
 }
 
@@ -699,16 +681,5 @@ mod tests {
             ),
             "{lines}"
         );
-    }
-
-    #[test]
-    fn bandwidth_on_the_wire() {
-        for kbps in [0, 1, 999_999, u64::MAX, UNKNOWN_LOAD] {
-            assert_eq!(wire_to_kbps(kbps_to_wire(kbps)), kbps, "{kbps}");
-        }
-        assert_eq!(kbps_to_wire(5), 5000);
-        // A huge real value stays real (not unknown, not full).
-        assert_eq!(kbps_to_wire(MAX_LOAD), MAX_LOAD);
-        assert!(wire_to_kbps(kbps_to_wire(MAX_LOAD)) < UNKNOWN_LOAD);
     }
 }

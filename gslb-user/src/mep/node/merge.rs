@@ -25,7 +25,7 @@ use std::{
 };
 
 use super::RemoteSite;
-use crate::mep::frame::{PersistEntry, RttRow, ServiceState, SiteStatus};
+use crate::mep::frame::{PersistEntry, RttRow, ServiceReport, SiteStatus};
 
 /// What one link brought about one site.
 #[derive(Clone, Debug, Default)]
@@ -33,7 +33,7 @@ pub(super) struct SiteData {
     pub status: Option<SiteStatus>,
     /// `None` until the site's services came over this link (a relayed child's again after
     /// each time it was relayed as not attached).
-    pub services: Option<Arc<Vec<ServiceState>>>,
+    pub services: Option<Arc<Vec<ServiceReport>>>,
     pub rtt: Arc<Vec<RttRow>>,
     pub persistence: Arc<Vec<PersistEntry>>,
     pub backups: Option<Vec<String>>,
@@ -55,7 +55,7 @@ pub(super) struct Handover {
     /// The parent the site said it moved to.
     pub to: String,
     pub status: Option<SiteStatus>,
-    pub services: Arc<Vec<ServiceState>>,
+    pub services: Arc<Vec<ServiceReport>>,
     pub until: Instant,
 }
 
@@ -164,7 +164,7 @@ impl SiteTable {
     }
 
     /// `via` sent `site`'s services (they replace the previous list).
-    pub(super) fn services(&mut self, via: &str, site: &str, services: Vec<ServiceState>) {
+    pub(super) fn services(&mut self, via: &str, site: &str, services: Vec<ServiceReport>) {
         self.entry(via, site).services = Some(Arc::new(services));
     }
 
@@ -174,7 +174,7 @@ impl SiteTable {
         via: &str,
         to: &str,
         status: Option<SiteStatus>,
-        services: Arc<Vec<ServiceState>>,
+        services: Arc<Vec<ServiceReport>>,
         now: Instant,
     ) -> Option<Handover> {
         // Another path has it already: nothing to bridge.
@@ -305,12 +305,10 @@ mod tests {
 
     const GRACE: Duration = Duration::from_secs(2);
 
-    fn svc(name: &str) -> Vec<ServiceState> {
-        vec![ServiceState {
+    fn svc(name: &str) -> Vec<ServiceReport> {
+        vec![ServiceReport {
             name: name.into(),
-            up: true,
-            connections: 0,
-            bandwidth_bps: 0,
+            state: crate::health::state::ServiceState::UP,
         }]
     }
 

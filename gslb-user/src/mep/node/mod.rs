@@ -29,7 +29,7 @@ use tokio::{
 use tracing::info;
 
 use super::{
-    frame::{self, Message, PersistEntry, Role, RttRow, ServiceState, ServiceStates, SiteStatus},
+    frame::{self, Message, PersistEntry, Role, RttRow, ServiceReport, ServiceStates, SiteStatus},
     session::{Audience, CloseReason, Counters, LocalHello, Outbound},
     topology::{SiteView, TopologyError, remote_service_up},
 };
@@ -98,7 +98,7 @@ impl TlsInput {
 /// What this site publishes about itself.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LocalState {
-    pub services: Vec<ServiceState>,
+    pub services: Vec<ServiceReport>,
     /// LDNS RTT rows measured here (sent to parents only).
     pub rtt: Vec<RttRow>,
     /// Persistence entries made here (sent to parents only).
@@ -132,7 +132,7 @@ pub struct RemoteSite {
     pub via: Option<String>,
     pub status: Option<SiteStatus>,
     /// As reported; see [`RemoteSite::service_up`] for the effective state.
-    pub services: Arc<Vec<ServiceState>>,
+    pub services: Arc<Vec<ServiceReport>>,
     pub rtt: Arc<Vec<RttRow>>,
     pub persistence: Arc<Vec<PersistEntry>>,
     /// Its backup-parent list, as it sent it.
@@ -146,7 +146,7 @@ pub struct RemoteSite {
 impl RemoteSite {
     fn unknown() -> Self {
         // Shared empty tables: a large tree's view has a thousand sites, rebuilt often.
-        static SERVICES: LazyLock<Arc<Vec<ServiceState>>> = LazyLock::new(Arc::default);
+        static SERVICES: LazyLock<Arc<Vec<ServiceReport>>> = LazyLock::new(Arc::default);
         static RTT: LazyLock<Arc<Vec<RttRow>>> = LazyLock::new(Arc::default);
         static PERSISTENCE: LazyLock<Arc<Vec<PersistEntry>>> = LazyLock::new(Arc::default);
         RemoteSite {
@@ -167,7 +167,7 @@ impl RemoteSite {
             .services
             .iter()
             .find(|s| s.name == service)
-            .map(|s| s.up);
+            .map(|s| s.state.up);
         remote_service_up(None, self.reachable, reported)
     }
 }
@@ -212,7 +212,7 @@ impl MepView {
         let remote = self.sites.get(site);
         let reported = remote
             .and_then(|r| r.services.iter().find(|s| s.name == service))
-            .map(|s| s.up);
+            .map(|s| s.state.up);
         remote_service_up(local_monitor, remote.is_some_and(|r| r.reachable), reported)
     }
 }
@@ -288,7 +288,7 @@ impl MepNode {
     /// (gslbd publishes those on their own clock, [`MepNode::publish_persistence`]).
     pub fn publish_metrics(
         &self,
-        services: Vec<ServiceState>,
+        services: Vec<ServiceReport>,
         rtt: Vec<RttRow>,
     ) -> Result<(), MepError> {
         check_metrics(&services, &rtt)?;
@@ -380,7 +380,7 @@ impl MepNode {
 }
 
 /// A service list must fit one frame; RTT rows need a site name of the allowed length.
-fn check_metrics(services: &[ServiceState], rtt: &[RttRow]) -> Result<(), MepError> {
+fn check_metrics(services: &[ServiceReport], rtt: &[RttRow]) -> Result<(), MepError> {
     let probe = Message::ServiceStates(ServiceStates {
         site: "x".into(),
         services: services.to_vec(),
@@ -423,11 +423,9 @@ mod tests {
             service: "web1".into(),
             ttl_s: 60,
         };
-        let web1 = ServiceState {
+        let web1 = ServiceReport {
             name: "web1".into(),
-            up: true,
-            connections: 0,
-            bandwidth_bps: 0,
+            state: crate::health::state::ServiceState::UP,
         };
         node.publish_persistence(vec![entry.clone()]).unwrap();
         node.publish_metrics(vec![web1.clone()], Vec::new())
