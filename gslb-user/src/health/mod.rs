@@ -67,6 +67,7 @@ use hickory_proto::{op::ResponseCode, rr::RecordType};
 use tokio::sync::broadcast;
 use tracing::{debug, info, warn};
 
+pub use dns::DnsCheckError;
 pub(crate) use icmp::{Echo, echo};
 pub use icmp::{IcmpMode, icmp_mode};
 use state::{MonitorTracker, service_up};
@@ -293,6 +294,7 @@ pub struct CheckResult {
 
 /// Why a check failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ProbeError {
     #[error("no answer within {0:?}")]
     Timeout(Duration),
@@ -320,11 +322,57 @@ pub enum ProbeError {
     #[error("load: {0}")]
     Load(String),
     #[error("invalid monitor: {0}")]
-    Invalid(String),
+    Invalid(#[from] MonitorSpecError),
+}
+
+/// Why a monitor cannot be built from its [`MonitorSpec`] or [`LoadMonitorSpec`](load::LoadMonitorSpec).
+///
+/// The cause is in the message too (as in [`DnsCheckError`]): these end up as text in
+/// configuration errors and in the reply to a refused reload.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MonitorSpecError {
+    #[error("interval must be more than 0")]
+    ZeroInterval,
+    #[error("timeout must be more than 0")]
+    ZeroTimeout,
+    /// A `stub_status` page has one number, the active connections.
+    #[error("stub_status reports connections")]
+    StubStatusMeasure,
+    #[error("path {path:?} does not start with /")]
+    PathNotAbsolute { path: String },
+    #[error("path {path:?}: {source}")]
+    Path {
+        path: String,
+        source: hyper::http::uri::InvalidUri,
+    },
+    #[error("host {host:?} is not a header value")]
+    HostHeader { host: String },
+    #[error("TLS server name {name:?}")]
+    ServerName { name: String },
+    #[error("TLS: {source}")]
+    Tls {
+        source: Box<tokio_rustls::rustls::Error>,
+    },
+    #[error("CA file {}: {source}", path.display())]
+    CaFileRead {
+        path: PathBuf,
+        source: Box<tokio_rustls::rustls::pki_types::pem::Error>,
+    },
+    #[error("CA file {}: {source}", path.display())]
+    CaFileCertificate {
+        path: PathBuf,
+        source: Box<tokio_rustls::rustls::Error>,
+    },
+    #[error("CA file {}: no certificate", path.display())]
+    CaFileEmpty { path: PathBuf },
+    #[error(transparent)]
+    Dns(#[from] DnsCheckError),
 }
 
 /// A configuration the supervisor refuses; nothing was changed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum HealthError {
     #[error("service {0:?} is listed twice")]
     DuplicateService(String),
@@ -332,7 +380,7 @@ pub enum HealthError {
     InvalidMonitor {
         service: String,
         monitor: String,
-        reason: String,
+        reason: MonitorSpecError,
     },
 }
 
@@ -345,13 +393,17 @@ enum Probe {
 }
 
 impl Probe {
-    fn new(target: IpAddr, service_port: u16, spec: &MonitorSpec) -> Result<Probe, String> {
+    fn new(
+        target: IpAddr,
+        service_port: u16,
+        spec: &MonitorSpec,
+    ) -> Result<Probe, MonitorSpecError> {
         let addr = SocketAddr::new(target, spec.port.unwrap_or(service_port));
         if spec.interval.is_zero() {
-            return Err("interval must be more than 0".into());
+            return Err(MonitorSpecError::ZeroInterval);
         }
         if spec.timeout.is_zero() {
-            return Err("timeout must be more than 0".into());
+            return Err(MonitorSpecError::ZeroTimeout);
         }
         Ok(match &spec.kind {
             MonitorKind::Tcp => Probe::Tcp(addr),
@@ -359,9 +411,7 @@ impl Probe {
             MonitorKind::Https(check, tls) => {
                 Probe::Http(http::HttpProbe::new(addr, check, Some(tls))?)
             }
-            MonitorKind::Dns(check) => {
-                Probe::Dns(dns::DnsProbe::new(addr, check).map_err(|e| e.to_string())?)
-            }
+            MonitorKind::Dns(check) => Probe::Dns(dns::DnsProbe::new(addr, check)?),
             MonitorKind::Icmp => Probe::Icmp(target),
         })
     }

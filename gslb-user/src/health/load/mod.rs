@@ -34,7 +34,7 @@ use std::{
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-use super::{HealthError, HttpCheck, ProbeError, TlsCheck, http::HttpProbe};
+use super::{HealthError, HttpCheck, MonitorSpecError, ProbeError, TlsCheck, http::HttpProbe};
 use crate::supervise::{self, Supervised};
 
 /// The largest real load value; larger readings are clamped to it, so that they stay apart
@@ -316,15 +316,19 @@ struct LoadProbe {
 }
 
 impl LoadProbe {
-    fn new(target: IpAddr, service_port: u16, spec: &LoadMonitorSpec) -> Result<Self, String> {
+    fn new(
+        target: IpAddr,
+        service_port: u16,
+        spec: &LoadMonitorSpec,
+    ) -> Result<Self, MonitorSpecError> {
         if spec.interval.is_zero() {
-            return Err("interval must be more than 0".into());
+            return Err(MonitorSpecError::ZeroInterval);
         }
         if spec.timeout.is_zero() {
-            return Err("timeout must be more than 0".into());
+            return Err(MonitorSpecError::ZeroTimeout);
         }
         if spec.source == LoadSource::StubStatus && spec.measure != Measure::Connections {
-            return Err("stub_status reports connections".into());
+            return Err(MonitorSpecError::StubStatusMeasure);
         }
         let addr = SocketAddr::new(target, spec.port.unwrap_or(service_port));
         let check = HttpCheck {
