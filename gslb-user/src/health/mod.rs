@@ -450,7 +450,7 @@ fn random_u64() -> u64 {
     hasher.finish()
 }
 
-/// The state of one configured service, behind [`Shared::services`].
+/// The state of one configured service, behind [`ServiceBoard::services`].
 struct ServiceEntry {
     /// Which run of the service's monitors this is: results of an older run are dropped.
     epoch: u64,
@@ -472,12 +472,14 @@ struct MonitorEntry {
     last: Option<CheckResult>,
 }
 
-struct Shared {
+/// Every monitored service's state, and the channel its changes go out on: shared by the
+/// supervisor and its monitors' tasks.
+struct ServiceBoard {
     services: Mutex<HashMap<String, ServiceEntry>>,
     events: broadcast::Sender<HealthEvent>,
 }
 
-impl Shared {
+impl ServiceBoard {
     /// Takes one check result of monitor `index` of run `epoch` of `service`. Returns false
     /// when that run is over (the service was removed or restarted): the monitor stops.
     fn record(&self, service: &str, epoch: u64, index: usize, result: CheckResult) -> bool {
@@ -555,7 +557,7 @@ struct Running {
 ///
 /// Dropping the supervisor stops every monitor.
 pub struct HealthSupervisor {
-    shared: Arc<Shared>,
+    shared: Arc<ServiceBoard>,
     running: Mutex<HashMap<String, Running>>,
     next_epoch: AtomicU64,
 }
@@ -570,7 +572,7 @@ impl HealthSupervisor {
     pub fn new() -> Self {
         let (events, _) = broadcast::channel(EVENT_BACKLOG);
         HealthSupervisor {
-            shared: Arc::new(Shared {
+            shared: Arc::new(ServiceBoard {
                 services: Mutex::new(HashMap::new()),
                 events,
             }),
@@ -803,7 +805,7 @@ impl Drop for HealthSupervisor {
 /// cannot run takes its service DOWN by its fall rule, like a target that does not answer,
 /// and never holds it UP.
 fn supervise_monitor(
-    shared: Arc<Shared>,
+    shared: Arc<ServiceBoard>,
     service: String,
     epoch: u64,
     index: usize,
@@ -836,7 +838,7 @@ fn supervise_monitor(
 /// One monitor's loop: a check every `interval`, each within `timeout`, until the supervisor
 /// aborts the task or the run is over.
 async fn run_monitor(
-    shared: Arc<Shared>,
+    shared: Arc<ServiceBoard>,
     service: String,
     epoch: u64,
     index: usize,
