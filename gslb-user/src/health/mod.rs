@@ -320,7 +320,7 @@ pub enum ProbeError {
     #[error("ICMP: {0}")]
     Icmp(std::io::Error),
     #[error("load: {0}")]
-    Load(String),
+    Load(#[from] load::LoadReadError),
     #[error("invalid monitor: {0}")]
     Invalid(#[from] MonitorSpecError),
 }
