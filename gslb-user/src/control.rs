@@ -64,16 +64,31 @@ pub struct ControlPath {
     pub required: bool,
 }
 
-/// A request to reload the configuration. `reply` gets the outcome: `Err` holds the reason
-/// the new configuration was refused (the running one stays). SIGHUP sends none.
+/// A request to reload the configuration. `reply` gets the outcome: `Err` says why the new
+/// configuration is not in force (the running one stays). SIGHUP sends none.
 #[derive(Debug, Default)]
 pub struct Reload {
-    pub reply: Option<oneshot::Sender<Result<(), String>>>,
+    pub reply: Option<oneshot::Sender<Result<(), ReloadRefused>>>,
+}
+
+/// Why a requested reload left the running configuration in force. Every requester of one
+/// reload gets a copy, hence the `Arc`.
+#[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReloadRefused {
+    /// The new configuration does not load or cannot run. Display shows the error with its
+    /// causes: the text gslbctl prints.
+    #[error("{}", crate::daemon::anyhow_like(.0.as_ref()))]
+    Invalid(#[source] Arc<crate::daemon::ReloadError>),
+    #[error(
+        "the configuration loaded, but publishing its answers failed; the running configuration and its answers stay in force"
+    )]
+    PublishFailed,
 }
 
 impl Reload {
     /// Tells the requester how it went (if it still waits).
-    pub fn answer(self, outcome: Result<(), String>) {
+    pub fn answer(self, outcome: Result<(), ReloadRefused>) {
         if let Some(reply) = self.reply {
             let _ = reply.send(outcome);
         }
@@ -199,8 +214,27 @@ async fn serve_connection(stream: UnixStream, state: &ControlState) -> io::Resul
     write.shutdown().await
 }
 
+/// Why a control request failed; its Display is the reason after `error: ` in the reply.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ControlRequestError {
+    #[error("unknown request {request:?} (reload, ldns or stats)")]
+    UnknownRequest { request: String },
+    #[error("gslbd is shutting down")]
+    ShuttingDown,
+    /// The cause is in the message too: the client gets only this line.
+    #[error("reload refused, the running configuration stays: {source}")]
+    ReloadRefused { source: ReloadRefused },
+    #[error("no reload outcome within {timeout:?}")]
+    ReloadTimeout { timeout: Duration },
+    #[error(
+        "RTT probing is off (it needs server.site, and [rtt] enabled = true or a domain using rtt)"
+    )]
+    RttOff,
+}
+
 /// The reply body to `request`, or why it failed.
-async fn handle(request: &str, state: &ControlState) -> Result<String, String> {
+async fn handle(request: &str, state: &ControlState) -> Result<String, ControlRequestError> {
     match request {
         "reload" => {
             let (tx, rx) = oneshot::channel();
@@ -208,14 +242,14 @@ async fn handle(request: &str, state: &ControlState) -> Result<String, String> {
                 .reloads
                 .send(Reload { reply: Some(tx) })
                 .await
-                .map_err(|_| "gslbd is shutting down".to_owned())?;
+                .map_err(|_| ControlRequestError::ShuttingDown)?;
             match tokio::time::timeout(RELOAD_TIMEOUT, rx).await {
                 Ok(Ok(Ok(()))) => Ok("configuration reloaded\n".into()),
-                Ok(Ok(Err(reason))) => Err(format!(
-                    "reload refused, the running configuration stays: {reason}"
-                )),
-                Ok(Err(_)) => Err("gslbd is shutting down".into()),
-                Err(_) => Err(format!("no reload outcome within {RELOAD_TIMEOUT:?}")),
+                Ok(Ok(Err(source))) => Err(ControlRequestError::ReloadRefused { source }),
+                Ok(Err(_)) => Err(ControlRequestError::ShuttingDown),
+                Err(_) => Err(ControlRequestError::ReloadTimeout {
+                    timeout: RELOAD_TIMEOUT,
+                }),
             }
         }
         "ldns" => {
@@ -256,15 +290,18 @@ async fn handle(request: &str, state: &ControlState) -> Result<String, String> {
             }
             Ok(out)
         }
-        other => Err(format!("unknown request {other:?} (reload, ldns or stats)")),
+        other => Err(ControlRequestError::UnknownRequest {
+            request: other.to_owned(),
+        }),
     }
 }
 
-fn rtt_handle(state: &ControlState) -> Result<RttHandle, String> {
-    state.rtt.borrow().clone().ok_or_else(|| {
-        "RTT probing is off (it needs server.site, and [rtt] enabled = true or a domain using rtt)"
-            .to_owned()
-    })
+fn rtt_handle(state: &ControlState) -> Result<RttHandle, ControlRequestError> {
+    state
+        .rtt
+        .borrow()
+        .clone()
+        .ok_or(ControlRequestError::RttOff)
 }
 
 /// One request to the gslbd at `path`: `Ok(body)` after an `ok` reply, `Err` with the reason
@@ -406,12 +443,18 @@ mod tests {
             let _ = stopped.await;
         }));
         // gslbd's side of a reload: refuse the first, take the second.
+        let invalid = crate::daemon::ReloadError::Config(crate::config::ConfigError::Invalid {
+            file: "test.toml".into(),
+            line: 3,
+            column: 7,
+            reason: "bad".into(),
+        });
         let daemon = tokio::spawn(async move {
             reloads
                 .recv()
                 .await
                 .unwrap()
-                .answer(Err("test.toml:3:7: bad".into()));
+                .answer(Err(ReloadRefused::Invalid(Arc::new(invalid))));
             reloads.recv().await.unwrap().answer(Ok(()));
         });
         let t = Duration::from_secs(10);
@@ -419,7 +462,9 @@ mod tests {
         let table: [(&str, Result<&str, &str>); 5] = [
             (
                 "reload",
-                Err("reload refused, the running configuration stays: test.toml:3:7: bad"),
+                Err(
+                    "reload refused, the running configuration stays: the configuration does not load: test.toml:3:7: bad",
+                ),
             ),
             ("reload", Ok("configuration reloaded\n")),
             (

@@ -1,6 +1,6 @@
 //! Stage 2, per configuration, location database and RTT rows: the client address space cut
 //! at every boundary into segments, and the segments grouped into classes of clients that
-//! every decision sees alike (a [`Partition`]).
+//! every decision sees alike (a [`ClientClasses`]).
 
 use ahash::AHashMap as HashMap;
 use std::net::IpAddr;
@@ -15,7 +15,7 @@ use crate::location::db::LocationDb;
 use crate::policy::topology::Ldns;
 
 /// The client address space cut into segments, and their classes.
-pub(super) struct Partition {
+pub(super) struct ClientClasses {
     /// Segment starts, ascending; the first is 0.
     pub(super) points: Vec<u128>,
     pub(super) seg_class: Vec<u32>,
@@ -59,7 +59,7 @@ impl ClassKey {
 
 impl Job<'_> {
     /// Cuts the address space at every boundary and finds each segment's class.
-    pub(super) fn partition(&self) -> Partition {
+    pub(super) fn client_classes(&self) -> ClientClasses {
         let config = self.config;
         // Per-query domains' inputs cut the space too, though no view differs by them: the ECS
         // scope of their answers is the class's (`Snapshot::classes`).
@@ -178,7 +178,7 @@ impl Job<'_> {
         } else {
             Arc::default()
         };
-        Partition {
+        ClientClasses {
             points,
             seg_class,
             classes,

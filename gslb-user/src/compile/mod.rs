@@ -61,7 +61,7 @@ use std::sync::Arc;
 use gslb_common::{QTYPE_A, QTYPE_AAAA, ViewValue};
 use ipnet::IpNet;
 
-use self::classes::{ClassKey, Partition};
+use self::classes::{ClassKey, ClientClasses};
 use self::interner::Interner;
 use self::kinds::{Kind, kind, service_index};
 use self::partition::{AddressSteps, Segments};
@@ -243,7 +243,7 @@ struct Cache {
     rtt: Arc<Vec<LdnsRtt>>,
     /// Domains answered by RTT were left to the responder (over the budget).
     rtt_to_responder: bool,
-    partition: Partition,
+    partition: ClientClasses,
     signatures: Interner<Signature>,
     outcomes: Interner<Outcome>,
     /// (signature, projected class key) → outcome, for LDNS views.
@@ -311,7 +311,7 @@ impl Compiler {
                 locations,
                 rtt: inputs.rtt.clone(),
                 rtt_to_responder,
-                partition: job.partition(),
+                partition: job.client_classes(),
                 signatures: Interner::new(),
                 outcomes: Interner::new(),
                 decided: HashMap::new(),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use gslb_common::{DEFAULT_VIEW, QTYPE_AAAA, ViewValue};
 
-use super::classes::Partition;
+use super::classes::ClientClasses;
 use super::interner::Interner;
 use super::partition::Segments;
 use super::signatures::{Outcome, OutcomePick};
@@ -166,7 +166,7 @@ impl Job<'_> {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn snapshot(
         &self,
-        partition: &Partition,
+        partition: &ClientClasses,
         columns: &Columns,
         numbers: &ViewNumbers,
         domains: Vec<DomainEntry>,

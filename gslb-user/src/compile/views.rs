@@ -9,7 +9,7 @@ use std::sync::Arc;
 use gslb_common::{DEFAULT_VIEW, ViewValue};
 use ipnet::IpNet;
 
-use super::classes::{ClassKey, Partition};
+use super::classes::{ClassKey, ClientClasses};
 use super::interner::Interner;
 use super::kinds::Kind;
 use super::partition::{Segments, V4_FIRST, V4_LAST, prefixes_of};
@@ -114,7 +114,7 @@ impl Job<'_> {
     /// budget.
     pub(super) fn class_vectors(
         &mut self,
-        partition: &Partition,
+        partition: &ClientClasses,
         columns: &Columns,
         signatures: &Interner<Signature>,
         parts: &mut CacheParts<'_>,
@@ -199,7 +199,7 @@ impl Job<'_> {
 /// keeps its view while its vectors stay those of the other classes of that view; a view whose
 /// classes now differ splits, the part with the most segments keeping the number.
 pub(super) fn number_views(
-    partition: &Partition,
+    partition: &ClientClasses,
     vectors: &ClassVectors,
     incremental: bool,
     cached_views: &mut Vec<(u32, u32)>,
@@ -245,7 +245,7 @@ pub(super) fn number_views(
 /// reusing the previous compilation's (`merged`, replaced by the new ones) when no class
 /// changed its numbers.
 pub(super) fn merged_views(
-    partition: &Partition,
+    partition: &ClientClasses,
     numbers: &ViewNumbers,
     merged: &mut Option<(Arc<Segments>, Arc<ViewPrefixes>)>,
 ) -> (Arc<Segments>, Arc<ViewPrefixes>) {

@@ -12,7 +12,7 @@ use super::error::ConfigError;
 use super::lb::{RawLb, RawMask, RawPersistence};
 use super::names::{Names, Seen, domain_name, family};
 use super::service::Service;
-use super::topology::TopologyRecord;
+use super::topology::TopologyRecordConfig;
 use super::validate::{Int, List, Str, Validator};
 use super::view::{DEFAULT_VIEW, View};
 use super::zone::{Zone, ZoneFacts};
@@ -103,7 +103,7 @@ impl Validator<'_> {
         facts: &[ZoneFacts],
         views: &[View],
         services: &[Service],
-        topology: &[TopologyRecord],
+        topology: &[TopologyRecordConfig],
     ) -> Result<Vec<GslbDomain>, ConfigError> {
         let view_names = Names::new("view", views.iter().map(|v| v.name.as_str()));
         let by_name: HashMap<&str, &Service> =

@@ -9,7 +9,7 @@ use toml::Spanned;
 
 use super::error::ConfigError;
 use super::service::Service;
-use super::topology::TopologyRecord;
+use super::topology::TopologyRecordConfig;
 use super::validate::{Int, Str, Validator};
 use crate::policy::{Method, Persistence, SourceMask};
 
@@ -74,7 +74,7 @@ impl Validator<'_> {
         rd: RawLb<'_>,
         bound: &[String],
         by_name: &HashMap<&str, &Service>,
-        topology: &[TopologyRecord],
+        topology: &[TopologyRecordConfig],
     ) -> Result<LbSettings, ConfigError> {
         let method = rd
             .method

@@ -79,7 +79,7 @@ pub use self::rtt::RttSettings;
 pub use self::server::{DEFAULT_STALE_AFTER_S, ParseXdpModeError, Server, XdpMode};
 pub use self::service::Service;
 pub use self::site::Site;
-pub use self::topology::TopologyRecord;
+pub use self::topology::TopologyRecordConfig;
 pub use self::view::View;
 pub use self::zone::{Soa, Zone};
 pub use clients::RrlSettings;
@@ -105,7 +105,7 @@ pub struct Config {
     /// GSLB domains, in file order; each is inside one of `zones`.
     pub gslb_domains: Vec<GslbDomain>,
     /// Topology records, in file order.
-    pub topology: Vec<TopologyRecord>,
+    pub topology: Vec<TopologyRecordConfig>,
     /// DNS actions, in file order.
     pub actions: Vec<DnsAction>,
     /// DNS policies, in file order (evaluation follows `priority`).

@@ -15,9 +15,10 @@ use crate::policy::Ldns;
 
 const SCORE_RANGE: RangeInclusive<i64> = 1..=u32::MAX as i64;
 
-/// `[[topology]]`: a BIG-IP DNS topology record, `dc."NAME" <ldns> <score>`.
+/// `[[topology]]`: a BIG-IP DNS topology record, `dc."NAME" <ldns> <score>`, as configured: its
+/// site by name (the engine's [`crate::policy::TopologyRecord`] has the site's index).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TopologyRecord {
+pub struct TopologyRecordConfig {
     /// A [`Site`] (exists).
     pub destination: String,
     /// A prefix (host bits zero) or a location pattern (`*` for any client); (destination,
@@ -40,7 +41,7 @@ impl Validator<'_> {
         &self,
         raw: Vec<RawTopology>,
         sites: &[Site],
-    ) -> Result<Vec<TopologyRecord>, ConfigError> {
+    ) -> Result<Vec<TopologyRecordConfig>, ConfigError> {
         let site_names = Names::new("site", sites.iter().map(|s| s.name.as_str()));
         let mut seen: Seen<(String, String)> = Seen::new();
         let mut records = Vec::new();
@@ -94,7 +95,7 @@ impl Validator<'_> {
                 )));
             }
             let score = self.int(&owner, "score", Some(rt.score), SCORE_RANGE, 0)?;
-            records.push(TopologyRecord {
+            records.push(TopologyRecordConfig {
                 destination: destination.clone(),
                 ldns,
                 score,

@@ -260,7 +260,7 @@ pub async fn run(
 
 /// `error` with its causes, as `{:#}` prints an anyhow error (thiserror enums print only their
 /// own context).
-fn anyhow_like(error: &dyn std::error::Error) -> String {
+pub(crate) fn anyhow_like(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut cause = error.source();
     while let Some(c) = cause {

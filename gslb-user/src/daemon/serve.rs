@@ -25,7 +25,7 @@ use super::{
 };
 use crate::{
     compile::Snapshot,
-    control::Reload,
+    control::{Reload, ReloadRefused},
     dataplane::Dataplane,
     health::HealthEvent,
     probe::RttHandle,
@@ -138,9 +138,9 @@ pub(super) async fn serve(
                     }
                     Err(error) => {
                         republish_stats.reloads_refused.fetch_add(1, Relaxed);
-                        let reason = anyhow_like(&error);
+                        let refused = ReloadRefused::Invalid(Arc::new(error));
                         for r in waiting {
-                            r.answer(Err(reason.clone()));
+                            r.answer(Err(refused.clone()));
                         }
                         continue;
                     }
@@ -279,7 +279,7 @@ pub(super) async fn serve(
                 error!(
                     "reload failed: its answers could not be published; the running configuration, its monitors, MEP, links and answers stay in force"
                 );
-                Err("the configuration loaded, but publishing its answers failed; the running configuration and its answers stay in force".into())
+                Err(ReloadRefused::PublishFailed)
             };
             for r in waiting {
                 r.answer(outcome.clone());

@@ -74,16 +74,14 @@ pub fn view_key(generation: u32, network: IpAddr, prefix_len: u8) -> Key<ViewKey
 
 /// A name in uncompressed wire form, lower-cased: what the fast path builds from a query.
 pub fn wire_name(name: &str) -> Result<Vec<u8>> {
-    let err = |reason: String| DataplaneError::Name {
+    let err = |source| DataplaneError::Name {
         name: name.into(),
-        reason,
+        source: Box::new(source),
     };
-    let fqdn = Name::from_ascii(name)
-        .map_err(|e| err(e.to_string()))?
-        .to_lowercase();
+    let fqdn = Name::from_ascii(name).map_err(err)?.to_lowercase();
     let mut fqdn = fqdn;
     fqdn.set_fqdn(true);
-    fqdn.to_bytes().map_err(|e| err(e.to_string()))
+    fqdn.to_bytes().map_err(err)
 }
 
 /// The `DOMAINS` key for (name, qtype) in one generation; `None` when the name is longer than

@@ -58,8 +58,11 @@ pub enum DataplaneError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("name {name:?} cannot be encoded: {reason}")]
-    Name { name: String, reason: String },
+    #[error("name {name:?} cannot be encoded")]
+    Name {
+        name: String,
+        source: Box<hickory_proto::ProtoError>,
+    },
     #[error("reading the MAC of {interface}")]
     InterfaceMac {
         interface: String,

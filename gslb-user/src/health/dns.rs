@@ -29,7 +29,7 @@ pub(crate) fn query_wire(id: u16, query: Query) -> Result<Vec<u8>, ProtoError> {
 /// Why a DNS monitor's check cannot be sent.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub(crate) enum DnsCheckError {
+pub enum DnsCheckError {
     /// The cause is in the message too: these end up as text in configuration errors.
     #[error("query name {name:?}: {source}")]
     Name { name: String, source: ProtoError },

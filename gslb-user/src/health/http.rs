@@ -31,7 +31,7 @@ use tokio_rustls::{
 };
 use tracing::debug;
 
-use super::{HttpCheck, ProbeError, TlsCheck};
+use super::{HttpCheck, MonitorSpecError, ProbeError, TlsCheck};
 
 /// Body bytes searched for `body_contains`; the rest is not read.
 const BODY_LIMIT: usize = 64 * 1024;
@@ -50,17 +50,23 @@ impl HttpProbe {
         addr: SocketAddr,
         check: &HttpCheck,
         tls: Option<&TlsCheck>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, MonitorSpecError> {
         if !check.path.starts_with('/') {
-            return Err(format!("path {:?} does not start with /", check.path));
+            return Err(MonitorSpecError::PathNotAbsolute {
+                path: check.path.clone(),
+            });
         }
         let path: Uri = check
             .path
             .parse()
-            .map_err(|e| format!("path {:?}: {e}", check.path))?;
+            .map_err(|source| MonitorSpecError::Path {
+                path: check.path.clone(),
+                source,
+            })?;
         let host = check.host.clone().unwrap_or_else(|| addr.to_string());
-        let host_header = HeaderValue::from_str(&host)
-            .map_err(|_| format!("host {host:?} is not a header value"))?;
+        let Ok(host_header) = HeaderValue::from_str(&host) else {
+            return Err(MonitorSpecError::HostHeader { host });
+        };
         let tls = match tls {
             None => None,
             Some(tls) => {
@@ -69,8 +75,9 @@ impl HttpProbe {
                     (None, Some(host)) => strip_port(host).to_owned(),
                     (None, None) => addr.ip().to_string(),
                 };
-                let name = ServerName::try_from(name.clone())
-                    .map_err(|_| format!("TLS server name {name:?}"))?;
+                let Ok(name) = ServerName::try_from(name.clone()) else {
+                    return Err(MonitorSpecError::ServerName { name });
+                };
                 Some((TlsConnector::from(client_config(tls)?), name))
             }
         };
@@ -227,7 +234,7 @@ fn provider() -> Arc<CryptoProvider> {
 }
 
 /// The client configuration of `tls`; the common ones are built once and shared.
-fn client_config(tls: &TlsCheck) -> Result<Arc<ClientConfig>, String> {
+fn client_config(tls: &TlsCheck) -> Result<Arc<ClientConfig>, MonitorSpecError> {
     static VERIFIED: OnceLock<Arc<ClientConfig>> = OnceLock::new();
     static INSECURE: OnceLock<Arc<ClientConfig>> = OnceLock::new();
     if tls.insecure {
@@ -243,10 +250,15 @@ fn client_config(tls: &TlsCheck) -> Result<Arc<ClientConfig>, String> {
     }
 }
 
-fn build_config(ca_file: Option<&Path>, insecure: bool) -> Result<Arc<ClientConfig>, String> {
+fn build_config(
+    ca_file: Option<&Path>,
+    insecure: bool,
+) -> Result<Arc<ClientConfig>, MonitorSpecError> {
     let builder = ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS: {e}"))?;
+        .map_err(|source| MonitorSpecError::Tls {
+            source: Box::new(source),
+        })?;
     let mut config = if insecure {
         builder
             .dangerous()
@@ -255,18 +267,25 @@ fn build_config(ca_file: Option<&Path>, insecure: bool) -> Result<Arc<ClientConf
     } else {
         let mut roots = system_roots().clone();
         if let Some(path) = ca_file {
-            let certs = CertificateDer::pem_file_iter(path)
-                .map_err(|e| format!("CA file {}: {e}", path.display()))?;
+            let read = |source| MonitorSpecError::CaFileRead {
+                path: path.to_owned(),
+                source: Box::new(source),
+            };
+            let certs = CertificateDer::pem_file_iter(path).map_err(read)?;
             let mut added = 0;
             for cert in certs {
-                let cert = cert.map_err(|e| format!("CA file {}: {e}", path.display()))?;
-                roots
-                    .add(cert)
-                    .map_err(|e| format!("CA file {}: {e}", path.display()))?;
+                roots.add(cert.map_err(read)?).map_err(|source| {
+                    MonitorSpecError::CaFileCertificate {
+                        path: path.to_owned(),
+                        source: Box::new(source),
+                    }
+                })?;
                 added += 1;
             }
             if added == 0 {
-                return Err(format!("CA file {}: no certificate", path.display()));
+                return Err(MonitorSpecError::CaFileEmpty {
+                    path: path.to_owned(),
+                });
             }
         }
         builder.with_root_certificates(roots).with_no_client_auth()

@@ -67,6 +67,7 @@ use hickory_proto::{op::ResponseCode, rr::RecordType};
 use tokio::sync::broadcast;
 use tracing::{debug, info, warn};
 
+pub use dns::DnsCheckError;
 pub(crate) use icmp::{Echo, echo};
 pub use icmp::{IcmpMode, icmp_mode};
 use state::{MonitorTracker, service_up};
@@ -293,6 +294,7 @@ pub struct CheckResult {
 
 /// Why a check failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ProbeError {
     #[error("no answer within {0:?}")]
     Timeout(Duration),
@@ -318,13 +320,59 @@ pub enum ProbeError {
     #[error("ICMP: {0}")]
     Icmp(std::io::Error),
     #[error("load: {0}")]
-    Load(String),
+    Load(#[from] load::LoadReadError),
     #[error("invalid monitor: {0}")]
-    Invalid(String),
+    Invalid(#[from] MonitorSpecError),
+}
+
+/// Why a monitor cannot be built from its [`MonitorSpec`] or [`LoadMonitorSpec`](load::LoadMonitorSpec).
+///
+/// The cause is in the message too (as in [`DnsCheckError`]): these end up as text in
+/// configuration errors and in the reply to a refused reload.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MonitorSpecError {
+    #[error("interval must be more than 0")]
+    ZeroInterval,
+    #[error("timeout must be more than 0")]
+    ZeroTimeout,
+    /// A `stub_status` page has one number, the active connections.
+    #[error("stub_status reports connections")]
+    StubStatusMeasure,
+    #[error("path {path:?} does not start with /")]
+    PathNotAbsolute { path: String },
+    #[error("path {path:?}: {source}")]
+    Path {
+        path: String,
+        source: hyper::http::uri::InvalidUri,
+    },
+    #[error("host {host:?} is not a header value")]
+    HostHeader { host: String },
+    #[error("TLS server name {name:?}")]
+    ServerName { name: String },
+    #[error("TLS: {source}")]
+    Tls {
+        source: Box<tokio_rustls::rustls::Error>,
+    },
+    #[error("CA file {}: {source}", path.display())]
+    CaFileRead {
+        path: PathBuf,
+        source: Box<tokio_rustls::rustls::pki_types::pem::Error>,
+    },
+    #[error("CA file {}: {source}", path.display())]
+    CaFileCertificate {
+        path: PathBuf,
+        source: Box<tokio_rustls::rustls::Error>,
+    },
+    #[error("CA file {}: no certificate", path.display())]
+    CaFileEmpty { path: PathBuf },
+    #[error(transparent)]
+    Dns(#[from] DnsCheckError),
 }
 
 /// A configuration the supervisor refuses; nothing was changed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum HealthError {
     #[error("service {0:?} is listed twice")]
     DuplicateService(String),
@@ -332,7 +380,7 @@ pub enum HealthError {
     InvalidMonitor {
         service: String,
         monitor: String,
-        reason: String,
+        reason: MonitorSpecError,
     },
 }
 
@@ -345,13 +393,17 @@ enum Probe {
 }
 
 impl Probe {
-    fn new(target: IpAddr, service_port: u16, spec: &MonitorSpec) -> Result<Probe, String> {
+    fn new(
+        target: IpAddr,
+        service_port: u16,
+        spec: &MonitorSpec,
+    ) -> Result<Probe, MonitorSpecError> {
         let addr = SocketAddr::new(target, spec.port.unwrap_or(service_port));
         if spec.interval.is_zero() {
-            return Err("interval must be more than 0".into());
+            return Err(MonitorSpecError::ZeroInterval);
         }
         if spec.timeout.is_zero() {
-            return Err("timeout must be more than 0".into());
+            return Err(MonitorSpecError::ZeroTimeout);
         }
         Ok(match &spec.kind {
             MonitorKind::Tcp => Probe::Tcp(addr),
@@ -359,9 +411,7 @@ impl Probe {
             MonitorKind::Https(check, tls) => {
                 Probe::Http(http::HttpProbe::new(addr, check, Some(tls))?)
             }
-            MonitorKind::Dns(check) => {
-                Probe::Dns(dns::DnsProbe::new(addr, check).map_err(|e| e.to_string())?)
-            }
+            MonitorKind::Dns(check) => Probe::Dns(dns::DnsProbe::new(addr, check)?),
             MonitorKind::Icmp => Probe::Icmp(target),
         })
     }
@@ -400,7 +450,7 @@ fn random_u64() -> u64 {
     hasher.finish()
 }
 
-/// The state of one configured service, behind [`Shared::services`].
+/// The state of one configured service, behind [`ServiceBoard::services`].
 struct ServiceEntry {
     /// Which run of the service's monitors this is: results of an older run are dropped.
     epoch: u64,
@@ -422,12 +472,14 @@ struct MonitorEntry {
     last: Option<CheckResult>,
 }
 
-struct Shared {
+/// Every monitored service's state, and the channel its changes go out on: shared by the
+/// supervisor and its monitors' tasks.
+struct ServiceBoard {
     services: Mutex<HashMap<String, ServiceEntry>>,
     events: broadcast::Sender<HealthEvent>,
 }
 
-impl Shared {
+impl ServiceBoard {
     /// Takes one check result of monitor `index` of run `epoch` of `service`. Returns false
     /// when that run is over (the service was removed or restarted): the monitor stops.
     fn record(&self, service: &str, epoch: u64, index: usize, result: CheckResult) -> bool {
@@ -505,7 +557,7 @@ struct Running {
 ///
 /// Dropping the supervisor stops every monitor.
 pub struct HealthSupervisor {
-    shared: Arc<Shared>,
+    shared: Arc<ServiceBoard>,
     running: Mutex<HashMap<String, Running>>,
     next_epoch: AtomicU64,
 }
@@ -520,7 +572,7 @@ impl HealthSupervisor {
     pub fn new() -> Self {
         let (events, _) = broadcast::channel(EVENT_BACKLOG);
         HealthSupervisor {
-            shared: Arc::new(Shared {
+            shared: Arc::new(ServiceBoard {
                 services: Mutex::new(HashMap::new()),
                 events,
             }),
@@ -753,7 +805,7 @@ impl Drop for HealthSupervisor {
 /// cannot run takes its service DOWN by its fall rule, like a target that does not answer,
 /// and never holds it UP.
 fn supervise_monitor(
-    shared: Arc<Shared>,
+    shared: Arc<ServiceBoard>,
     service: String,
     epoch: u64,
     index: usize,
@@ -786,7 +838,7 @@ fn supervise_monitor(
 /// One monitor's loop: a check every `interval`, each within `timeout`, until the supervisor
 /// aborts the task or the run is over.
 async fn run_monitor(
-    shared: Arc<Shared>,
+    shared: Arc<ServiceBoard>,
     service: String,
     epoch: u64,
     index: usize,

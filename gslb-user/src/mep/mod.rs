@@ -21,8 +21,8 @@ pub mod topology;
 pub use auth::{KeyError, PublicKey, SiteKey};
 pub use frame::{PersistEntry, Role, RttProtocol, RttRow, ServiceReport, SiteStatus};
 pub use node::{
-    LinkInfo, LocalState, MepConfig, MepError, MepNode, MepStats, MepTls, MepView, RemoteSite,
-    SUPPORTED_VERSIONS, TlsInput,
+    LinkInfo, LocalState, MepConfig, MepConfigError, MepError, MepNode, MepStateError, MepStats,
+    MepTls, MepView, RemoteSite, SUPPORTED_VERSIONS, TlsInput,
 };
 pub use session::{Audience, CloseReason};
 pub use topology::{DEFAULT_PORT, SiteSpec, SiteTree, SiteView, TopologyError, TopologyTiming};

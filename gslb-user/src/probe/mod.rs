@@ -205,7 +205,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-struct Shared {
+/// The prober's tables and counters, shared by its task, the recorder and the handles.
+struct ProberState {
     settings: ProbeSettings,
     /// Written by the prober's task alone, in bounded batches; read by the dump.
     ldns: Mutex<LdnsTable>,
@@ -217,7 +218,7 @@ struct Shared {
     version: watch::Sender<u64>,
 }
 
-impl Shared {
+impl ProberState {
     fn rtt(&self) -> MutexGuard<'_, RttTable> {
         lock(&self.rtt)
     }
@@ -245,7 +246,7 @@ impl Shared {
 /// change), MEP (merge peers' columns, send ours) and the CLI (dump). Cheap to clone.
 #[derive(Clone)]
 pub struct RttHandle {
-    shared: Arc<Shared>,
+    shared: Arc<ProberState>,
 }
 
 impl RttHandle {
@@ -372,7 +373,7 @@ impl ProbeSupervisor {
         recorder.filter().set_policy(settings.sources.clone());
         let (changes, _) = broadcast::channel(CHANGE_BACKLOG);
         let (version, _) = watch::channel(0);
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(ProberState {
             ldns: Mutex::new(LdnsTable::with_capacity(
                 settings.mask,
                 settings.ldns_timeout,

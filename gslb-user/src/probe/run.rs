@@ -9,7 +9,7 @@ use tokio::{sync::Semaphore, task::JoinSet, time::Instant};
 use tracing::{debug, info, warn};
 
 use super::{
-    RECORD_BATCH, Shared,
+    ProberState, RECORD_BATCH,
     limit::LogLimiter,
     lock,
     prober::{ProbeKind, ProbeRound, Prober, probe_in_order},
@@ -78,7 +78,7 @@ struct Warnings {
     last_refused: u64,
 }
 
-pub(super) async fn run<P: Prober>(shared: Arc<Shared>, prober: Arc<P>) {
+pub(super) async fn run<P: Prober>(shared: Arc<ProberState>, prober: Arc<P>) {
     let settings = shared.settings.clone();
     let recorder = shared.recorder.clone();
     let order: Arc<[ProbeKind]> = settings.order.clone().into();
@@ -136,7 +136,7 @@ pub(super) async fn run<P: Prober>(shared: Arc<Shared>, prober: Arc<P>) {
 /// entries that left; the counters say what happened.
 #[allow(clippy::too_many_arguments)]
 fn tick<P: Prober>(
-    shared: &Arc<Shared>,
+    shared: &Arc<ProberState>,
     prober: &Arc<P>,
     rounds: &mut JoinSet<(RoundKey, ProbeRound)>,
     running: &mut HashMap<tokio::task::Id, RoundKey>,
@@ -215,7 +215,7 @@ fn tick<P: Prober>(
     shared.publish(changes);
 }
 
-fn finish_round(shared: &Shared, (group, target, started): RoundKey, round: &ProbeRound) {
+fn finish_round(shared: &ProberState, (group, target, started): RoundKey, round: &ProbeRound) {
     let now = Instant::now();
     let answered = round.sample.is_some();
     {
@@ -246,7 +246,7 @@ fn finish_round(shared: &Shared, (group, target, started): RoundKey, round: &Pro
 
 /// Rate-limited warnings for what a flood of spoofed sources causes: evictions from a full
 /// table and refused sources (the counters have every one).
-fn warn_flood(shared: &Shared, warnings: &mut Warnings, now: Instant) {
+fn warn_flood(shared: &ProberState, warnings: &mut Warnings, now: Instant) {
     let stats = *lock(&shared.stats);
     if stats.evicted > warnings.last_evicted && warnings.evicted.allow(now).is_some() {
         warn!(

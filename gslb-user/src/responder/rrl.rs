@@ -17,6 +17,7 @@ use std::{
 };
 
 use arc_swap::ArcSwap;
+use gslb_common::{V4_MAPPED_BITS, mapped_key};
 use hickory_proto::op::Message;
 
 use crate::config::RrlSettings;
@@ -71,16 +72,15 @@ pub struct Limiter {
     pub stats: RrlStats,
 }
 
-/// `addr` masked to the prefix it is counted by, as a u128 (IPv4 mapped).
+/// `addr` masked to the prefix it is counted by, in the maps' one form ([`mapped_key`]: the
+/// fast path's `RRL` keys are the same bits). An IPv4-mapped IPv6 source (from a dual-stack
+/// socket) is the IPv4 address it carries, counted by the IPv4 prefix.
 fn prefix_key(addr: IpAddr, v4: u8, v6: u8) -> u128 {
-    let (bits, len) = match addr {
-        IpAddr::V4(a) => (a.to_ipv6_mapped().to_bits(), 96 + u32::from(v4)),
-        IpAddr::V6(a) => match a.to_ipv4_mapped() {
-            Some(v4a) => (v4a.to_ipv6_mapped().to_bits(), 96 + u32::from(v4)),
-            None => (a.to_bits(), u32::from(v6)),
-        },
+    let len = match addr.to_canonical() {
+        IpAddr::V4(_) => V4_MAPPED_BITS + u32::from(v4),
+        IpAddr::V6(_) => u32::from(v6),
     };
-    bits & u128::MAX.checked_shl(128 - len).unwrap_or(0)
+    mapped_key(addr) & u128::MAX.checked_shl(128 - len).unwrap_or(0)
 }
 
 impl Table {
@@ -195,6 +195,8 @@ pub fn now_ns() -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use gslb_common::{RrlConfig, RrlKey, V4_MAPPED};
+
     use super::*;
 
     fn on(rate: u32, burst: u32, slip: u32) -> RrlSettings {
@@ -222,6 +224,59 @@ mod tests {
             }
         }
         counts
+    }
+
+    /// The fast path's `RRL` key for `addr` (gslb-ebpf/src/rrl.rs): the address in the maps'
+    /// form as two native words, masked by the words [`RrlConfig::new`] computes.
+    fn fast_path_key(addr: IpAddr, v4: u8, v6: u8) -> RrlKey {
+        let c = RrlConfig::new(1, 1, 0, v4, v6);
+        let RrlKey { hi, lo } = words(mapped_key(addr));
+        if addr.is_ipv4() {
+            RrlKey {
+                hi,
+                lo: lo & c.mask_v4_lo,
+            }
+        } else {
+            RrlKey {
+                hi: hi & c.mask_v6_hi,
+                lo: lo & c.mask_v6_lo,
+            }
+        }
+    }
+
+    fn words(key: u128) -> RrlKey {
+        let b = key.to_be_bytes();
+        RrlKey {
+            hi: u64::from_ne_bytes(b[..8].try_into().unwrap()),
+            lo: u64::from_ne_bytes(b[8..].try_into().unwrap()),
+        }
+    }
+
+    #[test]
+    fn prefix_keys_are_the_mapped_form_masked_as_the_fast_path_masks_it() {
+        let cases: [(&str, u8, u8, u128); 7] = [
+            ("192.0.2.77", 24, 56, V4_MAPPED | 0xc000_0200),
+            ("192.0.2.77", 32, 56, V4_MAPPED | 0xc000_024d),
+            ("192.0.2.77", 0, 56, V4_MAPPED),
+            ("2001:db8:aa:bbcc::1", 24, 56, 0x2001_0db8_00aa_bb00 << 64),
+            (
+                "2001:db8:aa:bbcc::1",
+                24,
+                128,
+                0x2001_0db8_00aa_bbcc_0000_0000_0000_0001,
+            ),
+            ("2001:db8:aa:bbcc::1", 24, 0, 0),
+            // A dual-stack socket's IPv4-mapped source: the IPv4 prefix, not the IPv6 one.
+            ("::ffff:192.0.2.77", 24, 128, V4_MAPPED | 0xc000_0200),
+        ];
+        for (addr, v4, v6, want) in cases {
+            let key = prefix_key(ip(addr), v4, v6);
+            assert_eq!(key, want, "{addr} /{v4} /{v6}: {key:#x}");
+            // The fast path never sees an IPv4-mapped source (it is martian there).
+            if ip(addr).to_canonical() == ip(addr) {
+                assert_eq!(words(key), fast_path_key(ip(addr), v4, v6), "{addr}");
+            }
+        }
     }
 
     #[test]

@@ -433,7 +433,11 @@ fn nsgeo(continent: &str, country: &str) -> String {
 async fn reload_outcome(reloads: &mpsc::Sender<Reload>) -> Result<(), String> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     reloads.send(Reload { reply: Some(tx) }).await.unwrap();
-    tokio::time::timeout(WAIT, rx).await.unwrap().unwrap()
+    tokio::time::timeout(WAIT, rx)
+        .await
+        .unwrap()
+        .unwrap()
+        .map_err(|refused| refused.to_string())
 }
 
 /// Asks for 3 s (past one poll of the location files) that the answer stays `want`.

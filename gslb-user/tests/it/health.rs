@@ -1018,7 +1018,7 @@ async fn invalid_configurations_change_nothing() {
             reason,
         }) => {
             assert_eq!((service.as_str(), monitor.as_str()), ("b", "web"));
-            assert!(reason.contains("path"), "{reason}");
+            assert!(reason.to_string().contains("path"), "{reason}");
         }
         other => panic!("{other:?}"),
     }

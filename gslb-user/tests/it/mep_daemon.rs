@@ -359,7 +359,10 @@ async fn a_parent_exchanges_state_with_its_peer_and_reloads_mep_in_place() {
         async move {
             let (reply, outcome) = oneshot::channel();
             reloads.send(Reload { reply: Some(reply) }).await.unwrap();
-            outcome.await.unwrap()
+            outcome
+                .await
+                .unwrap()
+                .map_err(|refused| refused.to_string())
         }
     });
     let watch_until = Instant::now() + Duration::from_secs(2);

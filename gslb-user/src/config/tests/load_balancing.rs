@@ -131,17 +131,17 @@ fn load_balancing_sections() {
     assert_eq!(
         config.topology,
         [
-            TopologyRecord {
+            TopologyRecordConfig {
                 destination: "eu".into(),
                 ldns: Ldns::Prefix("202.106.0.0/16".parse().unwrap()),
                 score: 100
             },
-            TopologyRecord {
+            TopologyRecordConfig {
                 destination: "us".into(),
                 ldns: Ldns::Location(loc("Asia.CN")),
                 score: u32::MAX
             },
-            TopologyRecord {
+            TopologyRecordConfig {
                 destination: "us".into(),
                 ldns: Ldns::Location(loc("*")),
                 score: 1

@@ -33,7 +33,7 @@ use tracing::{error, info, warn};
 use crate::{
     compile::Snapshot,
     config::{Config, MepSettings},
-    mep::{MepConfig, MepError, MepNode, MepView, SiteTree},
+    mep::{MepConfig, MepConfigError, MepError, MepNode, MepView, SiteTree},
     persist::Store as PersistStore,
     world::World,
 };
@@ -110,9 +110,10 @@ fn node_config(config: &Config) -> Result<Option<MepConfig>, MepError> {
     let (Some(mep), Some(site)) = (config.mep_enabled(), &config.server.site) else {
         return Ok(None);
     };
-    let key = mep.key.clone().ok_or_else(|| {
-        MepError::Config("mep.private_key_file is missing (this site's key)".into())
-    })?;
+    let key = mep
+        .key
+        .clone()
+        .ok_or(MepError::Config(MepConfigError::MissingPrivateKey))?;
     let mut c = MepConfig::new(site.clone(), key, config.mep_topology()?);
     c.heartbeat = mep.heartbeat;
     c.dead_after = mep.dead_after;

@@ -19,6 +19,7 @@
 //!   address and spec did not change, restarts changed ones from unknown, and stops removed
 //!   ones (their readings leave at once).
 
+mod error;
 mod prometheus;
 
 use std::{
@@ -34,7 +35,8 @@ use std::{
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-use super::{HealthError, HttpCheck, ProbeError, TlsCheck, http::HttpProbe};
+pub use self::error::{BadLoadValue, LoadReadError};
+use super::{HealthError, HttpCheck, MonitorSpecError, ProbeError, TlsCheck, http::HttpProbe};
 use crate::supervise::{self, Supervised};
 
 /// The largest real load value; larger readings are clamped to it, so that they stay apart
@@ -298,15 +300,19 @@ struct LoadProbe {
 }
 
 impl LoadProbe {
-    fn new(target: IpAddr, service_port: u16, spec: &LoadMonitorSpec) -> Result<Self, String> {
+    fn new(
+        target: IpAddr,
+        service_port: u16,
+        spec: &LoadMonitorSpec,
+    ) -> Result<Self, MonitorSpecError> {
         if spec.interval.is_zero() {
-            return Err("interval must be more than 0".into());
+            return Err(MonitorSpecError::ZeroInterval);
         }
         if spec.timeout.is_zero() {
-            return Err("timeout must be more than 0".into());
+            return Err(MonitorSpecError::ZeroTimeout);
         }
         if spec.source == LoadSource::StubStatus && spec.measure != Measure::Connections {
-            return Err("stub_status reports connections".into());
+            return Err(MonitorSpecError::StubStatusMeasure);
         }
         let addr = SocketAddr::new(target, spec.port.unwrap_or(service_port));
         let check = HttpCheck {
@@ -323,8 +329,8 @@ impl LoadProbe {
 
     async fn read(&self) -> Result<u64, ProbeError> {
         let body = self.http.fetch(PAGE_LIMIT).await?;
-        let page = std::str::from_utf8(&body)
-            .map_err(|e| ProbeError::Load(format!("the page is not UTF-8: {e}")))?;
+        let page =
+            std::str::from_utf8(&body).map_err(|source| LoadReadError::NotUtf8 { source })?;
         let value = match &self.source {
             LoadSource::Prometheus(selector) => prometheus::select(page, selector),
             LoadSource::StubStatus => stub_status_active(page),
@@ -340,23 +346,24 @@ impl LoadProbe {
 }
 
 /// nginx `stub_status`'s first line, `Active connections: N` (the connection asking included).
-fn stub_status_active(page: &str) -> Result<u64, String> {
+fn stub_status_active(page: &str) -> Result<u64, LoadReadError> {
     let first = page
         .lines()
         .map(str::trim)
         .find(|l| !l.is_empty())
-        .ok_or("an empty page, not nginx stub_status")?;
+        .ok_or(LoadReadError::EmptyStubStatus)?;
     let Some(count) = first.strip_prefix("Active connections:") else {
-        let shown: String = first.chars().take(40).collect();
-        return Err(format!(
-            "not an nginx stub_status page: it starts with {shown:?}, not \"Active connections:\""
-        ));
+        return Err(LoadReadError::NotStubStatus {
+            start: first.chars().take(40).collect(),
+        });
     };
     let count = count.trim();
     count
         .parse::<u64>()
         .map(|n| n.min(MAX_LOAD))
-        .map_err(|_| format!("stub_status: active connections {count:?} is not a number"))
+        .map_err(|_| LoadReadError::StubStatusCount {
+            count: count.to_owned(),
+        })
 }
 
 /// Reads one value of `spec` against `target` (`port` unless the spec has its own) within the
@@ -634,7 +641,7 @@ mod tests {
         ] {
             let got = stub_status_active(bad);
             assert!(
-                got.as_ref().is_err_and(|e| e.contains(want)),
+                got.as_ref().is_err_and(|e| e.to_string().contains(want)),
                 "{bad:?}: {got:?}"
             );
         }

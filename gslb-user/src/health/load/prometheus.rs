@@ -24,7 +24,7 @@
 
 use std::borrow::Cow;
 
-use super::{Aggregate, MAX_LOAD, PromSelector};
+use super::{Aggregate, BadLoadValue, LoadReadError, MAX_LOAD, PromSelector};
 
 /// One sample line, decoded.
 #[derive(Debug, PartialEq)]
@@ -35,13 +35,16 @@ struct Sample<'a> {
 }
 
 /// Reads the value `selector` picks from an exposition page.
-pub(super) fn select(page: &str, selector: &PromSelector) -> Result<u64, String> {
+pub(super) fn select(page: &str, selector: &PromSelector) -> Result<u64, LoadReadError> {
     let mut matched: Vec<(usize, f64)> = Vec::new();
     let mut counter_at = None;
     for (index, raw) in page.split('\n').enumerate() {
         let line_no = index + 1;
         let line = raw.trim_matches(BLANKS);
-        let at = |reason: String| format!("line {line_no}: {reason}");
+        let at = |reason: String| LoadReadError::Syntax {
+            line: line_no,
+            reason,
+        };
         if line.is_empty() {
             continue;
         }
@@ -66,38 +69,40 @@ pub(super) fn select(page: &str, selector: &PromSelector) -> Result<u64, String>
     }
     let wanted = || describe(selector);
     if let Some(line) = counter_at {
-        return Err(format!(
-            "line {line}: {} is a counter (a total since start), not a gauge of the current load",
-            selector.metric
-        ));
+        return Err(LoadReadError::Counter {
+            line,
+            metric: selector.metric.clone(),
+        });
     }
     let value = match (matched.as_slice(), selector.aggregate) {
-        ([], _) => return Err(format!("no sample of {}", wanted())),
+        ([], _) => {
+            return Err(LoadReadError::NoSample { selector: wanted() });
+        }
         ([(_, v)], _) => *v,
         (many, Aggregate::One) => {
-            let lines: Vec<String> = many.iter().map(|(l, _)| l.to_string()).collect();
-            return Err(format!(
-                "{} samples of {} (lines {}): name the one with labels, or sum them with aggregate = \"sum\"",
-                many.len(),
-                wanted(),
-                lines.join(", ")
-            ));
+            return Err(LoadReadError::Ambiguous {
+                selector: wanted(),
+                lines: many.iter().map(|(l, _)| *l).collect(),
+            });
         }
         (many, Aggregate::Sum) => many.iter().map(|(_, v)| v).sum(),
     };
-    load_value(value).map_err(|reason| format!("{}: {reason}", wanted()))
+    load_value(value).map_err(|reason| LoadReadError::Value {
+        selector: wanted(),
+        reason,
+    })
 }
 
 /// A sample's value as a load: finite, not negative, rounded; at most [`MAX_LOAD`].
-pub(super) fn load_value(value: f64) -> Result<u64, String> {
+pub(super) fn load_value(value: f64) -> Result<u64, BadLoadValue> {
     if value.is_nan() {
-        return Err("the value is NaN".into());
+        return Err(BadLoadValue::NaN);
     }
     if value.is_infinite() {
-        return Err(format!("the value is {value}"));
+        return Err(BadLoadValue::Infinite { value });
     }
     if value < 0.0 {
-        return Err(format!("the value {value} is negative"));
+        return Err(BadLoadValue::Negative { value });
     }
     // `as` saturates; MAX_LOAD keeps real loads apart from the unknown marker.
     Ok((value.round() as u64).min(MAX_LOAD))
@@ -440,7 +445,7 @@ peak +Inf -17
             let got = select(PAGE, &sel);
             match (&got, want) {
                 (Ok(v), Ok(w)) => assert_eq!(*v, w, "{sel:?}"),
-                (Err(e), Err(w)) => assert!(e.contains(w), "{sel:?}: {e}"),
+                (Err(e), Err(w)) => assert!(e.to_string().contains(w), "{sel:?}: {e}"),
                 _ => panic!("{sel:?}: {got:?}, want {want:?}"),
             }
         }
@@ -450,7 +455,10 @@ peak +Inf -17
     fn a_counter_is_not_a_load() {
         let page = "# TYPE conns counter\nconns 5\n";
         let err = select(page, &selector("conns", &[], Aggregate::One)).unwrap_err();
-        assert!(err.contains("line 1: conns is a counter"), "{err}");
+        assert!(
+            err.to_string().contains("line 1: conns is a counter"),
+            "{err}"
+        );
         // Another metric's TYPE does not matter.
         let page = "# TYPE other counter\nother 1\nconns 5\n";
         assert_eq!(select(page, &selector("conns", &[], Aggregate::One)), Ok(5));
@@ -484,7 +492,7 @@ peak +Inf -17
         for (page, want) in table {
             let got = select(page, &selector("conns", &[], Aggregate::One));
             assert!(
-                got.as_ref().is_err_and(|e| e.contains(want)),
+                got.as_ref().is_err_and(|e| e.to_string().contains(want)),
                 "{page:?}: {got:?}, want {want:?}"
             );
         }

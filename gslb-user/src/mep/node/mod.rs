@@ -29,7 +29,10 @@ use tokio::{
 use tracing::info;
 
 use super::{
-    frame::{self, Message, PersistEntry, Role, RttRow, ServiceReport, ServiceStates, SiteStatus},
+    frame::{
+        self, FrameError, Message, PersistEntry, Role, RttRow, ServiceReport, ServiceStates,
+        SiteStatus,
+    },
     session::{Audience, CloseReason, Counters, LocalHello, Outbound},
     topology::{SiteView, TopologyError, remote_service_up},
 };
@@ -60,14 +63,55 @@ const MAX_PERSIST_ROWS: usize = crate::persist::MAX_MERGE_ROWS;
 #[non_exhaustive]
 pub enum MepError {
     #[error("MEP configuration: {0}")]
-    Config(String),
+    Config(#[from] MepConfigError),
     #[error("MEP topology: {0}")]
     Topology(#[from] TopologyError),
     #[error("local state: {0}")]
-    State(String),
+    State(#[from] MepStateError),
     /// A TLS input is unusable; `input` says which (the configuration points at its file).
     #[error("MEP TLS: {}: {reason}", input.name())]
     Tls { input: TlsInput, reason: String },
+}
+
+/// A [`MepConfig`] a node cannot run with ([`MepConfig::validate`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MepConfigError {
+    /// No private key: this site cannot prove its name.
+    #[error("mep.private_key_file is missing (this site's key)")]
+    MissingPrivateKey,
+    #[error("site {site:?} is not in the topology")]
+    SiteNotInTopology { site: String },
+    #[error("site {site:?}: its configured public key is not this private key's")]
+    KeyMismatch { site: String },
+    #[error(
+        "site {site:?} has no public key: a site is believed only once it proves its name with its key"
+    )]
+    PeerWithoutKey { site: String },
+    #[error("versions: 1 to 16 versions, none 0")]
+    Versions,
+    #[error("dead_after must be longer than the (non-zero) heartbeat")]
+    DeadAfter,
+    #[error("reconnect_min must be non-zero and at most reconnect_max")]
+    Reconnect,
+    #[error(
+        "max_payload ≥ 1024, link_queue, max_pending_handshakes and max_pending_per_source ≥ 1"
+    )]
+    Limits,
+}
+
+/// A local state [`MepNode`] cannot publish: it would not fit the MEP wire.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MepStateError {
+    /// The service list does not encode in one frame (the cause is in the message too: it ends
+    /// up as text in the daemon's error).
+    #[error("services: {source}")]
+    Services { source: FrameError },
+    #[error("an RTT row's site name is empty or too long")]
+    RttSiteName,
+    #[error("a persistence entry's name is too long")]
+    PersistName,
 }
 
 /// Which input of [`MepTls::from_pem`] a [`MepError::Tls`] is about.
@@ -386,14 +430,12 @@ fn check_metrics(services: &[ServiceReport], rtt: &[RttRow]) -> Result<(), MepEr
         services: services.to_vec(),
     });
     frame::encode(1, &probe, frame::DEFAULT_MAX_PAYLOAD - frame::MAX_SITE_NAME)
-        .map_err(|e| MepError::State(format!("services: {e}")))?;
+        .map_err(|source| MepStateError::Services { source })?;
     if rtt
         .iter()
         .any(|r| r.site.is_empty() || r.site.len() > frame::MAX_SITE_NAME)
     {
-        return Err(MepError::State(
-            "an RTT row's site name is empty or too long".into(),
-        ));
+        return Err(MepStateError::RttSiteName.into());
     }
     Ok(())
 }
@@ -403,9 +445,7 @@ fn check_persistence(entries: &[PersistEntry]) -> Result<(), MepError> {
         .iter()
         .any(|e| e.domain.len() > frame::MAX_NAME || e.service.len() > frame::MAX_NAME)
     {
-        return Err(MepError::State(
-            "a persistence entry's name is too long".into(),
-        ));
+        return Err(MepStateError::PersistName.into());
     }
     Ok(())
 }

@@ -5,7 +5,7 @@ use std::{sync::Arc, time::Duration};
 
 use tokio_rustls::rustls;
 
-use super::{MepError, SUPPORTED_VERSIONS, TlsInput};
+use super::{MepConfigError, MepError, SUPPORTED_VERSIONS, TlsInput};
 use crate::mep::{
     auth::SiteKey,
     frame,
@@ -148,15 +148,17 @@ impl MepConfig {
     /// What [`MepNode::run`] checks first; gslbd calls it before it reports ready, so that a
     /// node that cannot run fails the start rather than a background task.
     pub fn validate(&self) -> Result<(), MepError> {
-        let bad = |m: String| Err(MepError::Config(m));
         let Some(me) = self.topology.site(&self.site) else {
-            return bad(format!("site {:?} is not in the topology", self.site));
+            return Err(MepConfigError::SiteNotInTopology {
+                site: self.site.clone(),
+            }
+            .into());
         };
         if me.key.is_some_and(|k| k != self.key.public()) {
-            return bad(format!(
-                "site {:?}: its configured public key is not this private key's",
-                self.site
-            ));
+            return Err(MepConfigError::KeyMismatch {
+                site: self.site.clone(),
+            }
+            .into());
         }
         if let Some(s) = self
             .topology
@@ -164,32 +166,29 @@ impl MepConfig {
             .iter()
             .find(|s| s.name != self.site && s.key.is_none())
         {
-            return bad(format!(
-                "site {:?} has no public key: a site is believed only once it proves its name with its key",
-                s.name
-            ));
+            return Err(MepConfigError::PeerWithoutKey {
+                site: s.name.clone(),
+            }
+            .into());
         }
         if self.versions.is_empty()
             || self.versions.len() > frame::MAX_VERSIONS
             || self.versions.contains(&0)
         {
-            return bad("versions: 1 to 16 versions, none 0".into());
+            return Err(MepConfigError::Versions.into());
         }
         if self.heartbeat.is_zero() || self.dead_after <= self.heartbeat {
-            return bad("dead_after must be longer than the (non-zero) heartbeat".into());
+            return Err(MepConfigError::DeadAfter.into());
         }
         if self.reconnect_min.is_zero() || self.reconnect_max < self.reconnect_min {
-            return bad("reconnect_min must be non-zero and at most reconnect_max".into());
+            return Err(MepConfigError::Reconnect.into());
         }
         if self.max_payload < 1024
             || self.link_queue == 0
             || self.max_pending_handshakes == 0
             || self.max_pending_per_source == 0
         {
-            return bad(
-                "max_payload ≥ 1024, link_queue, max_pending_handshakes and max_pending_per_source ≥ 1"
-                    .into(),
-            );
+            return Err(MepConfigError::Limits.into());
         }
         Ok(())
     }

@@ -1105,6 +1105,7 @@ impl Gslbd {
             .await
             .expect("reload answered in time")
             .expect("reload answered")
+            .map_err(|refused| refused.to_string())
     }
 
     /// Stops it as SIGTERM does; it must shut down cleanly.
