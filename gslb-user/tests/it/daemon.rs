@@ -12,7 +12,7 @@ use std::{
     time::Duration,
 };
 
-use common::{Gslbd, answer_addrs, answer_becomes, ask_loopback, free_port};
+use common::{Gslbd, PortTaken, answer_addrs, answer_becomes, ask_loopback};
 use gslb_tests::TempDir;
 use gslb_user::control::Reload;
 use hickory_proto::rr::RecordType;
@@ -123,27 +123,50 @@ async fn reload_applies_a_good_config_and_refuses_a_bad_one() {
     gslbd.stop().await;
 }
 
+/// gslbd as a child process on the file `path`, written for a DNS port of `config`, once it
+/// says it is ready; with its stderr in `log`. The binary binds the port the file names (it
+/// takes no socket from its parent), so the port is picked for it, which is a race
+/// ([`common::start_on_picked_port`]): a child that exits saying the port is in use is
+/// started again on another.
+fn gslbd_child(
+    path: &Path,
+    log: &Path,
+    config: impl Fn(u16) -> String,
+) -> (u16, std::process::Child) {
+    use std::io::{BufRead, BufReader};
+    common::start_on_picked_port("127.0.0.1", "a gslbd child process", |port| {
+        std::fs::write(path, config(port)).unwrap();
+        let mut gslbd = std::process::Command::new(env!("CARGO_BIN_EXE_gslbd"))
+            .args(["--no-xdp", "--config"])
+            .arg(path)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(gslbd.stdout.take().unwrap()).lines();
+        if lines
+            .next()
+            .is_some_and(|l| l.unwrap().contains("gslbd: ready"))
+        {
+            return Ok((port, gslbd));
+        }
+        let status = gslbd.wait().unwrap();
+        let said = std::fs::read_to_string(log).unwrap_or_default();
+        if said.contains("in use") {
+            return Err(PortTaken(said));
+        }
+        panic!("gslbd did not start ({status}):\n{said}");
+    })
+}
+
 /// The same through the real signal: SIGHUP to a running gslbd.
 #[test]
 fn sighup_reloads_a_running_gslbd() {
-    use std::io::{BufRead, BufReader};
     let dir = TempDir::new("hup");
     let path = dir.0.join("gslb.toml");
-    let port = free_port();
-    std::fs::write(&path, config(port, "198.51.100.1")).unwrap();
-    let mut gslbd = std::process::Command::new(env!("CARGO_BIN_EXE_gslbd"))
-        .args(["--no-xdp", "--config"])
-        .arg(&path)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(gslbd.stdout.take().unwrap()).lines();
-    assert!(
-        lines
-            .next()
-            .is_some_and(|l| l.unwrap().contains("gslbd: ready")),
-        "gslbd started"
-    );
+    let (port, mut gslbd) = gslbd_child(&path, &dir.0.join("gslbd.log"), |port| {
+        config(port, "198.51.100.1")
+    });
     assert_eq!(ask(port), vec!["198.51.100.1".parse::<IpAddr>().unwrap()]);
 
     std::fs::write(&path, config(port, "198.51.100.9")).unwrap();

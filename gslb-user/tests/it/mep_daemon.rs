@@ -17,19 +17,18 @@ use crate::common;
 use crate::mep_keys;
 
 use std::{
-    net::{IpAddr, SocketAddr},
+    net::IpAddr,
     path::Path,
     sync::Arc,
     time::{Duration, Instant},
 };
 
-use common::{Gslbd, answer_addrs, answer_set_becomes, ask_loopback, until};
+use common::{Backend, Gslbd, answer_addrs, answer_set_becomes, ask_loopback, until};
 use gslb_tests::TempDir;
 use gslb_user::{
     compile::Snapshot,
     config::Config,
     control::{self, Reload},
-    daemon::{self, Overrides},
     mep::{
         LocalState, MepConfig, MepNode, MepView, PublicKey, RttProtocol, RttRow, ServiceState,
         SiteKey, SiteSpec, SiteTree, TopologyTiming,
@@ -40,25 +39,13 @@ use hickory_proto::{
     op::{Message, Query, ResponseCode},
     rr::{Name, RecordType},
 };
-use tokio::{
-    net::TcpListener,
-    sync::{mpsc, oneshot},
-    task::JoinHandle,
-};
+use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 
 const WAIT: Duration = Duration::from_secs(15);
 const WEB1: &str = "192.0.2.1";
 const WEB2: &str = "192.0.2.2";
 
-fn free_port(ip: &str) -> u16 {
-    std::net::TcpListener::bind((ip, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-// ---- The peer node, a backend ----
+// ---- The peer node ----
 
 /// The other site, as a bare MEP node with fast timers.
 struct Peer {
@@ -134,28 +121,6 @@ impl Peer {
             .await
             .expect("peer stops")
             .unwrap();
-    }
-}
-
-/// A TCP server that accepts and closes connections (what a TCP monitor checks), until dropped.
-struct Backend(JoinHandle<()>);
-
-impl Backend {
-    async fn start(addr: SocketAddr) -> Backend {
-        let listener = TcpListener::bind(addr).await.unwrap();
-        Backend(tokio::spawn(async move {
-            loop {
-                if let Ok((conn, _)) = listener.accept().await {
-                    drop(conn);
-                }
-            }
-        }))
-    }
-}
-
-impl Drop for Backend {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 
@@ -272,18 +237,19 @@ async fn a_parent_exchanges_state_with_its_peer_and_reloads_mep_in_place() {
     let dir = TempDir::new("mep-parent");
     let path = dir.0.join("gslb.toml");
     let socket = dir.0.join("gslbd.sock");
-    let dns = free_port("127.0.0.1");
-    let p1_mep = free_port("127.0.0.1");
-    let backend_port = free_port("127.0.0.1");
-    let backend_addr = SocketAddr::from(([127, 0, 0, 1], backend_port));
+    let (dns, mut sockets) = common::bound_dns();
+    let (p1_mep, mep_listener) = common::bound_mep("127.0.0.1");
+    sockets.mep = Some(mep_listener);
+    let first_backend = Backend::bind("127.0.0.1").await;
+    let (backend_port, backend_addr) = (first_backend.port(), first_backend.addr);
     let peer_listener = TcpListener::bind("127.0.0.2:0").await.unwrap();
     let p2_mep = peer_listener.local_addr().unwrap().port();
     let config = |mep_extra: &str, p1_extra: &str| {
         parent_config(dns, p1_mep, p2_mep, backend_port, mep_extra, p1_extra)
     };
     std::fs::write(&path, config("", "")).unwrap();
-    let mut backend = Some(Backend::start(backend_addr).await);
-    let gslbd = Gslbd::start(&path, Some(socket.clone()), WAIT).await;
+    let mut backend = Some(first_backend);
+    let gslbd = Gslbd::start_bound(&path, sockets, Some(socket.clone()), WAIT).await;
 
     // p2 is not running: its service is DOWN (no MEP path to it), p1's own is UP.
     answer_set_becomes(dns, &[WEB1], "p2 unreachable").await;
@@ -482,15 +448,14 @@ async fn a_child_refuses_gslb_names_serves_static_data_and_reports_to_its_parent
     let _shared = common::running_same_named_tasks().await;
     let dir = TempDir::new("mep-child");
     let path = dir.0.join("gslb.toml");
-    let dns = free_port("127.0.0.1");
-    let c1_mep = free_port("127.0.0.3");
-    let backend_port = free_port("127.0.0.3");
-    let backend_addr = SocketAddr::from(([127, 0, 0, 3], backend_port));
+    let (dns, mut sockets) = common::bound_dns();
+    let (c1_mep, mep_listener) = common::bound_mep("127.0.0.3");
+    sockets.mep = Some(mep_listener);
+    let backend = Backend::bind("127.0.0.3").await;
     let peer_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let p1_mep = peer_listener.local_addr().unwrap().port();
-    std::fs::write(&path, child_config(dns, p1_mep, c1_mep, backend_port)).unwrap();
-    let backend = Backend::start(backend_addr).await;
-    let gslbd = Gslbd::start(&path, None, WAIT).await;
+    std::fs::write(&path, child_config(dns, p1_mep, c1_mep, backend.port())).unwrap();
+    let gslbd = Gslbd::start_bound(&path, sockets, None, WAIT).await;
 
     // GSLB names: REFUSED, not authoritative, whatever the type; static data as ever.
     for rtype in [RecordType::A, RecordType::AAAA, RecordType::TXT] {
@@ -553,25 +518,13 @@ async fn a_mep_port_in_use_fails_the_start() {
     let port = taken.local_addr().unwrap().port();
     let (dns_port, dns) = common::bound_dns();
     std::fs::write(&path, parent_config(dns_port, port, 3011, 9, "", "")).unwrap();
-    let (ready_tx, ready_rx) = oneshot::channel::<()>();
-    let run = daemon::run(
-        path.clone(),
-        Overrides {
-            no_xdp: true,
-            ..Overrides::default()
-        },
-        dns,
-        move || {
-            let _ = ready_tx.send(());
-        },
-        std::future::pending(),
-        mpsc::channel::<()>(1).1,
-    );
-    let error = Box::pin(tokio::time::timeout(WAIT, run))
-        .await
-        .expect("fails at once")
-        .expect_err("port in use");
-    assert!(ready_rx.await.is_err(), "never ready");
+    // gslbd binds the MEP port itself here (no `mep` in the sockets given): taken, it fails
+    // before it is ready.
+    let Err(error) =
+        Gslbd::try_start_bound_with(&path, Gslbd::responder_only(None), dns, WAIT).await
+    else {
+        panic!("gslbd started with its MEP port in use");
+    };
     let mut text = error.to_string();
     let mut cause = std::error::Error::source(&error);
     while let Some(c) = cause {

@@ -25,7 +25,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{Gslbd, WAIT, answer_addrs, answer_becomes, free_port, until, www};
+use common::{Backend, Gslbd, WAIT, answer_addrs, answer_becomes, until, www};
 use gslb_tests::TempDir;
 use gslb_user::{
     control,
@@ -48,19 +48,6 @@ fn kill(task: &str, times: u32) {
 }
 
 // ---- gslbd ----
-
-/// A TCP backend on loopback that accepts and closes every connection (a backlog that is never
-/// accepted from fills up after a few seconds of checks); its port.
-fn backend() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            drop(conn);
-        }
-    });
-    port
-}
 
 fn config(port: u16, service: &str, backend: u16, public: &str) -> String {
     format!(
@@ -153,7 +140,8 @@ async fn killed_dns_loops_restart_and_answer_again() {
     let dir = TempDir::new("supervise-loops");
     let (path, ctl) = (dir.0.join("gslb.toml"), dir.0.join("control.sock"));
     let (port, dns) = common::bound_dns();
-    let bport = backend();
+    let backend = Backend::bind("127.0.0.1").await;
+    let bport = backend.port();
     std::fs::write(&path, config(port, "loops", bport, "198.51.100.1")).unwrap();
     let gslbd = Gslbd::start_bound(&path, dns, Some(ctl.clone()), WAIT).await;
     answer_becomes(port, &["198.51.100.1"]).await;
@@ -200,7 +188,8 @@ async fn a_monitor_that_cannot_run_takes_its_service_out_of_the_answers() {
     let dir = TempDir::new("supervise-monitor");
     let path = dir.0.join("gslb.toml");
     let (port, dns) = common::bound_dns();
-    let bport = backend();
+    let backend = Backend::bind("127.0.0.1").await;
+    let bport = backend.port();
     std::fs::write(&path, config(port, "mon-daemon", bport, "198.51.100.2")).unwrap();
     let gslbd = Gslbd::start_bound(&path, dns, None, WAIT).await;
     answer_becomes(port, &["198.51.100.2"]).await;
@@ -224,11 +213,9 @@ async fn a_reload_whose_publish_fails_keeps_everything_as_before() {
     let dir = TempDir::new("supervise-reload");
     let (path, ctl) = (dir.0.join("gslb.toml"), dir.0.join("control.sock"));
     let (port, dns) = common::bound_dns();
-    let bport = backend();
-    let dead = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let backend = Backend::bind("127.0.0.1").await;
+    let bport = backend.port();
+    let (dead, _held) = common::refusing_tcp_port("127.0.0.1");
     std::fs::write(&path, config(port, "rl", bport, "198.51.100.3")).unwrap();
     let gslbd = Gslbd::start_bound(&path, dns, Some(ctl.clone()), WAIT).await;
     answer_becomes(port, &["198.51.100.3"]).await;
@@ -278,7 +265,8 @@ fn tcp_monitor(fall: u32) -> MonitorSpec {
 /// then it checks again and the service returns.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_monitor_task_that_dies_counts_as_failed_checks() {
-    let addr = SocketAddr::from(([127, 0, 0, 1], backend()));
+    let backend = Backend::bind("127.0.0.1").await;
+    let addr = backend.addr;
     let health = HealthSupervisor::new();
     let mut events = health.subscribe();
     let spec = ServiceMonitors {
@@ -425,7 +413,8 @@ async fn a_killed_load_monitor_checks_again() {
         timeout: Duration::from_millis(200),
         ..LoadMonitorSpec::new("nginx", LoadSource::StubStatus, "/status")
     };
-    let dead = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let (dead_port, _held) = common::refusing_tcp_port("127.0.0.1");
+    let dead = SocketAddr::from(([127, 0, 0, 1], dead_port));
     monitor
         .set_services(&[ServiceLoadMonitors {
             service: "sv-load".into(),
@@ -462,8 +451,9 @@ async fn a_killed_ldns_feed_restarts_on_the_same_map() {
     if !common::privileged() {
         return;
     }
+    // Only parsed: nothing binds its DNS port or checks its backend.
     let config = gslb_user::config::Config::parse(
-        &config(free_port(), "feed", 1, "198.51.100.8"),
+        &config(5353, "feed", 1, "198.51.100.8"),
         Path::new("feed.toml"),
     )
     .unwrap();
@@ -559,15 +549,12 @@ async fn killed_mep_node(me: &str, me_ip: &str) {
     };
     let dir = TempDir::new(&format!("supervise-mep-{me}"));
     let path = dir.0.join("gslb.toml");
-    let (dns, dns_sockets) = common::bound_dns();
-    let p1_mep = std::net::TcpListener::bind((me_ip, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let (dns, mut dns_sockets) = common::bound_dns();
+    let (p1_mep, mep_listener) = common::bound_mep(me_ip);
     let peer_listener = tokio::net::TcpListener::bind("127.0.0.2:0").await.unwrap();
     let p2_mep = peer_listener.local_addr().unwrap().port();
     std::fs::write(&path, mep_config(dns, me, me_ip, p1_mep, p2_mep)).unwrap();
+    dns_sockets.mep = Some(mep_listener);
     let gslbd = Gslbd::start_bound(&path, dns_sockets, None, WAIT).await;
 
     let sites = vec![
@@ -677,8 +664,9 @@ async fn a_failed_publish_keeps_the_fast_path_answers() {
     }
     let pins = Pins(format!("/sys/fs/bpf/gslb-test-supervise-{}", std::process::id()).into());
     let pins = &pins.0;
-    let port = free_port();
-    let bport = backend();
+    let (port, dns) = common::bound_dns();
+    let backend = Backend::bind("127.0.0.1").await;
+    let bport = backend.port();
     std::fs::write(&path, config(port, "xdp", bport, "198.51.100.5")).unwrap();
     // XDP loaded (not attached: no interface), its maps pinned on bpffs.
     let overrides = gslb_user::daemon::Overrides {
@@ -689,7 +677,7 @@ async fn a_failed_publish_keeps_the_fast_path_answers() {
         }),
         ..gslb_user::daemon::Overrides::default()
     };
-    let gslbd = Gslbd::start_with(&path, overrides, WAIT).await;
+    let gslbd = Gslbd::start_bound_with(&path, overrides, dns, WAIT).await;
     let old: Vec<IpAddr> = vec!["198.51.100.5".parse().unwrap()];
     answer_becomes(port, &["198.51.100.5"]).await;
     assert_eq!(xdp_www(pins, port), old);

@@ -64,6 +64,11 @@ pub enum MepStartError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error("the MEP listener given ({got}) is not the configured one ({want:?})")]
+    NotConfigured {
+        want: Option<SocketAddr>,
+        got: SocketAddr,
+    },
     #[error(transparent)]
     Settings(#[from] MepError),
 }
@@ -82,6 +87,26 @@ pub fn bind(config: &Config) -> Result<Option<std::net::TcpListener>, MepStartEr
     bind()
         .map(Some)
         .map_err(|source| MepStartError::Bind { addr, source })
+}
+
+/// Takes the MEP listener the caller bound already (tests bind port 0 and name the port in the
+/// file): it must be on the configured address, with `[mep]` enabled.
+pub fn adopt(
+    config: &Config,
+    listener: std::net::TcpListener,
+) -> Result<std::net::TcpListener, MepStartError> {
+    let want = config.mep_enabled().map(|mep| mep.listen);
+    let got = listener
+        .local_addr()
+        .and_then(|got| listener.set_nonblocking(true).map(|()| got));
+    match got {
+        Ok(got) if want == Some(got) => Ok(listener),
+        Ok(got) => Err(MepStartError::NotConfigured { want, got }),
+        Err(source) => Err(MepStartError::Bind {
+            addr: want.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
+            source,
+        }),
+    }
 }
 
 /// What a node runs with, as far as the configuration says: a change restarts the node.
