@@ -22,22 +22,9 @@ use tokio::sync::mpsc;
 const WAIT: Duration = Duration::from_secs(20);
 
 fn config(port: u16, web_ip: &str) -> String {
+    let head = common::loopback_zone(port);
     format!(
-        r#"
-[server]
-listen = ["127.0.0.1"]
-dns_port = {port}
-
-[[zone]]
-name = "example.com"
-ns = ["ns1.example.com"]
-  [zone.soa]
-  rname = "hostmaster.example.com"
-  [[zone.record]]
-  name = "ns1"
-  type = "A"
-  value = "127.0.0.1"
-
+        r#"{head}
 [[site]]
 name = "dc"
 ip = "192.0.2.1"
@@ -187,22 +174,9 @@ fn sighup_reloads_a_running_gslbd() {
 /// A configuration whose www.example.com has two services with TCP monitors on loopback ports
 /// (answering their public addresses) and a backup address.
 fn monitored_config(port: u16, backend_a: u16, backend_b: u16) -> String {
+    let head = common::loopback_zone(port);
     format!(
-        r#"
-[server]
-listen = ["127.0.0.1"]
-dns_port = {port}
-
-[[zone]]
-name = "example.com"
-ns = ["ns1.example.com"]
-  [zone.soa]
-  rname = "hostmaster.example.com"
-  [[zone.record]]
-  name = "ns1"
-  type = "A"
-  value = "127.0.0.1"
-
+        r#"{head}
 [[monitor]]
 name = "tcp"
 type = "tcp"
@@ -270,22 +244,9 @@ async fn a_failing_service_leaves_the_answers_and_returns() {
 /// www.example.com over services "a" (on link "lan", the loopback interface, over
 /// `threshold_kbps`) and "b" (on no link), every address in each answer.
 fn linked_config(port: u16, threshold_kbps: u64) -> String {
+    let head = common::loopback_zone(port);
     format!(
-        r#"
-[server]
-listen = ["127.0.0.1"]
-dns_port = {port}
-
-[[zone]]
-name = "example.com"
-ns = ["ns1.example.com"]
-  [zone.soa]
-  rname = "hostmaster.example.com"
-  [[zone.record]]
-  name = "ns1"
-  type = "A"
-  value = "127.0.0.1"
-
+        r#"{head}
 [[site]]
 name = "dc"
 ip = "192.0.2.1"
@@ -401,23 +362,10 @@ async fn a_busy_link_moves_the_answers_away_until_it_is_quiet() {
 /// www.example.com by static proximity over "gb" (EU.GB) and "us" (NA.US); the clients'
 /// locations come from `locations` (a `[locations]` section and its files).
 fn located_config(port: u16, locations: &str) -> String {
+    let head = common::loopback_zone(port);
     format!(
-        r#"
-[server]
-listen = ["127.0.0.1"]
-dns_port = {port}
-
+        r#"{head}
 {locations}
-
-[[zone]]
-name = "example.com"
-ns = ["ns1.example.com"]
-  [zone.soa]
-  rname = "hostmaster.example.com"
-  [[zone.record]]
-  name = "ns1"
-  type = "A"
-  value = "127.0.0.1"
 
 [[site]]
 name = "dc"
@@ -526,27 +474,6 @@ async fn a_changed_location_file_moves_the_answers() {
     gslbd.stop().await;
 }
 
-/// `stats` from the control socket at `path`, as (name, value) pairs.
-async fn control_stats(path: &Path) -> std::collections::HashMap<String, u64> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::UnixStream::connect(path)
-        .await
-        .expect("control socket");
-    stream.write_all(b"stats\n").await.unwrap();
-    let mut reply = String::new();
-    tokio::time::timeout(WAIT, stream.read_to_string(&mut reply))
-        .await
-        .expect("stats in time")
-        .unwrap();
-    assert!(reply.starts_with("ok\n"), "{reply}");
-    reply
-        .lines()
-        .skip(1)
-        .filter_map(|l| l.split_once(' '))
-        .map(|(k, v)| (k.to_owned(), v.parse().unwrap()))
-        .collect()
-}
-
 /// Eight services whose backends stop at once: eight health events, far fewer republishes (a
 /// burst is drained into one recompile), and the answers end at the latest state (the backup
 /// address). `gslbctl stats` shows the counters and the last republish's duration.
@@ -580,18 +507,18 @@ async fn a_burst_of_health_changes_is_one_republish() {
     let gslbd = Gslbd::start_bound(&path, dns, Some(control.clone()), WAIT).await;
     let all: Vec<String> = (0..8).map(|i| format!("198.51.100.{}", 10 + i)).collect();
     answer_becomes(port, &all.iter().map(String::as_str).collect::<Vec<_>>()).await;
-    let before = control_stats(&control).await;
+    let before = common::control_stats(&control).await;
 
     drop(backends); // every backend at once
     answer_becomes(port, &["203.0.113.99"]).await;
     // The last monitor's event may still be on its way: wait until all eight are counted.
-    let mut after = control_stats(&control).await;
+    let mut after = common::control_stats(&control).await;
     for _ in 0..100 {
         if after["trigger_events"] - before["trigger_events"] >= 8 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
-        after = control_stats(&control).await;
+        after = common::control_stats(&control).await;
     }
     let events = after["trigger_events"] - before["trigger_events"];
     let republishes = after["republishes"] - before["republishes"];

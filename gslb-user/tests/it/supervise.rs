@@ -18,7 +18,6 @@ use crate::common;
 use crate::mep_keys;
 
 use std::{
-    collections::HashMap,
     net::{IpAddr, Ipv4Addr, SocketAddr},
     path::Path,
     sync::Arc,
@@ -50,22 +49,9 @@ fn kill(task: &str, times: u32) {
 // ---- gslbd ----
 
 fn config(port: u16, service: &str, backend: u16, public: &str) -> String {
+    let head = common::loopback_zone(port);
     format!(
-        r#"
-[server]
-listen = ["127.0.0.1"]
-dns_port = {port}
-
-[[zone]]
-name = "example.com"
-ns = ["ns1.example.com"]
-  [zone.soa]
-  rname = "hostmaster.example.com"
-  [[zone.record]]
-  name = "ns1"
-  type = "A"
-  value = "127.0.0.1"
-
+        r#"{head}
 [[monitor]]
 name = "tcp"
 type = "tcp"
@@ -123,15 +109,6 @@ async fn www_tcp(port: u16) -> Vec<IpAddr> {
     answer_addrs(&Message::from_vec(&reply).unwrap())
 }
 
-/// `gslbctl stats` as (name, value).
-async fn stats(control: &Path) -> HashMap<String, u64> {
-    let body = control::request(control, "stats", WAIT).await.unwrap();
-    body.lines()
-        .filter_map(|l| l.rsplit_once(' '))
-        .filter_map(|(k, v)| Some((k.to_owned(), v.parse().ok()?)))
-        .collect()
-}
-
 /// The UDP loops and the TCP loop, killed: gslbd answers throughout (the other loops, and the
 /// killed one's socket stays open, so its queries wait for the restart), each loop is counted
 /// and restarted, and answers on its own again.
@@ -170,7 +147,7 @@ async fn killed_dns_loops_restart_and_answer_again() {
         www_tcp(port).await,
         ["198.51.100.1".parse::<IpAddr>().unwrap()]
     );
-    let s = stats(&ctl).await;
+    let s = common::control_stats(&ctl).await;
     assert!(
         s["task_restarts"] > udp.len() as u64,
         "every loop's restart: {s:?}"
@@ -238,13 +215,13 @@ async fn a_reload_whose_publish_fails_keeps_everything_as_before() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let s = stats(&ctl).await;
+    let s = common::control_stats(&ctl).await;
     assert_eq!(s["reloads_failed"], 1, "{s:?}");
 
     // Without the fault: published, then the new monitor switches in and finds the dead port.
     control::request(&ctl, "reload", WAIT).await.unwrap();
     answer_becomes(port, &["203.0.113.99"]).await;
-    assert_eq!(stats(&ctl).await["reloads_failed"], 1);
+    assert_eq!(common::control_stats(&ctl).await["reloads_failed"], 1);
     gslbd.stop().await;
 }
 
@@ -689,7 +666,7 @@ async fn a_failed_publish_keeps_the_fast_path_answers() {
         failed.to_string().contains("publishing its answers failed"),
         "{failed}"
     );
-    assert_eq!(stats(&ctl).await["reloads_failed"], 1);
+    assert_eq!(common::control_stats(&ctl).await["reloads_failed"], 1);
     assert_eq!(xdp_www(pins, port), old, "the fast path's answers stay");
     assert_eq!(www(port).await, old, "the responder's answers stay");
 

@@ -19,7 +19,7 @@ use gslb_common::Counter;
 use gslb_user::{
     compile::Snapshot,
     config::{Config, ConfigError},
-    control::{ControlPath, Reload},
+    control::{self, ControlPath, Reload},
     daemon::{self, DaemonError, Listeners, Overrides},
     dataplane::Dataplane,
 };
@@ -1113,6 +1113,40 @@ impl Gslbd {
             .unwrap()
             .expect("clean shutdown");
     }
+}
+
+/// How the files of the in-process gslbd tests begin: gslbd on 127.0.0.1:`port`, authoritative
+/// for example.com, whose name server ns1.example.com is 127.0.0.1.
+pub(crate) fn loopback_zone(port: u16) -> String {
+    format!(
+        r#"
+[server]
+listen = ["127.0.0.1"]
+dns_port = {port}
+
+[[zone]]
+name = "example.com"
+ns = ["ns1.example.com"]
+  [zone.soa]
+  rname = "hostmaster.example.com"
+  [[zone.record]]
+  name = "ns1"
+  type = "A"
+  value = "127.0.0.1"
+"#
+    )
+}
+
+/// `gslbctl stats` of the gslbd whose control socket is `path`, as (name, value): the lines
+/// whose value is a number.
+pub(crate) async fn control_stats(path: &Path) -> std::collections::HashMap<String, u64> {
+    let body = control::request(path, "stats", WAIT)
+        .await
+        .unwrap_or_else(|e| panic!("stats from {}: {e}", path.display()));
+    body.lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter_map(|(k, v)| Some((k.to_owned(), v.parse().ok()?)))
+        .collect()
 }
 
 /// Longest wait of the in-process gslbd tests for anything (the CI machine runs other suites
