@@ -23,7 +23,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{Backend, Gslbd, answer_addrs, answer_set_becomes, ask_loopback, until};
+use common::{Backend, Gslbd, WEB1, WEB2, answer_addrs, answer_set_becomes, ask_loopback, until};
 use gslb_tests::TempDir;
 use gslb_user::{
     compile::Snapshot,
@@ -42,8 +42,6 @@ use hickory_proto::{
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 
 const WAIT: Duration = Duration::from_secs(15);
-const WEB1: &str = "192.0.2.1";
-const WEB2: &str = "192.0.2.2";
 
 // ---- The peer node ----
 
@@ -163,6 +161,7 @@ fn parent_config(
     mep_extra: &str,
     p1_extra: &str,
 ) -> String {
+    let parents = common::two_parents(p1_mep, p2_mep, backend, p1_extra);
     mep_keys::keyed(
         &format!(
             r#"
@@ -188,38 +187,7 @@ name = "example.com"
 ns = ["ns.example.net"]
 soa.rname = "hostmaster.example.com"
 
-[[site]]
-name = "p1"
-ip = "127.0.0.1"
-mep_port = {p1_mep}
-{p1_extra}
-
-[[site]]
-name = "p2"
-ip = "127.0.0.2"
-mep_port = {p2_mep}
-
-[[monitor]]
-name = "tcp"
-type = "tcp"
-interval_ms = 50
-timeout_ms = 200
-fall = 2
-rise = 1
-
-[[service]]
-name = "web1"
-ip = "127.0.0.1"
-port = {backend}
-public_ip = "{WEB1}"
-site = "p1"
-monitors = ["tcp"]
-
-[[service]]
-name = "web2"
-ip = "{WEB2}"
-site = "p2"
-
+{parents}
 [[gslb_domain]]
 name = "www.example.com"
 answer = "all"

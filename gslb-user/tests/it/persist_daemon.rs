@@ -16,14 +16,12 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{Backend, Gslbd, answer_addrs, ask_server};
+use common::{Backend, Gslbd, WEB1, WEB2, answer_addrs, ask_server};
 use gslb_tests::TempDir;
 use gslb_user::control;
 use hickory_proto::rr::RecordType;
 
 const WAIT: Duration = Duration::from_secs(20);
-const WEB1: &str = "192.0.2.1";
-const WEB2: &str = "192.0.2.2";
 const TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Ports of both sites and the backend.
@@ -56,37 +54,7 @@ name = "example.com"
 ns = ["ns.example.net"]
 soa.rname = "hostmaster.example.com"
 
-[[site]]
-name = "p1"
-ip = "127.0.0.1"
-mep_port = {mep1}
-
-[[site]]
-name = "p2"
-ip = "127.0.0.2"
-mep_port = {mep2}
-
-[[monitor]]
-name = "tcp"
-type = "tcp"
-interval_ms = 50
-timeout_ms = 200
-fall = 2
-rise = 1
-
-[[service]]
-name = "web1"
-ip = "127.0.0.1"
-port = {backend}
-public_ip = "{WEB1}"
-site = "p1"
-monitors = ["tcp"]
-
-[[service]]
-name = "web2"
-ip = "{WEB2}"
-site = "p2"
-
+{parents}
 [[gslb_domain]]
 name = "shop.example.com"
 services = ["web1", "web2"]
@@ -100,9 +68,7 @@ services = ["web1", "web2"]
 "#,
             dns = p.dns[site],
             n = site + 1,
-            mep1 = p.mep[0],
-            mep2 = p.mep[1],
-            backend = p.backend.port(),
+            parents = common::two_parents(p.mep[0], p.mep[1], p.backend.port(), ""),
             timeout = TIMEOUT.as_secs(),
         ),
         &format!("p{}", site + 1),

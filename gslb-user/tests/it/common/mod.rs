@@ -1149,6 +1149,52 @@ pub(crate) async fn control_stats(path: &Path) -> std::collections::HashMap<Stri
         .collect()
 }
 
+/// The address web1 answers with in [`two_parents`].
+pub(crate) const WEB1: &str = "192.0.2.1";
+/// The address web2 answers with in [`two_parents`].
+pub(crate) const WEB2: &str = "192.0.2.2";
+
+/// The sites and services of the MEP tests with two parents: p1 at 127.0.0.1 (with `p1_extra`
+/// in its table) and p2 at 127.0.0.2, on their MEP ports; web1 is p1's, answering [`WEB1`],
+/// checked by a TCP monitor ("tcp", fall 2 at 50 ms) on 127.0.0.1:`backend`; web2 is p2's.
+pub(crate) fn two_parents(p1_mep: u16, p2_mep: u16, backend: u16, p1_extra: &str) -> String {
+    format!(
+        r#"
+[[site]]
+name = "p1"
+ip = "127.0.0.1"
+mep_port = {p1_mep}
+{p1_extra}
+
+[[site]]
+name = "p2"
+ip = "127.0.0.2"
+mep_port = {p2_mep}
+
+[[monitor]]
+name = "tcp"
+type = "tcp"
+interval_ms = 50
+timeout_ms = 200
+fall = 2
+rise = 1
+
+[[service]]
+name = "web1"
+ip = "127.0.0.1"
+port = {backend}
+public_ip = "{WEB1}"
+site = "p1"
+monitors = ["tcp"]
+
+[[service]]
+name = "web2"
+ip = "{WEB2}"
+site = "p2"
+"#
+    )
+}
+
 /// Longest wait of the in-process gslbd tests for anything (the CI machine runs other suites
 /// at the same time).
 pub(crate) const WAIT: Duration = Duration::from_secs(20);
