@@ -1,6 +1,6 @@
 //! gslbd's MEP wiring, in-process with the responder alone on loopback (no namespaces, no
 //! XDP, no privileges): gslbd runs one site, and the test runs the other as a bare
-//! [`MepNode`], so that it can publish states and read what gslbd sends.
+//! MEP node ([`Peer`]), so that it can publish states and read what gslbd sends.
 //!
 //! - A parent: remote services are DOWN until their site's link is up, then follow what the
 //!   site reports; its own services (by its monitors) and RTT column reach the peer; the peer's
@@ -15,6 +15,7 @@
 
 use crate::common;
 use crate::mep_keys;
+use crate::mep_peer::{self, Peer};
 
 use std::{
     net::IpAddr,
@@ -29,97 +30,25 @@ use gslb_user::{
     compile::Snapshot,
     config::Config,
     control::{self, Reload},
-    mep::{
-        LocalState, MepConfig, MepNode, MepView, PublicKey, RttProtocol, RttRow, ServiceState,
-        SiteKey, SiteSpec, SiteTree, TopologyTiming,
-    },
+    mep::{LocalState, MepConfig, RttProtocol, RttRow, ServiceState, SiteSpec, TopologyTiming},
     responder::{Responder, Transport},
 };
 use hickory_proto::{
     op::{Message, Query, ResponseCode},
     rr::{Name, RecordType},
 };
-use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
+use tokio::{net::TcpListener, sync::oneshot};
 
 const WAIT: Duration = Duration::from_secs(15);
 
-// ---- The peer node ----
-
-/// The other site, as a bare MEP node with fast timers.
-struct Peer {
-    node: MepNode,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<()>,
-}
-
-impl Peer {
-    async fn start(listener: TcpListener, site: &str, sites: Vec<SiteSpec>) -> Peer {
-        let key = SiteKey::from_pem(mep_keys::key(site).private_pem.as_bytes()).unwrap();
-        let sites = sites
-            .into_iter()
-            .map(|s| {
-                let k = PublicKey::parse(&mep_keys::key(&s.name).public).unwrap();
-                s.with_key(k)
-            })
-            .collect();
-        let mut c = MepConfig::new(site, key, SiteTree::new(sites).unwrap());
-        c.heartbeat = Duration::from_millis(100);
-        c.dead_after = Duration::from_millis(500);
-        c.reconnect_min = Duration::from_millis(20);
-        c.reconnect_max = Duration::from_millis(200);
-        c.view_interval = Duration::from_millis(20);
-        c.timing = TopologyTiming {
-            adopt_after: Duration::from_millis(400),
-            accept_after: Duration::from_millis(200),
-            startup_grace: Duration::from_secs(1),
-        };
-        let node = MepNode::new();
-        let (stop, stop_rx) = oneshot::channel::<()>();
-        let task = tokio::spawn({
-            let node = node.clone();
-            async move {
-                node.run(listener, c, async {
-                    let _ = stop_rx.await;
-                })
-                .await
-                .expect("peer runs");
-            }
-        });
-        Peer {
-            node,
-            stop: Some(stop),
-            task,
-        }
-    }
-
-    async fn wait(&self, what: &str, f: impl Fn(&MepView) -> bool) {
-        let mut rx = self.node.subscribe();
-        let done = tokio::time::timeout(WAIT, async {
-            loop {
-                {
-                    let v = rx.borrow_and_update();
-                    if !v.site.is_empty() && f(&v) {
-                        return;
-                    }
-                }
-                rx.changed().await.expect("peer runs");
-            }
-        })
-        .await;
-        assert!(
-            done.is_ok(),
-            "timed out waiting for {what}; peer's view: {:#?}",
-            self.node.view()
-        );
-    }
-
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        tokio::time::timeout(WAIT, self.task)
-            .await
-            .expect("peer stops")
-            .unwrap();
-    }
+/// `config` with topology timers fast enough for the tests' links to settle in time.
+fn fast_topology(mut config: MepConfig) -> MepConfig {
+    config.timing = TopologyTiming {
+        adopt_after: Duration::from_millis(400),
+        accept_after: Duration::from_millis(200),
+        startup_grace: Duration::from_secs(1),
+    };
+    config
 }
 
 // ---- DNS ----
@@ -226,7 +155,7 @@ async fn a_parent_exchanges_state_with_its_peer_and_reloads_mep_in_place() {
         SiteSpec::parent("p1", "127.0.0.1".parse().unwrap()).with_port(p1_mep),
         SiteSpec::parent("p2", "127.0.0.2".parse().unwrap()).with_port(p2_mep),
     ];
-    let peer = Peer::start(peer_listener, "p2", sites).await;
+    let peer = Peer::start(peer_listener, fast_topology(mep_peer::config("p2", sites))).await;
     let web2 = |up| ServiceState {
         name: "web2".into(),
         up,
@@ -454,7 +383,7 @@ async fn a_child_refuses_gslb_names_serves_static_data_and_reports_to_its_parent
         SiteSpec::parent("p1", "127.0.0.1".parse().unwrap()).with_port(p1_mep),
         SiteSpec::child("c1", "127.0.0.3".parse().unwrap(), "p1").with_port(c1_mep),
     ];
-    let peer = Peer::start(peer_listener, "p1", sites).await;
+    let peer = Peer::start(peer_listener, fast_topology(mep_peer::config("p1", sites))).await;
     peer.wait("c1's web-c1 UP", |v| v.service_up("c1", "web-c1", None))
         .await;
     drop(backend);

@@ -16,6 +16,7 @@
 
 use crate::common;
 use crate::mep_keys;
+use crate::mep_peer::{self, Peer};
 
 use std::{
     net::{IpAddr, Ipv4Addr, SocketAddr},
@@ -521,9 +522,7 @@ async fn a_killed_mep_node_accepts_links_again() {
 async fn killed_mep_node(me: &str, me_ip: &str) {
     // It kills `mep-persist-sync`, which every in-process gslbd with MEP runs.
     let _alone = common::killing_same_named_tasks().await;
-    use gslb_user::mep::{
-        LocalState, MepConfig, MepNode, PublicKey, ServiceState, SiteKey, SiteSpec, SiteTree,
-    };
+    use gslb_user::mep::{LocalState, ServiceState, SiteSpec};
     let dir = TempDir::new(&format!("supervise-mep-{me}"));
     let path = dir.0.join("gslb.toml");
     let (dns, mut dns_sockets) = common::bound_dns();
@@ -538,44 +537,27 @@ async fn killed_mep_node(me: &str, me_ip: &str) {
         SiteSpec::parent(me, me_ip.parse().unwrap()).with_port(p1_mep),
         SiteSpec::parent("p2", "127.0.0.2".parse().unwrap()).with_port(p2_mep),
     ];
-    let sites = sites
-        .into_iter()
-        .map(|s| {
-            let k = PublicKey::parse(&mep_keys::key(&s.name).public).unwrap();
-            s.with_key(k)
+    let peer = Peer::start(peer_listener, mep_peer::config("p2", sites)).await;
+    peer.node
+        .publish_local(LocalState {
+            services: vec![ServiceState {
+                name: "web2".into(),
+                up: true,
+                connections: 0,
+                bandwidth_bps: 0,
+            }],
+            rtt: vec![],
+            persistence: vec![],
         })
-        .collect();
-    let key = SiteKey::from_pem(mep_keys::key("p2").private_pem.as_bytes()).unwrap();
-    let mut c = MepConfig::new("p2", key, SiteTree::new(sites).unwrap());
-    c.heartbeat = Duration::from_millis(100);
-    c.dead_after = Duration::from_millis(500);
-    c.reconnect_min = Duration::from_millis(20);
-    c.reconnect_max = Duration::from_millis(200);
-    c.view_interval = Duration::from_millis(20);
-    let peer = MepNode::new();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let peer_task = tokio::spawn({
-        let peer = peer.clone();
-        async move {
-            peer.run(peer_listener, c, async {
-                let _ = stopped.await;
-            })
-            .await
-            .expect("peer runs");
-        }
-    });
-    peer.publish_local(LocalState {
-        services: vec![ServiceState {
-            name: "web2".into(),
-            up: true,
-            connections: 0,
-            bandwidth_bps: 0,
-        }],
-        rtt: vec![],
-        persistence: vec![],
-    })
-    .unwrap();
-    let link = || peer.view().links.get(me).filter(|l| l.up).map(|l| l.since);
+        .unwrap();
+    let link = || {
+        peer.node
+            .view()
+            .links
+            .get(me)
+            .filter(|l| l.up)
+            .map(|l| l.since)
+    };
     until("the link to gslbd up", async || link().is_some()).await;
     answer_becomes(dns, &["192.0.2.1", "192.0.2.2"]).await;
     let first = link().unwrap();
@@ -597,11 +579,7 @@ async fn killed_mep_node(me: &str, me_ip: &str) {
     // p2's service was kept (the view holds until the link is back) or is back by now.
     answer_becomes(dns, &["192.0.2.1", "192.0.2.2"]).await;
 
-    let _ = stop.send(());
-    tokio::time::timeout(WAIT, peer_task)
-        .await
-        .unwrap()
-        .unwrap();
+    peer.stop().await;
     gslbd.stop().await;
 }
 
