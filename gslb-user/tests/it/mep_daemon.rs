@@ -434,6 +434,39 @@ async fn a_mep_port_in_use_fails_the_start() {
     );
 }
 
+/// A MEP listener given to gslbd must be the configured one: one on another port fails the
+/// start, naming both addresses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mep_listener_not_on_the_configured_address_fails_the_start() {
+    // Its gslbd would run `mep-persist-sync`, which supervise's MEP tests kill by name.
+    let _shared = common::running_same_named_tasks().await;
+    let dir = TempDir::new("mep-not-configured");
+    let path = dir.0.join("gslb.toml");
+    let (configured, _held) = common::bound_mep("127.0.0.1");
+    let (given, listener) = common::bound_mep("127.0.0.1");
+    let (dns_port, mut dns) = common::bound_dns();
+    dns.mep = Some(listener);
+    std::fs::write(&path, parent_config(dns_port, configured, 3011, 9, "", "")).unwrap();
+    let Err(error) =
+        Gslbd::try_start_bound_with(&path, Gslbd::responder_only(None), dns, WAIT).await
+    else {
+        panic!("gslbd started on a MEP listener it was not configured with");
+    };
+    let mut text = error.to_string();
+    let mut cause = std::error::Error::source(&error);
+    while let Some(c) = cause {
+        text += &format!(": {c}");
+        cause = c.source();
+    }
+    assert!(
+        text.contains(&format!(
+            "the MEP listener given (Some(127.0.0.1:{given})) is not the configured one \
+             (Some(127.0.0.1:{configured}))"
+        )),
+        "{text}"
+    );
+}
+
 // ---- The responder's rule ----
 
 #[test]

@@ -64,10 +64,12 @@ pub enum MepStartError {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error("the MEP listener given ({got}) is not the configured one ({want:?})")]
+    /// A listener given to [`adopt`] that is not on `mep.listen` (`want`; `None`: `[mep]` is
+    /// off).
+    #[error("the MEP listener given ({got:?}) is not the configured one ({want:?})")]
     NotConfigured {
         want: Option<SocketAddr>,
-        got: SocketAddr,
+        got: Option<SocketAddr>,
     },
     #[error(transparent)]
     Settings(#[from] MepError),
@@ -95,18 +97,23 @@ pub fn adopt(
     config: &Config,
     listener: std::net::TcpListener,
 ) -> Result<std::net::TcpListener, MepStartError> {
-    let want = config.mep_enabled().map(|mep| mep.listen);
+    let Some(want) = config.mep_enabled().map(|mep| mep.listen) else {
+        return Err(MepStartError::NotConfigured {
+            want: None,
+            got: listener.local_addr().ok(),
+        });
+    };
     let got = listener
         .local_addr()
-        .and_then(|got| listener.set_nonblocking(true).map(|()| got));
-    match got {
-        Ok(got) if want == Some(got) => Ok(listener),
-        Ok(got) => Err(MepStartError::NotConfigured { want, got }),
-        Err(source) => Err(MepStartError::Bind {
-            addr: want.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
-            source,
-        }),
+        .and_then(|got| listener.set_nonblocking(true).map(|()| got))
+        .map_err(|source| MepStartError::Bind { addr: want, source })?;
+    if got != want {
+        return Err(MepStartError::NotConfigured {
+            want: Some(want),
+            got: Some(got),
+        });
     }
+    Ok(listener)
 }
 
 /// What a node runs with, as far as the configuration says: a change restarts the node.
