@@ -30,6 +30,7 @@ use gslb_user::{
     compile::Snapshot,
     config::Config,
     control::{self, Reload},
+    daemon::Listeners,
     mep::{LocalState, MepConfig, RttProtocol, RttRow, ServiceState, SiteSpec, TopologyTiming},
     responder::{Responder, Transport},
 };
@@ -405,6 +406,23 @@ async fn a_child_refuses_gslb_names_serves_static_data_and_reports_to_its_parent
 
 // ---- Start-up ----
 
+/// Why gslbd on `path` and the sockets `dns` (responder only) failed to start, with every
+/// cause; the test fails if it started (`how` says how it must not).
+async fn start_failure(path: &Path, dns: Listeners, how: &str) -> String {
+    let Err(error) =
+        Gslbd::try_start_bound_with(path, Gslbd::responder_only(None), dns, WAIT).await
+    else {
+        panic!("gslbd started {how}");
+    };
+    let mut text = error.to_string();
+    let mut cause = std::error::Error::source(&error);
+    while let Some(c) = cause {
+        text += &format!(": {c}");
+        cause = c.source();
+    }
+    text
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mep_port_in_use_fails_the_start() {
     // Its gslbd runs `mep-persist-sync`, which supervise's MEP tests kill by name.
@@ -417,17 +435,7 @@ async fn a_mep_port_in_use_fails_the_start() {
     std::fs::write(&path, parent_config(dns_port, port, 3011, 9, "", "")).unwrap();
     // gslbd binds the MEP port itself here (no `mep` in the sockets given): taken, it fails
     // before it is ready.
-    let Err(error) =
-        Gslbd::try_start_bound_with(&path, Gslbd::responder_only(None), dns, WAIT).await
-    else {
-        panic!("gslbd started with its MEP port in use");
-    };
-    let mut text = error.to_string();
-    let mut cause = std::error::Error::source(&error);
-    while let Some(c) = cause {
-        text += &format!(": {c}");
-        cause = c.source();
-    }
+    let text = start_failure(&path, dns, "with its MEP port in use").await;
     assert!(
         text.contains(&format!("listening on 127.0.0.1:{port} (mep)")) && text.contains("in use"),
         "{text}"
@@ -447,17 +455,7 @@ async fn a_mep_listener_not_on_the_configured_address_fails_the_start() {
     let (dns_port, mut dns) = common::bound_dns();
     dns.mep = Some(listener);
     std::fs::write(&path, parent_config(dns_port, configured, 3011, 9, "", "")).unwrap();
-    let Err(error) =
-        Gslbd::try_start_bound_with(&path, Gslbd::responder_only(None), dns, WAIT).await
-    else {
-        panic!("gslbd started on a MEP listener it was not configured with");
-    };
-    let mut text = error.to_string();
-    let mut cause = std::error::Error::source(&error);
-    while let Some(c) = cause {
-        text += &format!(": {c}");
-        cause = c.source();
-    }
+    let text = start_failure(&path, dns, "on a MEP listener it was not configured with").await;
     assert!(
         text.contains(&format!(
             "the MEP listener given (Some(127.0.0.1:{given})) is not the configured one \
