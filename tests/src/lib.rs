@@ -826,6 +826,39 @@ services = ["app-1", "app-2", "app-3", "app-4", "app-5", "app-6", "app-7", "app-
     )
 }
 
+/// A small file of the lib's unit tests (the compiler's, the responder's): gslbd on
+/// 192.0.2.53; zone example.com with `zone_extra` (its records) after its SOA; site "eu" with
+/// services "a" (192.0.2.10) and "b" (192.0.2.20); www.example.com over both, with
+/// `domain_extra` (its method, TTL, ...) after its services.
+pub fn two_services_config(zone_extra: &str, domain_extra: &str) -> String {
+    format!(
+        r#"
+[server]
+listen = ["192.0.2.53"]
+[[zone]]
+name = "example.com"
+ns = ["ns.example.net"]
+soa.rname = "hostmaster.example.com"
+{zone_extra}
+[[site]]
+name = "eu"
+ip = "192.0.2.1"
+[[service]]
+name = "a"
+ip = "192.0.2.10"
+site = "eu"
+[[service]]
+name = "b"
+ip = "192.0.2.20"
+site = "eu"
+[[gslb_domain]]
+name = "www.example.com"
+services = ["a", "b"]
+{domain_extra}
+"#
+    )
+}
+
 // ---- Labs of several namespaces ----
 
 /// A network namespace with its loopback up, deleted on drop (and everything in it). For labs

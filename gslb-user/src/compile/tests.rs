@@ -526,32 +526,8 @@ fn rtt_domains_over_the_budget_go_to_the_responder() {
 
 /// A zone, two services and one domain answered by `method`.
 fn two_services(method: &str, ttl: u32) -> Config {
-    let text = format!(
-        r#"
-            [server]
-            listen = ["192.0.2.53"]
-            [[zone]]
-            name = "example.com"
-            ns = ["ns.example.net"]
-            soa.rname = "hostmaster.example.com"
-            [[site]]
-            name = "eu"
-            ip = "192.0.2.1"
-            [[service]]
-            name = "a"
-            ip = "192.0.2.10"
-            site = "eu"
-            [[service]]
-            name = "b"
-            ip = "192.0.2.20"
-            site = "eu"
-            [[gslb_domain]]
-            name = "www.example.com"
-            method = "{method}"
-            ttl = {ttl}
-            services = ["a", "b"]
-        "#
-    );
+    let domain = format!("method = \"{method}\"\nttl = {ttl}");
+    let text = gslb_tests::two_services_config("", &domain);
     Config::parse(&text, Path::new("test.toml")).unwrap()
 }
 

@@ -34,6 +34,9 @@ pub struct DnsSockets {
 #[derive(Debug, Default)]
 pub struct Listeners {
     pub dns: Vec<DnsSockets>,
+    /// The MEP listener, when the caller bound it (tests bind port 0); `None`: gslbd binds the
+    /// configured `[mep]` address itself, after the DNS sockets.
+    pub mep: Option<std::net::TcpListener>,
 }
 
 impl Listeners {
@@ -84,7 +87,7 @@ impl Listeners {
             };
             dns.push(DnsSockets { addr, udp, tcp });
         }
-        Ok(Listeners { dns })
+        Ok(Listeners { dns, mep: None })
     }
 
     /// The addresses bound.

@@ -114,10 +114,11 @@ pub struct Overrides {
 /// Runs gslbd on `listeners` until `shutdown` resolves. `ready` is called once the fast path
 /// answers. `listeners` are the configured addresses (`server.listen` on `server.dns_port`,
 /// after `overrides`), bound by the caller ([`Listeners::bind`]); other addresses are refused.
+/// The MEP listener is bound here unless the caller gave one (`listeners.mep`).
 pub async fn run(
     config_path: PathBuf,
     overrides: Overrides,
-    listeners: Listeners,
+    mut listeners: Listeners,
     ready: impl FnOnce(),
     shutdown: impl Future<Output = ()>,
     reloads: mpsc::Receiver<impl Into<Reload>>,
@@ -145,7 +146,10 @@ pub async fn run(
     if want != got {
         return Err(DaemonError::Listeners { want, got });
     }
-    let mep_listener = mep::bind(&config)?;
+    let mep_listener = match listeners.mep.take() {
+        Some(given) => Some(mep::adopt(&config, given)?),
+        None => mep::bind(&config)?,
+    };
     let control = match &overrides.control {
         Some(control) => match ControlSocket::bind(&control.path).await {
             Ok(socket) => Some(socket),

@@ -989,38 +989,11 @@ fn a_health_change_keeps_the_configurations_zones_and_engine() {
     use crate::compile::{Compiler, Inputs};
     use crate::policy::ServiceState;
 
-    let config = Config::parse(
-        r#"
-            [server]
-            listen = ["192.0.2.53"]
-            [[zone]]
-            name = "example.com"
-            ns = ["ns.example.net"]
-            soa.rname = "hostmaster.example.com"
-            [[zone.record]]
-            name = "static"
-            type = "A"
-            value = "192.0.2.80"
-            [[site]]
-            name = "eu"
-            ip = "192.0.2.1"
-            [[service]]
-            name = "a"
-            ip = "192.0.2.10"
-            site = "eu"
-            [[service]]
-            name = "b"
-            ip = "192.0.2.20"
-            site = "eu"
-            [[gslb_domain]]
-            name = "www.example.com"
-            method = "sourceiphash"
-            sourceip_mask = { mask_v4 = 24, mask_v6 = 56 }
-            services = ["a", "b"]
-        "#,
-        Path::new("health.toml"),
-    )
-    .unwrap();
+    let text = gslb_tests::two_services_config(
+        "[[zone.record]]\nname = \"static\"\ntype = \"A\"\nvalue = \"192.0.2.80\"",
+        "method = \"sourceiphash\"\nsourceip_mask = { mask_v4 = 24, mask_v6 = 56 }",
+    );
+    let config = Config::parse(&text, Path::new("health.toml")).unwrap();
     let states = |down: &[usize]| Inputs {
         services: (0..2)
             .map(|i| {

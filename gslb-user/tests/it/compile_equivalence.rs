@@ -424,36 +424,6 @@ alternate = "roundrobin"
 services = ["eu-1", "us-1"]
 backup_ip = ["2001:db8:97::1"]
 
-# Twin domains: the same structure over twin services (other addresses, TTLs and backup
-# addresses), so that the compiler may decide them once.
-[[gslb_domain]]
-name = "twin-a.example.com"
-ttl = 25
-method = "topology"
-alternate = "staticproximity"
-fallback = "ratio"
-services = ["eu-2", "ap-2", "us-6", "ap-6"]
-backup_ip = ["192.0.2.90"]
-[[gslb_domain]]
-name = "twin-b.example.com"
-ttl = 35
-method = "topology"
-alternate = "staticproximity"
-fallback = "ratio"
-services = ["eu-2b", "ap-2b", "us-6b", "ap-6c"]
-backup_ip = ["192.0.2.91", "2001:db8:91::1"]
-[[gslb_domain]]
-name = "rtt-a.example.com"
-method = "rtt"
-alternate = "globalavailability"
-services = ["eu-2", "us-6", "ap-2"]
-[[gslb_domain]]
-name = "rtt-b.example.com"
-ttl = 12
-method = "rtt"
-alternate = "globalavailability"
-services = ["eu-2b", "us-6b", "ap-2b"]
-
 [[gslb_domain]]
 name = "hash.example.com"
 method = "sourceiphash"
@@ -547,8 +517,19 @@ name = "least.example.com"
 method = "leastconnection"
 services = ["eu-1", "eu-2", "us-1", "ap-1", "ap-2"]
 
-# Twin domains: the same structure over twin services (other addresses, TTLs and backup
-# addresses), so that the compiler may decide them once.
+# A service with a spillover limit: the engine decides, per-view services or not.
+[[gslb_domain]]
+name = "spill.example.com"
+services = ["full-1", "eu-2"]
+[[gslb_domain.view]]
+view = "corp"
+services = ["us-1"]
+"#;
+
+/// The domains [`RICH`] and [`SPLIT`] both end with. Twin domains: the same structure over twin
+/// services (other addresses, TTLs and backup addresses), so that the compiler may decide them
+/// once.
+const TWINS: &str = r#"
 [[gslb_domain]]
 name = "twin-a.example.com"
 ttl = 25
@@ -576,14 +557,6 @@ ttl = 12
 method = "rtt"
 alternate = "globalavailability"
 services = ["eu-2b", "us-6b", "ap-2b"]
-
-# A service with a spillover limit: the engine decides, per-view services or not.
-[[gslb_domain]]
-name = "spill.example.com"
-services = ["full-1", "eu-2"]
-[[gslb_domain.view]]
-view = "corp"
-services = ["us-1"]
 "#;
 
 /// Round-robin domains of `SPLIT` that are answered by static view, without the engine.
@@ -709,11 +682,11 @@ impl World {
     }
 
     fn rich() -> World {
-        World::new("rich", RICH, &[])
+        World::new("rich", &format!("{RICH}\n{TWINS}"), &[])
     }
 
     fn split() -> World {
-        World::new("split", SPLIT, &SPLIT_STATIC)
+        World::new("split", &format!("{SPLIT}\n{TWINS}"), &SPLIT_STATIC)
     }
 
     /// The rich configuration without its policy on the question name: then domains of one
@@ -724,7 +697,7 @@ impl World {
             "&& DNS.REQ.QUESTION.TYPE.EQ(A)",
         );
         assert_ne!(text, RICH);
-        World::new("shared", &text, &[])
+        World::new("shared", &format!("{text}\n{TWINS}"), &[])
     }
 
     /// What `domain` (configuration index) must answer `client` for `qtype`.

@@ -12,7 +12,7 @@ use std::{
     time::Duration,
 };
 
-use common::{Gslbd, answer_addrs, answer_becomes, ask_loopback, free_port};
+use common::{Gslbd, PortTaken, answer_addrs, answer_becomes, ask_loopback};
 use gslb_tests::TempDir;
 use gslb_user::control::Reload;
 use hickory_proto::rr::RecordType;
@@ -22,22 +22,9 @@ use tokio::sync::mpsc;
 const WAIT: Duration = Duration::from_secs(20);
 
 fn config(port: u16, web_ip: &str) -> String {
+    let head = common::loopback_zone(port);
     format!(
-        r#"
-[server]
-listen = ["127.0.0.1"]
-dns_port = {port}
-
-[[zone]]
-name = "example.com"
-ns = ["ns1.example.com"]
-  [zone.soa]
-  rname = "hostmaster.example.com"
-  [[zone.record]]
-  name = "ns1"
-  type = "A"
-  value = "127.0.0.1"
-
+        r#"{head}
 [[site]]
 name = "dc"
 ip = "192.0.2.1"
@@ -123,27 +110,50 @@ async fn reload_applies_a_good_config_and_refuses_a_bad_one() {
     gslbd.stop().await;
 }
 
+/// gslbd as a child process on the file `path`, written for a DNS port of `config`, once it
+/// says it is ready; with its stderr in `log`. The binary binds the port the file names (it
+/// takes no socket from its parent), so the port is picked for it, which is a race
+/// ([`common::start_on_picked_port`]): a child that exits saying the port is in use is
+/// started again on another.
+fn gslbd_child(
+    path: &Path,
+    log: &Path,
+    config: impl Fn(u16) -> String,
+) -> (u16, std::process::Child) {
+    use std::io::{BufRead, BufReader};
+    common::start_on_picked_port("127.0.0.1", "a gslbd child process", |port| {
+        std::fs::write(path, config(port)).unwrap();
+        let mut gslbd = std::process::Command::new(env!("CARGO_BIN_EXE_gslbd"))
+            .args(["--no-xdp", "--config"])
+            .arg(path)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(gslbd.stdout.take().unwrap()).lines();
+        if lines
+            .next()
+            .is_some_and(|l| l.unwrap().contains("gslbd: ready"))
+        {
+            return Ok((port, gslbd));
+        }
+        let status = gslbd.wait().unwrap();
+        let said = std::fs::read_to_string(log).unwrap_or_default();
+        if said.contains("in use") {
+            return Err(PortTaken(said));
+        }
+        panic!("gslbd did not start ({status}):\n{said}");
+    })
+}
+
 /// The same through the real signal: SIGHUP to a running gslbd.
 #[test]
 fn sighup_reloads_a_running_gslbd() {
-    use std::io::{BufRead, BufReader};
     let dir = TempDir::new("hup");
     let path = dir.0.join("gslb.toml");
-    let port = free_port();
-    std::fs::write(&path, config(port, "198.51.100.1")).unwrap();
-    let mut gslbd = std::process::Command::new(env!("CARGO_BIN_EXE_gslbd"))
-        .args(["--no-xdp", "--config"])
-        .arg(&path)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(gslbd.stdout.take().unwrap()).lines();
-    assert!(
-        lines
-            .next()
-            .is_some_and(|l| l.unwrap().contains("gslbd: ready")),
-        "gslbd started"
-    );
+    let (port, mut gslbd) = gslbd_child(&path, &dir.0.join("gslbd.log"), |port| {
+        config(port, "198.51.100.1")
+    });
     assert_eq!(ask(port), vec!["198.51.100.1".parse::<IpAddr>().unwrap()]);
 
     std::fs::write(&path, config(port, "198.51.100.9")).unwrap();
@@ -164,22 +174,9 @@ fn sighup_reloads_a_running_gslbd() {
 /// A configuration whose www.example.com has two services with TCP monitors on loopback ports
 /// (answering their public addresses) and a backup address.
 fn monitored_config(port: u16, backend_a: u16, backend_b: u16) -> String {
+    let head = common::loopback_zone(port);
     format!(
-        r#"
-[server]
-listen = ["127.0.0.1"]
-dns_port = {port}
-
-[[zone]]
-name = "example.com"
-ns = ["ns1.example.com"]
-  [zone.soa]
-  rname = "hostmaster.example.com"
-  [[zone.record]]
-  name = "ns1"
-  type = "A"
-  value = "127.0.0.1"
-
+        r#"{head}
 [[monitor]]
 name = "tcp"
 type = "tcp"
@@ -247,22 +244,9 @@ async fn a_failing_service_leaves_the_answers_and_returns() {
 /// www.example.com over services "a" (on link "lan", the loopback interface, over
 /// `threshold_kbps`) and "b" (on no link), every address in each answer.
 fn linked_config(port: u16, threshold_kbps: u64) -> String {
+    let head = common::loopback_zone(port);
     format!(
-        r#"
-[server]
-listen = ["127.0.0.1"]
-dns_port = {port}
-
-[[zone]]
-name = "example.com"
-ns = ["ns1.example.com"]
-  [zone.soa]
-  rname = "hostmaster.example.com"
-  [[zone.record]]
-  name = "ns1"
-  type = "A"
-  value = "127.0.0.1"
-
+        r#"{head}
 [[site]]
 name = "dc"
 ip = "192.0.2.1"
@@ -378,23 +362,10 @@ async fn a_busy_link_moves_the_answers_away_until_it_is_quiet() {
 /// www.example.com by static proximity over "gb" (EU.GB) and "us" (NA.US); the clients'
 /// locations come from `locations` (a `[locations]` section and its files).
 fn located_config(port: u16, locations: &str) -> String {
+    let head = common::loopback_zone(port);
     format!(
-        r#"
-[server]
-listen = ["127.0.0.1"]
-dns_port = {port}
-
+        r#"{head}
 {locations}
-
-[[zone]]
-name = "example.com"
-ns = ["ns1.example.com"]
-  [zone.soa]
-  rname = "hostmaster.example.com"
-  [[zone.record]]
-  name = "ns1"
-  type = "A"
-  value = "127.0.0.1"
 
 [[site]]
 name = "dc"
@@ -507,27 +478,6 @@ async fn a_changed_location_file_moves_the_answers() {
     gslbd.stop().await;
 }
 
-/// `stats` from the control socket at `path`, as (name, value) pairs.
-async fn control_stats(path: &Path) -> std::collections::HashMap<String, u64> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::UnixStream::connect(path)
-        .await
-        .expect("control socket");
-    stream.write_all(b"stats\n").await.unwrap();
-    let mut reply = String::new();
-    tokio::time::timeout(WAIT, stream.read_to_string(&mut reply))
-        .await
-        .expect("stats in time")
-        .unwrap();
-    assert!(reply.starts_with("ok\n"), "{reply}");
-    reply
-        .lines()
-        .skip(1)
-        .filter_map(|l| l.split_once(' '))
-        .map(|(k, v)| (k.to_owned(), v.parse().unwrap()))
-        .collect()
-}
-
 /// Eight services whose backends stop at once: eight health events, far fewer republishes (a
 /// burst is drained into one recompile), and the answers end at the latest state (the backup
 /// address). `gslbctl stats` shows the counters and the last republish's duration.
@@ -561,18 +511,18 @@ async fn a_burst_of_health_changes_is_one_republish() {
     let gslbd = Gslbd::start_bound(&path, dns, Some(control.clone()), WAIT).await;
     let all: Vec<String> = (0..8).map(|i| format!("198.51.100.{}", 10 + i)).collect();
     answer_becomes(port, &all.iter().map(String::as_str).collect::<Vec<_>>()).await;
-    let before = control_stats(&control).await;
+    let before = common::control_stats(&control).await;
 
     drop(backends); // every backend at once
     answer_becomes(port, &["203.0.113.99"]).await;
     // The last monitor's event may still be on its way: wait until all eight are counted.
-    let mut after = control_stats(&control).await;
+    let mut after = common::control_stats(&control).await;
     for _ in 0..100 {
         if after["trigger_events"] - before["trigger_events"] >= 8 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
-        after = control_stats(&control).await;
+        after = common::control_stats(&control).await;
     }
     let events = after["trigger_events"] - before["trigger_events"];
     let republishes = after["republishes"] - before["republishes"];

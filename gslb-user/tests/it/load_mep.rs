@@ -25,14 +25,6 @@ const WAIT: Duration = Duration::from_secs(20);
 const WEB_A: &str = "192.0.2.1";
 const WEB_B: &str = "192.0.2.2";
 
-fn free_tcp_port(ip: &str) -> u16 {
-    std::net::TcpListener::bind((ip, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// What the test varies: ports.
 struct Ports {
     dns: [u16; 2],
@@ -155,18 +147,26 @@ async fn every_parent_decides_on_every_sites_load() {
     let dir = TempDir::new("load-mep");
     let server_a = MetricsServer::start("127.0.0.31:0".parse().unwrap(), &page(10)).await;
     let server_b = MetricsServer::start("127.0.0.32:0".parse().unwrap(), &page(3)).await;
+    // Each parent's sockets (DNS on 127.0.0.1, MEP on its site's address), bound before either
+    // file is written: each file names both MEP ports.
+    let bound = ["127.0.0.1", "127.0.0.2"].map(|mep_ip| {
+        let (dns, mut listeners) = common::bound_dns();
+        let (mep, listener) = common::bound_mep(mep_ip);
+        listeners.mep = Some(listener);
+        (dns, mep, listeners)
+    });
     let ports = Ports {
-        dns: [free_tcp_port("127.0.0.1"), free_tcp_port("127.0.0.1")],
-        mep: [free_tcp_port("127.0.0.1"), free_tcp_port("127.0.0.2")],
+        dns: [bound[0].0, bound[1].0],
+        mep: [bound[0].1, bound[1].1],
         metrics: [server_a.addr, server_b.addr],
     };
     let mut gslbd = Vec::new();
     let mut sockets = Vec::new();
-    for site in 0..2 {
+    for (site, (_, _, listeners)) in bound.into_iter().enumerate() {
         let path = dir.0.join(format!("p{}.toml", site + 1));
         let socket = dir.0.join(format!("p{}.sock", site + 1));
         std::fs::write(&path, config(&ports, site)).unwrap();
-        gslbd.push(Gslbd::start(&path, Some(socket.clone()), WAIT).await);
+        gslbd.push(Gslbd::start_bound(&path, listeners, Some(socket.clone()), WAIT).await);
         sockets.push(socket);
     }
     let (least, spill) = ("least.example.com.", "spill.example.com.");

@@ -20,7 +20,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{Gslbd, free_port, metrics::answers_become};
+use common::{Gslbd, PortTaken, metrics::answers_become};
 use gslb_tests::TempDir;
 use gslb_user::control;
 
@@ -44,7 +44,24 @@ struct Nginx {
 }
 
 impl Nginx {
-    fn start(binary: &Path, dir: &Path, addr: SocketAddr) -> Nginx {
+    /// A new nginx on `ip`: nginx binds its port itself, so the port is picked for it, which
+    /// is a race ([`common::start_on_picked_port`]: an nginx that exits saying the port is in
+    /// use is started again on another).
+    fn start_on(binary: &Path, dir: &Path, ip: &str) -> (SocketAddr, Nginx) {
+        common::start_on_picked_port(ip, "nginx", |port| {
+            let addr = SocketAddr::new(ip.parse().unwrap(), port);
+            Nginx::try_start(binary, dir, addr).map(|nginx| (addr, nginx))
+        })
+    }
+
+    /// An nginx again on the `addr` of one stopped: gslbd's file names the port, so no other
+    /// can be picked; if something took it meanwhile, the test fails saying so.
+    fn restart(binary: &Path, dir: &Path, addr: SocketAddr) -> Nginx {
+        Nginx::try_start(binary, dir, addr)
+            .unwrap_or_else(|PortTaken(log)| panic!("nginx's port {addr} was taken: {log}"))
+    }
+
+    fn try_start(binary: &Path, dir: &Path, addr: SocketAddr) -> Result<Nginx, PortTaken> {
         std::fs::create_dir_all(dir).unwrap();
         let d = dir.display();
         let conf = format!(
@@ -90,12 +107,15 @@ http {{
         while TcpStream::connect(addr).is_err() {
             if let Ok(Some(status)) = nginx.child.try_wait() {
                 let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
+                if log.contains("Address already in use") {
+                    return Err(PortTaken(log));
+                }
                 panic!("nginx on {addr} exited with {status}: {log}");
             }
             assert!(Instant::now() < deadline, "nginx on {addr} not listening");
             std::thread::sleep(Duration::from_millis(20));
         }
-        nginx
+        Ok(nginx)
     }
 }
 
@@ -186,15 +206,14 @@ async fn answers_follow_nginx_connection_counts() {
         return;
     };
     let dir = TempDir::new("load-nginx");
-    let a: SocketAddr = (A.parse::<std::net::IpAddr>().unwrap(), free_port()).into();
-    let b: SocketAddr = (B.parse::<std::net::IpAddr>().unwrap(), free_port()).into();
-    let mut nginx_a = Some(Nginx::start(&binary, &dir.0.join("a"), a));
-    let _nginx_b = Nginx::start(&binary, &dir.0.join("b"), b);
-    let dns = free_port();
+    let (a, nginx_a) = Nginx::start_on(&binary, &dir.0.join("a"), A);
+    let mut nginx_a = Some(nginx_a);
+    let (b, _nginx_b) = Nginx::start_on(&binary, &dir.0.join("b"), B);
+    let (dns, dns_sockets) = common::bound_dns();
     let path = dir.0.join("gslb.toml");
     let socket = dir.0.join("gslbd.sock");
     std::fs::write(&path, config(dns, a, b)).unwrap();
-    let gslbd = Gslbd::start(&path, Some(socket.clone()), WAIT).await;
+    let gslbd = Gslbd::start_bound(&path, dns_sockets, Some(socket.clone()), WAIT).await;
     let least = "least.example.com.";
     let spill = "spill.example.com.";
 
@@ -236,7 +255,7 @@ async fn answers_follow_nginx_connection_counts() {
     assert_ne!(stat(&socket, "load_aged_out").await.as_deref(), Some("0"));
 
     // Back: read again, and the least loaded once more.
-    let _nginx_a = Nginx::start(&binary, &dir.0.join("a"), a);
+    let _nginx_a = Nginx::restart(&binary, &dir.0.join("a"), a);
     answers_become(dns, least, &[A], "a back at 1", WAIT).await;
     answers_become(dns, spill, &[A, B], "a back under its limit", WAIT).await;
     drop(held_b);

@@ -7,6 +7,7 @@ mod common;
 mod fuzz_frames;
 #[path = "../mep_keys/mod.rs"]
 mod mep_keys;
+mod mep_peer;
 #[path = "../../../benches/rng.rs"]
 mod rng;
 

@@ -1,6 +1,6 @@
 //! gslbd's MEP wiring, in-process with the responder alone on loopback (no namespaces, no
 //! XDP, no privileges): gslbd runs one site, and the test runs the other as a bare
-//! [`MepNode`], so that it can publish states and read what gslbd sends.
+//! MEP node ([`Peer`]), so that it can publish states and read what gslbd sends.
 //!
 //! - A parent: remote services are DOWN until their site's link is up, then follow what the
 //!   site reports; its own services (by its monitors) and RTT column reach the peer; the peer's
@@ -15,25 +15,25 @@
 
 use crate::common;
 use crate::mep_keys;
+use crate::mep_peer::{self, Peer};
 
 use std::{
-    net::{IpAddr, SocketAddr},
+    net::IpAddr,
     path::Path,
     sync::Arc,
     time::{Duration, Instant},
 };
 
-use common::{Gslbd, answer_addrs, answer_set_becomes, ask_loopback, until};
+use common::{Backend, Gslbd, WEB1, WEB2, answer_addrs, answer_set_becomes, ask_loopback, until};
 use gslb_tests::TempDir;
 use gslb_user::{
     compile::Snapshot,
     config::Config,
     control::{self, Reload},
-    daemon::{self, Overrides},
+    daemon::Listeners,
     health::state::{Bandwidth, ServiceState},
     mep::{
-        LocalState, MepConfig, MepNode, MepView, PublicKey, RttProtocol, RttRow, ServiceReport,
-        SiteKey, SiteSpec, SiteTree, TopologyTiming,
+        LocalState, MepConfig, RttProtocol, RttRow, ServiceReport, SiteSpec, TopologyTiming,
     },
     responder::{Responder, Transport},
 };
@@ -41,123 +41,18 @@ use hickory_proto::{
     op::{Message, Query, ResponseCode},
     rr::{Name, RecordType},
 };
-use tokio::{
-    net::TcpListener,
-    sync::{mpsc, oneshot},
-    task::JoinHandle,
-};
+use tokio::{net::TcpListener, sync::oneshot};
 
 const WAIT: Duration = Duration::from_secs(15);
-const WEB1: &str = "192.0.2.1";
-const WEB2: &str = "192.0.2.2";
 
-fn free_port(ip: &str) -> u16 {
-    std::net::TcpListener::bind((ip, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-// ---- The peer node, a backend ----
-
-/// The other site, as a bare MEP node with fast timers.
-struct Peer {
-    node: MepNode,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<()>,
-}
-
-impl Peer {
-    async fn start(listener: TcpListener, site: &str, sites: Vec<SiteSpec>) -> Peer {
-        let key = SiteKey::from_pem(mep_keys::key(site).private_pem.as_bytes()).unwrap();
-        let sites = sites
-            .into_iter()
-            .map(|s| {
-                let k = PublicKey::parse(&mep_keys::key(&s.name).public).unwrap();
-                s.with_key(k)
-            })
-            .collect();
-        let mut c = MepConfig::new(site, key, SiteTree::new(sites).unwrap());
-        c.heartbeat = Duration::from_millis(100);
-        c.dead_after = Duration::from_millis(500);
-        c.reconnect_min = Duration::from_millis(20);
-        c.reconnect_max = Duration::from_millis(200);
-        c.view_interval = Duration::from_millis(20);
-        c.timing = TopologyTiming {
-            adopt_after: Duration::from_millis(400),
-            accept_after: Duration::from_millis(200),
-            startup_grace: Duration::from_secs(1),
-        };
-        let node = MepNode::new();
-        let (stop, stop_rx) = oneshot::channel::<()>();
-        let task = tokio::spawn({
-            let node = node.clone();
-            async move {
-                node.run(listener, c, async {
-                    let _ = stop_rx.await;
-                })
-                .await
-                .expect("peer runs");
-            }
-        });
-        Peer {
-            node,
-            stop: Some(stop),
-            task,
-        }
-    }
-
-    async fn wait(&self, what: &str, f: impl Fn(&MepView) -> bool) {
-        let mut rx = self.node.subscribe();
-        let done = tokio::time::timeout(WAIT, async {
-            loop {
-                {
-                    let v = rx.borrow_and_update();
-                    if !v.site.is_empty() && f(&v) {
-                        return;
-                    }
-                }
-                rx.changed().await.expect("peer runs");
-            }
-        })
-        .await;
-        assert!(
-            done.is_ok(),
-            "timed out waiting for {what}; peer's view: {:#?}",
-            self.node.view()
-        );
-    }
-
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        tokio::time::timeout(WAIT, self.task)
-            .await
-            .expect("peer stops")
-            .unwrap();
-    }
-}
-
-/// A TCP server that accepts and closes connections (what a TCP monitor checks), until dropped.
-struct Backend(JoinHandle<()>);
-
-impl Backend {
-    async fn start(addr: SocketAddr) -> Backend {
-        let listener = TcpListener::bind(addr).await.unwrap();
-        Backend(tokio::spawn(async move {
-            loop {
-                if let Ok((conn, _)) = listener.accept().await {
-                    drop(conn);
-                }
-            }
-        }))
-    }
-}
-
-impl Drop for Backend {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+/// `config` with topology timers fast enough for the tests' links to settle in time.
+fn fast_topology(mut config: MepConfig) -> MepConfig {
+    config.timing = TopologyTiming {
+        adopt_after: Duration::from_millis(400),
+        accept_after: Duration::from_millis(200),
+        startup_grace: Duration::from_secs(1),
+    };
+    config
 }
 
 // ---- DNS ----
@@ -199,6 +94,7 @@ fn parent_config(
     mep_extra: &str,
     p1_extra: &str,
 ) -> String {
+    let parents = common::two_parents(p1_mep, p2_mep, backend, p1_extra);
     mep_keys::keyed(
         &format!(
             r#"
@@ -224,38 +120,7 @@ name = "example.com"
 ns = ["ns.example.net"]
 soa.rname = "hostmaster.example.com"
 
-[[site]]
-name = "p1"
-ip = "127.0.0.1"
-mep_port = {p1_mep}
-{p1_extra}
-
-[[site]]
-name = "p2"
-ip = "127.0.0.2"
-mep_port = {p2_mep}
-
-[[monitor]]
-name = "tcp"
-type = "tcp"
-interval_ms = 50
-timeout_ms = 200
-fall = 2
-rise = 1
-
-[[service]]
-name = "web1"
-ip = "127.0.0.1"
-port = {backend}
-public_ip = "{WEB1}"
-site = "p1"
-monitors = ["tcp"]
-
-[[service]]
-name = "web2"
-ip = "{WEB2}"
-site = "p2"
-
+{parents}
 [[gslb_domain]]
 name = "www.example.com"
 answer = "all"
@@ -273,18 +138,19 @@ async fn a_parent_exchanges_state_with_its_peer_and_reloads_mep_in_place() {
     let dir = TempDir::new("mep-parent");
     let path = dir.0.join("gslb.toml");
     let socket = dir.0.join("gslbd.sock");
-    let dns = free_port("127.0.0.1");
-    let p1_mep = free_port("127.0.0.1");
-    let backend_port = free_port("127.0.0.1");
-    let backend_addr = SocketAddr::from(([127, 0, 0, 1], backend_port));
+    let (dns, mut sockets) = common::bound_dns();
+    let (p1_mep, mep_listener) = common::bound_mep("127.0.0.1");
+    sockets.mep = Some(mep_listener);
+    let first_backend = Backend::bind("127.0.0.1").await;
+    let (backend_port, backend_addr) = (first_backend.port(), first_backend.addr);
     let peer_listener = TcpListener::bind("127.0.0.2:0").await.unwrap();
     let p2_mep = peer_listener.local_addr().unwrap().port();
     let config = |mep_extra: &str, p1_extra: &str| {
         parent_config(dns, p1_mep, p2_mep, backend_port, mep_extra, p1_extra)
     };
     std::fs::write(&path, config("", "")).unwrap();
-    let mut backend = Some(Backend::start(backend_addr).await);
-    let gslbd = Gslbd::start(&path, Some(socket.clone()), WAIT).await;
+    let mut backend = Some(first_backend);
+    let gslbd = Gslbd::start_bound(&path, sockets, Some(socket.clone()), WAIT).await;
 
     // p2 is not running: its service is DOWN (no MEP path to it), p1's own is UP.
     answer_set_becomes(dns, &[WEB1], "p2 unreachable").await;
@@ -293,7 +159,7 @@ async fn a_parent_exchanges_state_with_its_peer_and_reloads_mep_in_place() {
         SiteSpec::parent("p1", "127.0.0.1".parse().unwrap()).with_port(p1_mep),
         SiteSpec::parent("p2", "127.0.0.2".parse().unwrap()).with_port(p2_mep),
     ];
-    let peer = Peer::start(peer_listener, "p2", sites).await;
+    let peer = Peer::start(peer_listener, fast_topology(mep_peer::config("p2", sites))).await;
     let web2 = |up| ServiceReport {
         name: "web2".into(),
         state: ServiceState {
@@ -488,15 +354,14 @@ async fn a_child_refuses_gslb_names_serves_static_data_and_reports_to_its_parent
     let _shared = common::running_same_named_tasks().await;
     let dir = TempDir::new("mep-child");
     let path = dir.0.join("gslb.toml");
-    let dns = free_port("127.0.0.1");
-    let c1_mep = free_port("127.0.0.3");
-    let backend_port = free_port("127.0.0.3");
-    let backend_addr = SocketAddr::from(([127, 0, 0, 3], backend_port));
+    let (dns, mut sockets) = common::bound_dns();
+    let (c1_mep, mep_listener) = common::bound_mep("127.0.0.3");
+    sockets.mep = Some(mep_listener);
+    let backend = Backend::bind("127.0.0.3").await;
     let peer_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let p1_mep = peer_listener.local_addr().unwrap().port();
-    std::fs::write(&path, child_config(dns, p1_mep, c1_mep, backend_port)).unwrap();
-    let backend = Backend::start(backend_addr).await;
-    let gslbd = Gslbd::start(&path, None, WAIT).await;
+    std::fs::write(&path, child_config(dns, p1_mep, c1_mep, backend.port())).unwrap();
+    let gslbd = Gslbd::start_bound(&path, sockets, None, WAIT).await;
 
     // GSLB names: REFUSED, not authoritative, whatever the type; static data as ever.
     for rtype in [RecordType::A, RecordType::AAAA, RecordType::TXT] {
@@ -527,7 +392,7 @@ async fn a_child_refuses_gslb_names_serves_static_data_and_reports_to_its_parent
         SiteSpec::parent("p1", "127.0.0.1".parse().unwrap()).with_port(p1_mep),
         SiteSpec::child("c1", "127.0.0.3".parse().unwrap(), "p1").with_port(c1_mep),
     ];
-    let peer = Peer::start(peer_listener, "p1", sites).await;
+    let peer = Peer::start(peer_listener, fast_topology(mep_peer::config("p1", sites))).await;
     peer.wait("c1's web-c1 UP", |v| v.service_up("c1", "web-c1", None))
         .await;
     drop(backend);
@@ -549,6 +414,23 @@ async fn a_child_refuses_gslb_names_serves_static_data_and_reports_to_its_parent
 
 // ---- Start-up ----
 
+/// Why gslbd on `path` and the sockets `dns` (responder only) failed to start, with every
+/// cause; the test fails if it started (`how` says how it must not).
+async fn start_failure(path: &Path, dns: Listeners, how: &str) -> String {
+    let Err(error) =
+        Gslbd::try_start_bound_with(path, Gslbd::responder_only(None), dns, WAIT).await
+    else {
+        panic!("gslbd started {how}");
+    };
+    let mut text = error.to_string();
+    let mut cause = std::error::Error::source(&error);
+    while let Some(c) = cause {
+        text += &format!(": {c}");
+        cause = c.source();
+    }
+    text
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mep_port_in_use_fails_the_start() {
     // Its gslbd runs `mep-persist-sync`, which supervise's MEP tests kill by name.
@@ -559,33 +441,34 @@ async fn a_mep_port_in_use_fails_the_start() {
     let port = taken.local_addr().unwrap().port();
     let (dns_port, dns) = common::bound_dns();
     std::fs::write(&path, parent_config(dns_port, port, 3011, 9, "", "")).unwrap();
-    let (ready_tx, ready_rx) = oneshot::channel::<()>();
-    let run = daemon::run(
-        path.clone(),
-        Overrides {
-            no_xdp: true,
-            ..Overrides::default()
-        },
-        dns,
-        move || {
-            let _ = ready_tx.send(());
-        },
-        std::future::pending(),
-        mpsc::channel::<()>(1).1,
-    );
-    let error = Box::pin(tokio::time::timeout(WAIT, run))
-        .await
-        .expect("fails at once")
-        .expect_err("port in use");
-    assert!(ready_rx.await.is_err(), "never ready");
-    let mut text = error.to_string();
-    let mut cause = std::error::Error::source(&error);
-    while let Some(c) = cause {
-        text += &format!(": {c}");
-        cause = c.source();
-    }
+    // gslbd binds the MEP port itself here (no `mep` in the sockets given): taken, it fails
+    // before it is ready.
+    let text = start_failure(&path, dns, "with its MEP port in use").await;
     assert!(
         text.contains(&format!("listening on 127.0.0.1:{port} (mep)")) && text.contains("in use"),
+        "{text}"
+    );
+}
+
+/// A MEP listener given to gslbd must be the configured one: one on another port fails the
+/// start, naming both addresses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mep_listener_not_on_the_configured_address_fails_the_start() {
+    // Its gslbd would run `mep-persist-sync`, which supervise's MEP tests kill by name.
+    let _shared = common::running_same_named_tasks().await;
+    let dir = TempDir::new("mep-not-configured");
+    let path = dir.0.join("gslb.toml");
+    let (configured, _held) = common::bound_mep("127.0.0.1");
+    let (given, listener) = common::bound_mep("127.0.0.1");
+    let (dns_port, mut dns) = common::bound_dns();
+    dns.mep = Some(listener);
+    std::fs::write(&path, parent_config(dns_port, configured, 3011, 9, "", "")).unwrap();
+    let text = start_failure(&path, dns, "on a MEP listener it was not configured with").await;
+    assert!(
+        text.contains(&format!(
+            "the MEP listener given (Some(127.0.0.1:{given})) is not the configured one \
+             (Some(127.0.0.1:{configured}))"
+        )),
         "{text}"
     );
 }

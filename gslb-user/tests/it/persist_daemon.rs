@@ -16,30 +16,19 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{Gslbd, answer_addrs, ask_server};
+use common::{Backend, Gslbd, WEB1, WEB2, answer_addrs, ask_server};
 use gslb_tests::TempDir;
 use gslb_user::control;
 use hickory_proto::rr::RecordType;
-use tokio::{net::TcpListener, task::JoinHandle};
 
 const WAIT: Duration = Duration::from_secs(20);
-const WEB1: &str = "192.0.2.1";
-const WEB2: &str = "192.0.2.2";
 const TIMEOUT: Duration = Duration::from_secs(3);
-
-fn free_port(ip: &str) -> u16 {
-    std::net::TcpListener::bind((ip, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// Ports of both sites and the backend.
 struct Ports {
     dns: [u16; 2],
     mep: [u16; 2],
-    backend: u16,
+    backend: SocketAddr,
 }
 
 /// The same deployment seen from `site` (p1 or p2): web1 is p1's, checked by a TCP monitor on
@@ -65,37 +54,7 @@ name = "example.com"
 ns = ["ns.example.net"]
 soa.rname = "hostmaster.example.com"
 
-[[site]]
-name = "p1"
-ip = "127.0.0.1"
-mep_port = {mep1}
-
-[[site]]
-name = "p2"
-ip = "127.0.0.2"
-mep_port = {mep2}
-
-[[monitor]]
-name = "tcp"
-type = "tcp"
-interval_ms = 50
-timeout_ms = 200
-fall = 2
-rise = 1
-
-[[service]]
-name = "web1"
-ip = "127.0.0.1"
-port = {backend}
-public_ip = "{WEB1}"
-site = "p1"
-monitors = ["tcp"]
-
-[[service]]
-name = "web2"
-ip = "{WEB2}"
-site = "p2"
-
+{parents}
 [[gslb_domain]]
 name = "shop.example.com"
 services = ["web1", "web2"]
@@ -109,35 +68,11 @@ services = ["web1", "web2"]
 "#,
             dns = p.dns[site],
             n = site + 1,
-            mep1 = p.mep[0],
-            mep2 = p.mep[1],
-            backend = p.backend,
+            parents = common::two_parents(p.mep[0], p.mep[1], p.backend.port(), ""),
             timeout = TIMEOUT.as_secs(),
         ),
         &format!("p{}", site + 1),
     )
-}
-
-/// A TCP server that accepts and closes connections (what the monitor checks), until dropped.
-struct Backend(JoinHandle<()>);
-
-impl Backend {
-    async fn start(port: u16) -> Backend {
-        let listener = TcpListener::bind(("127.0.0.1", port)).await.unwrap();
-        Backend(tokio::spawn(async move {
-            loop {
-                if let Ok((conn, _)) = listener.accept().await {
-                    drop(conn);
-                }
-            }
-        }))
-    }
-}
-
-impl Drop for Backend {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 /// `name` A asked of parent `site` from the client 127.0.0.1: the addresses, sorted.
@@ -211,19 +146,28 @@ async fn two_parents_answer_a_persistent_client_alike_across_a_flip_and_a_restor
     // Its gslbd runs `mep-persist-sync`, which supervise's MEP tests kill by name.
     let _shared = common::running_same_named_tasks().await;
     let dir = TempDir::new("persist-parents");
+    // Each parent's sockets, bound before either file is written: each file names both MEP
+    // ports.
+    let bound = ["127.0.0.1", "127.0.0.2"].map(|ip| {
+        let (dns, mut sockets) = common::bound_dns_on(ip.parse().unwrap());
+        let (mep, listener) = common::bound_mep(ip);
+        sockets.mep = Some(listener);
+        (dns, mep, sockets)
+    });
+    let first_backend = Backend::bind("127.0.0.1").await;
     let p = Ports {
-        dns: [free_port("127.0.0.1"), free_port("127.0.0.2")],
-        mep: [free_port("127.0.0.1"), free_port("127.0.0.2")],
-        backend: free_port("127.0.0.1"),
+        dns: [bound[0].0, bound[1].0],
+        mep: [bound[0].1, bound[1].1],
+        backend: first_backend.addr,
     };
-    let mut backend = Some(Backend::start(p.backend).await);
+    let mut backend = Some(first_backend);
     let mut parents = Vec::new();
-    for site in 0..2 {
+    for (site, (_, _, sockets)) in bound.into_iter().enumerate() {
         let path = dir.0.join(format!("p{}.toml", site + 1));
         std::fs::write(&path, config(site, &p)).unwrap();
         let socket = dir.0.join(format!("p{}.sock", site + 1));
         parents.push((
-            Gslbd::start(&path, Some(socket.clone()), WAIT).await,
+            Gslbd::start_bound(&path, sockets, Some(socket.clone()), WAIT).await,
             socket,
         ));
     }

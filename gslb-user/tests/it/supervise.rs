@@ -16,16 +16,16 @@
 
 use crate::common;
 use crate::mep_keys;
+use crate::mep_peer::{self, Peer};
 
 use std::{
-    collections::HashMap,
     net::{IpAddr, Ipv4Addr, SocketAddr},
     path::Path,
     sync::Arc,
     time::{Duration, Instant},
 };
 
-use common::{Gslbd, WAIT, answer_addrs, answer_becomes, free_port, until, www};
+use common::{Backend, Gslbd, WAIT, answer_addrs, answer_becomes, until, www};
 use gslb_tests::TempDir;
 use gslb_user::{
     control,
@@ -49,36 +49,10 @@ fn kill(task: &str, times: u32) {
 
 // ---- gslbd ----
 
-/// A TCP backend on loopback that accepts and closes every connection (a backlog that is never
-/// accepted from fills up after a few seconds of checks); its port.
-fn backend() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            drop(conn);
-        }
-    });
-    port
-}
-
 fn config(port: u16, service: &str, backend: u16, public: &str) -> String {
+    let head = common::loopback_zone(port);
     format!(
-        r#"
-[server]
-listen = ["127.0.0.1"]
-dns_port = {port}
-
-[[zone]]
-name = "example.com"
-ns = ["ns1.example.com"]
-  [zone.soa]
-  rname = "hostmaster.example.com"
-  [[zone.record]]
-  name = "ns1"
-  type = "A"
-  value = "127.0.0.1"
-
+        r#"{head}
 [[monitor]]
 name = "tcp"
 type = "tcp"
@@ -136,15 +110,6 @@ async fn www_tcp(port: u16) -> Vec<IpAddr> {
     answer_addrs(&Message::from_vec(&reply).unwrap())
 }
 
-/// `gslbctl stats` as (name, value).
-async fn stats(control: &Path) -> HashMap<String, u64> {
-    let body = control::request(control, "stats", WAIT).await.unwrap();
-    body.lines()
-        .filter_map(|l| l.rsplit_once(' '))
-        .filter_map(|(k, v)| Some((k.to_owned(), v.parse().ok()?)))
-        .collect()
-}
-
 /// The UDP loops and the TCP loop, killed: gslbd answers throughout (the other loops, and the
 /// killed one's socket stays open, so its queries wait for the restart), each loop is counted
 /// and restarted, and answers on its own again.
@@ -153,7 +118,8 @@ async fn killed_dns_loops_restart_and_answer_again() {
     let dir = TempDir::new("supervise-loops");
     let (path, ctl) = (dir.0.join("gslb.toml"), dir.0.join("control.sock"));
     let (port, dns) = common::bound_dns();
-    let bport = backend();
+    let backend = Backend::bind("127.0.0.1").await;
+    let bport = backend.port();
     std::fs::write(&path, config(port, "loops", bport, "198.51.100.1")).unwrap();
     let gslbd = Gslbd::start_bound(&path, dns, Some(ctl.clone()), WAIT).await;
     answer_becomes(port, &["198.51.100.1"]).await;
@@ -182,7 +148,7 @@ async fn killed_dns_loops_restart_and_answer_again() {
         www_tcp(port).await,
         ["198.51.100.1".parse::<IpAddr>().unwrap()]
     );
-    let s = stats(&ctl).await;
+    let s = common::control_stats(&ctl).await;
     assert!(
         s["task_restarts"] > udp.len() as u64,
         "every loop's restart: {s:?}"
@@ -200,7 +166,8 @@ async fn a_monitor_that_cannot_run_takes_its_service_out_of_the_answers() {
     let dir = TempDir::new("supervise-monitor");
     let path = dir.0.join("gslb.toml");
     let (port, dns) = common::bound_dns();
-    let bport = backend();
+    let backend = Backend::bind("127.0.0.1").await;
+    let bport = backend.port();
     std::fs::write(&path, config(port, "mon-daemon", bport, "198.51.100.2")).unwrap();
     let gslbd = Gslbd::start_bound(&path, dns, None, WAIT).await;
     answer_becomes(port, &["198.51.100.2"]).await;
@@ -224,11 +191,9 @@ async fn a_reload_whose_publish_fails_keeps_everything_as_before() {
     let dir = TempDir::new("supervise-reload");
     let (path, ctl) = (dir.0.join("gslb.toml"), dir.0.join("control.sock"));
     let (port, dns) = common::bound_dns();
-    let bport = backend();
-    let dead = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let backend = Backend::bind("127.0.0.1").await;
+    let bport = backend.port();
+    let (dead, _held) = common::refusing_tcp_port("127.0.0.1");
     std::fs::write(&path, config(port, "rl", bport, "198.51.100.3")).unwrap();
     let gslbd = Gslbd::start_bound(&path, dns, Some(ctl.clone()), WAIT).await;
     answer_becomes(port, &["198.51.100.3"]).await;
@@ -251,13 +216,13 @@ async fn a_reload_whose_publish_fails_keeps_everything_as_before() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let s = stats(&ctl).await;
+    let s = common::control_stats(&ctl).await;
     assert_eq!(s["reloads_failed"], 1, "{s:?}");
 
     // Without the fault: published, then the new monitor switches in and finds the dead port.
     control::request(&ctl, "reload", WAIT).await.unwrap();
     answer_becomes(port, &["203.0.113.99"]).await;
-    assert_eq!(stats(&ctl).await["reloads_failed"], 1);
+    assert_eq!(common::control_stats(&ctl).await["reloads_failed"], 1);
     gslbd.stop().await;
 }
 
@@ -278,7 +243,8 @@ fn tcp_monitor(fall: u32) -> MonitorSpec {
 /// then it checks again and the service returns.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_monitor_task_that_dies_counts_as_failed_checks() {
-    let addr = SocketAddr::from(([127, 0, 0, 1], backend()));
+    let backend = Backend::bind("127.0.0.1").await;
+    let addr = backend.addr;
     let health = HealthSupervisor::new();
     let mut events = health.subscribe();
     let spec = ServiceMonitors {
@@ -425,7 +391,8 @@ async fn a_killed_load_monitor_checks_again() {
         timeout: Duration::from_millis(200),
         ..LoadMonitorSpec::new("nginx", LoadSource::StubStatus, "/status")
     };
-    let dead = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let (dead_port, _held) = common::refusing_tcp_port("127.0.0.1");
+    let dead = SocketAddr::from(([127, 0, 0, 1], dead_port));
     monitor
         .set_services(&[ServiceLoadMonitors {
             service: "sv-load".into(),
@@ -462,8 +429,9 @@ async fn a_killed_ldns_feed_restarts_on_the_same_map() {
     if !common::privileged() {
         return;
     }
+    // Only parsed: nothing binds its DNS port or checks its backend.
     let config = gslb_user::config::Config::parse(
-        &config(free_port(), "feed", 1, "198.51.100.8"),
+        &config(5353, "feed", 1, "198.51.100.8"),
         Path::new("feed.toml"),
     )
     .unwrap();
@@ -554,62 +522,40 @@ async fn a_killed_mep_node_accepts_links_again() {
 async fn killed_mep_node(me: &str, me_ip: &str) {
     // It kills `mep-persist-sync`, which every in-process gslbd with MEP runs.
     let _alone = common::killing_same_named_tasks().await;
-    use gslb_user::mep::{
-        LocalState, MepConfig, MepNode, PublicKey, ServiceReport, SiteKey, SiteSpec, SiteTree,
-    };
+    use gslb_user::mep::{LocalState, ServiceReport, SiteSpec};
     let dir = TempDir::new(&format!("supervise-mep-{me}"));
     let path = dir.0.join("gslb.toml");
-    let (dns, dns_sockets) = common::bound_dns();
-    let p1_mep = std::net::TcpListener::bind((me_ip, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let (dns, mut dns_sockets) = common::bound_dns();
+    let (p1_mep, mep_listener) = common::bound_mep(me_ip);
     let peer_listener = tokio::net::TcpListener::bind("127.0.0.2:0").await.unwrap();
     let p2_mep = peer_listener.local_addr().unwrap().port();
     std::fs::write(&path, mep_config(dns, me, me_ip, p1_mep, p2_mep)).unwrap();
+    dns_sockets.mep = Some(mep_listener);
     let gslbd = Gslbd::start_bound(&path, dns_sockets, None, WAIT).await;
 
     let sites = vec![
         SiteSpec::parent(me, me_ip.parse().unwrap()).with_port(p1_mep),
         SiteSpec::parent("p2", "127.0.0.2".parse().unwrap()).with_port(p2_mep),
     ];
-    let sites = sites
-        .into_iter()
-        .map(|s| {
-            let k = PublicKey::parse(&mep_keys::key(&s.name).public).unwrap();
-            s.with_key(k)
+    let peer = Peer::start(peer_listener, mep_peer::config("p2", sites)).await;
+    peer.node
+        .publish_local(LocalState {
+            services: vec![ServiceReport {
+                name: "web2".into(),
+                state: gslb_user::health::state::ServiceState::UP,
+            }],
+            rtt: vec![],
+            persistence: vec![],
         })
-        .collect();
-    let key = SiteKey::from_pem(mep_keys::key("p2").private_pem.as_bytes()).unwrap();
-    let mut c = MepConfig::new("p2", key, SiteTree::new(sites).unwrap());
-    c.heartbeat = Duration::from_millis(100);
-    c.dead_after = Duration::from_millis(500);
-    c.reconnect_min = Duration::from_millis(20);
-    c.reconnect_max = Duration::from_millis(200);
-    c.view_interval = Duration::from_millis(20);
-    let peer = MepNode::new();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let peer_task = tokio::spawn({
-        let peer = peer.clone();
-        async move {
-            peer.run(peer_listener, c, async {
-                let _ = stopped.await;
-            })
-            .await
-            .expect("peer runs");
-        }
-    });
-    peer.publish_local(LocalState {
-        services: vec![ServiceReport {
-            name: "web2".into(),
-            state: gslb_user::health::state::ServiceState::UP,
-        }],
-        rtt: vec![],
-        persistence: vec![],
-    })
-    .unwrap();
-    let link = || peer.view().links.get(me).filter(|l| l.up).map(|l| l.since);
+        .unwrap();
+    let link = || {
+        peer.node
+            .view()
+            .links
+            .get(me)
+            .filter(|l| l.up)
+            .map(|l| l.since)
+    };
     until("the link to gslbd up", async || link().is_some()).await;
     answer_becomes(dns, &["192.0.2.1", "192.0.2.2"]).await;
     let first = link().unwrap();
@@ -631,11 +577,7 @@ async fn killed_mep_node(me: &str, me_ip: &str) {
     // p2's service was kept (the view holds until the link is back) or is back by now.
     answer_becomes(dns, &["192.0.2.1", "192.0.2.2"]).await;
 
-    let _ = stop.send(());
-    tokio::time::timeout(WAIT, peer_task)
-        .await
-        .unwrap()
-        .unwrap();
+    peer.stop().await;
     gslbd.stop().await;
 }
 
@@ -675,8 +617,9 @@ async fn a_failed_publish_keeps_the_fast_path_answers() {
     }
     let pins = Pins(format!("/sys/fs/bpf/gslb-test-supervise-{}", std::process::id()).into());
     let pins = &pins.0;
-    let port = free_port();
-    let bport = backend();
+    let (port, dns) = common::bound_dns();
+    let backend = Backend::bind("127.0.0.1").await;
+    let bport = backend.port();
     std::fs::write(&path, config(port, "xdp", bport, "198.51.100.5")).unwrap();
     // XDP loaded (not attached: no interface), its maps pinned on bpffs.
     let overrides = gslb_user::daemon::Overrides {
@@ -687,7 +630,7 @@ async fn a_failed_publish_keeps_the_fast_path_answers() {
         }),
         ..gslb_user::daemon::Overrides::default()
     };
-    let gslbd = Gslbd::start_with(&path, overrides, WAIT).await;
+    let gslbd = Gslbd::start_bound_with(&path, overrides, dns, WAIT).await;
     let old: Vec<IpAddr> = vec!["198.51.100.5".parse().unwrap()];
     answer_becomes(port, &["198.51.100.5"]).await;
     assert_eq!(xdp_www(pins, port), old);
@@ -699,7 +642,7 @@ async fn a_failed_publish_keeps_the_fast_path_answers() {
         failed.to_string().contains("publishing its answers failed"),
         "{failed}"
     );
-    assert_eq!(stats(&ctl).await["reloads_failed"], 1);
+    assert_eq!(common::control_stats(&ctl).await["reloads_failed"], 1);
     assert_eq!(xdp_www(pins, port), old, "the fast path's answers stay");
     assert_eq!(www(port).await, old, "the responder's answers stay");
 

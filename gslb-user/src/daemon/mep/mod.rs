@@ -64,6 +64,13 @@ pub enum MepStartError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    /// A listener given to [`adopt`] that is not on `mep.listen` (`want`; `None`: `[mep]` is
+    /// off).
+    #[error("the MEP listener given ({got:?}) is not the configured one ({want:?})")]
+    NotConfigured {
+        want: Option<SocketAddr>,
+        got: Option<SocketAddr>,
+    },
     #[error(transparent)]
     Settings(#[from] MepError),
 }
@@ -82,6 +89,31 @@ pub fn bind(config: &Config) -> Result<Option<std::net::TcpListener>, MepStartEr
     bind()
         .map(Some)
         .map_err(|source| MepStartError::Bind { addr, source })
+}
+
+/// Takes the MEP listener the caller bound already (tests bind port 0 and name the port in the
+/// file): it must be on the configured address, with `[mep]` enabled.
+pub fn adopt(
+    config: &Config,
+    listener: std::net::TcpListener,
+) -> Result<std::net::TcpListener, MepStartError> {
+    let Some(want) = config.mep_enabled().map(|mep| mep.listen) else {
+        return Err(MepStartError::NotConfigured {
+            want: None,
+            got: listener.local_addr().ok(),
+        });
+    };
+    let got = listener
+        .local_addr()
+        .and_then(|got| listener.set_nonblocking(true).map(|()| got))
+        .map_err(|source| MepStartError::Bind { addr: want, source })?;
+    if got != want {
+        return Err(MepStartError::NotConfigured {
+            want: Some(want),
+            got: Some(got),
+        });
+    }
+    Ok(listener)
 }
 
 /// What a node runs with, as far as the configuration says: a change restarts the node.

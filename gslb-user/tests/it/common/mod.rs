@@ -19,7 +19,7 @@ use gslb_common::Counter;
 use gslb_user::{
     compile::Snapshot,
     config::{Config, ConfigError},
-    control::{ControlPath, Reload},
+    control::{self, ControlPath, Reload},
     daemon::{self, DaemonError, Listeners, Overrides},
     dataplane::Dataplane,
 };
@@ -41,7 +41,7 @@ pub(crate) fn privileged() -> bool {
 /// Logs of the code under test, for the test that runs it: `RUST_LOG` (as gslbd reads it, e.g.
 /// `RUST_LOG=gslb_user=debug`) picks what is logged, nothing without it. Written through
 /// libtest's capture, so only a failing test's logs are shown (or every test's with
-/// `--nocapture`). Called by the kit's setup helpers ([`dataplane`], [`Gslbd::start`]); once
+/// `--nocapture`). Called by the kit's setup helpers ([`dataplane`], [`Gslbd::start_bound`]); once
 /// per process, as tracing has one global subscriber.
 pub(crate) fn init_tracing() {
     static INIT: std::sync::Once = std::sync::Once::new();
@@ -346,21 +346,6 @@ pub(crate) fn ask_server(server: SocketAddr, name: &str, rtype: RecordType) -> M
     let mut buf = [0u8; 1500];
     let len = socket.recv(&mut buf).expect("an answer");
     Message::from_vec(&buf[..len]).unwrap()
-}
-
-/// gslbd's DNS sockets on 127.0.0.1, bound on a free port (UDP and TCP), and that port.
-pub(crate) fn bound_dns() -> (u16, Listeners) {
-    let dns = Listeners::bind_addrs(&[([127, 0, 0, 1], 0).into()]).expect("DNS sockets bind");
-    (dns.port().expect("one address"), dns)
-}
-
-/// A UDP port on 127.0.0.1 that was free a moment ago.
-pub(crate) fn free_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The question section of a one-question message: the name (followed label by label, no
@@ -1013,8 +998,9 @@ pub(crate) async fn killing_same_named_tasks() -> tokio::sync::RwLockWriteGuard<
     SAME_NAMED_TASKS.write().await
 }
 
-/// gslbd running in this process on `path` (of [`Gslbd::start`]), responder only (`no_xdp`, so
-/// no privileges are needed).
+/// gslbd running in this process on `path`, on the sockets the test bound ([`bound_dns`],
+/// and [`bound_mep`] for MEP) whose ports the file names; responder only (`no_xdp`, so no
+/// privileges are needed) unless the test's [`Overrides`] say otherwise.
 pub(crate) struct Gslbd {
     /// What SIGHUP and the control socket's `reload` feed: a [`Reload`] without a reply is
     /// SIGHUP's.
@@ -1026,46 +1012,50 @@ pub(crate) struct Gslbd {
 }
 
 impl Gslbd {
-    /// Starts gslbd on the file `path`, with its control socket at `control` (required) if
-    /// given, and waits until it is ready.
-    pub(crate) async fn start(path: &Path, control: Option<PathBuf>, wait: Duration) -> Gslbd {
-        let overrides = Overrides {
-            no_xdp: true,
-            control: control.map(|path| ControlPath {
-                path,
-                required: true,
-            }),
-            ..Overrides::default()
-        };
-        Gslbd::start_with(path, overrides, wait).await
-    }
-
-    /// [`Gslbd::start`] on sockets the test bound ([`bound_dns`]), whose port the file names.
+    /// Starts gslbd on the file `path` and the sockets `dns`, responder only, with its control
+    /// socket at `control` (required) if given, and waits until it is ready.
     pub(crate) async fn start_bound(
         path: &Path,
         dns: Listeners,
         control: Option<PathBuf>,
         wait: Duration,
     ) -> Gslbd {
-        let overrides = Overrides {
+        Gslbd::start_bound_with(path, Gslbd::responder_only(control), dns, wait).await
+    }
+
+    /// What [`Gslbd::start_bound`] runs with: the responder alone, the control socket at
+    /// `control` (required) if given.
+    pub(crate) fn responder_only(control: Option<PathBuf>) -> Overrides {
+        Overrides {
             no_xdp: true,
             control: control.map(|path| ControlPath {
                 path,
                 required: true,
             }),
             ..Overrides::default()
-        };
-        Gslbd::start_on(path, overrides, dns, wait).await
+        }
     }
 
-    /// [`Gslbd::start`] with the command line's `overrides` (the fast path loaded, say).
-    pub(crate) async fn start_with(path: &Path, overrides: Overrides, wait: Duration) -> Gslbd {
-        let config = daemon::load_config(path, &overrides).expect("configuration loads");
-        let dns = Listeners::bind(&config).expect("DNS sockets bind");
-        Gslbd::start_on(path, overrides, dns, wait).await
+    /// [`Gslbd::start_bound`] with the command line's `overrides` (the fast path loaded, say).
+    pub(crate) async fn start_bound_with(
+        path: &Path,
+        overrides: Overrides,
+        dns: Listeners,
+        wait: Duration,
+    ) -> Gslbd {
+        Gslbd::try_start_bound_with(path, overrides, dns, wait)
+            .await
+            .expect("gslbd starts")
     }
 
-    async fn start_on(path: &Path, overrides: Overrides, dns: Listeners, wait: Duration) -> Gslbd {
+    /// [`Gslbd::start_bound_with`], for a test of a start that fails: the error of a gslbd
+    /// that ended before it was ready.
+    pub(crate) async fn try_start_bound_with(
+        path: &Path,
+        overrides: Overrides,
+        dns: Listeners,
+        wait: Duration,
+    ) -> Result<Gslbd, DaemonError> {
         init_tracing();
         let (ready_tx, ready_rx) = oneshot::channel();
         let (stop, stop_rx) = oneshot::channel::<()>();
@@ -1082,16 +1072,23 @@ impl Gslbd {
             },
             reload_rx,
         ));
-        tokio::time::timeout(wait, ready_rx)
+        let ready = tokio::time::timeout(wait, ready_rx)
             .await
-            .expect("gslbd ready in time")
-            .expect("gslbd ready");
-        Gslbd {
+            .expect("gslbd ready (or failed) in time");
+        if ready.is_err() {
+            // `ready` was dropped unsent: `run` ended before it was ready.
+            let ended = tokio::time::timeout(wait, task)
+                .await
+                .expect("gslbd ends")
+                .expect("gslbd's task");
+            return Err(ended.expect_err("gslbd ended before it was ready, without an error"));
+        }
+        Ok(Gslbd {
             reloads,
             stop,
             task,
             wait,
-        }
+        })
     }
 
     /// Reloads the file; the outcome once the new answers are published (or refused).
@@ -1117,6 +1114,86 @@ impl Gslbd {
             .unwrap()
             .expect("clean shutdown");
     }
+}
+
+/// How the files of the in-process gslbd tests begin: gslbd on 127.0.0.1:`port`, authoritative
+/// for example.com, whose name server ns1.example.com is 127.0.0.1.
+pub(crate) fn loopback_zone(port: u16) -> String {
+    format!(
+        r#"
+[server]
+listen = ["127.0.0.1"]
+dns_port = {port}
+
+[[zone]]
+name = "example.com"
+ns = ["ns1.example.com"]
+  [zone.soa]
+  rname = "hostmaster.example.com"
+  [[zone.record]]
+  name = "ns1"
+  type = "A"
+  value = "127.0.0.1"
+"#
+    )
+}
+
+/// `gslbctl stats` of the gslbd whose control socket is `path`, as (name, value): the lines
+/// whose value is a number.
+pub(crate) async fn control_stats(path: &Path) -> std::collections::HashMap<String, u64> {
+    let body = control::request(path, "stats", WAIT)
+        .await
+        .unwrap_or_else(|e| panic!("stats from {}: {e}", path.display()));
+    body.lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter_map(|(k, v)| Some((k.to_owned(), v.parse().ok()?)))
+        .collect()
+}
+
+/// The address web1 answers with in [`two_parents`].
+pub(crate) const WEB1: &str = "192.0.2.1";
+/// The address web2 answers with in [`two_parents`].
+pub(crate) const WEB2: &str = "192.0.2.2";
+
+/// The sites and services of the MEP tests with two parents: p1 at 127.0.0.1 (with `p1_extra`
+/// in its table) and p2 at 127.0.0.2, on their MEP ports; web1 is p1's, answering [`WEB1`],
+/// checked by a TCP monitor ("tcp", fall 2 at 50 ms) on 127.0.0.1:`backend`; web2 is p2's.
+pub(crate) fn two_parents(p1_mep: u16, p2_mep: u16, backend: u16, p1_extra: &str) -> String {
+    format!(
+        r#"
+[[site]]
+name = "p1"
+ip = "127.0.0.1"
+mep_port = {p1_mep}
+{p1_extra}
+
+[[site]]
+name = "p2"
+ip = "127.0.0.2"
+mep_port = {p2_mep}
+
+[[monitor]]
+name = "tcp"
+type = "tcp"
+interval_ms = 50
+timeout_ms = 200
+fall = 2
+rise = 1
+
+[[service]]
+name = "web1"
+ip = "127.0.0.1"
+port = {backend}
+public_ip = "{WEB1}"
+site = "p1"
+monitors = ["tcp"]
+
+[[service]]
+name = "web2"
+ip = "{WEB2}"
+site = "p2"
+"#
+    )
 }
 
 /// Longest wait of the in-process gslbd tests for anything (the CI machine runs other suites
@@ -1233,4 +1310,10 @@ pub(crate) fn assert_refused_at_markers(cases: &[(String, &str, &str)], file: &P
 
 // ---- Load monitor backends ----
 
+mod loopback;
 pub(crate) mod metrics;
+
+#[allow(unused_imports)] // the XDP benchmark includes this kit and uses none of them
+pub(crate) use loopback::{
+    Backend, PortTaken, bound_dns, bound_dns_on, bound_mep, refusing_tcp_port, start_on_picked_port,
+};
