@@ -1,3 +1,4 @@
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
@@ -34,4 +35,9 @@ fn show(cmd: &Command) -> String {
     }
     s.push('`');
     s
+}
+
+/// The workspace's cargo target directory (`CARGO_TARGET_DIR` when set).
+pub(crate) fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
 }
