@@ -8,17 +8,11 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::{setup, util};
+use crate::util;
 
 pub(crate) fn run(interface: &str, config: &Path, extra: &[String]) -> Result<()> {
     preflight(interface, config)?;
-    let env = setup::run()?;
-    util::run_inherit(
-        "run build",
-        env.cargo()
-            .args(["build", "--release", "-p", "gslb-user", "--bins"]),
-    )?;
-    let gslbd = util::target_dir(&env.root).join("release/gslbd");
+    let gslbd = util::release_binaries("run")?.join("gslbd");
     // gslbd gets the terminal's SIGINT itself; xtask must outlive it to report how it ended.
     ctrlc::set_handler(|| {}).context("installing the Ctrl-C handler")?;
     println!(

@@ -41,3 +41,15 @@ fn show(cmd: &Command) -> String {
 pub(crate) fn target_dir(root: &Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
 }
+
+/// Setup, then a release build of gslbd and gslbctl (`step` names it in the output); the
+/// directory that holds them.
+pub(crate) fn release_binaries(step: &str) -> Result<PathBuf> {
+    let env = crate::setup::run()?;
+    run_inherit(
+        &format!("{step} build"),
+        env.cargo()
+            .args(["build", "--release", "-p", "gslb-user", "--bins"]),
+    )?;
+    Ok(target_dir(&env.root).join("release"))
+}

@@ -14,7 +14,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::{setup, util};
+use crate::util;
 
 /// Where `install` puts things unless told `--prefix`.
 const DEFAULT_PREFIX: &str = "/usr/local";
@@ -106,13 +106,7 @@ impl Layout {
 /// `cargo xtask install`: setup, a release build, then [`install`] from it.
 pub(crate) fn run_install(prefix: Option<&Path>) -> Result<()> {
     let layout = Layout::new(prefix)?;
-    let env = setup::run()?;
-    util::run_inherit(
-        "install build",
-        env.cargo()
-            .args(["build", "--release", "-p", "gslb-user", "--bins"]),
-    )?;
-    install(&layout, &util::target_dir(&env.root).join("release"))?;
+    install(&layout, &util::release_binaries("install")?)?;
     if layout.system {
         say(
             "install",
