@@ -105,7 +105,9 @@ fn install_lays_out_a_prefix_keeps_a_configuration_and_uninstall_removes_the_res
     assert_eq!(fs::read_to_string(&config).unwrap(), edited);
 }
 
-/// `systemd-analyze verify` on the installed unit: no error and no warning.
+/// `systemd-analyze verify` on the installed unit: no error and no warning; and its sandbox
+/// (`systemd-analyze security`) at an exposure of 5.0 or less ("OK"; the unit is at 4.6, a
+/// unit without hardening at 9.6).
 fn verify_unit(unit: &Path) {
     let out = match Command::new("systemd-analyze")
         .arg("verify")
@@ -130,6 +132,18 @@ fn verify_unit(unit: &Path) {
         "systemd-analyze verify {}: {}\n{said}",
         unit.display(),
         out.status
+    );
+    // The threshold is on systemd's internal 0..=100 scale (the printed level times ten).
+    let out = Command::new("systemd-analyze")
+        .args(["security", "--offline=yes", "--threshold=50"])
+        .arg(unit)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "systemd-analyze security {}: exposure above 5.0\n{}",
+        unit.display(),
+        String::from_utf8_lossy(&out.stdout)
     );
 }
 
