@@ -249,3 +249,24 @@ fn uninstall_detaches_the_xdp_program_gslbd_left_attached_and_unpins_it() {
     );
     assert!(!pins.exists(), "{} still there", pins.display());
 }
+
+#[test]
+fn the_default_prefix_keeps_the_configuration_in_etc_and_the_shipped_paths() {
+    let layout = Layout::new(None).unwrap();
+    assert_eq!(layout.bin, Path::new("/usr/local/bin"));
+    assert_eq!(
+        layout.unit(),
+        Path::new("/usr/local/lib/systemd/system/gslbd.service")
+    );
+    assert_eq!(layout.config(), Path::new("/etc/gslb/gslbd.toml"));
+    // The unit as shipped names the default layout's paths: nothing is rewritten.
+    assert_eq!(layout.unit_text(), super::UNIT);
+    assert!(super::UNIT.lines().any(|l| l
+        == "ExecStart=/usr/local/bin/gslbd --config /etc/gslb/gslbd.toml --control /run/gslb/gslbd.sock"));
+    // A path the unit could not name unquoted is refused before anything is written.
+    let error = format!(
+        "{:#}",
+        Layout::new(Some(Path::new("/tmp/a b"))).unwrap_err()
+    );
+    assert!(error.contains("escaping in the systemd unit"), "{error}");
+}
