@@ -590,6 +590,14 @@ pub mod maps {
     pub const LDNS_CONFIG: &str = "LDNS_CONFIG";
     pub const LOCAL_MACS: &str = "LOCAL_MACS";
     pub const HEARTBEAT: &str = "HEARTBEAT";
+
+    /// The maps shared between the program and the controller, pinned in `server.pin_path`
+    /// and adopted across restarts (`ROTOR` and `SCRATCH` are the program's own working
+    /// memory: a restarted gslbd's program starts its rotations afresh). `cargo xtask
+    /// uninstall` removes these pins.
+    pub const PINNED: [&str; 7] = [
+        CONFIG, LISTEN, LISTEN_SET, VIEWS, DOMAINS, ANSWERS, COUNTERS,
+    ];
 }
 
 /// Program names in the object file.

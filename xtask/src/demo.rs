@@ -3,13 +3,7 @@
 //! fast path's counters). Serves until Ctrl-C (or exits after the queries with `--once`); the
 //! lab is removed on the way out, also after a failure.
 
-use std::{
-    collections::BTreeMap,
-    net::IpAddr,
-    path::{Path, PathBuf},
-    process::Command,
-    time::Duration,
-};
+use std::{collections::BTreeMap, net::IpAddr, path::Path, process::Command, time::Duration};
 
 use anyhow::{Context, Result, bail};
 use gslb_tests::{Lab, SERVER_V4, SERVER_V6, dig_answers, dig_flags};
@@ -34,7 +28,7 @@ pub(crate) fn run(once: bool) -> Result<()> {
         "demo build",
         env.cargo().args(["build", "-p", "gslb-user", "--bins"]),
     )?;
-    let bin = target_dir(&env.root).join("debug");
+    let bin = util::target_dir(&env.root).join("debug");
 
     let mut lab = Lab::new("demo");
     // The backend of the lab view's service web-lab, watched by a TCP monitor.
@@ -163,10 +157,6 @@ fn wait_for_answer(lab: &Lab, bin: &Path, q: &Query, want: impl Fn(&str) -> bool
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-fn target_dir(root: &Path) -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
 }
 
 /// The fast path's counters, from `gslbctl stats`.

@@ -1,10 +1,15 @@
-//! Developer tasks: `cargo xtask <command>`. Every command first runs `setup`, so a fresh
-//! Debian 12 machine (as root) goes from nothing to built and tested with one command.
+//! Developer tasks: `cargo xtask <command>`. Every command but uninstall first runs `setup`,
+//! so a fresh Debian 12 machine (as root) goes from nothing to built and tested with one
+//! command.
 
 mod bench;
 mod demo;
+mod install;
+mod run;
 mod setup;
 mod util;
+
+use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -40,6 +45,37 @@ enum Cmd {
         #[arg(long)]
         once: bool,
     },
+    /// Setup, a release build, then install gslbd and gslbctl (PREFIX/bin), the systemd unit
+    /// (PREFIX/lib/systemd/system), docs/operations.md (PREFIX/share/doc/gslb) and a sample
+    /// /etc/gslb/gslbd.toml, kept when one is there. Nothing is enabled or started.
+    Install {
+        /// Install prefix; any other than /usr/local or /usr holds the configuration too
+        /// (PREFIX/etc/gslb), and the unit names the paths under it.
+        #[arg(long, value_name = "DIR")]
+        prefix: Option<PathBuf>,
+    },
+    /// Setup, a release build, then gslbd in the foreground on INTERFACE with FILE (Ctrl-C
+    /// stops it; it detaches XDP unless told --keep-attached).
+    Run {
+        #[arg(long, value_name = "IF")]
+        interface: String,
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// More gslbd arguments (after `--`), e.g. `--xdp-mode skb`.
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
+    /// Remove what install put there (not the configuration), after detaching the XDP
+    /// programs and removing the pins a gslbd left (`--keep-attached`, or killed). Refuses
+    /// while the installed gslbd runs.
+    Uninstall {
+        /// The prefix given to install.
+        #[arg(long, value_name = "DIR")]
+        prefix: Option<PathBuf>,
+        /// The pin directory [default: server.pin_path of the installed configuration].
+        #[arg(long, value_name = "DIR")]
+        pin_path: Option<PathBuf>,
+    },
 }
 
 fn main() -> Result<()> {
@@ -49,6 +85,15 @@ fn main() -> Result<()> {
         Cmd::Test { args } => test(&args),
         Cmd::Bench { name } => bench::run(name),
         Cmd::Demo { once } => demo::run(once),
+        Cmd::Install { prefix } => install::run_install(prefix.as_deref()),
+        Cmd::Run {
+            interface,
+            config,
+            args,
+        } => run::run(&interface, &config, &args),
+        Cmd::Uninstall { prefix, pin_path } => {
+            install::run_uninstall(prefix.as_deref(), pin_path.as_deref())
+        }
     }
 }
 

@@ -25,6 +25,8 @@ const APT_PACKAGES: &[&str] = &[
     "unbound",
     // The load monitors' stub_status backend in gslb-user/tests/it/load_nginx.rs.
     "nginx",
+    // systemd-analyze, which verifies the installed unit in xtask's install tests.
+    "systemd",
     "iproute2",
     "tcpdump",
     "util-linux",

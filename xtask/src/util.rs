@@ -1,3 +1,4 @@
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
@@ -34,4 +35,21 @@ fn show(cmd: &Command) -> String {
     }
     s.push('`');
     s
+}
+
+/// The workspace's cargo target directory (`CARGO_TARGET_DIR` when set).
+pub(crate) fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
+}
+
+/// Setup, then a release build of gslbd and gslbctl (`step` names it in the output); the
+/// directory that holds them.
+pub(crate) fn release_binaries(step: &str) -> Result<PathBuf> {
+    let env = crate::setup::run()?;
+    run_inherit(
+        &format!("{step} build"),
+        env.cargo()
+            .args(["build", "--release", "-p", "gslb-user", "--bins"]),
+    )?;
+    Ok(target_dir(&env.root).join("release"))
 }

@@ -25,17 +25,7 @@ use super::{
 use crate::config::XdpMode;
 
 /// The maps shared between the program and the controller, pinned and adopted across restarts.
-/// (`ROTOR` and `SCRATCH` are the program's own working memory: a restarted gslbd's program
-/// starts its rotations afresh.)
-const PINNED_MAPS: [&str; 7] = [
-    maps::CONFIG,
-    maps::LISTEN,
-    maps::LISTEN_SET,
-    maps::VIEWS,
-    maps::DOMAINS,
-    maps::ANSWERS,
-    maps::COUNTERS,
-];
+const PINNED_MAPS: [&str; 7] = maps::PINNED;
 
 /// The XDP object, compiled for bpfel by build.rs.
 pub static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/gslb"));
