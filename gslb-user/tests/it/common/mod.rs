@@ -1065,7 +1065,13 @@ impl Gslbd {
         Gslbd::start_on(path, overrides, dns, wait).await
     }
 
-    async fn start_on(path: &Path, overrides: Overrides, dns: Listeners, wait: Duration) -> Gslbd {
+    /// [`Gslbd::start`] with `overrides` on sockets the test bound (DNS and admin).
+    pub(crate) async fn start_on(
+        path: &Path,
+        overrides: Overrides,
+        dns: Listeners,
+        wait: Duration,
+    ) -> Gslbd {
         init_tracing();
         let (ready_tx, ready_rx) = oneshot::channel();
         let (stop, stop_rx) = oneshot::channel::<()>();
