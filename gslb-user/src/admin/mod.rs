@@ -223,7 +223,7 @@ pub async fn run(
 }
 
 fn per_connection(error: &std::io::Error) -> bool {
-    use std::io::ErrorKind::*;
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionReset, Interrupted, WouldBlock};
     matches!(
         error.kind(),
         ConnectionAborted | ConnectionReset | Interrupted | WouldBlock
@@ -306,4 +306,61 @@ pub fn spawn(
             .await
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{compile::Snapshot, config::Config};
+
+    fn state() -> AdminState {
+        let config = Config::parse(
+            "[server]\nlisten = [\"192.0.2.53\"]\n",
+            std::path::Path::new("t.toml"),
+        )
+        .unwrap();
+        let responder = Arc::new(Responder::new(&config, &Snapshot::from_config(&config)));
+        AdminState::new(
+            Arc::default(),
+            responder,
+            None,
+            status::WorldFeed::default().subscribe(),
+            watch::channel(None).1,
+        )
+    }
+
+    fn ask(state: &AdminState, method: Method, path: &str) -> Response<Full<Bytes>> {
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .body(())
+            .unwrap();
+        respond(state, &request)
+    }
+
+    #[test]
+    fn readyz_is_503_until_ready_and_other_paths_and_methods_are_refused() {
+        let state = state();
+        assert_eq!(
+            ask(&state, Method::GET, "/healthz").status(),
+            StatusCode::OK
+        );
+        let starting = ask(&state, Method::GET, "/readyz").status();
+        assert_eq!(starting, StatusCode::SERVICE_UNAVAILABLE);
+        state.set_ready();
+        assert_eq!(ask(&state, Method::GET, "/readyz").status(), StatusCode::OK);
+        assert_eq!(
+            ask(&state, Method::GET, "/").status(),
+            StatusCode::NOT_FOUND
+        );
+        let post = ask(&state, Method::POST, "/readyz");
+        assert_eq!(post.status(), StatusCode::METHOD_NOT_ALLOWED);
+        assert_eq!(post.headers()[header::ALLOW], "GET");
+        let metrics = ask(&state, Method::GET, "/metrics?x=1");
+        assert_eq!(metrics.status(), StatusCode::OK);
+        assert_eq!(
+            metrics.headers()[header::CONTENT_TYPE],
+            "text/plain; version=0.0.4; charset=utf-8"
+        );
+    }
 }
