@@ -360,6 +360,21 @@ async fn metrics_status_and_probes_follow_the_daemon() {
     assert_eq!(m.samples["gslb_config_generation"], 2.0);
     assert_eq!(m.samples["gslb_config_reloads_refused_total"], 1.0);
     assert_eq!(m.samples["gslb_republishes_total{trigger=\"reload\"}"], 1.0);
+
+    // The endpoint's task killed: the supervisor restarts it on the same listener (kept
+    // open: a request meanwhile waits in its backlog), and the metrics count the restart.
+    let task = format!("admin/{admin}");
+    assert_eq!(
+        gslb_user::supervise::inject_panic(&task, 1),
+        1,
+        "{task} runs"
+    );
+    let restarts = format!("gslb_task_restarts_total{{task=\"{task}\"}}");
+    common::until("the admin endpoint restarted", async || {
+        let m = parse_exposition(&get(admin, "/metrics").await);
+        m.samples.get(&restarts) == Some(&1.0)
+    })
+    .await;
     drop(b);
     gslbd.stop().await;
 }
