@@ -647,3 +647,104 @@ async fn prometheus_scrapes_the_events_and_the_dashboard_has_data() {
     drop(b);
     gslbd.stop().await;
 }
+
+/// Every section of the exposition (fast path, MEP, RTT, unknown loads, a task restarted,
+/// label values that need escaping), as `render` writes it, passes `promtool check metrics`
+/// and the format's rules: the sections a small daemon does not have are checked here.
+#[test]
+fn every_section_of_the_exposition_is_valid() {
+    use gslb_user::admin::{metrics, status::*};
+    let status = Status {
+        ready: true,
+        config: ConfigStatus {
+            generation: 3,
+            reloads_refused: 1,
+            reloads_failed: 0,
+        },
+        republish: RepublishStatus {
+            trigger_events: 9,
+            by_trigger: [("health", 2), ("reload", 1)].into(),
+            duration: Histogram {
+                buckets: vec![(0.001, 1), (0.01, 3)],
+                count: 3,
+                sum: 0.012,
+            },
+        },
+        responder: ResponderStatus {
+            answers: vec![Answers {
+                transport: "tcp",
+                rcode: "NOERROR",
+                count: 4,
+            }],
+            rrl_sent: 5,
+            rrl_dropped: 2,
+            rrl_slipped: 1,
+        },
+        xdp: Some(XdpStatus {
+            hits: [("hit_a_v4", 10)].into(),
+            passes: [("qtype", 3), ("stale", 0)].into(),
+            rrl_dropped: 0,
+            rrl_slipped: 0,
+        }),
+        services: vec![ServiceStatus {
+            name: "web \"1\"\\".into(),
+            site: "dc".into(),
+            up: true,
+            weight: 1,
+            connections: None,
+            bandwidth_kbps: Some(u64::MAX),
+        }],
+        mep: Some(MepStatus {
+            links: vec![MepLink {
+                peer: "dc2".into(),
+                up: false,
+                version: None,
+                last_error: Some("refused\nagain".into()),
+            }],
+            sites: vec![MepSite {
+                name: "dc2".into(),
+                reachable: false,
+            }],
+            adopted: [("child".to_owned(), "dc3".to_owned())].into(),
+        }),
+        rtt: Some(RttStatus {
+            ldns_entries: 7,
+            rtt_rows: 6,
+            probes_sent: 20,
+            probe_rounds: 10,
+            probe_samples: 8,
+        }),
+        tasks: [(
+            "dns-udp/127.0.0.1:53/0".to_owned(),
+            TaskStatus {
+                running: 1,
+                panics: 1,
+                errors: 0,
+                restarts: 1,
+            },
+        )]
+        .into(),
+    };
+    let text = metrics::render(&status);
+    let m = parse_exposition(&text);
+    assert!(
+        m.samples["gslb_service_connections{service=\"web \\\"1\\\"\\\\\",site=\"dc\"}"].is_nan()
+    );
+    assert_eq!(m.samples["gslb_mep_link_up{peer=\"dc2\"}"], 0.0);
+    assert_eq!(m.samples["gslb_rtt_rows"], 6.0);
+    assert_eq!(m.samples["gslb_xdp_hits_total{counter=\"hit_a_v4\"}"], 10.0);
+    assert_eq!(
+        m.samples["gslb_republish_duration_seconds_bucket{le=\"+Inf\"}"],
+        3.0
+    );
+    let json = serde_json::to_value(&status).unwrap();
+    assert_eq!(json["mep"]["links"][0]["last_error"], "refused\nagain");
+    match tool("promtool") {
+        Some(promtool) => {
+            if let Err(said) = promtool_check(&promtool, &text) {
+                panic!("promtool check metrics:\n{said}\non:\n{text}");
+            }
+        }
+        None => missing_tool("promtool"),
+    }
+}
