@@ -25,7 +25,7 @@ const APT_PACKAGES: &[&str] = &[
     "unbound",
     // The load monitors' stub_status backend in gslb-user/tests/it/load_nginx.rs.
     "nginx",
-    // The admin endpoint's test (gslb-user/tests/it/admin.rs): a real Prometheus scraping
+    // The admin endpoint's test (gslb-user/tests/it/admin/): a real Prometheus scraping
     // gslbd, and promtool (in the same package) checking the exposition.
     "prometheus",
     "iproute2",
