@@ -229,6 +229,18 @@ pub(super) fn missing_tool(name: &str) {
     gslb_tests::skip(&reason);
 }
 
+/// `promtool check metrics` accepts `text` (skipped, saying why, without promtool).
+fn assert_promtool_accepts(text: &str) {
+    match tool("promtool") {
+        Some(promtool) => {
+            if let Err(said) = promtool_check(&promtool, text) {
+                panic!("promtool check metrics:\n{said}\non:\n{text}");
+            }
+        }
+        None => missing_tool("promtool"),
+    }
+}
+
 /// `promtool check metrics` on `text`: its complaints, if any.
 fn promtool_check(promtool: &Path, text: &str) -> Result<(), String> {
     use std::io::Write as _;
@@ -321,14 +333,7 @@ async fn metrics_status_and_probes_follow_the_daemon() {
     // No fast path here: no XDP series.
     assert!(!text.contains("gslb_xdp_"), "{text}");
 
-    match tool("promtool") {
-        Some(promtool) => {
-            if let Err(said) = promtool_check(&promtool, &text) {
-                panic!("promtool check metrics:\n{said}\non:\n{text}");
-            }
-        }
-        None => missing_tool("promtool"),
-    }
+    assert_promtool_accepts(&text);
 
     // The flip: a's backend stops; a leaves the answers, and the metrics and status say so.
     drop(a);
@@ -469,14 +474,7 @@ fn every_section_of_the_exposition_is_valid() {
     );
     let json = serde_json::to_value(&status).unwrap();
     assert_eq!(json["mep"]["links"][0]["last_error"], "refused\nagain");
-    match tool("promtool") {
-        Some(promtool) => {
-            if let Err(said) = promtool_check(&promtool, &text) {
-                panic!("promtool check metrics:\n{said}\non:\n{text}");
-            }
-        }
-        None => missing_tool("promtool"),
-    }
+    assert_promtool_accepts(&text);
 }
 
 /// A client that connects and sends half a request is closed once the header timeout passes,
