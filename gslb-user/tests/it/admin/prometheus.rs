@@ -1,6 +1,8 @@
 //! The real-Prometheus test: a Prometheus server (Debian package `prometheus`) on 127.0.0.1
 //! scrapes the admin endpoint every second; its HTTP API finds the expected series and values
-//! after known events, and data for every query of the Grafana dashboard
+//! after known events (a burst of queries to the responder and, with root, through the fast
+//! path; a service flip; a reload; a refused reload), and data for every query of the Grafana
+//! dashboard
 //! (contrib/grafana/gslb.json). Prometheus is killed when the test ends, also when it fails.
 
 use crate::common;
@@ -16,7 +18,7 @@ use std::{
 use common::{WAIT, answer_becomes};
 use gslb_tests::TempDir;
 use gslb_user::daemon::Overrides;
-use hickory_proto::op::ResponseCode;
+use hickory_proto::{op::ResponseCode, rr::RecordType};
 
 use super::{ask, backends, config, http, missing_tool, port, start, tool};
 /// A Prometheus server on 127.0.0.1 scraping `target` every second, with its data in `dir`;
@@ -226,6 +228,17 @@ async fn prometheus_scrapes_the_events_and_the_dashboard_has_data() {
         assert_eq!(ask(dns, "www.example.com.").await, ResponseCode::NoError);
     }
     prometheus.until(noerror, |v| v == before + N as f64).await;
+    // And N answered by the fast path (its pinned maps, run by BPF_PROG_TEST_RUN): its hit
+    // counter, summed over CPUs, rises by N.
+    if xdp {
+        let hit = "gslb_xdp_hits_total{counter=\"hit_a_v4\"}";
+        let before = prometheus.until(hit, |_| true).await;
+        let pins = pins.0.clone();
+        tokio::task::spawn_blocking(move || fast_path_queries(&pins, dns, N))
+            .await
+            .unwrap();
+        prometheus.until(hit, |v| v == before + N as f64).await;
+    }
 
     // The flip: a's backend stops.
     prometheus
@@ -286,4 +299,20 @@ async fn prometheus_scrapes_the_events_and_the_dashboard_has_data() {
     drop(prometheus);
     drop(b);
     gslbd.stop().await;
+}
+
+/// `n` queries for www.example.com A to 127.0.0.1:`port`, run through the fast path of the
+/// maps pinned at `pins` (adopted by a second program instance, BPF_PROG_TEST_RUN), each
+/// answered there.
+fn fast_path_queries(pins: &Path, port: u16, n: usize) {
+    let dp = gslb_user::dataplane::Dataplane::load(Some(pins)).expect("adopting the pins");
+    let query = common::wire(&common::query(7, "www.example.com.", RecordType::A));
+    let frame = common::Frame {
+        dst_port: port,
+        ..common::Frame::query_to(std::net::Ipv4Addr::LOCALHOST.into(), query)
+    };
+    for _ in 0..n {
+        let out = common::run(&dp, &frame.bytes());
+        assert_eq!(out.action, common::XDP_TX, "the fast path answers");
+    }
 }
