@@ -1,5 +1,6 @@
 //! gslb: the controller and responder side of the GSLB DNS server. See ARCHITECTURE.md.
 
+pub mod admin;
 pub mod compile;
 pub mod config;
 pub mod control;

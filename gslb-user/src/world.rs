@@ -226,6 +226,8 @@ pub struct RepublishStats {
     /// Reloads whose configuration loaded but whose answers could not be published: everything
     /// stayed as before (daemon/serve.rs).
     pub reloads_failed: std::sync::atomic::AtomicU64,
+    /// Republishes by trigger with their latency, and reloads applied (`/metrics`).
+    pub recorded: crate::admin::metrics::Republishes,
 }
 
 impl RepublishStats {

@@ -27,6 +27,9 @@ const APT_PACKAGES: &[&str] = &[
     "nginx",
     // systemd-analyze, which verifies the installed unit in xtask's install tests.
     "systemd",
+    // The admin endpoint's test (gslb-user/tests/it/admin/): a real Prometheus scraping
+    // gslbd, and promtool (in the same package) checking the exposition.
+    "prometheus",
     "iproute2",
     "tcpdump",
     "util-linux",

@@ -20,6 +20,7 @@
 //! To add a section: a `Raw*` struct and a field in [`RawConfig`], a typed struct and a field in
 //! [`Config`], and a `Validator` method in the section's file, called from `Validator::config`.
 
+mod admin;
 mod clients;
 mod dns_policy;
 mod engine;
@@ -82,6 +83,7 @@ pub use self::site::Site;
 pub use self::topology::TopologyRecordConfig;
 pub use self::view::View;
 pub use self::zone::{Soa, Zone};
+pub use admin::AdminSettings;
 pub use clients::RrlSettings;
 
 /// Most addresses per family in one answer set; keeps "all" responses small
@@ -123,6 +125,8 @@ pub struct Config {
     pub links: Vec<Link>,
     /// `[rrl]`: response rate limiting (off without the section).
     pub rrl: RrlSettings,
+    /// `[admin]`: the HTTP metrics and status endpoint (none without the section).
+    pub admin: Option<AdminSettings>,
 }
 
 impl Config {
@@ -205,6 +209,7 @@ struct RawConfig {
     #[serde(default, rename = "link")]
     links: Vec<RawLink>,
     rrl: Option<Spanned<clients::RawRrl>>,
+    admin: Option<Spanned<admin::RawAdmin>>,
     /// The schema before zones and services; only read to say what replaced it.
     #[serde(rename = "domain")]
     old_domain: Option<Spanned<toml::Value>>,
@@ -337,6 +342,7 @@ impl Validator<'_> {
             &load_monitors,
         )?;
         let rrl = self.rrl(raw.rrl)?;
+        let admin = self.admin(raw.admin)?;
         Ok(Config {
             server,
             views,
@@ -355,6 +361,7 @@ impl Validator<'_> {
             mep,
             links,
             rrl,
+            admin,
         })
     }
 }

@@ -30,13 +30,19 @@ pub struct DnsSockets {
     pub tcp: std::net::TcpListener,
 }
 
-/// Every DNS socket gslbd answers on, already bound; [`super::run`] serves on them.
+/// Every DNS socket gslbd answers on, already bound; [`super::run`] serves on them. And the
+/// admin endpoint's listener (`[admin] listen`), bound with them (before anything is loaded,
+/// and while gslbd may still bind a privileged port); [`super::run`] binds it itself when the
+/// caller left it `None`.
 #[derive(Debug, Default)]
 pub struct Listeners {
     pub dns: Vec<DnsSockets>,
     /// The MEP listener, when the caller bound it (tests bind port 0); `None`: gslbd binds the
     /// configured `[mep]` address itself, after the DNS sockets.
     pub mep: Option<std::net::TcpListener>,
+    /// The admin endpoint's listener, when the caller bound it (tests bind port 0); `None`:
+    /// gslbd binds `[admin] listen` itself.
+    pub admin: Option<std::net::TcpListener>,
 }
 
 impl Listeners {
@@ -49,7 +55,13 @@ impl Listeners {
             .iter()
             .map(|ip| SocketAddr::new(*ip, server.dns_port))
             .collect();
-        Listeners::bind_addrs(&addrs)
+        let mut listeners = Listeners::bind_addrs(&addrs)?;
+        listeners.admin = config
+            .admin
+            .as_ref()
+            .map(|admin| bind_admin(admin.listen))
+            .transpose()?;
+        Ok(listeners)
     }
 
     /// Binds every address of `addrs`; port 0 takes one free port for all of them, the same
@@ -87,7 +99,11 @@ impl Listeners {
             };
             dns.push(DnsSockets { addr, udp, tcp });
         }
-        Ok(Listeners { dns, mep: None })
+        Ok(Listeners {
+            dns,
+            mep: None,
+            admin: None,
+        })
     }
 
     /// The addresses bound.
@@ -183,6 +199,13 @@ fn bind_error(addr: SocketAddr, transport: &'static str, source: std::io::Error)
         transport,
         source,
     }
+}
+
+/// The admin endpoint's listener on `addr` (port 0: a free one).
+pub(super) fn bind_admin(addr: SocketAddr) -> Result<std::net::TcpListener, DaemonError> {
+    std::net::TcpListener::bind(addr)
+        .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        .map_err(|source| bind_error(addr, "admin http", source))
 }
 
 fn bind_tcp(addr: SocketAddr) -> Result<std::net::TcpListener, DaemonError> {

@@ -28,6 +28,7 @@ use tokio::{
 use tracing::{error, info, warn};
 
 use crate::{
+    admin,
     compile::Snapshot,
     config::{Config, ConfigError, XdpMode},
     control::{ControlPath, ControlSocket, ControlState, Reload},
@@ -67,6 +68,11 @@ pub enum DaemonError {
     Control(#[from] crate::control::ControlError),
     #[error("MEP")]
     Mep(#[from] mep::MepStartError),
+    #[error("the admin listener given ({got}) is not [admin] listen ({want:?})")]
+    AdminListener {
+        want: Option<SocketAddr>,
+        got: SocketAddr,
+    },
     #[error("the DNS sockets given ({got:?}) are not the configured ones ({want:?})")]
     Listeners {
         want: Vec<SocketAddr>,
@@ -90,6 +96,8 @@ pub enum ReloadError {
     Load(#[source] crate::health::HealthError),
     #[error("MEP: {0}")]
     Mep(mep::MepReloadError),
+    #[error("[admin] changed, which needs a restart")]
+    AdminRestartOnly,
 }
 
 /// What the command line can override in the configuration's `[server]` section.
@@ -146,6 +154,7 @@ pub async fn run(
     if want != got {
         return Err(DaemonError::Listeners { want, got });
     }
+    let admin_listener = admin_listener(&config, listeners.admin.take())?;
     let mep_listener = match listeners.mep.take() {
         Some(given) => Some(mep::adopt(&config, given)?),
         None => mep::bind(&config)?,
@@ -215,7 +224,7 @@ pub async fn run(
 
     let (stop, stopped) = watch::channel(false);
     let mut servers = JoinSet::new();
-    let loops = listen::spawn_dns_loops(
+    let mut loops = listen::spawn_dns_loops(
         listeners,
         &responder,
         || rtt.recorder(),
@@ -226,7 +235,7 @@ pub async fn run(
     if let Some(control) = control {
         let state = ControlState {
             reloads: control_reloads_tx.clone(),
-            rtt: rtt_handle,
+            rtt: rtt_handle.clone(),
             republish: republish_stats.clone(),
             persistence: responder.persistence().clone(),
             load: loads.readings(),
@@ -236,7 +245,23 @@ pub async fn run(
             let _ = stopped.wait_for(|stop| *stop).await;
         }));
     }
+    let world_feed = admin::status::WorldFeed::default();
+    let admin = admin_listener.map(|listener| {
+        let state = Arc::new(admin::AdminState::new(
+            republish_stats.clone(),
+            responder.clone(),
+            dataplane.as_mut().and_then(Dataplane::take_counter_reader),
+            world_feed.subscribe(),
+            rtt_handle,
+        ));
+        loops.push(admin::spawn(listener, state.clone(), &stopped));
+        state
+    });
+    world_feed.publish(&world);
     info!(config = %config_path.display(), listen = ?server.listen, port = server.dns_port, "gslbd ready");
+    if let Some(admin) = &admin {
+        admin.set_ready();
+    }
     ready();
     let running = serve::Running {
         config_path,
@@ -255,11 +280,42 @@ pub async fn run(
         mep_rt,
         control_reloads,
         republish_stats,
+        world_feed,
         stop,
         loops,
         servers,
     };
     serve::serve(running, shutdown, reloads).await
+}
+
+/// The admin endpoint's listener: `given` (bound by the caller, on `[admin] listen`'s address;
+/// any port when that is 0), else bound here; `None` without `[admin]`.
+fn admin_listener(
+    config: &Config,
+    given: Option<std::net::TcpListener>,
+) -> Result<Option<std::net::TcpListener>, DaemonError> {
+    let want = config.admin.as_ref().map(|a| a.listen);
+    let listener = match (want, given) {
+        (None, None) => return Ok(None),
+        (Some(want), None) => listen::bind_admin(want)?,
+        (want, Some(given)) => {
+            let got = given.local_addr().map_err(|source| DaemonError::Bind {
+                addr: want.unwrap_or(([0, 0, 0, 0], 0).into()),
+                transport: "admin http",
+                source,
+            })?;
+            let matches = want
+                .is_some_and(|w| w.ip() == got.ip() && (w.port() == 0 || w.port() == got.port()));
+            if !matches {
+                return Err(DaemonError::AdminListener { want, got });
+            }
+            given
+        }
+    };
+    if let Ok(addr) = listener.local_addr() {
+        info!(%addr, "admin endpoint (/metrics, /status, /healthz, /readyz)");
+    }
+    Ok(Some(listener))
 }
 
 /// `error` with its causes, as `{:#}` prints an anyhow error (thiserror enums print only their

@@ -68,6 +68,12 @@ pub async fn reload(
         error!(fields = ?changed, "reload refused: [server] changes need a restart; the running configuration stays in force");
         return Err(ReloadError::RestartOnly { fields: changed });
     }
+    if running.admin != config.admin {
+        error!(
+            "reload refused: [admin] changes need a restart; the running configuration stays in force"
+        );
+        return Err(ReloadError::AdminRestartOnly);
+    }
     if let Err(reason) = mep::check_reload(running, &config) {
         error!(%reason, "reload refused: MEP; the running configuration stays in force");
         return Err(ReloadError::Mep(reason));

@@ -24,6 +24,7 @@ use super::{
     rtt, uplink,
 };
 use crate::{
+    admin::status::WorldFeed,
     compile::Snapshot,
     control::{Reload, ReloadRefused},
     dataplane::Dataplane,
@@ -55,6 +56,8 @@ pub(super) struct Running {
     /// The control socket's reloads (SIGHUP's come in `serve`'s `reloads`).
     pub(super) control_reloads: mpsc::Receiver<Reload>,
     pub(super) republish_stats: Arc<RepublishStats>,
+    /// The admin endpoint's view of the world, refreshed after every republish.
+    pub(super) world_feed: WorldFeed,
     /// Tells the DNS loops and the control socket to stop.
     pub(super) stop: watch::Sender<bool>,
     pub(super) loops: Vec<supervise::Supervised>,
@@ -84,6 +87,7 @@ pub(super) async fn serve(
         mut mep_rt,
         mut control_reloads,
         republish_stats,
+        world_feed,
         stop,
         loops,
         mut servers,
@@ -269,6 +273,7 @@ pub(super) async fn serve(
                     );
                 }
                 switched = true;
+                republish_stats.recorded.reload_applied();
                 info!(config = %config_path.display(), "configuration reloaded");
                 Ok(())
             } else {
@@ -287,6 +292,8 @@ pub(super) async fn serve(
         }
         loads.published(&world, tokio::time::Instant::now());
         if published {
+            republish_stats.recorded.record(trigger, started.elapsed());
+            world_feed.publish(&world);
             republish_stats.republishes.fetch_add(1, Relaxed);
             republish_stats
                 .last_compile_us

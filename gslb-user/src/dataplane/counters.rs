@@ -58,3 +58,59 @@ pub(super) fn read_counters(map: &PerCpuArray<MapData, u64>) -> Result<Counters>
     }
     Ok(out)
 }
+
+/// The hit and miss counters and the rate limiter's, opened a second time (file descriptors of
+/// their own), for a reader beside the dataplane's owner: the admin endpoint reads them while
+/// the republish loop holds the [`super::Dataplane`].
+pub struct CounterReader {
+    counters: PerCpuArray<MapData, u64>,
+    rrl: PerCpuArray<MapData, u64>,
+}
+
+impl CounterReader {
+    pub(super) fn duplicate(counters: &Map, rrl: &Map) -> Result<CounterReader> {
+        Ok(CounterReader {
+            counters: duplicate(counters, maps::COUNTERS)?,
+            rrl: duplicate(rrl, gslb_common::RRL_COUNTERS_MAP)?,
+        })
+    }
+
+    /// Hits and misses, summed over CPUs.
+    pub fn counters(&self) -> Result<Counters> {
+        read_counters(&self.counters)
+    }
+
+    /// Answers the fast path's rate limiting dropped and slipped, summed over CPUs.
+    pub fn rrl(&self) -> Result<(u64, u64)> {
+        let sum = |slot: u32| -> Result<u64> {
+            let per_cpu = self
+                .rrl
+                .get(&slot, 0)
+                .map_err(map_err(gslb_common::RRL_COUNTERS_MAP))?;
+            Ok(per_cpu.iter().sum())
+        };
+        Ok((
+            sum(gslb_common::RRL_DROPPED)?,
+            sum(gslb_common::RRL_SLIPPED)?,
+        ))
+    }
+}
+
+/// A per-CPU array of `map` on a new file descriptor of the same kernel map.
+fn duplicate(map: &Map, name: &'static str) -> Result<PerCpuArray<MapData, u64>> {
+    use std::os::fd::AsFd;
+    let Map::PerCpuArray(data) = map else {
+        return Err(super::DataplaneError::Missing {
+            kind: "per-CPU array",
+            name,
+        });
+    };
+    let fd = data.fd().as_fd().try_clone_to_owned().map_err(|e| {
+        map_err(name)(aya::maps::MapError::SyscallError(aya::sys::SyscallError {
+            call: "dup",
+            io_error: e,
+        }))
+    })?;
+    let data = MapData::from_fd(fd).map_err(map_err(name))?;
+    PerCpuArray::try_from(Map::PerCpuArray(data)).map_err(map_err(name))
+}

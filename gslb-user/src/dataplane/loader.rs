@@ -19,8 +19,8 @@ use gslb_common::{
 use tracing::{info, warn};
 
 use super::{
-    Counters, DataplaneError, HeartbeatMap, LdnsMap, Result, counters::read_counters,
-    interface_mac, mac_word, map_err, publish::AnswerTable,
+    CounterReader, Counters, DataplaneError, HeartbeatMap, LdnsMap, Result,
+    counters::read_counters, interface_mac, mac_word, map_err, publish::AnswerTable,
 };
 use crate::config::XdpMode;
 
@@ -37,6 +37,8 @@ pub struct Dataplane {
     counters: PerCpuArray<MapData, u64>,
     /// `RRL_COUNTERS`: answers dropped and slipped by rate limiting.
     rrl_counters: PerCpuArray<MapData, u64>,
+    /// `None` once taken by [`Dataplane::take_counter_reader`].
+    counter_reader: Option<CounterReader>,
     /// `None` once taken by [`Dataplane::take_ldns`].
     ldns: Option<LdnsMap>,
     /// `None` once taken by [`Dataplane::take_heartbeat`].
@@ -98,10 +100,11 @@ impl Dataplane {
                 .ok_or(DataplaneError::Missing { kind: "map", name })
         };
         let table = AnswerTable::from_maps(&mut take)?;
-        let counters =
-            PerCpuArray::try_from(take(maps::COUNTERS)?).map_err(map_err(maps::COUNTERS))?;
+        let (counters, rrl_counters) = (take(maps::COUNTERS)?, take(RRL_COUNTERS_MAP)?);
+        let counter_reader = CounterReader::duplicate(&counters, &rrl_counters)?;
+        let counters = PerCpuArray::try_from(counters).map_err(map_err(maps::COUNTERS))?;
         let rrl_counters =
-            PerCpuArray::try_from(take(RRL_COUNTERS_MAP)?).map_err(map_err(RRL_COUNTERS_MAP))?;
+            PerCpuArray::try_from(rrl_counters).map_err(map_err(RRL_COUNTERS_MAP))?;
         let ldns = LdnsMap {
             config: Array::try_from(take(maps::LDNS_CONFIG)?)
                 .map_err(map_err(maps::LDNS_CONFIG))?,
@@ -117,6 +120,7 @@ impl Dataplane {
             table,
             counters,
             rrl_counters,
+            counter_reader: Some(counter_reader),
             ldns: Some(ldns),
             heartbeat: Some(heartbeat),
             local_macs,
@@ -392,6 +396,12 @@ impl Dataplane {
     /// after, for reading).
     pub fn take_ldns(&mut self) -> Option<LdnsMap> {
         self.ldns.take()
+    }
+
+    /// The counters on descriptors of their own, for a reader beside this dataplane's owner
+    /// (the admin endpoint); `None` once taken.
+    pub fn take_counter_reader(&mut self) -> Option<CounterReader> {
+        self.counter_reader.take()
     }
 }
 

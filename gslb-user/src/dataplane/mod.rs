@@ -20,7 +20,7 @@ mod publish;
 mod refine;
 mod rotors;
 
-pub use self::counters::{Counters, pinned_counters};
+pub use self::counters::{CounterReader, Counters, pinned_counters};
 pub use self::encode::{
     answer_key, answer_record, answer_set, domain_key, listen_key, listen_set, mapped, ones_sum,
     unmapped, view_key, wire_name,

@@ -11,8 +11,10 @@
 //! [`lookup`] (answer building: zones, referrals, CNAME chains, NXDOMAIN and NODATA), [`zone`]
 //! (static zone data), [`compiled`] (the compiled answers as the fast path looks them up),
 //! [`decisions`] (per-query engine decisions), [`authority`] (all of it for one snapshot),
-//! [`ecs`] (client subnets), [`turns`] (rotation) and [`rrl`].
+//! [`ecs`] (client subnets), [`turns`] (rotation), [`rrl`] and [`answers`] (responses counted
+//! by transport and RCODE).
 
+mod answers;
 mod authority;
 mod compiled;
 mod decisions;
@@ -41,6 +43,7 @@ use crate::{
     compile::Snapshot, config::Config, location::db::LocationDb, persist::Store as PersistStore,
 };
 
+pub use self::answers::AnswerCounts;
 use self::authority::Authority;
 use self::zone::key;
 
@@ -73,6 +76,8 @@ pub struct Responder {
     persistence: Arc<PersistStore>,
     /// `[rrl]`: asked by the UDP loops, configured with every reload.
     rrl: rrl::Limiter,
+    /// Responses by transport and RCODE.
+    answers: AnswerCounts,
 }
 
 /// An IPv4-mapped IPv6 client (dual-stack socket) is the IPv4 client it maps.
@@ -100,6 +105,7 @@ impl Responder {
             gslb_refused: AtomicBool::new(false),
             persistence,
             rrl: rrl::Limiter::new(&config.rrl),
+            answers: AnswerCounts::default(),
         }
     }
 
@@ -168,7 +174,13 @@ impl Responder {
     pub fn respond(&self, request: &[u8], client: IpAddr, transport: Transport) -> Option<Vec<u8>> {
         let query = match message::parse(request) {
             Ok(query) => query,
-            Err(reply) => return reply,
+            Err(reply) => {
+                // FORMERR, in the header's four bits.
+                if let Some(reply) = &reply {
+                    self.answers.count(transport, u16::from(reply[3] & 0x0f));
+                }
+                return reply;
+            }
         };
         let data = self.data.load();
         let mut response = message::response_to(&query, data.edns_udp_size);
@@ -181,7 +193,18 @@ impl Responder {
             }
             None => self.answer(&data, &query.queries()[0], client, ecs, &mut response),
         }
-        message::encode(&response, limit)
+        let reply = message::encode(&response, limit);
+        if reply.is_some() {
+            self.answers
+                .count(transport, u16::from(response.response_code()));
+        }
+        reply
+    }
+
+    /// The responses sent so far, by transport and RCODE (before the UDP loops' rate
+    /// limiting, which counts its own drops: [`rrl::Limiter::stats`]).
+    pub fn answers(&self) -> &AnswerCounts {
+        &self.answers
     }
 
     /// Fills `response` with the answer to `question` from `client`, and echoes the client

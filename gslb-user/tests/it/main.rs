@@ -13,6 +13,7 @@ mod rng;
 
 mod e2e;
 
+mod admin;
 mod compile_equivalence;
 mod daemon;
 mod decisions;

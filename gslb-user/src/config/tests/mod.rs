@@ -70,6 +70,7 @@ fn empty() -> Config {
         mep: None,
         links: vec![],
         rrl: RrlSettings::default(),
+        admin: None,
     }
 }
 

@@ -1,0 +1,221 @@
+//! What the admin endpoint reports, collected once per request into one [`Status`]:
+//! `/status` serialises it as JSON and `/metrics` renders the same values in Prometheus's
+//! text format ([`super::metrics`]).
+//!
+//! Counters are read where they are kept (atomics of the responder and the republish loop, the
+//! fast path's per-CPU maps); what only the republish loop holds (the services' states as the
+//! answers read them, the MEP view) comes through a [`WorldFeed`] it refreshes after every
+//! republish.
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use serde::Serialize;
+use tokio::sync::watch;
+
+use crate::{health::load::UNKNOWN_LOAD, world::World};
+
+/// Everything `/status` shows and `/metrics` exposes.
+#[derive(Debug, Serialize)]
+pub struct Status {
+    /// The first answers are published and the DNS sockets are served.
+    pub ready: bool,
+    pub config: ConfigStatus,
+    pub republish: RepublishStatus,
+    pub responder: ResponderStatus,
+    /// `None` without a fast path (`--no-xdp`).
+    pub xdp: Option<XdpStatus>,
+    /// As of the last republish.
+    pub services: Vec<ServiceStatus>,
+    /// `None` without MEP.
+    pub mep: Option<MepStatus>,
+    /// `None` when this site does not probe RTT.
+    pub rtt: Option<RttStatus>,
+    /// Supervised tasks that ever failed, by name.
+    pub tasks: BTreeMap<String, TaskStatus>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ConfigStatus {
+    /// 1 for the configuration gslbd started with, one more for each reload put in force.
+    pub generation: u64,
+    /// Reloads refused: the file does not load, or changes what needs a restart.
+    pub reloads_refused: u64,
+    /// Reloads whose answers could not be published (the running configuration stayed).
+    pub reloads_failed: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RepublishStatus {
+    /// Events that asked for a republish (several can share one).
+    pub trigger_events: u64,
+    /// Republishes by trigger.
+    pub by_trigger: BTreeMap<&'static str, u64>,
+    /// Time from the trigger's recompute to the answers in force, seconds.
+    pub duration: Histogram,
+}
+
+/// A cumulative histogram, as Prometheus keeps one.
+#[derive(Debug, Serialize)]
+pub struct Histogram {
+    /// (upper bound, observations at or below it), bounds ascending; +Inf is `count`.
+    pub buckets: Vec<(f64, u64)>,
+    pub count: u64,
+    pub sum: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ResponderStatus {
+    /// (transport, RCODE, responses).
+    pub answers: Vec<Answers>,
+    /// The UDP loops' rate limiting (`[rrl]`); all 0 while it is off.
+    pub rrl_sent: u64,
+    pub rrl_dropped: u64,
+    pub rrl_slipped: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Answers {
+    pub transport: &'static str,
+    pub rcode: &'static str,
+    pub count: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct XdpStatus {
+    /// Queries answered in XDP, by counter (`hit_a_v4`, ...), summed over CPUs.
+    pub hits: BTreeMap<&'static str, u64>,
+    /// Frames passed to the kernel stack, by reason, summed over CPUs.
+    pub passes: BTreeMap<&'static str, u64>,
+    pub rrl_dropped: u64,
+    pub rrl_slipped: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ServiceStatus {
+    pub name: String,
+    pub site: String,
+    /// In the answers: its monitors (or its site, over MEP) say UP.
+    pub up: bool,
+    pub weight: u32,
+    /// The connections load the decisions read; `None` while unknown. 0 for a DOWN service
+    /// (it carries no load) and for one without a connections monitor.
+    pub connections: Option<u64>,
+    /// As `connections`, for bandwidth (kbit/s); `u64::MAX` for a service whose link is over
+    /// its threshold.
+    pub bandwidth_kbps: Option<u64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct MepStatus {
+    pub links: Vec<MepLink>,
+    pub sites: Vec<MepSite>,
+    /// A parent's adopted children, with their original parents.
+    pub adopted: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct MepLink {
+    pub peer: String,
+    pub up: bool,
+    /// The negotiated protocol version while up.
+    pub version: Option<u8>,
+    /// Why it last went down or failed to come up.
+    pub last_error: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct MepSite {
+    pub name: String,
+    pub reachable: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RttStatus {
+    pub ldns_entries: u64,
+    /// Resolver groups with an RTT from at least one site.
+    pub rtt_rows: u64,
+    pub probes_sent: u64,
+    pub probe_rounds: u64,
+    pub probe_samples: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TaskStatus {
+    pub running: u64,
+    pub panics: u64,
+    pub errors: u64,
+    pub restarts: u64,
+}
+
+/// What only the republish loop holds, as of its last republish.
+#[derive(Debug, Default)]
+pub struct WorldStatus {
+    pub services: Vec<ServiceStatus>,
+    pub mep: Option<MepStatus>,
+}
+
+impl WorldStatus {
+    pub fn of(world: &World) -> WorldStatus {
+        let load = |v: u64| (v != UNKNOWN_LOAD).then_some(v);
+        let services = world
+            .config
+            .services
+            .iter()
+            .zip(world.service_states())
+            .map(|(s, state)| ServiceStatus {
+                name: s.name.clone(),
+                site: s.site.clone(),
+                up: state.up,
+                weight: s.weight,
+                connections: load(state.connections),
+                bandwidth_kbps: load(state.bandwidth.kbps()),
+            })
+            .collect();
+        let mep = world.mep.as_ref().map(|view| MepStatus {
+            links: view
+                .links
+                .iter()
+                .map(|(peer, l)| MepLink {
+                    peer: peer.clone(),
+                    up: l.up,
+                    version: l.version,
+                    last_error: l.last_error.clone(),
+                })
+                .collect(),
+            sites: view
+                .sites
+                .iter()
+                .map(|(name, s)| MepSite {
+                    name: name.clone(),
+                    reachable: s.reachable,
+                })
+                .collect(),
+            adopted: view.adopted.clone(),
+        });
+        WorldStatus { services, mep }
+    }
+}
+
+/// The republish loop's side of the world's status: refreshed after every republish, and only
+/// computed when an admin endpoint reads it.
+#[derive(Debug)]
+pub struct WorldFeed(watch::Sender<Arc<WorldStatus>>);
+
+impl Default for WorldFeed {
+    fn default() -> Self {
+        WorldFeed(watch::Sender::new(Arc::default()))
+    }
+}
+
+impl WorldFeed {
+    /// The status of `world`, for the readers (none: nothing is computed).
+    pub fn publish(&self, world: &World) {
+        if self.0.receiver_count() > 0 {
+            self.0.send_replace(Arc::new(WorldStatus::of(world)));
+        }
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<Arc<WorldStatus>> {
+        self.0.subscribe()
+    }
+}

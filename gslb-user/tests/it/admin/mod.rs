@@ -1,0 +1,535 @@
+//! The admin endpoint (`[admin] listen`) of a gslbd run in this process: `/metrics` is a
+//! Prometheus exposition `promtool check metrics` accepts, whose values follow known events;
+//! `/status` is the same as JSON; `/healthz`, `/readyz`, 404 and 405; a killed endpoint task
+//! comes back; a silent client is closed. `prometheus` has the real-Prometheus test.
+//!
+//! promtool and prometheus are looked up in the usual places; without them a test says why
+//! and skips, unless GSLB_REQUIRE_TOOLS=1 or CI=true (or GSLB_REQUIRE_PRIVILEGED=1, as
+//! `gslb_tests::skip` does), where it fails. Every wait is bounded by [`WAIT`].
+
+mod prometheus;
+
+use crate::common;
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use common::{Gslbd, WAIT, answer_becomes, ask_loopback};
+use gslb_tests::TempDir;
+use gslb_user::daemon::Overrides;
+use hickory_proto::{op::ResponseCode, rr::RecordType};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// www.example.com over services "a" and "b", each with a TCP monitor on a loopback port (50 ms
+/// interval), and the admin endpoint on 127.0.0.1 (any port: the test binds it). `backup` is
+/// the domain's backup address (a reload changes it).
+pub(super) fn config(dns_port: u16, backend_a: u16, backend_b: u16, backup: &str) -> String {
+    format!(
+        r#"
+[server]
+listen = ["127.0.0.1"]
+dns_port = {dns_port}
+
+[admin]
+listen = "127.0.0.1:0"
+
+[[zone]]
+name = "example.com"
+ns = ["ns1.example.com"]
+  [zone.soa]
+  rname = "hostmaster.example.com"
+  [[zone.record]]
+  name = "ns1"
+  type = "A"
+  value = "127.0.0.1"
+
+[[monitor]]
+name = "tcp"
+type = "tcp"
+interval_ms = 50
+timeout_ms = 200
+fall = 2
+rise = 1
+
+[[site]]
+name = "dc"
+ip = "192.0.2.1"
+
+[[service]]
+name = "a"
+ip = "127.0.0.1"
+port = {backend_a}
+public_ip = "198.51.100.1"
+site = "dc"
+weight = 3
+monitors = ["tcp"]
+
+[[service]]
+name = "b"
+ip = "127.0.0.1"
+port = {backend_b}
+public_ip = "198.51.100.2"
+site = "dc"
+monitors = ["tcp"]
+
+[[gslb_domain]]
+name = "www.example.com"
+answer = "all"
+services = ["a", "b"]
+backup_ip = ["{backup}"]
+"#
+    )
+}
+
+/// A gslbd on `path` with `overrides`, on `listeners` (its DNS sockets, [`common::bound_dns`])
+/// and an admin listener bound here on 127.0.0.1; and the admin address.
+pub(super) async fn start(
+    path: &Path,
+    overrides: Overrides,
+    mut listeners: gslb_user::daemon::Listeners,
+) -> (Gslbd, SocketAddr) {
+    let admin = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    admin.set_nonblocking(true).unwrap();
+    let addr = admin.local_addr().unwrap();
+    listeners.admin = Some(admin);
+    (
+        Gslbd::start_bound_with(path, overrides, listeners, WAIT).await,
+        addr,
+    )
+}
+
+/// A service's backend on 127.0.0.1: accepts the monitor's connections (and closes them)
+/// until dropped, when its port closes.
+pub(super) struct Backend {
+    port: u16,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Backend {
+    async fn start() -> Backend {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let task = tokio::spawn(async move {
+            // Accepted at once: a backlog of connections never accepted would fill up and
+            // take the service down.
+            while listener.accept().await.is_ok() {}
+        });
+        Backend { port, task }
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The two backends (the services' monitors connect to them).
+pub(super) async fn backends() -> (Backend, Backend) {
+    (Backend::start().await, Backend::start().await)
+}
+
+pub(super) fn port(backend: &Backend) -> u16 {
+    backend.port
+}
+
+/// One HTTP/1.1 request (`Connection: close`); the status code and the body.
+pub(super) async fn http(addr: SocketAddr, method: &str, target: &str) -> (u16, String) {
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await?;
+        let request =
+            format!("{method} {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await?;
+        let mut reply = Vec::new();
+        stream.read_to_end(&mut reply).await?;
+        Ok::<_, std::io::Error>(reply)
+    };
+    let reply = tokio::time::timeout(WAIT, exchange)
+        .await
+        .unwrap_or_else(|_| panic!("{method} {target}: no reply in time"))
+        .unwrap_or_else(|e| panic!("{method} {target}: {e}"));
+    let reply = String::from_utf8(reply).expect("a text reply");
+    let (head, body) = reply.split_once("\r\n\r\n").expect("a header and a body");
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("a status line: {head}"));
+    (status, body.to_owned())
+}
+
+async fn get(addr: SocketAddr, target: &str) -> String {
+    let (status, body) = http(addr, "GET", target).await;
+    assert_eq!(status, 200, "GET {target}: {body}");
+    body
+}
+
+/// A parsed exposition: samples by `name{labels}` (labels as written), and each family's TYPE.
+#[derive(Debug, Default)]
+struct Exposition {
+    samples: BTreeMap<String, f64>,
+    types: BTreeMap<String, String>,
+}
+
+/// Parses `text` as the text format, checking what the exposition promises: every family has
+/// HELP then TYPE before its samples, every name starts with `gslb_`, every value is a number.
+fn parse_exposition(text: &str) -> Exposition {
+    let mut out = Exposition::default();
+    let mut helped = BTreeSet::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let name = rest.split(' ').next().unwrap();
+            assert!(name.starts_with("gslb_"), "{line}");
+            helped.insert(name.to_owned());
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap();
+            assert!(helped.contains(name), "TYPE before HELP: {line}");
+            out.types.insert(name.to_owned(), kind.to_owned());
+        } else {
+            let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("{line}"));
+            let name = series.split('{').next().unwrap();
+            let family = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s))
+                .filter(|f| out.types.get(*f).is_some_and(|t| t == "histogram"))
+                .unwrap_or(name);
+            assert!(
+                out.types.contains_key(family),
+                "sample without HELP and TYPE: {line}"
+            );
+            let value: f64 = value.parse().unwrap_or_else(|_| panic!("value: {line}"));
+            out.samples.insert(series.to_owned(), value);
+        }
+    }
+    out
+}
+
+/// Where a tool is installed, if it is.
+pub(super) fn tool(name: &str) -> Option<PathBuf> {
+    ["/usr/bin", "/usr/local/bin", "/usr/sbin"]
+        .into_iter()
+        .map(|dir| Path::new(dir).join(name))
+        .find(|p| p.exists())
+}
+
+/// A test that needs `name`, which is missing: fails where the tools are required (CI,
+/// `cargo xtask test`), else says why and skips.
+pub(super) fn missing_tool(name: &str) {
+    let reason = format!(
+        "admin: {name} is not installed (Debian package prometheus; cargo xtask setup installs it)"
+    );
+    let required = std::env::var("GSLB_REQUIRE_TOOLS").as_deref() == Ok("1")
+        || std::env::var("CI").as_deref() == Ok("true");
+    assert!(!required, "{reason} (GSLB_REQUIRE_TOOLS=1 or CI=true)");
+    gslb_tests::skip(&reason);
+}
+
+/// `promtool check metrics` accepts `text` (skipped, saying why, without promtool).
+fn assert_promtool_accepts(text: &str) {
+    match tool("promtool") {
+        Some(promtool) => {
+            if let Err(said) = promtool_check(&promtool, text) {
+                panic!("promtool check metrics:\n{said}\non:\n{text}");
+            }
+        }
+        None => missing_tool("promtool"),
+    }
+}
+
+/// `promtool check metrics` on `text`: its complaints, if any.
+fn promtool_check(promtool: &Path, text: &str) -> Result<(), String> {
+    use std::io::Write as _;
+    let mut child = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Lint findings are printed, with a failing status, even for a valid exposition.
+    if out.status.success() && said.trim().is_empty() {
+        Ok(())
+    } else {
+        Err(said)
+    }
+}
+
+/// A UDP query to the gslbd on `port`, off the runtime's threads; the reply's RCODE.
+pub(super) async fn ask(port: u16, name: &'static str) -> ResponseCode {
+    tokio::task::spawn_blocking(move || ask_loopback(port, name, RecordType::A).response_code())
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_status_and_probes_follow_the_daemon() {
+    let dir = TempDir::new("admin");
+    let path = dir.0.join("gslb.toml");
+    let (dns, listeners) = common::bound_dns();
+    let (a, b) = backends().await;
+    std::fs::write(&path, config(dns, port(&a), port(&b), "203.0.113.99")).unwrap();
+    let overrides = Overrides {
+        no_xdp: true,
+        ..Overrides::default()
+    };
+    let (gslbd, admin) = start(&path, overrides, listeners).await;
+    answer_becomes(dns, &["198.51.100.1", "198.51.100.2"]).await;
+
+    assert_eq!(http(admin, "GET", "/healthz").await.0, 200);
+    // Started (Gslbd::start_bound_with waits for that): ready.
+    assert_eq!(http(admin, "GET", "/readyz").await, (200, "ready\n".into()));
+    assert_eq!(http(admin, "GET", "/nope").await.0, 404);
+    assert_eq!(http(admin, "POST", "/metrics").await.0, 405);
+
+    // Known queries: answer_becomes asked www until it had both; then 5 more and 2 outside
+    // every zone (REFUSED) and 1 NXDOMAIN.
+    let before = parse_exposition(&get(admin, "/metrics").await);
+    let noerror = "gslb_responder_answers_total{transport=\"udp\",rcode=\"NOERROR\"}";
+    let asked_before = before.samples[noerror];
+    for _ in 0..5 {
+        assert_eq!(ask(dns, "www.example.com.").await, ResponseCode::NoError);
+    }
+    for _ in 0..2 {
+        assert_eq!(ask(dns, "www.example.org.").await, ResponseCode::Refused);
+    }
+    assert_eq!(ask(dns, "nope.example.com.").await, ResponseCode::NXDomain);
+
+    let text = get(admin, "/metrics").await;
+    let m = parse_exposition(&text);
+    assert_eq!(m.samples[noerror], asked_before + 5.0);
+    assert_eq!(
+        m.samples["gslb_responder_answers_total{transport=\"udp\",rcode=\"REFUSED\"}"],
+        2.0
+    );
+    assert_eq!(
+        m.samples["gslb_responder_answers_total{transport=\"udp\",rcode=\"NXDOMAIN\"}"],
+        1.0
+    );
+    assert_eq!(m.samples["gslb_ready"], 1.0);
+    assert_eq!(m.samples["gslb_config_generation"], 1.0);
+    assert_eq!(m.samples["gslb_service_up{service=\"a\",site=\"dc\"}"], 1.0);
+    assert_eq!(
+        m.samples["gslb_service_weight{service=\"a\",site=\"dc\"}"],
+        3.0
+    );
+    assert_eq!(m.types["gslb_republish_duration_seconds"], "histogram");
+    // No fast path here: no XDP series.
+    assert!(!text.contains("gslb_xdp_"), "{text}");
+
+    assert_promtool_accepts(&text);
+
+    // The flip: a's backend stops; a leaves the answers, and the metrics and status say so.
+    drop(a);
+    answer_becomes(dns, &["198.51.100.2"]).await;
+    let m = parse_exposition(&get(admin, "/metrics").await);
+    assert_eq!(m.samples["gslb_service_up{service=\"a\",site=\"dc\"}"], 0.0);
+    assert!(m.samples["gslb_republishes_total{trigger=\"health\"}"] >= 1.0);
+    let status: serde_json::Value = serde_json::from_str(&get(admin, "/status").await).unwrap();
+    let services = status["services"].as_array().unwrap();
+    let up: BTreeMap<&str, bool> = services
+        .iter()
+        .map(|s| (s["name"].as_str().unwrap(), s["up"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(up, BTreeMap::from([("a", false), ("b", true)]));
+    assert_eq!(status["config"]["generation"], 1);
+    assert_eq!(status["ready"], true);
+
+    // A reload puts generation 2 in force; one that changes [admin] is refused.
+    std::fs::write(&path, config(dns, 1, port(&b), "203.0.113.98")).unwrap();
+    gslbd.reload().await.unwrap();
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("127.0.0.1:0", "127.0.0.1:1");
+    std::fs::write(&path, text).unwrap();
+    let refused = gslbd.reload().await.unwrap_err();
+    assert!(refused.contains("[admin]"), "{refused}");
+    let m = parse_exposition(&get(admin, "/metrics").await);
+    assert_eq!(m.samples["gslb_config_generation"], 2.0);
+    assert_eq!(m.samples["gslb_config_reloads_refused_total"], 1.0);
+    assert_eq!(m.samples["gslb_republishes_total{trigger=\"reload\"}"], 1.0);
+
+    // The endpoint's task killed: the supervisor restarts it on the same listener (kept
+    // open: a request meanwhile waits in its backlog), and the metrics count the restart.
+    let task = format!("admin/{admin}");
+    assert_eq!(
+        gslb_user::supervise::inject_panic(&task, 1),
+        1,
+        "{task} runs"
+    );
+    let restarts = format!("gslb_task_restarts_total{{task=\"{task}\"}}");
+    common::until("the admin endpoint restarted", async || {
+        let m = parse_exposition(&get(admin, "/metrics").await);
+        m.samples.get(&restarts) == Some(&1.0)
+    })
+    .await;
+    drop(b);
+    gslbd.stop().await;
+}
+
+/// Every section of the exposition (fast path, MEP, RTT, unknown loads, a task restarted,
+/// label values that need escaping), as `render` writes it, passes `promtool check metrics`
+/// and the format's rules: the sections a small daemon does not have are checked here.
+#[test]
+fn every_section_of_the_exposition_is_valid() {
+    use gslb_user::admin::{metrics, status::*};
+    let status = Status {
+        ready: true,
+        config: ConfigStatus {
+            generation: 3,
+            reloads_refused: 1,
+            reloads_failed: 0,
+        },
+        republish: RepublishStatus {
+            trigger_events: 9,
+            by_trigger: [("health", 2), ("reload", 1)].into(),
+            duration: Histogram {
+                buckets: vec![(0.001, 1), (0.01, 3)],
+                count: 3,
+                sum: 0.012,
+            },
+        },
+        responder: ResponderStatus {
+            answers: vec![Answers {
+                transport: "tcp",
+                rcode: "NOERROR",
+                count: 4,
+            }],
+            rrl_sent: 5,
+            rrl_dropped: 2,
+            rrl_slipped: 1,
+        },
+        xdp: Some(XdpStatus {
+            hits: [("hit_a_v4", 10)].into(),
+            passes: [("qtype", 3), ("stale", 0)].into(),
+            rrl_dropped: 0,
+            rrl_slipped: 0,
+        }),
+        services: vec![ServiceStatus {
+            name: "web \"1\"\\".into(),
+            site: "dc".into(),
+            up: true,
+            weight: 1,
+            connections: None,
+            bandwidth_kbps: Some(u64::MAX),
+        }],
+        mep: Some(MepStatus {
+            links: vec![MepLink {
+                peer: "dc2".into(),
+                up: false,
+                version: None,
+                last_error: Some("refused\nagain".into()),
+            }],
+            sites: vec![MepSite {
+                name: "dc2".into(),
+                reachable: false,
+            }],
+            adopted: [("child".to_owned(), "dc3".to_owned())].into(),
+        }),
+        rtt: Some(RttStatus {
+            ldns_entries: 7,
+            rtt_rows: 6,
+            probes_sent: 20,
+            probe_rounds: 10,
+            probe_samples: 8,
+        }),
+        tasks: [(
+            "dns-udp/127.0.0.1:53/0".to_owned(),
+            TaskStatus {
+                running: 1,
+                panics: 1,
+                errors: 0,
+                restarts: 1,
+            },
+        )]
+        .into(),
+    };
+    let text = metrics::render(&status);
+    let m = parse_exposition(&text);
+    assert!(
+        m.samples["gslb_service_connections{service=\"web \\\"1\\\"\\\\\",site=\"dc\"}"].is_nan()
+    );
+    assert_eq!(m.samples["gslb_mep_link_up{peer=\"dc2\"}"], 0.0);
+    assert_eq!(m.samples["gslb_rtt_rows"], 6.0);
+    assert_eq!(m.samples["gslb_xdp_hits_total{counter=\"hit_a_v4\"}"], 10.0);
+    assert_eq!(
+        m.samples["gslb_republish_duration_seconds_bucket{le=\"+Inf\"}"],
+        3.0
+    );
+    let json = serde_json::to_value(&status).unwrap();
+    assert_eq!(json["mep"]["links"][0]["last_error"], "refused\nagain");
+    assert_promtool_accepts(&text);
+}
+
+/// A client that connects and sends half a request is closed once the header timeout passes,
+/// and does not hold up another client meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_client_is_closed_and_others_are_served() {
+    use gslb_user::{
+        admin::{self, AdminState, status::WorldFeed},
+        compile::Snapshot,
+        config::Config,
+        responder::Responder,
+    };
+    let config = Config::parse(
+        "[server]\nlisten = [\"127.0.0.1\"]\n",
+        Path::new("admin.toml"),
+    )
+    .unwrap();
+    let responder = std::sync::Arc::new(Responder::new(&config, &Snapshot::from_config(&config)));
+    let state = std::sync::Arc::new(AdminState::new(
+        std::sync::Arc::default(),
+        responder,
+        None,
+        WorldFeed::default().subscribe(),
+        tokio::sync::watch::channel(None).1,
+    ));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(admin::run(listener, state, async {
+        let _ = stopped.await;
+    }));
+
+    let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
+    silent
+        .write_all(b"GET /metrics HTTP/1.1\r\nHo")
+        .await
+        .unwrap();
+    assert_eq!(http(addr, "GET", "/healthz").await.0, 200);
+    let started = Instant::now();
+    let mut rest = Vec::new();
+    // Closed by the server (the read ends), within the header timeout (5 s) and some slack.
+    tokio::time::timeout(Duration::from_secs(10), silent.read_to_end(&mut rest))
+        .await
+        .expect("the silent connection is closed")
+        .ok();
+    assert!(
+        started.elapsed() >= Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+
+    stop.send(()).unwrap();
+    tokio::time::timeout(WAIT, server)
+        .await
+        .expect("the endpoint stops")
+        .unwrap()
+        .unwrap();
+}
