@@ -10,6 +10,7 @@ pub mod location;
 pub mod mep;
 pub mod persist;
 pub mod policy;
+pub mod privilege;
 pub mod probe;
 pub mod responder;
 pub mod server;

@@ -63,31 +63,37 @@ fn main() -> ExitCode {
 }
 
 fn serve(args: Args) -> anyhow::Result<()> {
+    let overrides = Overrides {
+        interface: args.interface,
+        xdp_mode: args.xdp_mode,
+        pin_path: args.pin_path,
+        keep_attached: args.keep_attached,
+        no_xdp: args.no_xdp,
+        listen: args.listen,
+        port: args.port,
+        control: Some(ControlPath {
+            required: args.control.is_some(),
+            path: args.control.unwrap_or_else(|| DEFAULT_CONTROL_PATH.into()),
+        }),
+    };
+    // What needs root is opened on this one thread, before the runtime starts its threads:
+    // capabilities are per thread, and the ones started after the drop inherit the reduced set.
+    let config = daemon::load_config(&args.config, &overrides)?;
+    let started = daemon::Started::open(&config, &overrides)?;
+    if let Some(user) = &config.server.user {
+        started.drop_privileges(user)?;
+    }
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
-        let overrides = Overrides {
-            interface: args.interface,
-            xdp_mode: args.xdp_mode,
-            pin_path: args.pin_path,
-            keep_attached: args.keep_attached,
-            no_xdp: args.no_xdp,
-            listen: args.listen,
-            port: args.port,
-            control: Some(ControlPath {
-                required: args.control.is_some(),
-                path: args.control.unwrap_or_else(|| DEFAULT_CONTROL_PATH.into()),
-            }),
-        };
         let shutdown = daemon::signals().await?;
         // Tests and scripts wait for this line on stdout.
         let ready = || println!("gslbd: ready");
         let reloads = daemon::reload_signals()?;
-        daemon::check_privileges(&overrides)?;
-        let listeners = daemon::Listeners::bind(&daemon::load_config(&args.config, &overrides)?)?;
-        Box::pin(daemon::run(
+        Box::pin(daemon::run_started(
             args.config,
+            config,
             overrides,
-            listeners,
+            started,
             ready,
             shutdown,
             reloads,
