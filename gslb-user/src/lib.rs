@@ -7,6 +7,7 @@ pub mod daemon;
 pub mod dataplane;
 pub mod health;
 pub mod location;
+pub mod log_limit;
 pub mod mep;
 pub mod persist;
 pub mod policy;

@@ -43,16 +43,29 @@ struct Args {
     /// Serve with the responder alone, loading nothing into the kernel.
     #[arg(long, conflicts_with_all = ["interface", "xdp_mode", "keep_attached"])]
     no_xdp: bool,
+    /// Log lines on stderr: text, for people, or json (one object a line), for log shippers.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
+    let args = Args::parse();
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
-        .with_writer(std::io::stderr)
-        .init();
-    let args = Args::parse();
+        .with_writer(std::io::stderr);
+    match args.log_format {
+        LogFormat::Text => logs.init(),
+        // The event's fields at the top level, beside timestamp, level and target.
+        LogFormat::Json => logs.json().flatten_event(true).init(),
+    }
     match serve(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
