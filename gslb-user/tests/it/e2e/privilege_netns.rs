@@ -18,11 +18,16 @@ use gslb_user::privilege::{self, CAP_BPF, CAP_NET_RAW, User};
 const BACKEND: &str = "192.0.2.53:8080";
 
 fn config(ttl: u32) -> String {
+    config_as(ttl, "user = \"nobody\"")
+}
+
+/// The configuration with `user` (a `user = ...` line, or nothing).
+fn config_as(ttl: u32, user: &str) -> String {
     format!(
         r#"
 [server]
 listen = ["192.0.2.53"]
-user = "nobody"
+{user}
 
 [[zone]]
 name = "example.com"
@@ -266,4 +271,53 @@ fn gslbd_without_xdp_keeps_no_bpf_capability() {
     if privileged("gslbd_without_xdp_keeps_no_bpf_capability") {
         runs_as_nobody(false);
     }
+}
+
+/// A gslbd run as root left XDP attached (`--keep-attached`): the next one, which becomes
+/// nobody, adopts its pins and swaps its program into the pinned link (both root's, given to
+/// nobody before the drop), answers, and detaches and unpins on exit.
+#[test]
+fn gslbd_as_nobody_takes_over_from_a_root_gslbd() {
+    if !privileged("gslbd_as_nobody_takes_over_from_a_root_gslbd") {
+        return;
+    }
+    let mut lab = GslbdLab::new("privup", &config_as(45, ""));
+    let _backend = lab.tcp_backend(
+        &lab.server_ns.clone(),
+        BACKEND.parse::<SocketAddr>().unwrap(),
+    );
+    let gslbd = env!("CARGO_BIN_EXE_gslbd");
+    let mut first = lab.gslbd(gslbd);
+    first.arg("--keep-attached");
+    let pid = lab.start(first);
+    wait_for(&lab, "root gslbd answers", |a, _| a.len() == 3);
+    lab.stop(pid);
+    assert!(
+        lab.pins.join(format!("link-{SERVER_IF}")).exists(),
+        "XDP left attached"
+    );
+
+    std::fs::write(&lab.config, config(46)).unwrap();
+    let pid = lab.start(lab.gslbd(gslbd));
+    let nobody = User::lookup("nobody").unwrap().expect("a user nobody");
+    assert_dropped(pid, &nobody, &expected(true, &nobody));
+    wait_for(&lab, "the new gslbd's answers", |a, t| {
+        a.len() == 3 && *t == set(&["46"])
+    });
+    let before = gslb_user::dataplane::pinned_counters(&lab.pins).expect("read counters");
+    ask(&lab);
+    let after = gslb_user::dataplane::pinned_counters(&lab.pins).expect("read counters");
+    let hits: Vec<_> = after
+        .delta(&before)
+        .into_iter()
+        .filter(|(c, _)| c.is_hit())
+        .collect();
+    assert_eq!(hits, vec![(Counter::HitAV4, 1)], "answered by XDP");
+    lab.stop(pid);
+    let link = run(lab
+        .exec(&lab.server_ns.clone(), "ip")
+        .args(["link", "show", SERVER_IF]));
+    let link = String::from_utf8_lossy(&link.stdout);
+    assert!(!link.contains("xdp"), "XDP still attached:\n{link}");
+    assert!(!lab.pins.exists(), "pins left in {}", lab.pins.display());
 }
