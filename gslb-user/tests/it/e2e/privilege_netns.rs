@@ -169,6 +169,29 @@ fn wait_for(
     }
 }
 
+/// One query, answered by the fast path (one hit counted).
+fn assert_answered_by_xdp(lab: &GslbdLab) {
+    let before = gslb_user::dataplane::pinned_counters(&lab.pins).expect("read counters");
+    ask(lab);
+    let after = gslb_user::dataplane::pinned_counters(&lab.pins).expect("read counters");
+    let hits: Vec<_> = after
+        .delta(&before)
+        .into_iter()
+        .filter(|(c, _)| c.is_hit())
+        .collect();
+    assert_eq!(hits, vec![(Counter::HitAV4, 1)], "answered by XDP");
+}
+
+/// After gslbd's exit (as the user): no XDP on the interface, no pins left.
+fn assert_detached_and_unpinned(lab: &GslbdLab) {
+    let link = run(lab
+        .exec(&lab.server_ns, "ip")
+        .args(["link", "show", SERVER_IF]));
+    let link = String::from_utf8_lossy(&link.stdout);
+    assert!(!link.contains("xdp"), "XDP still attached:\n{link}");
+    assert!(!lab.pins.exists(), "pins left in {}", lab.pins.display());
+}
+
 fn set(items: &[&str]) -> BTreeSet<String> {
     items.iter().map(|s| (*s).to_owned()).collect()
 }
@@ -218,15 +241,7 @@ fn runs_as_nobody(xdp: bool) {
         *a == set(&["198.51.100.10", "198.51.100.20", "198.51.100.30"])
     });
     if xdp {
-        let before = gslb_user::dataplane::pinned_counters(&lab.pins).expect("read counters");
-        ask(&lab);
-        let after = gslb_user::dataplane::pinned_counters(&lab.pins).expect("read counters");
-        let hits: Vec<_> = after
-            .delta(&before)
-            .into_iter()
-            .filter(|(c, _)| c.is_hit())
-            .collect();
-        assert_eq!(hits, vec![(Counter::HitAV4, 1)], "answered by XDP");
+        assert_answered_by_xdp(&lab);
     }
 
     // A monitor flip is republished (map writes, without root).
@@ -250,12 +265,7 @@ fn runs_as_nobody(xdp: bool) {
     // The exit detaches and unpins, as nobody.
     lab.stop(pid);
     if xdp {
-        let link = run(lab
-            .exec(&lab.server_ns.clone(), "ip")
-            .args(["link", "show", SERVER_IF]));
-        let link = String::from_utf8_lossy(&link.stdout);
-        assert!(!link.contains("xdp"), "XDP still attached:\n{link}");
-        assert!(!lab.pins.exists(), "pins left in {}", lab.pins.display());
+        assert_detached_and_unpinned(&lab);
     }
 }
 
@@ -304,20 +314,7 @@ fn gslbd_as_nobody_takes_over_from_a_root_gslbd() {
     wait_for(&lab, "the new gslbd's answers", |a, t| {
         a.len() == 3 && *t == set(&["46"])
     });
-    let before = gslb_user::dataplane::pinned_counters(&lab.pins).expect("read counters");
-    ask(&lab);
-    let after = gslb_user::dataplane::pinned_counters(&lab.pins).expect("read counters");
-    let hits: Vec<_> = after
-        .delta(&before)
-        .into_iter()
-        .filter(|(c, _)| c.is_hit())
-        .collect();
-    assert_eq!(hits, vec![(Counter::HitAV4, 1)], "answered by XDP");
+    assert_answered_by_xdp(&lab);
     lab.stop(pid);
-    let link = run(lab
-        .exec(&lab.server_ns.clone(), "ip")
-        .args(["link", "show", SERVER_IF]));
-    let link = String::from_utf8_lossy(&link.stdout);
-    assert!(!link.contains("xdp"), "XDP still attached:\n{link}");
-    assert!(!lab.pins.exists(), "pins left in {}", lab.pins.display());
+    assert_detached_and_unpinned(&lab);
 }
