@@ -214,7 +214,7 @@ fn main() {
     // Flips: a static-proximity domain's first service down, then up again. The
     // configuration is shared as the daemon's world shares it, so a flip costs what it
     // costs there (the spec is known by identity, not by comparing configurations).
-    let config = std::sync::Arc::new(config);
+    let config = Arc::new(config);
     let mut compiler = Compiler::default();
     let _ = compiler.compile_shared(&config, &inputs(&services));
     let mut dataplane = (unsafe { libc::geteuid() } == 0)

@@ -126,6 +126,12 @@ impl ControlSocket {
     /// Binds `path`. A socket file left there by a gslbd that died is replaced; one that a
     /// running gslbd answers on is not.
     pub async fn bind(path: &Path) -> Result<ControlSocket, ControlError> {
+        ControlSocket::from_std(ControlSocket::bind_std(path)?, path)
+    }
+
+    /// [`ControlSocket::bind`] outside a runtime, as gslbd does before it drops privileges
+    /// (the socket's directory is root's); [`ControlSocket::from_std`] serves it.
+    pub fn bind_std(path: &Path) -> Result<std::os::unix::net::UnixListener, ControlError> {
         let io_err = |what| {
             move |source| ControlError::Io {
                 path: path.to_owned(),
@@ -135,7 +141,7 @@ impl ControlSocket {
         };
         match std::fs::symlink_metadata(path) {
             Ok(meta) if meta.file_type().is_socket() => {
-                if UnixStream::connect(path).await.is_ok() {
+                if std::os::unix::net::UnixStream::connect(path).is_ok() {
                     return Err(ControlError::InUse {
                         path: path.to_owned(),
                     });
@@ -145,12 +151,26 @@ impl ControlSocket {
             // Anything else there is not ours to remove: bind fails on it and says so.
             _ => {}
         }
-        let listener = UnixListener::bind(path).map_err(io_err("bind"))?;
+        let listener = std::os::unix::net::UnixListener::bind(path).map_err(io_err("bind"))?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
             .map_err(io_err("chmod"))?;
         info!(path = %path.display(), "control socket listening");
+        Ok(listener)
+    }
+
+    /// The socket `listener`, bound at `path` by [`ControlSocket::bind_std`] (needs a runtime).
+    pub fn from_std(
+        listener: std::os::unix::net::UnixListener,
+        path: &Path,
+    ) -> Result<ControlSocket, ControlError> {
+        let control = |source| ControlError::Io {
+            path: path.to_owned(),
+            what: "bind",
+            source,
+        };
+        listener.set_nonblocking(true).map_err(control)?;
         Ok(ControlSocket {
-            listener,
+            listener: UnixListener::from_std(listener).map_err(control)?,
             path: path.to_owned(),
         })
     }

@@ -43,16 +43,29 @@ struct Args {
     /// Serve with the responder alone, loading nothing into the kernel.
     #[arg(long, conflicts_with_all = ["interface", "xdp_mode", "keep_attached"])]
     no_xdp: bool,
+    /// Log lines on stderr: text, for people, or json (one object a line), for log shippers.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
+    let args = Args::parse();
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
-        .with_writer(std::io::stderr)
-        .init();
-    let args = Args::parse();
+        .with_writer(std::io::stderr);
+    match args.log_format {
+        LogFormat::Text => logs.init(),
+        // The event's fields at the top level, beside timestamp, level and target.
+        LogFormat::Json => logs.json().flatten_event(true).init(),
+    }
     match serve(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
@@ -63,31 +76,37 @@ fn main() -> ExitCode {
 }
 
 fn serve(args: Args) -> anyhow::Result<()> {
+    let overrides = Overrides {
+        interface: args.interface,
+        xdp_mode: args.xdp_mode,
+        pin_path: args.pin_path,
+        keep_attached: args.keep_attached,
+        no_xdp: args.no_xdp,
+        listen: args.listen,
+        port: args.port,
+        control: Some(ControlPath {
+            required: args.control.is_some(),
+            path: args.control.unwrap_or_else(|| DEFAULT_CONTROL_PATH.into()),
+        }),
+    };
+    // What needs root is opened on this one thread, before the runtime starts its threads:
+    // capabilities are per thread, and the ones started after the drop inherit the reduced set.
+    let config = daemon::load_config(&args.config, &overrides)?;
+    let started = daemon::Started::open(&config, &overrides)?;
+    if let Some(user) = &config.server.user {
+        started.drop_privileges(user)?;
+    }
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
-        let overrides = Overrides {
-            interface: args.interface,
-            xdp_mode: args.xdp_mode,
-            pin_path: args.pin_path,
-            keep_attached: args.keep_attached,
-            no_xdp: args.no_xdp,
-            listen: args.listen,
-            port: args.port,
-            control: Some(ControlPath {
-                required: args.control.is_some(),
-                path: args.control.unwrap_or_else(|| DEFAULT_CONTROL_PATH.into()),
-            }),
-        };
         let shutdown = daemon::signals().await?;
         // Tests and scripts wait for this line on stdout.
         let ready = || println!("gslbd: ready");
         let reloads = daemon::reload_signals()?;
-        daemon::check_privileges(&overrides)?;
-        let listeners = daemon::Listeners::bind(&daemon::load_config(&args.config, &overrides)?)?;
-        Box::pin(daemon::run(
+        Box::pin(daemon::run_started(
             args.config,
+            config,
             overrides,
-            listeners,
+            started,
             ready,
             shutdown,
             reloads,

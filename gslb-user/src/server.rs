@@ -173,6 +173,9 @@ pub async fn run_tcp(
     run_tcp_recording(listener, responder, limits, None, shutdown).await;
 }
 
+/// At most one line per this long about failing accepts (retried every 50 ms).
+const ACCEPT_WARN_EVERY: Duration = Duration::from_secs(10);
+
 /// [`run_tcp`], recording the source of each query answered in `recorder`.
 pub async fn run_tcp_recording(
     listener: TcpListener,
@@ -182,6 +185,7 @@ pub async fn run_tcp_recording(
     shutdown: impl Future<Output = ()>,
 ) {
     let conns = Conns::new(limits.max_connections, limits.max_per_address);
+    let mut accept_warnings = crate::log_limit::LogLimiter::new(ACCEPT_WARN_EVERY);
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -190,7 +194,9 @@ pub async fn run_tcp_recording(
                 Ok(r) => r,
                 Err(error) => {
                     // Out of file descriptors and the like: back off instead of spinning.
-                    warn!(%error, "tcp accept");
+                    if let Some(suppressed) = accept_warnings.allow(tokio::time::Instant::now()) {
+                        warn!(%error, suppressed, "tcp accept");
+                    }
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }

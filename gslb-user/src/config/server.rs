@@ -48,6 +48,10 @@ pub struct Server {
     /// resolvers get no answer here and fail over to another server, instead of answers that
     /// no longer follow health. `None`: never stale. 1..=86400; changes need a restart.
     pub stale_after: Option<Duration>,
+    /// `user`: the user gslbd becomes once it has loaded, pinned and bound as root, keeping only
+    /// the capabilities it uses (`privilege.rs`); an unknown user is refused at load. `None`
+    /// (absent): gslbd stays as it was started. Changes need a restart.
+    pub user: Option<crate::privilege::User>,
 }
 
 /// Default of `server.stale_after_s`.
@@ -123,6 +127,7 @@ pub(super) struct RawServer {
     pub(super) tcp_message_timeout_ms: Option<Int>,
     pub(super) ecs_allow: Option<List>,
     pub(super) stale_after_s: Option<Int>,
+    pub(super) user: Option<Str>,
 }
 
 impl Validator<'_> {
@@ -232,6 +237,25 @@ impl Validator<'_> {
             }
         };
 
+        let user = match raw.user {
+            None => None,
+            Some(u) => match crate::privilege::User::lookup(u.get_ref()) {
+                Ok(Some(user)) => Some(user),
+                Ok(None) => {
+                    return Err(self.error(
+                        u.span(),
+                        format!("server.user: no user {:?} on this system", u.get_ref()),
+                    ));
+                }
+                Err(error) => {
+                    return Err(self.error(
+                        u.span(),
+                        format!("server.user: looking up {:?}: {error}", u.get_ref()),
+                    ));
+                }
+            },
+        };
+
         Ok(Server {
             dns_port,
             listen,
@@ -244,6 +268,7 @@ impl Validator<'_> {
             tcp,
             ecs_allow,
             stale_after,
+            user,
         })
     }
 }

@@ -14,10 +14,12 @@ pub mod persist;
 mod reload;
 pub mod rtt;
 mod serve;
+mod start;
 pub mod uplink;
 
 pub use listen::{DnsSockets, Listeners};
 pub use reload::{FileStamps, load_config, reload};
+pub use start::{BoundControl, FreshPins, Started};
 
 use std::{net::SocketAddr, path::PathBuf, sync::Arc};
 
@@ -73,6 +75,8 @@ pub enum DaemonError {
         want: Option<SocketAddr>,
         got: SocketAddr,
     },
+    #[error(transparent)]
+    Privilege(#[from] crate::privilege::PrivilegeError),
     #[error("the DNS sockets given ({got:?}) are not the configured ones ({want:?})")]
     Listeners {
         want: Vec<SocketAddr>,
@@ -132,29 +136,8 @@ pub async fn run(
     reloads: mpsc::Receiver<impl Into<Reload>>,
 ) -> Result<(), DaemonError> {
     let config = load_config(&config_path, &overrides)?;
-    let server = config.server.clone();
-    let server = &server;
     check_privileges(&overrides)?;
-    let pin_path = overrides
-        .pin_path
-        .clone()
-        .unwrap_or_else(|| server.pin_path.clone());
-
-    // The sockets were bound first (a port in use is the most common start-up failure, and
-    // nothing has been loaded into the kernel yet when it happens): they must be the
-    // configured ones, which the fast path answers on too.
-    let mut want: Vec<SocketAddr> = server
-        .listen
-        .iter()
-        .map(|ip| SocketAddr::new(*ip, server.dns_port))
-        .collect();
-    let mut got = listeners.addrs();
-    want.sort();
-    got.sort();
-    if want != got {
-        return Err(DaemonError::Listeners { want, got });
-    }
-    let admin_listener = admin_listener(&config, listeners.admin.take())?;
+    check_listeners(&config, &listeners)?;
     let mep_listener = match listeners.mep.take() {
         Some(given) => Some(mep::adopt(&config, given)?),
         None => mep::bind(&config)?,
@@ -173,7 +156,106 @@ pub async fn run(
         },
         None => None,
     };
+    let started = Opened {
+        pin_path: start::pin_path(&config, &overrides),
+        listeners,
+        mep_listener,
+        control,
+        dataplane: FreshPins::none(),
+    };
+    Box::pin(run_opened(
+        config_path,
+        config,
+        overrides,
+        started,
+        ready,
+        shutdown,
+        reloads,
+    ))
+    .await
+}
 
+/// [`run`] on what `main` opened as root ([`Started::open`]) with `config` (the one it was
+/// opened for), after it dropped privileges: the fast path is published and attached with the
+/// capabilities kept.
+pub async fn run_started(
+    config_path: PathBuf,
+    config: Config,
+    overrides: Overrides,
+    started: Started,
+    ready: impl FnOnce(),
+    shutdown: impl Future<Output = ()>,
+    reloads: mpsc::Receiver<impl Into<Reload>>,
+) -> Result<(), DaemonError> {
+    check_listeners(&config, &started.listeners)?;
+    let control = started.control.map(start::serve_control).transpose()?;
+    let opened = Opened {
+        pin_path: started.pin_path,
+        listeners: started.listeners,
+        mep_listener: started.mep,
+        control,
+        dataplane: started.dataplane,
+    };
+    Box::pin(run_opened(
+        config_path,
+        config,
+        overrides,
+        opened,
+        ready,
+        shutdown,
+        reloads,
+    ))
+    .await
+}
+
+/// The sockets were bound first (a port in use is the most common start-up failure, and
+/// nothing has been loaded into the kernel yet when it happens): they must be the configured
+/// ones, which the fast path answers on too.
+fn check_listeners(config: &Config, listeners: &Listeners) -> Result<(), DaemonError> {
+    let server = &config.server;
+    let mut want: Vec<SocketAddr> = server
+        .listen
+        .iter()
+        .map(|ip| SocketAddr::new(*ip, server.dns_port))
+        .collect();
+    let mut got = listeners.addrs();
+    want.sort();
+    got.sort();
+    if want != got {
+        return Err(DaemonError::Listeners { want, got });
+    }
+    Ok(())
+}
+
+/// What [`run_opened`] starts on: bound sockets, and the fast path if it is loaded already.
+struct Opened {
+    pin_path: PathBuf,
+    listeners: Listeners,
+    mep_listener: Option<std::net::TcpListener>,
+    control: Option<ControlSocket>,
+    dataplane: FreshPins,
+}
+
+async fn run_opened(
+    config_path: PathBuf,
+    config: Config,
+    overrides: Overrides,
+    opened: Opened,
+    ready: impl FnOnce(),
+    shutdown: impl Future<Output = ()>,
+    reloads: mpsc::Receiver<impl Into<Reload>>,
+) -> Result<(), DaemonError> {
+    let server = config.server.clone();
+    let server = &server;
+    let Opened {
+        pin_path,
+        mut listeners,
+        mep_listener,
+        control,
+        dataplane: mut loaded,
+    } = opened;
+
+    let admin_listener = admin_listener(&config, listeners.admin.take())?;
     let health = HealthSupervisor::new();
     health.set_services(service_monitors(&config)).await?;
     let health_events = health.subscribe();
@@ -202,6 +284,7 @@ pub async fn run(
             &snapshot,
             &overrides,
             &pin_path,
+            loaded.take(),
         )?)
     };
     // Kept for the life of gslbd: dropping the handle does not stop the task.
@@ -366,19 +449,24 @@ pub fn reload_signals() -> Result<mpsc::Receiver<Reload>, DaemonError> {
     Ok(rx)
 }
 
-/// Loads and pins the fast path, publishes the answers and attaches it to the interface.
+/// Loads and pins the fast path (unless `loaded` already), publishes the answers and attaches
+/// it to the interface.
 fn start_fast_path(
     config: &Config,
     snapshot: &Snapshot,
     overrides: &Overrides,
     pin_path: &std::path::Path,
+    loaded: Option<Dataplane>,
 ) -> Result<Dataplane, DaemonError> {
     let interface = overrides
         .interface
         .clone()
         .or_else(|| config.server.interface.clone());
     let mode = overrides.xdp_mode.unwrap_or(config.server.xdp_mode);
-    let mut dataplane = Dataplane::load(Some(pin_path))?;
+    let mut dataplane = match loaded {
+        Some(dataplane) => dataplane,
+        None => Dataplane::load(Some(pin_path))?,
+    };
     let stats = dataplane.table.publish(snapshot)?;
     info!(
         generation = stats.generation,

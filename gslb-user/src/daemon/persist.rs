@@ -58,13 +58,12 @@ async fn run(node: MepNode, store: Arc<Store>) {
     // stale batch (its times left would be old).
     let mut sent_empty = true;
     let mut fresh_at: Option<Instant> = None;
-    let mut warned: Option<Instant> = None;
+    let mut warnings = crate::log_limit::LogLimiter::new(WARN_EVERY);
     let mut publish = |rows: Vec<PersistEntry>| {
         if let Err(error) = node.publish_persistence(rows)
-            && warned.is_none_or(|t| t.elapsed() >= WARN_EVERY)
+            && let Some(suppressed) = warnings.allow(Instant::now())
         {
-            warned = Some(Instant::now());
-            warn!(%error, "MEP: persistence entries cannot be sent");
+            warn!(%error, suppressed, "MEP: persistence entries cannot be sent");
         }
     };
     loop {

@@ -58,6 +58,7 @@ pub async fn reload(
         ("pin_path", old.pin_path != new.pin_path),
         ("tcp_* limits", old.tcp != new.tcp),
         ("stale_after_s", old.stale_after != new.stale_after),
+        ("user", old.user != new.user),
     ];
     let changed: Vec<&str> = restart_only
         .iter()

@@ -326,15 +326,14 @@ pub(super) async fn serve(
             info!(pin_path = %pin_path.display(), "leaving XDP attached and pinned");
             dataplane.keep_attached();
         }
-        Some(mut dataplane) => {
-            dataplane.detach()?;
-            dataplane.unpin();
+        Some(dataplane) => {
+            dataplane.close();
             // The directory too, if nothing else is pinned there.
             let _ = std::fs::remove_dir(&pin_path);
         }
         None => {}
     }
-    // After the detach, which reloads the program and so needs the LDNS map open.
+    // After the detach: the RTT prober holds the LDNS map that the program writes.
     rtt.shutdown().await;
     Ok(())
 }

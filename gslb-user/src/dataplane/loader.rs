@@ -323,6 +323,20 @@ impl Dataplane {
         })
     }
 
+    /// Detaches the answering program and removes the pins, as gslbd exits: the link pins are
+    /// removed and the links closed (closing a bpf link detaches it), without loading the
+    /// program again as [`Dataplane::detach`] does, which needs privileges gslbd no longer has
+    /// after it became `server.user` (the verifier's, `CAP_PERFMON`).
+    pub fn close(mut self) {
+        for (path, link) in self.pinned_attachments.drain(..) {
+            if let Err(error) = std::fs::remove_file(&path) {
+                warn!(pin = %path.display(), %error, "could not remove the link pin");
+            }
+            drop(link);
+        }
+        self.unpin();
+    }
+
     /// Leaves XDP attached through the pinned links and the maps pinned, so the fast path keeps
     /// answering after this process exits and the next gslbd adopts it.
     pub fn keep_attached(self) {

@@ -28,7 +28,7 @@
 //! - **Observability**: [`RttHandle::report`] and [`format_report`] (F5's `ldns` record
 //!   fields: address, probe protocol, ttl, per site RTT, age, completion rate);
 //!   [`RttHandle::stats`]. Logs per sample or entry are debug; warnings a flood can repeat
-//!   are rate-limited ([`limit`]).
+//!   are rate-limited ([`crate::log_limit`]).
 //! - **Locks**: the LDNS table, the RTT table and the counters have a lock each. The RTT
 //!   table's (what compile, MEP and the control socket read) is taken by the prober only for
 //!   one cell at a time; the LDNS table's only for bounded batches (at most [`RECORD_BATCH`]
@@ -36,7 +36,6 @@
 
 pub mod admit;
 pub mod ldns;
-pub mod limit;
 pub mod prober;
 pub mod rtt;
 mod run;

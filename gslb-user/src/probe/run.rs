@@ -8,10 +8,10 @@ use std::{collections::HashMap, net::IpAddr, sync::Arc, time::Duration};
 use tokio::{sync::Semaphore, task::JoinSet, time::Instant};
 use tracing::{debug, info, warn};
 
+use crate::log_limit::LogLimiter;
+
 use super::{
-    ProberState, RECORD_BATCH,
-    limit::LogLimiter,
-    lock,
+    ProberState, RECORD_BATCH, lock,
     prober::{ProbeKind, ProbeRound, Prober, probe_in_order},
     rtt::RttChange,
     table::Tier,
@@ -107,8 +107,8 @@ pub(super) async fn run<P: Prober>(shared: Arc<ProberState>, prober: Arc<P>) {
                 }
                 Err(error) => {
                     let key = running.remove(&error.id());
-                    if let Some(held) = warnings.failed.allow(Instant::now()) {
-                        warn!(ldns = ?key.map(|k| k.0), %error, held, "probe round failed");
+                    if let Some(suppressed) = warnings.failed.allow(Instant::now()) {
+                        warn!(ldns = ?key.map(|k| k.0), %error, suppressed, "probe round failed");
                     }
                     if let Some((group, target, started)) = key {
                         shared.ldns().finish(group, target, false, started, settings.interval);
@@ -120,9 +120,9 @@ pub(super) async fn run<P: Prober>(shared: Arc<ProberState>, prober: Arc<P>) {
                 if now >= next_host_refresh {
                     next_host_refresh = now + HOST_REFRESH;
                     if let Err(error) = recorder.filter().refresh_host_addresses()
-                        && let Some(held) = warnings.host.allow(now)
+                        && let Some(suppressed) = warnings.host.allow(now)
                     {
-                        warn!(%error, held, "reading this host's addresses failed; the last ones stay refused");
+                        warn!(%error, suppressed, "reading this host's addresses failed; the last ones stay refused");
                     }
                 }
                 tick(&shared, &prober, &mut rounds, &mut running, &slots, &order, &pacer, now);

@@ -16,6 +16,8 @@ use std::{
 use tokio::{sync::Notify, time::Instant};
 use tracing::warn;
 
+use crate::log_limit::LogLimiter;
+
 /// What a connection is doing, in the order connections are evicted: an idle one (between
 /// queries) first, then one in the middle of a query (its deadline runs anyway), never one
 /// that is being answered (its write is bounded by the message timeout).
@@ -48,9 +50,8 @@ struct Table {
     next_id: u64,
     open: HashMap<u64, Open>,
     per_address: HashMap<IpAddr, usize>,
-    /// Warnings not logged since the last one (one line per `WARN_EVERY`).
-    quiet: u64,
-    last_warning: Option<Instant>,
+    /// Refused or evicted connections: one line per `WARN_EVERY`.
+    warnings: Option<LogLimiter>,
 }
 
 /// At most one warning line per this long about refused or evicted connections.
@@ -170,16 +171,12 @@ impl Table {
 
     /// A warning, at most one line per [`WARN_EVERY`] (a flood would otherwise log per packet).
     fn warn(&mut self, now: Instant, peer: IpAddr, what: &'static str) {
-        if self
-            .last_warning
-            .is_some_and(|at| now.duration_since(at) < WARN_EVERY)
-        {
-            self.quiet += 1;
-            return;
+        let warnings = self
+            .warnings
+            .get_or_insert_with(|| LogLimiter::new(WARN_EVERY));
+        if let Some(suppressed) = warnings.allow(now) {
+            warn!(%peer, open = self.open.len(), suppressed, "{what}");
         }
-        warn!(%peer, open = self.open.len(), suppressed = self.quiet, "{what}");
-        self.quiet = 0;
-        self.last_warning = Some(now);
     }
 }
 

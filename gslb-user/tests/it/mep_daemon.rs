@@ -32,9 +32,7 @@ use gslb_user::{
     control::{self, Reload},
     daemon::Listeners,
     health::state::{Bandwidth, ServiceState},
-    mep::{
-        LocalState, MepConfig, RttProtocol, RttRow, ServiceReport, SiteSpec, TopologyTiming,
-    },
+    mep::{LocalState, MepConfig, RttProtocol, RttRow, ServiceReport, SiteSpec, TopologyTiming},
     responder::{Responder, Transport},
 };
 use hickory_proto::{

@@ -48,6 +48,7 @@ fn server(listen: &[&str]) -> Server {
         tcp: crate::server::TcpLimits::default(),
         ecs_allow: None,
         stale_after: Some(Duration::from_secs(60)),
+        user: None,
     }
 }
 

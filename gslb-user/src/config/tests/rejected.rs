@@ -153,6 +153,14 @@ fn rejected() {
             "86401 out of range",
         ),
         (
+            format!("{SERVER}user = \"no-such-user-gslb\" #<"),
+            "server.user: no user \"no-such-user-gslb\" on this system",
+        ),
+        (
+            format!("{SERVER}user = 0 #<"),
+            "invalid type: integer `0`, expected a string",
+        ),
+        (
             format!("{SERVER}xdp_mode = \"generic\" #<"),
             "unknown variant `generic`",
         ),

@@ -12,6 +12,7 @@ fn valid() {
         xdp_mode = "skb"
         pin_path = "/sys/fs/bpf/other"
         stale_after_s = 0
+        user = "root"
 
         [[view]]
         name = "europe"
@@ -265,6 +266,11 @@ fn valid() {
                     xdp_mode: XdpMode::Skb,
                     pin_path: "/sys/fs/bpf/other".into(),
                     stale_after: None,
+                    user: Some(crate::privilege::User {
+                        name: "root".into(),
+                        uid: 0,
+                        gid: 0,
+                    }),
                     ..server(&["192.0.2.1", "2001:db8::1"])
                 },
                 views: vec![

@@ -17,7 +17,7 @@ use std::{
     collections::{HashMap, VecDeque},
     net::{IpAddr, SocketAddr},
     sync::{Arc, Mutex, atomic::Ordering},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use tokio::{
@@ -26,6 +26,8 @@ use tokio::{
     task::JoinSet,
 };
 use tracing::warn;
+
+use crate::log_limit::KeyedLimiter;
 
 use super::transport::{BoxStream, Ctx, established};
 use crate::mep::{
@@ -80,30 +82,30 @@ pub(super) fn vet(
 }
 
 /// At most one warning a second per reason; the others are counted and reported with the next.
-#[derive(Default)]
 pub(super) struct LogGate {
-    last: Mutex<HashMap<CloseReason, (Instant, u64)>>,
+    limiter: Mutex<KeyedLimiter<CloseReason>>,
+}
+
+impl Default for LogGate {
+    fn default() -> Self {
+        LogGate {
+            // More than there are reasons: every reason keeps its own limiter.
+            limiter: Mutex::new(KeyedLimiter::new(Duration::from_secs(1), 64)),
+        }
+    }
 }
 
 impl LogGate {
     /// Whether to log now, and how many were not logged since the last one.
     pub(super) fn admit(&self, reason: CloseReason) -> Option<u64> {
-        let mut last = self.last.lock().expect("not poisoned");
-        let now = Instant::now();
-        match last.get_mut(&reason) {
-            Some((at, quiet)) if now.duration_since(*at) < Duration::from_secs(1) => {
-                *quiet += 1;
-                None
-            }
-            Some((at, quiet)) => {
-                *at = now;
-                Some(std::mem::take(quiet))
-            }
-            None => {
-                last.insert(reason, (now, 0));
-                Some(0)
-            }
-        }
+        self.admit_at(reason, tokio::time::Instant::now())
+    }
+
+    fn admit_at(&self, reason: CloseReason, now: tokio::time::Instant) -> Option<u64> {
+        self.limiter
+            .lock()
+            .expect("not poisoned")
+            .allow(reason, now)
     }
 }
 
@@ -151,19 +153,23 @@ fn refused(ctx: &Ctx, addr: SocketAddr, error: &LinkError) {
     ctx.counters.closed(reason);
     if let Some(quiet) = ctx.log_gate.admit(reason) {
         warn!(site = %ctx.cfg.site, %addr, reason = reason.as_str(), %error,
-            not_logged = quiet, "MEP link refused");
+            suppressed = quiet, "MEP link refused");
     }
 }
 
 pub(super) async fn accept_loop(listener: TcpListener, ctx: Arc<Ctx>) {
     let pool = Arc::new(Mutex::new(Pool::default()));
     let mut conns = JoinSet::new();
+    // Failing accepts (out of descriptors) are retried every 50 ms.
+    let mut accept_warnings = crate::log_limit::LogLimiter::new(Duration::from_secs(10));
     loop {
         while conns.try_join_next().is_some() {}
         let (stream, addr) = match listener.accept().await {
             Ok(r) => r,
             Err(error) => {
-                warn!(%error, "MEP accept");
+                if let Some(suppressed) = accept_warnings.allow(tokio::time::Instant::now()) {
+                    warn!(%error, suppressed, "MEP accept");
+                }
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
@@ -281,16 +287,16 @@ mod tests {
     #[test]
     fn the_log_gate_lets_one_a_second_through_and_counts_the_rest() {
         let gate = LogGate::default();
-        assert_eq!(gate.admit(CloseReason::Integrity), Some(0));
-        assert_eq!(gate.admit(CloseReason::Integrity), None);
-        assert_eq!(gate.admit(CloseReason::Integrity), None);
-        assert_eq!(gate.admit(CloseReason::WrongSource), Some(0), "per reason");
-        gate.last
-            .lock()
-            .unwrap()
-            .get_mut(&CloseReason::Integrity)
-            .unwrap()
-            .0 -= Duration::from_secs(2);
-        assert_eq!(gate.admit(CloseReason::Integrity), Some(2));
+        let t0 = tokio::time::Instant::now();
+        assert_eq!(gate.admit_at(CloseReason::Integrity, t0), Some(0));
+        assert_eq!(gate.admit_at(CloseReason::Integrity, t0), None);
+        assert_eq!(gate.admit_at(CloseReason::Integrity, t0), None);
+        assert_eq!(
+            gate.admit_at(CloseReason::WrongSource, t0),
+            Some(0),
+            "per reason"
+        );
+        let later = t0 + Duration::from_secs(2);
+        assert_eq!(gate.admit_at(CloseReason::Integrity, later), Some(2));
     }
 }

@@ -2,6 +2,7 @@
 
 mod ecs_unbound_netns;
 mod mep_sites;
+mod privilege_netns;
 mod responder_netns;
 mod restart_netns;
 mod rrl_netns;

@@ -80,7 +80,7 @@ impl Controller {
             .refused_statements
             .fetch_add(1, Ordering::Relaxed);
         if let Some(quiet) = self.ctx.log_gate.admit(CloseReason::NotAllowed) {
-            warn!(site = %self.view.me(), %peer, about = %site, what, not_logged = quiet,
+            warn!(site = %self.view.me(), %peer, about = %site, what, suppressed = quiet,
                 "MEP statement about another site refused: a site speaks only for itself, a parent for its own children");
         }
     }

@@ -1,0 +1,127 @@
+//! What gslbd opens as root before it drops its privileges (`server.user`): the DNS, MEP and
+//! control sockets and the loaded, pinned fast path. `main` opens them on its one thread, then
+//! drops privileges ([`crate::privilege`]), then starts the runtime and [`super::run_started`].
+
+use std::path::PathBuf;
+
+use tracing::{error, info};
+
+use super::{DaemonError, Listeners, Overrides, anyhow_like, mep};
+use crate::{
+    config::Config,
+    control::{ControlError, ControlSocket},
+    dataplane::Dataplane,
+    privilege::{self, Kept, PrivilegeError, User},
+};
+
+/// The control socket, bound but not yet served.
+pub struct BoundControl {
+    pub listener: std::os::unix::net::UnixListener,
+    pub path: PathBuf,
+}
+
+/// Everything that needs root, opened before the drop.
+pub struct Started {
+    pub listeners: Listeners,
+    pub mep: Option<std::net::TcpListener>,
+    /// `None`: not bound (the control socket is off, or optional and it failed).
+    pub control: Option<BoundControl>,
+    /// The fast path, loaded and pinned (published and attached later); `None` with `--no-xdp`.
+    pub dataplane: FreshPins,
+    pub pin_path: PathBuf,
+}
+
+/// A loaded dataplane that has not been attached yet: if gslbd fails to start before it is
+/// taken, the pins it created (none when it adopted an earlier gslbd's) are removed, as they
+/// were never made before.
+pub struct FreshPins(Option<Dataplane>);
+
+impl FreshPins {
+    pub fn none() -> FreshPins {
+        FreshPins(None)
+    }
+
+    pub fn take(&mut self) -> Option<Dataplane> {
+        self.0.take()
+    }
+}
+
+impl Drop for FreshPins {
+    fn drop(&mut self) {
+        if let Some(mut dataplane) = self.0.take()
+            && !dataplane.adopted()
+        {
+            dataplane.unpin();
+        }
+    }
+}
+
+impl Started {
+    /// Binds the sockets and loads the fast path for `config` (after `overrides`).
+    pub fn open(config: &Config, overrides: &Overrides) -> Result<Started, DaemonError> {
+        super::check_privileges(overrides)?;
+        let listeners = Listeners::bind(config)?;
+        let mep = mep::bind(config)?;
+        let control = match &overrides.control {
+            Some(control) => match ControlSocket::bind_std(&control.path) {
+                Ok(listener) => Some(BoundControl {
+                    listener,
+                    path: control.path.clone(),
+                }),
+                Err(error) if !control.required => {
+                    error!(
+                        error = anyhow_like(&error),
+                        "running without a control socket (gslbctl reload and ldns will not reach this gslbd)"
+                    );
+                    None
+                }
+                Err(error) => return Err(error.into()),
+            },
+            None => None,
+        };
+        let pin_path = pin_path(config, overrides);
+        let dataplane = if overrides.no_xdp {
+            None
+        } else {
+            Some(Dataplane::load(Some(&pin_path))?)
+        };
+        Ok(Started {
+            listeners,
+            mep,
+            control,
+            dataplane: FreshPins(dataplane),
+            pin_path,
+        })
+    }
+
+    /// Becomes `user`, keeping the capabilities that what was opened still needs
+    /// ([`privilege::needed`]); the pin directory becomes the user's, for the unpin on exit.
+    /// Must be called before any other thread starts.
+    pub fn drop_privileges(&self, user: &User) -> Result<Vec<Kept>, PrivilegeError> {
+        let keep = privilege::needed(
+            self.dataplane.0.is_some(),
+            privilege::bpf_calls_need_cap(),
+            privilege::ping_sockets_allowed(user.gid),
+        );
+        if self.dataplane.0.is_some() {
+            privilege::give_dir(&self.pin_path, user)?;
+        }
+        privilege::drop_to(user, &keep)?;
+        let names: Vec<&str> = keep.iter().map(|k| k.name).collect();
+        info!(user = %user.name, uid = user.uid, gid = user.gid, capabilities = ?names, "privileges dropped");
+        Ok(keep)
+    }
+}
+
+/// The bound control socket, served from now on (needs the runtime).
+pub(super) fn serve_control(bound: BoundControl) -> Result<ControlSocket, ControlError> {
+    ControlSocket::from_std(bound.listener, &bound.path)
+}
+
+/// `server.pin_path`, or the command line's.
+pub(super) fn pin_path(config: &Config, overrides: &Overrides) -> PathBuf {
+    overrides
+        .pin_path
+        .clone()
+        .unwrap_or_else(|| config.server.pin_path.clone())
+}
