@@ -7,7 +7,10 @@
 //!   persistence table's, the load monitors' (totals, then per monitor whether its value is
 //!   known, the value, checks and failures), the supervised tasks' (running, panics, fatal
 //!   errors and restarts, in total and per task that failed) and the prober's,
-//!   `name value` per line.
+//!   `name value` per line;
+//! - `service|site|domain disable|enable NAME`: takes a service, every service of a site, or a
+//!   domain out of the answers, or puts it back (`crate::steering`); the reply comes once the
+//!   answers without (or with) it are published.
 //!
 //! The reply's first line is `ok`, followed by the body, or `error: <reason>`; then the server
 //! closes the connection. The socket is made mode 0600: a reload is for root only.
@@ -101,11 +104,21 @@ impl From<()> for Reload {
     }
 }
 
+/// A steering command for gslbd's loop; `reply` gets what it did once the answers are
+/// published, or why it was refused.
+#[derive(Debug)]
+pub struct Steer {
+    pub command: crate::steering::Command,
+    pub reply: oneshot::Sender<Result<String, ControlRequestError>>,
+}
+
 /// What the socket's requests read and drive.
 #[derive(Clone)]
 pub struct ControlState {
     /// gslbd's reload requests (the same queue SIGHUP feeds).
     pub reloads: mpsc::Sender<Reload>,
+    /// gslbd's steering commands.
+    pub steer: mpsc::Sender<Steer>,
     /// The RTT table while this gslbd probes.
     pub rtt: watch::Receiver<Option<RttHandle>>,
     /// The controller's republish counters.
@@ -238,8 +251,23 @@ async fn serve_connection(stream: UnixStream, state: &ControlState) -> io::Resul
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ControlRequestError {
-    #[error("unknown request {request:?} (reload, ldns or stats)")]
+    #[error(
+        "unknown request {request:?} (reload, ldns, stats, or service|site|domain disable|enable NAME)"
+    )]
     UnknownRequest { request: String },
+    #[error("no {target} {name:?} in the running configuration")]
+    UnknownName {
+        target: crate::steering::Target,
+        name: String,
+    },
+    #[error(
+        "{target} {name} is {state}, but publishing the answers failed; the next republish applies it"
+    )]
+    SteerPublishFailed {
+        target: crate::steering::Target,
+        name: String,
+        state: &'static str,
+    },
     #[error("gslbd is shutting down")]
     ShuttingDown,
     /// The cause is in the message too: the client gets only this line.
@@ -310,9 +338,20 @@ async fn handle(request: &str, state: &ControlState) -> Result<String, ControlRe
             }
             Ok(out)
         }
-        other => Err(ControlRequestError::UnknownRequest {
-            request: other.to_owned(),
-        }),
+        other => match crate::steering::Command::parse(other) {
+            Some(command) => {
+                let (tx, rx) = oneshot::channel();
+                state
+                    .steer
+                    .send(Steer { command, reply: tx })
+                    .await
+                    .map_err(|_| ControlRequestError::ShuttingDown)?;
+                rx.await.map_err(|_| ControlRequestError::ShuttingDown)?
+            }
+            None => Err(ControlRequestError::UnknownRequest {
+                request: other.to_owned(),
+            }),
+        },
     }
 }
 
@@ -407,6 +446,7 @@ mod tests {
         (
             ControlState {
                 reloads,
+                steer: mpsc::channel(1).0,
                 rtt,
                 republish: Arc::default(),
                 persistence: crate::persist::Store::new(),
@@ -504,7 +544,7 @@ mod tests {
             ("ldns", Err("RTT probing is off")),
             (
                 "shutdown",
-                Err("unknown request \"shutdown\" (reload, ldns or stats)"),
+                Err("unknown request \"shutdown\" (reload, ldns, stats, or service|site|domain"),
             ),
         ];
         for (req, want) in table {

@@ -15,6 +15,7 @@ mod reload;
 pub mod rtt;
 mod serve;
 mod start;
+mod steer;
 pub mod uplink;
 
 pub use listen::{DnsSockets, Listeners};
@@ -304,6 +305,7 @@ async fn run_opened(
     };
     // The control socket's reloads; SIGHUP's come in `reloads`.
     let (control_reloads_tx, control_reloads) = mpsc::channel::<Reload>(8);
+    let (steer_tx, steer_requests) = mpsc::channel(8);
 
     let (stop, stopped) = watch::channel(false);
     let mut servers = JoinSet::new();
@@ -318,6 +320,7 @@ async fn run_opened(
     if let Some(control) = control {
         let state = ControlState {
             reloads: control_reloads_tx.clone(),
+            steer: steer_tx,
             rtt: rtt_handle.clone(),
             republish: republish_stats.clone(),
             persistence: responder.persistence().clone(),
@@ -362,6 +365,7 @@ async fn run_opened(
         rtt_handles,
         mep_rt,
         control_reloads,
+        steer_requests,
         republish_stats,
         world_feed,
         stop,

@@ -456,7 +456,7 @@ async fn a_killed_ldns_feed_restarts_on_the_same_map() {
 // ---- MEP ----
 
 /// gslbd as parent `me` at `me_ip`, beside parent p2 at 127.0.0.2.
-fn mep_config(dns: u16, me: &str, me_ip: &str, me_mep: u16, p2_mep: u16) -> String {
+pub(crate) fn mep_config(dns: u16, me: &str, me_ip: &str, me_mep: u16, p2_mep: u16) -> String {
     mep_keys::keyed(
         &format!(
             r#"
