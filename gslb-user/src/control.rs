@@ -268,6 +268,14 @@ pub enum ControlRequestError {
         name: String,
         state: &'static str,
     },
+    /// The change is in force, but the state file could not be written (with its cause).
+    #[error("{target} {name} is {state}, but it will not survive a restart: {reason}")]
+    StateNotSaved {
+        target: crate::steering::Target,
+        name: String,
+        state: &'static str,
+        reason: String,
+    },
     #[error("gslbd is shutting down")]
     ShuttingDown,
     /// The cause is in the message too: the client gets only this line.

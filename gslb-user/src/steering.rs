@@ -188,7 +188,8 @@ impl AdminState {
     }
 
     /// Writes the state to `path` atomically: a temporary file beside it, synced, then renamed
-    /// over it.
+    /// over it. Its directory is made if it is missing (the default's, `/var/lib/gslb`, outside
+    /// the unit that makes it).
     pub fn save(&self, path: &Path) -> Result<(), StateFileError> {
         let io = |what| {
             move |source| StateFileError::Io {
@@ -202,6 +203,9 @@ impl AdminState {
         );
         for (target, name) in self.disabled() {
             text.push_str(&format!("{target} {name}\n"));
+        }
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io("making its directory"))?;
         }
         let mut tmp = path.as_os_str().to_owned();
         tmp.push(".tmp");

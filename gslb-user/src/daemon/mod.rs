@@ -78,6 +78,8 @@ pub enum DaemonError {
     },
     #[error(transparent)]
     Privilege(#[from] crate::privilege::PrivilegeError),
+    #[error("the admin state (gslbctl disable) cannot be read")]
+    StateFile(#[from] crate::steering::StateFileError),
     #[error("the DNS sockets given ({got:?}) are not the configured ones ({want:?})")]
     Listeners {
         want: Vec<SocketAddr>,
@@ -261,6 +263,17 @@ async fn run_opened(
     health.set_services(service_monitors(&config)).await?;
     let health_events = health.subscribe();
     let mut world = World::new(config, health);
+    // What the operator disabled before this start (less what this configuration lacks).
+    world.admin = crate::steering::AdminState::load(&world.config.server.state_file)?;
+    steer::retain_known(&mut world);
+    if !world.admin.is_empty() {
+        let disabled: Vec<String> = world
+            .admin
+            .disabled()
+            .map(|(t, n)| format!("{t} {n}"))
+            .collect();
+        warn!(?disabled, state_file = %world.config.server.state_file.display(), "disabled by the operator before this start");
+    }
     // Stamped before reading: a change while the files are read is seen by the next poll.
     let location_stamps = FileStamps::of(&location_files(&world.config));
     world.locations = location_db(&world.config, &config_path)?;

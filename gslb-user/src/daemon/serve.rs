@@ -281,6 +281,7 @@ pub(super) async fn serve(
                     m.reconfigure(&world).await;
                 }
                 links.reconfigure(&mut world);
+                steer::retain_known(&mut world);
                 if let Err(error) = loads.reconfigure(&mut world) {
                     // Not reached: `reload` checked the probes.
                     error!(

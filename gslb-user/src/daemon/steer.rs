@@ -1,9 +1,10 @@
 //! The control socket's steering commands in gslbd's loop (`crate::steering`): a command that
 //! names something the running configuration has changes the world's admin state, and the
-//! reply waits for the republish it triggers.
+//! reply waits for the republish it triggers. Every change is written to `server.state_file`
+//! at once; a reload drops what the new configuration no longer has.
 
 use tokio::sync::oneshot;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::{
     control::{ControlRequestError, Steer},
@@ -14,6 +15,8 @@ use crate::{
 pub(super) struct Pending {
     reply: oneshot::Sender<Result<String, ControlRequestError>>,
     command: crate::steering::Command,
+    /// Why the state file was not written, if it was not.
+    not_saved: Option<String>,
 }
 
 impl Pending {
@@ -21,14 +24,21 @@ impl Pending {
     pub(super) fn answer(self, published: bool) {
         let c = &self.command;
         let state = if c.enable { "enabled" } else { "disabled" };
-        let outcome = if published {
-            Ok(format!("{} {} {state}\n", c.target, c.name))
-        } else {
+        let outcome = if !published {
             Err(ControlRequestError::SteerPublishFailed {
                 target: c.target,
                 name: c.name.clone(),
                 state,
             })
+        } else if let Some(reason) = self.not_saved {
+            Err(ControlRequestError::StateNotSaved {
+                target: c.target,
+                name: c.name.clone(),
+                state,
+                reason,
+            })
+        } else {
+            Ok(format!("{} {} {state}\n", c.target, c.name))
         };
         let _ = self.reply.send(outcome);
     }
@@ -56,5 +66,32 @@ pub(super) fn apply(world: &mut World, request: Steer) -> Option<Pending> {
     } else {
         warn!(kind = %c.target, name = c.name, "disabled by the operator: out of the answers");
     }
-    Some(Pending { reply, command })
+    let not_saved = save(world).err();
+    Some(Pending {
+        reply,
+        command,
+        not_saved,
+    })
+}
+
+/// Writes the admin state to the state file; the error's text (logged) if it cannot.
+fn save(world: &World) -> Result<(), String> {
+    let path = &world.config.server.state_file;
+    world.admin.save(path).map_err(|e| {
+        let reason = super::anyhow_like(&e);
+        error!(error = reason, "the admin state will not survive a restart");
+        reason
+    })
+}
+
+/// After a reload (or at start): drops the disabled names `world`'s configuration no longer
+/// has, with a warning, and writes the state file if any went.
+pub(super) fn retain_known(world: &mut World) {
+    let dropped = world.admin.retain_known(&world.config);
+    for (target, name) in &dropped {
+        warn!(kind = %target, name, "was disabled, but the configuration has it no longer: dropped from the admin state");
+    }
+    if !dropped.is_empty() {
+        let _ = save(world);
+    }
 }

@@ -6,12 +6,30 @@
 use crate::common;
 use crate::mep_peer::{self, Peer};
 
+use std::path::Path;
+
 use common::{Gslbd, WAIT, answer_set_becomes};
 use gslb_tests::TempDir;
 use gslb_user::control::{self, ClientError};
 
-/// Two unmonitored (so always UP) services of one site behind www.example.com, and a backup.
-fn config(port: u16) -> String {
+/// `[server]`'s `state_file` set to `state` in the file `text` (gslbd on `port`).
+fn with_state_file(text: &str, port: u16, state: &Path) -> String {
+    let line = format!("dns_port = {port}\n");
+    assert!(text.contains(&line));
+    text.replacen(
+        &line,
+        &format!("{line}state_file = \"{}\"\n", state.display()),
+        1,
+    )
+}
+
+/// Three unmonitored (so always UP) services (web1 and web2 at dc1, web3 at dc2) behind
+/// www.example.com, with a backup address; the admin state in `state`.
+fn config(port: u16, state: &Path) -> String {
+    with_state_file(&three_services(port), port, state)
+}
+
+fn three_services(port: u16) -> String {
     let head = common::loopback_zone(port);
     format!(
         r#"{head}
@@ -47,12 +65,12 @@ backup_ip = ["203.0.113.99"]
     )
 }
 
-async fn steer(ctl: &std::path::Path, request: &str) -> Result<String, ClientError> {
+async fn steer(ctl: &Path, request: &str) -> Result<String, ClientError> {
     control::request(ctl, request, WAIT).await
 }
 
 /// `gslbctl --control CTL ARGS...` (the binary): its stdout, or its stderr on failure.
-pub(crate) async fn gslbctl(ctl: &std::path::Path, args: &[&str]) -> Result<String, String> {
+pub(crate) async fn gslbctl(ctl: &Path, args: &[&str]) -> Result<String, String> {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_gslbctl"));
     command.arg("--control").arg(ctl).args(args);
     let out = tokio::task::spawn_blocking(move || command.output())
@@ -75,7 +93,7 @@ async fn a_disabled_service_leaves_the_answers_and_comes_back_enabled() {
     let dir = TempDir::new("steer-service");
     let (path, ctl) = (dir.0.join("gslb.toml"), dir.0.join("control.sock"));
     let (port, dns) = common::bound_dns();
-    std::fs::write(&path, config(port)).unwrap();
+    std::fs::write(&path, config(port, &dir.0.join("admin-state"))).unwrap();
     let gslbd = Gslbd::start_bound(&path, dns, Some(ctl.clone()), WAIT).await;
     let all = ["198.51.100.1", "198.51.100.2", "198.51.100.3"];
     answer_set_becomes(port, &all, "every service").await;
@@ -140,9 +158,10 @@ async fn the_other_sites_see_a_disabled_service_down_over_mep() {
     let (p1_mep, mep_listener) = common::bound_mep(me_ip);
     let peer_listener = tokio::net::TcpListener::bind("127.0.0.2:0").await.unwrap();
     let p2_mep = peer_listener.local_addr().unwrap().port();
+    let text = crate::supervise::mep_config(dns, me, me_ip, p1_mep, p2_mep);
     std::fs::write(
         &path,
-        crate::supervise::mep_config(dns, me, me_ip, p1_mep, p2_mep),
+        with_state_file(&text, dns, &dir.0.join("admin-state")),
     )
     .unwrap();
     dns_sockets.mep = Some(mep_listener);
@@ -168,4 +187,82 @@ async fn the_other_sites_see_a_disabled_service_down_over_mep() {
         .await;
     peer.stop().await;
     gslbd.stop().await;
+}
+
+/// The admin state survives a reload of the same file and a restart on the same state file;
+/// a reload whose configuration no longer has a disabled service drops it (the file too), so
+/// that a later service of that name is not born disabled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_state_survives_reload_and_restart() {
+    let dir = TempDir::new("steer-state");
+    let (path, ctl, state) = (
+        dir.0.join("gslb.toml"),
+        dir.0.join("control.sock"),
+        dir.0.join("state/admin-state"),
+    );
+    let (port, dns) = common::bound_dns();
+    std::fs::write(&path, config(port, &state)).unwrap();
+    let gslbd = Gslbd::start_bound(&path, dns, Some(ctl.clone()), WAIT).await;
+    let all = ["198.51.100.1", "198.51.100.2", "198.51.100.3"];
+    answer_set_becomes(port, &all, "every service").await;
+    steer(&ctl, "service disable web2").await.unwrap();
+    answer_set_becomes(port, &["198.51.100.1", "198.51.100.3"], "web2 out").await;
+    let written = std::fs::read_to_string(&state).unwrap();
+    assert!(written.lines().any(|l| l == "service web2"), "{written}");
+
+    gslbd.reload().await.unwrap();
+    let mut now = common::www(port).await;
+    now.sort();
+    assert_eq!(
+        now,
+        common::ips(&["198.51.100.1", "198.51.100.3"]),
+        "web2 still out after the reload"
+    );
+    gslbd.stop().await;
+
+    // A new gslbd on the same state file: web2 is out from its first answer on.
+    let dns = gslb_user::daemon::Listeners::bind_addrs(&[([127, 0, 0, 1], port).into()]).unwrap();
+    let gslbd = Gslbd::start_bound(&path, dns, Some(ctl.clone()), WAIT).await;
+    let mut first = common::www(port).await;
+    first.sort();
+    assert_eq!(
+        first,
+        common::ips(&["198.51.100.1", "198.51.100.3"]),
+        "web2 still out after the restart"
+    );
+
+    // web2 leaves the configuration: dropped from the admin state and its file.
+    let without = config(port, &state)
+        .replace("name = \"web2\"", "name = \"web4\"")
+        .replace("\"web2\", ", "\"web4\", ");
+    std::fs::write(&path, &without).unwrap();
+    gslbd.reload().await.unwrap();
+    answer_set_becomes(port, &all, "web4 (web2's address) is not disabled").await;
+    let written = std::fs::read_to_string(&state).unwrap();
+    assert!(!written.contains("web2"), "{written}");
+    // Back under its old name: not disabled any more.
+    std::fs::write(&path, config(port, &state)).unwrap();
+    gslbd.reload().await.unwrap();
+    answer_set_becomes(port, &all, "web2 is back, enabled").await;
+    gslbd.stop().await;
+}
+
+/// A state file that is not gslbd's refuses the start, naming its line, rather than answering
+/// with services the operator took out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_state_file_refuses_the_start_with_its_line() {
+    let dir = TempDir::new("steer-bad-state");
+    let (path, state) = (dir.0.join("gslb.toml"), dir.0.join("admin-state"));
+    let (port, dns) = common::bound_dns();
+    std::fs::write(&path, config(port, &state)).unwrap();
+    std::fs::write(&state, "service web1\nservce web2\n").unwrap();
+    let error = Gslbd::try_start_bound_with(&path, Gslbd::responder_only(None), dns, WAIT)
+        .await
+        .err()
+        .expect("refused");
+    let text = format!("{:#}", anyhow::Error::from(error));
+    assert!(
+        text.contains("admin-state:2: \"servce web2\" is not"),
+        "{text}"
+    );
 }
