@@ -69,6 +69,12 @@ impl World {
         let inputs = Inputs {
             locations: self.locations.as_deref(),
             services: self.service_states(),
+            disabled_domains: self
+                .config
+                .gslb_domains
+                .iter()
+                .map(|d| !self.admin.domain_enabled(&d.name))
+                .collect(),
             rtt: Arc::new(self.rtt_rows()),
         };
         let mut compiler = self

@@ -61,6 +61,23 @@ name = "www.example.com"
 answer = "all"
 services = ["web1", "web2", "web3"]
 backup_ip = ["203.0.113.99"]
+
+[[gslb_domain]]
+name = "api.example.com"
+answer = "all"
+services = ["web1", "web2", "web3"]
+
+[[gslb_domain]]
+name = "ga.example.com"
+method = "globalavailability"
+services = ["web1", "web2", "web3"]
+backup_ip = ["203.0.113.98"]
+
+[[gslb_domain]]
+name = "hash.example.com"
+method = "sourceiphash"
+services = ["web1", "web2", "web3"]
+backup_ip = ["203.0.113.97"]
 "#
     )
 }
@@ -265,4 +282,154 @@ async fn a_malformed_state_file_refuses_the_start_with_its_line() {
         text.contains("admin-state:2: \"servce web2\" is not"),
         "{text}"
     );
+}
+
+/// api.example.com's A answer and rcode, over UDP.
+async fn api(port: u16) -> (hickory_proto::op::ResponseCode, Vec<std::net::IpAddr>) {
+    ask(port, "api.example.com.").await
+}
+
+/// `name`'s A answer (sorted) and rcode, over UDP.
+async fn ask(
+    port: u16,
+    name: &'static str,
+) -> (hickory_proto::op::ResponseCode, Vec<std::net::IpAddr>) {
+    tokio::task::spawn_blocking(move || {
+        let reply = common::ask_loopback(port, name, hickory_proto::rr::RecordType::A);
+        let mut addrs = common::answer_addrs(&reply);
+        addrs.sort();
+        (reply.response_code(), addrs)
+    })
+    .await
+    .unwrap()
+}
+
+/// `site disable dc1` takes every service of dc1 out (web1 and web2) and only those; enabled,
+/// they are back. The site's state survives a restart like a service's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disabled_site_takes_all_its_services_out() {
+    let dir = TempDir::new("steer-site");
+    let (path, ctl) = (dir.0.join("gslb.toml"), dir.0.join("control.sock"));
+    let (port, dns) = common::bound_dns();
+    std::fs::write(&path, config(port, &dir.0.join("admin-state"))).unwrap();
+    let gslbd = Gslbd::start_bound(&path, dns, Some(ctl.clone()), WAIT).await;
+    let all = ["198.51.100.1", "198.51.100.2", "198.51.100.3"];
+    answer_set_becomes(port, &all, "every service").await;
+    assert_eq!(
+        gslbctl(&ctl, &["site", "disable", "dc1"]).await.unwrap(),
+        "site dc1 disabled\n"
+    );
+    assert_eq!(
+        common::www(port).await,
+        common::ips(&all[2..]),
+        "dc1's two services out"
+    );
+    assert_eq!(api(port).await.1, common::ips(&all[2..]), "in every domain");
+    let unknown = steer(&ctl, "site disable dc9").await.unwrap_err();
+    assert_eq!(
+        unknown.to_string(),
+        "no site \"dc9\" in the running configuration"
+    );
+    gslbd.stop().await;
+
+    let dns = gslb_user::daemon::Listeners::bind_addrs(&[([127, 0, 0, 1], port).into()]).unwrap();
+    let gslbd = Gslbd::start_bound(&path, dns, Some(ctl.clone()), WAIT).await;
+    assert_eq!(
+        common::www(port).await,
+        common::ips(&all[2..]),
+        "still out after a restart"
+    );
+    steer(&ctl, "site enable dc1").await.unwrap();
+    let mut now = common::www(port).await;
+    now.sort();
+    assert_eq!(now, common::ips(&all));
+    gslbd.stop().await;
+}
+
+/// `domain disable` makes the domain answer as if all its services were down: www its backup
+/// address, api (no backup) NODATA; the other domain, on the same services, answers on.
+/// Enabled, each answers with its services again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disabled_domain_answers_as_if_its_services_were_down() {
+    use hickory_proto::op::ResponseCode;
+    let dir = TempDir::new("steer-domain");
+    let (path, ctl) = (dir.0.join("gslb.toml"), dir.0.join("control.sock"));
+    let (port, dns) = common::bound_dns();
+    std::fs::write(&path, config(port, &dir.0.join("admin-state"))).unwrap();
+    let gslbd = Gslbd::start_bound(&path, dns, Some(ctl.clone()), WAIT).await;
+    let all = ["198.51.100.1", "198.51.100.2", "198.51.100.3"];
+    answer_set_becomes(port, &all, "every service").await;
+
+    assert_eq!(
+        gslbctl(&ctl, &["domain", "disable", "WWW.example.com."])
+            .await
+            .unwrap(),
+        "domain WWW.example.com. disabled\n"
+    );
+    assert_eq!(
+        common::www(port).await,
+        common::ips(&["203.0.113.99"]),
+        "the backup"
+    );
+    assert_eq!(
+        api(port).await,
+        (ResponseCode::NoError, common::ips(&all)),
+        "api answers on"
+    );
+
+    steer(&ctl, "domain disable api.example.com").await.unwrap();
+    assert_eq!(
+        api(port).await,
+        (ResponseCode::NoError, vec![]),
+        "NODATA without a backup"
+    );
+    let unknown = steer(&ctl, "domain disable ftp.example.com")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        unknown.to_string(),
+        "no domain \"ftp.example.com\" in the running configuration"
+    );
+
+    steer(&ctl, "domain enable www.example.com").await.unwrap();
+    let mut now = common::www(port).await;
+    now.sort();
+    assert_eq!(now, common::ips(&all));
+    assert!(api(port).await.1.is_empty(), "api still disabled");
+    steer(&ctl, "domain enable api.example.com").await.unwrap();
+    assert_eq!(api(port).await.1, common::ips(&all));
+    gslbd.stop().await;
+}
+
+/// The same for the domains the engine decides: one compiled into the answers
+/// (globalavailability) and one the responder decides per query (sourceiphash).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disabled_domain_decided_by_the_engine_answers_its_backup() {
+    let dir = TempDir::new("steer-engine-domain");
+    let (path, ctl) = (dir.0.join("gslb.toml"), dir.0.join("control.sock"));
+    let (port, dns) = common::bound_dns();
+    std::fs::write(&path, config(port, &dir.0.join("admin-state"))).unwrap();
+    let gslbd = Gslbd::start_bound(&path, dns, Some(ctl.clone()), WAIT).await;
+    let services = common::ips(&["198.51.100.1", "198.51.100.2", "198.51.100.3"]);
+    for (name, backup) in [
+        ("ga.example.com.", "203.0.113.98"),
+        ("hash.example.com.", "203.0.113.97"),
+    ] {
+        let (_, before) = ask(port, name).await;
+        assert!(
+            !before.is_empty() && before.iter().all(|a| services.contains(a)),
+            "{name}: {before:?}"
+        );
+        steer(&ctl, &format!("domain disable {name}"))
+            .await
+            .unwrap();
+        assert_eq!(
+            ask(port, name).await.1,
+            common::ips(&[backup]),
+            "{name} disabled"
+        );
+        steer(&ctl, &format!("domain enable {name}")).await.unwrap();
+        assert_eq!(ask(port, name).await.1, before, "{name} enabled");
+    }
+    gslbd.stop().await;
 }
