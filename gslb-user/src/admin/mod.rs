@@ -167,6 +167,7 @@ impl AdminState {
             },
             xdp,
             services: world.services.clone(),
+            domains: world.domains.clone(),
             mep: world.mep.clone(),
             rtt,
             tasks,

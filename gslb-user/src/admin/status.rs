@@ -26,6 +26,8 @@ pub struct Status {
     pub xdp: Option<XdpStatus>,
     /// As of the last republish.
     pub services: Vec<ServiceStatus>,
+    /// As of the last republish.
+    pub domains: Vec<DomainStatus>,
     /// `None` without MEP.
     pub mep: Option<MepStatus>,
     /// `None` when this site does not probe RTT.
@@ -91,11 +93,23 @@ pub struct XdpStatus {
 }
 
 #[derive(Clone, Debug, Serialize)]
+pub struct DomainStatus {
+    pub name: String,
+    /// "disabled" when the operator took it out (`gslbctl domain disable`: it answers as if
+    /// its services were down), else "enabled".
+    pub admin_state: &'static str,
+}
+
+#[derive(Clone, Debug, Serialize)]
 pub struct ServiceStatus {
     pub name: String,
     pub site: String,
-    /// In the answers: its monitors (or its site, over MEP) say UP.
+    /// In the answers: its monitors (or its site, over MEP) say UP, and the operator did not
+    /// disable it.
     pub up: bool,
+    /// "disabled" when the operator took it out (`gslbctl service disable`, or `site disable`
+    /// of its site), else "enabled".
+    pub admin_state: &'static str,
     pub weight: u32,
     /// The connections load the decisions read; `None` while unknown. 0 for a DOWN service
     /// (it carries no load) and for one without a connections monitor.
@@ -151,6 +165,7 @@ pub struct TaskStatus {
 #[derive(Debug, Default)]
 pub struct WorldStatus {
     pub services: Vec<ServiceStatus>,
+    pub domains: Vec<DomainStatus>,
     pub mep: Option<MepStatus>,
 }
 
@@ -166,6 +181,7 @@ impl WorldStatus {
                 name: s.name.clone(),
                 site: s.site.clone(),
                 up: state.up,
+                admin_state: admin_state(world.admin.service_enabled(s)),
                 weight: s.weight,
                 connections: load(state.connections),
                 bandwidth_kbps: load(state.bandwidth.kbps()),
@@ -192,8 +208,25 @@ impl WorldStatus {
                 .collect(),
             adopted: view.adopted.clone(),
         });
-        WorldStatus { services, mep }
+        let domains = world
+            .config
+            .gslb_domains
+            .iter()
+            .map(|d| DomainStatus {
+                name: d.name.clone(),
+                admin_state: admin_state(world.admin.domain_enabled(&d.name)),
+            })
+            .collect();
+        WorldStatus {
+            services,
+            domains,
+            mep,
+        }
     }
+}
+
+fn admin_state(enabled: bool) -> &'static str {
+    if enabled { "enabled" } else { "disabled" }
 }
 
 /// The republish loop's side of the world's status: refreshed after every republish, and only
