@@ -433,3 +433,48 @@ async fn a_disabled_domain_decided_by_the_engine_answers_its_backup() {
     }
     gslbd.stop().await;
 }
+
+/// With the fast path loaded (its maps pinned, run by BPF_PROG_TEST_RUN through the pins): a
+/// disabled service leaves XDP's answers as soon as the reply came, and is back once enabled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disabled_service_leaves_the_fast_path_answers() {
+    if !common::privileged() {
+        return;
+    }
+    let dir = TempDir::new("steer-xdp");
+    let (path, ctl) = (dir.0.join("gslb.toml"), dir.0.join("control.sock"));
+    // Pins live on bpffs; removed on the way out, also when the test fails.
+    struct Pins(std::path::PathBuf);
+    impl Drop for Pins {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let pins = Pins(format!("/sys/fs/bpf/gslb-test-steer-{}", std::process::id()).into());
+    let pins = &pins.0;
+    let (port, dns) = common::bound_dns();
+    std::fs::write(&path, config(port, &dir.0.join("admin-state"))).unwrap();
+    // XDP loaded (not attached: no interface), its maps pinned on bpffs.
+    let overrides = gslb_user::daemon::Overrides {
+        pin_path: Some(pins.to_owned()),
+        control: Some(control::ControlPath {
+            path: ctl.clone(),
+            required: true,
+        }),
+        ..gslb_user::daemon::Overrides::default()
+    };
+    let gslbd = Gslbd::start_bound_with(&path, overrides, dns, WAIT).await;
+    let all = ["198.51.100.1", "198.51.100.2", "198.51.100.3"];
+    answer_set_becomes(port, &all, "every service").await;
+    let xdp = || {
+        let mut a = crate::supervise::xdp_www(pins, port);
+        a.sort();
+        a
+    };
+    assert_eq!(xdp(), common::ips(&all));
+    steer(&ctl, "service disable web1").await.unwrap();
+    assert_eq!(xdp(), common::ips(&all[1..]), "web1 out of the fast path");
+    steer(&ctl, "service enable web1").await.unwrap();
+    assert_eq!(xdp(), common::ips(&all), "web1 back in the fast path");
+    gslbd.stop().await;
+}

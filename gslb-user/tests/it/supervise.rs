@@ -585,7 +585,7 @@ async fn killed_mep_node(me: &str, me_ip: &str) {
 
 /// The A answer of www.example.com that the fast path (the maps pinned at `pins`, adopted by a
 /// second program instance, run by BPF_PROG_TEST_RUN) gives a client asking 127.0.0.1:`port`.
-fn xdp_www(pins: &Path, port: u16) -> Vec<IpAddr> {
+pub(crate) fn xdp_www(pins: &Path, port: u16) -> Vec<IpAddr> {
     let dp = gslb_user::dataplane::Dataplane::load(Some(pins)).expect("adopting the pins");
     let query = common::wire(&common::query(7, "www.example.com.", RecordType::A));
     let frame = common::Frame {
