@@ -10,7 +10,9 @@
 //!   `name value` per line;
 //! - `service|site|domain disable|enable NAME`: takes a service, every service of a site, or a
 //!   domain out of the answers, or puts it back (`crate::steering`); the reply comes once the
-//!   answers without (or with) it are published.
+//!   answers without (or with) it are published;
+//! - `show services|sites|domains`: tables of what the controller holds as of its last
+//!   republish (`crate::admin::tables`).
 //!
 //! The reply's first line is `ok`, followed by the body, or `error: <reason>`; then the server
 //! closes the connection. The socket is made mode 0600: a reload is for root only.
@@ -127,6 +129,8 @@ pub struct ControlState {
     pub persistence: Arc<crate::persist::Store>,
     /// The load monitors' readings.
     pub load: watch::Receiver<crate::health::load::LoadReadings>,
+    /// The services', sites' and domains' states, as of the last republish.
+    pub world: watch::Receiver<Arc<crate::admin::status::WorldStatus>>,
 }
 
 /// The bound socket; its file is removed when it is dropped.
@@ -252,7 +256,7 @@ async fn serve_connection(stream: UnixStream, state: &ControlState) -> io::Resul
 #[non_exhaustive]
 pub enum ControlRequestError {
     #[error(
-        "unknown request {request:?} (reload, ldns, stats, or service|site|domain disable|enable NAME)"
+        "unknown request {request:?} (reload, ldns, stats, show services|sites|domains, or service|site|domain disable|enable NAME)"
     )]
     UnknownRequest { request: String },
     #[error("no {target} {name:?} in the running configuration")]
@@ -345,6 +349,14 @@ async fn handle(request: &str, state: &ControlState) -> Result<String, ControlRe
                 }
             }
             Ok(out)
+        }
+        show if show.starts_with("show ") => {
+            let what = show["show ".len()..].trim();
+            crate::admin::tables::table(what, &state.world.borrow()).ok_or_else(|| {
+                ControlRequestError::UnknownRequest {
+                    request: show.to_owned(),
+                }
+            })
         }
         other => match crate::steering::Command::parse(other) {
             Some(command) => {
@@ -459,6 +471,7 @@ mod tests {
                 republish: Arc::default(),
                 persistence: crate::persist::Store::new(),
                 load: watch::channel(crate::health::load::LoadReadings::default()).1,
+                world: watch::channel(Arc::default()).1,
             },
             rx,
             rtt_tx,
@@ -552,7 +565,9 @@ mod tests {
             ("ldns", Err("RTT probing is off")),
             (
                 "shutdown",
-                Err("unknown request \"shutdown\" (reload, ldns, stats, or service|site|domain"),
+                Err(
+                    "unknown request \"shutdown\" (reload, ldns, stats, show services|sites|domains, or",
+                ),
             ),
         ];
         for (req, want) in table {

@@ -28,6 +28,8 @@ pub struct Status {
     pub services: Vec<ServiceStatus>,
     /// As of the last republish.
     pub domains: Vec<DomainStatus>,
+    /// As of the last republish.
+    pub sites: Vec<SiteStatus>,
     /// `None` without MEP.
     pub mep: Option<MepStatus>,
     /// `None` when this site does not probe RTT.
@@ -98,6 +100,31 @@ pub struct DomainStatus {
     /// "disabled" when the operator took it out (`gslbctl domain disable`: it answers as if
     /// its services were down), else "enabled".
     pub admin_state: &'static str,
+    /// What each static view draws its answers from: "default", then each view with a list
+    /// of its own.
+    pub views: Vec<ViewAnswers>,
+}
+
+/// The services a domain's decisions choose from for one static view: the up (and enabled)
+/// services of the view's list, else of the domain's; none up: `fallback` ("backup domain",
+/// "backup_ip" or "nodata").
+#[derive(Clone, Debug, Serialize)]
+pub struct ViewAnswers {
+    pub view: String,
+    pub services: Vec<String>,
+    pub fallback: Option<&'static str>,
+}
+
+/// A site: its admin state and how many of its services are up.
+#[derive(Clone, Debug, Serialize)]
+pub struct SiteStatus {
+    pub name: String,
+    /// "disabled" after `gslbctl site disable`, else "enabled".
+    pub admin_state: &'static str,
+    pub services: usize,
+    pub services_up: usize,
+    /// Over MEP, for another site; `None` for this one or without MEP.
+    pub reachable: Option<bool>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -166,13 +193,14 @@ pub struct TaskStatus {
 pub struct WorldStatus {
     pub services: Vec<ServiceStatus>,
     pub domains: Vec<DomainStatus>,
+    pub sites: Vec<SiteStatus>,
     pub mep: Option<MepStatus>,
 }
 
 impl WorldStatus {
     pub fn of(world: &World) -> WorldStatus {
         let load = |v: u64| (v != UNKNOWN_LOAD).then_some(v);
-        let services = world
+        let services: Vec<ServiceStatus> = world
             .config
             .services
             .iter()
@@ -208,18 +236,72 @@ impl WorldStatus {
                 .collect(),
             adopted: view.adopted.clone(),
         });
+        let up = |name: &str| services.iter().any(|s| s.name == name && s.up);
         let domains = world
             .config
             .gslb_domains
             .iter()
-            .map(|d| DomainStatus {
-                name: d.name.clone(),
-                admin_state: admin_state(world.admin.domain_enabled(&d.name)),
+            .map(|d| {
+                let enabled = world.admin.domain_enabled(&d.name);
+                let up_of = |names: &[String]| -> Vec<String> {
+                    names.iter().filter(|n| enabled && up(n)).cloned().collect()
+                };
+                let own = up_of(&d.services);
+                let fallback = if d.backup_domain.is_some() {
+                    "backup domain"
+                } else if d.down_response == crate::policy::DownResponse::Backup {
+                    "backup_ip"
+                } else {
+                    "nodata"
+                };
+                let answers = |view: &str, services: Vec<String>| ViewAnswers {
+                    view: view.to_owned(),
+                    fallback: services.is_empty().then_some(fallback),
+                    services,
+                };
+                let mut views = vec![answers("default", own.clone())];
+                for (view, names) in &d.views {
+                    let mine = up_of(names);
+                    views.push(answers(
+                        view,
+                        if mine.is_empty() { own.clone() } else { mine },
+                    ));
+                }
+                DomainStatus {
+                    name: d.name.clone(),
+                    admin_state: admin_state(enabled),
+                    views,
+                }
+            })
+            .collect();
+        let sites = world
+            .config
+            .sites
+            .iter()
+            .map(|site| {
+                let of_site = || services.iter().filter(|s| s.site == site.name);
+                SiteStatus {
+                    name: site.name.clone(),
+                    admin_state: admin_state(
+                        !world
+                            .admin
+                            .is_disabled(crate::steering::Target::Site, &site.name),
+                    ),
+                    services: of_site().count(),
+                    services_up: of_site().filter(|s| s.up).count(),
+                    reachable: world
+                        .mep
+                        .as_ref()
+                        .filter(|_| world.local_site.as_deref() != Some(site.name.as_str()))
+                        .and_then(|v| v.sites.get(&site.name))
+                        .map(|s| s.reachable),
+                }
             })
             .collect();
         WorldStatus {
             services,
             domains,
+            sites,
             mep,
         }
     }

@@ -57,6 +57,13 @@ enum Command {
         #[command(subcommand)]
         action: Steer,
     },
+    /// Tables of what gslbd holds now: services (up/down, admin state, weight, load), sites
+    /// (admin state, services up, MEP reachability) or domains (per static view, the services
+    /// its answers draw from, or its fallback).
+    Show {
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(gslb_user::admin::tables::TABLES))]
+        what: String,
+    },
 }
 
 /// What `service`, `site` and `domain` do; gslbd keeps it across reloads and restarts
@@ -87,6 +94,7 @@ fn main() -> ExitCode {
         Command::Service { ref action } => ask(&args, &action.request("service"), QUERY_TIMEOUT),
         Command::Site { ref action } => ask(&args, &action.request("site"), QUERY_TIMEOUT),
         Command::Domain { ref action } => ask(&args, &action.request("domain"), QUERY_TIMEOUT),
+        Command::Show { ref what } => ask(&args, &format!("show {what}"), QUERY_TIMEOUT),
     }
 }
 

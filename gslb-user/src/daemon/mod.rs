@@ -330,6 +330,7 @@ async fn run_opened(
         &stopped,
     );
     let republish_stats = Arc::new(crate::world::RepublishStats::default());
+    let world_feed = admin::status::WorldFeed::default();
     if let Some(control) = control {
         let state = ControlState {
             reloads: control_reloads_tx.clone(),
@@ -338,13 +339,13 @@ async fn run_opened(
             republish: republish_stats.clone(),
             persistence: responder.persistence().clone(),
             load: loads.readings(),
+            world: world_feed.subscribe(),
         };
         let mut stopped = stopped.clone();
         servers.spawn(control.serve(state, async move {
             let _ = stopped.wait_for(|stop| *stop).await;
         }));
     }
-    let world_feed = admin::status::WorldFeed::default();
     let admin = admin_listener.map(|listener| {
         let state = Arc::new(admin::AdminState::new(
             republish_stats.clone(),

@@ -307,9 +307,6 @@ pub(super) async fn serve(
                 r.answer(outcome.clone());
             }
         }
-        for pending in steered.drain(..) {
-            pending.answer(published);
-        }
         loads.published(&world, tokio::time::Instant::now());
         if published {
             republish_stats.recorded.record(trigger, started.elapsed());
@@ -330,6 +327,10 @@ pub(super) async fn serve(
                 entries = snapshot.stats.entries,
                 "answers republished"
             );
+        }
+        // After the status feed: a `show` or `/status` right after the reply sees the change.
+        for pending in steered.drain(..) {
+            pending.answer(published);
         }
     }
     info!("shutting down");

@@ -478,3 +478,84 @@ async fn a_disabled_service_leaves_the_fast_path_answers() {
     assert_eq!(xdp(), common::ips(&all), "web1 back in the fast path");
     gslbd.stop().await;
 }
+
+/// The rows of a `show` table, split into cells (after the header).
+fn rows(table: &str) -> Vec<Vec<String>> {
+    let mut lines = table.lines();
+    lines.next().expect("a header");
+    lines
+        .map(|l| l.split_whitespace().map(str::to_owned).collect())
+        .collect()
+}
+
+fn row(cells: &[&str]) -> Vec<String> {
+    cells.iter().map(|&c| c.to_owned()).collect()
+}
+
+/// `gslbctl show services|sites|domains` through the control socket: the tables follow what
+/// the operator disabled and what is up, and a domain's per-view lists (hash.example.com's
+/// view "lab" answers web3 only, and falls back to the domain's list once dc2 is disabled).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_tables_follow_the_controller() {
+    let dir = TempDir::new("steer-show");
+    let (path, ctl) = (dir.0.join("gslb.toml"), dir.0.join("control.sock"));
+    let (port, dns) = common::bound_dns();
+    let text = config(port, &dir.0.join("admin-state"))
+        + r#"
+  [[gslb_domain.view]]
+  view = "lab"
+  services = ["web3"]
+
+[[view]]
+name = "lab"
+prefixes = ["10.0.0.0/8"]
+"#;
+    std::fs::write(&path, text).unwrap();
+    let gslbd = Gslbd::start_bound(&path, dns, Some(ctl.clone()), WAIT).await;
+    steer(&ctl, "service disable web1").await.unwrap();
+    steer(&ctl, "domain disable api.example.com").await.unwrap();
+
+    let services = gslbctl(&ctl, &["show", "services"]).await.unwrap();
+    assert!(services.starts_with("SERVICE "), "{services}");
+    assert_eq!(
+        rows(&services),
+        [
+            row(&["web1", "dc1", "down", "disabled", "1", "0", "0"]),
+            row(&["web2", "dc1", "up", "enabled", "1", "0", "0"]),
+            row(&["web3", "dc2", "up", "enabled", "1", "0", "0"]),
+        ]
+    );
+    let domains = rows(&steer(&ctl, "show domains").await.unwrap());
+    assert_eq!(
+        domains,
+        [
+            row(&["www.example.com", "enabled", "default", "web2,web3"]),
+            row(&["api.example.com", "disabled", "default", "(nodata)"]),
+            row(&["ga.example.com", "enabled", "default", "web2,web3"]),
+            row(&["hash.example.com", "enabled", "default", "web2,web3"]),
+            row(&["hash.example.com", "enabled", "lab", "web3"]),
+        ]
+    );
+
+    steer(&ctl, "site disable dc2").await.unwrap();
+    assert_eq!(
+        rows(&steer(&ctl, "show sites").await.unwrap()),
+        [
+            row(&["dc1", "enabled", "1/2", "-"]),
+            row(&["dc2", "disabled", "0/1", "-"]),
+        ]
+    );
+    let domains = rows(&steer(&ctl, "show domains").await.unwrap());
+    assert_eq!(
+        domains[4],
+        row(&["hash.example.com", "enabled", "lab", "web2"])
+    );
+    let refused = steer(&ctl, "show mep").await.unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .starts_with("unknown request \"show mep\""),
+        "{refused}"
+    );
+    gslbd.stop().await;
+}

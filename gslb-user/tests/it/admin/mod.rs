@@ -433,7 +433,9 @@ fn every_section_of_the_exposition_is_valid() {
         domains: vec![DomainStatus {
             name: "www.example.com".into(),
             admin_state: "disabled",
+            views: vec![],
         }],
+        sites: vec![],
         mep: Some(MepStatus {
             links: vec![MepLink {
                 peer: "dc2".into(),
@@ -605,7 +607,11 @@ async fn the_admin_state_shows_in_status_and_metrics() {
     );
     assert_eq!(
         status["domains"],
-        serde_json::json!([{"name": "www.example.com", "admin_state": "disabled"}])
+        serde_json::json!([{
+            "name": "www.example.com",
+            "admin_state": "disabled",
+            "views": [{"view": "default", "services": [], "fallback": "backup_ip"}],
+        }])
     );
 
     steer("service enable a").await;
