@@ -6,11 +6,12 @@
 use crate::common;
 use crate::mep_peer::{self, Peer};
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use common::{Gslbd, WAIT, answer_set_becomes};
 use gslb_tests::TempDir;
 use gslb_user::control::{self, ClientError};
+use gslb_user::daemon::Listeners;
 
 /// `[server]`'s `state_file` set to `state` in the file `text` (gslbd on `port`).
 fn with_state_file(text: &str, port: u16, state: &Path) -> String {
@@ -82,6 +83,50 @@ backup_ip = ["203.0.113.97"]
     )
 }
 
+/// A directory with gslbd's file ([`config`] and `extra` after it), control socket and state
+/// file, and the DNS port gslbd answers on.
+struct Lab {
+    path: PathBuf,
+    ctl: PathBuf,
+    state: PathBuf,
+    port: u16,
+    /// Bound for the first start.
+    dns: Option<Listeners>,
+    _dir: TempDir,
+}
+
+impl Lab {
+    fn new(tag: &str, extra: &str) -> Lab {
+        let dir = TempDir::new(tag);
+        let (port, dns) = common::bound_dns();
+        let lab = Lab {
+            path: dir.0.join("gslb.toml"),
+            ctl: dir.0.join("control.sock"),
+            // In a directory gslbd makes.
+            state: dir.0.join("state/admin-state"),
+            port,
+            dns: Some(dns),
+            _dir: dir,
+        };
+        std::fs::write(&lab.path, config(port, &lab.state) + extra).unwrap();
+        lab
+    }
+
+    /// gslbd, the responder alone, with the control socket; again after a stop, on the same
+    /// port and files.
+    async fn start(&mut self) -> Gslbd {
+        self.start_with(Gslbd::responder_only(Some(self.ctl.clone())))
+            .await
+    }
+
+    async fn start_with(&mut self, overrides: gslb_user::daemon::Overrides) -> Gslbd {
+        let dns = self.dns.take().unwrap_or_else(|| {
+            Listeners::bind_addrs(&[([127, 0, 0, 1], self.port).into()]).expect("the same port")
+        });
+        Gslbd::start_bound_with(&self.path, overrides, dns, WAIT).await
+    }
+}
+
 async fn steer(ctl: &Path, request: &str) -> Result<String, ClientError> {
     control::request(ctl, request, WAIT).await
 }
@@ -107,11 +152,9 @@ pub(crate) async fn gslbctl(ctl: &Path, args: &[&str]) -> Result<String, String>
 /// malformed commands are refused and change nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_disabled_service_leaves_the_answers_and_comes_back_enabled() {
-    let dir = TempDir::new("steer-service");
-    let (path, ctl) = (dir.0.join("gslb.toml"), dir.0.join("control.sock"));
-    let (port, dns) = common::bound_dns();
-    std::fs::write(&path, config(port, &dir.0.join("admin-state"))).unwrap();
-    let gslbd = Gslbd::start_bound(&path, dns, Some(ctl.clone()), WAIT).await;
+    let mut lab = Lab::new("steer-service", "");
+    let (ctl, port) = (lab.ctl.clone(), lab.port);
+    let gslbd = lab.start().await;
     let all = ["198.51.100.1", "198.51.100.2", "198.51.100.3"];
     answer_set_becomes(port, &all, "every service").await;
 
@@ -211,15 +254,14 @@ async fn the_other_sites_see_a_disabled_service_down_over_mep() {
 /// that a later service of that name is not born disabled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_admin_state_survives_reload_and_restart() {
-    let dir = TempDir::new("steer-state");
-    let (path, ctl, state) = (
-        dir.0.join("gslb.toml"),
-        dir.0.join("control.sock"),
-        dir.0.join("state/admin-state"),
+    let mut lab = Lab::new("steer-state", "");
+    let (path, ctl, state, port) = (
+        lab.path.clone(),
+        lab.ctl.clone(),
+        lab.state.clone(),
+        lab.port,
     );
-    let (port, dns) = common::bound_dns();
-    std::fs::write(&path, config(port, &state)).unwrap();
-    let gslbd = Gslbd::start_bound(&path, dns, Some(ctl.clone()), WAIT).await;
+    let gslbd = lab.start().await;
     let all = ["198.51.100.1", "198.51.100.2", "198.51.100.3"];
     answer_set_becomes(port, &all, "every service").await;
     steer(&ctl, "service disable web2").await.unwrap();
@@ -238,8 +280,7 @@ async fn the_admin_state_survives_reload_and_restart() {
     gslbd.stop().await;
 
     // A new gslbd on the same state file: web2 is out from its first answer on.
-    let dns = gslb_user::daemon::Listeners::bind_addrs(&[([127, 0, 0, 1], port).into()]).unwrap();
-    let gslbd = Gslbd::start_bound(&path, dns, Some(ctl.clone()), WAIT).await;
+    let gslbd = lab.start().await;
     let mut first = common::www(port).await;
     first.sort();
     assert_eq!(
@@ -308,11 +349,9 @@ async fn ask(
 /// they are back. The site's state survives a restart like a service's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_disabled_site_takes_all_its_services_out() {
-    let dir = TempDir::new("steer-site");
-    let (path, ctl) = (dir.0.join("gslb.toml"), dir.0.join("control.sock"));
-    let (port, dns) = common::bound_dns();
-    std::fs::write(&path, config(port, &dir.0.join("admin-state"))).unwrap();
-    let gslbd = Gslbd::start_bound(&path, dns, Some(ctl.clone()), WAIT).await;
+    let mut lab = Lab::new("steer-site", "");
+    let (ctl, port) = (lab.ctl.clone(), lab.port);
+    let gslbd = lab.start().await;
     let all = ["198.51.100.1", "198.51.100.2", "198.51.100.3"];
     answer_set_becomes(port, &all, "every service").await;
     assert_eq!(
@@ -332,8 +371,7 @@ async fn a_disabled_site_takes_all_its_services_out() {
     );
     gslbd.stop().await;
 
-    let dns = gslb_user::daemon::Listeners::bind_addrs(&[([127, 0, 0, 1], port).into()]).unwrap();
-    let gslbd = Gslbd::start_bound(&path, dns, Some(ctl.clone()), WAIT).await;
+    let gslbd = lab.start().await;
     assert_eq!(
         common::www(port).await,
         common::ips(&all[2..]),
@@ -352,11 +390,9 @@ async fn a_disabled_site_takes_all_its_services_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_disabled_domain_answers_as_if_its_services_were_down() {
     use hickory_proto::op::ResponseCode;
-    let dir = TempDir::new("steer-domain");
-    let (path, ctl) = (dir.0.join("gslb.toml"), dir.0.join("control.sock"));
-    let (port, dns) = common::bound_dns();
-    std::fs::write(&path, config(port, &dir.0.join("admin-state"))).unwrap();
-    let gslbd = Gslbd::start_bound(&path, dns, Some(ctl.clone()), WAIT).await;
+    let mut lab = Lab::new("steer-domain", "");
+    let (ctl, port) = (lab.ctl.clone(), lab.port);
+    let gslbd = lab.start().await;
     let all = ["198.51.100.1", "198.51.100.2", "198.51.100.3"];
     answer_set_becomes(port, &all, "every service").await;
 
@@ -405,11 +441,9 @@ async fn a_disabled_domain_answers_as_if_its_services_were_down() {
 /// (globalavailability) and one the responder decides per query (sourceiphash).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_disabled_domain_decided_by_the_engine_answers_its_backup() {
-    let dir = TempDir::new("steer-engine-domain");
-    let (path, ctl) = (dir.0.join("gslb.toml"), dir.0.join("control.sock"));
-    let (port, dns) = common::bound_dns();
-    std::fs::write(&path, config(port, &dir.0.join("admin-state"))).unwrap();
-    let gslbd = Gslbd::start_bound(&path, dns, Some(ctl.clone()), WAIT).await;
+    let mut lab = Lab::new("steer-engine-domain", "");
+    let (ctl, port) = (lab.ctl.clone(), lab.port);
+    let gslbd = lab.start().await;
     let services = common::ips(&["198.51.100.1", "198.51.100.2", "198.51.100.3"]);
     for (name, backup) in [
         ("ga.example.com.", "203.0.113.98"),
@@ -441,10 +475,10 @@ async fn a_disabled_service_leaves_the_fast_path_answers() {
     if !common::privileged() {
         return;
     }
-    let dir = TempDir::new("steer-xdp");
-    let (path, ctl) = (dir.0.join("gslb.toml"), dir.0.join("control.sock"));
+    let mut lab = Lab::new("steer-xdp", "");
+    let (ctl, port) = (lab.ctl.clone(), lab.port);
     // Pins live on bpffs; removed on the way out, also when the test fails.
-    struct Pins(std::path::PathBuf);
+    struct Pins(PathBuf);
     impl Drop for Pins {
         fn drop(&mut self) {
             let _ = std::fs::remove_dir_all(&self.0);
@@ -452,8 +486,6 @@ async fn a_disabled_service_leaves_the_fast_path_answers() {
     }
     let pins = Pins(format!("/sys/fs/bpf/gslb-test-steer-{}", std::process::id()).into());
     let pins = &pins.0;
-    let (port, dns) = common::bound_dns();
-    std::fs::write(&path, config(port, &dir.0.join("admin-state"))).unwrap();
     // XDP loaded (not attached: no interface), its maps pinned on bpffs.
     let overrides = gslb_user::daemon::Overrides {
         pin_path: Some(pins.to_owned()),
@@ -463,7 +495,7 @@ async fn a_disabled_service_leaves_the_fast_path_answers() {
         }),
         ..gslb_user::daemon::Overrides::default()
     };
-    let gslbd = Gslbd::start_bound_with(&path, overrides, dns, WAIT).await;
+    let gslbd = lab.start_with(overrides).await;
     let all = ["198.51.100.1", "198.51.100.2", "198.51.100.3"];
     answer_set_becomes(port, &all, "every service").await;
     let xdp = || {
@@ -497,11 +529,7 @@ fn row(cells: &[&str]) -> Vec<String> {
 /// view "lab" answers web3 only, and falls back to the domain's list once dc2 is disabled).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn show_tables_follow_the_controller() {
-    let dir = TempDir::new("steer-show");
-    let (path, ctl) = (dir.0.join("gslb.toml"), dir.0.join("control.sock"));
-    let (port, dns) = common::bound_dns();
-    let text = config(port, &dir.0.join("admin-state"))
-        + r#"
+    let extra = r#"
   [[gslb_domain.view]]
   view = "lab"
   services = ["web3"]
@@ -510,8 +538,9 @@ async fn show_tables_follow_the_controller() {
 name = "lab"
 prefixes = ["10.0.0.0/8"]
 "#;
-    std::fs::write(&path, text).unwrap();
-    let gslbd = Gslbd::start_bound(&path, dns, Some(ctl.clone()), WAIT).await;
+    let mut lab = Lab::new("steer-show", extra);
+    let ctl = lab.ctl.clone();
+    let gslbd = lab.start().await;
     steer(&ctl, "service disable web1").await.unwrap();
     steer(&ctl, "domain disable api.example.com").await.unwrap();
 
