@@ -165,6 +165,7 @@ pub async fn run(
         mep_listener,
         control,
         dataplane: FreshPins::none(),
+        admin: None,
     };
     Box::pin(run_opened(
         config_path,
@@ -198,6 +199,7 @@ pub async fn run_started(
         mep_listener: started.mep,
         control,
         dataplane: started.dataplane,
+        admin: Some(started.admin),
     };
     Box::pin(run_opened(
         config_path,
@@ -237,6 +239,8 @@ struct Opened {
     mep_listener: Option<std::net::TcpListener>,
     control: Option<ControlSocket>,
     dataplane: FreshPins,
+    /// The admin state, if read already (as root, [`Started::open`]); else read here.
+    admin: Option<crate::steering::AdminState>,
 }
 
 async fn run_opened(
@@ -256,6 +260,7 @@ async fn run_opened(
         mep_listener,
         control,
         dataplane: mut loaded,
+        admin,
     } = opened;
 
     let admin_listener = admin_listener(&config, listeners.admin.take())?;
@@ -264,7 +269,10 @@ async fn run_opened(
     let health_events = health.subscribe();
     let mut world = World::new(config, health);
     // What the operator disabled before this start (less what this configuration lacks).
-    world.admin = crate::steering::AdminState::load(&world.config.server.state_file)?;
+    world.admin = match admin {
+        Some(admin) => admin,
+        None => crate::steering::AdminState::load(&world.config.server.state_file)?,
+    };
     steer::retain_known(&mut world);
     if !world.admin.is_empty() {
         let disabled: Vec<String> = world
