@@ -171,6 +171,7 @@ fn bench(c: &mut Criterion) {
         let state = State {
             services: &states,
             rtt,
+            disabled_domains: &[],
         };
         let d = engine.decide(0, &query, client, &state);
         eprintln!(
@@ -186,6 +187,7 @@ fn bench(c: &mut Criterion) {
         let state = State {
             services: &states,
             rtt,
+            disabled_domains: &[],
         };
         group.bench_function(*name, |b| {
             b.iter(|| {

@@ -184,6 +184,7 @@ fn main() {
         locations: Some(&db),
         services: services.to_vec(),
         rtt: rows.clone(),
+        ..Inputs::default()
     };
     let t = Instant::now();
     let full = Snapshot::compile(&config, &inputs(&services));

@@ -7,7 +7,12 @@
 //!   persistence table's, the load monitors' (totals, then per monitor whether its value is
 //!   known, the value, checks and failures), the supervised tasks' (running, panics, fatal
 //!   errors and restarts, in total and per task that failed) and the prober's,
-//!   `name value` per line.
+//!   `name value` per line;
+//! - `service|site|domain disable|enable NAME`: takes a service, every service of a site, or a
+//!   domain out of the answers, or puts it back (`crate::steering`); the reply comes once the
+//!   answers without (or with) it are published;
+//! - `show services|sites|domains`: tables of what the controller holds as of its last
+//!   republish (`crate::admin::tables`).
 //!
 //! The reply's first line is `ok`, followed by the body, or `error: <reason>`; then the server
 //! closes the connection. The socket is made mode 0600: a reload is for root only.
@@ -101,11 +106,21 @@ impl From<()> for Reload {
     }
 }
 
+/// A steering command for gslbd's loop; `reply` gets what it did once the answers are
+/// published, or why it was refused.
+#[derive(Debug)]
+pub struct Steer {
+    pub command: crate::steering::Command,
+    pub reply: oneshot::Sender<Result<String, ControlRequestError>>,
+}
+
 /// What the socket's requests read and drive.
 #[derive(Clone)]
 pub struct ControlState {
     /// gslbd's reload requests (the same queue SIGHUP feeds).
     pub reloads: mpsc::Sender<Reload>,
+    /// gslbd's steering commands.
+    pub steer: mpsc::Sender<Steer>,
     /// The RTT table while this gslbd probes.
     pub rtt: watch::Receiver<Option<RttHandle>>,
     /// The controller's republish counters.
@@ -114,6 +129,8 @@ pub struct ControlState {
     pub persistence: Arc<crate::persist::Store>,
     /// The load monitors' readings.
     pub load: watch::Receiver<crate::health::load::LoadReadings>,
+    /// The services', sites' and domains' states, as of the last republish.
+    pub world: watch::Receiver<Arc<crate::admin::status::WorldStatus>>,
 }
 
 /// The bound socket; its file is removed when it is dropped.
@@ -238,8 +255,31 @@ async fn serve_connection(stream: UnixStream, state: &ControlState) -> io::Resul
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ControlRequestError {
-    #[error("unknown request {request:?} (reload, ldns or stats)")]
+    #[error(
+        "unknown request {request:?} (reload, ldns, stats, show services|sites|domains, or service|site|domain disable|enable NAME)"
+    )]
     UnknownRequest { request: String },
+    #[error("no {target} {name:?} in the running configuration")]
+    UnknownName {
+        target: crate::steering::Target,
+        name: String,
+    },
+    #[error(
+        "{target} {name} is {state}, but publishing the answers failed; the next republish applies it"
+    )]
+    SteerPublishFailed {
+        target: crate::steering::Target,
+        name: String,
+        state: &'static str,
+    },
+    /// The change is in force, but the state file could not be written (with its cause).
+    #[error("{target} {name} is {state}, but it will not survive a restart: {reason}")]
+    StateNotSaved {
+        target: crate::steering::Target,
+        name: String,
+        state: &'static str,
+        reason: String,
+    },
     #[error("gslbd is shutting down")]
     ShuttingDown,
     /// The cause is in the message too: the client gets only this line.
@@ -310,9 +350,28 @@ async fn handle(request: &str, state: &ControlState) -> Result<String, ControlRe
             }
             Ok(out)
         }
-        other => Err(ControlRequestError::UnknownRequest {
-            request: other.to_owned(),
-        }),
+        show if show.starts_with("show ") => {
+            let what = show["show ".len()..].trim();
+            crate::admin::tables::table(what, &state.world.borrow()).ok_or_else(|| {
+                ControlRequestError::UnknownRequest {
+                    request: show.to_owned(),
+                }
+            })
+        }
+        other => match crate::steering::Command::parse(other) {
+            Some(command) => {
+                let (tx, rx) = oneshot::channel();
+                state
+                    .steer
+                    .send(Steer { command, reply: tx })
+                    .await
+                    .map_err(|_| ControlRequestError::ShuttingDown)?;
+                rx.await.map_err(|_| ControlRequestError::ShuttingDown)?
+            }
+            None => Err(ControlRequestError::UnknownRequest {
+                request: other.to_owned(),
+            }),
+        },
     }
 }
 
@@ -407,10 +466,12 @@ mod tests {
         (
             ControlState {
                 reloads,
+                steer: mpsc::channel(1).0,
                 rtt,
                 republish: Arc::default(),
                 persistence: crate::persist::Store::new(),
                 load: watch::channel(crate::health::load::LoadReadings::default()).1,
+                world: watch::channel(Arc::default()).1,
             },
             rx,
             rtt_tx,
@@ -504,7 +565,9 @@ mod tests {
             ("ldns", Err("RTT probing is off")),
             (
                 "shutdown",
-                Err("unknown request \"shutdown\" (reload, ldns or stats)"),
+                Err(
+                    "unknown request \"shutdown\" (reload, ldns, stats, show services|sites|domains, or",
+                ),
             ),
         ];
         for (req, want) in table {

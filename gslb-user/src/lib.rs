@@ -16,5 +16,6 @@ pub mod privilege;
 pub mod probe;
 pub mod responder;
 pub mod server;
+pub mod steering;
 pub mod supervise;
 pub mod world;

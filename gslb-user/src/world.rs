@@ -20,6 +20,7 @@ use crate::location::db::LocationDb;
 use crate::mep::MepView;
 use crate::policy::ServiceState;
 use crate::probe::RttHandle;
+use crate::steering::AdminState;
 
 /// Everything the answers are computed from.
 pub struct World {
@@ -39,6 +40,9 @@ pub struct World {
     /// The latest readings of the load monitors run here: those of this site's services
     /// (gslbd's load monitor, daemon/load.rs).
     pub loads: LoadReadings,
+    /// What the operator disabled (`gslbctl service|site|domain disable`): such services are
+    /// DOWN here and in what this site reports over MEP.
+    pub admin: AdminState,
     /// Keeps the partition and the decisions between snapshots: after a service state change
     /// only what it touches is decided again.
     compiler: std::sync::Mutex<Compiler>,
@@ -55,6 +59,7 @@ impl World {
             local_site: None,
             links: HashMap::new(),
             loads: LoadReadings::default(),
+            admin: AdminState::default(),
             compiler: std::sync::Mutex::default(),
         }
     }
@@ -64,6 +69,12 @@ impl World {
         let inputs = Inputs {
             locations: self.locations.as_deref(),
             services: self.service_states(),
+            disabled_domains: self
+                .config
+                .gslb_domains
+                .iter()
+                .map(|d| !self.admin.domain_enabled(&d.name))
+                .collect(),
             rtt: Arc::new(self.rtt_rows()),
         };
         let mut compiler = self
@@ -73,7 +84,8 @@ impl World {
         compiler.compile_shared(&self.config, &inputs)
     }
 
-    /// Each configured service's state. A local monitor's verdict wins; a service of another
+    /// Each configured service's state. A service the operator disabled (or of a disabled
+    /// site) is DOWN whatever else says; otherwise a local monitor's verdict wins; a service of another
     /// site, unmonitored here, is what its site reports over MEP (DOWN while MEP cannot reach
     /// the site); anything else is UP.
     ///
@@ -134,7 +146,11 @@ impl World {
                         bandwidth: self.local_bandwidth(s),
                     },
                 };
-                if state.up { state } else { ServiceState::DOWN }
+                if state.up && self.admin.service_enabled(s) {
+                    state
+                } else {
+                    ServiceState::DOWN
+                }
             })
             .collect()
     }

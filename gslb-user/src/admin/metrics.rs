@@ -222,6 +222,30 @@ pub fn render(status: &Status) -> String {
         );
     }
     out.family(
+        "gslb_service_admin_enabled",
+        "gauge",
+        "0 when the operator disabled the service or its site (gslbctl service|site disable), else 1.",
+    );
+    for sv in &status.services {
+        out.sample(
+            "gslb_service_admin_enabled",
+            &[("service", &sv.name), ("site", &sv.site)],
+            u64::from(sv.admin_state == "enabled"),
+        );
+    }
+    out.family(
+        "gslb_domain_admin_enabled",
+        "gauge",
+        "0 when the operator disabled the GSLB domain (gslbctl domain disable), else 1.",
+    );
+    for d in &status.domains {
+        out.sample(
+            "gslb_domain_admin_enabled",
+            &[("domain", &d.name)],
+            u64::from(d.admin_state == "enabled"),
+        );
+    }
+    out.family(
         "gslb_service_weight",
         "gauge",
         "The service's configured weight.",

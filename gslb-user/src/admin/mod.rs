@@ -13,6 +13,7 @@
 
 pub mod metrics;
 pub mod status;
+pub mod tables;
 
 use std::{
     convert::Infallible,
@@ -167,6 +168,8 @@ impl AdminState {
             },
             xdp,
             services: world.services.clone(),
+            domains: world.domains.clone(),
+            sites: world.sites.clone(),
             mep: world.mep.clone(),
             rtt,
             tasks,

@@ -26,6 +26,10 @@ pub struct Status {
     pub xdp: Option<XdpStatus>,
     /// As of the last republish.
     pub services: Vec<ServiceStatus>,
+    /// As of the last republish.
+    pub domains: Vec<DomainStatus>,
+    /// As of the last republish.
+    pub sites: Vec<SiteStatus>,
     /// `None` without MEP.
     pub mep: Option<MepStatus>,
     /// `None` when this site does not probe RTT.
@@ -91,11 +95,48 @@ pub struct XdpStatus {
 }
 
 #[derive(Clone, Debug, Serialize)]
+pub struct DomainStatus {
+    pub name: String,
+    /// "disabled" when the operator took it out (`gslbctl domain disable`: it answers as if
+    /// its services were down), else "enabled".
+    pub admin_state: &'static str,
+    /// What each static view draws its answers from: "default", then each view with a list
+    /// of its own.
+    pub views: Vec<ViewAnswers>,
+}
+
+/// The services a domain's decisions choose from for one static view: the up (and enabled)
+/// services of the view's list, else of the domain's; none up: `fallback` ("backup domain",
+/// "backup_ip" or "nodata").
+#[derive(Clone, Debug, Serialize)]
+pub struct ViewAnswers {
+    pub view: String,
+    pub services: Vec<String>,
+    pub fallback: Option<&'static str>,
+}
+
+/// A site: its admin state and how many of its services are up.
+#[derive(Clone, Debug, Serialize)]
+pub struct SiteStatus {
+    pub name: String,
+    /// "disabled" after `gslbctl site disable`, else "enabled".
+    pub admin_state: &'static str,
+    pub services: usize,
+    pub services_up: usize,
+    /// Over MEP, for another site; `None` for this one or without MEP.
+    pub reachable: Option<bool>,
+}
+
+#[derive(Clone, Debug, Serialize)]
 pub struct ServiceStatus {
     pub name: String,
     pub site: String,
-    /// In the answers: its monitors (or its site, over MEP) say UP.
+    /// In the answers: its monitors (or its site, over MEP) say UP, and the operator did not
+    /// disable it.
     pub up: bool,
+    /// "disabled" when the operator took it out (`gslbctl service disable`, or `site disable`
+    /// of its site), else "enabled".
+    pub admin_state: &'static str,
     pub weight: u32,
     /// The connections load the decisions read; `None` while unknown. 0 for a DOWN service
     /// (it carries no load) and for one without a connections monitor.
@@ -151,13 +192,15 @@ pub struct TaskStatus {
 #[derive(Debug, Default)]
 pub struct WorldStatus {
     pub services: Vec<ServiceStatus>,
+    pub domains: Vec<DomainStatus>,
+    pub sites: Vec<SiteStatus>,
     pub mep: Option<MepStatus>,
 }
 
 impl WorldStatus {
     pub fn of(world: &World) -> WorldStatus {
         let load = |v: u64| (v != UNKNOWN_LOAD).then_some(v);
-        let services = world
+        let services: Vec<ServiceStatus> = world
             .config
             .services
             .iter()
@@ -166,6 +209,7 @@ impl WorldStatus {
                 name: s.name.clone(),
                 site: s.site.clone(),
                 up: state.up,
+                admin_state: admin_state(world.admin.service_enabled(s)),
                 weight: s.weight,
                 connections: load(state.connections),
                 bandwidth_kbps: load(state.bandwidth.kbps()),
@@ -192,8 +236,79 @@ impl WorldStatus {
                 .collect(),
             adopted: view.adopted.clone(),
         });
-        WorldStatus { services, mep }
+        let up = |name: &str| services.iter().any(|s| s.name == name && s.up);
+        let domains = world
+            .config
+            .gslb_domains
+            .iter()
+            .map(|d| {
+                let enabled = world.admin.domain_enabled(&d.name);
+                let up_of = |names: &[String]| -> Vec<String> {
+                    names.iter().filter(|n| enabled && up(n)).cloned().collect()
+                };
+                let own = up_of(&d.services);
+                let fallback = if d.backup_domain.is_some() {
+                    "backup domain"
+                } else if d.down_response == crate::policy::DownResponse::Backup {
+                    "backup_ip"
+                } else {
+                    "nodata"
+                };
+                let answers = |view: &str, services: Vec<String>| ViewAnswers {
+                    view: view.to_owned(),
+                    fallback: services.is_empty().then_some(fallback),
+                    services,
+                };
+                let mut views = vec![answers("default", own.clone())];
+                for (view, names) in &d.views {
+                    let mine = up_of(names);
+                    views.push(answers(
+                        view,
+                        if mine.is_empty() { own.clone() } else { mine },
+                    ));
+                }
+                DomainStatus {
+                    name: d.name.clone(),
+                    admin_state: admin_state(enabled),
+                    views,
+                }
+            })
+            .collect();
+        let sites = world
+            .config
+            .sites
+            .iter()
+            .map(|site| {
+                let of_site = || services.iter().filter(|s| s.site == site.name);
+                SiteStatus {
+                    name: site.name.clone(),
+                    admin_state: admin_state(
+                        !world
+                            .admin
+                            .is_disabled(crate::steering::Target::Site, &site.name),
+                    ),
+                    services: of_site().count(),
+                    services_up: of_site().filter(|s| s.up).count(),
+                    reachable: world
+                        .mep
+                        .as_ref()
+                        .filter(|_| world.local_site.as_deref() != Some(site.name.as_str()))
+                        .and_then(|v| v.sites.get(&site.name))
+                        .map(|s| s.reachable),
+                }
+            })
+            .collect();
+        WorldStatus {
+            services,
+            domains,
+            sites,
+            mep,
+        }
     }
+}
+
+fn admin_state(enabled: bool) -> &'static str {
+    if enabled { "enabled" } else { "disabled" }
 }
 
 /// The republish loop's side of the world's status: refreshed after every republish, and only

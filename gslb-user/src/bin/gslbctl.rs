@@ -1,5 +1,6 @@
 //! gslbctl: inspect and steer a running gslbd: its pinned maps (fast-path counters) and its
-//! control socket (reload, the LDNS/RTT table, the prober's counters).
+//! control socket (reload, the LDNS/RTT table, the prober's counters, steering services,
+//! sites and domains out of the answers and back).
 
 use std::{path::PathBuf, process::ExitCode, time::Duration};
 
@@ -15,7 +16,7 @@ const RELOAD_TIMEOUT: Duration = Duration::from_secs(130);
 const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Parser)]
-#[command(name = "gslbctl", version, about = "Inspect a running gslbd")]
+#[command(name = "gslbctl", version, about = "Inspect and steer a running gslbd")]
 struct Args {
     /// bpffs directory gslbd pinned its maps in (server.pin_path).
     #[arg(long, default_value = "/sys/fs/bpf/gslb")]
@@ -39,6 +40,49 @@ enum Command {
     /// The LDNS entries (resolvers that queried gslbd) and their RTT from each site: probe
     /// protocol, age, completion rate (F5's `ldns` record).
     Ldns,
+    /// Takes a service out of the answers (DOWN for every decision, and for the other sites
+    /// over MEP) or puts it back to its monitored state.
+    Service {
+        #[command(subcommand)]
+        action: Steer,
+    },
+    /// The same for every service of a site.
+    Site {
+        #[command(subcommand)]
+        action: Steer,
+    },
+    /// The same for a GSLB domain: disabled, it answers as if all its services were down
+    /// (its backup addresses, or NODATA).
+    Domain {
+        #[command(subcommand)]
+        action: Steer,
+    },
+    /// Tables of what gslbd holds now: services (up/down, admin state, weight, load), sites
+    /// (admin state, services up, MEP reachability) or domains (per static view, the services
+    /// its answers draw from, or its fallback).
+    Show {
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(gslb_user::admin::tables::TABLES))]
+        what: String,
+    },
+}
+
+/// What `service`, `site` and `domain` do; gslbd keeps it across reloads and restarts
+/// (`server.state_file`).
+#[derive(Subcommand)]
+enum Steer {
+    /// Out of the answers at once, whatever the monitors say.
+    Disable { name: String },
+    /// Back to what the monitors say.
+    Enable { name: String },
+}
+
+impl Steer {
+    fn request(&self, target: &str) -> String {
+        match self {
+            Steer::Disable { name } => format!("{target} disable {name}"),
+            Steer::Enable { name } => format!("{target} enable {name}"),
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -47,6 +91,10 @@ fn main() -> ExitCode {
         Command::Stats => stats(&args),
         Command::Reload => ask(&args, "reload", RELOAD_TIMEOUT),
         Command::Ldns => ask(&args, "ldns", QUERY_TIMEOUT),
+        Command::Service { ref action } => ask(&args, &action.request("service"), QUERY_TIMEOUT),
+        Command::Site { ref action } => ask(&args, &action.request("site"), QUERY_TIMEOUT),
+        Command::Domain { ref action } => ask(&args, &action.request("domain"), QUERY_TIMEOUT),
+        Command::Show { ref what } => ask(&args, &format!("show {what}"), QUERY_TIMEOUT),
     }
 }
 

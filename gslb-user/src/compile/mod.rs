@@ -99,6 +99,8 @@ pub struct Snapshot {
     pub down_services: Vec<String>,
     /// By configuration service index: the state the answers were decided with.
     pub services: Vec<ServiceState>,
+    /// By configuration domain index: disabled by the operator ([`Inputs::disabled_domains`]).
+    pub disabled_domains: Vec<bool>,
     /// The RTT rows the answers were decided with, and the step function client → row + 1.
     pub rtt: Arc<Vec<LdnsRtt>>,
     pub rtt_rows: Arc<AddressSteps>,
@@ -146,6 +148,9 @@ pub struct Inputs<'a> {
     pub locations: Option<&'a LocationDb>,
     /// By configuration service index; a service beyond the slice is UP with no load.
     pub services: Vec<ServiceState>,
+    /// By configuration domain index: disabled by the operator (answers as if all its
+    /// services were down); beyond the slice: enabled.
+    pub disabled_domains: Vec<bool>,
     /// Measured RTTs, one row per LDNS entry (the rows do not overlap).
     pub rtt: Arc<Vec<LdnsRtt>>,
 }
@@ -429,6 +434,14 @@ impl<'a> Job<'a> {
             rtt_to_responder,
             rtt_budget: RTT_ENTRY_BUDGET,
         }
+    }
+
+    fn domain_disabled(&self, d: usize) -> bool {
+        self.inputs
+            .disabled_domains
+            .get(d)
+            .copied()
+            .unwrap_or(false)
     }
 
     fn up(&self, service: usize) -> bool {

@@ -129,6 +129,9 @@ impl Job<'_> {
             unreachable!("decided entries only")
         };
         let members = engine.members(d);
+        // A domain disabled by the operator decides as if its services were down (the engine
+        // skips it), so it shares that signature.
+        let disabled = self.domain_disabled(d);
         let own = spec.backup_domain.is_some()
             || self
                 .config
@@ -155,7 +158,11 @@ impl Job<'_> {
                         s.location.clone(),
                         s.max_connections,
                         s.max_bandwidth_kbps,
-                        self.state(i),
+                        if disabled {
+                            ServiceState::DOWN
+                        } else {
+                            self.state(i)
+                        },
                     )
                 })
                 .collect(),
@@ -182,7 +189,16 @@ impl Job<'_> {
         engine
             .chain(d)
             .skip(1)
-            .flat_map(|b| engine.members(b).iter().map(|&i| self.state(i)))
+            .flat_map(|b| {
+                let disabled = self.domain_disabled(b);
+                engine.members(b).iter().map(move |&i| {
+                    if disabled {
+                        ServiceState::DOWN
+                    } else {
+                        self.state(i)
+                    }
+                })
+            })
             .collect()
     }
 
@@ -309,6 +325,7 @@ impl Job<'_> {
             &State {
                 services: &self.inputs.services,
                 rtt,
+                disabled_domains: &self.inputs.disabled_domains,
             },
         )
     }

@@ -222,6 +222,7 @@ impl Job<'_> {
                 .map(|(_, s)| s.name.clone())
                 .collect(),
             services: (0..config.services.len()).map(|i| self.state(i)).collect(),
+            disabled_domains: self.inputs.disabled_domains.clone(),
             rtt: self.inputs.rtt.clone(),
             rtt_rows: partition.rtt_rows.clone(),
             static_views: partition.static_views.clone(),
@@ -289,7 +290,11 @@ impl Job<'_> {
         let family = |ip: &IpAddr| ip.is_ipv6() == (qtype == QTYPE_AAAA);
         // The answer addresses of `names` of this family, in order, each once (two services
         // may share an address on different ports).
+        let disabled = self.domain_disabled(d);
         let answer = |names: &[String]| {
+            if disabled {
+                return None;
+            }
             let addrs = distinct(
                 names
                     .iter()

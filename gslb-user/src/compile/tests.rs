@@ -396,6 +396,7 @@ fn incremental_compilation_equals_compiling_from_scratch() {
             locations: Some(&db),
             services,
             rtt: rows.clone(),
+            ..Inputs::default()
         };
         let incremental = compiler.compile(&config, &inputs);
         let fresh = Snapshot::compile(&config, &inputs);

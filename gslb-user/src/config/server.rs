@@ -19,6 +19,8 @@ const DEFAULT_DNS_PORT: u16 = 53;
 const DEFAULT_EDNS_UDP_SIZE: u16 = 1232;
 const EDNS_UDP_SIZE_RANGE: RangeInclusive<i64> = 512..=4096;
 const DEFAULT_PIN_PATH: &str = "/sys/fs/bpf/gslb";
+/// Default of `server.state_file`: in the unit's `StateDirectory=gslb`.
+const DEFAULT_STATE_FILE: &str = "/var/lib/gslb/admin-state";
 
 /// `[server]`: where and how DNS is served.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +54,11 @@ pub struct Server {
     /// the capabilities it uses (`privilege.rs`); an unknown user is refused at load. `None`
     /// (absent): gslbd stays as it was started. Changes need a restart.
     pub user: Option<crate::privilege::User>,
+    /// `state_file` (absolute; default `/var/lib/gslb/admin-state`, the unit's state directory): where gslbd keeps the admin
+    /// state (`gslbctl service|site|domain disable`, `crate::steering`), written (a temporary
+    /// file beside it, then a rename) on every change and read at start, so that a disabled
+    /// service stays disabled across restarts. Changes need a restart.
+    pub state_file: PathBuf,
 }
 
 /// Default of `server.stale_after_s`.
@@ -128,6 +135,7 @@ pub(super) struct RawServer {
     pub(super) ecs_allow: Option<List>,
     pub(super) stale_after_s: Option<Int>,
     pub(super) user: Option<Str>,
+    pub(super) state_file: Option<Str>,
 }
 
 impl Validator<'_> {
@@ -256,6 +264,28 @@ impl Validator<'_> {
             },
         };
 
+        let state_file = match raw.state_file {
+            None => PathBuf::from(DEFAULT_STATE_FILE),
+            // Relative would depend on the working directory; a directory cannot be renamed
+            // over.
+            Some(p)
+                if Path::new(p.get_ref()).is_absolute()
+                    && !p.get_ref().ends_with('/')
+                    && Path::new(p.get_ref()).file_name().is_some() =>
+            {
+                PathBuf::from(p.into_inner())
+            }
+            Some(p) => {
+                return Err(self.error(
+                    p.span(),
+                    format!(
+                        "server.state_file: {:?} must be an absolute path to a file",
+                        p.get_ref()
+                    ),
+                ));
+            }
+        };
+
         Ok(Server {
             dns_port,
             listen,
@@ -269,6 +299,7 @@ impl Validator<'_> {
             ecs_allow,
             stale_after,
             user,
+            state_file,
         })
     }
 }

@@ -15,6 +15,7 @@ mod reload;
 pub mod rtt;
 mod serve;
 mod start;
+mod steer;
 pub mod uplink;
 
 pub use listen::{DnsSockets, Listeners};
@@ -77,6 +78,8 @@ pub enum DaemonError {
     },
     #[error(transparent)]
     Privilege(#[from] crate::privilege::PrivilegeError),
+    #[error("the admin state (gslbctl disable) cannot be read")]
+    StateFile(#[from] crate::steering::StateFileError),
     #[error("the DNS sockets given ({got:?}) are not the configured ones ({want:?})")]
     Listeners {
         want: Vec<SocketAddr>,
@@ -162,6 +165,7 @@ pub async fn run(
         mep_listener,
         control,
         dataplane: FreshPins::none(),
+        admin: None,
     };
     Box::pin(run_opened(
         config_path,
@@ -195,6 +199,7 @@ pub async fn run_started(
         mep_listener: started.mep,
         control,
         dataplane: started.dataplane,
+        admin: Some(started.admin),
     };
     Box::pin(run_opened(
         config_path,
@@ -234,6 +239,8 @@ struct Opened {
     mep_listener: Option<std::net::TcpListener>,
     control: Option<ControlSocket>,
     dataplane: FreshPins,
+    /// The admin state, if read already (as root, [`Started::open`]); else read here.
+    admin: Option<crate::steering::AdminState>,
 }
 
 async fn run_opened(
@@ -253,6 +260,7 @@ async fn run_opened(
         mep_listener,
         control,
         dataplane: mut loaded,
+        admin,
     } = opened;
 
     let admin_listener = admin_listener(&config, listeners.admin.take())?;
@@ -260,6 +268,20 @@ async fn run_opened(
     health.set_services(service_monitors(&config)).await?;
     let health_events = health.subscribe();
     let mut world = World::new(config, health);
+    // What the operator disabled before this start (less what this configuration lacks).
+    world.admin = match admin {
+        Some(admin) => admin,
+        None => crate::steering::AdminState::load(&world.config.server.state_file)?,
+    };
+    steer::retain_known(&mut world);
+    if !world.admin.is_empty() {
+        let disabled: Vec<String> = world
+            .admin
+            .disabled()
+            .map(|(t, n)| format!("{t} {n}"))
+            .collect();
+        warn!(?disabled, state_file = %world.config.server.state_file.display(), "disabled by the operator before this start");
+    }
     // Stamped before reading: a change while the files are read is seen by the next poll.
     let location_stamps = FileStamps::of(&location_files(&world.config));
     world.locations = location_db(&world.config, &config_path)?;
@@ -304,6 +326,7 @@ async fn run_opened(
     };
     // The control socket's reloads; SIGHUP's come in `reloads`.
     let (control_reloads_tx, control_reloads) = mpsc::channel::<Reload>(8);
+    let (steer_tx, steer_requests) = mpsc::channel(8);
 
     let (stop, stopped) = watch::channel(false);
     let mut servers = JoinSet::new();
@@ -315,20 +338,22 @@ async fn run_opened(
         &stopped,
     );
     let republish_stats = Arc::new(crate::world::RepublishStats::default());
+    let world_feed = admin::status::WorldFeed::default();
     if let Some(control) = control {
         let state = ControlState {
             reloads: control_reloads_tx.clone(),
+            steer: steer_tx,
             rtt: rtt_handle.clone(),
             republish: republish_stats.clone(),
             persistence: responder.persistence().clone(),
             load: loads.readings(),
+            world: world_feed.subscribe(),
         };
         let mut stopped = stopped.clone();
         servers.spawn(control.serve(state, async move {
             let _ = stopped.wait_for(|stop| *stop).await;
         }));
     }
-    let world_feed = admin::status::WorldFeed::default();
     let admin = admin_listener.map(|listener| {
         let state = Arc::new(admin::AdminState::new(
             republish_stats.clone(),
@@ -362,6 +387,7 @@ async fn run_opened(
         rtt_handles,
         mep_rt,
         control_reloads,
+        steer_requests,
         republish_stats,
         world_feed,
         stop,

@@ -59,6 +59,7 @@ pub async fn reload(
         ("tcp_* limits", old.tcp != new.tcp),
         ("stale_after_s", old.stale_after != new.stale_after),
         ("user", old.user != new.user),
+        ("state_file", old.state_file != new.state_file),
     ];
     let changed: Vec<&str> = restart_only
         .iter()

@@ -21,7 +21,7 @@ use super::{
         FileStamps, LOCATION_POLL, Previous, Switch, location_db, location_files, next_reload,
         reload, service_monitors,
     },
-    rtt, uplink,
+    rtt, steer, uplink,
 };
 use crate::{
     admin::status::WorldFeed,
@@ -55,6 +55,8 @@ pub(super) struct Running {
     pub(super) mep_rt: Option<mep::Mep>,
     /// The control socket's reloads (SIGHUP's come in `serve`'s `reloads`).
     pub(super) control_reloads: mpsc::Receiver<Reload>,
+    /// The control socket's steering commands.
+    pub(super) steer_requests: mpsc::Receiver<crate::control::Steer>,
     pub(super) republish_stats: Arc<RepublishStats>,
     /// The admin endpoint's view of the world, refreshed after every republish.
     pub(super) world_feed: WorldFeed,
@@ -86,6 +88,7 @@ pub(super) async fn serve(
         rtt_handles,
         mut mep_rt,
         mut control_reloads,
+        mut steer_requests,
         republish_stats,
         world_feed,
         stop,
@@ -106,6 +109,8 @@ pub(super) async fn serve(
     // just switched to (its subsystems' states are then republished once more).
     let mut switch: Option<Switch> = None;
     let mut switched = false;
+    // Steering commands waiting for the republish of their change.
+    let mut steered: Vec<steer::Pending> = Vec::new();
 
     tokio::pin!(shutdown);
     loop {
@@ -149,6 +154,17 @@ pub(super) async fn serve(
                         continue;
                     }
                 }
+            }
+            Some(request) = steer_requests.recv() => {
+                // A burst of commands is one republish.
+                steered.extend(steer::apply(&mut world, request));
+                while let Ok(request) = steer_requests.try_recv() {
+                    steered.extend(steer::apply(&mut world, request));
+                }
+                if steered.is_empty() {
+                    continue;
+                }
+                "admin"
             }
             () = std::future::ready(()), if switched => {
                 // What the switched monitors, MEP, links and RTT settings change.
@@ -265,6 +281,7 @@ pub(super) async fn serve(
                     m.reconfigure(&world).await;
                 }
                 links.reconfigure(&mut world);
+                steer::retain_known(&mut world);
                 if let Err(error) = loads.reconfigure(&mut world) {
                     // Not reached: `reload` checked the probes.
                     error!(
@@ -310,6 +327,10 @@ pub(super) async fn serve(
                 entries = snapshot.stats.entries,
                 "answers republished"
             );
+        }
+        // After the status feed: a `show` or `/status` right after the reply sees the change.
+        for pending in steered.drain(..) {
+            pending.answer(published);
         }
     }
     info!("shutting down");

@@ -29,6 +29,9 @@ pub struct Started {
     /// The fast path, loaded and pinned (published and attached later); `None` with `--no-xdp`.
     pub dataplane: FreshPins,
     pub pin_path: PathBuf,
+    /// The admin state (`server.state_file`), read as root: the user gslbd becomes may not
+    /// read the file an earlier gslbd run as root wrote.
+    pub admin: crate::steering::AdminState,
 }
 
 /// A loaded dataplane that has not been attached yet: if gslbd fails to start before it is
@@ -79,6 +82,7 @@ impl Started {
             },
             None => None,
         };
+        let admin = crate::steering::AdminState::load(&config.server.state_file)?;
         let pin_path = pin_path(config, overrides);
         let dataplane = if overrides.no_xdp {
             None
@@ -91,6 +95,7 @@ impl Started {
             control,
             dataplane: FreshPins(dataplane),
             pin_path,
+            admin,
         })
     }
 

@@ -15,6 +15,16 @@ pub struct State<'a> {
     /// RTT in microseconds from each site (by index) to this client's LDNS; `None` or beyond
     /// the slice: not known.
     pub rtt: &'a [Option<u32>],
+    /// By domain index: the operator disabled it (`gslbctl domain disable`), so it answers as
+    /// if all its services were down; beyond the slice: enabled.
+    pub disabled_domains: &'a [bool],
+}
+
+impl State<'_> {
+    /// Whether the domain `index` is disabled by the operator.
+    pub fn domain_disabled(&self, index: usize) -> bool {
+        self.disabled_domains.get(index).copied().unwrap_or(false)
+    }
 }
 
 /// Who asks.

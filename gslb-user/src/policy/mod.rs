@@ -398,20 +398,21 @@ impl Engine {
     /// under its limits.
     fn available(&self, index: usize, id: ServiceId, query: &Query<'_>, state: &State<'_>) -> bool {
         let family = query_family(query.qtype);
-        self.domains[index]
-            .slots
-            .iter()
-            .find(|slot| self.ids[slot.service] == id)
-            .is_some_and(|slot| {
-                let st = state
-                    .services
-                    .get(slot.service)
-                    .copied()
-                    .unwrap_or_default();
-                let full = st.connections >= slot.max_connections
-                    || st.bandwidth.kbps() >= slot.max_bandwidth_kbps;
-                st.up && family.is_none_or(|v6| slot.v6 == v6) && !full
-            })
+        !state.domain_disabled(index)
+            && self.domains[index]
+                .slots
+                .iter()
+                .find(|slot| self.ids[slot.service] == id)
+                .is_some_and(|slot| {
+                    let st = state
+                        .services
+                        .get(slot.service)
+                        .copied()
+                        .unwrap_or_default();
+                    let full = st.connections >= slot.max_connections
+                        || st.bandwidth.kbps() >= slot.max_bandwidth_kbps;
+                    st.up && family.is_none_or(|v6| slot.v6 == v6) && !full
+                })
     }
 
     /// One domain's decision; `None` when its pool is empty.
@@ -423,6 +424,9 @@ impl Engine {
         state: &State<'_>,
         overload: bool,
     ) -> Option<Decision> {
+        if state.domain_disabled(index) {
+            return None;
+        }
         let domain = &self.domains[index];
         let spec = &domain.spec;
         let family = query_family(query.qtype);

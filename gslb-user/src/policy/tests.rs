@@ -202,6 +202,7 @@ impl<'a> Ask<'a> {
         let state = State {
             services: &self.states,
             rtt: &self.rtt,
+            disabled_domains: &[],
         };
         self.engine.decide(
             domain,
@@ -1297,6 +1298,7 @@ impl World {
             &State {
                 services: &states,
                 rtt: &self.rtt,
+                disabled_domains: &[],
             },
         );
         (d, states)

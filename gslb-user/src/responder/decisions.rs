@@ -67,6 +67,8 @@ pub(super) struct Decisions {
     pub(super) domains: HashSet<String>,
     /// By configuration service index.
     states: Vec<ServiceState>,
+    /// By configuration domain index: disabled by the operator.
+    disabled_domains: Vec<bool>,
     /// The RTT rows and the step function client → row + 1 (0: none).
     rtt: Arc<Vec<LdnsRtt>>,
     rtt_rows: Arc<AddressSteps>,
@@ -97,6 +99,7 @@ impl Decisions {
                 persist: persistence.configure(Some(&data.engine), &snapshot.services),
                 domains: snapshot.engine_domains.iter().cloned().collect(),
                 states: snapshot.services.clone(),
+                disabled_domains: snapshot.disabled_domains.clone(),
                 rtt: snapshot.rtt.clone(),
                 rtt_rows: snapshot.rtt_rows.clone(),
                 static_views: snapshot.static_views.clone(),
@@ -156,6 +159,7 @@ impl Decisions {
             &EngineState {
                 services: &self.states,
                 rtt,
+                disabled_domains: &self.disabled_domains,
             },
         );
         let (ttl, backup) =

@@ -662,6 +662,7 @@ impl World {
                 locations: Some(&db),
                 services: services.clone(),
                 rtt: rtt.clone(),
+                ..Inputs::default()
             },
         );
         eprintln!(
@@ -733,6 +734,7 @@ impl World {
             &State {
                 services: &self.services,
                 rtt,
+                disabled_domains: &[],
             },
         );
         decision_meaning(&self.config, &decision, qtype)
@@ -1813,6 +1815,7 @@ fn after_health_changes(world: &mut World, mut each: impl FnMut(&World, usize)) 
         locations: Some(&world.db),
         services,
         rtt: world.rtt.clone(),
+        ..Inputs::default()
     };
     let first = compiler.compile(&world.config, &inputs(world.services.clone()));
     assert_eq!(
@@ -1861,6 +1864,7 @@ fn incremental_compilations_give_the_engines_answers() {
                     locations: Some(&world.db),
                     services: world.services.clone(),
                     rtt: world.rtt.clone(),
+                    ..Inputs::default()
                 },
             );
             let fresh = World {

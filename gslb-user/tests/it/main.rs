@@ -40,6 +40,7 @@ mod rtt_feed;
 mod rtt_flood;
 mod rtt_world;
 mod server;
+mod steering;
 mod supervise;
 mod xdp_fuzz;
 mod xdp_hygiene;

@@ -456,7 +456,7 @@ async fn a_killed_ldns_feed_restarts_on_the_same_map() {
 // ---- MEP ----
 
 /// gslbd as parent `me` at `me_ip`, beside parent p2 at 127.0.0.2.
-fn mep_config(dns: u16, me: &str, me_ip: &str, me_mep: u16, p2_mep: u16) -> String {
+pub(crate) fn mep_config(dns: u16, me: &str, me_ip: &str, me_mep: u16, p2_mep: u16) -> String {
     mep_keys::keyed(
         &format!(
             r#"
@@ -585,7 +585,7 @@ async fn killed_mep_node(me: &str, me_ip: &str) {
 
 /// The A answer of www.example.com that the fast path (the maps pinned at `pins`, adopted by a
 /// second program instance, run by BPF_PROG_TEST_RUN) gives a client asking 127.0.0.1:`port`.
-fn xdp_www(pins: &Path, port: u16) -> Vec<IpAddr> {
+pub(crate) fn xdp_www(pins: &Path, port: u16) -> Vec<IpAddr> {
     let dp = gslb_user::dataplane::Dataplane::load(Some(pins)).expect("adopting the pins");
     let query = common::wire(&common::query(7, "www.example.com.", RecordType::A));
     let frame = common::Frame {

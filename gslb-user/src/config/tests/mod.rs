@@ -49,6 +49,7 @@ fn server(listen: &[&str]) -> Server {
         ecs_allow: None,
         stale_after: Some(Duration::from_secs(60)),
         user: None,
+        state_file: "/var/lib/gslb/admin-state".into(),
     }
 }
 

@@ -169,6 +169,14 @@ fn rejected() {
             "must be an absolute path",
         ),
         (
+            format!("{SERVER}state_file = \"admin-state\" #<"),
+            "server.state_file: \"admin-state\" must be an absolute path to a file",
+        ),
+        (
+            format!("{SERVER}state_file = \"/var/lib/gslb/\" #<"),
+            "must be an absolute path to a file",
+        ),
+        (
             format!("{SERVER}interface = \"eth0:1\" #<"),
             "not a valid interface name",
         ),

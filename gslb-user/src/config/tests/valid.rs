@@ -13,6 +13,7 @@ fn valid() {
         pin_path = "/sys/fs/bpf/other"
         stale_after_s = 0
         user = "root"
+        state_file = "/run/gslb/steering"
 
         [[view]]
         name = "europe"
@@ -266,6 +267,7 @@ fn valid() {
                     xdp_mode: XdpMode::Skb,
                     pin_path: "/sys/fs/bpf/other".into(),
                     stale_after: None,
+                    state_file: "/run/gslb/steering".into(),
                     user: Some(crate::privilege::User {
                         name: "root".into(),
                         uid: 0,

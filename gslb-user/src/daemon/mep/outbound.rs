@@ -14,7 +14,7 @@ use crate::{
 
 impl Mep {
     /// Sends this site's state to the node: its own services as its monitors see them (UP when
-    /// unmonitored), and its RTT column when it probes. Cheap when nothing changed (the node
+    /// unmonitored; DOWN when the operator disabled them or this site, `steering`), and its RTT column when it probes. Cheap when nothing changed (the node
     /// sends only changed parts).
     pub fn publish_local(&self, world: &World) {
         let services = world
@@ -27,7 +27,8 @@ impl Mep {
                 ServiceReport {
                     name: s.name.clone(),
                     state: ServiceState {
-                        up: world.health.is_up(&s.name) != Some(false),
+                        up: world.health.is_up(&s.name) != Some(false)
+                            && world.admin.service_enabled(s),
                         connections,
                         bandwidth,
                     },

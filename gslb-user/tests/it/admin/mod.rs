@@ -425,10 +425,17 @@ fn every_section_of_the_exposition_is_valid() {
             name: "web \"1\"\\".into(),
             site: "dc".into(),
             up: true,
+            admin_state: "enabled",
             weight: 1,
             connections: None,
             bandwidth_kbps: Some(u64::MAX),
         }],
+        domains: vec![DomainStatus {
+            name: "www.example.com".into(),
+            admin_state: "disabled",
+            views: vec![],
+        }],
+        sites: vec![],
         mep: Some(MepStatus {
             links: vec![MepLink {
                 peer: "dc2".into(),
@@ -532,4 +539,86 @@ async fn a_silent_client_is_closed_and_others_are_served() {
         .expect("the endpoint stops")
         .unwrap()
         .unwrap();
+}
+
+/// The operator's admin state (`gslbctl service|site|domain disable`, through the control
+/// socket) shows in `/status` (`admin_state` of each service and domain) and `/metrics`
+/// (`gslb_service_admin_enabled`, `gslb_domain_admin_enabled`), and a disabled service is not
+/// up there either; enabled, it is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_state_shows_in_status_and_metrics() {
+    let dir = TempDir::new("admin-steer");
+    let (path, ctl) = (dir.0.join("gslb.toml"), dir.0.join("control.sock"));
+    let (dns, listeners) = common::bound_dns();
+    let (a, b) = backends().await;
+    let text = config(dns, port(&a), port(&b), "203.0.113.99").replacen(
+        &format!("dns_port = {dns}\n"),
+        &format!(
+            "dns_port = {dns}\nstate_file = \"{}\"\n",
+            dir.0.join("admin-state").display()
+        ),
+        1,
+    );
+    std::fs::write(&path, text).unwrap();
+    let (gslbd, admin) = start(&path, Gslbd::responder_only(Some(ctl.clone())), listeners).await;
+    answer_becomes(dns, &["198.51.100.1", "198.51.100.2"]).await;
+    let service = |m: &Exposition, name: &str, s: &str| {
+        m.samples[&format!("gslb_{name}{{service=\"{s}\",site=\"dc\"}}")]
+    };
+    let www_enabled = "gslb_domain_admin_enabled{domain=\"www.example.com\"}";
+    let m = parse_exposition(&get(admin, "/metrics").await);
+    assert_eq!(service(&m, "service_admin_enabled", "a"), 1.0);
+    assert_eq!(m.samples[www_enabled], 1.0);
+
+    let steer = async |request: &str| {
+        gslb_user::control::request(&ctl, request, WAIT)
+            .await
+            .unwrap()
+    };
+    steer("service disable a").await;
+    steer("domain disable www.example.com").await;
+    let text = get(admin, "/metrics").await;
+    let m = parse_exposition(&text);
+    assert_eq!(service(&m, "service_admin_enabled", "a"), 0.0);
+    assert_eq!(service(&m, "service_up", "a"), 0.0);
+    assert_eq!(service(&m, "service_admin_enabled", "b"), 1.0);
+    assert_eq!(service(&m, "service_up", "b"), 1.0);
+    assert_eq!(m.samples[www_enabled], 0.0);
+    assert_eq!(m.types["gslb_service_admin_enabled"], "gauge");
+    assert_promtool_accepts(&text);
+    let status: serde_json::Value = serde_json::from_str(&get(admin, "/status").await).unwrap();
+    let states: BTreeMap<&str, (&str, bool)> = status["services"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap(),
+                (
+                    s["admin_state"].as_str().unwrap(),
+                    s["up"].as_bool().unwrap(),
+                ),
+            )
+        })
+        .collect();
+    assert_eq!(
+        states,
+        BTreeMap::from([("a", ("disabled", false)), ("b", ("enabled", true))])
+    );
+    assert_eq!(
+        status["domains"],
+        serde_json::json!([{
+            "name": "www.example.com",
+            "admin_state": "disabled",
+            "views": [{"view": "default", "services": [], "fallback": "backup_ip"}],
+        }])
+    );
+
+    steer("service enable a").await;
+    steer("domain enable www.example.com").await;
+    let m = parse_exposition(&get(admin, "/metrics").await);
+    assert_eq!(service(&m, "service_admin_enabled", "a"), 1.0);
+    assert_eq!(service(&m, "service_up", "a"), 1.0);
+    assert_eq!(m.samples[www_enabled], 1.0);
+    gslbd.stop().await;
 }

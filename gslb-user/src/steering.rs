@@ -1,0 +1,300 @@
+//! Runtime steering (NetScaler's `disable gslb service`, BIG-IP's force offline): the services,
+//! sites and domains an operator took out of rotation with `gslbctl service|site|domain
+//! disable NAME`. A disabled service, or any service of a disabled site, is DOWN for every
+//! decision whatever its monitors say ([`crate::world::World::service_states`]), and this site
+//! reports it DOWN over MEP; a disabled domain answers as if all its services were down (its
+//! backup addresses or NODATA). Enabling restores the monitored state.
+//!
+//! The admin state survives reloads (it is kept by name; a name the reloaded configuration no
+//! longer has is dropped with a warning) and restarts: it is written to `server.state_file`
+//! on every change (a temporary file, then a rename, so a crash leaves the old file or the
+//! new one) and read at start.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::config::{Config, Service};
+
+/// What a steering command names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Target {
+    Service,
+    Site,
+    Domain,
+}
+
+impl Target {
+    pub const ALL: [Target; 3] = [Target::Service, Target::Site, Target::Domain];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Service => "service",
+            Target::Site => "site",
+            Target::Domain => "domain",
+        }
+    }
+
+    fn parse(word: &str) -> Option<Target> {
+        Target::ALL.into_iter().find(|t| t.name() == word)
+    }
+
+    /// Whether `config` has a `self` named `name`.
+    pub fn exists(self, config: &Config, name: &str) -> bool {
+        match self {
+            Target::Service => config.services.iter().any(|s| s.name == name),
+            Target::Site => config.sites.iter().any(|s| s.name == name),
+            Target::Domain => config
+                .gslb_domains
+                .iter()
+                .any(|d| d.name.eq_ignore_ascii_case(name.trim_end_matches('.'))),
+        }
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One steering command: `service disable web1`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Command {
+    pub target: Target,
+    pub name: String,
+    pub enable: bool,
+}
+
+impl Command {
+    /// `TARGET enable|disable NAME` (the control socket's request line); `None` for any other
+    /// line.
+    pub fn parse(line: &str) -> Option<Command> {
+        let mut words = line.split_ascii_whitespace();
+        let target = Target::parse(words.next()?)?;
+        let enable = match words.next()? {
+            "enable" => true,
+            "disable" => false,
+            _ => return None,
+        };
+        let name = words.next()?.to_owned();
+        words.next().is_none().then_some(Command {
+            target,
+            name,
+            enable,
+        })
+    }
+}
+
+/// The names disabled by an operator, by target.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AdminState {
+    disabled: BTreeSet<(Target, String)>,
+}
+
+impl AdminState {
+    /// Whether `service` takes part in the decisions: neither it nor its site is disabled.
+    pub fn service_enabled(&self, service: &Service) -> bool {
+        !self.is_disabled(Target::Service, &service.name)
+            && !self.is_disabled(Target::Site, &service.site)
+    }
+
+    /// Whether the domain `name` (as configured) answers with its services.
+    pub fn domain_enabled(&self, name: &str) -> bool {
+        !self.is_disabled(Target::Domain, &domain_key(name))
+    }
+
+    pub fn is_disabled(&self, target: Target, name: &str) -> bool {
+        let key = match target {
+            Target::Domain => domain_key(name),
+            _ => name.to_owned(),
+        };
+        self.disabled.contains(&(target, key))
+    }
+
+    /// Applies `command`; true when it changed anything.
+    pub fn apply(&mut self, command: &Command) -> bool {
+        let key = match command.target {
+            Target::Domain => domain_key(&command.name),
+            _ => command.name.clone(),
+        };
+        if command.enable {
+            self.disabled.remove(&(command.target, key))
+        } else {
+            self.disabled.insert((command.target, key))
+        }
+    }
+
+    /// Every disabled name, by target in order.
+    pub fn disabled(&self) -> impl Iterator<Item = (Target, &str)> {
+        self.disabled.iter().map(|(t, n)| (*t, n.as_str()))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.disabled.is_empty()
+    }
+
+    /// Drops the names `config` does not have; returns them (for a warning).
+    pub fn retain_known(&mut self, config: &Config) -> Vec<(Target, String)> {
+        let (kept, dropped) = std::mem::take(&mut self.disabled)
+            .into_iter()
+            .partition(|(t, n)| t.exists(config, n));
+        self.disabled = kept;
+        dropped.into_iter().collect()
+    }
+
+    /// Reads the state file at `path`; a missing file is nothing disabled. Every line is
+    /// `service|site|domain NAME`, or a `#` comment, or blank.
+    pub fn load(path: &Path) -> Result<AdminState, StateFileError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(AdminState::default());
+            }
+            Err(source) => {
+                return Err(StateFileError::Io {
+                    path: path.to_owned(),
+                    what: "reading",
+                    source,
+                });
+            }
+        };
+        let mut state = AdminState::default();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let mut words = line.split_ascii_whitespace();
+            let parsed = match (words.next().and_then(Target::parse), words.next()) {
+                (Some(target), Some(name)) if words.next().is_none() => Some(Command {
+                    target,
+                    name: name.to_owned(),
+                    enable: false,
+                }),
+                _ => None,
+            };
+            let Some(command) = parsed else {
+                return Err(StateFileError::Line {
+                    path: path.to_owned(),
+                    line: i + 1,
+                    text: line.to_owned(),
+                });
+            };
+            state.apply(&command);
+        }
+        Ok(state)
+    }
+
+    /// Writes the state to `path` atomically: a temporary file beside it, synced, then renamed
+    /// over it. Its directory is made if it is missing (the default's, `/var/lib/gslb`, outside
+    /// the unit that makes it).
+    pub fn save(&self, path: &Path) -> Result<(), StateFileError> {
+        let io = |what| {
+            move |source| StateFileError::Io {
+                path: path.to_owned(),
+                what,
+                source,
+            }
+        };
+        let mut text = String::from(
+            "# gslbd's admin state (gslbctl service|site|domain disable): written by gslbd\n",
+        );
+        for (target, name) in self.disabled() {
+            text.push_str(&format!("{target} {name}\n"));
+        }
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io("making its directory"))?;
+        }
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
+        let mut file = std::fs::File::create(&tmp).map_err(io("creating a temporary file"))?;
+        file.write_all(text.as_bytes())
+            .and_then(|()| file.sync_all())
+            .map_err(io("writing a temporary file"))?;
+        std::fs::rename(&tmp, path).map_err(io("renaming the temporary file over"))
+    }
+}
+
+/// Domains are compared without case and final dot, as DNS names.
+fn domain_key(name: &str) -> String {
+    name.trim_end_matches('.').to_ascii_lowercase()
+}
+
+/// Why the state file cannot be read or written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StateFileError {
+    #[error("state file {}: {what}", path.display())]
+    Io {
+        path: PathBuf,
+        what: &'static str,
+        source: std::io::Error,
+    },
+    #[error("state file {}:{line}: {text:?} is not \"service|site|domain NAME\"", path.display())]
+    Line {
+        path: PathBuf,
+        line: usize,
+        text: String,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_parse_and_others_do_not() {
+        assert_eq!(
+            Command::parse("service disable web1"),
+            Some(Command {
+                target: Target::Service,
+                name: "web1".into(),
+                enable: false
+            })
+        );
+        assert_eq!(
+            Command::parse("domain enable www.example.com").map(|c| (c.target, c.enable)),
+            Some((Target::Domain, true))
+        );
+        for bad in [
+            "service",
+            "service disable",
+            "service stop web1",
+            "pool disable web1",
+            "service disable a b",
+        ] {
+            assert_eq!(Command::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn state_file_round_trips_and_bad_lines_are_refused_with_their_line() {
+        let dir = std::env::temp_dir().join(format!("gslb-steering-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("admin-state");
+        assert_eq!(AdminState::load(&path).unwrap(), AdminState::default());
+        let mut state = AdminState::default();
+        for line in [
+            "service disable web1",
+            "site disable dc2",
+            "domain disable WWW.example.com.",
+        ] {
+            assert!(state.apply(&Command::parse(line).unwrap()));
+        }
+        assert!(state.is_disabled(Target::Domain, "www.example.com"));
+        state.save(&path).unwrap();
+        assert!(!dir.join("admin-state.tmp").exists());
+        assert_eq!(AdminState::load(&path).unwrap(), state);
+
+        std::fs::write(&path, "# c\n\nservice web1\nservice\n").unwrap();
+        let error = AdminState::load(&path).unwrap_err().to_string();
+        assert!(
+            error.ends_with("admin-state:4: \"service\" is not \"service|site|domain NAME\""),
+            "{error}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
