@@ -343,6 +343,11 @@ impl Table {
                     let e = shard.map.get_mut(&key).expect("held");
                     e.last_used = last_used;
                     e.seq = seq;
+                    // A peer's refresh is known to the peers: counted as sent, so it is not
+                    // sent back as a use here. Otherwise each round trip added the rounding
+                    // of the remaining time to whole seconds again, and an entry used at two
+                    // parents never expired.
+                    e.sent = sent;
                 }
                 return Merged::Kept;
             }

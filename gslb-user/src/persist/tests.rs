@@ -299,3 +299,49 @@ fn peer_entries_are_validated_and_not_used_for_a_service_down_here() {
     lab.store.tables().merge(&many);
     assert_eq!(lab.store.stats().rejected, 7 + 10);
 }
+
+/// Two parents exchanging their exports every 0.7 s (the exchange and the whole seconds on the
+/// wire never line up): a client answered at both in turn, then idle, loses its entry at both
+/// within the idle timeout of its last answer, plus the up to 1 s that a remaining time rounded
+/// up to whole seconds adds, and a tick; however long they go on exchanging.
+#[test]
+fn an_entry_left_idle_expires_at_both_parents_however_long_they_exchange() {
+    let config = config(24, 3, false);
+    let (p1, p2) = (Lab::new(&config), Lab::new(&config));
+    let labs = [&p1, &p2];
+    let mut last_seen = [0u64; 2];
+    let mut last_used = 0;
+    for tick in 1..=30u64 {
+        for lab in labs {
+            lab.clock.advance(Duration::from_millis(700));
+        }
+        // Answered at p1 and p2 in turn for the first ten ticks, then idle.
+        if tick <= 10 {
+            labs[(tick % 2) as usize].answer("shop.example.com", "198.51.100.7", "b");
+            last_used = tick * 700;
+        }
+        let (one, two) = (
+            p1.store.tables().export(MAX_EXPORT_ROWS),
+            p2.store.tables().export(MAX_EXPORT_ROWS),
+        );
+        p2.store.tables().merge(&one);
+        p1.store.tables().merge(&two);
+        for (i, lab) in labs.into_iter().enumerate() {
+            if lab.entry("shop.example.com", "198.51.100.7").is_some() {
+                last_seen[i] = tick * 700;
+            }
+        }
+    }
+    for (i, seen) in last_seen.into_iter().enumerate() {
+        assert!(
+            seen <= last_used + 3_000 + 1_000 + 700,
+            "p{}: the entry lived until {seen} ms, last used at {last_used} ms, 3 s timeout",
+            i + 1
+        );
+        assert!(
+            seen >= last_used + 2_100,
+            "p{}: gone too early ({seen} ms)",
+            i + 1
+        );
+    }
+}
