@@ -38,7 +38,7 @@ const _: () = assert!(MAX_REPLY_DNS_LEN <= 512);
 /// Global settings, slot 0 of the `CONFIG` array.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Config {
+pub struct ProgramConfig {
     /// Generation of the `DOMAINS` and `ANSWERS` entries the program reads. The controller
     /// writes a complete new generation beside the old one, then flips this.
     pub generation: u32,
@@ -51,7 +51,7 @@ pub struct Config {
     /// each leave every lookup's answer unchanged (see `AnswerTable::publish`).
     pub view_generation: u32,
 }
-const _: () = assert!(size_of::<Config>() == 12);
+const _: () = assert!(size_of::<ProgramConfig>() == 12);
 
 /// Key of `LISTEN` (an LPM trie used as an exact-match set: every entry is a /128): a
 /// destination address we serve. IPv4 is stored IPv4-mapped (`::ffff:a.b.c.d`). A trie, not a
@@ -620,12 +620,12 @@ pub const LDNS_MAX: u32 = 1 << 16;
 #[cfg(feature = "user")]
 mod pod {
     use super::{
-        AnswerKey, AnswerSet, Config, DomainKey, DomainValue, Heartbeat, LdnsCacheSlot, LdnsConfig,
-        LdnsKey, LdnsValue, ListenKey, ListenSet, LocalMacs, ViewKey, ViewValue,
+        AnswerKey, AnswerSet, DomainKey, DomainValue, Heartbeat, LdnsCacheSlot, LdnsConfig,
+        LdnsKey, LdnsValue, ListenKey, ListenSet, LocalMacs, ProgramConfig, ViewKey, ViewValue,
     };
     // SAFETY: all of these are repr(C), Copy, without padding (sizes asserted above), and every
     // bit pattern is a valid value.
-    unsafe impl aya::Pod for Config {}
+    unsafe impl aya::Pod for ProgramConfig {}
     unsafe impl aya::Pod for ViewValue {}
     unsafe impl aya::Pod for ListenKey {}
     unsafe impl aya::Pod for ListenSet {}
@@ -661,7 +661,7 @@ mod tests {
     fn shared_struct_sizes() {
         use core::mem::size_of;
         let table: [(usize, usize); 15] = [
-            (size_of::<Config>(), 12),
+            (size_of::<ProgramConfig>(), 12),
             (size_of::<ViewValue>(), 8),
             (size_of::<ListenKey>(), 16),
             (size_of::<ListenSet>(), 136),

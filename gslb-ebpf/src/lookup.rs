@@ -2,7 +2,7 @@
 //! qtype) with the name itself checked, and on a miss why there is none (`DOMAINS`). The order
 //! of the views tried is the dispatch's (main.rs).
 
-use gslb_common::{AnswerKey, AnswerSet, Config, DomainKey, QNAME_MAX, QNAME_WORDS};
+use gslb_common::{AnswerKey, AnswerSet, DomainKey, ProgramConfig, QNAME_MAX, QNAME_WORDS};
 
 use crate::{
     ANSWERS, DOMAINS, Miss, Scratch,
@@ -38,7 +38,7 @@ pub fn find_answer<'a>(key: &AnswerKey, scratch: &Scratch, qlen: usize) -> Optio
 /// Why no answer was found (the slow path of a miss): the name is known with this qtype but has
 /// no answer for the client's view nor the default view, or it is not a name we serve.
 #[inline(always)]
-pub fn miss_reason(scratch: &mut Scratch, q: &Query, config: &Config) -> Miss {
+pub fn miss_reason(scratch: &mut Scratch, q: &Query, config: &ProgramConfig) -> Miss {
     let key = &mut scratch.key;
     let words = key.name.as_mut_ptr();
     for w in 0..QNAME_WORDS {

@@ -33,14 +33,14 @@ use aya_ebpf::{
     programs::XdpContext,
 };
 use gslb_common::{
-    ANSWER_BY_RTT, ANSWERS_MAX, AnswerKey, AnswerSet, Config, Counter, DEFAULT_VIEW, DOMAINS_MAX,
+    ANSWER_BY_RTT, ANSWERS_MAX, AnswerKey, AnswerSet, Counter, DEFAULT_VIEW, DOMAINS_MAX,
     DomainKey, DomainValue, Heartbeat, LDNS_CACHE_SLOTS, LDNS_MAX, LISTEN_MAX, LdnsCacheSlot,
-    LdnsConfig, LdnsKey, LdnsValue, ListenKey, ListenSet, LocalMacs, ROTOR_SLOTS, RTT_VIEW_BIT,
-    VIEWS_MAX, ViewKey, ViewValue,
+    LdnsConfig, LdnsKey, LdnsValue, ListenKey, ListenSet, LocalMacs, ProgramConfig, ROTOR_SLOTS,
+    RTT_VIEW_BIT, VIEWS_MAX, ViewKey, ViewValue,
 };
 
 #[map]
-static CONFIG: Array<Config> = Array::with_max_entries(1, 0);
+static CONFIG: Array<ProgramConfig> = Array::with_max_entries(1, 0);
 /// The addresses we serve, by generation parity (see `ListenSet`); `LISTEN` when they are too
 /// many to list there.
 #[map]

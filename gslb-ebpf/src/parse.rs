@@ -4,8 +4,8 @@
 
 use aya_ebpf::{maps::lpm_trie::Key, programs::XdpContext};
 use gslb_common::{
-    Config, LISTEN_IN_TRIE, LISTEN_INLINE, LISTEN_PREFIX_LEN, LOCAL_MACS_MAX, ListenKey,
-    NAME_HASH_SEED, QNAME_MAX, QNAME_WORDS, QTYPE_A, QTYPE_AAAA, ViewKey, name_hash_step,
+    LISTEN_IN_TRIE, LISTEN_INLINE, LISTEN_PREFIX_LEN, LOCAL_MACS_MAX, ListenKey, NAME_HASH_SEED,
+    ProgramConfig, QNAME_MAX, QNAME_WORDS, QTYPE_A, QTYPE_AAAA, ViewKey, name_hash_step,
 };
 
 use crate::{
@@ -84,7 +84,7 @@ impl Client {
 pub fn client(
     ctx: &XdpContext,
     q: &Query,
-    config: &Config,
+    config: &ProgramConfig,
     client: &mut Client,
 ) -> Result<(), Miss> {
     let key = &mut client.key;
@@ -175,7 +175,7 @@ fn check_macs(ctx: &XdpContext) -> Result<(), Miss> {
 
 /// Whether we serve the destination address (IPv4-mapped, as two native words).
 #[inline(always)]
-fn listened(config: &Config, hi: u64, lo: u64) -> bool {
+fn listened(config: &ProgramConfig, hi: u64, lo: u64) -> bool {
     let Some(set) = LISTEN_SET.get(config.generation & 1) else {
         return false;
     };
@@ -249,7 +249,11 @@ fn byte_index(bit: u64) -> usize {
 /// Validates the frame down to the end of the DNS message and leaves the lower-cased question
 /// name in `scratch`. Anything not exactly a plain A/AAAA query to us is a miss.
 #[inline(always)]
-pub fn query(ctx: &XdpContext, config: &Config, scratch: &mut Scratch) -> Result<Query, Miss> {
+pub fn query(
+    ctx: &XdpContext,
+    config: &ProgramConfig,
+    scratch: &mut Scratch,
+) -> Result<Query, Miss> {
     let eth = ptr_at::<EthHdr>(ctx, 0, Miss::NotIp)?;
     // SAFETY (every load of a header below): bounds-checked by `ptr_at`.
     let mut ethertype = be16(unsafe { ld::<u16>(&raw const (*eth).ethertype) }.to_ne_bytes());

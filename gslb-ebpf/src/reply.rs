@@ -8,7 +8,7 @@ use aya_ebpf::{
     programs::XdpContext,
 };
 use gslb_common::{
-    ANSWER_ROTATE, AnswerSet, Config, MAX_ADDRS, OPT_RR_LEN, QTYPE_AAAA, RR_MAX_LEN,
+    ANSWER_ROTATE, AnswerSet, MAX_ADDRS, OPT_RR_LEN, ProgramConfig, QTYPE_AAAA, RR_MAX_LEN,
 };
 
 use crate::{
@@ -68,7 +68,7 @@ fn below(x: u64, n: u64) -> u64 {
 pub fn reply(
     ctx: &XdpContext,
     q: &Query,
-    config: &Config,
+    config: &ProgramConfig,
     set: &AnswerSet,
     slip: bool,
 ) -> Result<u32, Miss> {

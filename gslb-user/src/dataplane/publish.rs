@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use aya::maps::{Array, HashMap, LpmTrie, Map, MapData, lpm_trie::Key};
 use gslb_common::{
-    ANSWER_BY_RTT, AnswerKey, AnswerSet, Config, DomainKey, DomainValue, ListenKey, ListenSet,
-    QNAME_MAX, RRL_CONFIG_MAP, RTT_VIEW_BIT, RrlConfig, ViewKey, ViewValue, maps, name_hash,
+    ANSWER_BY_RTT, AnswerKey, AnswerSet, DomainKey, DomainValue, ListenKey, ListenSet,
+    ProgramConfig, QNAME_MAX, RRL_CONFIG_MAP, RTT_VIEW_BIT, RrlConfig, ViewKey, ViewValue, maps,
+    name_hash,
 };
 use tracing::warn;
 
@@ -29,7 +30,7 @@ const GENERATION_GRACE: std::time::Duration = std::time::Duration::from_millis(1
 
 /// The fast path's answer tables.
 pub struct AnswerTable {
-    pub(super) config: Array<MapData, Config>,
+    pub(super) config: Array<MapData, ProgramConfig>,
     /// `RRL_CONFIG`: rewritten by every publish (not pinned: each program has its own).
     pub(super) rrl: Array<MapData, RrlConfig>,
     pub(super) listen: LpmTrie<MapData, ListenKey, u8>,
@@ -239,7 +240,7 @@ impl AnswerTable {
             RrlConfig::default()
         };
         self.rrl.set(0, &rrl, 0).map_err(map_err(RRL_CONFIG_MAP))?;
-        let config = Config {
+        let config = ProgramConfig {
             generation,
             dns_port: snapshot.dns_port,
             edns_udp_size: snapshot.edns_udp_size,
