@@ -19,8 +19,9 @@ const DEFAULT_DNS_PORT: u16 = 53;
 const DEFAULT_EDNS_UDP_SIZE: u16 = 1232;
 const EDNS_UDP_SIZE_RANGE: RangeInclusive<i64> = 512..=4096;
 const DEFAULT_PIN_PATH: &str = "/sys/fs/bpf/gslb";
-/// Default of `server.state_file`: in the unit's `StateDirectory=gslb`.
-const DEFAULT_STATE_FILE: &str = "/var/lib/gslb/admin-state";
+/// Default of `server.state_file`: in the unit's `StateDirectory=gslb`, a directory gslbd owns
+/// (given to `server.user` at start, [`crate::privilege::give_state_dir`]).
+pub const DEFAULT_STATE_FILE: &str = "/var/lib/gslb/admin-state";
 
 /// `[server]`: where and how DNS is served.
 #[derive(Debug, Clone, PartialEq, Eq)]
