@@ -1,12 +1,14 @@
-//! `gslbctl show services|sites|domains`: what the controller holds now (as of its last
-//! republish, [`WorldStatus`]), as aligned text tables for the control socket.
+//! `gslbctl show services|sites|domains|mep`: what the controller holds now (as of its last
+//! republish, [`WorldStatus`]), as aligned text tables for the control socket. (`show rtt` is
+//! the RTT table `ldns` prints, answered by the control socket from the RTT task.)
 
-use super::status::WorldStatus;
+use super::status::{MepStatus, WorldStatus};
 
 /// What `show` can show.
-pub const TABLES: [&str; 3] = ["services", "sites", "domains"];
+pub const TABLES: [&str; 5] = ["services", "sites", "domains", "mep", "rtt"];
 
-/// The table `what` of `status`; `None` for anything but [`TABLES`].
+/// The table `what` of `status`; `None` for anything but [`TABLES`] and for `rtt` (not in
+/// `status`).
 pub fn table(what: &str, status: &WorldStatus) -> Option<String> {
     let rows: Vec<Vec<String>> = match what {
         "services" => {
@@ -72,9 +74,47 @@ pub fn table(what: &str, status: &WorldStatus) -> Option<String> {
             }
             rows
         }
+        "mep" => return Some(mep(status.mep.as_ref())),
         _ => return None,
     };
     Some(align(&rows))
+}
+
+/// The MEP links (state, negotiated version, last error), then each site's reachability and,
+/// for the children this parent adopted, the parent they came from.
+fn mep(mep: Option<&MepStatus>) -> String {
+    let Some(mep) = mep else {
+        return "MEP is off (it needs [mep] and server.site)\n".to_owned();
+    };
+    let mut links = vec![cells(&["PEER", "LINK", "VERSION", "LAST_ERROR"])];
+    links.extend(mep.links.iter().map(|l| {
+        vec![
+            l.peer.clone(),
+            if l.up { "up" } else { "down" }.to_owned(),
+            l.version.map_or("-".to_owned(), |v| v.to_string()),
+            // One line per row: an error's own line breaks would split it.
+            l.last_error.as_deref().map_or("-".to_owned(), |e| {
+                e.split_whitespace().collect::<Vec<_>>().join(" ")
+            }),
+        ]
+    }));
+    let mut sites = vec![cells(&["SITE", "MEP", "HELD_BY"])];
+    sites.extend(mep.sites.iter().map(|s| {
+        vec![
+            s.name.clone(),
+            if s.reachable {
+                "reachable"
+            } else {
+                "unreachable"
+            }
+            .to_owned(),
+            match mep.adopted.get(&s.name) {
+                Some(parent) => format!("this gslbd (adopted from {parent})"),
+                None => "-".to_owned(),
+            },
+        ]
+    }));
+    format!("{}\n{}", align(&links), align(&sites))
 }
 
 fn cells(names: &[&str]) -> Vec<String> {
@@ -106,7 +146,7 @@ fn align(rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admin::status::{ServiceStatus, SiteStatus};
+    use crate::admin::status::{MepLink, MepSite, ServiceStatus, SiteStatus};
 
     #[test]
     fn columns_align_and_unknown_tables_are_none() {
@@ -138,6 +178,55 @@ mod tests {
             table("sites", &status).unwrap(),
             "SITE  ADMIN    SERVICES_UP  MEP\ndc    enabled  0/1          -\n"
         );
-        assert_eq!(table("mep", &status), None);
+        assert_eq!(table("rtt", &status), None);
+        assert_eq!(table("routes", &status), None);
+        assert_eq!(
+            table("mep", &status).unwrap(),
+            "MEP is off (it needs [mep] and server.site)\n"
+        );
+    }
+
+    #[test]
+    fn the_mep_table_shows_links_and_adopted_children() {
+        let status = WorldStatus {
+            mep: Some(MepStatus {
+                links: vec![
+                    MepLink {
+                        peer: "p2".into(),
+                        up: true,
+                        version: Some(2),
+                        last_error: None,
+                    },
+                    MepLink {
+                        peer: "c1".into(),
+                        up: false,
+                        version: None,
+                        last_error: Some("connect:\nrefused".into()),
+                    },
+                ],
+                sites: vec![
+                    MepSite {
+                        name: "c1".into(),
+                        reachable: false,
+                    },
+                    MepSite {
+                        name: "c2".into(),
+                        reachable: true,
+                    },
+                ],
+                adopted: [("c2".to_owned(), "p2".to_owned())].into(),
+            }),
+            ..WorldStatus::default()
+        };
+        assert_eq!(
+            table("mep", &status).unwrap(),
+            "PEER  LINK  VERSION  LAST_ERROR\n\
+             p2    up    2        -\n\
+             c1    down  -        connect: refused\n\
+             \n\
+             SITE  MEP          HELD_BY\n\
+             c1    unreachable  -\n\
+             c2    reachable    this gslbd (adopted from p2)\n"
+        );
     }
 }

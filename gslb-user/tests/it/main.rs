@@ -30,6 +30,7 @@ mod mep;
 mod mep_config;
 mod mep_daemon;
 mod mep_identity;
+mod mep_show;
 mod persist_daemon;
 mod persistence;
 mod probe;

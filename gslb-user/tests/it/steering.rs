@@ -579,11 +579,15 @@ prefixes = ["10.0.0.0/8"]
         domains[4],
         row(&["hash.example.com", "enabled", "lab", "web2"])
     );
-    let refused = steer(&ctl, "show mep").await.unwrap_err();
+    assert_eq!(
+        steer(&ctl, "show mep").await.unwrap(),
+        "MEP is off (it needs [mep] and server.site)\n"
+    );
+    let refused = steer(&ctl, "show routes").await.unwrap_err();
     assert!(
         refused
             .to_string()
-            .starts_with("unknown request \"show mep\""),
+            .starts_with("unknown request \"show routes\""),
         "{refused}"
     );
     gslbd.stop().await;
