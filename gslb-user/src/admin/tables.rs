@@ -25,6 +25,8 @@ pub fn table(what: &str, status: &WorldStatus) -> Option<String> {
                 "WEIGHT",
                 "CONNECTIONS",
                 "BANDWIDTH_KBPS",
+                "SINCE",
+                "WHY",
             ])];
             rows.extend(status.services.iter().map(|s| {
                 vec![
@@ -35,6 +37,8 @@ pub fn table(what: &str, status: &WorldStatus) -> Option<String> {
                     s.weight.to_string(),
                     load(s.connections),
                     load(s.bandwidth_kbps),
+                    s.last_change_unix_s.map_or("-".to_owned(), utc),
+                    s.why.split_whitespace().collect::<Vec<_>>().join(" "),
                 ]
             }));
             rows
@@ -117,6 +121,27 @@ fn mep(mep: Option<&MepStatus>) -> String {
     format!("{}\n{}", align(&links), align(&sites))
 }
 
+/// `unix_s` as `YYYY-MM-DDTHH:MM:SSZ` (UTC; the civil-from-days algorithm of
+/// H. Hinnant's "chrono-Compatible Low-Level Date Algorithms").
+fn utc(unix_s: u64) -> String {
+    let (days, secs) = (unix_s / 86_400, unix_s % 86_400);
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
 fn cells(names: &[&str]) -> Vec<String> {
     names.iter().map(|&n| n.to_owned()).collect()
 }
@@ -159,6 +184,8 @@ mod tests {
                 weight: 3,
                 connections: None,
                 bandwidth_kbps: Some(u64::MAX),
+                why: "disabled by the operator".into(),
+                last_change_unix_s: Some(1_764_619_535),
             }],
             sites: vec![SiteStatus {
                 name: "dc".into(),
@@ -171,8 +198,8 @@ mod tests {
         };
         assert_eq!(
             table("services", &status).unwrap(),
-            "SERVICE        SITE  STATE  ADMIN     WEIGHT  CONNECTIONS  BANDWIDTH_KBPS\n\
-             web-long-name  dc    down   disabled  3       unknown      full\n"
+            "SERVICE        SITE  STATE  ADMIN     WEIGHT  CONNECTIONS  BANDWIDTH_KBPS  SINCE                 WHY\n\
+             web-long-name  dc    down   disabled  3       unknown      full            2025-12-01T20:05:35Z  disabled by the operator\n"
         );
         assert_eq!(
             table("sites", &status).unwrap(),
@@ -184,6 +211,14 @@ mod tests {
             table("mep", &status).unwrap(),
             "MEP is off (it needs [mep] and server.site)\n"
         );
+    }
+
+    #[test]
+    fn times_are_utc() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(utc(1_764_619_535), "2025-12-01T20:05:35Z");
+        assert_eq!(utc(4_107_542_399), "2100-02-28T23:59:59Z");
     }
 
     #[test]

@@ -57,8 +57,8 @@ enum Command {
         #[command(subcommand)]
         action: Steer,
     },
-    /// Tables of what gslbd holds now: services (up/down, admin state, weight, load), sites
-    /// (admin state, services up, MEP reachability), domains (per static view, the services
+    /// Tables of what gslbd holds now: services (up/down, admin state, weight, load, since
+    /// when and why), sites (admin state, services up, MEP reachability), domains (per static view, the services
     /// its answers draw from, or its fallback), mep (each link's state, protocol version and
     /// last error; each site's reachability and the children this parent adopted) or rtt (the
     /// RTT table, as `ldns`).

@@ -41,6 +41,7 @@ mod rtt_feed;
 mod rtt_flood;
 mod rtt_world;
 mod server;
+mod show_services;
 mod steering;
 mod supervise;
 mod xdp_fuzz;

@@ -549,9 +549,16 @@ prefixes = ["10.0.0.0/8"]
     assert_eq!(
         rows(&services),
         [
-            row(&["web1", "dc1", "down", "disabled", "1", "0", "0"]),
-            row(&["web2", "dc1", "up", "enabled", "1", "0", "0"]),
-            row(&["web3", "dc2", "up", "enabled", "1", "0", "0"]),
+            row(&[
+                "web1", "dc1", "down", "disabled", "1", "0", "0", "-", "disabled", "by", "the",
+                "operator"
+            ]),
+            row(&[
+                "web2", "dc1", "up", "enabled", "1", "0", "0", "-", "no", "monitor"
+            ]),
+            row(&[
+                "web3", "dc2", "up", "enabled", "1", "0", "0", "-", "no", "monitor"
+            ]),
         ]
     );
     let domains = rows(&steer(&ctl, "show domains").await.unwrap());

@@ -429,6 +429,8 @@ fn every_section_of_the_exposition_is_valid() {
             weight: 1,
             connections: None,
             bandwidth_kbps: Some(u64::MAX),
+            why: "no monitor".into(),
+            last_change_unix_s: None,
         }],
         domains: vec![DomainStatus {
             name: "www.example.com".into(),
