@@ -202,6 +202,8 @@ pub struct MepLink {
     pub version: Option<u8>,
     /// Why it last went down or failed to come up.
     pub last_error: Option<String>,
+    /// Its kind: one of `CloseReason::as_str`'s fixed set (`gslb_mep_link_last_error_info`).
+    pub last_reason: Option<&'static str>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -271,6 +273,7 @@ impl WorldStatus {
                     up: l.up,
                     version: l.version,
                     last_error: l.last_error.clone(),
+                    last_reason: l.last_reason.map(crate::mep::session::CloseReason::as_str),
                 })
                 .collect(),
             sites: view

@@ -231,12 +231,14 @@ mod tests {
                         up: true,
                         version: Some(2),
                         last_error: None,
+                        last_reason: None,
                     },
                     MepLink {
                         peer: "c1".into(),
                         up: false,
                         version: None,
                         last_error: Some("connect:\nrefused".into()),
+                        last_reason: Some("connect_failed"),
                     },
                 ],
                 sites: vec![
