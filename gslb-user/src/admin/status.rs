@@ -210,6 +210,9 @@ pub struct MepLink {
 pub struct MepSite {
     pub name: String,
     pub reachable: bool,
+    /// The link its state came through: itself when linked directly, else the parent that
+    /// holds it.
+    pub via: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -282,6 +285,7 @@ impl WorldStatus {
                 .map(|(name, s)| MepSite {
                     name: name.clone(),
                     reachable: s.reachable,
+                    via: s.via.clone(),
                 })
                 .collect(),
             adopted: view.adopted.clone(),

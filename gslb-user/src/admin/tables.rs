@@ -84,8 +84,9 @@ pub fn table(what: &str, status: &WorldStatus) -> Option<String> {
     Some(align(&rows))
 }
 
-/// The MEP links (state, negotiated version, last error), then each site's reachability and,
-/// for the children this parent adopted, the parent they came from.
+/// The MEP links (state, negotiated version, last error), then each site's reachability, the
+/// link its state comes through (`direct`, or the parent holding it) and, for the children
+/// this parent adopted, the parent they came from.
 fn mep(mep: Option<&MepStatus>) -> String {
     let Some(mep) = mep else {
         return "MEP is off (it needs [mep] and server.site)\n".to_owned();
@@ -102,7 +103,7 @@ fn mep(mep: Option<&MepStatus>) -> String {
             }),
         ]
     }));
-    let mut sites = vec![cells(&["SITE", "MEP", "HELD_BY"])];
+    let mut sites = vec![cells(&["SITE", "MEP", "VIA", "ADOPTED_FROM"])];
     sites.extend(mep.sites.iter().map(|s| {
         vec![
             s.name.clone(),
@@ -112,10 +113,15 @@ fn mep(mep: Option<&MepStatus>) -> String {
                 "unreachable"
             }
             .to_owned(),
-            match mep.adopted.get(&s.name) {
-                Some(parent) => format!("this gslbd (adopted from {parent})"),
+            match &s.via {
+                Some(via) if *via == s.name => "direct".to_owned(),
+                Some(via) => via.clone(),
                 None => "-".to_owned(),
             },
+            mep.adopted
+                .get(&s.name)
+                .cloned()
+                .unwrap_or_else(|| "-".to_owned()),
         ]
     }));
     format!("{}\n{}", align(&links), align(&sites))
@@ -245,10 +251,17 @@ mod tests {
                     MepSite {
                         name: "c1".into(),
                         reachable: false,
+                        via: None,
                     },
                     MepSite {
                         name: "c2".into(),
                         reachable: true,
+                        via: Some("c2".into()),
+                    },
+                    MepSite {
+                        name: "c3".into(),
+                        reachable: true,
+                        via: Some("p2".into()),
                     },
                 ],
                 adopted: [("c2".to_owned(), "p2".to_owned())].into(),
@@ -261,9 +274,10 @@ mod tests {
              p2    up    2        -\n\
              c1    down  -        connect: refused\n\
              \n\
-             SITE  MEP          HELD_BY\n\
-             c1    unreachable  -\n\
-             c2    reachable    this gslbd (adopted from p2)\n"
+             SITE  MEP          VIA     ADOPTED_FROM\n\
+             c1    unreachable  -       -\n\
+             c2    reachable    direct  p2\n\
+             c3    reachable    p2      -\n"
         );
     }
 }

@@ -88,7 +88,7 @@ async fn show_mep_and_rtt_follow_the_peer() {
         .unwrap();
     answer_set_becomes(dns, &[WEB1, WEB2], "p2's web2 UP over MEP").await;
 
-    // Up, with the negotiated version; p2 reachable, held by nobody here.
+    // Up, with the negotiated version; p2 reachable, linked directly, adopted by nobody.
     until("p2's link up in show mep", async || {
         link_row(&show("mep").await, "p2")
             .is_some_and(|(l, v, _)| l == "up" && v.parse::<u8>().is_ok())
@@ -99,7 +99,7 @@ async fn show_mep_and_rtt_follow_the_peer() {
     assert!(
         sites
             .lines()
-            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["p2", "reachable", "-"]),
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["p2", "reachable", "direct", "-"]),
         "{table}"
     );
 

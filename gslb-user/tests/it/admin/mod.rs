@@ -449,6 +449,7 @@ fn every_section_of_the_exposition_is_valid() {
             sites: vec![MepSite {
                 name: "dc2".into(),
                 reachable: false,
+                via: None,
             }],
             adopted: [("child".to_owned(), "dc3".to_owned())].into(),
         }),
