@@ -58,7 +58,10 @@ pub struct Server {
     /// `state_file` (absolute; default `/var/lib/gslb/admin-state`, the unit's state directory): where gslbd keeps the admin
     /// state (`gslbctl service|site|domain disable`, `crate::steering`), written (a temporary
     /// file beside it, then a rename) on every change and read at start, so that a disabled
-    /// service stays disabled across restarts. Changes need a restart.
+    /// service stays disabled across restarts. With `user`, its directory must be the user's:
+    /// gslbd gives it to the user at start when it is gslbd's own (the default's, or one it
+    /// makes), and refuses to start when it is another the user may not write in. Changes need
+    /// a restart.
     pub state_file: PathBuf,
 }
 

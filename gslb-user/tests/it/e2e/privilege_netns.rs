@@ -252,15 +252,18 @@ fn runs_as_nobody(xdp: bool) {
         BACKEND.parse::<SocketAddr>().unwrap(),
     );
     let gslbd = env!("CARGO_BIN_EXE_gslbd");
-    let cmd = if xdp {
-        lab.with_control(gslbd)
-    } else {
-        let mut cmd = lab.nsenter(&lab.server_ns, Path::new(gslbd));
-        cmd.arg("--config").arg(&lab.config).arg("--no-xdp");
-        cmd.arg("--control").arg(&lab.control);
-        cmd
+    let start = |lab: &mut GslbdLab| {
+        let cmd = if xdp {
+            lab.with_control(gslbd)
+        } else {
+            let mut cmd = lab.nsenter(&lab.server_ns, Path::new(gslbd));
+            cmd.arg("--config").arg(&lab.config).arg("--no-xdp");
+            cmd.arg("--control").arg(&lab.control);
+            cmd
+        };
+        lab.start(cmd)
     };
-    let pid = lab.start(cmd);
+    let pid = start(&mut lab);
 
     let threads = assert_dropped(pid, &nobody, &expected(xdp, &nobody));
     assert!(
@@ -307,17 +310,6 @@ fn runs_as_nobody(xdp: bool) {
     }
 
     // The next start (nobody's directory now) keeps spare out, and saves again.
-    let start = |lab: &mut GslbdLab| {
-        let cmd = if xdp {
-            lab.with_control(gslbd)
-        } else {
-            let mut cmd = lab.nsenter(&lab.server_ns, Path::new(gslbd));
-            cmd.arg("--config").arg(&lab.config).arg("--no-xdp");
-            cmd.arg("--control").arg(&lab.control);
-            cmd
-        };
-        lab.start(cmd)
-    };
     let pid = start(&mut lab);
     wait_for(&lab, "spare still disabled after the restart", |a, _| {
         *a == set(&["198.51.100.30"])
