@@ -11,8 +11,8 @@
 //! - `service|site|domain disable|enable NAME`: takes a service, every service of a site, or a
 //!   domain out of the answers, or puts it back (`crate::steering`); the reply comes once the
 //!   answers without (or with) it are published;
-//! - `show services|sites|domains`: tables of what the controller holds as of its last
-//!   republish (`crate::admin::tables`).
+//! - `show services|sites|domains|mep`: tables of what the controller holds as of its last
+//!   republish (`crate::admin::tables`); `show rtt` is `ldns`'s table.
 //!
 //! The reply's first line is `ok`, followed by the body, or `error: <reason>`; then the server
 //! closes the connection. The socket is made mode 0600: a reload is for root only.
@@ -256,7 +256,7 @@ async fn serve_connection(stream: UnixStream, state: &ControlState) -> io::Resul
 #[non_exhaustive]
 pub enum ControlRequestError {
     #[error(
-        "unknown request {request:?} (reload, ldns, stats, show services|sites|domains, or service|site|domain disable|enable NAME)"
+        "unknown request {request:?} (reload, ldns, stats, show services|sites|domains|mep|rtt, or service|site|domain disable|enable NAME)"
     )]
     UnknownRequest { request: String },
     #[error("no {target} {name:?} in the running configuration")]
@@ -312,7 +312,8 @@ async fn handle(request: &str, state: &ControlState) -> Result<String, ControlRe
                 }),
             }
         }
-        "ldns" => {
+        // `show rtt` is the same table, named with the other `show`s.
+        "ldns" | "show rtt" => {
             let handle = rtt_handle(state)?;
             Ok(format_report(&handle.report()))
         }
@@ -540,7 +541,7 @@ mod tests {
         });
         let t = Duration::from_secs(10);
         // (request, reply)
-        let table: [(&str, Result<&str, &str>); 5] = [
+        let table: [(&str, Result<&str, &str>); 6] = [
             (
                 "reload",
                 Err(
@@ -563,10 +564,11 @@ mod tests {
                 ),
             ),
             ("ldns", Err("RTT probing is off")),
+            ("show rtt", Err("RTT probing is off")),
             (
                 "shutdown",
                 Err(
-                    "unknown request \"shutdown\" (reload, ldns, stats, show services|sites|domains, or",
+                    "unknown request \"shutdown\" (reload, ldns, stats, show services|sites|domains|mep|rtt, or",
                 ),
             ),
         ];

@@ -155,6 +155,17 @@ pub enum PrivilegeError {
         what: &'static str,
         source: io::Error,
     },
+    #[error(
+        "server.state_file: {user:?} may not write in {dir}, and gslbd gives a directory to its user \
+         only when it made it or it is {default} (the unit's StateDirectory): chown {dir} to \
+         {user:?}, or point server.state_file into a directory that does not exist yet or that \
+         {user:?} may write in"
+    )]
+    StateDir {
+        dir: std::path::PathBuf,
+        user: String,
+        default: std::path::PathBuf,
+    },
     #[error("giving {path} to {user:?}")]
     Chown {
         path: std::path::PathBuf,
@@ -171,6 +182,54 @@ fn check(what: &'static str, rc: libc::c_long) -> Result<(), PrivilegeError> {
         });
     }
     Ok(())
+}
+
+/// Makes the directory of `state_file` (the admin state, `server.state_file`) writable by
+/// `user`, who saves it there after the drop (a temporary file renamed over). gslbd gives away
+/// only a directory that is its own: one it makes now (it did not exist), or `default`'s (the
+/// unit's `StateDirectory=`, made by systemd for gslbd). Any other directory the user may not
+/// write in is refused: chowning an operator's directory (`/etc`, `/tmp`...) would hand the
+/// user far more than the state file.
+pub fn give_state_dir(
+    state_file: &Path,
+    default: &Path,
+    user: &User,
+) -> Result<(), PrivilegeError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let dir = state_file.parent().unwrap_or(Path::new("/"));
+    let failed = |source| PrivilegeError::Chown {
+        path: dir.into(),
+        user: user.name.clone(),
+        source,
+    };
+    let chown = || std::os::unix::fs::chown(dir, Some(user.uid), Some(user.gid)).map_err(failed);
+    match std::fs::metadata(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o750)
+                .create(dir)
+                .map_err(failed)?;
+            chown()
+        }
+        Err(e) => Err(failed(e)),
+        Ok(meta) if writable_by(meta.uid(), meta.gid(), meta.mode(), user) => Ok(()),
+        Ok(_) if Some(dir) == default.parent() => chown(),
+        Ok(_) => Err(PrivilegeError::StateDir {
+            dir: dir.into(),
+            user: user.name.clone(),
+            default: default.parent().unwrap_or(default).into(),
+        }),
+    }
+}
+
+/// Whether `user` may create and rename files in a directory of this owner and mode. A sticky
+/// world-writable one (`/tmp`) is not enough: the rename over a file another user left fails.
+fn writable_by(uid: u32, gid: u32, mode: u32, user: &User) -> bool {
+    let sticky = mode & 0o1000 != 0;
+    (uid == user.uid && mode & 0o300 == 0o300)
+        || (gid == user.gid && mode & 0o030 == 0o030 && !sticky)
+        || (mode & 0o003 == 0o003 && !sticky)
 }
 
 /// Gives `dir` (the pin directory) and the pins in it to `user`: it removes the pins on exit
@@ -357,6 +416,22 @@ mod tests {
         assert!(!release_at_least("6.1.0-18-amd64", 6, 5));
         assert!(!release_at_least("5.15.0-91-generic", 6, 5));
         assert!(!release_at_least("garbage", 6, 5));
+    }
+
+    #[test]
+    fn a_state_directory_is_writable_by_its_owner_or_a_shared_group() {
+        let user = User {
+            name: "gslb".into(),
+            uid: 100,
+            gid: 200,
+        };
+        assert!(writable_by(100, 0, 0o700, &user));
+        assert!(!writable_by(100, 0, 0o500, &user));
+        assert!(!writable_by(0, 0, 0o755, &user));
+        assert!(writable_by(0, 200, 0o770, &user));
+        assert!(!writable_by(0, 200, 0o1770, &user));
+        assert!(!writable_by(0, 0, 0o1777, &user), "/tmp");
+        assert!(writable_by(0, 0, 0o777, &user));
     }
 
     #[test]

@@ -292,6 +292,20 @@ pub fn render(status: &Status) -> String {
             out.sample("gslb_mep_link_up", &[("peer", &l.peer)], u64::from(l.up));
         }
         out.family(
+            "gslb_mep_link_last_error_info",
+            "gauge",
+            "1 for the kind of error the MEP link to the peer last went down or failed to come up with (the text is in /status).",
+        );
+        for l in &m.links {
+            if let Some(reason) = l.last_reason {
+                out.sample(
+                    "gslb_mep_link_last_error_info",
+                    &[("peer", &l.peer), ("reason", reason)],
+                    1,
+                );
+            }
+        }
+        out.family(
             "gslb_mep_site_reachable",
             "gauge",
             "1 while a live MEP path reaches the site.",

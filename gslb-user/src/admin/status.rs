@@ -12,7 +12,10 @@ use std::{collections::BTreeMap, sync::Arc};
 use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::{health::load::UNKNOWN_LOAD, world::World};
+use crate::{
+    health::{ServiceHealth, load::UNKNOWN_LOAD},
+    world::World,
+};
 
 /// Everything `/status` shows and `/metrics` exposes.
 #[derive(Debug, Serialize)]
@@ -144,6 +147,43 @@ pub struct ServiceStatus {
     /// As `connections`, for bandwidth (kbit/s); `u64::MAX` for a service whose link is over
     /// its threshold.
     pub bandwidth_kbps: Option<u64>,
+    /// What decides `up` ([`why`]).
+    pub why: String,
+    /// When this site's monitors last changed its state (Unix seconds); `None` while it is in
+    /// its first state, and for a service no monitor here checks.
+    pub last_change_unix_s: Option<u64>,
+}
+
+/// Why a service is up or down, in the order [`World::service_states`] decides: the operator,
+/// then this site's monitors (the first one down, with its last error), then the service's
+/// site over MEP, else nothing (no monitor: up).
+fn why(world: &World, service: &crate::config::Service, health: Option<&ServiceHealth>) -> String {
+    if !world.admin.service_enabled(service) {
+        return "disabled by the operator".to_owned();
+    }
+    if let Some(h) = health.filter(|h| !h.monitors.is_empty()) {
+        if h.up {
+            return "monitors up".to_owned();
+        }
+        return match h.monitors.iter().find(|m| !m.up) {
+            Some(m) => match m.last.as_ref().and_then(|c| c.error.as_deref()) {
+                Some(error) => format!("monitor {} down: {error}", m.name),
+                None => format!("monitor {} down", m.name),
+            },
+            None => "monitors down".to_owned(),
+        };
+    }
+    let remote = world
+        .local_site
+        .as_deref()
+        .is_some_and(|here| here != service.site);
+    match (&world.mep, remote) {
+        (Some(view), true) => match view.sites.get(&service.site) {
+            Some(site) if site.reachable => format!("reported by site {}", service.site),
+            _ => format!("site {} unreachable over MEP", service.site),
+        },
+        _ => "no monitor".to_owned(),
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -162,12 +202,17 @@ pub struct MepLink {
     pub version: Option<u8>,
     /// Why it last went down or failed to come up.
     pub last_error: Option<String>,
+    /// Its kind: one of `CloseReason::as_str`'s fixed set (`gslb_mep_link_last_error_info`).
+    pub last_reason: Option<&'static str>,
 }
 
 #[derive(Clone, Debug, Serialize)]
 pub struct MepSite {
     pub name: String,
     pub reachable: bool,
+    /// The link its state came through: itself when linked directly, else the parent that
+    /// holds it.
+    pub via: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -200,6 +245,7 @@ pub struct WorldStatus {
 impl WorldStatus {
     pub fn of(world: &World) -> WorldStatus {
         let load = |v: u64| (v != UNKNOWN_LOAD).then_some(v);
+        let health = world.health.snapshot();
         let services: Vec<ServiceStatus> = world
             .config
             .services
@@ -213,6 +259,12 @@ impl WorldStatus {
                 weight: s.weight,
                 connections: load(state.connections),
                 bandwidth_kbps: load(state.bandwidth.kbps()),
+                why: why(world, s, health.get(&s.name)),
+                last_change_unix_s: health
+                    .get(&s.name)
+                    .and_then(|h| h.last_change)
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map(|d| d.as_secs()),
             })
             .collect();
         let mep = world.mep.as_ref().map(|view| MepStatus {
@@ -224,6 +276,7 @@ impl WorldStatus {
                     up: l.up,
                     version: l.version,
                     last_error: l.last_error.clone(),
+                    last_reason: l.last_reason.map(crate::mep::session::CloseReason::as_str),
                 })
                 .collect(),
             sites: view
@@ -232,6 +285,7 @@ impl WorldStatus {
                 .map(|(name, s)| MepSite {
                     name: name.clone(),
                     reachable: s.reachable,
+                    via: s.via.clone(),
                 })
                 .collect(),
             adopted: view.adopted.clone(),

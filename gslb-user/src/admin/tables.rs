@@ -1,12 +1,14 @@
-//! `gslbctl show services|sites|domains`: what the controller holds now (as of its last
-//! republish, [`WorldStatus`]), as aligned text tables for the control socket.
+//! `gslbctl show services|sites|domains|mep`: what the controller holds now (as of its last
+//! republish, [`WorldStatus`]), as aligned text tables for the control socket. (`show rtt` is
+//! the RTT table `ldns` prints, answered by the control socket from the RTT task.)
 
-use super::status::WorldStatus;
+use super::status::{MepStatus, WorldStatus};
 
 /// What `show` can show.
-pub const TABLES: [&str; 3] = ["services", "sites", "domains"];
+pub const TABLES: [&str; 5] = ["services", "sites", "domains", "mep", "rtt"];
 
-/// The table `what` of `status`; `None` for anything but [`TABLES`].
+/// The table `what` of `status`; `None` for anything but [`TABLES`] and for `rtt` (not in
+/// `status`).
 pub fn table(what: &str, status: &WorldStatus) -> Option<String> {
     let rows: Vec<Vec<String>> = match what {
         "services" => {
@@ -23,6 +25,8 @@ pub fn table(what: &str, status: &WorldStatus) -> Option<String> {
                 "WEIGHT",
                 "CONNECTIONS",
                 "BANDWIDTH_KBPS",
+                "SINCE",
+                "WHY",
             ])];
             rows.extend(status.services.iter().map(|s| {
                 vec![
@@ -33,6 +37,8 @@ pub fn table(what: &str, status: &WorldStatus) -> Option<String> {
                     s.weight.to_string(),
                     load(s.connections),
                     load(s.bandwidth_kbps),
+                    s.last_change_unix_s.map_or("-".to_owned(), utc),
+                    s.why.split_whitespace().collect::<Vec<_>>().join(" "),
                 ]
             }));
             rows
@@ -72,9 +78,74 @@ pub fn table(what: &str, status: &WorldStatus) -> Option<String> {
             }
             rows
         }
+        "mep" => return Some(mep(status.mep.as_ref())),
         _ => return None,
     };
     Some(align(&rows))
+}
+
+/// The MEP links (state, negotiated version, last error), then each site's reachability, the
+/// link its state comes through (`direct`, or the parent holding it) and, for the children
+/// this parent adopted, the parent they came from.
+fn mep(mep: Option<&MepStatus>) -> String {
+    let Some(mep) = mep else {
+        return "MEP is off (it needs [mep] and server.site)\n".to_owned();
+    };
+    let mut links = vec![cells(&["PEER", "LINK", "VERSION", "LAST_ERROR"])];
+    links.extend(mep.links.iter().map(|l| {
+        vec![
+            l.peer.clone(),
+            if l.up { "up" } else { "down" }.to_owned(),
+            l.version.map_or("-".to_owned(), |v| v.to_string()),
+            // One line per row: an error's own line breaks would split it.
+            l.last_error.as_deref().map_or("-".to_owned(), |e| {
+                e.split_whitespace().collect::<Vec<_>>().join(" ")
+            }),
+        ]
+    }));
+    let mut sites = vec![cells(&["SITE", "MEP", "VIA", "ADOPTED_FROM"])];
+    sites.extend(mep.sites.iter().map(|s| {
+        vec![
+            s.name.clone(),
+            if s.reachable {
+                "reachable"
+            } else {
+                "unreachable"
+            }
+            .to_owned(),
+            match &s.via {
+                Some(via) if *via == s.name => "direct".to_owned(),
+                Some(via) => via.clone(),
+                None => "-".to_owned(),
+            },
+            mep.adopted
+                .get(&s.name)
+                .cloned()
+                .unwrap_or_else(|| "-".to_owned()),
+        ]
+    }));
+    format!("{}\n{}", align(&links), align(&sites))
+}
+
+/// `unix_s` as `YYYY-MM-DDTHH:MM:SSZ` (UTC; the civil-from-days algorithm of
+/// H. Hinnant's "chrono-Compatible Low-Level Date Algorithms").
+fn utc(unix_s: u64) -> String {
+    let (days, secs) = (unix_s / 86_400, unix_s % 86_400);
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
 }
 
 fn cells(names: &[&str]) -> Vec<String> {
@@ -106,7 +177,7 @@ fn align(rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admin::status::{ServiceStatus, SiteStatus};
+    use crate::admin::status::{MepLink, MepSite, ServiceStatus, SiteStatus};
 
     #[test]
     fn columns_align_and_unknown_tables_are_none() {
@@ -119,6 +190,8 @@ mod tests {
                 weight: 3,
                 connections: None,
                 bandwidth_kbps: Some(u64::MAX),
+                why: "disabled by the operator".into(),
+                last_change_unix_s: Some(1_764_619_535),
             }],
             sites: vec![SiteStatus {
                 name: "dc".into(),
@@ -131,13 +204,80 @@ mod tests {
         };
         assert_eq!(
             table("services", &status).unwrap(),
-            "SERVICE        SITE  STATE  ADMIN     WEIGHT  CONNECTIONS  BANDWIDTH_KBPS\n\
-             web-long-name  dc    down   disabled  3       unknown      full\n"
+            "SERVICE        SITE  STATE  ADMIN     WEIGHT  CONNECTIONS  BANDWIDTH_KBPS  SINCE                 WHY\n\
+             web-long-name  dc    down   disabled  3       unknown      full            2025-12-01T20:05:35Z  disabled by the operator\n"
         );
         assert_eq!(
             table("sites", &status).unwrap(),
             "SITE  ADMIN    SERVICES_UP  MEP\ndc    enabled  0/1          -\n"
         );
-        assert_eq!(table("mep", &status), None);
+        assert_eq!(table("rtt", &status), None);
+        assert_eq!(table("routes", &status), None);
+        assert_eq!(
+            table("mep", &status).unwrap(),
+            "MEP is off (it needs [mep] and server.site)\n"
+        );
+    }
+
+    #[test]
+    fn times_are_utc() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(utc(1_764_619_535), "2025-12-01T20:05:35Z");
+        assert_eq!(utc(4_107_542_399), "2100-02-28T23:59:59Z");
+    }
+
+    #[test]
+    fn the_mep_table_shows_links_and_adopted_children() {
+        let status = WorldStatus {
+            mep: Some(MepStatus {
+                links: vec![
+                    MepLink {
+                        peer: "p2".into(),
+                        up: true,
+                        version: Some(2),
+                        last_error: None,
+                        last_reason: None,
+                    },
+                    MepLink {
+                        peer: "c1".into(),
+                        up: false,
+                        version: None,
+                        last_error: Some("connect:\nrefused".into()),
+                        last_reason: Some("connect_failed"),
+                    },
+                ],
+                sites: vec![
+                    MepSite {
+                        name: "c1".into(),
+                        reachable: false,
+                        via: None,
+                    },
+                    MepSite {
+                        name: "c2".into(),
+                        reachable: true,
+                        via: Some("c2".into()),
+                    },
+                    MepSite {
+                        name: "c3".into(),
+                        reachable: true,
+                        via: Some("p2".into()),
+                    },
+                ],
+                adopted: [("c2".to_owned(), "p2".to_owned())].into(),
+            }),
+            ..WorldStatus::default()
+        };
+        assert_eq!(
+            table("mep", &status).unwrap(),
+            "PEER  LINK  VERSION  LAST_ERROR\n\
+             p2    up    2        -\n\
+             c1    down  -        connect: refused\n\
+             \n\
+             SITE  MEP          VIA     ADOPTED_FROM\n\
+             c1    unreachable  -       -\n\
+             c2    reachable    direct  p2\n\
+             c3    reachable    p2      -\n"
+        );
     }
 }

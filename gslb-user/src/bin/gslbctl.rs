@@ -57,9 +57,11 @@ enum Command {
         #[command(subcommand)]
         action: Steer,
     },
-    /// Tables of what gslbd holds now: services (up/down, admin state, weight, load), sites
-    /// (admin state, services up, MEP reachability) or domains (per static view, the services
-    /// its answers draw from, or its fallback).
+    /// Tables of what gslbd holds now: services (up/down, admin state, weight, load, since
+    /// when and why), sites (admin state, services up, MEP reachability), domains (per static view, the services
+    /// its answers draw from, or its fallback), mep (each link's state, protocol version and
+    /// last error; each site's reachability and the children this parent adopted) or rtt (the
+    /// RTT table, as `ldns`).
     Show {
         #[arg(value_parser = clap::builder::PossibleValuesParser::new(gslb_user::admin::tables::TABLES))]
         what: String,

@@ -77,7 +77,9 @@ pub use self::link::Link;
 pub use self::mep::{MepSettings, MepTlsFiles, Secret};
 pub use self::record::{MAX_TXT_STRING, RecordData, StaticRecord};
 pub use self::rtt::RttSettings;
-pub use self::server::{DEFAULT_STALE_AFTER_S, ParseXdpModeError, Server, XdpMode};
+pub use self::server::{
+    DEFAULT_STALE_AFTER_S, DEFAULT_STATE_FILE, ParseXdpModeError, Server, XdpMode,
+};
 pub use self::service::Service;
 pub use self::site::Site;
 pub use self::topology::TopologyRecordConfig;

@@ -19,8 +19,9 @@ const DEFAULT_DNS_PORT: u16 = 53;
 const DEFAULT_EDNS_UDP_SIZE: u16 = 1232;
 const EDNS_UDP_SIZE_RANGE: RangeInclusive<i64> = 512..=4096;
 const DEFAULT_PIN_PATH: &str = "/sys/fs/bpf/gslb";
-/// Default of `server.state_file`: in the unit's `StateDirectory=gslb`.
-const DEFAULT_STATE_FILE: &str = "/var/lib/gslb/admin-state";
+/// Default of `server.state_file`: in the unit's `StateDirectory=gslb`, a directory gslbd owns
+/// (given to `server.user` at start, [`crate::privilege::give_state_dir`]).
+pub const DEFAULT_STATE_FILE: &str = "/var/lib/gslb/admin-state";
 
 /// `[server]`: where and how DNS is served.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,7 +58,10 @@ pub struct Server {
     /// `state_file` (absolute; default `/var/lib/gslb/admin-state`, the unit's state directory): where gslbd keeps the admin
     /// state (`gslbctl service|site|domain disable`, `crate::steering`), written (a temporary
     /// file beside it, then a rename) on every change and read at start, so that a disabled
-    /// service stays disabled across restarts. Changes need a restart.
+    /// service stays disabled across restarts. With `user`, its directory must be the user's:
+    /// gslbd gives it to the user at start when it is gslbd's own (the default's, or one it
+    /// makes), and refuses to start when it is another the user may not write in. Changes need
+    /// a restart.
     pub state_file: PathBuf,
 }
 

@@ -32,6 +32,8 @@ pub struct Started {
     /// The admin state (`server.state_file`), read as root: the user gslbd becomes may not
     /// read the file an earlier gslbd run as root wrote.
     pub admin: crate::steering::AdminState,
+    /// `server.state_file`, whose directory the user is given ([`privilege::give_state_dir`]).
+    pub state_file: PathBuf,
 }
 
 /// A loaded dataplane that has not been attached yet: if gslbd fails to start before it is
@@ -96,12 +98,14 @@ impl Started {
             dataplane: FreshPins(dataplane),
             pin_path,
             admin,
+            state_file: config.server.state_file.clone(),
         })
     }
 
     /// Becomes `user`, keeping the capabilities that what was opened still needs
-    /// ([`privilege::needed`]); the pin directory becomes the user's, for the unpin on exit.
-    /// Must be called before any other thread starts.
+    /// ([`privilege::needed`]); the pin directory becomes the user's, for the unpin on exit, and
+    /// so does the state file's directory when it is gslbd's, for `gslbctl service disable`'s
+    /// save (or the start is refused). Must be called before any other thread starts.
     pub fn drop_privileges(&self, user: &User) -> Result<Vec<Kept>, PrivilegeError> {
         let keep = privilege::needed(
             self.dataplane.0.is_some(),
@@ -111,6 +115,11 @@ impl Started {
         if self.dataplane.0.is_some() {
             privilege::give_dir(&self.pin_path, user)?;
         }
+        privilege::give_state_dir(
+            &self.state_file,
+            std::path::Path::new(crate::config::DEFAULT_STATE_FILE),
+            user,
+        )?;
         privilege::drop_to(user, &keep)?;
         let names: Vec<&str> = keep.iter().map(|k| k.name).collect();
         info!(user = %user.name, uid = user.uid, gid = user.gid, capabilities = ?names, "privileges dropped");

@@ -437,6 +437,14 @@ async fn wrong_key_is_rejected_both_ways() {
             .unwrap()
             .contains("BadAuth")
     );
+    // Its kind, typed (the metric's label), is the one the text starts with.
+    let link = &lab.node("A").view().links["B"];
+    let reason = link.last_reason.expect("a typed reason").as_str();
+    assert!(
+        link.last_error.as_deref().unwrap().starts_with(reason),
+        "{reason} vs {:?}",
+        link.last_error
+    );
 
     // The acceptor (B) signs with another key: A refuses it, from the other side.
     let mut lab = Lab::new(two_parents()).await;

@@ -44,7 +44,7 @@ use tokio::{net::TcpListener, sync::oneshot};
 const WAIT: Duration = Duration::from_secs(15);
 
 /// `config` with topology timers fast enough for the tests' links to settle in time.
-fn fast_topology(mut config: MepConfig) -> MepConfig {
+pub(crate) fn fast_topology(mut config: MepConfig) -> MepConfig {
     config.timing = TopologyTiming {
         adopt_after: Duration::from_millis(400),
         accept_after: Duration::from_millis(200),
@@ -84,7 +84,7 @@ fn ips(list: &[&str]) -> Vec<IpAddr> {
 
 /// gslbd is parent p1 at 127.0.0.1; the peer is parent p2 at 127.0.0.2 (p1 has the lower IP,
 /// so it opens the link). web1 is p1's, monitored here; web2 is p2's.
-fn parent_config(
+pub(crate) fn parent_config(
     dns: u16,
     p1_mep: u16,
     p2_mep: u16,

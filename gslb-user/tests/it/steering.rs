@@ -549,9 +549,16 @@ prefixes = ["10.0.0.0/8"]
     assert_eq!(
         rows(&services),
         [
-            row(&["web1", "dc1", "down", "disabled", "1", "0", "0"]),
-            row(&["web2", "dc1", "up", "enabled", "1", "0", "0"]),
-            row(&["web3", "dc2", "up", "enabled", "1", "0", "0"]),
+            row(&[
+                "web1", "dc1", "down", "disabled", "1", "0", "0", "-", "disabled", "by", "the",
+                "operator"
+            ]),
+            row(&[
+                "web2", "dc1", "up", "enabled", "1", "0", "0", "-", "no", "monitor"
+            ]),
+            row(&[
+                "web3", "dc2", "up", "enabled", "1", "0", "0", "-", "no", "monitor"
+            ]),
         ]
     );
     let domains = rows(&steer(&ctl, "show domains").await.unwrap());
@@ -579,11 +586,15 @@ prefixes = ["10.0.0.0/8"]
         domains[4],
         row(&["hash.example.com", "enabled", "lab", "web2"])
     );
-    let refused = steer(&ctl, "show mep").await.unwrap_err();
+    assert_eq!(
+        steer(&ctl, "show mep").await.unwrap(),
+        "MEP is off (it needs [mep] and server.site)\n"
+    );
+    let refused = steer(&ctl, "show routes").await.unwrap_err();
     assert!(
         refused
             .to_string()
-            .starts_with("unknown request \"show mep\""),
+            .starts_with("unknown request \"show routes\""),
         "{refused}"
     );
     gslbd.stop().await;

@@ -546,6 +546,7 @@ services = ["a", "b", "c"]
             initiated: true,
             peer_software: None,
             last_error: None,
+            last_reason: None,
             audience: Audience::None,
         }
     }

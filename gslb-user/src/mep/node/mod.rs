@@ -162,6 +162,8 @@ pub struct LinkInfo {
     pub peer_software: Option<String>,
     /// Why it last went down or failed to come up.
     pub last_error: Option<String>,
+    /// `last_error`'s kind, one of a fixed set (for a metric's label).
+    pub last_reason: Option<CloseReason>,
     pub audience: Audience,
 }
 

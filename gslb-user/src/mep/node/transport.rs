@@ -69,11 +69,13 @@ pub enum Event {
     Down {
         link: u64,
         peer: String,
+        reason: CloseReason,
         error: String,
     },
     /// A dial or handshake towards `peer` failed.
     Failed {
         peer: String,
+        reason: CloseReason,
         error: String,
     },
 }
@@ -175,6 +177,7 @@ pub(super) async fn established(
         .send(Event::Down {
             link,
             peer,
+            reason,
             error: format!("{}: {error}", reason.as_str()),
         })
         .await;
@@ -258,6 +261,7 @@ pub(super) async fn dial_loop(spec: SiteSpec, ctx: Arc<Ctx>, mut stop: watch::Re
                     .events
                     .send(Event::Failed {
                         peer: spec.name.clone(),
+                        reason,
                         error: format!("{}: {error}", reason.as_str()),
                     })
                     .await;

@@ -429,6 +429,8 @@ fn every_section_of_the_exposition_is_valid() {
             weight: 1,
             connections: None,
             bandwidth_kbps: Some(u64::MAX),
+            why: "no monitor".into(),
+            last_change_unix_s: None,
         }],
         domains: vec![DomainStatus {
             name: "www.example.com".into(),
@@ -442,10 +444,12 @@ fn every_section_of_the_exposition_is_valid() {
                 up: false,
                 version: None,
                 last_error: Some("refused\nagain".into()),
+                last_reason: Some("connect_failed"),
             }],
             sites: vec![MepSite {
                 name: "dc2".into(),
                 reachable: false,
+                via: None,
             }],
             adopted: [("child".to_owned(), "dc3".to_owned())].into(),
         }),
@@ -473,6 +477,10 @@ fn every_section_of_the_exposition_is_valid() {
         m.samples["gslb_service_connections{service=\"web \\\"1\\\"\\\\\",site=\"dc\"}"].is_nan()
     );
     assert_eq!(m.samples["gslb_mep_link_up{peer=\"dc2\"}"], 0.0);
+    assert_eq!(
+        m.samples["gslb_mep_link_last_error_info{peer=\"dc2\",reason=\"connect_failed\"}"],
+        1.0
+    );
     assert_eq!(m.samples["gslb_rtt_rows"], 6.0);
     assert_eq!(m.samples["gslb_xdp_hits_total{counter=\"hit_a_v4\"}"], 10.0);
     assert_eq!(

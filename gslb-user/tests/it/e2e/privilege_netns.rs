@@ -12,13 +12,24 @@ use std::{
 };
 
 use gslb_common::Counter;
-use gslb_tests::{DigReply, GslbdLab, SERVER_IF, SERVER_V4, gslbctl, privileged, run};
+use gslb_tests::{DigReply, GslbdLab, SERVER_IF, SERVER_V4, TempDir, gslbctl, privileged, run};
 use gslb_user::privilege::{self, CAP_BPF, CAP_NET_RAW, User};
 
 const BACKEND: &str = "192.0.2.53:8080";
 
 fn config(ttl: u32) -> String {
     config_as(ttl, "user = \"nobody\"")
+}
+
+/// [`config`] with the admin state in `state_file` (whose directory gslbd may have to make).
+fn config_saving(ttl: u32, state_file: &Path) -> String {
+    config_as(
+        ttl,
+        &format!(
+            "user = \"nobody\"\nstate_file = \"{}\"",
+            state_file.display()
+        ),
+    )
 }
 
 /// The configuration with `user` (a `user = ...` line, or nothing).
@@ -210,25 +221,49 @@ fn expected(xdp: bool, user: &User) -> Vec<u32> {
     caps
 }
 
+/// `gslbctl ARGS...` through `lab`'s control socket; its stdout, or a panic with its stderr.
+fn gslbctl_args(lab: &GslbdLab, args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gslbctl"))
+        .arg("--control")
+        .arg(&lab.control)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "gslbctl {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn runs_as_nobody(xdp: bool) {
     let nobody = User::lookup("nobody")
         .unwrap()
         .expect("a user nobody on this system");
+    // Root's, like the unit's StateDirectory: gslbd makes `state` in it and gives it to nobody.
+    let state_root = TempDir::new("privstate");
+    let state_file = state_root.0.join("state").join("admin-state");
+    let config = |ttl| config_saving(ttl, &state_file);
     let mut lab = GslbdLab::new(if xdp { "priv" } else { "privnx" }, &config(45));
     let backend = lab.tcp_backend(
         &lab.server_ns.clone(),
         BACKEND.parse::<SocketAddr>().unwrap(),
     );
     let gslbd = env!("CARGO_BIN_EXE_gslbd");
-    let cmd = if xdp {
-        lab.with_control(gslbd)
-    } else {
-        let mut cmd = lab.nsenter(&lab.server_ns, Path::new(gslbd));
-        cmd.arg("--config").arg(&lab.config).arg("--no-xdp");
-        cmd.arg("--control").arg(&lab.control);
-        cmd
+    let start = |lab: &mut GslbdLab| {
+        let cmd = if xdp {
+            lab.with_control(gslbd)
+        } else {
+            let mut cmd = lab.nsenter(&lab.server_ns, Path::new(gslbd));
+            cmd.arg("--config").arg(&lab.config).arg("--no-xdp");
+            cmd.arg("--control").arg(&lab.control);
+            cmd
+        };
+        lab.start(cmd)
     };
-    let pid = lab.start(cmd);
+    let pid = start(&mut lab);
 
     let threads = assert_dropped(pid, &nobody, &expected(xdp, &nobody));
     assert!(
@@ -262,11 +297,56 @@ fn runs_as_nobody(xdp: bool) {
     wait_for(&lab, "the reloaded TTL", |_, t| *t == set(&["46"]));
     assert_dropped(pid, &nobody, &expected(xdp, &nobody));
 
+    // Steering, saved as nobody (gslbctl fails when the save does).
+    gslbctl_args(&lab, &["service", "disable", "spare"]);
+    wait_for(&lab, "spare disabled", |a, _| *a == set(&["198.51.100.30"]));
+    let saved = std::fs::read_to_string(&state_file).expect("the admin state saved");
+    assert!(saved.contains("service spare"), "{saved}");
+
     // The exit detaches and unpins, as nobody.
     lab.stop(pid);
     if xdp {
         assert_detached_and_unpinned(&lab);
     }
+
+    // The next start (nobody's directory now) keeps spare out, and saves again.
+    let pid = start(&mut lab);
+    wait_for(&lab, "spare still disabled after the restart", |a, _| {
+        *a == set(&["198.51.100.30"])
+    });
+    gslbctl_args(&lab, &["service", "enable", "spare"]);
+    wait_for(&lab, "spare enabled", |a, _| {
+        *a == set(&["198.51.100.20", "198.51.100.30"])
+    });
+    let saved = std::fs::read_to_string(&state_file).unwrap();
+    assert!(!saved.contains("service spare"), "{saved}");
+    lab.stop(pid);
+    if xdp {
+        assert_detached_and_unpinned(&lab);
+    }
+}
+
+/// A state file in a directory nobody may not write and gslbd does not own (root's, not the
+/// default): the start is refused, naming the directory, rather than failing every later save.
+#[test]
+fn gslbd_refuses_a_state_directory_its_user_cannot_write() {
+    if !privileged("gslbd_refuses_a_state_directory_its_user_cannot_write") {
+        return;
+    }
+    let dir = TempDir::new("privroot");
+    let state_file = dir.0.join("admin-state");
+    let lab = GslbdLab::new("privrf", &config_saving(45, &state_file));
+    let mut cmd = lab.nsenter(&lab.server_ns, Path::new(env!("CARGO_BIN_EXE_gslbd")));
+    cmd.arg("--config").arg(&lab.config).arg("--no-xdp");
+    cmd.arg("--control").arg(&lab.control);
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "started:\n{stderr}");
+    assert!(
+        stderr.contains(&format!("\"nobody\" may not write in {}", dir.0.display())),
+        "{stderr}"
+    );
+    assert!(!state_file.exists());
 }
 
 #[test]

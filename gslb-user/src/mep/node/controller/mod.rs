@@ -231,6 +231,7 @@ impl Controller {
                         initiated,
                         peer_software: Some(hello.software.clone()),
                         last_error: None,
+                        last_reason: None,
                         audience: Audience::None,
                     },
                 );
@@ -239,7 +240,12 @@ impl Controller {
                 let actions = self.view.link_up(&peer, now);
                 self.apply(actions);
             }
-            Event::Down { link, peer, error } => {
+            Event::Down {
+                link,
+                peer,
+                reason,
+                error,
+            } => {
                 if self.by_id.remove(&link).is_none() {
                     return;
                 }
@@ -251,6 +257,7 @@ impl Controller {
                     i.since = now;
                     i.version = None;
                     i.last_error = Some(error);
+                    i.last_reason = Some(reason);
                     i.audience = Audience::None;
                 }
                 // A child that said it is moving to another parent is kept (as it last was)
@@ -264,7 +271,11 @@ impl Controller {
                 let actions = self.view.link_down(&peer, now);
                 self.apply(actions);
             }
-            Event::Failed { peer, error } => {
+            Event::Failed {
+                peer,
+                reason,
+                error,
+            } => {
                 if !self.links.contains_key(&peer) {
                     let i = self.info.entry(peer).or_insert(LinkInfo {
                         up: false,
@@ -273,9 +284,11 @@ impl Controller {
                         initiated: true,
                         peer_software: None,
                         last_error: None,
+                        last_reason: None,
                         audience: Audience::None,
                     });
                     i.last_error = Some(error);
+                    i.last_reason = Some(reason);
                 }
             }
             Event::Frame { link, message } => {
