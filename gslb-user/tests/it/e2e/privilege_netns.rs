@@ -17,11 +17,8 @@ use gslb_user::privilege::{self, CAP_BPF, CAP_NET_RAW, User};
 
 const BACKEND: &str = "192.0.2.53:8080";
 
-fn config(ttl: u32) -> String {
-    config_as(ttl, "user = \"nobody\"")
-}
-
-/// [`config`] with the admin state in `state_file` (whose directory gslbd may have to make).
+/// gslbd as nobody, with the admin state in `state_file` (whose directory gslbd may have to
+/// make): never the default `/var/lib/gslb`, which is the host's.
 fn config_saving(ttl: u32, state_file: &Path) -> String {
     config_as(
         ttl,
@@ -371,7 +368,11 @@ fn gslbd_as_nobody_takes_over_from_a_root_gslbd() {
     if !privileged("gslbd_as_nobody_takes_over_from_a_root_gslbd") {
         return;
     }
-    let mut lab = GslbdLab::new("privup", &config_as(45, ""));
+    // The admin state in the test's own directory (made by gslbd, so it may give it to nobody).
+    let state_root = TempDir::new("privupstate");
+    let state_file = state_root.0.join("state").join("admin-state");
+    let as_root = format!("state_file = \"{}\"", state_file.display());
+    let mut lab = GslbdLab::new("privup", &config_as(45, &as_root));
     let _backend = lab.tcp_backend(
         &lab.server_ns.clone(),
         BACKEND.parse::<SocketAddr>().unwrap(),
@@ -387,7 +388,7 @@ fn gslbd_as_nobody_takes_over_from_a_root_gslbd() {
         "XDP left attached"
     );
 
-    std::fs::write(&lab.config, config(46)).unwrap();
+    std::fs::write(&lab.config, config_saving(46, &state_file)).unwrap();
     let pid = lab.start(lab.gslbd(gslbd));
     let nobody = User::lookup("nobody").unwrap().expect("a user nobody");
     assert_dropped(pid, &nobody, &expected(true, &nobody));
