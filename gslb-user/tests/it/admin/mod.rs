@@ -19,7 +19,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{Gslbd, WAIT, answer_becomes, ask_loopback};
+use common::{Backend, Gslbd, WAIT, answer_becomes, ask_loopback};
 use gslb_tests::TempDir;
 use gslb_user::daemon::Overrides;
 use hickory_proto::{op::ResponseCode, rr::RecordType};
@@ -103,39 +103,12 @@ pub(super) async fn start(
     )
 }
 
-/// A service's backend on 127.0.0.1: accepts the monitor's connections (and closes them)
-/// until dropped, when its port closes.
-pub(super) struct Backend {
-    port: u16,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Backend {
-    async fn start() -> Backend {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let task = tokio::spawn(async move {
-            // Accepted at once: a backlog of connections never accepted would fill up and
-            // take the service down.
-            while listener.accept().await.is_ok() {}
-        });
-        Backend { port, task }
-    }
-}
-
-impl Drop for Backend {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
 /// The two backends (the services' monitors connect to them).
 pub(super) async fn backends() -> (Backend, Backend) {
-    (Backend::start().await, Backend::start().await)
-}
-
-pub(super) fn port(backend: &Backend) -> u16 {
-    backend.port
+    (
+        Backend::bind("127.0.0.1").await,
+        Backend::bind("127.0.0.1").await,
+    )
 }
 
 /// One HTTP/1.1 request (`Connection: close`); the status code and the body.
@@ -298,7 +271,7 @@ async fn metrics_status_and_probes_follow_the_daemon() {
     let path = dir.0.join("gslb.toml");
     let (dns, listeners) = common::bound_dns();
     let (a, b) = backends().await;
-    std::fs::write(&path, config(dns, port(&a), port(&b), "203.0.113.99")).unwrap();
+    std::fs::write(&path, config(dns, a.port(), b.port(), "203.0.113.99")).unwrap();
     let overrides = Overrides {
         no_xdp: true,
         ..Overrides::default()
@@ -366,7 +339,7 @@ async fn metrics_status_and_probes_follow_the_daemon() {
     assert_eq!(status["ready"], true);
 
     // A reload puts generation 2 in force; one that changes [admin] is refused.
-    std::fs::write(&path, config(dns, 1, port(&b), "203.0.113.98")).unwrap();
+    std::fs::write(&path, config(dns, 1, b.port(), "203.0.113.98")).unwrap();
     gslbd.reload().await.unwrap();
     let text = std::fs::read_to_string(&path)
         .unwrap()
@@ -590,7 +563,7 @@ async fn the_admin_state_shows_in_status_and_metrics() {
     let (path, ctl) = (dir.0.join("gslb.toml"), dir.0.join("control.sock"));
     let (dns, listeners) = common::bound_dns();
     let (a, b) = backends().await;
-    let text = config(dns, port(&a), port(&b), "203.0.113.99").replacen(
+    let text = config(dns, a.port(), b.port(), "203.0.113.99").replacen(
         &format!("dns_port = {dns}\n"),
         &format!(
             "dns_port = {dns}\nstate_file = \"{}\"\n",

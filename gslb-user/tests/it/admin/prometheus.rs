@@ -20,7 +20,7 @@ use gslb_tests::TempDir;
 use gslb_user::daemon::Overrides;
 use hickory_proto::{op::ResponseCode, rr::RecordType};
 
-use super::{ask, backends, config, http, missing_tool, port, start, tool};
+use super::{ask, backends, config, http, missing_tool, start, tool};
 /// A Prometheus server on 127.0.0.1 scraping `target` every second, with its data in `dir`;
 /// killed when dropped.
 struct Prometheus {
@@ -202,7 +202,7 @@ async fn prometheus_scrapes_the_events_and_the_dashboard_has_data() {
     let path = dir.0.join("gslb.toml");
     let (dns, listeners) = common::bound_dns();
     let (a, b) = backends().await;
-    std::fs::write(&path, config(dns, port(&a), port(&b), "203.0.113.99")).unwrap();
+    std::fs::write(&path, config(dns, a.port(), b.port(), "203.0.113.99")).unwrap();
     // With root the fast path is loaded too (not attached: no interface), so that its series
     // exist; without, the XDP panels are not checked (said below).
     struct Pins(PathBuf);
@@ -261,7 +261,7 @@ async fn prometheus_scrapes_the_events_and_the_dashboard_has_data() {
     prometheus
         .until("gslb_config_generation", |v| v == 1.0)
         .await;
-    std::fs::write(&path, config(dns, 1, port(&b), "203.0.113.98")).unwrap();
+    std::fs::write(&path, config(dns, 1, b.port(), "203.0.113.98")).unwrap();
     gslbd.reload().await.unwrap();
     std::fs::write(&path, "[server]\nlisten = [\n").unwrap();
     gslbd.reload().await.unwrap_err();
