@@ -108,6 +108,7 @@ impl Peer {
                 let mut conf = format!(
                     "server:\n  rundir: \"{d}\"\n  user: root:root\n  listen: [ {listen} ]\n  \
                      udp-workers: {workers}\n\
+                     log:\n  - target: stderr\n    any: warning\n\
                      database:\n  storage: \"{d}\"\ntemplate:\n  - id: default\n    \
                      storage: \"{d}\"\nzone:\n"
                 );
@@ -115,7 +116,7 @@ impl Peer {
                     writeln!(conf, "  - domain: {zone}\n    file: \"{zone}.zone\"").unwrap();
                 }
                 let path = dir.join("knot.conf");
-                // knotd logs to stderr.
+                // In the foreground; its warnings and errors on stderr (the `log` section).
                 let start = format!("exec {binary} -c {}", path.display());
                 (path, conf, start)
             }

@@ -114,6 +114,10 @@ fn main() {
     if !privileged("bench peers") {
         return;
     }
+    if Command::new("dnsperf").arg("-h").output().is_err() {
+        skip("bench peers: dnsperf is not installed (`cargo xtask setup` installs it)");
+        return;
+    }
     let tmp = TempDir::new("peers");
     let dir = &tmp.0;
     let config_path = dir.join("gslbd.toml");
