@@ -215,7 +215,12 @@ impl Lab {
     /// `dig` from the client namespace; returns its output, also when it got no answer (the
     /// caller's assertions then show what happened).
     pub fn dig(&self, server: IpAddr, args: &[&str]) -> String {
-        dig(self.exec(&self.client_ns, "dig"), server, args)
+        self.dig_in(&self.client_ns, server, args)
+    }
+
+    /// [`Lab::dig`] from `ns`, one of the lab's namespaces.
+    pub fn dig_in(&self, ns: &str, server: IpAddr, args: &[&str]) -> String {
+        dig(self.exec(ns, "dig"), server, args)
     }
 }
 

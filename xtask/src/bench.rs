@@ -28,6 +28,9 @@ pub(crate) enum Bench {
     /// A health flip under a flood of spoofed LDNS sources: flip to XDP answer changed, quiet
     /// vs 20,000 spoofed sources a second (needs root)
     RttFlood,
+    /// The responder alone (gslbd --no-xdp) beside NSD and Knot on the same zone, with dnsperf
+    /// on loopback and in a namespace lab: qps, lost, responder/NSD ratio (needs root)
+    Peers,
 }
 
 /// Frames `cargo xtask bench fuzz-xdp` sends (`cargo xtask test` runs the test's 200,000).

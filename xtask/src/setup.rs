@@ -18,8 +18,10 @@ const APT_PACKAGES: &[&str] = &[
     "dnsutils",
     "knot-dnsutils",
     "dnsperf",
-    // Measured beside gslb by `cargo xtask bench dnsperf`, on the same lab and zone.
+    // Measured beside gslb by `cargo xtask bench dnsperf` (Knot) and `cargo xtask bench peers`
+    // (Knot and NSD), on the same zone.
     "knot",
+    "nsd",
     // The resolver (send-client-subnet, subnet cache) of
     // gslb-user/tests/it/e2e/ecs_unbound_netns.rs.
     "unbound",
