@@ -530,6 +530,34 @@ fn passes_edns_it_does_not_answer() {
     assert_messages_passed(&dp, &cases);
 }
 
+/// The resolver that sends an ECS query is the one recorded in `LDNS` for probing, not the
+/// subnet it speaks for.
+#[test]
+fn an_ecs_query_records_the_resolver_not_the_subnet() {
+    let Some(mut dp) = dataplane() else { return };
+    let mut ldns = dp.take_ldns().expect("the LDNS map");
+    ldns.set_masks(32, 128).unwrap();
+    ldns.set_enabled(true).unwrap();
+    let resolver = IpAddr::V4(Ipv4Addr::new(203, 0, 113, 5));
+    let frame = ecs_frame(
+        resolver,
+        V4,
+        WWW,
+        RecordType::A,
+        vec![ecs_subnet("198.51.100.0/24")],
+    );
+    let out = run(&dp, &frame.bytes());
+    assert_eq!(out.action, XDP_TX, "answered: {:?}", out.counted);
+    let seen: Vec<IpAddr> = ldns
+        .scan(std::time::Duration::from_secs(60))
+        .unwrap()
+        .seen
+        .iter()
+        .map(|s| s.addr)
+        .collect();
+    assert_eq!(seen, [resolver]);
+}
+
 #[test]
 fn passes_ecs_it_cannot_answer_exactly() {
     let Some(dp) = dataplane() else { return };
