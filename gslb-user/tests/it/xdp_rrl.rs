@@ -43,17 +43,17 @@ struct Tally {
 /// One query from `client`, its outcome added to `tally`; a slip is checked to be a valid
 /// truncated reply.
 fn ask_as(dp: &Dataplane, client: IpAddr, id: u16, tally: &mut Tally) {
-    ask_with(dp, client, query(id, WWW, RecordType::A), tally);
+    ask_with(dp, client, &query(id, WWW, RecordType::A), tally);
 }
 
 /// [`ask_as`] with the message `msg` (its ID checked in the reply).
-fn ask_with(dp: &Dataplane, client: IpAddr, msg: Message, tally: &mut Tally) {
+fn ask_with(dp: &Dataplane, client: IpAddr, msg: &Message, tally: &mut Tally) {
     let server = match client {
         IpAddr::V4(_) => IpAddr::V4(SERVER_V4),
         IpAddr::V6(_) => IpAddr::V6(SERVER_V6),
     };
     let id = msg.id();
-    let frame = Frame::udp(client, server, wire(&msg)).bytes();
+    let frame = Frame::udp(client, server, wire(msg)).bytes();
     let out = run(dp, &frame);
     match out.action {
         XDP_DROP => tally.dropped += 1,
@@ -149,7 +149,7 @@ fn an_ecs_flood_is_counted_by_the_resolver() {
         opt.options_mut()
             .insert(ecs_subnet(&format!("2001:db8:1:{:x}00::/56", i % 256)));
         msg.set_edns(opt);
-        ask_with(&dp, resolver, msg, &mut tally);
+        ask_with(&dp, resolver, &msg, &mut tally);
     }
     let secs = started.elapsed().as_secs_f64();
     let allowed = RATE + (RATE as f64 * secs).ceil() as usize;

@@ -358,9 +358,21 @@ fn clients_in_two_subnets_behind_unbound_get_their_own_answers() {
         ("view b", &www_b, Some(WWW_B), 24, (www_b_xdp, 1)),
         ("hash, a's /24", &hash_a, None, 24, (hash_a_xdp, 0)),
         ("hash, b's /24", &hash_b, None, 24, (hash_b_xdp, 0)),
-        ("static", &static_a, Some(gslbd_addr.as_str()), 0, (static_xdp, 0)),
+        (
+            "static",
+            &static_a,
+            Some(gslbd_addr.as_str()),
+            0,
+            (static_xdp, 0),
+        ),
         // A /0 subnet says nothing of the client: the resolver (in no view) is the client.
-        ("/0 source", &www_zero, Some(WWW_DEFAULT), 0, (www_zero_xdp, 1)),
+        (
+            "/0 source",
+            &www_zero,
+            Some(WWW_DEFAULT),
+            0,
+            (www_zero_xdp, 1),
+        ),
     ] {
         assert_eq!(xdp.0, xdp.1, "{what}: XDP hits");
         assert_eq!(got.status, "NOERROR", "{what}:\n{}", got.out);
