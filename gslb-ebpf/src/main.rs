@@ -189,8 +189,9 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
 
     // The view is the ECS subnet's when the query names one (RFC 7871), the source's
     // otherwise; RRL and `LDNS` below keep the source (the resolver).
-    let mut subnet = parse::Client::new();
-    let viewer = if parse::subnet_client(&q, config, &mut subnet) {
+    let subnet;
+    let viewer = if q.ecs.client {
+        subnet = parse::subnet_client(&q, config);
         &subnet
     } else {
         &client

@@ -113,16 +113,13 @@ impl Client {
     }
 }
 
-/// Fills in `client` with the query's ECS subnet address, when it names a client (RFC 7871:
-/// the subnet is the client whose answer the resolver asks for). Returns whether it did.
+/// The query's ECS subnet address as the client whose view is looked up (RFC 7871: the subnet
+/// is the client the resolver asks for); only when `q.ecs.client`.
 #[inline(always)]
-pub fn subnet_client(q: &Query, config: &ProgramConfig, client: &mut Client) -> bool {
+pub fn subnet_client(q: &Query, config: &ProgramConfig) -> Client {
     let ecs = &q.ecs;
-    if !ecs.client {
-        return false;
-    }
     let generation = u32::from_ne_bytes(config.view_generation.to_be_bytes());
-    client.key = if ecs.v6 {
+    let key = if ecs.v6 {
         TrieKey::<5> {
             prefix_len: (core::mem::size_of::<ViewKey>() * 8) as u32,
             data: [
@@ -139,7 +136,7 @@ pub fn subnet_client(q: &Query, config: &ProgramConfig, client: &mut Client) -> 
             data: [generation, 0, 0, V4_MAPPED_WORD, ecs.hi as u32],
         }
     };
-    true
+    Client { key }
 }
 
 /// Fills in the client of a parsed query, unless its source is one no resolver sends from.
@@ -519,23 +516,21 @@ pub fn query(
 /// takes it for the IPv4 client, whose scope is counted in another family.
 #[inline(always)]
 fn subnet(ctx: &XdpContext, at: usize) -> Result<Subnet, Miss> {
-    let option = ptr_at::<EdnsOption>(ctx, at, Miss::EcsInvalid)?;
-    // SAFETY (every load below): bounds-checked by `ptr_at`.
-    let len = be16(unsafe { (*option).len }) as usize;
-    if len < EcsHdr::LEN - core::mem::size_of::<EdnsOption>() {
-        return Err(Miss::EcsInvalid);
-    }
+    // The whole head in one load (an option shorter than it is invalid whatever follows, and
+    // one cut by the packet's end fails the bounds check); its fields are its bytes.
     let h = ptr_at::<EcsHdr>(ctx, at, Miss::EcsInvalid)?;
+    // SAFETY (every load below): bounds-checked by `ptr_at`.
     let head = unsafe { ld::<u64>(h) };
-    let h = unsafe { &*h };
-    let v6 = match be16(h.family) {
+    let [_, _, len_hi, len_lo, family_hi, family_lo, source, scope] = head.to_le_bytes();
+    let len = u16::from_be_bytes([len_hi, len_lo]) as usize;
+    let v6 = match u16::from_be_bytes([family_hi, family_lo]) {
         1 => false,
         2 => true,
         _ => return Err(Miss::EcsInvalid),
     };
-    let source = h.source as usize;
-    let n = len - (EcsHdr::LEN - core::mem::size_of::<EdnsOption>());
-    if h.scope != 0 || source > if v6 { 128 } else { 32 } || n != source.div_ceil(8) || n > 16 {
+    let source = source as usize;
+    let n = len.wrapping_sub(EcsHdr::LEN - core::mem::size_of::<EdnsOption>());
+    if scope != 0 || source > if v6 { 128 } else { 32 } || n != source.div_ceil(8) || n > 16 {
         return Err(Miss::EcsInvalid);
     }
     let (mut hi, mut lo) = (0u64, 0u64);
