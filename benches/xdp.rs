@@ -15,7 +15,7 @@
 mod common;
 
 use aya::programs::{TestRun, TestRunOptions, Xdp};
-use common::{Frame, WWW, edns, query, wire};
+use common::{Frame, WWW, ecs_subnet, edns, query, wire};
 use hickory_proto::rr::RecordType;
 
 const ROUNDS: usize = 50;
@@ -100,6 +100,11 @@ fn main() {
 
     let mut edns_query = query(1, WWW, RecordType::A);
     edns_query.set_edns(edns());
+    // With a subnet of view v1 (a trie entry): answered from its view, the option echoed.
+    let mut ecs_query = edns_query.clone();
+    if let Some(opt) = ecs_query.extensions_mut() {
+        opt.options_mut().insert(ecs_subnet("198.51.100.0/24"));
+    }
     let a = wire(&query(1, WWW, RecordType::A));
     let mut other_port = Frame::v4(a.clone());
     other_port.dst_port = 5353;
@@ -128,6 +133,12 @@ fn main() {
         case(
             "xdp_a_hit_v4_edns",
             Frame::v4(wire(&edns_query)).bytes(),
+            XDP_TX,
+            false,
+        ),
+        case(
+            "xdp_a_hit_v4_ecs",
+            Frame::v4(wire(&ecs_query)).bytes(),
             XDP_TX,
             false,
         ),

@@ -29,10 +29,18 @@ pub const OPT_RR_LEN: usize = 11;
 /// DNS message header.
 pub const DNS_HEADER_LEN: usize = 12;
 
+/// The longest EDNS Client Subnet option the fast path echoes (RFC 7871 §6): code and length
+/// (4), family, source and scope prefix lengths (4), and an IPv6 address of 16 bytes.
+pub const ECS_OPTION_MAX_LEN: usize = 8 + 16;
+
 /// The largest reply the fast path can build. It fits in the 512 bytes every client accepts,
 /// so the fast path never has to truncate: "answer does not fit" cannot happen there.
-pub const MAX_REPLY_DNS_LEN: usize =
-    DNS_HEADER_LEN + QNAME_MAX + 4 + MAX_ADDRS * (RR_FIXED_LEN + 16) + OPT_RR_LEN;
+pub const MAX_REPLY_DNS_LEN: usize = DNS_HEADER_LEN
+    + QNAME_MAX
+    + 4
+    + MAX_ADDRS * (RR_FIXED_LEN + 16)
+    + OPT_RR_LEN
+    + ECS_OPTION_MAX_LEN;
 const _: () = assert!(MAX_REPLY_DNS_LEN <= 512);
 
 /// Global settings, slot 0 of the `CONFIG` array.
@@ -50,8 +58,15 @@ pub struct ProgramConfig {
     /// partition is rebuilt; a republish that keeps it edits the trie in place, in steps that
     /// each leave every lookup's answer unchanged (see `AnswerTable::publish`).
     pub view_generation: u32,
+    /// [`ECS_PASS`] or 0.
+    pub flags: u32,
 }
-const _: () = assert!(size_of::<ProgramConfig>() == 12);
+const _: () = assert!(size_of::<ProgramConfig>() == 16);
+
+/// `ProgramConfig::flags`: `server.ecs_allow` lists the resolvers whose EDNS Client Subnet is
+/// used; the program does not know the list, so it passes every query with a valid ECS option
+/// (counted [`Counter::EcsAllowList`]) and the responder decides.
+pub const ECS_PASS: u32 = 1;
 
 /// Key of `LISTEN` (an LPM trie used as an exact-match set: every entry is a /128): a
 /// destination address we serve. IPv4 is stored IPv4-mapped (`::ffff:a.b.c.d`). A trie, not a
@@ -107,8 +122,15 @@ const _: () = assert!(size_of::<ViewKey>() == 20);
 pub struct ViewValue {
     pub view: u32,
     pub rtt_view: u32,
+    /// The entry's own prefix length, counted in its family (an IPv4 prefix's without the 96
+    /// mapped bits): the ECS scope (RFC 7871 §7.2.1) of every answer read through this entry,
+    /// unless the answer set is [`ANSWER_ANY_VIEW`]. The block holds one (view, LDNS view),
+    /// so no answer changes inside it; the responder computes the same number
+    /// (`Segments::block_scope`).
+    pub scope: u8,
+    pub reserved: [u8; 3],
 }
-const _: () = assert!(size_of::<ViewValue>() == 8);
+const _: () = assert!(size_of::<ViewValue>() == 12);
 
 /// `AnswerKey::view` of an answer for an LDNS view: the LDNS view with this bit set.
 pub const RTT_VIEW_BIT: u32 = 1 << 31;
@@ -217,6 +239,9 @@ pub const ANSWER_ROTATE: u8 = 1;
 /// `AnswerSet::flags`: the domain is answered by RTT: a client with an LDNS view takes the
 /// answer for that view when there is one (this set is the answer without an RTT).
 pub const ANSWER_BY_RTT: u8 = 2;
+/// `AnswerSet::flags`: the domain has this answer for every client (it has no other view's
+/// set and no LDNS view's): its ECS scope is 0.
+pub const ANSWER_ANY_VIEW: u8 = 4;
 
 /// Longest answer record: name pointer, fixed fields and an IPv6 address.
 pub const RR_MAX_LEN: usize = RR_FIXED_LEN + 16;
@@ -396,7 +421,10 @@ pub enum Counter {
     Additional,
     /// EDNS version above 0 (the responder answers BADVERS).
     EdnsVersion,
-    /// EDNS Client Subnet present (the responder uses the subnet as the client).
+    /// A valid EDNS Client Subnet whose scope the program does not know: the subnet's address
+    /// is in no `VIEWS` prefix (the default view, whose blocks are not published) and the
+    /// answer differs between views, or an IPv6 subnet of IPv4-mapped addresses. The
+    /// responder answers it with the scope it computes.
     ClientSubnet,
     /// A compression pointer or reserved label type inside the question name.
     NameCompressed,
@@ -434,10 +462,18 @@ pub enum Counter {
     /// IPv4 header checksum wrong: the stack drops such a packet, so the fast path must not
     /// answer it (found by the differential fuzzing).
     Ipv4Checksum,
+    /// An EDNS Client Subnet option that is not valid in a query (RFC 7871 §6, §7.1): an
+    /// unknown family, a source prefix too long for it, address bytes other than the prefix
+    /// needs, address bits beyond the prefix, a scope, or a second ECS option. The responder
+    /// answers FORMERR.
+    EcsInvalid,
+    /// A valid ECS option while `server.ecs_allow` lists the resolvers that may send one
+    /// ([`ECS_PASS`]): the responder decides whether the sender is one.
+    EcsAllowList,
 }
 
 impl Counter {
-    pub const COUNT: u32 = Counter::Ipv4Checksum as u32 + 1;
+    pub const COUNT: u32 = Counter::EcsAllowList as u32 + 1;
 
     /// Every counter, in slot order.
     pub const ALL: [Counter; Counter::COUNT as usize] = [
@@ -474,6 +510,8 @@ impl Counter {
         Counter::UdpChecksumZero,
         Counter::Stale,
         Counter::Ipv4Checksum,
+        Counter::EcsInvalid,
+        Counter::EcsAllowList,
     ];
 
     /// Stable snake_case name for logs, metrics and the CLI.
@@ -512,6 +550,8 @@ impl Counter {
             Counter::UdpChecksumZero => "udp_checksum_zero",
             Counter::Stale => "stale",
             Counter::Ipv4Checksum => "ipv4_checksum",
+            Counter::EcsInvalid => "ecs_invalid",
+            Counter::EcsAllowList => "ecs_allow_list",
         }
     }
 
@@ -661,8 +701,8 @@ mod tests {
     fn shared_struct_sizes() {
         use core::mem::size_of;
         let table: [(usize, usize); 15] = [
-            (size_of::<ProgramConfig>(), 12),
-            (size_of::<ViewValue>(), 8),
+            (size_of::<ProgramConfig>(), 16),
+            (size_of::<ViewValue>(), 12),
             (size_of::<ListenKey>(), 16),
             (size_of::<ListenSet>(), 136),
             (size_of::<ViewKey>(), 20),

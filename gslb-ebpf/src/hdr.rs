@@ -167,7 +167,23 @@ pub struct EdnsOption {
     pub len: [u8; 2],
 }
 
+/// An EDNS Client Subnet option (RFC 7871 §6) up to its address bytes.
+#[repr(C)]
+pub struct EcsHdr {
+    pub code: [u8; 2],
+    pub len: [u8; 2],
+    pub family: [u8; 2],
+    pub source: u8,
+    pub scope: u8,
+}
+
+impl EcsHdr {
+    pub const LEN: usize = 8;
+}
+
 const _: () = {
+    assert!(core::mem::size_of::<EcsHdr>() == EcsHdr::LEN);
+    assert!(EcsHdr::LEN + 16 == gslb_common::ECS_OPTION_MAX_LEN);
     assert!(core::mem::size_of::<EthHdr>() == EthHdr::LEN);
     assert!(core::mem::size_of::<VlanHdr>() == VlanHdr::LEN);
     assert!(core::mem::size_of::<Ipv4Hdr>() == Ipv4Hdr::LEN);

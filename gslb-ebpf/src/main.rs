@@ -33,10 +33,10 @@ use aya_ebpf::{
     programs::XdpContext,
 };
 use gslb_common::{
-    ANSWER_BY_RTT, ANSWERS_MAX, AnswerKey, AnswerSet, Counter, DEFAULT_VIEW, DOMAINS_MAX,
-    DomainKey, DomainValue, Heartbeat, LDNS_CACHE_SLOTS, LDNS_MAX, LISTEN_MAX, LdnsCacheSlot,
-    LdnsConfig, LdnsKey, LdnsValue, ListenKey, ListenSet, LocalMacs, ProgramConfig, ROTOR_SLOTS,
-    RTT_VIEW_BIT, VIEWS_MAX, ViewKey, ViewValue,
+    ANSWER_ANY_VIEW, ANSWER_BY_RTT, ANSWERS_MAX, AnswerKey, AnswerSet, Counter, DEFAULT_VIEW,
+    DOMAINS_MAX, DomainKey, DomainValue, Heartbeat, LDNS_CACHE_SLOTS, LDNS_MAX, LISTEN_MAX,
+    LdnsCacheSlot, LdnsConfig, LdnsKey, LdnsValue, ListenKey, ListenSet, LocalMacs, ProgramConfig,
+    ROTOR_SLOTS, RTT_VIEW_BIT, VIEWS_MAX, ViewKey, ViewValue,
 };
 
 #[map]
@@ -122,6 +122,9 @@ impl<const W: usize> TrieKey<W> {
 /// Why a packet was passed: the per-CPU counter slot it bumps.
 type Miss = Counter;
 
+/// The ECS scope of a client in no `VIEWS` prefix: unknown to the program.
+const NO_SCOPE: u32 = u32::MAX;
+
 #[xdp]
 pub fn gslb_xdp(ctx: XdpContext) -> u32 {
     match try_answer(&ctx) {
@@ -184,11 +187,21 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
     let mut client = parse::Client::new();
     parse::client(ctx, &q, config, &mut client)?;
 
+    // The view is the ECS subnet's when the query names one (RFC 7871), the source's
+    // otherwise; RRL and `LDNS` below keep the source (the resolver).
+    let subnet;
+    let viewer = if q.ecs.client {
+        subnet = parse::subnet_client(&q, config);
+        &subnet
+    } else {
+        &client
+    };
     // The answer set for the client's view, else for the default view. (Here rather than in a
     // function of lookup.rs: LLVM, inlining one, unrolls it into ~140 more instructions.)
-    let (view, rtt_view) = match VIEWS.get(client.view_key()) {
-        Some(v) => (v.view, v.rtt_view),
-        None => (DEFAULT_VIEW, 0),
+    // `scope`: the ECS scope of the view's block, `NO_SCOPE` outside every published prefix.
+    let (view, rtt_view, scope) = match VIEWS.get(viewer.view_key()) {
+        Some(v) => (v.view, v.rtt_view, v.scope as u32),
+        None => (DEFAULT_VIEW, 0, NO_SCOPE),
     };
     let mut akey = AnswerKey {
         name_hash: q.hash,
@@ -221,13 +234,23 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
         Some(set) => {
             record::source(scratch, q.v6, &client);
             if set.count == 0 {
-                return reply::reply(ctx, &q, config, set, false);
+                return reply::reply(ctx, &q, config, set, false, 0);
             }
+            // The scope the reply echoes: 0 for an answer every client gets (and for a /0
+            // subnet, which names no client), else the view block's; a subnet in no published
+            // block (the default view's) is left to the responder, which computes it.
+            let scope = if !q.ecs.client || set.flags & ANSWER_ANY_VIEW != 0 {
+                0
+            } else if scope == NO_SCOPE {
+                return Err(Miss::ClientSubnet);
+            } else {
+                scope as u8
+            };
             // Response rate limiting (rrl.rs): only answers we would send count.
             let (hi, lo) = client.source();
             match rrl::verdict(q.v6, hi, lo) {
-                rrl::Verdict::Send => reply::reply(ctx, &q, config, set, false),
-                rrl::Verdict::Slip => reply::reply(ctx, &q, config, set, true),
+                rrl::Verdict::Send => reply::reply(ctx, &q, config, set, false, scope),
+                rrl::Verdict::Slip => reply::reply(ctx, &q, config, set, true, scope),
                 rrl::Verdict::Drop => Ok(xdp_action::XDP_DROP),
             }
         }

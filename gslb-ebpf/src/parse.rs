@@ -1,19 +1,21 @@
 //! The frame down to the end of the DNS message: Ethernet (one VLAN tag), IPv4 or IPv6, UDP to
 //! an address and port we serve, and a DNS query with one A/AAAA question and at most an OPT
-//! record without ECS. Anything else is a miss, named by its counter.
+//! record, with at most one valid EDNS Client Subnet option. Anything else is a miss, named by
+//! its counter.
 
 use aya_ebpf::{maps::lpm_trie::Key, programs::XdpContext};
 use gslb_common::{
-    LISTEN_IN_TRIE, LISTEN_INLINE, LISTEN_PREFIX_LEN, LOCAL_MACS_MAX, ListenKey, NAME_HASH_SEED,
-    ProgramConfig, QNAME_MAX, QNAME_WORDS, QTYPE_A, QTYPE_AAAA, ViewKey, name_hash_step,
+    ECS_PASS, LISTEN_IN_TRIE, LISTEN_INLINE, LISTEN_PREFIX_LEN, LOCAL_MACS_MAX, ListenKey,
+    NAME_HASH_SEED, ProgramConfig, QNAME_MAX, QNAME_WORDS, QTYPE_A, QTYPE_AAAA, ViewKey,
+    name_hash_step,
 };
 
 use crate::{
     LISTEN, LISTEN_SET, LOCAL_MACS, Miss, Scratch, TrieKey, csum,
     hdr::{
-        CLASS_IN, DnsHdr, ETH_P_8021Q, ETH_P_IPV4, ETH_P_IPV6, EdnsOption, EthHdr, IPPROTO_UDP,
-        Ipv4Hdr, Ipv6Hdr, OPTION_ECS, OptHdr, QuestionTail, TYPE_OPT, UdpHdr, VlanHdr, be16, ld,
-        ld_addr6, ptr_at, st,
+        CLASS_IN, DnsHdr, ETH_P_8021Q, ETH_P_IPV4, ETH_P_IPV6, EcsHdr, EdnsOption, EthHdr,
+        IPPROTO_UDP, Ipv4Hdr, Ipv6Hdr, OPTION_ECS, OptHdr, QuestionTail, TYPE_OPT, UdpHdr, VlanHdr,
+        be16, ld, ld_addr6, ptr_at, st,
     },
 };
 
@@ -40,6 +42,38 @@ pub struct Query {
     pub qname_sum: u64,
     /// `name_hash` of the lower-cased name.
     pub hash: u64,
+    /// The query's EDNS Client Subnet, echoed in the reply's OPT.
+    pub ecs: Subnet,
+}
+
+/// A valid EDNS Client Subnet of a query (RFC 7871 §7.1), as the reply echoes it.
+pub struct Subnet {
+    /// Wire length of the option to echo (its head and address bytes); 0: none.
+    pub len: usize,
+    /// The option's first 8 bytes as the reply carries them (native word): code, length,
+    /// family, source prefix length, and a scope of 0 that the reply fills in.
+    pub head: u64,
+    /// The address bytes as sent, zero-padded to 16, as two native words.
+    pub hi: u64,
+    pub lo: u64,
+    /// Family IPv6.
+    pub v6: bool,
+    /// The subnet names a client (source prefix above 0): its address chooses the view.
+    pub client: bool,
+}
+
+impl Subnet {
+    #[inline(always)]
+    fn none() -> Self {
+        Subnet {
+            len: 0,
+            head: 0,
+            hi: 0,
+            lo: 0,
+            v6: false,
+            client: false,
+        }
+    }
 }
 
 /// The client: its address, IPv4-mapped, in the key of its view in `VIEWS` (behind the view
@@ -77,6 +111,32 @@ impl Client {
             d[3] as u64 | (d[4] as u64) << 32,
         )
     }
+}
+
+/// The query's ECS subnet address as the client whose view is looked up (RFC 7871: the subnet
+/// is the client the resolver asks for); only when `q.ecs.client`.
+#[inline(always)]
+pub fn subnet_client(q: &Query, config: &ProgramConfig) -> Client {
+    let ecs = &q.ecs;
+    let generation = u32::from_ne_bytes(config.view_generation.to_be_bytes());
+    let key = if ecs.v6 {
+        TrieKey::<5> {
+            prefix_len: (core::mem::size_of::<ViewKey>() * 8) as u32,
+            data: [
+                generation,
+                ecs.hi as u32,
+                (ecs.hi >> 32) as u32,
+                ecs.lo as u32,
+                (ecs.lo >> 32) as u32,
+            ],
+        }
+    } else {
+        TrieKey::<5> {
+            prefix_len: (core::mem::size_of::<ViewKey>() * 8) as u32,
+            data: [generation, 0, 0, V4_MAPPED_WORD, ecs.hi as u32],
+        }
+    };
+    Client { key }
 }
 
 /// Fills in the client of a parsed query, unless its source is one no resolver sends from.
@@ -380,6 +440,7 @@ pub fn query(
 
     let mut end = qname + qlen + core::mem::size_of::<QuestionTail>();
     let mut edns_do = 0;
+    let mut ecs = Subnet::none();
     if arcount == 1 {
         let opt = ptr_at::<OptHdr>(ctx, end, Miss::Malformed)?;
         let opt = unsafe { &*opt };
@@ -392,6 +453,8 @@ pub fn query(
         edns_do = opt.flags[0] & 0x80;
         end += OptHdr::LEN;
         let opts_end = end + be16(opt.rdlen) as usize;
+        // Where the ECS option starts (0: none); read after the walk, once.
+        let mut ecs_at = 0;
         for _ in 0..MAX_EDNS_OPTIONS {
             if end >= opts_end {
                 break;
@@ -399,7 +462,11 @@ pub fn query(
             let option = ptr_at::<EdnsOption>(ctx, end, Miss::Malformed)?;
             let option = unsafe { &*option };
             if be16(option.code) == OPTION_ECS {
-                return Err(Miss::ClientSubnet);
+                // Two: which subnet is the client would be ours to choose (FORMERR).
+                if ecs_at != 0 {
+                    return Err(Miss::EcsInvalid);
+                }
+                ecs_at = end;
             }
             let len = be16(option.len) as usize;
             // No option of a query we answer is this long (a cookie is at most 40 bytes); the
@@ -414,6 +481,12 @@ pub fn query(
         }
         if end != opts_end {
             return Err(Miss::Malformed);
+        }
+        if ecs_at != 0 {
+            ecs = subnet(ctx, ecs_at)?;
+            if config.flags & ECS_PASS != 0 {
+                return Err(Miss::EcsAllowList);
+            }
         }
     }
     if end > msg_end {
@@ -432,6 +505,62 @@ pub fn query(
         edns_do,
         qname_sum,
         hash,
+        ecs,
+    })
+}
+
+/// The ECS option at `at` (inside the OPT record, which the caller walked), if it is valid in
+/// a query as the responder checks it (`responder::ecs`): family 1 or 2, a source prefix
+/// within it, exactly the address bytes the prefix needs, no address bit beyond the prefix,
+/// a zero scope. An IPv6 subnet inside `::ffff:0:0/96` is valid but passed: the responder
+/// takes it for the IPv4 client, whose scope is counted in another family.
+#[inline(always)]
+fn subnet(ctx: &XdpContext, at: usize) -> Result<Subnet, Miss> {
+    // The whole head in one load (an option shorter than it is invalid whatever follows, and
+    // one cut by the packet's end fails the bounds check); its fields are its bytes.
+    let h = ptr_at::<EcsHdr>(ctx, at, Miss::EcsInvalid)?;
+    // SAFETY (every load below): bounds-checked by `ptr_at`.
+    let head = unsafe { ld::<u64>(h) };
+    let [_, _, len_hi, len_lo, family_hi, family_lo, source, scope] = head.to_le_bytes();
+    let len = u16::from_be_bytes([len_hi, len_lo]) as usize;
+    let v6 = match u16::from_be_bytes([family_hi, family_lo]) {
+        1 => false,
+        2 => true,
+        _ => return Err(Miss::EcsInvalid),
+    };
+    let source = source as usize;
+    let n = len.wrapping_sub(EcsHdr::LEN - core::mem::size_of::<EdnsOption>());
+    if scope != 0 || source > if v6 { 128 } else { 32 } || n != source.div_ceil(8) || n > 16 {
+        return Err(Miss::EcsInvalid);
+    }
+    let (mut hi, mut lo) = (0u64, 0u64);
+    if n > 0 {
+        // The word that ends with the last address byte: it starts inside the option (its
+        // head is 8 bytes), so no byte of it is outside the packet when the address is not.
+        let w = ptr_at::<u64>(ctx, at + n, Miss::EcsInvalid)?;
+        let w = unsafe { ld::<u64>(w) };
+        if n > 8 {
+            let p = ptr_at::<u64>(ctx, at + EcsHdr::LEN, Miss::EcsInvalid)?;
+            hi = unsafe { ld::<u64>(p) };
+            lo = w >> (8 * (16 - n));
+        } else {
+            hi = w >> (8 * (8 - n));
+        }
+        // The last byte's bits below the prefix (8n - source of them) are zero.
+        if (w >> 56) & ((1 << (8 * n - source)) - 1) != 0 {
+            return Err(Miss::EcsInvalid);
+        }
+    }
+    if v6 && hi == 0 && lo as u32 == V4_MAPPED_WORD {
+        return Err(Miss::ClientSubnet);
+    }
+    Ok(Subnet {
+        len: EcsHdr::LEN + n,
+        head,
+        hi,
+        lo,
+        v6,
+        client: source > 0,
     })
 }
 

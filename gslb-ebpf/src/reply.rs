@@ -1,5 +1,6 @@
 //! The query frame turned into its answer in place: the records after the question, an OPT
-//! when the query had one, the DNS header's flags and counts, MACs, addresses and ports
+//! when the query had one (with the query's ECS option and its scope), the DNS header's flags
+//! and counts, MACs, addresses and ports
 //! swapped, lengths, TTL, and the IPv4 and UDP checksums, all in word loads and stores.
 
 use aya_ebpf::{
@@ -14,8 +15,8 @@ use gslb_common::{
 use crate::{
     Miss, ROTOR, SCRATCH, csum,
     hdr::{
-        DnsHdr, EthHdr, IPPROTO_UDP, Ipv4Hdr, Ipv6Hdr, OptHdr, QuestionTail, TYPE_OPT, UdpHdr, ld,
-        ld_addr6, ptr_at, st, st_addr6,
+        DnsHdr, EcsHdr, EthHdr, IPPROTO_UDP, Ipv4Hdr, Ipv6Hdr, OptHdr, QuestionTail, TYPE_OPT,
+        UdpHdr, ld, ld_addr6, ptr_at, st, st_addr6,
     },
     parse::Query,
     record,
@@ -52,6 +53,45 @@ fn grow_at_head(ctx: &XdpContext, keep: usize, delta: i32) -> Result<(), Miss> {
     Ok(())
 }
 
+/// Writes the query's ECS option at `at` with `scope` and returns its checksum sum as the tail
+/// takes it (big-endian from an even offset; see [`reply`]).
+///
+/// The option is the head's 8 bytes and the address's `n` (0..=16), stored as whole words in
+/// an order that leaves every byte right: the word that ends with the address first, then
+/// (n > 8) the address's first 8 bytes, then the head, each overwriting the stale bytes of
+/// the one before, so no store goes past the option and none is a byte loop.
+#[inline(always)]
+fn echo_subnet(ctx: &XdpContext, q: &Query, at: usize, scope: u8) -> Result<u16, Miss> {
+    let ecs = &q.ecs;
+    let n = ecs.len - EcsHdr::LEN;
+    // Verifier only: the parse gave n <= 16.
+    if n > 16 {
+        return Err(Miss::NoTailroom);
+    }
+    let head = ecs.head | (scope as u64) << 56;
+    if n > 0 {
+        // The word at `at + n` ends with the address's last byte.
+        let last = if n > 8 {
+            ecs.lo << (8 * (16 - n))
+        } else {
+            ecs.hi << (8 * (8 - n))
+        };
+        let p = ptr_at::<u64>(ctx, at + n, Miss::NoTailroom)?;
+        unsafe { st(p, last) };
+        if n > 8 {
+            let p = ptr_at::<u64>(ctx, at + EcsHdr::LEN, Miss::NoTailroom)?;
+            unsafe { st(p, ecs.hi) };
+        }
+    }
+    let p = ptr_at::<u64>(ctx, at, Miss::NoTailroom)?;
+    unsafe { st(p, head) };
+    // The option starts at an odd offset of the tail (after the 11-byte OPT): big-endian
+    // from there is native from the option's own start, and the padding bytes are zeros.
+    Ok(csum::fold64(
+        csum::w64(head) + csum::w64(ecs.hi) + csum::w64(ecs.lo),
+    ))
+}
+
 /// All ones when `x < n`, else zero, without a branch: the sign of `x - n`. (For `x` below 2^63,
 /// which a slot the program alone writes always is.)
 #[inline(always)]
@@ -60,7 +100,7 @@ fn below(x: u64, n: u64) -> u64 {
 }
 
 /// Turns the query into the reply in place and returns XDP_TX. A `slip` (rate limiting) is the
-/// reply without records and with TC=1.
+/// reply without records and with TC=1. `scope`: the ECS scope echoed when the query had ECS.
 ///
 /// Checksums: every part is summed as native (little-endian) 16-bit words, which is the
 /// big-endian sum byte-swapped (RFC 1071); the result is stored natively, i.e. right.
@@ -71,6 +111,7 @@ pub fn reply(
     config: &ProgramConfig,
     set: &AnswerSet,
     slip: bool,
+    scope: u8,
 ) -> Result<u32, Miss> {
     let stored = set.count as usize;
     if stored == 0 || stored > MAX_ADDRS {
@@ -110,7 +151,9 @@ pub fn reply(
         dns_off + core::mem::size_of::<DnsHdr>() + q.qlen + core::mem::size_of::<QuestionTail>();
     let answers_len = n * rr_len;
     let opt_off = answers_off + answers_len;
-    let msg_end = opt_off + if q.edns { OPT_RR_LEN } else { 0 };
+    let ecs_off = opt_off + OPT_RR_LEN;
+    let ecs_len = q.ecs.len;
+    let msg_end = if q.edns { ecs_off + ecs_len } else { opt_off };
     let udp_len = msg_end - q.l4;
     let delta = msg_end as i32 - (ctx.data_end() - ctx.data()) as i32;
     // SAFETY: plain helper call on our own context; every pointer is re-derived afterwards.
@@ -159,6 +202,7 @@ pub fn reply(
         + answers_sum;
     if q.edns {
         let size = config.edns_udp_size.to_be_bytes();
+        let rdlen = (ecs_len as u16).to_be_bytes();
         let opt_bytes = [
             0,
             0,
@@ -169,18 +213,24 @@ pub fn reply(
             0,
             q.edns_do,
             0,
-            0,
-            0,
+            rdlen[0],
+            rdlen[1],
         ];
         let opt = ptr_at::<OptHdr>(ctx, opt_off, Miss::NoTailroom)?;
         // Name, type, UDP size, extended RCODE and version, and the flags' high byte (DO).
         let head = u64::from_le_bytes([0, 0, TYPE_OPT as u8, size[0], size[1], 0, 0, q.edns_do]);
         unsafe {
             st(opt, head);
-            // The flags again (DO, then the low byte) and RDLENGTH 0.
-            st(&raw mut (*opt).flags, q.edns_do as u32);
+            // The flags again (DO, then the low byte) and RDLENGTH: the ECS option or 0.
+            st(
+                &raw mut (*opt).flags,
+                u32::from_le_bytes([q.edns_do, 0, rdlen[0], rdlen[1]]),
+            );
         }
         tail_sum += csum::bytes(&opt_bytes);
+        if ecs_len != 0 {
+            tail_sum += echo_subnet(ctx, q, ecs_off, scope)? as u32;
+        }
     }
     // Big-endian from an even offset; native from an odd one is the same bytes, and native
     // from an even offset is the byte swap.

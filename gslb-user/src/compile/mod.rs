@@ -82,6 +82,8 @@ pub struct Snapshot {
     pub edns_udp_size: u16,
     /// `[rrl]`, for the fast path's `RRL_CONFIG` (publish writes it).
     pub rrl: crate::config::RrlSettings,
+    /// `server.ecs_allow` is set: the fast path passes queries with ECS (`ECS_PASS`).
+    pub ecs_allow_list: bool,
     /// Destination addresses the fast path answers for.
     pub listen: Vec<IpAddr>,
     /// Disjoint client prefixes, ascending, with their view and LDNS view; other clients get

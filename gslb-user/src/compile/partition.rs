@@ -236,6 +236,34 @@ impl Segments {
         (self.views[i], self.rtt_view(i))
     }
 
+    /// The ECS scope of an answer that depends on the view (RFC 7871 §7.2.1), as the fast
+    /// path reads it from `ViewValue::scope`: the length (counted in `ip`'s family) of the
+    /// largest aligned block around `ip` inside its segment, which is the trie prefix
+    /// `prefixes_of` gives for that segment and the address (the pieces it cuts a range into
+    /// are the range's maximal aligned blocks). One (view, LDNS view) holds in the block, so
+    /// no answer changes there; it may be longer than the shortest such prefix (which
+    /// [`scope_where`](Self::scope_where) approaches), never shorter.
+    pub fn block_scope(&self, ip: IpAddr) -> u8 {
+        if self.starts.is_empty() {
+            return 0;
+        }
+        let key = key_of(ip);
+        let base = if (V4_FIRST..=V4_LAST).contains(&key) {
+            96
+        } else {
+            0
+        };
+        let i = self.index(ip);
+        let first = self.starts[i];
+        let last = self.starts.get(i + 1).map_or(u128::MAX, |&next| next - 1);
+        (0..=128 - base)
+            .find(|&len| {
+                let host = u128::MAX.checked_shr(base + len).unwrap_or(0);
+                (key & !host) >= first && (key | host) <= last
+            })
+            .unwrap_or(128 - base) as u8
+    }
+
     /// The shortest prefix length around `ip` (counted in its own family) over which every
     /// segment's (view, LDNS view) satisfies `same`, which must hold for `ip`'s own: the RFC
     /// 7871 scope of an answer that is the same exactly where `same` holds. The walk over
@@ -397,6 +425,52 @@ mod tests {
         let mut all = Vec::new();
         prefixes_of(0, u128::MAX, &mut all);
         assert_eq!(all, vec![net("::/0")]);
+    }
+
+    /// The scope the responder computes for a client is the length of the trie prefix (of
+    /// `prefixes_of` over its segment) that holds it, which the fast path reads from the
+    /// prefix's `ViewValue::scope`: at both ends of every prefix of every segment.
+    #[test]
+    fn block_scope_is_the_trie_prefix_holding_the_client() {
+        let mut starts = vec![
+            0,
+            key("2001:db8::"),
+            key("2001:db8::7"),
+            key("2001:db9::1"),
+            V4_FIRST,
+            key("10.0.0.0"),
+            key("10.1.2.3"),
+            key("192.0.2.10"),
+            key("192.0.2.11"),
+            key("203.0.113.77"),
+            V4_LAST + 1,
+            key("fe80::"),
+        ];
+        starts.sort_unstable();
+        let n = starts.len();
+        let segments = Segments {
+            starts,
+            views: (0..n as u32).collect(),
+            rtt_views: vec![0; n],
+        };
+        let mut checked = 0;
+        for i in 0..n {
+            let first = segments.starts[i];
+            let last = segments.starts.get(i + 1).map_or(u128::MAX, |&s| s - 1);
+            let mut nets = Vec::new();
+            prefixes_of(first, last, &mut nets);
+            for net in nets {
+                for end in [net.network(), net.broadcast()] {
+                    assert_eq!(
+                        segments.block_scope(end),
+                        net.prefix_len(),
+                        "{end} in {net}"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 100, "{checked}");
     }
 
     #[test]

@@ -14,6 +14,15 @@ use super::partition::Segments;
 use super::signatures::{Outcome, OutcomePick};
 use super::views::{ClassVectors, Column, Columns, ViewNumbers};
 use super::{Answer, CompileStats, DomainEntry, Job, Snapshot, ViewPrefixes};
+
+impl DomainEntry {
+    /// Whether every client gets the same answer: the entry has no other view's answer and no
+    /// LDNS view's (the lists hold only the views that differ from the default). Its ECS scope
+    /// is then 0; the fast path reads it as `ANSWER_ANY_VIEW` on the set.
+    pub fn same_in_every_view(&self) -> bool {
+        self.rtt_answers.is_empty() && self.answers.iter().all(|(v, _)| *v == DEFAULT_VIEW)
+    }
+}
 use crate::config::Config;
 use crate::policy::Fallback;
 use crate::policy::{AnswerMode, DownResponse};
@@ -203,6 +212,7 @@ impl Job<'_> {
             dns_port: config.server.dns_port,
             edns_udp_size: config.server.edns_udp_size,
             rrl: config.rrl,
+            ecs_allow_list: config.server.ecs_allow.is_some(),
             listen: config.server.listen.clone(),
             views: views_out,
             segments,

@@ -81,21 +81,27 @@ fn views_and_answers_are_numbered_and_split_by_family() {
                 "198.51.100.0/24".parse().unwrap(),
                 ViewValue {
                     view: 1,
-                    rtt_view: 0
+                    rtt_view: 0,
+                    scope: 24,
+                    reserved: [0; 3],
                 }
             ),
             (
                 "203.0.113.0/24".parse().unwrap(),
                 ViewValue {
                     view: 2,
-                    rtt_view: 0
+                    rtt_view: 0,
+                    scope: 24,
+                    reserved: [0; 3],
                 }
             ),
             (
                 "2001:db8:100::/48".parse().unwrap(),
                 ViewValue {
                     view: 1,
-                    rtt_view: 0
+                    rtt_view: 0,
+                    scope: 48,
+                    reserved: [0; 3],
                 }
             ),
         ]

@@ -294,7 +294,18 @@ pub(super) fn merge(
         let last = segments.starts.get(i + 1).map_or(u128::MAX, |&n| n - 1);
         nets.clear();
         prefixes_of(first, last, &mut nets);
-        views_out.extend(nets.iter().map(|n| (*n, ViewValue { view, rtt_view })));
+        // The scope is the prefix's own length: `Segments::block_scope` of every address in it.
+        views_out.extend(nets.iter().map(|n| {
+            (
+                *n,
+                ViewValue {
+                    view,
+                    rtt_view,
+                    scope: n.prefix_len(),
+                    reserved: [0; 3],
+                },
+            )
+        }));
     }
     (segments, views_out)
 }

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use aya::maps::{Array, HashMap, LpmTrie, Map, MapData, lpm_trie::Key};
 use gslb_common::{
-    ANSWER_BY_RTT, AnswerKey, AnswerSet, DomainKey, DomainValue, ListenKey, ListenSet,
-    ProgramConfig, QNAME_MAX, RRL_CONFIG_MAP, RTT_VIEW_BIT, RrlConfig, ViewKey, ViewValue, maps,
-    name_hash,
+    ANSWER_ANY_VIEW, ANSWER_BY_RTT, AnswerKey, AnswerSet, DomainKey, DomainValue, ECS_PASS,
+    ListenKey, ListenSet, ProgramConfig, QNAME_MAX, RRL_CONFIG_MAP, RTT_VIEW_BIT, RrlConfig,
+    ViewKey, ViewValue, maps, name_hash,
 };
 use tracing::warn;
 
@@ -245,6 +245,7 @@ impl AnswerTable {
             dns_port: snapshot.dns_port,
             edns_udp_size: snapshot.edns_udp_size,
             view_generation,
+            flags: if snapshot.ecs_allow_list { ECS_PASS } else { 0 },
         };
         self.config
             .set(0, &config, 0)
@@ -433,10 +434,14 @@ fn answer_sets(
 ) -> Vec<(AnswerKey, AnswerSet)> {
     let key = |view: u32| answer_key(hash, domain.qtype, generation, view);
     let mut sets = Vec::with_capacity(domain.answers.len() + domain.rtt_answers.len());
+    let any_view = domain.same_in_every_view();
     for (view, answer) in &domain.answers {
         let mut set = answer_set(answer, wire);
         if domain.by_rtt {
             set.flags |= ANSWER_BY_RTT;
+        }
+        if any_view {
+            set.flags |= ANSWER_ANY_VIEW;
         }
         sets.push((key(*view), set));
     }

@@ -64,19 +64,25 @@ impl GslbIndex {
             .any(|t| self.domains.contains_key(&(name.to_owned(), *t)))
     }
 
-    /// The ECS scope of the answer to `client` for (`name`, `qtype`) (RFC 7871 §7.2.1): the
-    /// shortest prefix length within which that answer cannot change.
+    /// The ECS scope of the answer to `client` for (`name`, `qtype`) (RFC 7871 §7.2.1): a
+    /// prefix length within which that answer cannot change. 0 when every client gets the
+    /// same answer; for a client in a published view prefix, that prefix's length, the scope
+    /// the fast path echoes (`Segments::block_scope`, read there from `ViewValue::scope`);
+    /// elsewhere (the default view, which the trie leaves out and the fast path passes), the
+    /// shortest block of neighbouring segments with the same answer.
     pub(super) fn scope(&self, name: &str, qtype: u16, client: IpAddr) -> u8 {
         let Some((entry, _)) = self.domains.get(&(name.to_owned(), qtype)) else {
             // No answer of this type for any client.
             return 0;
         };
-        // The same answer in every view (the list holds only the views that differ).
-        if entry.rtt_answers.is_empty() && entry.answers.iter().all(|(v, _)| *v == DEFAULT_VIEW) {
+        if entry.same_in_every_view() {
             return 0;
         }
         let client = canonical(client);
         let (view, rtt_view) = self.segments.views_of(client);
+        if (view, rtt_view) != (DEFAULT_VIEW, 0) {
+            return self.segments.block_scope(client);
+        }
         let mine = entry_answer(entry, view, rtt_view);
         self.segments
             .scope_where(client, |v, r| entry_answer(entry, v, r) == mine)

@@ -1032,6 +1032,8 @@ fn mask(bits: u32) -> u128 {
 const NO_VIEW: ViewValue = ViewValue {
     view: DEFAULT_VIEW,
     rtt_view: 0,
+    scope: 0,
+    reserved: [0; 3],
 };
 
 impl<'a> Tables<'a> {
@@ -1043,9 +1045,12 @@ impl<'a> Tables<'a> {
             let (bits, key) = (key_bits(net), key_of(net.addr()));
             assert_eq!(key & !mask(bits), 0, "{net}: host bits set");
             assert_ne!(
-                *view, NO_VIEW,
+                (view.view, view.rtt_view),
+                (DEFAULT_VIEW, 0),
                 "{net}: the default view without an LDNS view needs no prefix"
             );
+            // The ECS scope the fast path echoes is the prefix's own length.
+            assert_eq!(view.scope, net.prefix_len(), "{net}: scope");
             assert!(prefixes.insert((bits, key), *view).is_none(), "{net} twice");
         }
         let lengths: BTreeSet<u32> = prefixes.keys().map(|k| k.0).collect();

@@ -180,6 +180,14 @@ fn check_reply(query: &[u8], reply: &[u8], responder: &Responder) -> Result<(), 
             edns_summary(&theirs_m)
         ));
     }
+    // The options as on the wire: the ECS option echoed byte for byte, with the same scope.
+    if opt_rdata(ours) != opt_rdata(&theirs) {
+        return Err(format!(
+            "OPT options: XDP {:02x?}, responder {:02x?}",
+            opt_rdata(ours),
+            opt_rdata(&theirs)
+        ));
+    }
     if !ours_m.name_servers().is_empty() || !ours_m.additionals().is_empty() {
         return Err("XDP sent authority or additional records".into());
     }
@@ -268,6 +276,8 @@ fn xdp_replies_agree_with_the_responder() {
     let mut generator = Generator::new(seed, pop);
     let mut out = vec![0u8; 4096];
     let (mut tx, mut passes, mut wrong) = (0u64, 0u64, 0u64);
+    // Replies that echo an ECS option (answered from the subnet's view).
+    let mut ecs_tx = 0u64;
     let mut reasons: BTreeMap<&str, u64> = BTreeMap::new();
     let mut examples = Vec::new();
     let start = dp.counters().unwrap();
@@ -283,6 +293,11 @@ fn xdp_replies_agree_with_the_responder() {
             XDP_TX => {
                 tx += 1;
                 batch_tx += 1;
+                if fuzz_frames::udp_offset(reply)
+                    .is_some_and(|l4| !ecs_options(&reply[l4 + 8..]).is_empty())
+                {
+                    ecs_tx += 1;
+                }
                 if let Err(why) = check_reply(&frame, reply, &responder) {
                     wrong += 1;
                     if examples.len() < 10 {
@@ -335,7 +350,7 @@ fn xdp_replies_agree_with_the_responder() {
         }
     }
     println!(
-        "fuzz-xdp: {frames} frames (seed {seed}) in {:.1?}: {tx} XDP_TX, {passes} XDP_PASS, {wrong} wrong",
+        "fuzz-xdp: {frames} frames (seed {seed}) in {:.1?}: {tx} XDP_TX ({ecs_tx} with ECS), {passes} XDP_PASS, {wrong} wrong",
         started.elapsed()
     );
     println!("fuzz-xdp passes by reason: {reasons:?}");
@@ -347,6 +362,7 @@ fn xdp_replies_agree_with_the_responder() {
     );
     // The generator reaches both sides: many answers, and many passes of many reasons.
     assert!(tx > frames / 20, "only {tx} replies");
+    assert!(ecs_tx > frames / 200, "only {ecs_tx} ECS replies");
     assert!(reasons.len() >= 15 || frames < 10_000, "{reasons:?}");
 }
 
@@ -447,4 +463,22 @@ fn the_checker_rejects_wrong_replies() {
         let err = check_reply(&query, &bad, &responder).expect_err(what);
         assert!(err.contains(why), "{what}: {err}");
     }
+
+    // An ECS reply (view v1's subnet, scope 24) with another scope.
+    let mut msg = common::query(0x78, WWW, hickory_proto::rr::RecordType::A);
+    let mut opt = edns();
+    opt.options_mut().insert(ecs_subnet("198.51.100.0/24"));
+    msg.set_edns(opt);
+    let query = Frame::v4(wire(&msg)).bytes();
+    let (action, len) = run_once(&dp, &query, &mut out);
+    assert_eq!(action, XDP_TX, "an ECS query of view v1 is answered");
+    let mut reply = out[..len].to_vec();
+    check_reply(&query, &reply, &responder).expect("a real ECS reply");
+    // The option ends the reply: its head, then 3 address bytes; the scope is the head's last.
+    let scope = reply.len() - 4;
+    assert_eq!(reply[scope], 24);
+    reply[scope] = 23;
+    refresh_udp_checksum(&mut reply);
+    let err = check_reply(&query, &reply, &responder).expect_err("another scope");
+    assert!(err.contains("OPT options"), "another scope: {err}");
 }

@@ -43,11 +43,17 @@ struct Tally {
 /// One query from `client`, its outcome added to `tally`; a slip is checked to be a valid
 /// truncated reply.
 fn ask_as(dp: &Dataplane, client: IpAddr, id: u16, tally: &mut Tally) {
+    ask_with(dp, client, &query(id, WWW, RecordType::A), tally);
+}
+
+/// [`ask_as`] with the message `msg` (its ID checked in the reply).
+fn ask_with(dp: &Dataplane, client: IpAddr, msg: &Message, tally: &mut Tally) {
     let server = match client {
         IpAddr::V4(_) => IpAddr::V4(SERVER_V4),
         IpAddr::V6(_) => IpAddr::V6(SERVER_V6),
     };
-    let frame = Frame::udp(client, server, wire(&query(id, WWW, RecordType::A))).bytes();
+    let id = msg.id();
+    let frame = Frame::udp(client, server, wire(msg)).bytes();
     let out = run(dp, &frame);
     match out.action {
         XDP_DROP => tally.dropped += 1,
@@ -124,6 +130,34 @@ fn a_flood_from_one_prefix_gets_the_rate_plus_slips_and_others_everything() {
         dropped > 0 && slipped > 0,
         "counted: {dropped} dropped, {slipped} slipped"
     );
+}
+
+/// One resolver speaking for many subnets (ECS, each /56 of view v1 its own) is limited as
+/// one source: the buckets are keyed by the packet's source, not by the subnet.
+#[test]
+fn an_ecs_flood_is_counted_by_the_resolver() {
+    let Some(dp) = dataplane_with(&format!("[rrl]\nrate = {RATE}\nslip = 2\n")) else {
+        return;
+    };
+    pin_to_current_cpu();
+    let resolver = IpAddr::V4(Ipv4Addr::new(203, 0, 113, 5));
+    let mut tally = Tally::default();
+    let started = Instant::now();
+    for i in 0..FLOOD {
+        let mut msg = query(i as u16, WWW, RecordType::A);
+        let mut opt = edns();
+        opt.options_mut()
+            .insert(ecs_subnet(&format!("2001:db8:1:{:x}00::/56", i % 256)));
+        msg.set_edns(opt);
+        ask_with(&dp, resolver, &msg, &mut tally);
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let allowed = RATE + (RATE as f64 * secs).ceil() as usize;
+    assert!(
+        tally.full > 0 && tally.full <= allowed,
+        "{tally:?}: {allowed} allowed"
+    );
+    assert_eq!(tally.slips + tally.dropped, FLOOD - tally.full);
 }
 
 #[test]

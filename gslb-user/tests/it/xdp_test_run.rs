@@ -82,15 +82,196 @@ fn padding(len: usize) -> EdnsOption {
     EdnsOption::Unknown(12, vec![0; len])
 }
 
+/// A subnet in no view: `www`'s answer differs between views and the default view's blocks
+/// are not in the trie, so the fast path does not know its scope.
 fn ecs() -> EdnsOption {
     EdnsOption::Subnet(ClientSubnet::new(
-        IpAddr::V4(Ipv4Addr::new(198, 51, 100, 0)),
+        IpAddr::V4(Ipv4Addr::new(203, 0, 113, 0)),
         24,
         0,
     ))
 }
 
 // ---- Answered ----
+
+/// `name` `rtype` with an OPT carrying `options`, from `client` to `server`.
+fn ecs_frame(
+    client: IpAddr,
+    server: IpAddr,
+    name: &str,
+    rtype: RecordType,
+    options: Vec<EdnsOption>,
+) -> Frame {
+    let mut opt = edns();
+    for option in options {
+        opt.options_mut().insert(option);
+    }
+    let mut msg = query(0x5eca, name, rtype);
+    msg.set_edns(opt);
+    Frame::udp(client, server, wire(&msg))
+}
+
+#[test]
+fn answers_ecs_from_the_subnets_view_and_echoes_the_scope() {
+    let Some(dp) = dataplane() else { return };
+    let v1 = |rtype| {
+        www(
+            rtype,
+            if rtype == RecordType::A {
+                &WWW_V1_A
+            } else {
+                &WWW_V1_AAAA
+            },
+        )
+    };
+    let (a, aaaa) = (RecordType::A, RecordType::AAAA);
+    // (what, name, qtype, options, expected answer, scope). View v1 is 198.51.100.0/24 and
+    // 2001:db8:1::/48; the default-view resolvers CLIENT_V4/CLIENT_V6 send every query, so an
+    // answer of v1 comes from the subnet. www differs by view (scope: v1's block); all is the
+    // same for every client (scope 0).
+    #[rustfmt::skip]
+    type Case<'a> = (&'a str, &'a str, RecordType, Vec<EdnsOption>, Expect, u8);
+    let cases: Vec<Case> = vec![
+        (
+            "v1 /24",
+            WWW,
+            a,
+            vec![ecs_subnet("198.51.100.0/24")],
+            v1(a),
+            24,
+        ),
+        (
+            "v1 /25, scope shorter",
+            WWW,
+            a,
+            vec![ecs_subnet("198.51.100.128/25")],
+            v1(a),
+            24,
+        ),
+        (
+            "v1 /32",
+            WWW,
+            a,
+            vec![ecs_subnet("198.51.100.7/32")],
+            v1(a),
+            24,
+        ),
+        (
+            "v1 /26 in a partial byte",
+            WWW,
+            a,
+            vec![ecs_subnet("198.51.100.192/26")],
+            v1(a),
+            24,
+        ),
+        (
+            "v1 IPv6 /48",
+            WWW,
+            aaaa,
+            vec![ecs_subnet("2001:db8:1::/48")],
+            v1(aaaa),
+            48,
+        ),
+        (
+            "v1 IPv6 /56",
+            WWW,
+            aaaa,
+            vec![ecs_subnet("2001:db8:1:ff00::/56")],
+            v1(aaaa),
+            48,
+        ),
+        (
+            "v1 IPv6 /128",
+            WWW,
+            aaaa,
+            vec![ecs_subnet("2001:db8:1::77/128")],
+            v1(aaaa),
+            48,
+        ),
+        (
+            "v1 IPv6 /61",
+            WWW,
+            aaaa,
+            vec![ecs_subnet("2001:db8:1:8::/61")],
+            v1(aaaa),
+            48,
+        ),
+        (
+            "v1 after a cookie",
+            WWW,
+            a,
+            vec![client_cookie(), ecs_subnet("198.51.100.0/24")],
+            v1(a),
+            24,
+        ),
+        (
+            "v1 before padding",
+            WWW,
+            aaaa,
+            vec![ecs_subnet("2001:db8:1::/48"), padding(3)],
+            v1(aaaa),
+            48,
+        ),
+        (
+            "same everywhere, no view",
+            ALL,
+            a,
+            vec![ecs_subnet("203.0.113.0/24")],
+            all(a),
+            0,
+        ),
+        (
+            "same everywhere, v1",
+            ALL,
+            aaaa,
+            vec![ecs_subnet("2001:db8:1::/48")],
+            all(aaaa),
+            0,
+        ),
+        (
+            "/0 names no client",
+            WWW,
+            a,
+            vec![ecs_subnet("0.0.0.0/0")],
+            www_default(a),
+            0,
+        ),
+        (
+            "IPv6 /0",
+            WWW,
+            aaaa,
+            vec![ecs_subnet("::/0")],
+            www_default(aaaa),
+            0,
+        ),
+    ];
+    for server in [V4, V6] {
+        let client = if server.is_ipv4() {
+            IpAddr::V4(CLIENT_V4)
+        } else {
+            IpAddr::V6(CLIENT_V6)
+        };
+        for (what, name, rtype, options, expect, scope) in &cases {
+            let frame = ecs_frame(client, server, name, *rtype, options.clone());
+            ask_scoped(
+                &dp,
+                &format!("{what} over {server}"),
+                &frame,
+                expect,
+                *scope,
+            );
+        }
+    }
+    // A /0 subnet: the resolver is the client, here one of v1.
+    let frame = ecs_frame(
+        IpAddr::V4(V1_CLIENT_V4),
+        V4,
+        WWW,
+        a,
+        vec![ecs_subnet("0.0.0.0/0")],
+    );
+    ask_scoped(&dp, "/0 from a v1 resolver", &frame, &v1(a), 0);
+}
 
 #[test]
 fn answers_a_and_aaaa_over_ipv4_and_ipv6_with_and_without_edns() {
@@ -439,13 +620,105 @@ fn passes_edns_it_does_not_answer() {
     #[rustfmt::skip]
     let cases = [
         ("EDNS version 1", www_a_with(|m| { m.set_edns(version_1); }), Counter::EdnsVersion),
-        ("ECS", wire(&with_options(vec![ecs()])), Counter::ClientSubnet),
+        ("ECS without a known scope", wire(&with_options(vec![ecs()])), Counter::ClientSubnet),
         ("ECS after a cookie", wire(&with_options(vec![client_cookie(), ecs()])), Counter::ClientSubnet),
         ("more options than looked through", wire(&with_options(vec![padding(0); 5])), Counter::Additional),
         ("an option longer than any query's", wire(&with_options(vec![padding(257)])), Counter::Additional),
         ("OPT not at the root", www_a_edited(true, opt_owner_x), Counter::Additional),
     ];
     assert_messages_passed(&dp, &cases);
+}
+
+/// The resolver that sends an ECS query is the one recorded in `LDNS` for probing, not the
+/// subnet it speaks for.
+#[test]
+fn an_ecs_query_records_the_resolver_not_the_subnet() {
+    let Some(mut dp) = dataplane() else { return };
+    let mut ldns = dp.take_ldns().expect("the LDNS map");
+    ldns.set_masks(32, 128).unwrap();
+    ldns.set_enabled(true).unwrap();
+    let resolver = IpAddr::V4(Ipv4Addr::new(203, 0, 113, 5));
+    let frame = ecs_frame(
+        resolver,
+        V4,
+        WWW,
+        RecordType::A,
+        vec![ecs_subnet("198.51.100.0/24")],
+    );
+    let out = run(&dp, &frame.bytes());
+    assert_eq!(out.action, XDP_TX, "answered: {:?}", out.counted);
+    let seen: Vec<IpAddr> = ldns
+        .scan(std::time::Duration::from_secs(60))
+        .unwrap()
+        .seen
+        .iter()
+        .map(|s| s.addr)
+        .collect();
+    assert_eq!(seen, [resolver]);
+}
+
+#[test]
+fn passes_ecs_it_cannot_answer_exactly() {
+    let Some(dp) = dataplane() else { return };
+    let ecs_query = |options: Vec<EdnsOption>| wire(&with_options(options));
+    #[rustfmt::skip]
+    let cases = [
+        // Valid, but the program does not know the scope.
+        ("a subnet in the default view", ecs_query(vec![ecs_subnet("203.0.113.0/24")]), Counter::ClientSubnet),
+        ("an IPv6 subnet of IPv4-mapped addresses",
+            ecs_query(vec![ecs_subnet("::ffff:198.51.100.0/120")]), Counter::ClientSubnet),
+        // Invalid in a query (RFC 7871 §6, §7.1): the responder answers FORMERR.
+        ("/33", ecs_query(vec![ecs_option(1, 33, 0, &[198, 51, 100, 0, 0])]), Counter::EcsInvalid),
+        ("IPv6 /129", ecs_query(vec![ecs_option(2, 129, 0, &[0x20; 17])]), Counter::EcsInvalid),
+        ("/24 in 4 bytes", ecs_query(vec![ecs_option(1, 24, 0, &[198, 51, 100, 0])]), Counter::EcsInvalid),
+        ("/24 in 2 bytes", ecs_query(vec![ecs_option(1, 24, 0, &[198, 51])]), Counter::EcsInvalid),
+        ("/0 with an address byte", ecs_query(vec![ecs_option(1, 0, 0, &[0])]), Counter::EcsInvalid),
+        ("IPv6 /48 in 16 bytes", ecs_query(vec![ecs_option(2, 48, 0, &[0x20, 1, 0xd, 0xb8, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0])]),
+            Counter::EcsInvalid),
+        ("a bit beyond /20", ecs_query(vec![ecs_option(1, 20, 0, &[198, 51, 0x65])]), Counter::EcsInvalid),
+        ("a bit beyond /127", ecs_query(vec![ecs_option(2, 127, 0, &[0x20, 1, 0xd, 0xb8, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1])]),
+            Counter::EcsInvalid),
+        ("a scope in the query", ecs_query(vec![ecs_option(1, 24, 24, &[198, 51, 100])]), Counter::EcsInvalid),
+        ("family 3", ecs_query(vec![ecs_option(3, 8, 0, &[1])]), Counter::EcsInvalid),
+        ("no family", ecs_query(vec![EdnsOption::Unknown(8, vec![0, 1, 0])]), Counter::EcsInvalid),
+        ("two ECS options", ecs_query(vec![ecs_subnet("198.51.100.0/24"), ecs_subnet("198.51.100.0/24")]),
+            Counter::EcsInvalid),
+    ];
+    assert_messages_passed(&dp, &cases);
+}
+
+/// With `server.ecs_allow`, the program does not know the list: every query with a valid ECS
+/// is passed and the responder decides (malformed ones stay `ecs_invalid`).
+#[test]
+fn passes_ecs_when_an_allow_list_decides() {
+    if !privileged() {
+        return;
+    }
+    let text = config_text().replacen(
+        "[server]\n",
+        "[server]\necs_allow = [\"203.0.113.0/24\"]\n",
+        1,
+    );
+    let config = gslb_user::config::Config::parse(&text, std::path::Path::new("ecs-allow.toml"))
+        .expect("test configuration");
+    let mut dp = Dataplane::load(None).expect("loading the XDP object");
+    dp.table
+        .publish(&gslb_user::compile::Snapshot::from_config(&config))
+        .expect("publishing");
+    #[rustfmt::skip]
+    let cases = [
+        ("v1 subnet", wire(&with_options(vec![ecs_subnet("198.51.100.0/24")])), Counter::EcsAllowList),
+        ("/0", wire(&with_options(vec![ecs_subnet("0.0.0.0/0")])), Counter::EcsAllowList),
+        ("malformed", wire(&with_options(vec![ecs_option(1, 24, 8, &[198, 51, 100])])), Counter::EcsInvalid),
+    ];
+    assert_messages_passed(&dp, &cases);
+    // Without ECS, the same queries are answered.
+    ask(
+        &dp,
+        "no ECS",
+        &Frame::query_to(V4, wire(&with_edns(query(0x2a, WWW, RecordType::A)))),
+        &www_default(RecordType::A),
+    );
 }
 
 #[test]

@@ -24,6 +24,7 @@ use gslb_user::{
     dataplane::Dataplane,
 };
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
+use hickory_proto::rr::rdata::opt::EdnsOption;
 use hickory_proto::rr::{DNSClass, Name, RData, RecordType};
 use tokio::{
     sync::{mpsc, oneshot},
@@ -357,6 +358,76 @@ pub(crate) fn question_bytes(dns: &[u8]) -> &[u8] {
         at += 1 + dns[at] as usize;
     }
     &dns[12..at + 1 + 4]
+}
+
+/// The RDATA of the OPT record of `dns` (its options as on the wire), walking the sections;
+/// `None` without an OPT or when the message does not walk.
+pub(crate) fn opt_rdata(dns: &[u8]) -> Option<&[u8]> {
+    let u16_at = |at: usize| -> Option<u16> {
+        Some(u16::from_be_bytes(dns.get(at..at + 2)?.try_into().ok()?))
+    };
+    let skip_name = |mut at: usize| -> Option<usize> {
+        loop {
+            match *dns.get(at)? {
+                0 => return Some(at + 1),
+                l if l & 0xc0 == 0xc0 => return Some(at + 2),
+                l => at += 1 + usize::from(l),
+            }
+        }
+    };
+    let mut at = 12;
+    for _ in 0..u16_at(4)? {
+        at = skip_name(at)? + 4;
+    }
+    let records = u32::from(u16_at(6)?) + u32::from(u16_at(8)?) + u32::from(u16_at(10)?);
+    for _ in 0..records {
+        at = skip_name(at)?;
+        let rdlen = usize::from(u16_at(at + 8)?);
+        let rdata = dns.get(at + 10..at + 10 + rdlen)?;
+        if u16_at(at)? == 41 {
+            return Some(rdata);
+        }
+        at += 10 + rdlen;
+    }
+    None
+}
+
+/// The ECS options (code 8, each with its head) of the OPT of `dns`, as on the wire.
+pub(crate) fn ecs_options(dns: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let Some(rdata) = opt_rdata(dns) else {
+        return out;
+    };
+    let mut at = 0;
+    while at + 4 <= rdata.len() {
+        let len = usize::from(u16::from_be_bytes([rdata[at + 2], rdata[at + 3]]));
+        let end = (at + 4 + len).min(rdata.len());
+        if rdata[at..at + 2] == [0, 8] {
+            out.push(rdata[at..end].to_vec());
+        }
+        at = end;
+    }
+    out
+}
+
+/// An ECS option as written: family, source prefix, scope, address bytes (any, valid or not).
+pub(crate) fn ecs_option(family: u16, source: u8, scope: u8, addr: &[u8]) -> EdnsOption {
+    let mut data = family.to_be_bytes().to_vec();
+    data.extend_from_slice(&[source, scope]);
+    data.extend_from_slice(addr);
+    EdnsOption::Unknown(8, data)
+}
+
+/// The valid ECS option of `subnet` ("addr/len"): the address truncated to whole bytes of
+/// the prefix, as a resolver sends it.
+pub(crate) fn ecs_subnet(subnet: &str) -> EdnsOption {
+    let net: ipnet::IpNet = subnet.parse().expect("test subnet");
+    let source = net.prefix_len();
+    let bytes = usize::from(source).div_ceil(8);
+    match net.trunc().addr() {
+        IpAddr::V4(a) => ecs_option(1, source, 0, &a.octets()[..bytes]),
+        IpAddr::V6(a) => ecs_option(2, source, 0, &a.octets()[..bytes]),
+    }
 }
 
 // ---- Frames ----
@@ -722,6 +793,19 @@ pub(crate) fn assert_reply(
     out: &Outcome,
     expect: &Expect,
 ) -> Vec<IpAddr> {
+    assert_reply_scoped(case, query, out, expect, None)
+}
+
+/// [`assert_reply`] for a query with an ECS option (`scope` given): the reply's OPT holds
+/// exactly the query's ECS option, byte for byte (family, source prefix, address bytes), but
+/// with the scope `scope`. Without `scope`, the OPT has no options.
+pub(crate) fn assert_reply_scoped(
+    case: &str,
+    query: &[u8],
+    out: &Outcome,
+    expect: &Expect,
+    scope: Option<u8>,
+) -> Vec<IpAddr> {
     assert_eq!(
         out.action, XDP_TX,
         "{case}: action (counted {:?})",
@@ -901,11 +985,23 @@ pub(crate) fn assert_reply(
             (EDNS_UDP_SIZE, 0, 0),
             "{case}: OPT"
         );
-        assert!(
-            opt.options().as_ref().is_empty(),
-            "{case}: OPT options {:?}",
-            opt.options()
-        );
+        match scope {
+            None => assert!(
+                opt.options().as_ref().is_empty(),
+                "{case}: OPT options {:?}",
+                opt.options()
+            ),
+            Some(scope) => {
+                let [mut want] = <[Vec<u8>; 1]>::try_from(ecs_options(qdns))
+                    .unwrap_or_else(|o| panic!("{case}: the query has ECS options {o:?}"));
+                want[7] = scope;
+                assert_eq!(
+                    opt_rdata(rdns),
+                    Some(want.as_slice()),
+                    "{case}: OPT options: the query's ECS with scope {scope}"
+                );
+            }
+        }
         assert_eq!(
             opt.flags().dnssec_ok,
             sent.flags().dnssec_ok,
@@ -913,7 +1009,11 @@ pub(crate) fn assert_reply(
         );
     }
     // hickory accepts bytes past the last record; the fast path must not leave any.
-    let opt_len = if sent_opt.is_some() { 11 } else { 0 };
+    let opt_len = if sent_opt.is_some() {
+        11 + opt_rdata(rdns).map_or(0, <[u8]>::len)
+    } else {
+        0
+    };
     let rr_len = 12 + if expect.rtype == RecordType::A { 4 } else { 16 };
     let counts: Vec<u16> = rdns[4..12]
         .chunks(2)
@@ -966,6 +1066,18 @@ pub(crate) fn assert_udp_checksum(case: &str, packet: &SlicedPacket) {
 pub(crate) fn ask(dp: &Dataplane, case: &str, frame: &Frame, expect: &Expect) -> Vec<IpAddr> {
     let bytes = frame.bytes();
     assert_reply(case, &bytes, &run(dp, &bytes), expect)
+}
+
+/// [`ask`] with an ECS query: the reply echoes the option with `scope`.
+pub(crate) fn ask_scoped(
+    dp: &Dataplane,
+    case: &str,
+    frame: &Frame,
+    expect: &Expect,
+    scope: u8,
+) -> Vec<IpAddr> {
+    let bytes = frame.bytes();
+    assert_reply_scoped(case, &bytes, &run(dp, &bytes), expect, Some(scope))
 }
 
 /// A frame the fast path cannot answer exactly goes to the stack untouched, for `reason`.

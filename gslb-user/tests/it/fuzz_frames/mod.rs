@@ -232,18 +232,55 @@ fn qname(r: &mut Rng, names: &[String], hostile: bool) -> Vec<u8> {
     wire
 }
 
-/// An EDNS option: a cookie or padding (answered), or, in a hostile message, ECS variants and
-/// unknown codes.
+/// Addresses valid ECS subnets are cut from: in view v1, in no view, of both families, and
+/// IPv4-mapped (the responder's IPv4 client, passed by the fast path).
+const SUBNET_ADDRS: [&str; 8] = [
+    "198.51.100.7",
+    "198.51.100.200",
+    "203.0.113.9",
+    "10.1.2.3",
+    "2001:db8:1::7",
+    "2001:db8:1:ff::1",
+    "2001:db8:2::7",
+    "::ffff:198.51.100.7",
+];
+
+/// A valid ECS option's data: one of [`SUBNET_ADDRS`] cut to a random source prefix, the
+/// address bytes the prefix needs.
+fn valid_subnet(r: &mut Rng) -> Vec<u8> {
+    let addr: IpAddr = r.pick(&SUBNET_ADDRS).parse().expect("subnet address");
+    let (family, bits, octets): (u16, usize, Vec<u8>) = match addr {
+        IpAddr::V4(a) => (1, 32, a.octets().to_vec()),
+        IpAddr::V6(a) => (2, 128, a.octets().to_vec()),
+    };
+    // Mostly the prefixes resolvers send, sometimes any.
+    let source = match r.below(4) {
+        0 => r.below(bits + 1),
+        _ => *r.pick(&if bits == 32 { [24, 32, 0] } else { [56, 48, 0] }),
+    };
+    let mut data = family.to_be_bytes().to_vec();
+    data.extend_from_slice(&[source as u8, 0]);
+    let bytes = source.div_ceil(8);
+    for (i, b) in octets[..bytes].iter().enumerate() {
+        let keep = (source - 8 * i).min(8);
+        data.push(b & (0xffu16 << (8 - keep)) as u8);
+    }
+    data
+}
+
+/// An EDNS option: a cookie, padding or a valid ECS (answered), or, in a hostile message,
+/// invalid ECS variants and unknown codes.
 fn option(r: &mut Rng, hostile: bool) -> Vec<u8> {
-    let (code, data): (u16, Vec<u8>) = match r.below(if hostile { 9 } else { 4 }) {
+    let (code, data): (u16, Vec<u8>) = match r.below(if hostile { 11 } else { 6 }) {
         0 | 1 => (10, (0..8).map(|_| r.byte()).collect()),
         2 => (10, (0..24).map(|_| r.byte()).collect()),
         3 => (12, vec![0; r.below(40)]),
+        4 | 5 => (8, valid_subnet(r)),
         // ECS: IPv4 /24, IPv6 /56, with surplus address bytes, family 3, scope set.
-        4 => (8, vec![0, 1, 24, 0, 198, 51, 100]),
-        5 => (8, vec![0, 2, 56, 0, 0x20, 0x01, 0x0d, 0xb8, 0, 1, 0]),
-        6 => (8, vec![0, 1, 8, 0, 198, 51, 100, 7]),
-        7 => (8, vec![0, 3, 0, 0]),
+        6 => (8, vec![0, 1, 24, 0, 198, 51, 100]),
+        7 => (8, vec![0, 2, 56, 0, 0x20, 0x01, 0x0d, 0xb8, 0, 1, 0]),
+        8 => (8, vec![0, 1, 8, 0, 198, 51, 100, 7]),
+        9 => (8, vec![0, 3, 0, 0]),
         _ => (r.next() as u16, (0..r.below(6)).map(|_| r.byte()).collect()),
     };
     let mut o = code.to_be_bytes().to_vec();
