@@ -1,26 +1,27 @@
 //! The common query answered from its bytes: one A or AAAA question, class IN, for a GSLB name
-//! the fast path's tables answer (a compiled entry), no EDNS or an OPT without options. Such a
-//! query is what every resolver without ECS sends, and it is answered here without building a
-//! `hickory_proto::op::Message`: the question is checked and looked up as bytes (lower-cased
-//! into a stack buffer), and the reply is written into the caller's buffer: the header, the
-//! question echoed byte for byte (0x20 case kept), the address records pointing at it (0xc00c)
-//! and our OPT, the same bytes the general path (`Responder::respond_message`) encodes for the
-//! same query (test: `wire::tests`, byte for byte over the table's requests and their
-//! variants).
+//! the fast path's tables answer (a compiled entry), with no EDNS, or an OPT of version 0 with
+//! no option or one well-formed ECS option. That is what resolvers send, and it is answered
+//! here without building a `hickory_proto::op::Message`: the question is checked and looked up
+//! as bytes (lower-cased into a stack buffer), and the reply is written into the caller's
+//! buffer: the header, the question echoed byte for byte (0x20 case kept), the address records
+//! pointing at it (0xc00c) and our OPT, with the client subnet echoed with the answer's scope
+//! (`Authority::scope`, as the general path computes it). These are the same bytes the general
+//! path (`Responder::respond_message`) encodes for the same query (test: `wire::tests`, byte
+//! for byte over the table's requests and every one-byte change of them).
 //!
 //! Everything else, and everything this cannot decide (no answer for the client: NODATA;
-//! another zone's data at the name; ECS; a name the engine decides per query; a MEP child
-//! refusing GSLB names), goes to the general path, so no rule of `message` is bypassed: a
-//! query this accepts parses there too, to the same answer.
+//! a name the engine decides per query; other EDNS options; a MEP child refusing GSLB names),
+//! goes to the general path, so no rule of `message` or `ecs` is bypassed: a query this
+//! accepts parses there too, to the same answer.
 
 use std::{collections::HashMap, net::IpAddr, sync::Arc};
 
 use gslb_common::{QTYPE_A, QTYPE_AAAA};
 
-use super::Authority;
 use super::compiled::{CompiledEntry, GslbIndex};
 use super::decisions::Decisions;
 use super::zone::ZoneData;
+use super::{Authority, canonical};
 use crate::policy::AnswerMode;
 
 /// The longest name on the wire (RFC 1035 §2.3.4).
@@ -33,16 +34,18 @@ const CLASS_IN: u16 = 1;
 /// asked of it (a longer one goes to the general path, which truncates).
 const MAX_REPLY: usize = 512;
 
-/// The compiled entries this answers, by the lower-case wire form of their name: A at 0,
-/// AAAA at 1.
-pub(super) struct Names(HashMap<Box<[u8]>, [Option<Arc<CompiledEntry>>; 2], ahash::RandomState>);
+/// The compiled entries this answers, by the lower-case wire form of their name.
+pub(super) struct Names(HashMap<Box<[u8]>, Slots, ahash::RandomState>);
+
+/// A name's entries: A at 0, AAAA at 1.
+type Slots = [Option<Arc<CompiledEntry>>; 2];
 
 impl Names {
     /// The entries of `gslb` whose A or AAAA answer is the GSLB answer alone: the name is a
     /// GSLB domain of the zone that holds it, not below a delegation, and not decided per
     /// query (`decisions`). (The configuration refuses static records at a GSLB name.)
     pub(super) fn new(zones: &[ZoneData], gslb: &GslbIndex, decisions: Option<&Decisions>) -> Self {
-        let mut names: HashMap<Box<[u8]>, [Option<Arc<CompiledEntry>>; 2], _> = HashMap::default();
+        let mut names: HashMap<Box<[u8]>, Slots, _> = HashMap::default();
         for entry in gslb.entries() {
             let (e, _) = &**entry;
             let slot = match e.qtype {
@@ -69,6 +72,11 @@ impl Names {
     }
 }
 
+/// The qtype of a slot of [`Slots`].
+fn rtype_of(slot: usize) -> u16 {
+    if slot == 0 { QTYPE_A } else { QTYPE_AAAA }
+}
+
 /// `name` (lower case, no trailing dot) on the wire, `None` when it cannot be a question's.
 fn wire_name(name: &str) -> Option<Box<[u8]>> {
     let mut wire = Vec::with_capacity(name.len() + 2);
@@ -91,8 +99,57 @@ struct Plain<'a> {
     name: ([u8; MAX_NAME], usize),
     /// A: 0, AAAA: 1.
     slot: usize,
-    /// The query's OPT: `Some(DO bit)`.
-    opt: Option<bool>,
+    /// The query's OPT record.
+    opt: Option<Opt<'a>>,
+}
+
+/// An OPT record of version 0 with no option or one well-formed ECS option.
+#[derive(Clone, Copy)]
+struct Opt<'a> {
+    dnssec_ok: bool,
+    ecs: Option<Ecs<'a>>,
+}
+
+/// A client subnet as RFC 7871 §7.1 allows it in a query (the checks of `ecs::valid` and
+/// `ecs::exact_lengths`).
+#[derive(Clone, Copy)]
+struct Ecs<'a> {
+    /// The option's data as sent: family, source prefix, scope 0, the address bytes.
+    data: &'a [u8],
+    addr: IpAddr,
+    source: u8,
+}
+
+/// EDNS option code of ECS.
+const OPTION_SUBNET: u16 = 8;
+
+/// `data` (an ECS option's) when it is well formed: a known family, a source prefix within
+/// it, scope 0, exactly the address bytes the prefix needs and no bits set beyond it.
+fn ecs(data: &[u8]) -> Option<Ecs<'_>> {
+    let (&[f0, f1, source, scope], bytes) = data.split_first_chunk::<4>()?;
+    let bits = match u16::from_be_bytes([f0, f1]) {
+        1 => 32,
+        2 => 128,
+        _ => return None,
+    };
+    if scope != 0 || source > bits || bytes.len() != usize::from(source).div_ceil(8) {
+        return None;
+    }
+    let mut octets = [0u8; 16];
+    octets[..bytes.len()].copy_from_slice(bytes);
+    let spare = bytes.len() * 8 - usize::from(source);
+    if bytes
+        .last()
+        .is_some_and(|&last| last & ((1u16 << spare) - 1) as u8 != 0)
+    {
+        return None;
+    }
+    let addr = if bits == 32 {
+        IpAddr::from([octets[0], octets[1], octets[2], octets[3]])
+    } else {
+        IpAddr::from(octets)
+    };
+    Some(Ecs { data, addr, source })
 }
 
 /// `request` as a [`Plain`] query, `None` for anything else: a response, another opcode, other
@@ -141,13 +198,29 @@ fn plain(request: &[u8]) -> Option<Plain<'_>> {
     let question = &request[12..at + 4];
     at += 4;
     let opt = if arcount == 1 {
-        // Root owner, type OPT, any payload size, any extended RCODE, version 0, no options.
+        // Root owner, type OPT, any payload size, any extended RCODE, version 0; no option or
+        // one ECS option filling the data.
         let rr = request.get(at..at + 11)?;
-        if rr[0] != 0 || u16_at(at + 1)? != TYPE_OPT || rr[6] != 0 || u16_at(at + 9)? != 0 {
+        if rr[0] != 0 || u16_at(at + 1)? != TYPE_OPT || rr[6] != 0 {
             return None;
         }
-        at += 11;
-        Some(rr[7] & 0x80 != 0)
+        let rdlen = usize::from(u16_at(at + 9)?);
+        let options = request.get(at + 11..at + 11 + rdlen)?;
+        let ecs = match options.split_first_chunk::<4>() {
+            None if options.is_empty() => None,
+            Some((&[c0, c1, l0, l1], data))
+                if u16::from_be_bytes([c0, c1]) == OPTION_SUBNET
+                    && usize::from(u16::from_be_bytes([l0, l1])) == data.len() =>
+            {
+                Some(ecs(data)?)
+            }
+            _ => return None,
+        };
+        at += 11 + rdlen;
+        Some(Opt {
+            dnssec_ok: rr[7] & 0x80 != 0,
+            ecs,
+        })
     } else {
         None
     };
@@ -173,6 +246,13 @@ pub(super) fn answer(data: &Authority, request: &[u8], client: IpAddr, out: &mut
     else {
         return false;
     };
+    // From a client not in `server.ecs_allow` the option is ignored and not echoed; a /0
+    // subnet carries no client (as in `Responder::answer`).
+    let ecs = query
+        .opt
+        .and_then(|o| o.ecs)
+        .filter(|_| data.config.ecs_allow.allows(canonical(client)));
+    let client = ecs.filter(|e| e.source > 0).map_or(client, |e| e.addr);
     // No address for this client: NODATA, with the SOA the general path adds.
     let Some((answer, turn)) = data.gslb.answer_of(entry, client) else {
         return false;
@@ -209,11 +289,28 @@ pub(super) fn answer(data: &Authority, request: &[u8], client: IpAddr, out: &mut
             IpAddr::V6(v6) => out.extend_from_slice(&v6.octets()),
         }
     }
-    if let Some(dnssec_ok) = query.opt {
+    if let Some(opt) = query.opt {
         let ours = data.edns_udp_size.max(MAX_REPLY as u16);
         out.extend_from_slice(&[0, 0, TYPE_OPT as u8]);
         out.extend_from_slice(&ours.to_be_bytes());
-        out.extend_from_slice(&[0, 0, if dnssec_ok { 0x80 } else { 0 }, 0, 0, 0]);
+        out.extend_from_slice(&[0, 0, if opt.dnssec_ok { 0x80 } else { 0 }, 0]);
+        match ecs {
+            None => out.extend_from_slice(&[0, 0]),
+            Some(e) => {
+                // The subnet echoed with the answer's scope (`Authority::scope`).
+                let scope = (e.source > 0)
+                    .then(|| data.scope(&entry.0.name, rtype_of(query.slot), client, e.source))
+                    .flatten()
+                    .unwrap_or(0);
+                let len = e.data.len() as u16;
+                out.extend_from_slice(&(len + 4).to_be_bytes());
+                out.extend_from_slice(&OPTION_SUBNET.to_be_bytes());
+                out.extend_from_slice(&len.to_be_bytes());
+                out.extend_from_slice(&e.data[..3]);
+                out.push(scope);
+                out.extend_from_slice(&e.data[4..]);
+            }
+        }
     }
     // Never for a compiled answer (at most 8 AAAA after a 255-byte name); to be sure, the
     // general path truncates what does not fit.
@@ -254,6 +351,17 @@ mod tests {
         IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0xffff, 0, 0, 0, 0, 1)),
         IpAddr::V6(Ipv4Addr::new(192, 0, 2, 10).to_ipv6_mapped()),
     ];
+
+    /// [`query`] with an OPT holding `option` (code, data).
+    fn with_option(name: &str, qtype: u16, code: u16, data: &[u8]) -> Vec<u8> {
+        let mut m = query(name, qtype, Some((1232, false)));
+        m.truncate(m.len() - 2);
+        m.extend_from_slice(&(data.len() as u16 + 4).to_be_bytes());
+        m.extend_from_slice(&code.to_be_bytes());
+        m.extend_from_slice(&(data.len() as u16).to_be_bytes());
+        m.extend_from_slice(data);
+        m
+    }
 
     /// A query for `name` (dotted, as written: its case is kept) of `qtype`, with `opt`'s OPT
     /// record (payload size, DO) when given.
@@ -313,6 +421,16 @@ mod tests {
                 ] {
                     seeds.push(query(name, qtype, opt));
                 }
+                // Client subnets: in views "host" and "wide", outside both, /0, IPv6.
+                for subnet in [
+                    &[0, 1, 32, 0, 192, 0, 2, 10][..],
+                    &[0, 1, 24, 0, 192, 0, 2],
+                    &[0, 1, 20, 0, 198, 51, 96],
+                    &[0, 1, 0, 0],
+                    &[0, 2, 56, 0, 0x20, 1, 0xd, 0xb8, 0xff, 0xff, 0],
+                ] {
+                    seeds.push(with_option(name, qtype, 8, subnet));
+                }
             }
         }
         seeds
@@ -343,6 +461,23 @@ mod tests {
         out
     }
 
+    /// Whether `reply` (one of ours: an uncompressed question, answers pointing at it) ends
+    /// with an OPT holding an option.
+    fn echoes_a_subnet(reply: &[u8]) -> bool {
+        let mut at = 12;
+        while reply[at] != 0 {
+            at += 1 + usize::from(reply[at]);
+        }
+        at += 5;
+        for _ in 0..u16::from_be_bytes([reply[6], reply[7]]) {
+            at += 12 + usize::from(u16::from_be_bytes([reply[at + 10], reply[at + 11]]));
+        }
+        reply[11] == 1
+            && reply
+                .get(at + 9..at + 11)
+                .is_some_and(|rdlen| rdlen != [0, 0])
+    }
+
     /// The general path alone, as `respond` answered before the wire path existed.
     fn general(r: &Responder, request: &[u8], client: IpAddr) -> Option<Vec<u8>> {
         r.respond_message(&r.data.load(), request, client, Transport::Udp)
@@ -350,25 +485,30 @@ mod tests {
 
     #[test]
     fn the_wire_answer_is_the_general_paths_byte_for_byte() {
-        // Two responders asked the same in the same order: their rotation turns stay equal.
-        let text = responder_config();
-        let (wire_side, general_side) = (responder_of(&text), responder_of(&text));
-        let mut by_wire = 0;
-        for (i, request) in mutants().iter().enumerate() {
-            let client = CLIENTS[i % CLIENTS.len()];
-            let mut out = Vec::new();
-            let took = answer(&wire_side.data.load(), request, client, &mut out);
-            // When `answer` took it, it advanced the turn: the general side does too.
-            if took {
-                by_wire += 1;
+        // ECS from anyone, and only from "wide" (so ignored from the others).
+        for server in ["", "ecs_allow = [\"192.0.2.0/24\"]\n"] {
+            let text = responder_config().replacen("[server]\n", &format!("[server]\n{server}"), 1);
+            // Two responders asked the same in the same order: their rotation turns stay equal.
+            let (wire_side, general_side) = (responder_of(&text), responder_of(&text));
+            let (mut by_wire, mut with_ecs) = (0, 0);
+            for (i, request) in mutants().iter().enumerate() {
+                let client = CLIENTS[i % CLIENTS.len()];
+                let mut out = Vec::new();
+                let took = answer(&wire_side.data.load(), request, client, &mut out);
+                // When `answer` took it, it advanced the turn: the general side does too.
+                if took {
+                    by_wire += 1;
+                    with_ecs += usize::from(echoes_a_subnet(&out));
+                    let want = general(&general_side, request, client);
+                    assert_eq!(Some(&out), want.as_ref(), "{request:02x?} from {client}");
+                }
+                let got = wire_side.respond(request, client, Transport::Udp);
                 let want = general(&general_side, request, client);
-                assert_eq!(Some(&out), want.as_ref(), "{request:02x?} from {client}");
+                assert_eq!(got, want, "{request:02x?} from {client}");
             }
-            let got = wire_side.respond(request, client, Transport::Udp);
-            let want = general(&general_side, request, client);
-            assert_eq!(got, want, "{request:02x?} from {client}");
+            assert!(by_wire > 1000, "only {by_wire} answered on the wire");
+            assert!(with_ecs > 100, "only {with_ecs} ECS answers on the wire");
         }
-        assert!(by_wire > 1000, "only {by_wire} answered on the wire");
     }
 
     #[test]
@@ -388,9 +528,15 @@ mod tests {
         let mut version_1 = query("www.example.com", QTYPE_A, Some((1232, false)));
         let len = version_1.len();
         version_1[len - 5] = 1;
-        let mut ecs = query("www.example.com", QTYPE_A, Some((1232, false)));
-        ecs.truncate(ecs.len() - 2);
-        ecs.extend_from_slice(&[0, 8, 0, 8, 0, 8, 0, 1, 24, 0, 198, 51, 100]);
+        let ecs = with_option("www.example.com", QTYPE_A, 8, &[0, 1, 24, 0, 198, 51, 100]);
+        assert!(takes(&r, &ecs, outside), "a client subnet");
+        let surplus = with_option(
+            "www.example.com",
+            QTYPE_A,
+            8,
+            &[0, 1, 24, 0, 198, 51, 100, 0],
+        );
+        let cookie = with_option("www.example.com", QTYPE_A, 10, &[1, 2, 3, 4, 5, 6, 7, 8]);
         let mut opcode = query("www.example.com", QTYPE_A, None);
         opcode[2] |= 2 << 3;
         for (what, request) in [
@@ -405,7 +551,8 @@ mod tests {
             ),
             ("ANY", query("www.example.com", 255, None)),
             ("EDNS version 1: BADVERS", version_1),
-            ("ECS", ecs),
+            ("ECS with a byte too many: FORMERR", surplus),
+            ("another option", cookie),
             ("opcode STATUS: NOTIMP", opcode),
             (
                 "a byte after the OPT",
