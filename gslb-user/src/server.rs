@@ -12,14 +12,18 @@ use std::{
     time::Duration,
 };
 
+use std::os::fd::AsRawFd;
+
 use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
+    io::{AsyncReadExt, AsyncWriteExt, Interest},
     net::{TcpListener, TcpStream, UdpSocket},
 };
 use tracing::{debug, warn};
 
+mod batch;
 mod conns;
 
+use self::batch::Batch;
 use self::conns::{Conns, Phase, Ticket};
 use crate::probe::LdnsRecorder;
 use crate::responder::{
@@ -126,38 +130,58 @@ pub async fn run_udp_recording(
     shutdown: impl Future<Output = ()>,
 ) {
     let mut sources = Sources::new(recorder);
-    let mut buf = vec![0u8; u16::MAX as usize];
+    let mut batch = Batch::new();
+    let fd = socket.as_raw_fd();
     tokio::pin!(shutdown);
     loop {
-        let (len, peer) = tokio::select! {
+        tokio::select! {
             () = &mut shutdown => return,
-            r = socket.recv_from(&mut buf) => match r {
-                Ok(r) => r,
-                Err(error) => {
-                    // ICMP errors of earlier sends surface here on some kernels; keep serving.
-                    debug!(%error, "udp receive");
-                    continue;
-                }
+            r = socket.readable() => if let Err(error) = r {
+                debug!(%error, "udp readiness");
+                continue;
             },
-        };
-        let Some(response) = responder.respond(&buf[..len], peer.ip(), Transport::Udp) else {
-            continue;
-        };
-        // Response rate limiting (`[rrl]`): over the limit, nothing, or every slip-th one
-        // truncated so that a real client retries over TCP. TCP is never limited.
-        let response = match responder.rrl().verdict(peer.ip(), rrl::now_ns()) {
-            Verdict::Send => {
-                sources.answered(peer.ip(), &response);
-                response
+        }
+        let n = match socket.try_io(Interest::READABLE, || batch.receive(fd)) {
+            Ok(n) => n,
+            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(error) => {
+                // ICMP errors of earlier sends surface here on some kernels; keep serving.
+                debug!(%error, "udp receive");
+                continue;
             }
-            Verdict::Drop => continue,
-            Verdict::Slip => match rrl::truncated(&response) {
-                Some(tc) => tc,
-                None => continue,
-            },
         };
-        if let Err(error) = socket.send_to(&response, peer).await {
-            debug!(%error, %peer, "udp send");
+        for i in 0..n {
+            let (request, peer, reply) = batch.slot(i);
+            let Some(peer) = peer else { continue };
+            if !responder.respond_into(request, peer, Transport::Udp, reply) {
+                continue;
+            }
+            // Response rate limiting (`[rrl]`): over the limit, nothing, or every slip-th one
+            // truncated so that a real client retries over TCP. TCP is never limited.
+            match responder.rrl().verdict(peer, rrl::now_ns()) {
+                Verdict::Send => sources.answered(peer, reply),
+                Verdict::Drop => continue,
+                Verdict::Slip => match rrl::truncated(reply) {
+                    Some(tc) => *reply = tc,
+                    None => continue,
+                },
+            }
+            batch.queue(i);
+        }
+        while batch.pending() {
+            match socket.try_io(Interest::WRITABLE, || batch.send(fd)) {
+                Ok(_) => {}
+                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
+                    tokio::select! {
+                        () = &mut shutdown => return,
+                        r = socket.writable() => if let Err(error) = r {
+                            debug!(%error, "udp readiness");
+                        },
+                    }
+                }
+                // That answer is dropped (`Batch::send`); the others still go.
+                Err(error) => debug!(%error, "udp send"),
+            }
         }
     }
 }
@@ -352,6 +376,53 @@ soa.rname = "hostmaster.example.com"
         sources.record(c);
         assert!(!sources.recent.contains_key(&c));
         assert!(drained(&recorder).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_burst_of_queries_is_answered_each_once_by_batches() {
+        // More queries at once than one batch takes, from two clients, with responses (never
+        // answered) among them: every query gets exactly its own answer, to its own client.
+        let udp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = udp.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let server = tokio::spawn(run_udp(udp, responder(), async move {
+            let mut stopped = stopped;
+            let _ = stopped.wait_for(|s| *s).await;
+        }));
+        let clients = [
+            UdpSocket::bind("127.0.0.1:0").await.unwrap(),
+            UdpSocket::bind("127.0.0.1:0").await.unwrap(),
+        ];
+        let queries = 3 * batch::BATCH as u16;
+        for id in 0..queries {
+            let mut m = message(id % 5 == 0);
+            m[..2].copy_from_slice(&id.to_be_bytes());
+            let client = &clients[usize::from(id % 2)];
+            client.send_to(&m, addr).await.unwrap();
+        }
+        let mut buf = [0u8; 512];
+        for (parity, client) in clients.iter().enumerate() {
+            let mut want: Vec<u16> = (0..queries)
+                .filter(|id| usize::from(id % 2) == parity && id % 5 != 0)
+                .collect();
+            let mut got = Vec::new();
+            while got.len() < want.len() {
+                let len = tokio::time::timeout(Duration::from_secs(5), client.recv(&mut buf))
+                    .await
+                    .expect("an answer to every query")
+                    .unwrap();
+                assert!(len > 12 && buf[2] & 0x80 != 0, "a response");
+                got.push(u16::from_be_bytes([buf[0], buf[1]]));
+            }
+            // Nothing more: a response got no answer, no query got two.
+            let more = tokio::time::timeout(Duration::from_millis(200), client.recv(&mut buf));
+            assert!(more.await.is_err(), "an answer too many");
+            got.sort_unstable();
+            want.sort_unstable();
+            assert_eq!(got, want);
+        }
+        stop.send(true).unwrap();
+        server.await.unwrap();
     }
 
     #[tokio::test]

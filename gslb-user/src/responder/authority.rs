@@ -7,6 +7,7 @@ use std::{net::IpAddr, sync::Arc};
 use super::compiled::GslbIndex;
 use super::decisions::{Decisions, EngineData};
 use super::ecs;
+use super::wire;
 use super::zone::{ZoneData, zones_of};
 use crate::{
     compile::{Snapshot, Spec},
@@ -54,6 +55,8 @@ pub(super) struct Authority {
     pub(super) gslb: GslbIndex,
     pub(super) edns_udp_size: u16,
     pub(super) decisions: Option<Decisions>,
+    /// The compiled entries a query can be answered from on the wire (`wire`).
+    pub(super) wire: wire::Names,
 }
 
 impl Authority {
@@ -70,10 +73,13 @@ impl Authority {
             Some(old) if old.config.is_of(snapshot.spec.as_ref()) => old.config.clone(),
             _ => Arc::new(ConfigData::new(config, snapshot.spec.clone())),
         };
+        let gslb = GslbIndex::new(snapshot);
+        let decisions = Decisions::new(config.engine.as_ref(), snapshot, locations, persistence);
         Authority {
-            gslb: GslbIndex::new(snapshot),
+            wire: wire::Names::new(&config.zones, &gslb, decisions.as_ref()),
+            gslb,
             edns_udp_size: snapshot.edns_udp_size,
-            decisions: Decisions::new(config.engine.as_ref(), snapshot, locations, persistence),
+            decisions,
             config,
         }
     }

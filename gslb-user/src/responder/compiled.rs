@@ -13,9 +13,13 @@ use crate::compile::{Answer, DomainEntry, Snapshot, partition::Segments};
 /// The fast path's tables, looked up the way the XDP program does.
 pub(super) struct GslbIndex {
     segments: Arc<Segments>,
-    /// Each entry with the rotation turns of its answer sets (see `turns::entry_set`).
-    domains: HashMap<(String, u16), (DomainEntry, Turns)>,
+    /// Each entry with the rotation turns of its answer sets (see `turns::entry_set`); shared
+    /// with the wire index (`wire::Names`), which finds them by the question's bytes.
+    domains: HashMap<(String, u16), Arc<CompiledEntry>>,
 }
+
+/// A compiled entry with the rotation turns of its answer sets.
+pub(super) type CompiledEntry = (DomainEntry, Turns);
 
 impl GslbIndex {
     pub(super) fn new(snapshot: &Snapshot) -> Self {
@@ -24,7 +28,7 @@ impl GslbIndex {
             .iter()
             .map(|d| {
                 let turns = Turns::new(turns::entry_sets(d));
-                ((d.name.clone(), d.qtype), (d.clone(), turns))
+                ((d.name.clone(), d.qtype), Arc::new((d.clone(), turns)))
             })
             .collect();
         GslbIndex {
@@ -41,7 +45,15 @@ impl GslbIndex {
         qtype: u16,
         client: IpAddr,
     ) -> Option<(&Answer, &AtomicU32)> {
-        let (entry, turns) = self.domains.get(&(name.to_owned(), qtype))?;
+        self.answer_of(self.domains.get(&(name.to_owned(), qtype))?, client)
+    }
+
+    /// [`GslbIndex::answer`] of an entry already found.
+    pub(super) fn answer_of<'a>(
+        &self,
+        (entry, turns): &'a CompiledEntry,
+        client: IpAddr,
+    ) -> Option<(&'a Answer, &'a AtomicU32)> {
         let (view, rtt_view) = self.segments.views_of(canonical(client));
         let set = entry_set_of(entry, view, rtt_view)?;
         let answer = set_answer(entry, set);
@@ -51,11 +63,17 @@ impl GslbIndex {
     /// Each answer set continues the rotation of the same set in `old` (the table before a
     /// republish).
     pub(super) fn carry_turns(&self, old: &GslbIndex) {
-        for (key, (entry, turns)) in &self.domains {
-            if let Some((old_entry, old_turns)) = old.domains.get(key) {
+        for (key, new) in &self.domains {
+            let (entry, turns) = &**new;
+            if let Some((old_entry, old_turns)) = old.domains.get(key).map(|o| &**o) {
                 turns::carry_entry(entry, turns, old_entry, old_turns);
             }
         }
+    }
+
+    /// Every compiled entry, by (name, qtype).
+    pub(super) fn entries(&self) -> impl Iterator<Item = &Arc<CompiledEntry>> {
+        self.domains.values()
     }
 
     pub(super) fn is_gslb(&self, name: &str) -> bool {
@@ -71,7 +89,7 @@ impl GslbIndex {
     /// elsewhere (the default view, which the trie leaves out and the fast path passes), the
     /// shortest block of neighbouring segments with the same answer.
     pub(super) fn scope(&self, name: &str, qtype: u16, client: IpAddr) -> u8 {
-        let Some((entry, _)) = self.domains.get(&(name.to_owned(), qtype)) else {
+        let Some((entry, _)) = self.domains.get(&(name.to_owned(), qtype)).map(|e| &**e) else {
             // No answer of this type for any client.
             return 0;
         };

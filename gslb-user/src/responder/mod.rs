@@ -12,7 +12,9 @@
 //! (static zone data), [`compiled`] (the compiled answers as the fast path looks them up),
 //! [`decisions`] (per-query engine decisions), [`authority`] (all of it for one snapshot),
 //! [`ecs`] (client subnets), [`turns`] (rotation), [`rrl`] and [`answers`] (responses counted
-//! by transport and RCODE).
+//! by transport and RCODE); [`wire`] answers the common query (A or AAAA of a compiled GSLB
+//! name, no ECS) from its bytes, without building a message, and leaves the rest to the
+//! others.
 
 mod answers;
 mod authority;
@@ -25,6 +27,7 @@ pub mod rrl;
 #[cfg(test)]
 mod tests;
 mod turns;
+mod wire;
 mod zone;
 
 use std::{
@@ -172,6 +175,44 @@ impl Responder {
 
     /// The response to `request`, or `None` when nothing may be sent back.
     pub fn respond(&self, request: &[u8], client: IpAddr, transport: Transport) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        self.respond_into(request, client, transport, &mut out)
+            .then_some(out)
+    }
+
+    /// [`Responder::respond`] into `out` (cleared first), `false` when nothing may be sent
+    /// back: the server loops keep one buffer per socket instead of one per response.
+    pub fn respond_into(
+        &self,
+        request: &[u8],
+        client: IpAddr,
+        transport: Transport,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        out.clear();
+        let data = self.data.load();
+        // A MEP child refuses GSLB names, the only names `wire` answers.
+        if !self.gslb_refused.load(Ordering::Relaxed) && wire::answer(&data, request, client, out) {
+            self.answers.count(transport, 0);
+            return true;
+        }
+        match self.respond_message(&data, request, client, transport) {
+            Some(reply) => {
+                out.extend_from_slice(&reply);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The response to `request` built as a message (every query `wire` does not answer).
+    fn respond_message(
+        &self,
+        data: &Authority,
+        request: &[u8],
+        client: IpAddr,
+        transport: Transport,
+    ) -> Option<Vec<u8>> {
         let query = match message::parse(request) {
             Ok(query) => query,
             Err(reply) => {
@@ -182,7 +223,6 @@ impl Responder {
                 return reply;
             }
         };
-        let data = self.data.load();
         let mut response = message::response_to(&query, data.edns_udp_size);
         let edns = query.extensions().as_ref();
         let ecs = message::client_subnet(edns);
@@ -191,7 +231,7 @@ impl Responder {
             Some(rcode) => {
                 response.set_response_code(rcode);
             }
-            None => self.answer(&data, &query.queries()[0], client, ecs, &mut response),
+            None => self.answer(data, &query.queries()[0], client, ecs, &mut response),
         }
         let reply = message::encode(&response, limit);
         if reply.is_some() {

@@ -1,0 +1,589 @@
+//! The common query answered from its bytes: one A or AAAA question, class IN, for a GSLB name
+//! the fast path's tables answer (a compiled entry), with no EDNS, or an OPT of version 0 with
+//! no option or one well-formed ECS option. That is what resolvers send, and it is answered
+//! here without building a `hickory_proto::op::Message`: the question is checked and looked up
+//! as bytes (lower-cased into a stack buffer), and the reply is written into the caller's
+//! buffer: the header, the question echoed byte for byte (0x20 case kept), the address records
+//! pointing at it (0xc00c) and our OPT, with the client subnet echoed with the answer's scope
+//! (`Authority::scope`, as the general path computes it). These are the same bytes the general
+//! path (`Responder::respond_message`) encodes for the same query (test: `wire::tests`, byte
+//! for byte over the table's requests and every one-byte change of them).
+//!
+//! Everything else, and everything this cannot decide (no answer for the client: NODATA;
+//! a name the engine decides per query; other EDNS options; a MEP child refusing GSLB names),
+//! goes to the general path, so no rule of `message` or `ecs` is bypassed: a query this
+//! accepts parses there too, to the same answer.
+
+use std::{collections::HashMap, net::IpAddr, sync::Arc};
+
+use gslb_common::{QTYPE_A, QTYPE_AAAA};
+
+use super::compiled::{CompiledEntry, GslbIndex};
+use super::decisions::Decisions;
+use super::zone::ZoneData;
+use super::{Authority, canonical};
+use crate::policy::AnswerMode;
+
+/// The longest name on the wire (RFC 1035 §2.3.4).
+const MAX_NAME: usize = 255;
+/// RR type OPT.
+const TYPE_OPT: u16 = 41;
+/// Class IN.
+const CLASS_IN: u16 = 1;
+/// Every reply written here fits: UDP without EDNS allows 512 bytes, and more is never
+/// asked of it (a longer one goes to the general path, which truncates).
+const MAX_REPLY: usize = 512;
+
+/// The compiled entries this answers, by the lower-case wire form of their name.
+pub(super) struct Names(HashMap<Box<[u8]>, Slots, ahash::RandomState>);
+
+/// A name's entries: A at 0, AAAA at 1.
+type Slots = [Option<Arc<CompiledEntry>>; 2];
+
+impl Names {
+    /// The entries of `gslb` whose A or AAAA answer is the GSLB answer alone: the name is a
+    /// GSLB domain of the zone that holds it, not below a delegation, and not decided per
+    /// query (`decisions`). (The configuration refuses static records at a GSLB name.)
+    pub(super) fn new(zones: &[ZoneData], gslb: &GslbIndex, decisions: Option<&Decisions>) -> Self {
+        let mut names: HashMap<Box<[u8]>, Slots, _> = HashMap::default();
+        for entry in gslb.entries() {
+            let (e, _) = &**entry;
+            let slot = match e.qtype {
+                QTYPE_A => 0,
+                QTYPE_AAAA => 1,
+                _ => continue,
+            };
+            let name = e.name.as_str();
+            let Some(zone) = zones.iter().find(|z| z.contains(name)) else {
+                continue;
+            };
+            if !zone.gslb.contains(name)
+                || zone.cut_above(name).is_some()
+                || decisions.is_some_and(|d| d.domains.contains(name))
+            {
+                continue;
+            }
+            let Some(wire) = wire_name(name) else {
+                continue;
+            };
+            names.entry(wire).or_default()[slot] = Some(entry.clone());
+        }
+        Names(names)
+    }
+}
+
+/// The qtype of a slot of [`Slots`].
+fn rtype_of(slot: usize) -> u16 {
+    if slot == 0 { QTYPE_A } else { QTYPE_AAAA }
+}
+
+/// `name` (lower case, no trailing dot) on the wire, `None` when it cannot be a question's.
+fn wire_name(name: &str) -> Option<Box<[u8]>> {
+    let mut wire = Vec::with_capacity(name.len() + 2);
+    for label in name.split('.').filter(|l| !l.is_empty()) {
+        if label.len() > 63 {
+            return None;
+        }
+        wire.push(label.len() as u8);
+        wire.extend(label.bytes().map(|b| b.to_ascii_lowercase()));
+    }
+    wire.push(0);
+    (wire.len() <= MAX_NAME).then(|| wire.into_boxed_slice())
+}
+
+/// A query this module answers, as read from its bytes.
+struct Plain<'a> {
+    /// The question as sent: name, type and class.
+    question: &'a [u8],
+    /// The name lower-cased, on the wire.
+    name: ([u8; MAX_NAME], usize),
+    /// A: 0, AAAA: 1.
+    slot: usize,
+    /// The query's OPT record.
+    opt: Option<Opt<'a>>,
+}
+
+/// An OPT record of version 0 with no option or one well-formed ECS option.
+#[derive(Clone, Copy)]
+struct Opt<'a> {
+    dnssec_ok: bool,
+    ecs: Option<Ecs<'a>>,
+}
+
+/// A client subnet as RFC 7871 §7.1 allows it in a query (the checks of `ecs::valid` and
+/// `ecs::exact_lengths`).
+#[derive(Clone, Copy)]
+struct Ecs<'a> {
+    /// The option's data as sent: family, source prefix, scope 0, the address bytes.
+    data: &'a [u8],
+    addr: IpAddr,
+    source: u8,
+}
+
+/// EDNS option code of ECS.
+const OPTION_SUBNET: u16 = 8;
+
+/// `data` (an ECS option's) when it is well formed: a known family, a source prefix within
+/// it, scope 0, exactly the address bytes the prefix needs and no bits set beyond it.
+fn ecs(data: &[u8]) -> Option<Ecs<'_>> {
+    let (&[f0, f1, source, scope], bytes) = data.split_first_chunk::<4>()?;
+    let bits = match u16::from_be_bytes([f0, f1]) {
+        1 => 32,
+        2 => 128,
+        _ => return None,
+    };
+    if scope != 0 || source > bits || bytes.len() != usize::from(source).div_ceil(8) {
+        return None;
+    }
+    let mut octets = [0u8; 16];
+    octets[..bytes.len()].copy_from_slice(bytes);
+    let spare = bytes.len() * 8 - usize::from(source);
+    if bytes
+        .last()
+        .is_some_and(|&last| last & ((1u16 << spare) - 1) as u8 != 0)
+    {
+        return None;
+    }
+    let addr = if bits == 32 {
+        IpAddr::from([octets[0], octets[1], octets[2], octets[3]])
+    } else {
+        IpAddr::from(octets)
+    };
+    Some(Ecs { data, addr, source })
+}
+
+/// `request` as a [`Plain`] query, `None` for anything else: a response, another opcode, other
+/// than one question, records in the answer or authority section, more than one additional
+/// record or one that is not an OPT of version 0 without options, a compressed or overlong
+/// name, another class or type, bytes after the last record.
+fn plain(request: &[u8]) -> Option<Plain<'_>> {
+    let u16_at = |at: usize| -> Option<u16> {
+        Some(u16::from_be_bytes(
+            request.get(at..at + 2)?.try_into().ok()?,
+        ))
+    };
+    // QR clear, OPCODE QUERY (the other flags are not read, as in the general path).
+    if request.len() < 12 || request[2] & 0xf8 != 0 {
+        return None;
+    }
+    let arcount = u16_at(10)?;
+    if u16_at(4)? != 1 || u16_at(6)? != 0 || u16_at(8)? != 0 || arcount > 1 {
+        return None;
+    }
+    let mut name = ([0u8; MAX_NAME], 0);
+    let mut at = 12;
+    loop {
+        let len = usize::from(*request.get(at)?);
+        if len > 63 || name.1 + 1 + len > MAX_NAME {
+            return None; // a pointer, an extended label type, or too long
+        }
+        let label = request.get(at..=at + len)?;
+        for (i, &b) in label.iter().enumerate() {
+            name.0[name.1 + i] = if i == 0 { b } else { b.to_ascii_lowercase() };
+        }
+        name.1 += 1 + len;
+        at += 1 + len;
+        if len == 0 {
+            break;
+        }
+    }
+    let slot = match u16_at(at)? {
+        QTYPE_A => 0,
+        QTYPE_AAAA => 1,
+        _ => return None,
+    };
+    if u16_at(at + 2)? != CLASS_IN {
+        return None;
+    }
+    let question = &request[12..at + 4];
+    at += 4;
+    let opt = if arcount == 1 {
+        // Root owner, type OPT, any payload size, any extended RCODE, version 0; no option or
+        // one ECS option filling the data.
+        let rr = request.get(at..at + 11)?;
+        if rr[0] != 0 || u16_at(at + 1)? != TYPE_OPT || rr[6] != 0 {
+            return None;
+        }
+        let rdlen = usize::from(u16_at(at + 9)?);
+        let options = request.get(at + 11..at + 11 + rdlen)?;
+        let ecs = match options.split_first_chunk::<4>() {
+            None if options.is_empty() => None,
+            Some((&[c0, c1, l0, l1], data))
+                if u16::from_be_bytes([c0, c1]) == OPTION_SUBNET
+                    && usize::from(u16::from_be_bytes([l0, l1])) == data.len() =>
+            {
+                Some(ecs(data)?)
+            }
+            _ => return None,
+        };
+        at += 11 + rdlen;
+        Some(Opt {
+            dnssec_ok: rr[7] & 0x80 != 0,
+            ecs,
+        })
+    } else {
+        None
+    };
+    (at == request.len()).then_some(Plain {
+        question,
+        name,
+        slot,
+        opt,
+    })
+}
+
+/// Writes the reply to `request` from `client` into `out` when it is a [`Plain`] query with a
+/// GSLB answer for the client; `false` (and `out` as it was) otherwise.
+pub(super) fn answer(data: &Authority, request: &[u8], client: IpAddr, out: &mut Vec<u8>) -> bool {
+    let Some(query) = plain(request) else {
+        return false;
+    };
+    let Some(entry) = data
+        .wire
+        .0
+        .get(&query.name.0[..query.name.1])
+        .and_then(|slots| slots[query.slot].as_ref())
+    else {
+        return false;
+    };
+    // From a client not in `server.ecs_allow` the option is ignored and not echoed; a /0
+    // subnet carries no client (as in `Responder::answer`).
+    let ecs = query
+        .opt
+        .and_then(|o| o.ecs)
+        .filter(|_| data.config.ecs_allow.allows(canonical(client)));
+    let client = ecs.filter(|e| e.source > 0).map_or(client, |e| e.addr);
+    // No address for this client: NODATA, with the SOA the general path adds.
+    let Some((answer, turn)) = data.gslb.answer_of(entry, client) else {
+        return false;
+    };
+    let addrs = match answer.mode {
+        AnswerMode::All => &answer.addrs[..],
+        AnswerMode::Rotate => {
+            let turn = turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed) as usize;
+            let i = turn % answer.addrs.len();
+            &answer.addrs[i..=i]
+        }
+    };
+    let start = out.len();
+    // ID; QR, OPCODE QUERY, AA and RD as asked; CD as asked, NOERROR.
+    out.extend_from_slice(&request[..2]);
+    out.push(0x84 | (request[2] & 0x01));
+    out.push(request[3] & 0x10);
+    out.extend_from_slice(&[0, 1]);
+    out.extend_from_slice(&(addrs.len() as u16).to_be_bytes());
+    out.extend_from_slice(&[0, 0, 0, u8::from(query.opt.is_some())]);
+    out.extend_from_slice(query.question);
+    for addr in addrs {
+        let (rtype, rdlen): (u16, u16) = match addr {
+            IpAddr::V4(_) => (QTYPE_A, 4),
+            IpAddr::V6(_) => (QTYPE_AAAA, 16),
+        };
+        out.extend_from_slice(&[0xc0, 0x0c]);
+        out.extend_from_slice(&rtype.to_be_bytes());
+        out.extend_from_slice(&CLASS_IN.to_be_bytes());
+        out.extend_from_slice(&answer.ttl.to_be_bytes());
+        out.extend_from_slice(&rdlen.to_be_bytes());
+        match addr {
+            IpAddr::V4(v4) => out.extend_from_slice(&v4.octets()),
+            IpAddr::V6(v6) => out.extend_from_slice(&v6.octets()),
+        }
+    }
+    if let Some(opt) = query.opt {
+        let ours = data.edns_udp_size.max(MAX_REPLY as u16);
+        out.extend_from_slice(&[0, 0, TYPE_OPT as u8]);
+        out.extend_from_slice(&ours.to_be_bytes());
+        out.extend_from_slice(&[0, 0, if opt.dnssec_ok { 0x80 } else { 0 }, 0]);
+        match ecs {
+            None => out.extend_from_slice(&[0, 0]),
+            Some(e) => {
+                // The subnet echoed with the answer's scope (`Authority::scope`).
+                let scope = (e.source > 0)
+                    .then(|| data.scope(&entry.0.name, rtype_of(query.slot), client, e.source))
+                    .flatten()
+                    .unwrap_or(0);
+                let len = e.data.len() as u16;
+                out.extend_from_slice(&(len + 4).to_be_bytes());
+                out.extend_from_slice(&OPTION_SUBNET.to_be_bytes());
+                out.extend_from_slice(&len.to_be_bytes());
+                out.extend_from_slice(&e.data[..3]);
+                out.push(scope);
+                out.extend_from_slice(&e.data[4..]);
+            }
+        }
+    }
+    // Never for a compiled answer (at most 8 AAAA after a 255-byte name); to be sure, the
+    // general path truncates what does not fit.
+    if out.len() - start > MAX_REPLY {
+        out.truncate(start);
+        return false;
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        net::{Ipv4Addr, Ipv6Addr},
+        path::Path,
+    };
+
+    use gslb_tests::{responder_config, two_services_config};
+
+    use super::*;
+    use crate::{
+        compile::Snapshot,
+        config::Config,
+        responder::{Responder, Transport},
+    };
+
+    fn responder_of(text: &str) -> Responder {
+        let config = Config::parse(text, Path::new("wire.toml")).unwrap();
+        Responder::new(&config, &Snapshot::from_config(&config))
+    }
+
+    /// The clients of `responder_config`'s views: "host", "wide", the default view (IPv4 and
+    /// IPv6) and "host" on a dual-stack socket.
+    const CLIENTS: [IpAddr; 5] = [
+        IpAddr::V4(Ipv4Addr::new(192, 0, 2, 10)),
+        IpAddr::V4(Ipv4Addr::new(192, 0, 2, 99)),
+        IpAddr::V4(Ipv4Addr::new(203, 0, 113, 5)),
+        IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0xffff, 0, 0, 0, 0, 1)),
+        IpAddr::V6(Ipv4Addr::new(192, 0, 2, 10).to_ipv6_mapped()),
+    ];
+
+    /// [`query`] with an OPT holding `option` (code, data).
+    fn with_option(name: &str, qtype: u16, code: u16, data: &[u8]) -> Vec<u8> {
+        let mut m = query(name, qtype, Some((1232, false)));
+        m.truncate(m.len() - 2);
+        m.extend_from_slice(&(data.len() as u16 + 4).to_be_bytes());
+        m.extend_from_slice(&code.to_be_bytes());
+        m.extend_from_slice(&(data.len() as u16).to_be_bytes());
+        m.extend_from_slice(data);
+        m
+    }
+
+    /// A query for `name` (dotted, as written: its case is kept) of `qtype`, with `opt`'s OPT
+    /// record (payload size, DO) when given.
+    fn query(name: &str, qtype: u16, opt: Option<(u16, bool)>) -> Vec<u8> {
+        let mut m = vec![
+            0xab,
+            0xcd,
+            0x01,
+            0,
+            0,
+            1,
+            0,
+            0,
+            0,
+            0,
+            0,
+            u8::from(opt.is_some()),
+        ];
+        for label in name.split('.').filter(|l| !l.is_empty()) {
+            m.push(label.len() as u8);
+            m.extend_from_slice(label.as_bytes());
+        }
+        m.push(0);
+        m.extend_from_slice(&qtype.to_be_bytes());
+        m.extend_from_slice(&CLASS_IN.to_be_bytes());
+        if let Some((payload, dnssec_ok)) = opt {
+            m.extend_from_slice(&[0, 0, 41]);
+            m.extend_from_slice(&payload.to_be_bytes());
+            m.extend_from_slice(&[0, 0, if dnssec_ok { 0x80 } else { 0 }, 0, 0, 0]);
+        }
+        m
+    }
+
+    /// Valid queries the wire path answers or must leave: GSLB names in any case, static and
+    /// missing names, other zones, other types, with and without an OPT.
+    fn seeds() -> Vec<Vec<u8>> {
+        let names = [
+            "www.example.com",
+            "WwW.ExAmPlE.CoM",
+            "all.example.com",
+            "alias.example.com",
+            "ns1.example.com",
+            "nx.example.com",
+            "example.com",
+            "www.example.org",
+            "host.lab.example.com",
+            "www.example.net",
+        ];
+        let mut seeds = Vec::new();
+        for name in names {
+            for qtype in [QTYPE_A, QTYPE_AAAA, 16, 255] {
+                for opt in [
+                    None,
+                    Some((1232, false)),
+                    Some((4096, true)),
+                    Some((100, false)),
+                ] {
+                    seeds.push(query(name, qtype, opt));
+                }
+                // Client subnets: in views "host" and "wide", outside both, /0, IPv6.
+                for subnet in [
+                    &[0, 1, 32, 0, 192, 0, 2, 10][..],
+                    &[0, 1, 24, 0, 192, 0, 2],
+                    &[0, 1, 20, 0, 198, 51, 96],
+                    &[0, 1, 0, 0],
+                    &[0, 2, 56, 0, 0x20, 1, 0xd, 0xb8, 0xff, 0xff, 0],
+                ] {
+                    seeds.push(with_option(name, qtype, 8, subnet));
+                }
+            }
+        }
+        seeds
+    }
+
+    /// Every seed with each of its bytes replaced in turn by a few values (flags, counts,
+    /// lengths, letters, the OPT's fields), and cut short or lengthened by a byte.
+    fn mutants() -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        for seed in seeds() {
+            for at in 0..seed.len() {
+                for value in [
+                    0,
+                    0xff,
+                    seed[at] ^ 0x20,
+                    seed[at] ^ 0x80,
+                    seed[at].wrapping_add(1),
+                ] {
+                    let mut m = seed.clone();
+                    m[at] = value;
+                    out.push(m);
+                }
+            }
+            out.push(seed[..seed.len() - 1].to_vec());
+            out.push([&seed[..], &[0]].concat());
+            out.push(seed);
+        }
+        out
+    }
+
+    /// Whether `reply` (one of ours: an uncompressed question, answers pointing at it) ends
+    /// with an OPT holding an option.
+    fn echoes_a_subnet(reply: &[u8]) -> bool {
+        let mut at = 12;
+        while reply[at] != 0 {
+            at += 1 + usize::from(reply[at]);
+        }
+        at += 5;
+        for _ in 0..u16::from_be_bytes([reply[6], reply[7]]) {
+            at += 12 + usize::from(u16::from_be_bytes([reply[at + 10], reply[at + 11]]));
+        }
+        reply[11] == 1
+            && reply
+                .get(at + 9..at + 11)
+                .is_some_and(|rdlen| rdlen != [0, 0])
+    }
+
+    /// The general path alone, as `respond` answered before the wire path existed.
+    fn general(r: &Responder, request: &[u8], client: IpAddr) -> Option<Vec<u8>> {
+        r.respond_message(&r.data.load(), request, client, Transport::Udp)
+    }
+
+    #[test]
+    fn the_wire_answer_is_the_general_paths_byte_for_byte() {
+        // ECS from anyone, and only from "wide" (so ignored from the others).
+        for server in ["", "ecs_allow = [\"192.0.2.0/24\"]\n"] {
+            let text = responder_config().replacen("[server]\n", &format!("[server]\n{server}"), 1);
+            // Two responders asked the same in the same order: their rotation turns stay equal.
+            let (wire_side, general_side) = (responder_of(&text), responder_of(&text));
+            let (mut by_wire, mut with_ecs) = (0, 0);
+            for (i, request) in mutants().iter().enumerate() {
+                let client = CLIENTS[i % CLIENTS.len()];
+                let mut out = Vec::new();
+                let took = answer(&wire_side.data.load(), request, client, &mut out);
+                // When `answer` took it, it advanced the turn: the general side does too.
+                if took {
+                    by_wire += 1;
+                    with_ecs += usize::from(echoes_a_subnet(&out));
+                    let want = general(&general_side, request, client);
+                    assert_eq!(Some(&out), want.as_ref(), "{request:02x?} from {client}");
+                }
+                let got = wire_side.respond(request, client, Transport::Udp);
+                let want = general(&general_side, request, client);
+                assert_eq!(got, want, "{request:02x?} from {client}");
+            }
+            assert!(by_wire > 1000, "only {by_wire} answered on the wire");
+            assert!(with_ecs > 100, "only {with_ecs} ECS answers on the wire");
+        }
+    }
+
+    #[test]
+    fn the_wire_path_answers_gslb_names_and_leaves_the_rest() {
+        let r = responder_of(&responder_config());
+        let outside = CLIENTS[2];
+        let takes = |r: &Responder, request: &[u8], client| {
+            answer(&r.data.load(), request, client, &mut Vec::new())
+        };
+        for request in [
+            query("www.example.com", QTYPE_A, None),
+            query("WWW.example.COM", QTYPE_AAAA, Some((1232, true))),
+            query("all.example.com", QTYPE_A, Some((512, false))),
+        ] {
+            assert!(takes(&r, &request, outside), "{request:02x?}");
+        }
+        let mut version_1 = query("www.example.com", QTYPE_A, Some((1232, false)));
+        let len = version_1.len();
+        version_1[len - 5] = 1;
+        let ecs = with_option("www.example.com", QTYPE_A, 8, &[0, 1, 24, 0, 198, 51, 100]);
+        assert!(takes(&r, &ecs, outside), "a client subnet");
+        let surplus = with_option(
+            "www.example.com",
+            QTYPE_A,
+            8,
+            &[0, 1, 24, 0, 198, 51, 100, 0],
+        );
+        let cookie = with_option("www.example.com", QTYPE_A, 10, &[1, 2, 3, 4, 5, 6, 7, 8]);
+        let mut opcode = query("www.example.com", QTYPE_A, None);
+        opcode[2] |= 2 << 3;
+        for (what, request) in [
+            (
+                "NODATA (no IPv6 service)",
+                query("all.example.com", QTYPE_AAAA, None),
+            ),
+            ("a static name", query("ns1.example.com", QTYPE_A, None)),
+            (
+                "a CNAME to a GSLB name",
+                query("alias.example.com", QTYPE_A, None),
+            ),
+            ("ANY", query("www.example.com", 255, None)),
+            ("EDNS version 1: BADVERS", version_1),
+            ("ECS with a byte too many: FORMERR", surplus),
+            ("another option", cookie),
+            ("opcode STATUS: NOTIMP", opcode),
+            (
+                "a byte after the OPT",
+                [&query("www.example.com", 1, None)[..], &[0]].concat(),
+            ),
+        ] {
+            assert!(!takes(&r, &request, outside), "{what}");
+        }
+        // A MEP child refuses GSLB names: `respond` asks the general path.
+        r.set_gslb_refused(true);
+        let refused = r
+            .respond(
+                &query("www.example.com", QTYPE_A, None),
+                outside,
+                Transport::Udp,
+            )
+            .unwrap();
+        assert_eq!(refused[3] & 0x0f, 5, "REFUSED");
+
+        // A domain decided per query (source IP hash) is the engine's, never the wire's.
+        let hashed = responder_of(&two_services_config("", "method = \"sourceiphash\""));
+        assert!(!takes(
+            &hashed,
+            &query("www.example.com", QTYPE_A, None),
+            outside
+        ));
+        let plain = responder_of(&two_services_config("", ""));
+        assert!(takes(
+            &plain,
+            &query("www.example.com", QTYPE_A, None),
+            outside
+        ));
+    }
+}
