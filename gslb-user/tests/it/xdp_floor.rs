@@ -68,11 +68,7 @@ fn floor_turns_queries_around_without_records() {
         let t = assert_turned_around(case, &bytes, &out);
         assert!(t.reply.answers().is_empty(), "{case}: no records");
         let opt = t.asked.extensions().is_some();
-        let counts: Vec<u16> = t.rdns[4..12]
-            .chunks(2)
-            .map(|c| u16::from_be_bytes([c[0], c[1]]))
-            .collect();
-        assert_eq!(counts, [1, 0, 0, u16::from(opt)], "{case}: counts");
+        assert_eq!(t.counts, [1, 0, 0, u16::from(opt)], "{case}: counts");
         assert_eq!(
             t.rdns.len(),
             12 + t.question_len + if opt { 11 } else { 0 },
