@@ -10,6 +10,11 @@
 //! machine hits all of them alike. The kernel's timer ticks in steps of about 10 ns here, so
 //! medians move in such steps; each case is also given as the mean of its middle 80% of samples
 //! (`<name>_tmean`, and `_tmean_net` net of the baseline's), which resolves smaller changes.
+//!
+//! `xdp_floor` is the floor program (`gslb_floor`, gslb-ebpf's floor.rs) on the A query of
+//! `xdp_a_hit_v4`: the same parse and turn-around without a lookup or a record, so
+//! `xdp_a_hit_v4_vs_floor` (hit net / floor net) is what the lookups and records multiply the
+//! unavoidable work by, on this machine.
 
 #[path = "../gslb-user/tests/it/common/mod.rs"]
 mod common;
@@ -30,6 +35,8 @@ struct Case {
     pass_program: bool,
     /// Run by the program whose maps have `[rrl]` on (at a rate no run reaches).
     rrl: bool,
+    /// Run by the floor program (`gslb_floor`: the same parse and turn-around, no lookups).
+    floor: bool,
     samples: Vec<u64>,
 }
 
@@ -114,6 +121,7 @@ fn main() {
         want,
         pass_program,
         rrl: false,
+        floor: false,
         samples: Vec::with_capacity(ROUNDS * RUNS_PER_ROUND),
     };
     let mut cases = vec![
@@ -163,18 +171,27 @@ fn main() {
                 false,
             )
         },
+        // The floor of `xdp_a_hit_v4`: the same query through the same parse and turn-around,
+        // without a lookup or a record (`xdp_a_hit_v4_vs_floor` below).
+        Case {
+            floor: true,
+            ..case("xdp_floor", Frame::v4(a.clone()).bytes(), XDP_TX, false)
+        },
     ];
+    dp.load_floor().expect("loading the floor program");
 
     let answer = dp.program();
     let pass = dp.pass_program();
     let answer_rrl = dp_rrl.program();
+    let floor = dp.floor_program();
     let mut out = vec![0u8; 4096];
     for _ in 0..ROUNDS {
         for case in &mut cases {
-            let program: &Xdp = match (case.pass_program, case.rrl) {
-                (true, _) => pass,
-                (false, true) => answer_rrl,
-                (false, false) => answer,
+            let program: &Xdp = match (case.pass_program, case.rrl, case.floor) {
+                (true, _, _) => pass,
+                (false, _, true) => floor,
+                (false, true, false) => answer_rrl,
+                (false, false, false) => answer,
             };
             for _ in 0..RUNS_PER_ROUND {
                 let result = program
@@ -204,21 +221,29 @@ fn main() {
         let middle = &s[cut..s.len() - cut];
         middle.iter().sum::<u64>() as f64 / middle.len() as f64
     };
-    if let Ok(info) = answer.info() {
-        // Instructions the verifier processed (its budget is 1,000,000) and the program's size.
-        let show = |n: Option<u32>| n.map_or("?".to_owned(), |n| n.to_string());
-        println!(
-            "# gslb_xdp: verifier processed {} instructions; {} bytes translated",
-            show(info.verified_instruction_count()),
-            show(info.size_translated())
-        );
+    for (name, program) in [("gslb_xdp", answer), ("gslb_floor", floor)] {
+        if let Ok(info) = program.info() {
+            // Instructions the verifier processed (its budget is 1,000,000) and the size.
+            let show = |n: Option<u32>| n.map_or("?".to_owned(), |n| n.to_string());
+            println!(
+                "# {name}: verifier processed {} instructions; {} bytes translated",
+                show(info.verified_instruction_count()),
+                show(info.size_translated())
+            );
+        }
     }
     let baseline = median(&mut cases[0].samples);
     let baseline_tmean = trimmed_mean(&cases[0].samples);
     println!("# {ROUNDS} rounds x {RUNS_PER_ROUND} runs per case, interleaved; medians");
+    // Net of the baseline, by case: (median, trimmed mean).
+    let mut net = std::collections::HashMap::new();
     for case in &mut cases {
         let m = median(&mut case.samples);
         let t = trimmed_mean(&case.samples);
+        net.insert(
+            case.name,
+            (m.saturating_sub(baseline) as f64, t - baseline_tmean),
+        );
         println!("bench {} {} ns/query", case.name, m);
         if !case.pass_program {
             println!(
@@ -236,4 +261,12 @@ fn main() {
             );
         }
     }
+    // How near the hit path is to its floor (issue 15: at most 1.5x, never over 2x).
+    let (hit, hit_t) = net["xdp_a_hit_v4"];
+    let (floor, floor_t) = net["xdp_floor"];
+    println!("bench xdp_a_hit_v4_vs_floor {:.2} ratio", hit / floor);
+    println!(
+        "bench xdp_a_hit_v4_vs_floor_tmean {:.2} ratio",
+        hit_t / floor_t
+    );
 }

@@ -647,6 +647,9 @@ pub mod programs {
     /// Returns XDP_PASS for every frame; attached to the far end of a veth pair so that native
     /// XDP_TX frames are received there (veth drops them otherwise).
     pub const PASS: &str = "gslb_pass";
+    /// The floor of the hit path (the same parse, the frame turned around, no map lookups):
+    /// benches only, loaded on demand (`Dataplane::load_floor`).
+    pub const FLOOR: &str = "gslb_floor";
 }
 
 /// Map capacities. Each holds two generations during a republish.

@@ -18,6 +18,7 @@
 #![no_main]
 
 mod csum;
+mod floor;
 mod hdr;
 mod lookup;
 mod parse;

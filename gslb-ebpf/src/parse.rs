@@ -306,6 +306,18 @@ fn byte_index(bit: u64) -> usize {
     ((bit >> 7).wrapping_mul(0x0001_0203_0405_0607) >> 56) as usize
 }
 
+/// A UDP datagram to the DNS port, as far as [`datagram`] parsed it: the IP version, where the
+/// UDP header is, what the IP header says its payload is, and the destination address
+/// (IPv4-mapped, as two native words).
+pub struct Datagram {
+    pub v6: bool,
+    pub l4: usize,
+    ip_payload_len: usize,
+    udp: *const UdpHdr,
+    dst_hi: u64,
+    dst_lo: u64,
+}
+
 /// Validates the frame down to the end of the DNS message and leaves the lower-cased question
 /// name in `scratch`. Anything not exactly a plain A/AAAA query to us is a miss.
 #[inline(always)]
@@ -314,6 +326,26 @@ pub fn query(
     config: &ProgramConfig,
     scratch: &mut Scratch,
 ) -> Result<Query, Miss> {
+    let d = datagram(ctx, config)?;
+    if !listened(config, d.dst_hi, d.dst_lo) {
+        return Err(Miss::OtherDestination);
+    }
+    // A DNS query to us: now whether it may be answered at all.
+    check_macs(ctx)?;
+    let q = message(ctx, &d, scratch.key.name.as_mut_ptr(), &mut scratch.len)?;
+    // A valid subnet while `server.ecs_allow` lists who may send one: the program does not
+    // hold the list, so the responder decides.
+    if q.ecs.len != 0 && config.flags & ECS_PASS != 0 {
+        return Err(Miss::EcsAllowList);
+    }
+    Ok(q)
+}
+
+/// The frame down to the UDP header: Ethernet (one VLAN tag), IPv4 without options and not a
+/// fragment, with a correct header checksum, or IPv6 without extension headers, and UDP to
+/// `dns_port`. Reads no map (the floor program runs it too, see floor.rs).
+#[inline(always)]
+pub fn datagram(ctx: &XdpContext, config: &ProgramConfig) -> Result<Datagram, Miss> {
     let eth = ptr_at::<EthHdr>(ctx, 0, Miss::NotIp)?;
     // SAFETY (every load of a header below): bounds-checked by `ptr_at`.
     let mut ethertype = be16(unsafe { ld::<u16>(&raw const (*eth).ethertype) }.to_ne_bytes());
@@ -386,15 +418,34 @@ pub fn query(
     };
 
     let udp = ptr_at::<UdpHdr>(ctx, l4, Miss::Malformed)?;
-    let udp = unsafe { &*udp };
-    if be16(udp.dest) != config.dns_port {
+    // SAFETY: bounds-checked by `ptr_at`.
+    if be16(unsafe { (*udp).dest }) != config.dns_port {
         return Err(Miss::OtherPort);
     }
-    if !listened(config, dst_hi, dst_lo) {
-        return Err(Miss::OtherDestination);
-    }
-    // A DNS query to us: now whether it may be answered at all.
-    check_macs(ctx)?;
+    Ok(Datagram {
+        v6,
+        l4,
+        ip_payload_len,
+        udp,
+        dst_hi,
+        dst_lo,
+    })
+}
+
+/// The DNS message of a datagram to the DNS port (see [`datagram`]), from the UDP header's
+/// checks to its end: one A/AAAA question, at most an OPT without ECS. The question name's
+/// lower-cased words go to `name` (`QNAME_MAX` bytes, 8-byte aligned) and its length through
+/// `len_slot` (see [`launder`]). Reads no map.
+#[inline(always)]
+pub fn message(
+    ctx: &XdpContext,
+    d: &Datagram,
+    name: *mut u8,
+    len_slot: &mut u32,
+) -> Result<Query, Miss> {
+    let (v6, l4, ip_payload_len) = (d.v6, d.l4, d.ip_payload_len);
+    // SAFETY: bounds-checked by `datagram`'s `ptr_at`.
+    let udp = unsafe { &*d.udp };
     if udp.source == [0, 0] {
         return Err(Miss::SourcePortZero);
     }
@@ -426,7 +477,7 @@ pub fn query(
     }
 
     let qname = l4 + UdpHdr::LEN + core::mem::size_of::<DnsHdr>();
-    let (qlen, qname_sum, hash) = qname_words(ctx, qname, scratch)?;
+    let (qlen, qname_sum, hash) = qname_words(ctx, qname, name, len_slot)?;
 
     let tail = ptr_at::<QuestionTail>(ctx, qname + qlen, Miss::Malformed)?;
     let tail = unsafe { &*tail };
@@ -484,9 +535,6 @@ pub fn query(
         }
         if ecs_at != 0 {
             ecs = subnet(ctx, ecs_at)?;
-            if config.flags & ECS_PASS != 0 {
-                return Err(Miss::EcsAllowList);
-            }
         }
     }
     if end > msg_end {
@@ -565,7 +613,7 @@ fn subnet(ctx: &XdpContext, at: usize) -> Result<Subnet, Miss> {
 }
 
 /// The question name at `qname`, up to the first zero byte, 8 bytes at a time: lower-cased into
-/// the scratch key, hashed, and summed for the checksum. Returns its wire length, its sum and
+/// `words` (`QNAME_MAX` bytes, 8-byte aligned), hashed, and summed for the checksum. Returns its wire length, its sum and
 /// its hash.
 ///
 /// The label structure is not followed here: a name only matches a configured name, whose
@@ -575,9 +623,9 @@ fn subnet(ctx: &XdpContext, at: usize) -> Result<Subnet, Miss> {
 fn qname_words(
     ctx: &XdpContext,
     qname: usize,
-    scratch: &mut Scratch,
+    words: *mut u8,
+    len_slot: &mut u32,
 ) -> Result<(usize, u64, u64), Miss> {
-    let words = scratch.key.name.as_mut_ptr();
     let mut hash = NAME_HASH_SEED;
     let mut qname_sum: u64 = 0;
     // The word holding the end of the name, how many of its bytes are in the packet, and its
@@ -612,7 +660,7 @@ fn qname_words(
         }
         qname_sum += csum::w64(x);
         let x = lower(x);
-        // SAFETY: w < QNAME_WORDS words of the 8-byte aligned key name.
+        // SAFETY: w < QNAME_WORDS words of the 8-byte aligned name buffer.
         unsafe { st(words.add(8 * w), x) };
         hash = name_hash_step(hash, x);
     }
@@ -638,9 +686,9 @@ fn qname_words(
     qname_sum += csum::w64(x);
     let x = lower(x);
     let w = w & (QNAME_WORDS - 1); // Verifier only: w < QNAME_WORDS already.
-    // SAFETY: w < QNAME_WORDS words of the 8-byte aligned key name.
+    // SAFETY: w < QNAME_WORDS words of the 8-byte aligned name buffer.
     unsafe { st(words.add(8 * w), x) };
     hash = name_hash_step(hash, x);
-    let qlen = launder(8 * w + k + 1, &mut scratch.len)?;
+    let qlen = launder(8 * w + k + 1, len_slot)?;
     Ok((qlen, qname_sum, hash))
 }

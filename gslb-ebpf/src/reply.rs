@@ -146,16 +146,13 @@ pub fn reply(
     };
     let rr_len = set.rr_len();
 
-    let dns_off = q.l4 + UdpHdr::LEN;
-    let answers_off =
-        dns_off + core::mem::size_of::<DnsHdr>() + q.qlen + core::mem::size_of::<QuestionTail>();
-    let answers_len = n * rr_len;
-    let opt_off = answers_off + answers_len;
-    let ecs_off = opt_off + OPT_RR_LEN;
-    let ecs_len = q.ecs.len;
-    let msg_end = if q.edns { ecs_off + ecs_len } else { opt_off };
-    let udp_len = msg_end - q.l4;
-    let delta = msg_end as i32 - (ctx.data_end() - ctx.data()) as i32;
+    let layout = Layout::new(q, n * rr_len);
+    let Layout {
+        answers_off,
+        answers_len,
+        ..
+    } = layout;
+    let delta = layout.msg_end as i32 - (ctx.data_end() - ctx.data()) as i32;
     // SAFETY: plain helper call on our own context; every pointer is re-derived afterwards.
     if unsafe { bpf_xdp_adjust_tail(ctx.ctx, delta) } != 0 {
         grow_at_head(ctx, answers_off, delta)?;
@@ -189,6 +186,75 @@ pub fn reply(
         unsafe { st(p, ld::<u32>(records.add(from))) };
     }
 
+    turn_around(ctx, q, config, &layout, n, answers_sum, slip, scope)?;
+    // A slip is counted by rrl.rs.
+    if !slip {
+        record::count(record::hit(q.v6, q.qtype == QTYPE_AAAA));
+    }
+    Ok(xdp_action::XDP_TX)
+}
+
+/// Where the parts of the reply to `q` go, with `answers_len` bytes of records.
+#[derive(Clone, Copy)]
+pub struct Layout {
+    dns_off: usize,
+    answers_off: usize,
+    answers_len: usize,
+    opt_off: usize,
+    /// Where the echoed ECS option goes (after the OPT), when the query had one.
+    ecs_off: usize,
+    /// The end of the reply: the frame's length once it is built.
+    pub msg_end: usize,
+    udp_len: usize,
+}
+
+impl Layout {
+    #[inline(always)]
+    pub fn new(q: &Query, answers_len: usize) -> Layout {
+        let dns_off = q.l4 + UdpHdr::LEN;
+        let answers_off = dns_off
+            + core::mem::size_of::<DnsHdr>()
+            + q.qlen
+            + core::mem::size_of::<QuestionTail>();
+        let opt_off = answers_off + answers_len;
+        let ecs_off = opt_off + OPT_RR_LEN;
+        let msg_end = if q.edns { ecs_off + q.ecs.len } else { opt_off };
+        Layout {
+            dns_off,
+            answers_off,
+            answers_len,
+            opt_off,
+            ecs_off,
+            msg_end,
+            udp_len: msg_end - q.l4,
+        }
+    }
+}
+
+/// Everything of the reply but its records, in a frame already sized to `layout` with the
+/// records (`n` of them, summing to `answers_sum`) in place: the OPT (with the query's ECS
+/// option and `scope`, when it had one), the DNS header's flags
+/// and counts, MACs, addresses and ports swapped, lengths, TTL, and both checksums. Reads no
+/// map (the floor program runs it too, with no records: see floor.rs).
+#[inline(always)]
+pub fn turn_around(
+    ctx: &XdpContext,
+    q: &Query,
+    config: &ProgramConfig,
+    layout: &Layout,
+    n: usize,
+    answers_sum: u32,
+    slip: bool,
+    scope: u8,
+) -> Result<(), Miss> {
+    let Layout {
+        dns_off,
+        answers_off,
+        opt_off,
+        ecs_off,
+        udp_len,
+        ..
+    } = *layout;
     // Everything after the question name shares one parity: the qtype/qclass, the answers
     // (whose sums the controller stored big-endian, as if at an even offset) and the OPT.
     let qtail = ptr_at::<QuestionTail>(
@@ -202,6 +268,7 @@ pub fn reply(
         + answers_sum;
     if q.edns {
         let size = config.edns_udp_size.to_be_bytes();
+        let ecs_len = q.ecs.len;
         let rdlen = (ecs_len as u16).to_be_bytes();
         let opt_bytes = [
             0,
@@ -320,10 +387,5 @@ pub fn reply(
             if check == 0 { 0xffffu16 } else { check },
         )
     };
-
-    // A slip is counted by rrl.rs.
-    if !slip {
-        record::count(record::hit(q.v6, q.qtype == QTYPE_AAAA));
-    }
-    Ok(xdp_action::XDP_TX)
+    Ok(())
 }

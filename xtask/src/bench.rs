@@ -12,6 +12,9 @@ pub(crate) enum Bench {
     Xdp,
     /// Whole-server qps with dnsperf in a namespace lab: XDP attached vs responder only (needs root)
     Dnsperf,
+    /// kxdpgun (AF_XDP) in a namespace lab at 200k and at its maximum qps: gslbd XDP, Knot XDP and
+    /// the floor program; replies/s, % answered, CPU per answer (needs root)
+    Kxdpgun,
     /// Location database lookups and loading (criterion)
     Location,
     /// One decision of the selection engine (criterion)

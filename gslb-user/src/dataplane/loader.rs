@@ -158,6 +158,33 @@ impl Dataplane {
         self.loaded(programs::PASS)
     }
 
+    /// Loads the floor program (`gslb_floor`: the answering program's parse and reply without
+    /// a map lookup) on this object's maps, for benches; gslbd never loads it. Once is enough.
+    pub fn load_floor(&mut self) -> Result<()> {
+        let name = programs::FLOOR;
+        let program = program_mut(&mut self.ebpf, name)?;
+        if program.fd().is_ok() {
+            return Ok(());
+        }
+        program.load().map_err(|source| DataplaneError::Program {
+            name,
+            source: Box::new(source),
+        })
+    }
+
+    /// The floor program; runs and attaches fail until [`Dataplane::load_floor`].
+    pub fn floor_program(&self) -> &Xdp {
+        self.loaded(programs::FLOOR)
+    }
+
+    /// Attaches the floor program (loaded by [`Dataplane::load_floor`]) alone, in place of the
+    /// answering one: a bench's lower bound on the same wire. Detached when this dataplane
+    /// is dropped (the program owns the link), like [`Dataplane::attach_pass`]'s.
+    pub fn attach_floor(&mut self, interface: &str, mode: XdpMode) -> Result<XdpMode> {
+        self.attach_program(programs::FLOOR, interface, mode)
+            .map(|(mode, _)| mode)
+    }
+
     fn loaded(&self, name: &str) -> &Xdp {
         self.ebpf
             .program(name)

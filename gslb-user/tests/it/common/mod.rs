@@ -13,7 +13,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use aya::programs::{ProgramError, TestRun, TestRunOptions};
+use aya::programs::{ProgramError, TestRun, TestRunOptions, Xdp};
 use etherparse::{IpNumber, Ipv4HeaderSlice, LinkSlice, NetSlice, SlicedPacket, TransportSlice};
 use gslb_common::Counter;
 use gslb_user::{
@@ -739,10 +739,19 @@ pub(crate) struct Outcome {
 
 /// Runs the fast path once on `frame` (BPF_PROG_TEST_RUN) and notes which counters rose.
 pub(crate) fn try_run(dp: &Dataplane, frame: &[u8]) -> Result<Outcome, ProgramError> {
+    try_run_program(dp, dp.program(), frame)
+}
+
+/// Runs `program`, one of `dp`'s, once on `frame` and notes which of `dp`'s counters rose.
+pub(crate) fn try_run_program(
+    dp: &Dataplane,
+    program: &Xdp,
+    frame: &[u8],
+) -> Result<Outcome, ProgramError> {
     let before = dp.counters().expect("reading counters");
     // A page: more than a test run lets the program grow the frame to.
     let mut out = vec![0u8; 4096];
-    let result = dp.program().test_run(TestRunOptions {
+    let result = program.test_run(TestRunOptions {
         data_in: Some(frame),
         data_out: Some(&mut out),
         ..TestRunOptions::new()
@@ -806,6 +815,90 @@ pub(crate) fn assert_reply_scoped(
     expect: &Expect,
     scope: Option<u8>,
 ) -> Vec<IpAddr> {
+    let TurnedAround {
+        v6,
+        asked,
+        reply,
+        question_len,
+        rdns,
+        counts,
+    } = assert_turned_around(case, query, out, scope);
+    let mut got = Vec::new();
+    for rr in reply.answers() {
+        assert_eq!(rr.name(), asked.queries()[0].name(), "{case}: owner name");
+        assert_eq!(
+            (rr.record_type(), rr.dns_class(), rr.ttl()),
+            (expect.rtype, DNSClass::IN, expect.ttl),
+            "{case}: answer type, class, TTL"
+        );
+        got.push(match rr.data() {
+            RData::A(a) => IpAddr::V4(a.0),
+            RData::AAAA(a) => IpAddr::V6(a.0),
+            other => panic!("{case}: answer {other:?}"),
+        });
+    }
+    match &expect.answers {
+        Answers::OneOf(set) => {
+            assert_eq!(got.len(), 1, "{case}: one answer per query: {got:?}");
+            assert!(
+                set.contains(&got[0]),
+                "{case}: {got:?} is not one of {set:?}"
+            );
+        }
+        Answers::All(addrs) => assert_eq!(&got, addrs, "{case}: every address"),
+    }
+
+    let sent_opt = asked.extensions().as_ref();
+    // hickory accepts bytes past the last record; the fast path must not leave any.
+    let opt_len = if sent_opt.is_some() {
+        11 + opt_rdata(&rdns).map_or(0, <[u8]>::len)
+    } else {
+        0
+    };
+    let rr_len = 12 + if expect.rtype == RecordType::A { 4 } else { 16 };
+    assert_eq!(
+        counts,
+        [1, got.len() as u16, 0, u16::from(opt_len != 0)],
+        "{case}: counts"
+    );
+    assert_eq!(
+        rdns.len(),
+        12 + question_len + got.len() * rr_len + opt_len,
+        "{case}: size"
+    );
+
+    assert_eq!(
+        out.counted,
+        [(hit_counter(v6, expect.rtype), 1)],
+        "{case}: counters"
+    );
+    got
+}
+
+/// What [`assert_turned_around`] checked and decoded.
+pub(crate) struct TurnedAround {
+    pub v6: bool,
+    pub asked: Message,
+    pub reply: Message,
+    /// Wire length of the question (name, type, class).
+    pub question_len: usize,
+    /// The reply's DNS message as sent.
+    pub rdns: Vec<u8>,
+    /// Its header's QDCOUNT, ANCOUNT, NSCOUNT and ARCOUNT.
+    pub counts: [u16; 4],
+}
+
+/// The frame `out` is `query` turned around: TX, MACs, addresses and ports swapped, TTL 64,
+/// both checksums right, lengths exact, a DNS response with AA (RD and CD copied, NOERROR) and
+/// the question echoed byte for byte, no authority or additional records, our OPT (DO copied;
+/// no options, or the query's ECS with `scope` when given) iff the query had one. The answers,
+/// counts and size are the caller's to check.
+pub(crate) fn assert_turned_around(
+    case: &str,
+    query: &[u8],
+    out: &Outcome,
+    scope: Option<u8>,
+) -> TurnedAround {
     assert_eq!(
         out.action, XDP_TX,
         "{case}: action (counted {:?})",
@@ -948,31 +1041,6 @@ pub(crate) fn assert_reply_scoped(
         "{case}: sections"
     );
 
-    let mut got = Vec::new();
-    for rr in reply.answers() {
-        assert_eq!(rr.name(), asked.queries()[0].name(), "{case}: owner name");
-        assert_eq!(
-            (rr.record_type(), rr.dns_class(), rr.ttl()),
-            (expect.rtype, DNSClass::IN, expect.ttl),
-            "{case}: answer type, class, TTL"
-        );
-        got.push(match rr.data() {
-            RData::A(a) => IpAddr::V4(a.0),
-            RData::AAAA(a) => IpAddr::V6(a.0),
-            other => panic!("{case}: answer {other:?}"),
-        });
-    }
-    match &expect.answers {
-        Answers::OneOf(set) => {
-            assert_eq!(got.len(), 1, "{case}: one answer per query: {got:?}");
-            assert!(
-                set.contains(&got[0]),
-                "{case}: {got:?} is not one of {set:?}"
-            );
-        }
-        Answers::All(addrs) => assert_eq!(&got, addrs, "{case}: every address"),
-    }
-
     let sent_opt = asked.extensions().as_ref();
     assert_eq!(
         reply.extensions().is_some(),
@@ -1008,34 +1076,14 @@ pub(crate) fn assert_reply_scoped(
             "{case}: DO copied"
         );
     }
-    // hickory accepts bytes past the last record; the fast path must not leave any.
-    let opt_len = if sent_opt.is_some() {
-        11 + opt_rdata(rdns).map_or(0, <[u8]>::len)
-    } else {
-        0
-    };
-    let rr_len = 12 + if expect.rtype == RecordType::A { 4 } else { 16 };
-    let counts: Vec<u16> = rdns[4..12]
-        .chunks(2)
-        .map(|c| u16::from_be_bytes([c[0], c[1]]))
-        .collect();
-    assert_eq!(
-        counts,
-        [1, got.len() as u16, 0, u16::from(opt_len != 0)],
-        "{case}: counts"
-    );
-    assert_eq!(
-        rdns.len(),
-        12 + question.len() + got.len() * rr_len + opt_len,
-        "{case}: size"
-    );
-
-    assert_eq!(
-        out.counted,
-        [(hit_counter(v6, expect.rtype), 1)],
-        "{case}: counters"
-    );
-    got
+    TurnedAround {
+        v6,
+        asked,
+        reply,
+        question_len: question.len(),
+        rdns: rdns.to_vec(),
+        counts: [0, 1, 2, 3].map(|i| u16::from_be_bytes([rdns[4 + 2 * i], rdns[5 + 2 * i]])),
+    }
 }
 
 /// The UDP checksum of the reply `packet` is present and right (computed by etherparse: a
