@@ -9,11 +9,12 @@ use std::sync::Arc;
 use gslb_common::{DEFAULT_VIEW, ViewValue};
 use ipnet::IpNet;
 
+use super::choices::ChoiceCache;
 use super::classes::{ClassKey, ClientClasses};
 use super::interner::Interner;
 use super::kinds::Kind;
 use super::partition::{Segments, V4_FIRST, V4_LAST, prefixes_of};
-use super::signatures::{CacheParts, Signature};
+use super::signatures::{CacheParts, ClientAt, Signature};
 use super::{Answer, Job, OverBudget, ViewPrefixes};
 
 /// What fills one column of an answer vector.
@@ -28,7 +29,8 @@ pub(super) enum Column {
 /// The columns of the answer vectors: round-robin entries, then signatures.
 pub(super) struct Columns {
     pub(super) columns: Vec<Column>,
-    /// The columns of signatures answered by RTT: the LDNS views' vectors hold these.
+    /// The columns of signatures answered by RTT, in RTT slot order: the LDNS views' choices
+    /// hold these.
     pub(super) rtt_columns: Vec<usize>,
     /// By entry ([`Job`]'s `entries`): its column.
     pub(super) entry_column: Vec<usize>,
@@ -36,17 +38,13 @@ pub(super) struct Columns {
     pub(super) signatures: usize,
     /// A representative entry per signature: the engine decides for it.
     pub(super) representative: HashMap<u32, (usize, u16)>,
-    /// Entries in RTT columns.
-    pub(super) rtt_entries: usize,
 }
 
-/// Each class's vectors: the view's (every column, no RTT) and the LDNS view's (the RTT
-/// columns, with the class's RTT row).
+/// Each class's vectors: the view's (every column, no RTT) and the LDNS view's (the choices of
+/// the RTT slots with the class's RTT row, numbered in [`ChoiceCache::vectors`]).
 pub(super) struct ClassVectors {
     pub(super) view_vectors: Interner<Vec<u32>>,
-    /// Vector 0: no RTT row.
-    pub(super) rtt_vectors: Interner<Vec<u32>>,
-    /// By class: (view vector, LDNS view vector).
+    /// By class: (view vector, choice vector; 0: no RTT row).
     pub(super) by_class: Vec<(u32, u32)>,
 }
 
@@ -78,7 +76,7 @@ impl Job<'_> {
                 _ => {
                     let id = signatures.id(self.signature(d, qtype));
                     *sig_column.entry(id).or_insert_with(|| {
-                        if signatures[id].rtt {
+                        if signatures[id].answers_by_rtt() {
                             rtt_columns.push(columns.len());
                         }
                         columns.push(Column::Decided(id));
@@ -94,24 +92,21 @@ impl Job<'_> {
                 representative.entry(id).or_insert((d, qtype));
             }
         }
-        let rtt_entries = entry_column
-            .iter()
-            .filter(|&&c| rtt_columns.contains(&c))
-            .count();
         Columns {
             columns,
             rtt_columns,
             entry_column,
             signatures: sig_column.len(),
             representative,
-            rtt_entries,
         }
     }
 
-    /// Takes the partition and the columns; gives each class's view vector and LDNS view
-    /// vector, deciding (through `parts`) what is not known yet and numbering round-robin
-    /// answers in `static_answers`. Fails when the LDNS views would take more entries than the
-    /// budget.
+    /// Takes the partition and the columns; gives each class's view vector and choice
+    /// vector, deciding (through `parts`) what is not known yet, numbering round-robin answers
+    /// in `static_answers` and choices in `choices` (whose vectors of classes whose row and
+    /// slots did not change are kept when `incremental`). Fails when the answers by RTT would
+    /// take more entries than the budget.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn class_vectors(
         &mut self,
         partition: &ClientClasses,
@@ -119,17 +114,28 @@ impl Job<'_> {
         signatures: &Interner<Signature>,
         parts: &mut CacheParts<'_>,
         static_answers: &mut Interner<Option<Answer>>,
+        choices: &mut ChoiceCache,
+        incremental: bool,
     ) -> Result<ClassVectors, OverBudget> {
         let classes = &partition.classes;
         let mut static_memo: HashMap<(usize, u32), u32> = HashMap::new();
         let mut view_vectors: Interner<Vec<u32>> = Interner::new();
-        // LDNS view vector 0: no RTT row.
-        let mut rtt_vectors: Interner<Vec<u32>> = Interner::with(Vec::new());
         let mut by_view_key: HashMap<ClassKey, u32> = HashMap::new();
         let mut class_vectors: Vec<(u32, u32)> = Vec::with_capacity(classes.len());
+        let slot_sigs: Vec<u32> = columns
+            .rtt_columns
+            .iter()
+            .map(|&c| match columns.columns[c] {
+                Column::Decided(sig) => sig,
+                Column::Static(_) => unreachable!("RTT columns are signatures"),
+            })
+            .collect();
+        let keep = choices.begin(&slot_sigs, classes.len(), incremental);
+        let pages = slot_sigs.len().div_ceil(gslb_common::RTT_CHOICE_WIDTH);
         for (class, &(key, addr)) in classes.iter().enumerate() {
             let place = partition.place_ids[class];
             let view_key = ClassKey { rtt: 0, ..key };
+            let client = ClientAt::new(addr, self.inputs.locations);
             // Signature `sig`'s outcome for this class, with its RTT row or without.
             let outcome = |job: &mut Self, parts: &mut CacheParts<'_>, sig: u32, with_rtt: bool| {
                 let representative = columns.representative[&sig];
@@ -140,7 +146,7 @@ impl Job<'_> {
                     representative,
                     key,
                     place,
-                    addr,
+                    &client,
                     with_rtt,
                 )
             };
@@ -164,31 +170,52 @@ impl Job<'_> {
                     id
                 }
             };
-            let rtt_vector = if key.rtt != 0 && !columns.rtt_columns.is_empty() {
-                let mut vector = Vec::with_capacity(columns.rtt_columns.len());
-                for &c in &columns.rtt_columns {
-                    let Column::Decided(sig) = columns.columns[c] else {
-                        unreachable!("RTT columns are signatures")
+            let row_changed = self.changed_rows.get(key.rtt as usize) == Some(&true);
+            let rtt_vector = if key.rtt == 0 || slot_sigs.is_empty() {
+                0
+            } else if keep && !row_changed {
+                choices.by_class[class]
+            } else {
+                let mut vector = Vec::with_capacity(slot_sigs.len());
+                for &sig in &slot_sigs {
+                    let o = outcome(self, parts, sig, true);
+                    let Some(index) = choices.index(sig, o) else {
+                        return Err(OverBudget {
+                            ldns_views: choices.vectors.len() - 1,
+                            entries: usize::MAX,
+                        });
                     };
-                    vector.push(outcome(self, parts, sig, true));
+                    vector.push(index);
                 }
-                let id = rtt_vectors.id(vector);
-                let entries = (rtt_vectors.len() - 1) * columns.rtt_entries;
+                let id = choices.vectors.id(vector);
+                // Bail out early: every new vector is an LDNS view's pages in both parities.
+                let entries = 2 * (choices.vectors.len() - 1) * pages;
                 if entries > self.rtt_budget {
                     return Err(OverBudget {
-                        ldns_views: rtt_vectors.len() - 1,
+                        ldns_views: choices.vectors.len() - 1,
                         entries,
                     });
                 }
                 id
-            } else {
-                0
             };
             class_vectors.push((view_vector, rtt_vector));
         }
+        let ldns_views = choices.end(&mut class_vectors);
+        let outcome_entries = columns
+            .entry_column
+            .iter()
+            .filter_map(|c| columns.rtt_columns.iter().position(|r| r == c))
+            .map(|slot| choices.outcomes(slot_sigs[slot]))
+            .sum::<usize>();
+        let entries = 2 * ldns_views * pages + outcome_entries;
+        if entries > self.rtt_budget {
+            return Err(OverBudget {
+                ldns_views,
+                entries,
+            });
+        }
         Ok(ClassVectors {
             view_vectors,
-            rtt_vectors,
             by_class: class_vectors,
         })
     }
