@@ -7,6 +7,7 @@
 //! ([`super::DomainEntry::rtt_answers`]).
 
 use ahash::AHashMap as HashMap;
+use std::sync::Arc;
 
 use gslb_common::{RTT_CHOICE_WIDTH, RttChoice};
 
@@ -74,6 +75,12 @@ pub(super) struct ChoiceCache {
     slot_sigs: Vec<u32>,
     /// By signature: its outcomes (ids of the compiler's outcome interner), by index.
     local: HashMap<u32, Interner<u32>>,
+    /// Classes whose vector this compilation made afresh (not kept).
+    pub(super) made: usize,
+    /// Whether every class kept its vector.
+    kept: bool,
+    /// The last table, reused while no class's vector nor number changed.
+    last: Option<Arc<RttChoices>>,
 }
 
 impl Default for ChoiceCache {
@@ -83,6 +90,9 @@ impl Default for ChoiceCache {
             by_class: Vec::new(),
             slot_sigs: Vec::new(),
             local: HashMap::new(),
+            made: 0,
+            kept: false,
+            last: None,
         }
     }
 }
@@ -96,6 +106,8 @@ impl ChoiceCache {
         if !keep {
             self.slot_sigs = slot_sigs.to_vec();
         }
+        self.made = 0;
+        self.kept = keep;
         keep
     }
 
@@ -137,13 +149,33 @@ impl ChoiceCache {
             }
             self.vectors = fresh;
         }
+        self.kept &= self.made == 0;
         self.by_class.clear();
         self.by_class.extend(class_vectors.iter().map(|v| v.1));
         in_use
     }
 
-    /// The table of the LDNS views the classes were numbered into.
+    /// The table of the LDNS views the classes were numbered into: the last one (the same
+    /// `Arc`, which the publish then skips) when neither the vectors nor the numbers changed.
     pub(super) fn table(
+        &mut self,
+        partition: &ClientClasses,
+        numbers: &ViewNumbers,
+        slots: usize,
+    ) -> Arc<RttChoices> {
+        if let Some(last) = &self.last
+            && self.kept
+            && numbers.unchanged
+            && last.slots == slots
+        {
+            return last.clone();
+        }
+        let table = Arc::new(self.make_table(partition, numbers, slots));
+        self.last = Some(table.clone());
+        table
+    }
+
+    fn make_table(
         &self,
         partition: &ClientClasses,
         numbers: &ViewNumbers,

@@ -54,6 +54,8 @@ mod classes;
 mod interner;
 mod kinds;
 pub mod partition;
+#[cfg(test)]
+mod rtt_tests;
 mod signatures;
 mod snapshot;
 mod spec;
@@ -590,7 +592,7 @@ impl<'a> Job<'a> {
             choices,
             entry_memo,
         );
-        let rtt_choices = Arc::new(choices.table(partition, &numbers, columns.rtt_columns.len()));
+        let rtt_choices = choices.table(partition, &numbers, columns.rtt_columns.len());
         Ok(self.snapshot(
             partition,
             &columns,

@@ -188,6 +188,7 @@ impl Job<'_> {
                     vector.push(index);
                 }
                 let id = choices.vectors.id(vector);
+                choices.made += 1;
                 // Bail out early: every new vector is an LDNS view's pages in both parities.
                 let entries = 2 * (choices.vectors.len() - 1) * pages;
                 if entries > self.rtt_budget {

@@ -4,6 +4,8 @@
 //! view has any more. A hundred thousand LDNS views cost one full write, then a few pages per
 //! RTT change.
 
+use std::sync::Arc;
+
 use aya::maps::{HashMap, MapData};
 use gslb_common::{RttChoice, RttChoiceKey, maps};
 
@@ -12,10 +14,11 @@ use crate::compile::RttChoices;
 
 /// What one parity of the map holds.
 enum Held {
-    /// As this process wrote it: by LDNS view × page (`pages` per view).
+    /// As this process wrote it: a snapshot's table, and pages copied in since (new LDNS
+    /// views of an in-place trie edit: (view, page, choice)).
     Known {
-        pages: usize,
-        by_view: Vec<Option<RttChoice>>,
+        table: Arc<RttChoices>,
+        copied: Vec<(u32, usize, RttChoice)>,
     },
     /// Keys found in the map (pins adopted): their values are not known.
     Keys(Vec<RttChoiceKey>),
@@ -76,17 +79,9 @@ impl ChoiceMap {
                     .map_err(map_err(maps::RTT_CHOICE))?;
                 written += 1;
                 match &mut self.held[parity as usize] {
-                    Some(Held::Known { pages: p, by_view }) if *p == pages => {
-                        let at = new as usize * pages + page;
-                        if by_view.len() <= at {
-                            by_view.resize(at + 1, None);
-                        }
-                        by_view[at] = Some(choice);
-                    }
-                    Some(Held::Known { .. }) | None => {
-                        self.held[parity as usize] = None;
-                    }
+                    Some(Held::Known { copied, .. }) => copied.push((new, page, choice)),
                     Some(Held::Keys(keys)) => keys.push(key(parity, new, page)),
+                    None => {}
                 }
             }
         }
@@ -96,53 +91,75 @@ impl ChoiceMap {
     /// Makes `parity` hold `choices`: writes the pages that differ from what it holds and
     /// removes those of views or pages that are gone. Packets must not read `parity` (its
     /// generation was switched away from a publish ago). Returns (written, removed).
-    pub(super) fn write(&mut self, parity: u32, choices: &RttChoices) -> Result<(usize, usize)> {
-        let pages = choices.pages();
-        let views = choices.views();
+    pub(super) fn write(
+        &mut self,
+        parity: u32,
+        choices: &Arc<RttChoices>,
+    ) -> Result<(usize, usize)> {
         if self.held[parity as usize].is_none() {
             self.scan();
         }
         let held = self.held[parity as usize].take();
-        let mut by_view: Vec<Option<RttChoice>> = vec![None; views * pages];
-        let (mut keys, mut values) = (Vec::new(), Vec::new());
-        let same_layout = matches!(&held, Some(Held::Known { pages: p, .. }) if *p == pages);
-        for view in 1..views {
-            for page in 0..pages {
-                let choice = choices.page(view as u32, page);
-                let at = view * pages + page;
-                let known = match &held {
-                    Some(Held::Known { by_view: old, .. }) if same_layout => {
-                        old.get(at).copied().flatten()
-                    }
-                    _ => None,
-                };
-                if known != Some(choice) {
-                    keys.push(key(parity, view as u32, page));
-                    values.push(choice);
+        let (pages, views, slots) = (choices.pages(), choices.views(), choices.slots);
+        let kept = |k: &RttChoiceKey| {
+            k.rtt_view != 0 && (k.rtt_view as usize) < views && (k.page as usize) < pages
+        };
+        // Views to write whole, and keys to remove.
+        let mut rewrite = vec![false; views];
+        let mut stale: Vec<RttChoiceKey> = Vec::new();
+        match held {
+            Some(Held::Known { table, copied })
+                if table.slots == slots && copied.is_empty() && Arc::ptr_eq(&table, choices) =>
+            {
+                // The same table: nothing to write.
+                self.held[parity as usize] = Some(Held::Known { table, copied });
+                return Ok((0, 0));
+            }
+            Some(Held::Known { table, copied }) if table.slots == slots => {
+                let old_views = table.views();
+                for (view, row) in rewrite.iter_mut().enumerate().skip(1) {
+                    let at = view * slots..(view + 1) * slots;
+                    *row = view >= old_views || table.table[at.clone()] != choices.table[at];
                 }
-                by_view[at] = Some(choice);
+                for view in views..old_views {
+                    stale.extend((0..table.pages()).map(|p| key(parity, view as u32, p)));
+                }
+                for (view, page, _) in copied {
+                    let k = key(parity, view, page);
+                    if kept(&k) {
+                        rewrite[view as usize] = true;
+                    } else {
+                        stale.push(k);
+                    }
+                }
+            }
+            Some(Held::Known { table, copied }) => {
+                rewrite.fill(true);
+                for view in 1..table.views() {
+                    stale.extend((0..table.pages()).map(|p| key(parity, view as u32, p)));
+                }
+                stale.extend(copied.iter().map(|&(v, p, _)| key(parity, v, p)));
+                stale.retain(|k| !kept(k));
+            }
+            Some(Held::Keys(found)) => {
+                rewrite.fill(true);
+                stale = found.into_iter().filter(|k| !kept(k)).collect();
+            }
+            None => unreachable!("scanned above"),
+        }
+        let (mut keys, mut values) = (Vec::new(), Vec::new());
+        for view in (1..views).filter(|&v| rewrite[v]) {
+            for page in 0..pages {
+                keys.push(key(parity, view as u32, page));
+                values.push(choices.page(view as u32, page));
             }
         }
-        let kept = |k: &RttChoiceKey| {
-            (k.rtt_view as usize) < views && k.rtt_view != 0 && (k.page as usize) < pages
-        };
-        let stale: Vec<RttChoiceKey> = match held {
-            Some(Held::Known {
-                pages: old_pages,
-                by_view: old,
-            }) => old
-                .iter()
-                .enumerate()
-                .filter(|(_, c)| c.is_some())
-                .map(|(at, _)| key(parity, (at / old_pages) as u32, at % old_pages))
-                .filter(|k| !kept(k))
-                .collect(),
-            Some(Held::Keys(found)) => found.into_iter().filter(|k| !kept(k)).collect(),
-            None => unreachable!("scanned above"),
-        };
         batch(&mut self.map, &keys, Some(&values)).map_err(map_err(maps::RTT_CHOICE))?;
         batch::<_, RttChoice>(&mut self.map, &stale, None).map_err(map_err(maps::RTT_CHOICE))?;
-        self.held[parity as usize] = Some(Held::Known { pages, by_view });
+        self.held[parity as usize] = Some(Held::Known {
+            table: choices.clone(),
+            copied: Vec::new(),
+        });
         Ok((keys.len(), stale.len()))
     }
 }
