@@ -388,55 +388,83 @@ fn number_stable(
     next_view: &mut u32,
     next_rtt_view: &mut u32,
 ) -> (Vec<(u32, u32)>, usize, usize) {
-    // (previous number, vector) → segments; per dimension.
-    let mut parts: HashMap<(u32, u32), usize> = HashMap::new();
-    let mut rtt_parts: HashMap<(u32, u32), usize> = HashMap::new();
+    // Per dimension, by previous number: its parts (vector, segments, new number). Lists,
+    // not a hash map: a hundred thousand LDNS views each have one part or two.
+    let mut parts: Vec<Vec<Part>> = vec![Vec::new(); *next_view as usize];
+    let mut rtt_parts: Vec<Vec<Part>> = vec![Vec::new(); *next_rtt_view as usize];
     for (c, (&(v, r), &(pv, pr))) in class_vectors.iter().zip(previous).enumerate() {
         let n = class_segments[c] as usize;
-        *parts.entry((pv, v)).or_default() += n;
-        *rtt_parts.entry((pr, r)).or_default() += n;
+        add(&mut parts, pv, v, n);
+        add(&mut rtt_parts, pr, r, n);
     }
-    fn assign(
-        parts: &HashMap<(u32, u32), usize>,
-        next: &mut u32,
-        keep_zero_only_for_zero: bool,
-    ) -> HashMap<(u32, u32), u32> {
-        // The biggest part of each previous number keeps it.
-        let mut best: HashMap<u32, ((u32, u32), usize)> = HashMap::new();
-        for (&part, &n) in parts {
-            let e = best.entry(part.0).or_insert((part, n));
-            if n > e.1 || (n == e.1 && part.1 < e.0.1) {
-                *e = (part, n);
-            }
-        }
-        let mut sorted: Vec<(u32, u32)> = parts.keys().copied().collect();
-        sorted.sort_unstable();
-        let mut numbers = HashMap::new();
-        for part in sorted {
-            // LDNS view 0 means "no RTT row": only the no-row vector keeps it.
-            let keeps =
-                best[&part.0].0 == part && (!keep_zero_only_for_zero || part.0 != 0 || part.1 == 0);
-            let n = if keeps {
-                part.0
-            } else {
-                let n = *next;
-                *next += 1;
-                n
-            };
-            numbers.insert(part, n);
-        }
-        numbers
-    }
-    let numbers = assign(&parts, next_view, false);
-    let rtt_numbers = assign(&rtt_parts, next_rtt_view, true);
+    assign(&mut parts, next_view, false);
+    assign(&mut rtt_parts, next_rtt_view, true);
+    let number = |parts: &[Vec<Part>], prev: u32, vector: u32| {
+        parts[prev as usize]
+            .iter()
+            .find(|p| p.vector == vector)
+            .expect("every class's part was counted")
+            .number
+    };
     let class_views: Vec<(u32, u32)> = class_vectors
         .iter()
         .zip(previous)
-        .map(|(&(v, r), &(pv, pr))| (numbers[&(pv, v)], rtt_numbers[&(pr, r)]))
+        .map(|(&(v, r), &(pv, pr))| (number(&parts, pv, v), number(&rtt_parts, pr, r)))
         .collect();
     (
         class_views,
         *next_view as usize,
         (*next_rtt_view - 1) as usize,
     )
+}
+
+/// The classes of one previous number that now have one vector.
+#[derive(Clone, Copy)]
+struct Part {
+    vector: u32,
+    segments: usize,
+    number: u32,
+}
+
+fn add(parts: &mut Vec<Vec<Part>>, prev: u32, vector: u32, segments: usize) {
+    if parts.len() <= prev as usize {
+        parts.resize(prev as usize + 1, Vec::new());
+    }
+    let list = &mut parts[prev as usize];
+    match list.iter_mut().find(|p| p.vector == vector) {
+        Some(p) => p.segments += segments,
+        None => list.push(Part {
+            vector,
+            segments,
+            number: u32::MAX,
+        }),
+    }
+}
+
+/// The biggest part of each previous number keeps it (ties: the smaller vector); the others
+/// get new numbers, in order of (previous number, vector). With `keep_zero_only_for_zero`
+/// (LDNS views, whose 0 means "no RTT row") only vector 0 keeps number 0.
+fn assign(parts: &mut [Vec<Part>], next: &mut u32, keep_zero_only_for_zero: bool) {
+    for (prev, list) in parts.iter_mut().enumerate() {
+        if list.is_empty() {
+            continue;
+        }
+        list.sort_unstable_by_key(|p| p.vector);
+        let mut best = 0;
+        for (i, p) in list.iter().enumerate() {
+            if p.segments > list[best].segments {
+                best = i;
+            }
+        }
+        for (i, p) in list.iter_mut().enumerate() {
+            let keeps = i == best && (!keep_zero_only_for_zero || prev != 0 || p.vector == 0);
+            p.number = if keeps {
+                prev as u32
+            } else {
+                let n = *next;
+                *next += 1;
+                n
+            };
+        }
+    }
 }
