@@ -5,6 +5,8 @@ use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 
+use gslb_common::DEFAULT_VIEW;
+
 use super::*;
 
 const SITES: usize = 16;
@@ -57,7 +59,7 @@ fn answered(s: &Snapshot, d: usize, client: IpAddr) -> Vec<IpAddr> {
     let entry = s
         .domains
         .iter()
-        .find(|e| e.name == format!("d{d}.example.com") && e.qtype == gslb_common::QTYPE_A)
+        .find(|e| e.name == format!("d{d}.example.com") && e.qtype == QTYPE_A)
         .expect("an A entry");
     assert!(entry.by_rtt, "{entry:?}");
     let (view, rtt_view, _) = s.segments.lookup_both(client);
@@ -66,12 +68,7 @@ fn answered(s: &Snapshot, d: usize, client: IpAddr) -> Vec<IpAddr> {
             .answers
             .iter()
             .find(|(v, _)| *v == view)
-            .or_else(|| {
-                entry
-                    .answers
-                    .iter()
-                    .find(|(v, _)| *v == DEFAULT_VIEW_NUMBER)
-            })
+            .or_else(|| entry.answers.iter().find(|(v, _)| *v == DEFAULT_VIEW))
             .map(|(_, a)| a.addrs.clone())
             .unwrap_or_default()
     };
@@ -86,8 +83,6 @@ fn answered(s: &Snapshot, d: usize, client: IpAddr) -> Vec<IpAddr> {
     }
 }
 
-const DEFAULT_VIEW_NUMBER: u32 = gslb_common::DEFAULT_VIEW;
-
 /// The nearer of domain `d`'s two services for a row, by hand.
 fn nearest(row: &LdnsRtt, d: usize) -> IpAddr {
     let (a, b) = (row.rtt_us[d], row.rtt_us[(d + 1) % SITES]);
@@ -98,7 +93,7 @@ fn nearest(row: &LdnsRtt, d: usize) -> IpAddr {
 fn client_of(row: &LdnsRtt) -> IpAddr {
     match row.ldns.network() {
         IpAddr::V4(a) => IpAddr::V4(Ipv4Addr::from(u32::from(a) + 9)),
-        other => other,
+        other @ IpAddr::V6(_) => other,
     }
 }
 
