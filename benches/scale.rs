@@ -15,8 +15,17 @@
 //! - what it produced: segments, classes, views, LDNS views, prefixes, entries, map bytes;
 //! - one service flip (a service of a static-proximity domain goes down, then up): the
 //!   incremental compile (`Compiler`), and with root the publish into real maps (in place);
-//!   median of the flips.
+//!   median of the flips;
+//! - with root, every RTT domain asked (BPF_PROG_TEST_RUN) by a client inside an RTT row: how
+//!   many XDP answers (`scale_rtt_fast_path_domains N of M`), each reply decoded and checked
+//!   (checksums included) against the responder's answer from the same snapshot;
+//! - one RTT change (a row's nearest site moves; the new rows are built before the clock
+//!   starts, as the prober's table hands them over): the incremental compile and the publish,
+//!   median of the changes (`scale_rtt_change_total`).
 
+#[path = "../gslb-user/tests/it/common/mod.rs"]
+#[allow(dead_code)]
+mod common;
 mod rng;
 
 use std::{
@@ -33,7 +42,9 @@ use gslb_user::{
     dataplane::Dataplane,
     location::db::LocationDb,
     policy::ServiceState,
+    responder::Responder,
 };
+use hickory_proto::rr::RecordType;
 use rng::Rng;
 
 const RANGES: u32 = 1_000_000;
@@ -42,6 +53,7 @@ const DOMAINS: usize = 1_000;
 const SITES: usize = 64;
 const SERVICES_PER_DOMAIN: usize = 4;
 const FLIPS: usize = 10;
+const RTT_CHANGES: usize = 10;
 const CONTINENTS: usize = 6;
 
 fn country(site: usize) -> String {
@@ -200,15 +212,17 @@ fn main() {
         s.map_bytes as f64 / f64::from(1 << 20)
     );
     println!(
-        "produced: {} segments, {} classes, {} views, {} LDNS views, {} prefixes, {} entries, {} signatures, {} decisions",
+        "produced: {} segments, {} classes, {} views, {} LDNS views, {} prefixes, {} entries, {} RTT choice pages, {} signatures, {} decisions; RTT domains to the responder: {}",
         s.segments,
         s.classes,
         s.views,
         s.rtt_views,
         s.prefixes,
         s.entries,
+        s.rtt_choices,
         s.signatures,
-        s.decisions
+        s.decisions,
+        s.rtt_to_responder
     );
     drop(full);
 
@@ -228,11 +242,13 @@ fn main() {
         let first = compiler.compile_shared(&config, &inputs(&services));
         let stats = dp.table.publish(&first).expect("publishing");
         println!(
-            "bench scale_publish_full {:.3} s ({} prefixes, {} answer sets)",
+            "bench scale_publish_full {:.3} s ({} prefixes, {} answer sets, {} RTT choice pages)",
             t.elapsed().as_secs_f64(),
             stats.prefixes,
-            stats.answers
+            stats.answers,
+            stats.choices
         );
+        rtt_fast_path(dp, &config, &first, &rows);
     }
     let (mut compiles, mut publishes, mut totals) = (Vec::new(), Vec::new(), Vec::new());
     let mut in_place = 0;
@@ -278,4 +294,105 @@ fn main() {
         "bench scale_flip_total {:.1} ms (median of {FLIPS}, event to maps updated)",
         median(totals).as_secs_f64() * 1e3
     );
+
+    // RTT changes: row i's nearest site moves (its RTTs are rotated by one site).
+    let (mut compiles, mut publishes, mut totals) = (Vec::new(), Vec::new(), Vec::new());
+    let mut current = rows.clone();
+    for i in 0..RTT_CHANGES {
+        let mut next = (*current).clone();
+        next[i * 997].rtt_us.rotate_left(1);
+        let next = Arc::new(next);
+        let t = Instant::now();
+        let snapshot = compiler.compile_shared(
+            &config,
+            &Inputs {
+                locations: Some(&db),
+                services: services.clone(),
+                rtt: next.clone(),
+                ..Inputs::default()
+            },
+        );
+        let compiled = t.elapsed();
+        compiles.push(compiled);
+        if let Some(dp) = dataplane.as_mut() {
+            let stats = dp.table.publish(&snapshot).expect("publishing");
+            publishes.push(t.elapsed().checked_sub(compiled).unwrap());
+            println!(
+                "rtt change {i}: compile {:.1} ms, publish {:.1} ms; {} LDNS views, {} trie prefixes written, {} choice pages written, {} decisions, incremental {}",
+                compiled.as_secs_f64() * 1e3,
+                t.elapsed().checked_sub(compiled).unwrap().as_secs_f64() * 1e3,
+                snapshot.stats.rtt_views,
+                stats.prefixes,
+                stats.choices,
+                snapshot.stats.decisions,
+                snapshot.stats.incremental
+            );
+        }
+        totals.push(t.elapsed());
+        current = next;
+    }
+    println!(
+        "bench scale_rtt_change_compile {:.1} ms (median of {RTT_CHANGES})",
+        median(compiles).as_secs_f64() * 1e3
+    );
+    if !publishes.is_empty() {
+        println!(
+            "bench scale_rtt_change_publish {:.1} ms (median of {RTT_CHANGES})",
+            median(publishes).as_secs_f64() * 1e3
+        );
+    }
+    println!(
+        "bench scale_rtt_change_total {:.1} ms (median of {RTT_CHANGES}, new rows to maps updated)",
+        median(totals).as_secs_f64() * 1e3
+    );
+}
+
+/// Asks the fast path (BPF_PROG_TEST_RUN) every RTT domain's A record from a client inside an
+/// RTT row; prints how many XDP answers. Each reply is decoded and checked (envelope,
+/// checksums, TTL) against the responder's answer to the same client from the same snapshot.
+fn rtt_fast_path(dp: &Dataplane, config: &Config, snapshot: &Snapshot, rows: &[LdnsRtt]) {
+    let responder = Responder::new(config, snapshot);
+    let (mut answered, mut asked) = (0, 0);
+    for (d, domain) in config.gslb_domains.iter().enumerate() {
+        if d % 5 != 2 {
+            continue;
+        }
+        asked += 1;
+        // A row of a resolver that can send queries (the random rows include martian space,
+        // 127/8 and 224/4 and above, whose queries the fast path never answers).
+        let client = (0..rows.len())
+            .map(|i| &rows[(d * 31 + i) % rows.len()])
+            .find_map(|row| match row.ldns.network() {
+                std::net::IpAddr::V4(a) if !gslb_common::martian_v4(a.octets()) => {
+                    Some(std::net::IpAddr::V4(Ipv4Addr::from(u32::from(a) + 7)))
+                }
+                _ => None,
+            })
+            .expect("a row outside martian space");
+        let frame = common::Frame::udp(
+            client,
+            common::SERVER_V4.into(),
+            common::wire(&common::query(7, &domain.name, RecordType::A)),
+        )
+        .bytes();
+        let out = common::run(dp, &frame);
+        if out.action != common::XDP_TX {
+            println!("{} from {client}: passed ({:?})", domain.name, out.counted);
+            continue;
+        }
+        let want = common::responder_addrs(&responder, &domain.name, RecordType::A, client);
+        let expect = common::Expect {
+            rtype: RecordType::A,
+            ttl: domain.ttl,
+            answers: common::Answers::OneOf(want),
+        };
+        common::assert_reply(
+            &format!("{} from {client}", domain.name),
+            &frame,
+            &out,
+            &expect,
+        );
+        answered += 1;
+    }
+    println!("bench scale_rtt_fast_path_domains {answered} of {asked}");
 }

@@ -132,8 +132,61 @@ pub struct ViewValue {
 }
 const _: () = assert!(size_of::<ViewValue>() == 12);
 
-/// `AnswerKey::view` of an answer for an LDNS view: the LDNS view with this bit set.
-pub const RTT_VIEW_BIT: u32 = 1 << 31;
+/// `AnswerKey::view` of a domain's answer for one of its RTT outcomes: the outcome's index (as
+/// [`RttChoice`] gives it) with this bit set. Views are numbered from 0 upwards and never reach
+/// it, so outcome answers and view answers share `ANSWERS` without meeting.
+pub const RTT_OUTCOME_BIT: u32 = 1 << 31;
+
+/// Outcome indexes one [`RttChoice`] holds: the RTT slots of one page.
+pub const RTT_CHOICE_WIDTH: usize = 64;
+const _: () = assert!(RTT_CHOICE_WIDTH.is_power_of_two());
+
+/// Key of `RTT_CHOICE` (a hash): one page of an LDNS view's choices in one parity.
+///
+/// Why a choice map: domains of one structure share a decision signature, and a signature
+/// answered by RTT has only a few possible outcomes (which of its layout's sites are nearest).
+/// So instead of one answer set per (domain, LDNS view), which at 100,000 RTT rows is tens of
+/// millions, the maps hold per (LDNS view, signature) the index of the outcome (here, a byte),
+/// and per (domain, outcome index) the answer set (`ANSWERS` under [`RTT_OUTCOME_BIT`]). A
+/// signature's place in the choices is its *RTT slot*: page `slot / RTT_CHOICE_WIDTH`, byte
+/// `slot % RTT_CHOICE_WIDTH`; the domain's view answer set carries it
+/// ([`AnswerSet::rtt_slot`]).
+///
+/// Why a parity instead of the generation: a republish changes few choices (an RTT change moves
+/// a few rows), and rewriting 100,000 pages per generation would cost ~200 ms. A packet of
+/// generation `g` reads parity `g & 1`; the controller writes parity `(g + 1) & 1` (which no
+/// packet reads any more: its generation was switched away from a publish ago, after the grace
+/// pause) with only the pages that differ from what that parity held, then switches `CONFIG`.
+/// The same rule as `LISTEN_SET`'s slots, so a packet still sees all old or all new tables.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct RttChoiceKey {
+    /// `generation & 1` of the generation these choices belong to.
+    pub parity: u32,
+    /// The client's LDNS view (`ViewValue::rtt_view`, never 0).
+    pub rtt_view: u32,
+    /// `AnswerSet::rtt_slot / RTT_CHOICE_WIDTH`.
+    pub page: u32,
+    pub reserved: u32,
+}
+const _: () = assert!(size_of::<RttChoiceKey>() == 16);
+
+/// Value of `RTT_CHOICE`: for each RTT slot of the page, the index of the slot's outcome for
+/// clients of this LDNS view (`AnswerKey::view = RTT_OUTCOME_BIT | index`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RttChoice {
+    pub outcomes: [u8; RTT_CHOICE_WIDTH],
+}
+const _: () = assert!(size_of::<RttChoice>() == RTT_CHOICE_WIDTH);
+
+impl Default for RttChoice {
+    fn default() -> Self {
+        RttChoice {
+            outcomes: [0; RTT_CHOICE_WIDTH],
+        }
+    }
+}
 
 /// Number of leading key bits taken by the generation in `VIEWS` keys.
 pub const VIEW_KEY_GENERATION_BITS: u32 = 32;
@@ -237,7 +290,8 @@ const _: () = assert!(size_of::<AnswerKey>() == 24);
 /// more records: one record is answered the same either way, without touching a slot.
 pub const ANSWER_ROTATE: u8 = 1;
 /// `AnswerSet::flags`: the domain is answered by RTT: a client with an LDNS view takes the
-/// answer for that view when there is one (this set is the answer without an RTT).
+/// answer of the outcome `RTT_CHOICE` gives for that view and the set's
+/// [`AnswerSet::rtt_slot`] when there is one (this set is the answer without an RTT).
 pub const ANSWER_BY_RTT: u8 = 2;
 /// `AnswerSet::flags`: the domain has this answer for every client (it has no other view's
 /// set and no LDNS view's): its ECS scope is 0.
@@ -278,8 +332,13 @@ pub struct AnswerSet {
     /// `count` records back to back, each `rr_len()` bytes: a pointer to the question name
     /// (0xc00c), type, class IN, TTL, RDLENGTH, address.
     pub records: [u8; MAX_ADDRS * RR_MAX_LEN],
+    /// With [`ANSWER_BY_RTT`]: the domain's signature's RTT slot, where `RTT_CHOICE` gives the
+    /// index of its outcome for the client's LDNS view (see [`RttChoiceKey`]). Last, so the
+    /// fields before keep their offsets.
+    pub rtt_slot: u32,
+    pub reserved: u32,
 }
-const _: () = assert!(size_of::<AnswerSet>() == 48 + QNAME_MAX + MAX_ADDRS * RR_MAX_LEN);
+const _: () = assert!(size_of::<AnswerSet>() == 56 + QNAME_MAX + MAX_ADDRS * RR_MAX_LEN);
 const _: () = assert!(core::mem::offset_of!(AnswerSet, name) % 8 == 0);
 const _: () = assert!(QNAME_MAX <= u16::MAX as usize);
 
@@ -301,6 +360,8 @@ impl Default for AnswerSet {
             rotor: 0,
             name: [0; QNAME_MAX],
             records: [0; MAX_ADDRS * RR_MAX_LEN],
+            rtt_slot: 0,
+            reserved: 0,
         }
     }
 }
@@ -630,13 +691,14 @@ pub mod maps {
     pub const LDNS_CONFIG: &str = "LDNS_CONFIG";
     pub const LOCAL_MACS: &str = "LOCAL_MACS";
     pub const HEARTBEAT: &str = "HEARTBEAT";
+    pub const RTT_CHOICE: &str = "RTT_CHOICE";
 
     /// The maps shared between the program and the controller, pinned in `server.pin_path`
     /// and adopted across restarts (`ROTOR` and `SCRATCH` are the program's own working
     /// memory: a restarted gslbd's program starts its rotations afresh). `cargo xtask
     /// uninstall` removes these pins.
-    pub const PINNED: [&str; 7] = [
-        CONFIG, LISTEN, LISTEN_SET, VIEWS, DOMAINS, ANSWERS, COUNTERS,
+    pub const PINNED: [&str; 8] = [
+        CONFIG, LISTEN, LISTEN_SET, VIEWS, DOMAINS, ANSWERS, COUNTERS, RTT_CHOICE,
     ];
 }
 
@@ -657,6 +719,8 @@ pub const LISTEN_MAX: u32 = 256;
 pub const VIEWS_MAX: u32 = 1 << 22;
 pub const DOMAINS_MAX: u32 = 1 << 16;
 pub const ANSWERS_MAX: u32 = 1 << 22;
+/// `RTT_CHOICE` pages, both parities together: 2 × LDNS views × pages per view.
+pub const RTT_CHOICE_MAX: u32 = 1 << 20;
 /// Resolvers (or masked prefixes of resolvers) `LDNS` remembers; the least recently used go.
 pub const LDNS_MAX: u32 = 1 << 16;
 
@@ -664,7 +728,8 @@ pub const LDNS_MAX: u32 = 1 << 16;
 mod pod {
     use super::{
         AnswerKey, AnswerSet, DomainKey, DomainValue, Heartbeat, LdnsCacheSlot, LdnsConfig,
-        LdnsKey, LdnsValue, ListenKey, ListenSet, LocalMacs, ProgramConfig, ViewKey, ViewValue,
+        LdnsKey, LdnsValue, ListenKey, ListenSet, LocalMacs, ProgramConfig, RttChoice,
+        RttChoiceKey, ViewKey, ViewValue,
     };
     // SAFETY: all of these are repr(C), Copy, without padding (sizes asserted above), and every
     // bit pattern is a valid value.
@@ -683,6 +748,8 @@ mod pod {
     unsafe impl aya::Pod for LdnsCacheSlot {}
     unsafe impl aya::Pod for LocalMacs {}
     unsafe impl aya::Pod for Heartbeat {}
+    unsafe impl aya::Pod for RttChoiceKey {}
+    unsafe impl aya::Pod for RttChoice {}
 }
 
 #[cfg(test)]
@@ -703,7 +770,7 @@ mod tests {
     #[test]
     fn shared_struct_sizes() {
         use core::mem::size_of;
-        let table: [(usize, usize); 15] = [
+        let table: [(usize, usize); 17] = [
             (size_of::<ProgramConfig>(), 16),
             (size_of::<ViewValue>(), 12),
             (size_of::<ListenKey>(), 16),
@@ -712,13 +779,15 @@ mod tests {
             (size_of::<DomainKey>(), 136),
             (size_of::<DomainValue>(), 8),
             (size_of::<AnswerKey>(), 24),
-            (size_of::<AnswerSet>(), 400),
+            (size_of::<AnswerSet>(), 408),
             (size_of::<LdnsKey>(), 16),
             (size_of::<LdnsValue>(), 24),
             (size_of::<LdnsConfig>(), 40),
             (size_of::<LdnsCacheSlot>(), 24),
             (size_of::<LocalMacs>(), 40),
             (size_of::<Heartbeat>(), 16),
+            (size_of::<RttChoiceKey>(), 16),
+            (size_of::<RttChoice>(), 64),
         ];
         for (got, want) in table {
             assert_eq!(got, want);

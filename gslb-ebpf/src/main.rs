@@ -37,7 +37,8 @@ use gslb_common::{
     ANSWER_ANY_VIEW, ANSWER_BY_RTT, ANSWERS_MAX, AnswerKey, AnswerSet, Counter, DEFAULT_VIEW,
     DOMAINS_MAX, DomainKey, DomainValue, Heartbeat, LDNS_CACHE_SLOTS, LDNS_MAX, LISTEN_MAX,
     LdnsCacheSlot, LdnsConfig, LdnsKey, LdnsValue, ListenKey, ListenSet, LocalMacs, ProgramConfig,
-    ROTOR_SLOTS, RTT_VIEW_BIT, VIEWS_MAX, ViewKey, ViewValue,
+    ROTOR_SLOTS, RTT_CHOICE_MAX, RTT_CHOICE_WIDTH, RTT_OUTCOME_BIT, RttChoice, RttChoiceKey,
+    VIEWS_MAX, ViewKey, ViewValue,
 };
 
 #[map]
@@ -58,6 +59,11 @@ static DOMAINS: HashMap<DomainKey, DomainValue> =
 #[map]
 static ANSWERS: HashMap<AnswerKey, AnswerSet> =
     HashMap::with_max_entries(ANSWERS_MAX, BPF_F_NO_PREALLOC);
+/// Per (parity, LDNS view, page): which of each RTT slot's outcomes its clients get (see
+/// `RttChoiceKey`). NO_PREALLOC for the same reason as `ANSWERS`.
+#[map]
+static RTT_CHOICE: HashMap<RttChoiceKey, RttChoice> =
+    HashMap::with_max_entries(RTT_CHOICE_MAX, BPF_F_NO_PREALLOC);
 #[map]
 static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT, 0);
 /// The rotation of each rotating answer set on this CPU, indexed by the set's `AnswerSet::rotor`
@@ -217,15 +223,27 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
         akey.view = DEFAULT_VIEW;
         set = lookup::find_answer(&akey, scratch, q.qlen);
     }
-    // A domain answered by RTT: the answer for the client's LDNS, when it has an RTT row.
-    // Only these pay the third lookup.
+    // A domain answered by RTT, for a client whose LDNS has an RTT row: the LDNS view's choice
+    // among the outcomes of the domain's signature (`RTT_CHOICE`, in this generation's
+    // parity), then the domain's answer for that outcome. Only these pay the extra lookups.
     if let Some(s) = set
         && s.flags & ANSWER_BY_RTT != 0
         && rtt_view != 0
     {
-        akey.view = rtt_view | RTT_VIEW_BIT;
-        if let Some(by_rtt) = lookup::find_answer(&akey, scratch, q.qlen) {
-            set = Some(by_rtt);
+        let slot = s.rtt_slot;
+        let ckey = RttChoiceKey {
+            parity: config.generation & 1,
+            rtt_view,
+            page: slot / RTT_CHOICE_WIDTH as u32,
+            reserved: 0,
+        };
+        // SAFETY: the map value is read-only for the program and freed through RCU.
+        if let Some(choice) = unsafe { RTT_CHOICE.get(&ckey) } {
+            let outcome = choice.outcomes[slot as usize % RTT_CHOICE_WIDTH];
+            akey.view = RTT_OUTCOME_BIT | u32::from(outcome);
+            if let Some(by_rtt) = lookup::find_answer(&akey, scratch, q.qlen) {
+                set = Some(by_rtt);
+            }
         }
     }
 

@@ -39,6 +39,11 @@ impl<T: Clone + Eq + std::hash::Hash> Interner<T> {
     pub(super) fn len(&self) -> usize {
         self.values.len()
     }
+
+    /// The values, by number.
+    pub(super) fn values(&self) -> &[T] {
+        &self.values
+    }
 }
 
 impl<T> std::ops::Index<u32> for Interner<T> {

@@ -21,6 +21,12 @@
 //! answer vectors, not a million. The fast path looks the view's answer up, and only for a
 //! domain answered by RTT (flag on the answer set) the LDNS view's.
 //!
+//! An LDNS view is not a set of answers but a *choice* ([`choices`]): for each signature
+//! answered by RTT (an *RTT slot*), the index of its outcome among the few that signature has.
+//! Each domain then has one answer per outcome index, so the entries grow with domains ×
+//! outcomes, and the choices with LDNS views × signatures (a byte each), instead of domains ×
+//! LDNS views (tens of millions at 100,000 RTT rows).
+//!
 //! # Deciding once
 //!
 //! Domains with the same structure (method chain, tolerance, and per position the same site,
@@ -43,10 +49,13 @@
 //! [`views`] (answer vectors numbered as views, merged into prefixes) and [`snapshot`] (the
 //! entries and the [`Snapshot`]). [`partition`] holds the address-space arithmetic they share.
 
+mod choices;
 mod classes;
 mod interner;
 mod kinds;
 pub mod partition;
+#[cfg(test)]
+mod rtt_tests;
 mod signatures;
 mod snapshot;
 mod spec;
@@ -61,6 +70,8 @@ use std::sync::Arc;
 use gslb_common::{QTYPE_A, QTYPE_AAAA, ViewValue};
 use ipnet::IpNet;
 
+use self::choices::ChoiceCache;
+pub use self::choices::RttChoices;
 use self::classes::{ClassKey, ClientClasses};
 use self::interner::Interner;
 use self::kinds::{Kind, kind, service_index};
@@ -93,6 +104,8 @@ pub struct Snapshot {
     /// The same as merged segments: the responder's lookups and the ECS scope.
     pub segments: Arc<Segments>,
     pub domains: Vec<DomainEntry>,
+    /// By LDNS view and RTT slot: the index of the slot's outcome ([`DomainEntry::rtt_answers`]).
+    pub rtt_choices: Arc<RttChoices>,
     /// GSLB domains whose answer depends on the single client address (source IP hash,
     /// persistence): the fast path has no entry for them and the responder asks the decision
     /// engine per query, with [`Snapshot::services`] and [`Snapshot::rtt`].
@@ -127,9 +140,13 @@ pub struct DomainEntry {
     pub id: u32,
     /// The default view's answer (when it has one) and every other view's that differs.
     pub answers: Vec<(u32, Answer)>,
-    /// Answered by RTT: a client with an LDNS view takes `rtt_answers`' answer for it.
+    /// Answered by RTT: a client with an LDNS view takes the `rtt_answers` answer of the
+    /// outcome [`Snapshot::rtt_choices`] gives for that view and `rtt_slot`.
     pub by_rtt: bool,
-    /// By LDNS view (without [`gslb_common::RTT_VIEW_BIT`]).
+    /// With `by_rtt`: the RTT slot of the entry's signature.
+    pub rtt_slot: u32,
+    /// By outcome index (without [`gslb_common::RTT_OUTCOME_BIT`]), every index the slot's
+    /// signature has.
     pub rtt_answers: Vec<(u32, Answer)>,
 }
 
@@ -178,15 +195,18 @@ pub struct CompileStats {
     pub rtt_views: usize,
     /// Prefixes of the view trie.
     pub prefixes: usize,
-    /// (domain, view) answer entries, LDNS views' included.
+    /// (domain, view) answer entries, the (domain, RTT outcome) ones included.
     pub entries: usize,
+    /// `RTT_CHOICE` pages, both parities (2 × LDNS views × pages per view).
+    pub rtt_choices: usize,
     /// Distinct decision signatures, and engine decisions taken by this compilation.
     pub signatures: usize,
     pub decisions: usize,
     /// The partition was reused from the previous compilation.
     pub incremental: bool,
-    /// Domains answered by RTT were left to the responder: their LDNS views would take more
-    /// than [`RTT_ENTRY_BUDGET`] entries.
+    /// Domains answered by RTT were left to the responder: their choices and outcome answers
+    /// would take more than [`RTT_ENTRY_BUDGET`] entries (or a signature has more than 256
+    /// outcomes).
     pub rtt_to_responder: bool,
     /// Kernel memory the tables take, approximately (keys, values, per-entry overhead).
     pub map_bytes: usize,
@@ -258,6 +278,11 @@ struct Cache {
     /// Signature → outcome by place (or by family, for signatures that do not read the
     /// place; `u32::MAX`: not decided yet), for views: dense, as every class reads it.
     dense: HashMap<u32, Vec<u32>>,
+    /// Signature → outcome by RTT row (`u32::MAX`: not decided yet), for outcomes that depend
+    /// on the row alone: dense, as there are as many rows as classes with one.
+    rtt_dense: HashMap<u32, Vec<u32>>,
+    /// The RTT choices of the classes, and what they are made of.
+    choices: ChoiceCache,
     /// Each class's view and LDNS view in the last snapshot.
     class_views: Vec<(u32, u32)>,
     /// Round-robin answers (0: none), interned so that their numbers stay put between
@@ -275,6 +300,38 @@ struct Cache {
 
 /// Disjoint client prefixes in address order, with their view and LDNS view.
 pub type ViewPrefixes = Vec<(IpNet, ViewValue)>;
+
+impl Cache {
+    /// The RTT rows whose RTTs differ in `rtt` (same prefixes as the cached rows), by row
+    /// number (1-based), with the decisions that read them forgotten; empty when none differ.
+    fn rtt_changed(&mut self, rtt: &Arc<Vec<LdnsRtt>>) -> Vec<bool> {
+        if Arc::ptr_eq(&self.rtt, rtt) {
+            return Vec::new();
+        }
+        let mut changed = vec![false; rtt.len() + 1];
+        let mut any = false;
+        for (i, (a, b)) in self.rtt.iter().zip(rtt.iter()).enumerate() {
+            if a.rtt_us != b.rtt_us {
+                changed[i + 1] = true;
+                any = true;
+            }
+        }
+        self.rtt = rtt.clone();
+        if !any {
+            return Vec::new();
+        }
+        for by_row in self.rtt_dense.values_mut() {
+            for (row, o) in by_row.iter_mut().enumerate() {
+                if changed[row] {
+                    *o = u32::MAX;
+                }
+            }
+        }
+        self.decided
+            .retain(|(_, key), _| !changed[key.rtt as usize]);
+        changed
+    }
+}
 
 impl Compiler {
     /// A compiler that gives LDNS views at most `entries` answer entries.
@@ -305,15 +362,28 @@ impl Compiler {
         let locations = inputs
             .locations
             .map_or(0, |db| std::ptr::from_ref::<LocationDb>(db) as usize);
+        // The partition holds while the RTT rows keep their prefixes: rows whose RTTs changed
+        // only have their decisions taken again.
         let reusable = self.cache.as_ref().is_some_and(|c| {
-            c.locations == locations && (Arc::ptr_eq(&c.rtt, &inputs.rtt) || c.rtt == inputs.rtt)
+            c.locations == locations
+                && (Arc::ptr_eq(&c.rtt, &inputs.rtt)
+                    || (c.rtt.len() == inputs.rtt.len()
+                        && c.rtt
+                            .iter()
+                            .zip(inputs.rtt.iter())
+                            .all(|(a, b)| a.ldns == b.ldns)))
         });
         let mut rtt_to_responder =
             reusable && self.cache.as_ref().is_some_and(|c| c.rtt_to_responder);
         let mut cache = self.cache.take().filter(|_| reusable);
+        let mut changed_rows = Vec::new();
+        if let Some(c) = cache.as_mut() {
+            changed_rows = c.rtt_changed(&inputs.rtt);
+        }
         loop {
             let mut job = Job::new(config, inputs, rtt_to_responder, &spec);
             job.rtt_budget = self.rtt_budget;
+            job.changed_rows = std::mem::take(&mut changed_rows);
             let mut fresh = cache.take().unwrap_or_else(|| Cache {
                 locations,
                 rtt: inputs.rtt.clone(),
@@ -323,6 +393,8 @@ impl Compiler {
                 outcomes: Interner::new(),
                 decided: HashMap::new(),
                 dense: HashMap::new(),
+                rtt_dense: HashMap::new(),
+                choices: ChoiceCache::default(),
                 static_answers: Interner::with(None),
                 entry_memo: Vec::new(),
                 class_views: Vec::new(),
@@ -340,6 +412,8 @@ impl Compiler {
                     ldns_views,
                     entries,
                 }) => {
+                    // Decided again from scratch, without the RTT columns.
+                    cache = None;
                     tracing::warn!(
                         ldns_views,
                         entries,
@@ -370,11 +444,13 @@ impl Compiler {
     }
 }
 
-/// The most (domain, LDNS view) answer entries the maps are given: a quarter of `ANSWERS`.
-/// Beyond it, domains answered by RTT are left to the responder.
-pub const RTT_ENTRY_BUDGET: usize = gslb_common::ANSWERS_MAX as usize / 4;
+/// The most map entries the answers by RTT are given: `RTT_CHOICE` pages (both parities) and
+/// (domain, outcome) answer sets together, `RTT_CHOICE`'s capacity. Beyond it (or with a
+/// signature of more than 256 outcomes), domains answered by RTT are left to the responder: a
+/// last resort, logged.
+pub const RTT_ENTRY_BUDGET: usize = gslb_common::RTT_CHOICE_MAX as usize;
 
-/// The LDNS views would take more entries than [`RTT_ENTRY_BUDGET`].
+/// The answers by RTT would take more entries than the budget.
 #[derive(Debug)]
 struct OverBudget {
     ldns_views: usize,
@@ -394,6 +470,9 @@ struct Job<'a> {
     decisions: usize,
     rtt_to_responder: bool,
     rtt_budget: usize,
+    /// By RTT row (1-based; index 0 unused): its RTTs changed since the cached compilation.
+    /// Empty: none did.
+    changed_rows: Vec<bool>,
 }
 
 impl<'a> Job<'a> {
@@ -435,6 +514,7 @@ impl<'a> Job<'a> {
             decisions: 0,
             rtt_to_responder,
             rtt_budget: RTT_ENTRY_BUDGET,
+            changed_rows: Vec::new(),
         }
     }
 
@@ -468,6 +548,8 @@ impl<'a> Job<'a> {
             outcomes,
             decided,
             dense,
+            rtt_dense,
+            choices,
             static_answers,
             entry_memo,
             class_views,
@@ -481,10 +563,19 @@ impl<'a> Job<'a> {
             outcomes,
             decided,
             dense,
+            rtt_dense,
             places: partition.places,
+            rows: self.inputs.rtt.len(),
         };
-        let vectors =
-            self.class_vectors(partition, &columns, signatures, &mut parts, static_answers)?;
+        let vectors = self.class_vectors(
+            partition,
+            &columns,
+            signatures,
+            &mut parts,
+            static_answers,
+            choices,
+            incremental,
+        )?;
         let numbers = number_views(
             partition,
             &vectors,
@@ -500,13 +591,16 @@ impl<'a> Job<'a> {
             &numbers,
             parts.outcomes,
             static_answers,
+            choices,
             entry_memo,
         );
+        let rtt_choices = choices.table(partition, &numbers, columns.rtt_columns.len());
         Ok(self.snapshot(
             partition,
             &columns,
             &numbers,
             domains,
+            rtt_choices,
             segments,
             prefixes,
             incremental,

@@ -4,6 +4,8 @@
 //! addresses by the snapshot stage).
 
 use ahash::AHashMap as HashMap;
+use std::borrow::Cow;
+use std::cell::OnceCell;
 use std::net::IpAddr;
 
 use gslb_common::QTYPE_AAAA;
@@ -13,6 +15,7 @@ use super::classes::ClassKey;
 use super::interner::Interner;
 use super::kinds::Kind;
 use crate::location::Location;
+use crate::location::db::LocationDb;
 use crate::policy::AnswerMode;
 use crate::policy::{Client, Decision, Fallback, Method, Pick, Query, ServiceState, State, Tier};
 
@@ -60,6 +63,40 @@ pub(super) type SlotSignature = (
     ServiceState,
 );
 
+impl Signature {
+    /// Whether its domains are answered by RTT in the fast path: it reads the RTT row and has
+    /// something of its family to choose from (a signature without a service of the family
+    /// answers NODATA everywhere, so it needs no choice).
+    pub(super) fn answers_by_rtt(&self) -> bool {
+        let v6 = self.qtype == QTYPE_AAAA;
+        self.rtt && (self.domain.is_some() || self.services.iter().any(|s| s.1 == v6))
+    }
+}
+
+/// A class's representative address and its location, looked up once, when a decision first
+/// needs it (most outcomes are known already).
+pub(super) struct ClientAt<'a> {
+    pub(super) addr: IpAddr,
+    db: Option<&'a LocationDb>,
+    location: OnceCell<Option<Cow<'a, Location>>>,
+}
+
+impl<'a> ClientAt<'a> {
+    pub(super) fn new(addr: IpAddr, db: Option<&'a LocationDb>) -> Self {
+        ClientAt {
+            addr,
+            db,
+            location: OnceCell::new(),
+        }
+    }
+
+    fn location(&self) -> Option<&Location> {
+        self.location
+            .get_or_init(|| self.db.and_then(|db| db.lookup(self.addr)))
+            .as_deref()
+    }
+}
+
 /// One decision in positions of the deciding domain's service list.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) struct Outcome {
@@ -83,7 +120,10 @@ pub(super) struct CacheParts<'c> {
     pub(super) outcomes: &'c mut Interner<Outcome>,
     pub(super) decided: &'c mut HashMap<(u32, ClassKey), u32>,
     pub(super) dense: &'c mut HashMap<u32, Vec<u32>>,
+    pub(super) rtt_dense: &'c mut HashMap<u32, Vec<u32>>,
     pub(super) places: usize,
+    /// RTT rows.
+    pub(super) rows: usize,
 }
 
 impl Outcome {
@@ -213,14 +253,16 @@ impl Job<'_> {
         representative: (usize, u16),
         key: ClassKey,
         place: u32,
-        addr: IpAddr,
+        client: &ClientAt<'_>,
         with_rtt: bool,
     ) -> u32 {
         let CacheParts {
             outcomes,
             decided,
             dense,
+            rtt_dense,
             places,
+            rows,
         } = cache;
         let decided = &mut **decided;
         let row = if with_rtt { key.rtt } else { 0 };
@@ -238,10 +280,27 @@ impl Job<'_> {
                 return known;
             }
         }
-        let mut remember = |decided: &mut HashMap<(u32, ClassKey), u32>, key: ClassKey, id: u32| {
+        // With a row, outcomes that hold for the row whatever the place (the signature reads
+        // no place, or the RTT method decided first) are kept densely by row: a hundred
+        // thousand rows are as many classes.
+        let by_row = row != 0 && !signature.by_view;
+        if by_row {
+            let known = rtt_dense.get(&sig).map_or(u32::MAX, |t| t[row as usize]);
+            if known != u32::MAX {
+                return known;
+            }
+        }
+        let mut remember = |decided: &mut HashMap<(u32, ClassKey), u32>,
+                            key: ClassKey,
+                            id: u32,
+                            row_only: bool| {
             if by_place {
                 let size = if signature.place { *places } else { 2 };
                 dense.entry(sig).or_insert_with(|| vec![u32::MAX; size])[slot] = id;
+            } else if by_row && row_only {
+                rtt_dense
+                    .entry(sig)
+                    .or_insert_with(|| vec![u32::MAX; *rows + 1])[row as usize] = id;
             } else {
                 decided.insert((sig, key), id);
             }
@@ -279,10 +338,10 @@ impl Job<'_> {
                 fallback: Some(Fallback::Empty),
             };
             let id = outcomes.id(outcome);
-            remember(decided, projected, id);
+            remember(decided, projected, id, !signature.place);
             return id;
         }
-        let decision = self.decide(d, qtype, addr, key.view, row);
+        let decision = self.decide(d, qtype, client, key.view, row);
         // The RTT method decided first and no policy narrowed the pool: the place did not
         // matter, and the outcome holds for every class with this row.
         let placeless = row != 0
@@ -294,17 +353,30 @@ impl Job<'_> {
                     method: Method::Rtt,
                 });
         let id = outcomes.id(Outcome::of(&decision));
-        remember(decided, if placeless { any_place } else { projected }, id);
+        remember(
+            decided,
+            if placeless { any_place } else { projected },
+            id,
+            placeless || !signature.place,
+        );
         id
     }
 
-    fn decide(&mut self, d: usize, qtype: u16, addr: IpAddr, view: u32, rtt_row: u32) -> Decision {
+    fn decide(
+        &mut self,
+        d: usize,
+        qtype: u16,
+        client: &ClientAt<'_>,
+        view: u32,
+        rtt_row: u32,
+    ) -> Decision {
         let engine = self
             .engine
             .as_ref()
             .expect("decided domains have an engine");
         self.decisions += 1;
-        let location = self.inputs.locations.and_then(|db| db.lookup(addr));
+        let addr = client.addr;
+        let location = client.location();
         let rtt = match rtt_row {
             0 => &[][..],
             row => &self.inputs.rtt[row as usize - 1].rtt_us[..],
@@ -318,7 +390,7 @@ impl Job<'_> {
             },
             &Client {
                 addr,
-                location: location.as_deref(),
+                location,
                 view,
                 sticky: None,
             },

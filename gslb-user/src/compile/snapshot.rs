@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use gslb_common::{DEFAULT_VIEW, QTYPE_AAAA, ViewValue};
 
+use super::choices::{ChoiceCache, RttChoices};
 use super::classes::ClientClasses;
 use super::interner::Interner;
 use super::partition::Segments;
@@ -26,21 +27,24 @@ impl DomainEntry {
 use crate::config::Config;
 use crate::policy::Fallback;
 use crate::policy::{AnswerMode, DownResponse};
+use gslb_common::{RttChoice, RttChoiceKey};
 
 /// Map entries cost more than their key and value: the kernel's element header, the trie's
 /// node, allocator rounding. 64 bytes is a fair allowance for both map types.
 const MAP_OVERHEAD: usize = 64;
 
-/// Per entry: what its answers were made from (its value in each view and LDNS view) and the
-/// entry made; reused while the values stay, so a health change rebuilds only the entries it
+/// Per entry: what its answers were made from (its value in each view, and its outcomes by RTT)
+/// and the entry made; reused while the values stay, so a health change rebuilds only the entries it
 /// touched.
 pub(super) type EntryMemo = Vec<Option<(Vec<u32>, Option<DomainEntry>)>>;
 
 impl Job<'_> {
-    /// Takes the columns, the classes' vectors and their view numbers, the outcomes and the
-    /// round-robin answers; gives the fast path's entries: the default view's answer and every
-    /// other view's that differs, and for domains answered by RTT every LDNS view's. Entries
-    /// whose values did not change since the last compilation come from `entry_memo`.
+    /// Takes the columns, the classes' vectors and their view numbers, the outcomes, the
+    /// round-robin answers and the RTT slots' outcomes; gives the fast path's entries: the
+    /// default view's answer and every other view's that differs, and for domains answered by
+    /// RTT one per outcome of their slot. Entries whose values did not change since the last
+    /// compilation come from `entry_memo`.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn entries(
         &self,
         columns: &Columns,
@@ -48,6 +52,7 @@ impl Job<'_> {
         numbers: &ViewNumbers,
         outcomes: &Interner<Outcome>,
         static_answers: &Interner<Option<Answer>>,
+        choices: &ChoiceCache,
         entry_memo: &mut EntryMemo,
     ) -> Vec<DomainEntry> {
         let config = self.config;
@@ -59,19 +64,16 @@ impl Job<'_> {
         } = columns;
         let ClassVectors {
             view_vectors,
-            rtt_vectors,
             by_class: class_vectors,
         } = vectors;
-        let (views, rtt_views) = (numbers.views, numbers.rtt_views);
-        // Each view's vector, and each LDNS view's.
+        let views = numbers.views;
+        // Each view's vector.
         let mut view_vector = vec![u32::MAX; views];
-        let mut rtt_view_vector = vec![0u32; rtt_views + 1];
-        for (c, &(v, r)) in numbers.class_views.iter().enumerate() {
+        for (c, &(v, _)) in numbers.class_views.iter().enumerate() {
             view_vector[v as usize] = class_vectors[c].0;
-            rtt_view_vector[r as usize] = class_vectors[c].1;
         }
         // Entries: the default view's answer and every other view's that differs; for domains
-        // answered by RTT, every LDNS view's.
+        // answered by RTT, every outcome's of their slot.
         let mut answer_memo: HashMap<(usize, u32), Option<Answer>> = HashMap::new();
         let mut answer = |job: &Self, e: usize, value: u32| -> Option<Answer> {
             answer_memo
@@ -95,17 +97,18 @@ impl Job<'_> {
             let value = |v: usize| view_vectors[view_vector[v]][column];
             let live = |v: usize| view_vector[v] != u32::MAX;
             let by_rtt = rtt_position.get(&column);
+            // The outcomes of the entry's RTT slot, by index.
+            let rtt_outcomes: &[u32] = match (by_rtt, columns[column]) {
+                (Some(_), Column::Decided(sig)) => choices.outcomes_of(sig),
+                _ => &[],
+            };
             // What this entry is made from; unchanged since the last compilation, the entry is.
-            let mut key = Vec::with_capacity(views + 1 + by_rtt.map_or(0, |_| rtt_views));
+            let mut key = Vec::with_capacity(views + 2 + rtt_outcomes.len());
             key.push(u32::from(matches!(columns[column], Column::Decided(_))));
             key.extend((0..views).map(|v| if live(v) { value(v) } else { u32::MAX }));
             if let Some(&pos) = by_rtt {
-                key.extend((1..=rtt_views).map(|r| {
-                    rtt_vectors[rtt_view_vector[r]]
-                        .get(pos)
-                        .copied()
-                        .unwrap_or(u32::MAX)
-                }));
+                key.push(pos as u32);
+                key.extend_from_slice(rtt_outcomes);
             }
             if let Some((known, entry)) = &entry_memo[e]
                 && *known == key
@@ -141,18 +144,13 @@ impl Job<'_> {
                     a.unwrap_or_else(|| empty(base.as_ref(), config, d)),
                 ));
             }
-            let mut rtt_answers = Vec::new();
-            if let Some(&pos) = by_rtt {
-                for r in 1..=rtt_views {
-                    let vector = &rtt_vectors[rtt_view_vector[r]];
-                    if let Some(&outcome) = vector.get(pos) {
-                        let a = answer(self, e, outcome);
-                        rtt_answers.push((
-                            r as u32,
-                            a.unwrap_or_else(|| empty(base.as_ref(), config, d)),
-                        ));
-                    }
-                }
+            let mut rtt_answers = Vec::with_capacity(rtt_outcomes.len());
+            for (i, &outcome) in rtt_outcomes.iter().enumerate() {
+                let a = answer(self, e, outcome);
+                rtt_answers.push((
+                    i as u32,
+                    a.unwrap_or_else(|| empty(base.as_ref(), config, d)),
+                ));
             }
             let any = |list: &[(u32, Answer)]| list.iter().any(|(_, a)| !a.addrs.is_empty());
             let entry = (any(&answers) || any(&rtt_answers)).then(|| DomainEntry {
@@ -161,6 +159,7 @@ impl Job<'_> {
                 id: domains.len() as u32,
                 answers,
                 by_rtt: by_rtt.is_some(),
+                rtt_slot: by_rtt.map_or(0, |&pos| pos as u32),
                 rtt_answers,
             });
             if let Some(entry) = &entry {
@@ -179,6 +178,7 @@ impl Job<'_> {
         columns: &Columns,
         numbers: &ViewNumbers,
         domains: Vec<DomainEntry>,
+        rtt_choices: Arc<RttChoices>,
         segments: Arc<Segments>,
         views_out: Arc<ViewPrefixes>,
         incremental: bool,
@@ -189,6 +189,8 @@ impl Job<'_> {
             .iter()
             .map(|d| d.answers.len() + d.rtt_answers.len())
             .sum();
+        // Both parities hold every page.
+        let choice_pages = 2 * rtt_views * rtt_choices.pages();
         let stats = CompileStats {
             rtt_to_responder: self.rtt_to_responder,
             segments: partition.points.len(),
@@ -197,6 +199,7 @@ impl Job<'_> {
             rtt_views,
             prefixes: views_out.len(),
             entries,
+            rtt_choices: choice_pages,
             signatures: columns.signatures,
             decisions: self.decisions,
             incremental,
@@ -206,7 +209,9 @@ impl Job<'_> {
                 + entries
                     * (size_of::<gslb_common::AnswerKey>()
                         + size_of::<gslb_common::AnswerSet>()
-                        + MAP_OVERHEAD),
+                        + MAP_OVERHEAD)
+                + choice_pages
+                    * (size_of::<RttChoiceKey>() + size_of::<RttChoice>() + MAP_OVERHEAD),
         };
         Snapshot {
             dns_port: config.server.dns_port,
@@ -217,6 +222,7 @@ impl Job<'_> {
             views: views_out,
             segments,
             domains,
+            rtt_choices,
             engine_domains: config
                 .gslb_domains
                 .iter()

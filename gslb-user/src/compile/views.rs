@@ -9,11 +9,12 @@ use std::sync::Arc;
 use gslb_common::{DEFAULT_VIEW, ViewValue};
 use ipnet::IpNet;
 
+use super::choices::ChoiceCache;
 use super::classes::{ClassKey, ClientClasses};
 use super::interner::Interner;
 use super::kinds::Kind;
 use super::partition::{Segments, V4_FIRST, V4_LAST, prefixes_of};
-use super::signatures::{CacheParts, Signature};
+use super::signatures::{CacheParts, ClientAt, Signature};
 use super::{Answer, Job, OverBudget, ViewPrefixes};
 
 /// What fills one column of an answer vector.
@@ -28,7 +29,8 @@ pub(super) enum Column {
 /// The columns of the answer vectors: round-robin entries, then signatures.
 pub(super) struct Columns {
     pub(super) columns: Vec<Column>,
-    /// The columns of signatures answered by RTT: the LDNS views' vectors hold these.
+    /// The columns of signatures answered by RTT, in RTT slot order: the LDNS views' choices
+    /// hold these.
     pub(super) rtt_columns: Vec<usize>,
     /// By entry ([`Job`]'s `entries`): its column.
     pub(super) entry_column: Vec<usize>,
@@ -36,17 +38,13 @@ pub(super) struct Columns {
     pub(super) signatures: usize,
     /// A representative entry per signature: the engine decides for it.
     pub(super) representative: HashMap<u32, (usize, u16)>,
-    /// Entries in RTT columns.
-    pub(super) rtt_entries: usize,
 }
 
-/// Each class's vectors: the view's (every column, no RTT) and the LDNS view's (the RTT
-/// columns, with the class's RTT row).
+/// Each class's vectors: the view's (every column, no RTT) and the LDNS view's (the choices of
+/// the RTT slots with the class's RTT row, numbered in [`ChoiceCache::vectors`]).
 pub(super) struct ClassVectors {
     pub(super) view_vectors: Interner<Vec<u32>>,
-    /// Vector 0: no RTT row.
-    pub(super) rtt_vectors: Interner<Vec<u32>>,
-    /// By class: (view vector, LDNS view vector).
+    /// By class: (view vector, choice vector; 0: no RTT row).
     pub(super) by_class: Vec<(u32, u32)>,
 }
 
@@ -78,7 +76,7 @@ impl Job<'_> {
                 _ => {
                     let id = signatures.id(self.signature(d, qtype));
                     *sig_column.entry(id).or_insert_with(|| {
-                        if signatures[id].rtt {
+                        if signatures[id].answers_by_rtt() {
                             rtt_columns.push(columns.len());
                         }
                         columns.push(Column::Decided(id));
@@ -94,24 +92,21 @@ impl Job<'_> {
                 representative.entry(id).or_insert((d, qtype));
             }
         }
-        let rtt_entries = entry_column
-            .iter()
-            .filter(|&&c| rtt_columns.contains(&c))
-            .count();
         Columns {
             columns,
             rtt_columns,
             entry_column,
             signatures: sig_column.len(),
             representative,
-            rtt_entries,
         }
     }
 
-    /// Takes the partition and the columns; gives each class's view vector and LDNS view
-    /// vector, deciding (through `parts`) what is not known yet and numbering round-robin
-    /// answers in `static_answers`. Fails when the LDNS views would take more entries than the
-    /// budget.
+    /// Takes the partition and the columns; gives each class's view vector and choice
+    /// vector, deciding (through `parts`) what is not known yet, numbering round-robin answers
+    /// in `static_answers` and choices in `choices` (whose vectors of classes whose row and
+    /// slots did not change are kept when `incremental`). Fails when the answers by RTT would
+    /// take more entries than the budget.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn class_vectors(
         &mut self,
         partition: &ClientClasses,
@@ -119,17 +114,28 @@ impl Job<'_> {
         signatures: &Interner<Signature>,
         parts: &mut CacheParts<'_>,
         static_answers: &mut Interner<Option<Answer>>,
+        choices: &mut ChoiceCache,
+        incremental: bool,
     ) -> Result<ClassVectors, OverBudget> {
         let classes = &partition.classes;
         let mut static_memo: HashMap<(usize, u32), u32> = HashMap::new();
         let mut view_vectors: Interner<Vec<u32>> = Interner::new();
-        // LDNS view vector 0: no RTT row.
-        let mut rtt_vectors: Interner<Vec<u32>> = Interner::with(Vec::new());
         let mut by_view_key: HashMap<ClassKey, u32> = HashMap::new();
         let mut class_vectors: Vec<(u32, u32)> = Vec::with_capacity(classes.len());
+        let slot_sigs: Vec<u32> = columns
+            .rtt_columns
+            .iter()
+            .map(|&c| match columns.columns[c] {
+                Column::Decided(sig) => sig,
+                Column::Static(_) => unreachable!("RTT columns are signatures"),
+            })
+            .collect();
+        let keep = choices.begin(&slot_sigs, classes.len(), incremental);
+        let pages = slot_sigs.len().div_ceil(gslb_common::RTT_CHOICE_WIDTH);
         for (class, &(key, addr)) in classes.iter().enumerate() {
             let place = partition.place_ids[class];
             let view_key = ClassKey { rtt: 0, ..key };
+            let client = ClientAt::new(addr, self.inputs.locations);
             // Signature `sig`'s outcome for this class, with its RTT row or without.
             let outcome = |job: &mut Self, parts: &mut CacheParts<'_>, sig: u32, with_rtt: bool| {
                 let representative = columns.representative[&sig];
@@ -140,7 +146,7 @@ impl Job<'_> {
                     representative,
                     key,
                     place,
-                    addr,
+                    &client,
                     with_rtt,
                 )
             };
@@ -164,31 +170,53 @@ impl Job<'_> {
                     id
                 }
             };
-            let rtt_vector = if key.rtt != 0 && !columns.rtt_columns.is_empty() {
-                let mut vector = Vec::with_capacity(columns.rtt_columns.len());
-                for &c in &columns.rtt_columns {
-                    let Column::Decided(sig) = columns.columns[c] else {
-                        unreachable!("RTT columns are signatures")
+            let row_changed = self.changed_rows.get(key.rtt as usize) == Some(&true);
+            let rtt_vector = if key.rtt == 0 || slot_sigs.is_empty() {
+                0
+            } else if keep && !row_changed {
+                choices.by_class[class]
+            } else {
+                let mut vector = Vec::with_capacity(slot_sigs.len());
+                for &sig in &slot_sigs {
+                    let o = outcome(self, parts, sig, true);
+                    let Some(index) = choices.index(sig, o) else {
+                        return Err(OverBudget {
+                            ldns_views: choices.vectors.len() - 1,
+                            entries: usize::MAX,
+                        });
                     };
-                    vector.push(outcome(self, parts, sig, true));
+                    vector.push(index);
                 }
-                let id = rtt_vectors.id(vector);
-                let entries = (rtt_vectors.len() - 1) * columns.rtt_entries;
+                let id = choices.vectors.id(vector);
+                choices.made += 1;
+                // Bail out early: every new vector is an LDNS view's pages in both parities.
+                let entries = 2 * (choices.vectors.len() - 1) * pages;
                 if entries > self.rtt_budget {
                     return Err(OverBudget {
-                        ldns_views: rtt_vectors.len() - 1,
+                        ldns_views: choices.vectors.len() - 1,
                         entries,
                     });
                 }
                 id
-            } else {
-                0
             };
             class_vectors.push((view_vector, rtt_vector));
         }
+        let ldns_views = choices.end(&mut class_vectors);
+        let outcome_entries = columns
+            .entry_column
+            .iter()
+            .filter_map(|c| columns.rtt_columns.iter().position(|r| r == c))
+            .map(|slot| choices.outcomes(slot_sigs[slot]))
+            .sum::<usize>();
+        let entries = 2 * ldns_views * pages + outcome_entries;
+        if entries > self.rtt_budget {
+            return Err(OverBudget {
+                ldns_views,
+                entries,
+            });
+        }
         Ok(ClassVectors {
             view_vectors,
-            rtt_vectors,
             by_class: class_vectors,
         })
     }
@@ -371,55 +399,83 @@ fn number_stable(
     next_view: &mut u32,
     next_rtt_view: &mut u32,
 ) -> (Vec<(u32, u32)>, usize, usize) {
-    // (previous number, vector) → segments; per dimension.
-    let mut parts: HashMap<(u32, u32), usize> = HashMap::new();
-    let mut rtt_parts: HashMap<(u32, u32), usize> = HashMap::new();
+    // Per dimension, by previous number: its parts (vector, segments, new number). Lists,
+    // not a hash map: a hundred thousand LDNS views each have one part or two.
+    let mut parts: Vec<Vec<Part>> = vec![Vec::new(); *next_view as usize];
+    let mut rtt_parts: Vec<Vec<Part>> = vec![Vec::new(); *next_rtt_view as usize];
     for (c, (&(v, r), &(pv, pr))) in class_vectors.iter().zip(previous).enumerate() {
         let n = class_segments[c] as usize;
-        *parts.entry((pv, v)).or_default() += n;
-        *rtt_parts.entry((pr, r)).or_default() += n;
+        add(&mut parts, pv, v, n);
+        add(&mut rtt_parts, pr, r, n);
     }
-    fn assign(
-        parts: &HashMap<(u32, u32), usize>,
-        next: &mut u32,
-        keep_zero_only_for_zero: bool,
-    ) -> HashMap<(u32, u32), u32> {
-        // The biggest part of each previous number keeps it.
-        let mut best: HashMap<u32, ((u32, u32), usize)> = HashMap::new();
-        for (&part, &n) in parts {
-            let e = best.entry(part.0).or_insert((part, n));
-            if n > e.1 || (n == e.1 && part.1 < e.0.1) {
-                *e = (part, n);
-            }
-        }
-        let mut sorted: Vec<(u32, u32)> = parts.keys().copied().collect();
-        sorted.sort_unstable();
-        let mut numbers = HashMap::new();
-        for part in sorted {
-            // LDNS view 0 means "no RTT row": only the no-row vector keeps it.
-            let keeps =
-                best[&part.0].0 == part && (!keep_zero_only_for_zero || part.0 != 0 || part.1 == 0);
-            let n = if keeps {
-                part.0
-            } else {
-                let n = *next;
-                *next += 1;
-                n
-            };
-            numbers.insert(part, n);
-        }
-        numbers
-    }
-    let numbers = assign(&parts, next_view, false);
-    let rtt_numbers = assign(&rtt_parts, next_rtt_view, true);
+    assign(&mut parts, next_view, false);
+    assign(&mut rtt_parts, next_rtt_view, true);
+    let number = |parts: &[Vec<Part>], prev: u32, vector: u32| {
+        parts[prev as usize]
+            .iter()
+            .find(|p| p.vector == vector)
+            .expect("every class's part was counted")
+            .number
+    };
     let class_views: Vec<(u32, u32)> = class_vectors
         .iter()
         .zip(previous)
-        .map(|(&(v, r), &(pv, pr))| (numbers[&(pv, v)], rtt_numbers[&(pr, r)]))
+        .map(|(&(v, r), &(pv, pr))| (number(&parts, pv, v), number(&rtt_parts, pr, r)))
         .collect();
     (
         class_views,
         *next_view as usize,
         (*next_rtt_view - 1) as usize,
     )
+}
+
+/// The classes of one previous number that now have one vector.
+#[derive(Clone, Copy)]
+struct Part {
+    vector: u32,
+    segments: usize,
+    number: u32,
+}
+
+fn add(parts: &mut Vec<Vec<Part>>, prev: u32, vector: u32, segments: usize) {
+    if parts.len() <= prev as usize {
+        parts.resize(prev as usize + 1, Vec::new());
+    }
+    let list = &mut parts[prev as usize];
+    match list.iter_mut().find(|p| p.vector == vector) {
+        Some(p) => p.segments += segments,
+        None => list.push(Part {
+            vector,
+            segments,
+            number: u32::MAX,
+        }),
+    }
+}
+
+/// The biggest part of each previous number keeps it (ties: the smaller vector); the others
+/// get new numbers, in order of (previous number, vector). With `keep_zero_only_for_zero`
+/// (LDNS views, whose 0 means "no RTT row") only vector 0 keeps number 0.
+fn assign(parts: &mut [Vec<Part>], next: &mut u32, keep_zero_only_for_zero: bool) {
+    for (prev, list) in parts.iter_mut().enumerate() {
+        if list.is_empty() {
+            continue;
+        }
+        list.sort_unstable_by_key(|p| p.vector);
+        let mut best = 0;
+        for (i, p) in list.iter().enumerate() {
+            if p.segments > list[best].segments {
+                best = i;
+            }
+        }
+        for (i, p) in list.iter_mut().enumerate() {
+            let keeps = i == best && (!keep_zero_only_for_zero || prev != 0 || p.vector == 0);
+            p.number = if keeps {
+                prev as u32
+            } else {
+                let n = *next;
+                *next += 1;
+                n
+            };
+        }
+    }
 }

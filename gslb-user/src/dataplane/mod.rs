@@ -2,13 +2,14 @@
 //! attaches and pins it, and hides the raw maps behind [`AnswerTable::publish`],
 //! [`Dataplane::counters`] and [`LdnsMap::scan`] (the resolvers the fast path has seen).
 //! `loader`: load, attach, pin. `publish`: the atomic republish (`refine`: whether the view
-//! trie can be edited in place). `batch`: the raw batch syscall. `encode`: map keys and
+//! trie can be edited in place; `choices`: the `RTT_CHOICE` pages by parity). `batch`: the raw batch syscall. `encode`: map keys and
 //! values. `ldns`: the resolver map. `counters`: the hit and miss counters. `rotors`: the
 //! `ROTOR` slot of each rotating answer set. `heartbeat`: the controller's heartbeat the
 //! program trusts for `server.stale_after_s`. `local_mac`: the attached interfaces' own MACs,
 //! the only destinations the program answers.
 
 mod batch;
+mod choices;
 mod counters;
 pub mod encode;
 mod error;

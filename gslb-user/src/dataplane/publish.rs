@@ -7,7 +7,7 @@ use std::sync::Arc;
 use aya::maps::{Array, HashMap, LpmTrie, Map, MapData, lpm_trie::Key};
 use gslb_common::{
     ANSWER_ANY_VIEW, ANSWER_BY_RTT, AnswerKey, AnswerSet, DomainKey, DomainValue, ECS_PASS,
-    ListenKey, ListenSet, ProgramConfig, QNAME_MAX, RRL_CONFIG_MAP, RTT_VIEW_BIT, RrlConfig,
+    ListenKey, ListenSet, ProgramConfig, QNAME_MAX, RRL_CONFIG_MAP, RTT_OUTCOME_BIT, RrlConfig,
     ViewKey, ViewValue, maps, name_hash,
 };
 use tracing::warn;
@@ -15,12 +15,13 @@ use tracing::warn;
 use super::{
     Result,
     batch::batch,
+    choices::ChoiceMap,
     encode::{
         answer_key, answer_set, listen_key, listen_set, mapped, view_key, wire_domain_key,
         wire_name,
     },
     map_err,
-    refine::refinement,
+    refine::{RTT_VIEW_BIT, refinement},
     rotors::RotorSlots,
 };
 use crate::compile::{DomainEntry, Snapshot};
@@ -38,6 +39,8 @@ pub struct AnswerTable {
     pub(super) views: LpmTrie<MapData, ViewKey, ViewValue>,
     pub(super) domains: HashMap<MapData, DomainKey, DomainValue>,
     pub(super) answers: HashMap<MapData, AnswerKey, AnswerSet>,
+    /// `RTT_CHOICE`, by parity.
+    choices: ChoiceMap,
     /// What the maps hold now, as this process published it (`None` after adopting pins: the
     /// next publish rewrites everything).
     published: Option<Published>,
@@ -74,8 +77,13 @@ pub struct PublishStats {
     /// The trie was edited in place (`prefixes` counts the prefixes written or removed) rather
     /// than rewritten under a new view generation.
     pub in_place: bool,
-    /// Answer sets copied to new views before the trie edit.
+    /// Answer sets copied to new views before the trie edit (and `RTT_CHOICE` pages copied to
+    /// new LDNS views).
     pub copied: usize,
+    /// `RTT_CHOICE` pages written for the new generation's parity (only those that differ
+    /// from what it held), and removed from it.
+    pub choices: usize,
+    pub choices_removed: usize,
     /// Rotating answer sets beyond `ROTOR_SLOTS` that share a rotation slot with others (see
     /// `dataplane::rotors`); 0 unless more than 65,536 sets rotate.
     pub shared_rotors: usize,
@@ -93,6 +101,9 @@ impl AnswerTable {
             views: LpmTrie::try_from(take(maps::VIEWS)?).map_err(map_err(maps::VIEWS))?,
             domains: HashMap::try_from(take(maps::DOMAINS)?).map_err(map_err(maps::DOMAINS))?,
             answers: HashMap::try_from(take(maps::ANSWERS)?).map_err(map_err(maps::ANSWERS))?,
+            choices: ChoiceMap::new(
+                HashMap::try_from(take(maps::RTT_CHOICE)?).map_err(map_err(maps::RTT_CHOICE))?,
+            ),
             published: None,
             names: std::collections::HashMap::new(),
             rotors: RotorSlots::default(),
@@ -151,6 +162,9 @@ impl AnswerTable {
                     .collect::<Vec<AnswerKey>>(),
             )),
         };
+        if scanned.is_some() {
+            self.choices.scan();
+        }
         let plan = previous
             .as_ref()
             .and_then(|p| refinement(&p.snapshot, snapshot));
@@ -161,6 +175,17 @@ impl AnswerTable {
                 let copied = self.copy_answers(&old.snapshot, current.generation, &origins)?;
                 stats.copied = copied.len();
                 old.answer_keys.extend(copied);
+                // New LDNS views get their origin's choices in the parity packets read now.
+                let copies: Vec<(u32, u32)> = origins
+                    .iter()
+                    .filter(|(n, o)| n != o && **n & RTT_VIEW_BIT != 0)
+                    .map(|(n, o)| (n & !RTT_VIEW_BIT, o & !RTT_VIEW_BIT))
+                    .collect();
+                stats.copied += self.choices.copy(
+                    current.generation & 1,
+                    &copies,
+                    old.snapshot.rtt_choices.pages(),
+                )?;
                 if !Arc::ptr_eq(&old.snapshot.views, &snapshot.views) {
                     stats.prefixes = self.edit_views(
                         &old.snapshot.views,
@@ -231,6 +256,9 @@ impl AnswerTable {
             .map_err(map_err(maps::ANSWERS))?;
         stats.domains = domain_keys.len();
         stats.answers = answer_keys.len();
+        // The choices of the new generation, in its parity (which no packet reads now).
+        (stats.choices, stats.choices_removed) =
+            self.choices.write(generation & 1, &snapshot.rtt_choices)?;
 
         // Rate limiting first: it applies to the old generation's answers as well as the new.
         let r = &snapshot.rrl;
@@ -286,7 +314,8 @@ impl AnswerTable {
     }
 
     /// Gives each new view a copy of the answers its origin has in `generation` (`origins`:
-    /// new view → origin, both dimensions, the LDNS views with [`RTT_VIEW_BIT`]).
+    /// new view → origin, both dimensions, the LDNS views with [`RTT_VIEW_BIT`], whose
+    /// choices [`ChoiceMap::copy`] copies: the answers do not depend on them).
     fn copy_answers(
         &mut self,
         old: &Snapshot,
@@ -304,7 +333,10 @@ impl AnswerTable {
                 continue;
             }
             let sets = answer_sets(domain, &wire, hash, generation);
-            for (new, origin) in origins.iter().filter(|(n, o)| n != o) {
+            let views = origins
+                .iter()
+                .filter(|(n, o)| n != o && **n & RTT_VIEW_BIT == 0);
+            for (new, origin) in views {
                 for (key, set) in sets.iter().filter(|(k, _)| k.view == *origin) {
                     // Until the switch the copy is its origin's answer, and rotates with it.
                     let set = AnswerSet {
@@ -424,8 +456,8 @@ impl AnswerTable {
     }
 }
 
-/// Every answer set of `domain` in `generation`: its views' (flagged when the domain is
-/// answered by RTT) and its LDNS views'.
+/// Every answer set of `domain` in `generation`: its views' (flagged, with the RTT slot, when
+/// the domain is answered by RTT) and its RTT outcomes'.
 fn answer_sets(
     domain: &DomainEntry,
     wire: &[u8],
@@ -439,14 +471,15 @@ fn answer_sets(
         let mut set = answer_set(answer, wire);
         if domain.by_rtt {
             set.flags |= ANSWER_BY_RTT;
+            set.rtt_slot = domain.rtt_slot;
         }
         if any_view {
             set.flags |= ANSWER_ANY_VIEW;
         }
         sets.push((key(*view), set));
     }
-    for (view, answer) in &domain.rtt_answers {
-        sets.push((key(*view | RTT_VIEW_BIT), answer_set(answer, wire)));
+    for (outcome, answer) in &domain.rtt_answers {
+        sets.push((key(*outcome | RTT_OUTCOME_BIT), answer_set(answer, wire)));
     }
     sets
 }

@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
-use gslb_common::RTT_VIEW_BIT;
-
 use crate::compile::Snapshot;
+
+/// Marks an LDNS view among the views of a refinement's map (views never reach this bit).
+pub(super) const RTT_VIEW_BIT: u32 = 1 << 31;
 
 /// Whether `new`'s views refine `old`'s, so that the trie can be edited in place: every new
 /// view (and LDNS view) covers addresses of exactly one old one (its origin), and a new number

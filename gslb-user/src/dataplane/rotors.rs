@@ -26,7 +26,7 @@ use gslb_common::{ANSWER_ROTATE, AnswerKey, AnswerSet, ROTOR_SLOTS};
 use tracing::warn;
 
 /// Which answer set: its `ANSWERS` key without the generation (name hash, qtype, view with
-/// `RTT_VIEW_BIT` for an LDNS view).
+/// `RTT_OUTCOME_BIT` for an RTT outcome).
 type SetId = (u64, u16, u32);
 
 fn set_id(key: &AnswerKey) -> SetId {
@@ -186,7 +186,7 @@ mod tests {
             key(1, 28, 0),
             key(1, 1, 3),
             key(2, 1, 0),
-            key(2, 1, 3 | gslb_common::RTT_VIEW_BIT),
+            key(2, 1, 3 | gslb_common::RTT_OUTCOME_BIT),
         ];
         let (first, shared) = publish(&mut slots, &keys, &[]);
         assert_eq!(shared, 0);

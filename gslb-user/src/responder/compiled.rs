@@ -8,11 +8,13 @@ use gslb_common::{DEFAULT_VIEW, QTYPE_A, QTYPE_AAAA};
 
 use super::canonical;
 use super::turns::{self, Turns};
-use crate::compile::{Answer, DomainEntry, Snapshot, partition::Segments};
+use crate::compile::{Answer, DomainEntry, RttChoices, Snapshot, partition::Segments};
 
 /// The fast path's tables, looked up the way the XDP program does.
 pub(super) struct GslbIndex {
     segments: Arc<Segments>,
+    /// LDNS view × RTT slot → outcome index, as `RTT_CHOICE` holds it.
+    choices: Arc<RttChoices>,
     /// Each entry with the rotation turns of its answer sets (see `turns::entry_set`); shared
     /// with the wire index (`wire::Names`), which finds them by the question's bytes.
     domains: HashMap<(String, u16), Arc<CompiledEntry>>,
@@ -33,6 +35,7 @@ impl GslbIndex {
             .collect();
         GslbIndex {
             segments: snapshot.segments.clone(),
+            choices: snapshot.rtt_choices.clone(),
             domains,
         }
     }
@@ -55,7 +58,7 @@ impl GslbIndex {
         client: IpAddr,
     ) -> Option<(&'a Answer, &'a AtomicU32)> {
         let (view, rtt_view) = self.segments.views_of(canonical(client));
-        let set = entry_set_of(entry, view, rtt_view)?;
+        let set = entry_set_of(entry, &self.choices, view, rtt_view)?;
         let answer = set_answer(entry, set);
         (!answer.addrs.is_empty()).then(|| (answer, turns.at(set)))
     }
@@ -101,21 +104,28 @@ impl GslbIndex {
         if (view, rtt_view) != (DEFAULT_VIEW, 0) {
             return self.segments.block_scope(client);
         }
-        let mine = entry_answer(entry, view, rtt_view);
+        let choices = &*self.choices;
+        let mine = entry_answer(entry, choices, view, rtt_view);
         self.segments
-            .scope_where(client, |v, r| entry_answer(entry, v, r) == mine)
+            .scope_where(client, |v, r| entry_answer(entry, choices, v, r) == mine)
     }
 }
 
 /// The answer set (numbered as in `turns`) of `entry` in (view, LDNS view), as the fast path
-/// takes it: the view's, else the default view's; for a domain answered by RTT, the LDNS
-/// view's when it has one.
-fn entry_set_of(entry: &DomainEntry, view: u32, rtt_view: u32) -> Option<usize> {
+/// takes it: the view's, else the default view's; for a domain answered by RTT, the answer of
+/// the outcome the LDNS view's choice gives for the entry's slot, when there is one.
+fn entry_set_of(
+    entry: &DomainEntry,
+    choices: &RttChoices,
+    view: u32,
+    rtt_view: u32,
+) -> Option<usize> {
     let find = |v| turns::entry_set(entry, v, false);
     let by_view = find(view).or_else(|| find(DEFAULT_VIEW));
     let by_rtt = (entry.by_rtt && by_view.is_some() && rtt_view != 0)
-        .then(|| turns::entry_set(entry, rtt_view, true))
-        .flatten();
+        .then(|| choices.choice(rtt_view, entry.rtt_slot))
+        .flatten()
+        .and_then(|outcome| turns::entry_set(entry, u32::from(outcome), true));
     by_rtt.or(by_view)
 }
 
@@ -128,7 +138,12 @@ fn set_answer(entry: &DomainEntry, set: usize) -> &Answer {
 }
 
 /// `entry`'s answer in (view, LDNS view); `None`: NODATA.
-fn entry_answer(entry: &DomainEntry, view: u32, rtt_view: u32) -> Option<&Answer> {
-    let answer = set_answer(entry, entry_set_of(entry, view, rtt_view)?);
+fn entry_answer<'e>(
+    entry: &'e DomainEntry,
+    choices: &RttChoices,
+    view: u32,
+    rtt_view: u32,
+) -> Option<&'e Answer> {
+    let answer = set_answer(entry, entry_set_of(entry, choices, view, rtt_view)?);
     (!answer.addrs.is_empty()).then_some(answer)
 }

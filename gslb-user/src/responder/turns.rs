@@ -40,12 +40,12 @@ impl Turns {
     }
 }
 
-/// The sets of a compiled entry in turn order: each view's answer, then each LDNS view's.
+/// The sets of a compiled entry in turn order: each view's answer, then each RTT outcome's.
 pub(super) fn entry_sets(entry: &DomainEntry) -> usize {
     entry.answers.len() + entry.rtt_answers.len()
 }
 
-/// The turn index of `entry`'s answer for `view` (an LDNS view when `by_rtt`).
+/// The turn index of `entry`'s answer for `view` (an RTT outcome index when `by_rtt`).
 pub(super) fn entry_set(entry: &DomainEntry, view: u32, by_rtt: bool) -> Option<usize> {
     if by_rtt {
         let i = entry.rtt_answers.iter().position(|(v, _)| *v == view)?;

@@ -15,7 +15,8 @@
 //! For random clients (seeded), most inside or at the edges of a configured range, the answer
 //! the snapshot gives, looked up as the fast path does (longest prefix over `Snapshot::views`
 //! giving the view and the LDNS view, none: the default view; the view's answer, else the
-//! default view's; for a domain answered by RTT the LDNS view's answer instead when it has
+//! default view's; for a domain answered by RTT the answer of the outcome the LDNS view's
+//! choice gives (`Snapshot::rtt_choices`) instead when it has
 //! one), must mean the same as the engine's decision for that client, converted here
 //! independently of `compile::decision_answer` (round-robin domains by static view: the
 //! static-view rule, written here too). The privileged tests publish the snapshot into the real
@@ -34,7 +35,9 @@ use std::time::Instant;
 use common::{
     Answers, Expect, Frame, SERVER_V4, SERVER_V6, assert_passed, assert_reply, query, run, wire,
 };
-use gslb_common::{Counter, DEFAULT_VIEW, MAX_ADDRS, QTYPE_A, QTYPE_AAAA, RTT_VIEW_BIT, ViewValue};
+use gslb_common::{
+    Counter, DEFAULT_VIEW, MAX_ADDRS, QTYPE_A, QTYPE_AAAA, RTT_OUTCOME_BIT, ViewValue,
+};
 use gslb_user::compile::{Answer, Compiler, Inputs, LdnsRtt, Snapshot};
 use gslb_user::config::Config;
 use gslb_user::dataplane::{Dataplane, PublishStats};
@@ -967,20 +970,23 @@ fn decision_meaning(config: &Config, decision: &Decision, qtype: u16) -> Result<
 /// The snapshot's tables as the XDP program reads them: a longest-prefix match over the view
 /// prefixes in the maps' key space (IPv4 as IPv4-mapped IPv6) gives the client's view and LDNS
 /// view (none: the default view, no LDNS view); the answer is the view's, else the default
-/// view's; when there is one and the domain is answered by RTT, the LDNS view's answer replaces
-/// it if it has one.
+/// view's; when there is one and the domain is answered by RTT, the answer of the outcome the
+/// LDNS view's choice gives for the domain's RTT slot replaces it if it has one.
 struct Tables<'a> {
     /// Prefix lengths in key bits, longest first.
     lengths: Vec<u32>,
     prefixes: QuickMap<(u32, u128), ViewValue>,
     entries: QuickMap<(&'a str, u16), Entry<'a>>,
+    choices: &'a gslb_user::compile::RttChoices,
 }
 
 #[derive(Default)]
 struct Entry<'a> {
     by_rtt: bool,
+    rtt_slot: u32,
     views: QuickMap<u32, &'a Answer>,
-    rtt_views: QuickMap<u32, &'a Answer>,
+    /// By RTT outcome index.
+    outcomes: QuickMap<u32, &'a Answer>,
 }
 
 /// std's HashMap with FNV-1a instead of SipHash: millions of lookups in a debug build.
@@ -1070,12 +1076,21 @@ impl<'a> Tables<'a> {
         for d in &snapshot.domains {
             let entry = entries.entry((d.name.as_str(), d.qtype)).or_default();
             assert!(
-                entry.views.is_empty() && entry.rtt_views.is_empty(),
+                entry.views.is_empty() && entry.outcomes.is_empty(),
                 "{} type {} twice",
                 d.name,
                 d.qtype
             );
             entry.by_rtt = d.by_rtt;
+            entry.rtt_slot = d.rtt_slot;
+            assert!(
+                !d.by_rtt || (d.rtt_slot as usize) < snapshot.rtt_choices.slots,
+                "{} type {}: RTT slot {} of {}",
+                d.name,
+                d.qtype,
+                d.rtt_slot,
+                snapshot.rtt_choices.slots
+            );
             for (view, answer) in &d.answers {
                 assert!(
                     entry.views.insert(*view, answer).is_none(),
@@ -1084,16 +1099,16 @@ impl<'a> Tables<'a> {
                     d.qtype
                 );
             }
-            for (view, answer) in &d.rtt_answers {
+            for (outcome, answer) in &d.rtt_answers {
                 assert!(
-                    *view != 0 && view & RTT_VIEW_BIT == 0,
-                    "{} type {}: LDNS view {view}",
+                    *outcome < 256 && outcome & RTT_OUTCOME_BIT == 0,
+                    "{} type {}: RTT outcome {outcome}",
                     d.name,
                     d.qtype
                 );
                 assert!(
-                    entry.rtt_views.insert(*view, answer).is_none(),
-                    "{} type {}: LDNS view {view} twice",
+                    entry.outcomes.insert(*outcome, answer).is_none(),
+                    "{} type {}: RTT outcome {outcome} twice",
                     d.name,
                     d.qtype
                 );
@@ -1103,6 +1118,7 @@ impl<'a> Tables<'a> {
             lengths,
             prefixes,
             entries,
+            choices: &snapshot.rtt_choices,
         }
     }
 
@@ -1130,7 +1146,8 @@ impl<'a> Tables<'a> {
             .copied()?;
         if entry.by_rtt
             && view.rtt_view != 0
-            && let Some(by_rtt) = entry.rtt_views.get(&view.rtt_view)
+            && let Some(outcome) = self.choices.choice(view.rtt_view, entry.rtt_slot)
+            && let Some(by_rtt) = entry.outcomes.get(&u32::from(outcome))
         {
             return Some(by_rtt);
         }

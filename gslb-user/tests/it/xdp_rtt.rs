@@ -143,3 +143,82 @@ fn rtt_answers_come_from_the_ldns_view() {
         assert_reply(&format!("{client} {rtype}"), &frame, &out, &expect);
     }
 }
+
+/// The RTT answers live in the choice map (`RTT_CHOICE`: LDNS view × signature → outcome
+/// index) and in one answer set per outcome, not per LDNS view; through it, XDP's reply
+/// (decoded, checksums checked) is the responder's, from the same snapshot, for clients with
+/// an RTT row and without one.
+#[test]
+fn the_choice_map_answers_as_the_responder() {
+    let config = Config::parse(CONFIG, Path::new("rtt.toml")).unwrap();
+    let snapshot = Snapshot::compile(
+        &config,
+        &Inputs {
+            rtt: rows(),
+            ..Inputs::default()
+        },
+    );
+    let choices = &snapshot.rtt_choices;
+    assert!(
+        !snapshot.stats.rtt_to_responder && choices.slots == 2,
+        "one RTT slot per family: {:?}",
+        snapshot.stats
+    );
+    for entry in snapshot.domains.iter().filter(|d| d.by_rtt) {
+        // near or far: two outcomes, whatever the number of LDNS views.
+        let outcomes: Vec<u32> = entry.rtt_answers.iter().map(|(o, _)| *o).collect();
+        assert!(outcomes.len() <= 2, "{entry:?}");
+        for view in 1..choices.views() as u32 {
+            if let Some(o) = choices.choice(view, entry.rtt_slot) {
+                assert!(outcomes.contains(&u32::from(o)), "view {view}: {o}");
+            }
+        }
+    }
+    if !common::privileged() {
+        return;
+    }
+    let responder = Responder::new(&config, &snapshot);
+    let mut dp = Dataplane::load(None).expect("loading the XDP object");
+    let stats = dp.table.publish(&snapshot).expect("publishing");
+    // The v4 and v6 rows nearest "near" share one LDNS view (the same choices), "far" another.
+    assert_eq!(snapshot.stats.rtt_views, 2, "{:?}", snapshot.stats);
+    assert_eq!(stats.choices, 2, "a page per LDNS view: {stats:?}");
+    // (client, qtype, the nearest site's address for a client with an RTT row)
+    let table = [
+        ("198.51.100.7", RecordType::A, Some("192.0.2.10")),
+        ("203.0.113.7", RecordType::A, Some("192.0.2.20")),
+        ("2001:db8:1::7", RecordType::AAAA, Some("2001:db8::10")),
+        ("192.0.2.99", RecordType::A, None),
+        ("2001:db8:2::7", RecordType::AAAA, None),
+    ];
+    for (client, rtype, nearest) in table {
+        let server: IpAddr = if ip(client).is_ipv4() {
+            common::SERVER_V4.into()
+        } else {
+            common::SERVER_V6.into()
+        };
+        let frame = Frame::udp(
+            ip(client),
+            server,
+            wire(&query(7, "www.example.com", rtype)),
+        )
+        .bytes();
+        let out = run(&dp, &frame);
+        let want = responder_addrs(&responder, "www.example.com", rtype, ip(client));
+        assert_eq!(want.len(), 1, "{client}: one address");
+        let got = assert_reply(
+            &format!("{client} {rtype}"),
+            &frame,
+            &out,
+            &Expect {
+                rtype,
+                ttl: 30,
+                answers: Answers::OneOf(want.clone()),
+            },
+        );
+        assert_eq!(got, want, "{client} {rtype}: XDP and the responder");
+        if let Some(nearest) = nearest {
+            assert_eq!(got, [ip(nearest)], "{client} {rtype}: the nearest site");
+        }
+    }
+}
