@@ -24,7 +24,6 @@
 //!   median of the changes (`scale_rtt_change_total`).
 
 #[path = "../gslb-user/tests/it/common/mod.rs"]
-#[allow(dead_code)]
 mod common;
 mod rng;
 

@@ -147,7 +147,32 @@ async fn try_http(
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("a status line: {head}"));
-    Ok((status, body.to_owned()))
+    // Prometheus (Go's net/http) sends a body over 2 KiB chunked even with `Connection: close`.
+    let chunked = head.lines().any(|l| {
+        l.to_ascii_lowercase()
+            .replace(' ', "")
+            .starts_with("transfer-encoding:chunked")
+    });
+    let body = if chunked {
+        dechunk(body).ok_or(std::io::ErrorKind::UnexpectedEof)?
+    } else {
+        body.to_owned()
+    };
+    Ok((status, body))
+}
+
+/// The body of a chunked transfer coding (RFC 9112 §7.1), or None when it is cut short.
+fn dechunk(mut rest: &str) -> Option<String> {
+    let mut body = String::new();
+    loop {
+        let (size, after) = rest.split_once("\r\n")?;
+        let size = usize::from_str_radix(size.split(';').next()?.trim(), 16).ok()?;
+        if size == 0 {
+            return Some(body);
+        }
+        body.push_str(after.get(..size)?);
+        rest = after.get(size..)?.strip_prefix("\r\n")?;
+    }
 }
 
 async fn get(addr: SocketAddr, target: &str) -> String {
@@ -633,4 +658,14 @@ async fn the_admin_state_shows_in_status_and_metrics() {
     assert_eq!(service(&m, "service_up", "a"), 1.0);
     assert_eq!(m.samples[www_enabled], 1.0);
     gslbd.stop().await;
+}
+
+/// The test client reads chunked bodies (as Prometheus sends them) whole, and refuses cut ones.
+#[test]
+fn chunked_bodies_are_read_whole() {
+    assert_eq!(
+        dechunk("5\r\n{\"a\":\r\n3;x=1\r\n 1}\r\n0\r\n\r\n").as_deref(),
+        Some("{\"a\": 1}")
+    );
+    assert_eq!(dechunk("5\r\n{\"a\""), None);
 }
