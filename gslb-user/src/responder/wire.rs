@@ -9,7 +9,10 @@
 //! path (`Responder::respond_message`) encodes for the same query (test: `wire::tests`, byte
 //! for byte over the table's requests and every one-byte change of them).
 //!
-//! Everything else, and everything this cannot decide (no answer for the client: NODATA;
+//! Names of our zones that do not exist (NXDOMAIN) or have no record of the type (NODATA) are
+//! answered here too, with the zone's SOA as the general path writes it (`negative`).
+//!
+//! Everything else, and everything this cannot decide (a GSLB name without an address for the client;
 //! a name the engine decides per query; other EDNS options; a MEP child refusing GSLB names),
 //! goes to the general path, so no rule of `message` or `ecs` is bypassed: a query this
 //! accepts parses there too, to the same answer.
@@ -583,6 +586,25 @@ mod tests {
         let mut opcode = query("www.example.com", QTYPE_A, None);
         opcode[2] |= 2 << 3;
         for (what, request) in [
+            ("NXDOMAIN", query("nx.example.com", QTYPE_A, None)),
+            ("NXDOMAIN, any type", query("a.nx.example.com", 16, None)),
+            ("NODATA", query("txt.example.com", QTYPE_A, None)),
+            (
+                "NODATA, empty non-terminal",
+                query("dept.example.com", 99, None),
+            ),
+        ] {
+            assert!(takes(&r, &request, outside), "{what}");
+        }
+        for (what, request) in [
+            (
+                "below a delegation",
+                query("nx.lab.example.com", QTYPE_A, None),
+            ),
+            ("an escaped label", query("n*x.example.com", QTYPE_A, None)),
+            ("outside our zones", query("nx.example.net", QTYPE_A, None)),
+            ("the apex's NS", query("example.com", 2, None)),
+            ("ANY at a name", query("txt.example.com", 255, None)),
             (
                 "NODATA (no IPv6 service)",
                 query("all.example.com", QTYPE_AAAA, None),
