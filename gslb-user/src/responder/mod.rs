@@ -13,8 +13,8 @@
 //! [`decisions`] (per-query engine decisions), [`authority`] (all of it for one snapshot),
 //! [`ecs`] (client subnets), [`turns`] (rotation), [`rrl`] and [`answers`] (responses counted
 //! by transport and RCODE); [`wire`] answers the common query (A or AAAA of a compiled GSLB
-//! name, no ECS) from its bytes, without building a message, and leaves the rest to the
-//! others.
+//! name, or NXDOMAIN/NODATA for a name of ours, with or without ECS) from its bytes, without
+//! building a message, and leaves the rest to the others.
 
 mod answers;
 mod authority;
@@ -191,9 +191,10 @@ impl Responder {
     ) -> bool {
         out.clear();
         let data = self.data.load();
-        // A MEP child refuses GSLB names, the only names `wire` answers.
+        // A MEP child refuses GSLB names, which `wire` answers (and leaves its NXDOMAIN and
+        // NODATA to the general path too, as before).
         if !self.gslb_refused.load(Ordering::Relaxed) && wire::answer(&data, request, client, out) {
-            self.answers.count(transport, 0);
+            self.answers.count(transport, u16::from(out[3] & 0x0f));
             return true;
         }
         match self.respond_message(&data, request, client, transport) {

@@ -9,7 +9,10 @@
 //! path (`Responder::respond_message`) encodes for the same query (test: `wire::tests`, byte
 //! for byte over the table's requests and every one-byte change of them).
 //!
-//! Everything else, and everything this cannot decide (no answer for the client: NODATA;
+//! Names of our zones that do not exist (NXDOMAIN) or have no record of the type (NODATA) are
+//! answered here too, with the zone's SOA as the general path writes it (`negative`).
+//!
+//! Everything else, and everything this cannot decide (a GSLB name without an address for the client;
 //! a name the engine decides per query; other EDNS options; a MEP child refusing GSLB names),
 //! goes to the general path, so no rule of `message` or `ecs` is bypassed: a query this
 //! accepts parses there too, to the same answer.
@@ -24,6 +27,8 @@ use super::zone::ZoneData;
 use super::{Authority, canonical};
 use crate::policy::AnswerMode;
 
+mod negative;
+
 /// The longest name on the wire (RFC 1035 §2.3.4).
 const MAX_NAME: usize = 255;
 /// RR type OPT.
@@ -34,8 +39,12 @@ const CLASS_IN: u16 = 1;
 /// asked of it (a longer one goes to the general path, which truncates).
 const MAX_REPLY: usize = 512;
 
-/// The compiled entries this answers, by the lower-case wire form of their name.
-pub(super) struct Names(HashMap<Box<[u8]>, Slots, ahash::RandomState>);
+/// The compiled entries this answers, by the lower-case wire form of their name, and each
+/// zone's negative-answer SOA (`negative`), in the order of the zones.
+pub(super) struct Names(
+    HashMap<Box<[u8]>, Slots, ahash::RandomState>,
+    Vec<Option<negative::Soa>>,
+);
 
 /// A name's entries: A at 0, AAAA at 1.
 type Slots = [Option<Arc<CompiledEntry>>; 2];
@@ -68,13 +77,8 @@ impl Names {
             };
             names.entry(wire).or_default()[slot] = Some(entry.clone());
         }
-        Names(names)
+        Names(names, zones.iter().map(negative::Soa::new).collect())
     }
-}
-
-/// The qtype of a slot of [`Slots`].
-fn rtype_of(slot: usize) -> u16 {
-    if slot == 0 { QTYPE_A } else { QTYPE_AAAA }
 }
 
 /// `name` (lower case, no trailing dot) on the wire, `None` when it cannot be a question's.
@@ -97,8 +101,8 @@ struct Plain<'a> {
     question: &'a [u8],
     /// The name lower-cased, on the wire.
     name: ([u8; MAX_NAME], usize),
-    /// A: 0, AAAA: 1.
-    slot: usize,
+    /// The question's type.
+    qtype: u16,
     /// The query's OPT record.
     opt: Option<Opt<'a>>,
 }
@@ -187,11 +191,7 @@ fn plain(request: &[u8]) -> Option<Plain<'_>> {
             break;
         }
     }
-    let slot = match u16_at(at)? {
-        QTYPE_A => 0,
-        QTYPE_AAAA => 1,
-        _ => return None,
-    };
+    let qtype = u16_at(at)?;
     if u16_at(at + 2)? != CLASS_IN {
         return None;
     }
@@ -227,23 +227,16 @@ fn plain(request: &[u8]) -> Option<Plain<'_>> {
     (at == request.len()).then_some(Plain {
         question,
         name,
-        slot,
+        qtype,
         opt,
     })
 }
 
 /// Writes the reply to `request` from `client` into `out` when it is a [`Plain`] query with a
-/// GSLB answer for the client; `false` (and `out` as it was) otherwise.
+/// GSLB answer for the client, or a name of ours that does not exist or has no record of the
+/// type (`negative`); `false` (and `out` as it was) otherwise.
 pub(super) fn answer(data: &Authority, request: &[u8], client: IpAddr, out: &mut Vec<u8>) -> bool {
     let Some(query) = plain(request) else {
-        return false;
-    };
-    let Some(entry) = data
-        .wire
-        .0
-        .get(&query.name.0[..query.name.1])
-        .and_then(|slots| slots[query.slot].as_ref())
-    else {
         return false;
     };
     // From a client not in `server.ecs_allow` the option is ignored and not echoed; a /0
@@ -252,6 +245,20 @@ pub(super) fn answer(data: &Authority, request: &[u8], client: IpAddr, out: &mut
         .opt
         .and_then(|o| o.ecs)
         .filter(|_| data.config.ecs_allow.allows(canonical(client)));
+    let slot = match query.qtype {
+        QTYPE_A => Some(0),
+        QTYPE_AAAA => Some(1),
+        _ => None,
+    };
+    let entry = slot.and_then(|slot| {
+        data.wire
+            .0
+            .get(&query.name.0[..query.name.1])
+            .and_then(|slots| slots[slot].as_ref())
+    });
+    let Some(entry) = entry else {
+        return negative::answer(data, request, &query, ecs, out);
+    };
     let client = ecs.filter(|e| e.source > 0).map_or(client, |e| e.addr);
     // No address for this client: NODATA, with the SOA the general path adds.
     let Some((answer, turn)) = data.gslb.answer_of(entry, client) else {
@@ -266,13 +273,7 @@ pub(super) fn answer(data: &Authority, request: &[u8], client: IpAddr, out: &mut
         }
     };
     let start = out.len();
-    // ID; QR, OPCODE QUERY, AA and RD as asked; CD as asked, NOERROR.
-    out.extend_from_slice(&request[..2]);
-    out.push(0x84 | (request[2] & 0x01));
-    out.push(request[3] & 0x10);
-    out.extend_from_slice(&[0, 1]);
-    out.extend_from_slice(&(addrs.len() as u16).to_be_bytes());
-    out.extend_from_slice(&[0, 0, 0, u8::from(query.opt.is_some())]);
+    header(out, request, 0, addrs.len() as u16, 0, query.opt.is_some());
     out.extend_from_slice(query.question);
     for addr in addrs {
         let (rtype, rdlen): (u16, u16) = match addr {
@@ -290,27 +291,12 @@ pub(super) fn answer(data: &Authority, request: &[u8], client: IpAddr, out: &mut
         }
     }
     if let Some(opt) = query.opt {
-        let ours = data.edns_udp_size.max(MAX_REPLY as u16);
-        out.extend_from_slice(&[0, 0, TYPE_OPT as u8]);
-        out.extend_from_slice(&ours.to_be_bytes());
-        out.extend_from_slice(&[0, 0, if opt.dnssec_ok { 0x80 } else { 0 }, 0]);
-        match ecs {
-            None => out.extend_from_slice(&[0, 0]),
-            Some(e) => {
-                // The subnet echoed with the answer's scope (`Authority::scope`).
-                let scope = (e.source > 0)
-                    .then(|| data.scope(&entry.0.name, rtype_of(query.slot), client, e.source))
-                    .flatten()
-                    .unwrap_or(0);
-                let len = e.data.len() as u16;
-                out.extend_from_slice(&(len + 4).to_be_bytes());
-                out.extend_from_slice(&OPTION_SUBNET.to_be_bytes());
-                out.extend_from_slice(&len.to_be_bytes());
-                out.extend_from_slice(&e.data[..3]);
-                out.push(scope);
-                out.extend_from_slice(&e.data[4..]);
-            }
-        }
+        // The subnet echoed with the answer's scope (`Authority::scope`).
+        let scope = ecs
+            .filter(|e| e.source > 0)
+            .and_then(|e| data.scope(&entry.0.name, query.qtype, client, e.source))
+            .unwrap_or(0);
+        write_opt(out, data.edns_udp_size, opt, ecs, scope);
     }
     // Never for a compiled answer (at most 8 AAAA after a 255-byte name); to be sure, the
     // general path truncates what does not fit.
@@ -319,6 +305,39 @@ pub(super) fn answer(data: &Authority, request: &[u8], client: IpAddr, out: &mut
         return false;
     }
     true
+}
+
+/// The reply's header: the ID; QR, OPCODE QUERY, AA and RD as asked; CD as asked, `rcode`;
+/// one question, `answers` and `authority` records, the OPT when `opt`.
+fn header(out: &mut Vec<u8>, request: &[u8], rcode: u8, answers: u16, authority: u16, opt: bool) {
+    out.extend_from_slice(&request[..2]);
+    out.push(0x84 | (request[2] & 0x01));
+    out.push((request[3] & 0x10) | rcode);
+    out.extend_from_slice(&[0, 1]);
+    out.extend_from_slice(&answers.to_be_bytes());
+    out.extend_from_slice(&authority.to_be_bytes());
+    out.extend_from_slice(&[0, u8::from(opt)]);
+}
+
+/// Our OPT record (as `message::response_to` makes it) answering `opt`, with `ecs` echoed at
+/// `scope`.
+fn write_opt(out: &mut Vec<u8>, edns_udp_size: u16, opt: Opt<'_>, ecs: Option<Ecs<'_>>, scope: u8) {
+    let ours = edns_udp_size.max(MAX_REPLY as u16);
+    out.extend_from_slice(&[0, 0, TYPE_OPT as u8]);
+    out.extend_from_slice(&ours.to_be_bytes());
+    out.extend_from_slice(&[0, 0, if opt.dnssec_ok { 0x80 } else { 0 }, 0]);
+    match ecs {
+        None => out.extend_from_slice(&[0, 0]),
+        Some(e) => {
+            let len = e.data.len() as u16;
+            out.extend_from_slice(&(len + 4).to_be_bytes());
+            out.extend_from_slice(&OPTION_SUBNET.to_be_bytes());
+            out.extend_from_slice(&len.to_be_bytes());
+            out.extend_from_slice(&e.data[..3]);
+            out.push(scope);
+            out.extend_from_slice(&e.data[4..]);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -409,6 +428,20 @@ mod tests {
             "www.example.org",
             "host.lab.example.com",
             "www.example.net",
+            // NXDOMAIN: below a name, below a GSLB name, beside the SOA's names (whose
+            // compression points into the question when the case matches), another zone.
+            "NX.ExAmple.com",
+            "a.b.nx.example.com",
+            "sub.www.example.com",
+            "x.ns1.example.com",
+            "x.hostmaster.EXAMPLE.com",
+            "nx.example.org",
+            // NODATA: an empty non-terminal, other zone's apex, types a name lacks; below a
+            // delegation (a referral: the general path's).
+            "dept.example.com",
+            "example.org",
+            "txt.example.com",
+            "nx.lab.example.com",
         ];
         let mut seeds = Vec::new();
         for name in names {
@@ -490,7 +523,7 @@ mod tests {
             let text = responder_config().replacen("[server]\n", &format!("[server]\n{server}"), 1);
             // Two responders asked the same in the same order: their rotation turns stay equal.
             let (wire_side, general_side) = (responder_of(&text), responder_of(&text));
-            let (mut by_wire, mut with_ecs) = (0, 0);
+            let (mut by_wire, mut with_ecs, mut nxdomain, mut nodata) = (0, 0, 0, 0);
             for (i, request) in mutants().iter().enumerate() {
                 let client = CLIENTS[i % CLIENTS.len()];
                 let mut out = Vec::new();
@@ -499,6 +532,14 @@ mod tests {
                 if took {
                     by_wire += 1;
                     with_ecs += usize::from(echoes_a_subnet(&out));
+                    // Negative answers: an SOA in the authority section, no answer.
+                    if out[7] == 0 && out[9] == 1 {
+                        match out[3] & 0x0f {
+                            3 => nxdomain += 1,
+                            0 => nodata += 1,
+                            rcode => panic!("rcode {rcode} on the wire"),
+                        }
+                    }
                     let want = general(&general_side, request, client);
                     assert_eq!(Some(&out), want.as_ref(), "{request:02x?} from {client}");
                 }
@@ -508,6 +549,11 @@ mod tests {
             }
             assert!(by_wire > 1000, "only {by_wire} answered on the wire");
             assert!(with_ecs > 100, "only {with_ecs} ECS answers on the wire");
+            assert!(
+                nxdomain > 1000,
+                "only {nxdomain} NXDOMAIN answers on the wire"
+            );
+            assert!(nodata > 500, "only {nodata} NODATA answers on the wire");
         }
     }
 
@@ -540,6 +586,25 @@ mod tests {
         let mut opcode = query("www.example.com", QTYPE_A, None);
         opcode[2] |= 2 << 3;
         for (what, request) in [
+            ("NXDOMAIN", query("nx.example.com", QTYPE_A, None)),
+            ("NXDOMAIN, any type", query("a.nx.example.com", 16, None)),
+            ("NODATA", query("txt.example.com", QTYPE_A, None)),
+            (
+                "NODATA, empty non-terminal",
+                query("dept.example.com", 99, None),
+            ),
+        ] {
+            assert!(takes(&r, &request, outside), "{what}");
+        }
+        for (what, request) in [
+            (
+                "below a delegation",
+                query("nx.lab.example.com", QTYPE_A, None),
+            ),
+            ("an escaped label", query("n*x.example.com", QTYPE_A, None)),
+            ("outside our zones", query("nx.example.net", QTYPE_A, None)),
+            ("the apex's NS", query("example.com", 2, None)),
+            ("ANY at a name", query("txt.example.com", 255, None)),
             (
                 "NODATA (no IPv6 service)",
                 query("all.example.com", QTYPE_AAAA, None),
