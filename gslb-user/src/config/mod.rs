@@ -172,7 +172,7 @@ impl Config {
 
     /// Validates configuration `text`; `file` is only used to name it in errors.
     pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
-        let v = Validator { text, file };
+        let v = Validator::new(text, file);
         let raw: RawConfig = toml::from_str(text).map_err(|e| v.toml_error(&e))?;
         v.config(raw)
     }

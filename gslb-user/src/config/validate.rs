@@ -26,21 +26,44 @@ pub(super) type Int = Spanned<i64>;
 pub(super) struct Validator<'a> {
     pub(super) text: &'a str,
     pub(super) file: &'a Path,
+    /// Where each line starts: `line` is asked for every named object of a valid file (to
+    /// name the first of two duplicates), so counting newlines from the start each time would
+    /// make validation quadratic in the file's size.
+    line_starts: Vec<usize>,
+}
+
+/// The byte offsets at which the lines of `text` start (the first is 0).
+fn line_starts(text: &str) -> Vec<usize> {
+    std::iter::once(0)
+        .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+        .collect()
 }
 
 /// 1-based line and column (in characters) of byte `offset` in `text`.
 pub(super) fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..text.floor_char_boundary(offset)];
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    (
-        before.matches('\n').count() + 1,
-        before[line_start..].chars().count() + 1,
-    )
+    line_col_in(text, &line_starts(text), offset)
 }
 
-impl Validator<'_> {
+/// [`line_col`] with the line starts of `text` already found.
+fn line_col_in(text: &str, line_starts: &[usize], offset: usize) -> (usize, usize) {
+    let offset = text.floor_char_boundary(offset);
+    // Lines starting at or before `offset`; the first always does.
+    let line = line_starts.partition_point(|&start| start <= offset);
+    let column = text[line_starts[line - 1]..offset].chars().count() + 1;
+    (line, column)
+}
+
+impl<'a> Validator<'a> {
+    pub(super) fn new(text: &'a str, file: &'a Path) -> Self {
+        Validator {
+            text,
+            file,
+            line_starts: line_starts(text),
+        }
+    }
+
     pub(super) fn error(&self, span: Range<usize>, reason: impl Into<String>) -> ConfigError {
-        let (line, column) = line_col(self.text, span.start);
+        let (line, column) = line_col_in(self.text, &self.line_starts, span.start);
         ConfigError::Invalid {
             file: self.file.to_owned(),
             line,
@@ -62,7 +85,7 @@ impl Validator<'_> {
     }
 
     pub(super) fn line(&self, span: Range<usize>) -> usize {
-        line_col(self.text, span.start).0
+        line_col_in(self.text, &self.line_starts, span.start).0
     }
 
     /// An integer setting: `default` when absent, else checked against `range`.

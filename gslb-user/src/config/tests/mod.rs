@@ -326,3 +326,19 @@ fn line_col_counts_characters() {
     assert_eq!(line_col("ab\né\u{1F600}x", 9), (2, 3));
     assert_eq!(line_col("", 0), (1, 1));
 }
+
+/// The line index gives, for every offset (inside characters, on newlines, past the end),
+/// what counting from the start of the text gives.
+#[test]
+fn line_col_agrees_with_counting_from_the_start() {
+    let text = "a = 1\n\n[x]\né = \"\u{1F600}\"\n\nlast";
+    for offset in 0..=text.len() + 2 {
+        let before = &text[..text.floor_char_boundary(offset)];
+        let line = before.matches('\n').count() + 1;
+        let column = before[before.rfind('\n').map_or(0, |i| i + 1)..]
+            .chars()
+            .count()
+            + 1;
+        assert_eq!(line_col(text, offset), (line, column), "offset {offset}");
+    }
+}
