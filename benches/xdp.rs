@@ -20,7 +20,7 @@
 mod common;
 
 use aya::programs::{TestRun, TestRunOptions, Xdp};
-use common::{Frame, WWW, ecs_subnet, edns, query, wire};
+use common::{ALL, Frame, WWW, ecs_subnet, edns, query, wire};
 use hickory_proto::rr::RecordType;
 
 const ROUNDS: usize = 50;
@@ -37,6 +37,8 @@ struct Case {
     rrl: bool,
     /// Run by the floor program (`gslb_floor`: the same parse and turn-around, no lookups).
     floor: bool,
+    /// Run by the program whose maps were published without shortcuts.
+    plain: bool,
     samples: Vec<u64>,
 }
 
@@ -60,7 +62,13 @@ fn main() {
     let Some(mut dp) = common::dataplane() else {
         return;
     };
-    {
+    // The same program and answers without the publish's shortcuts (no default-view copies,
+    // no any-view hints): the `_without_shortcuts` cases, timed in the same run.
+    let Some(mut dp_plain) = common::dataplane() else {
+        return;
+    };
+    dp_plain.table.without_shortcuts();
+    for dp in [&mut dp, &mut dp_plain] {
         use gslb_user::compile::{Inputs, LdnsRtt, Snapshot};
         let text = format!("{}{RTT_DOMAIN}", common::config_text());
         let config =
@@ -99,11 +107,13 @@ fn main() {
             .expect("publishing");
     }
     // As gslbd runs it: the interface's MAC checked, a heartbeat within its bound.
-    dp.add_local_mac(common::SERVER_MAC).expect("the local MAC");
-    dp.take_heartbeat()
-        .expect("the heartbeat map")
-        .beat(Some(std::time::Duration::from_secs(3600)))
-        .expect("a heartbeat");
+    for dp in [&mut dp, &mut dp_plain] {
+        dp.add_local_mac(common::SERVER_MAC).expect("the local MAC");
+        dp.take_heartbeat()
+            .expect("the heartbeat map")
+            .beat(Some(std::time::Duration::from_secs(3600)))
+            .expect("a heartbeat");
+    }
 
     let mut edns_query = query(1, WWW, RecordType::A);
     edns_query.set_edns(edns());
@@ -122,6 +132,7 @@ fn main() {
         pass_program,
         rrl: false,
         floor: false,
+        plain: false,
         samples: Vec::with_capacity(ROUNDS * RUNS_PER_ROUND),
     };
     let mut cases = vec![
@@ -171,6 +182,33 @@ fn main() {
                 false,
             )
         },
+        // The client's view has no set of its own for www: with the default's copied under
+        // it, one `ANSWERS` lookup; without, two.
+        Case {
+            plain: true,
+            ..case(
+                "xdp_a_hit_v4_without_shortcuts",
+                Frame::v4(a.clone()).bytes(),
+                XDP_TX,
+                false,
+            )
+        },
+        // A name with one answer for every client: no trie with its hint, the trie without.
+        case(
+            "xdp_a_hit_v4_any_view",
+            Frame::v4(wire(&query(1, ALL, RecordType::A))).bytes(),
+            XDP_TX,
+            false,
+        ),
+        Case {
+            plain: true,
+            ..case(
+                "xdp_a_hit_v4_any_view_without_shortcuts",
+                Frame::v4(wire(&query(1, ALL, RecordType::A))).bytes(),
+                XDP_TX,
+                false,
+            )
+        },
         // The floor of `xdp_a_hit_v4`: the same query through the same parse and turn-around,
         // without a lookup or a record (`xdp_a_hit_v4_vs_floor` below).
         Case {
@@ -184,14 +222,16 @@ fn main() {
     let pass = dp.pass_program();
     let answer_rrl = dp_rrl.program();
     let floor = dp.floor_program();
+    let answer_plain = dp_plain.program();
     let mut out = vec![0u8; 4096];
     for _ in 0..ROUNDS {
         for case in &mut cases {
-            let program: &Xdp = match (case.pass_program, case.rrl, case.floor) {
-                (true, _, _) => pass,
-                (false, _, true) => floor,
-                (false, true, false) => answer_rrl,
-                (false, false, false) => answer,
+            let program: &Xdp = match (case.pass_program, case.rrl, case.floor, case.plain) {
+                (true, ..) => pass,
+                (false, _, true, _) => floor,
+                (false, true, false, _) => answer_rrl,
+                (false, false, false, true) => answer_plain,
+                (false, false, false, false) => answer,
             };
             for _ in 0..RUNS_PER_ROUND {
                 let result = program
@@ -269,4 +309,23 @@ fn main() {
         "bench xdp_a_hit_v4_vs_floor_tmean {:.2} ratio",
         hit_t / floor_t
     );
+    // What the shortcuts save, and what ECS costs over the plain hit (issue 15: within 15 ns),
+    // in trimmed means of this run.
+    let diff = |a: &str, b: &str| net[a].1 - net[b].1;
+    for (name, a, b) in [
+        (
+            "xdp_default_copy_saves",
+            "xdp_a_hit_v4_without_shortcuts",
+            "xdp_a_hit_v4",
+        ),
+        (
+            "xdp_any_view_hint_saves",
+            "xdp_a_hit_v4_any_view_without_shortcuts",
+            "xdp_a_hit_v4_any_view",
+        ),
+        ("xdp_ecs_over_plain", "xdp_a_hit_v4_ecs", "xdp_a_hit_v4"),
+        ("xdp_ecs_over_edns", "xdp_a_hit_v4_ecs", "xdp_a_hit_v4_edns"),
+    ] {
+        println!("bench {name}_tmean {:.1} ns/query", diff(a, b));
+    }
 }
