@@ -42,6 +42,23 @@ struct Case {
     samples: Vec<u64>,
 }
 
+/// Added to the test configuration: a view v2 that only `v2only` answers in, so a v2 client's
+/// www (which has an answer of its own in v1 only) is the default view's, from the copy publish
+/// writes under v2 (`xdp_a_hit_v4_copy`) or, without it, from a second lookup. (The bench
+/// client's RTT row gives it an LDNS view but the default view: its www takes one lookup
+/// either way.)
+const V2: &str = r#"
+[[view]]
+name = "v2"
+prefixes = ["198.51.101.0/24"]
+[[gslb_domain]]
+name = "v2only.example.com"
+services = ["www-a1"]
+[[gslb_domain.view]]
+view = "v2"
+services = ["www-a2"]
+"#;
+
 /// Added to the test configuration: a domain answered by RTT, so that a hit takes the LDNS
 /// view's answer (the third lookup) for a client with an RTT row.
 const RTT_DOMAIN: &str = r#"
@@ -70,7 +87,7 @@ fn main() {
     dp_plain.table.without_shortcuts();
     for dp in [&mut dp, &mut dp_plain] {
         use gslb_user::compile::{Inputs, LdnsRtt, Snapshot};
-        let text = format!("{}{RTT_DOMAIN}", common::config_text());
+        let text = format!("{}{RTT_DOMAIN}{V2}", common::config_text());
         let config =
             gslb_user::config::Config::parse(&text, std::path::Path::new("xdp-bench.toml"))
                 .expect("bench configuration");
@@ -83,9 +100,14 @@ fn main() {
             rtt: std::sync::Arc::new(vec![row]),
             ..Inputs::default()
         };
-        dp.table
+        let stats = dp
+            .table
             .publish(&Snapshot::compile(&config, &inputs))
             .expect("publishing");
+        println!(
+            "# published {} answer sets, {} of them default-view copies",
+            stats.answers, stats.default_copies
+        );
     }
 
     // The same program with response rate limiting on, at a rate the bench never reaches, so
@@ -125,6 +147,8 @@ fn main() {
     let a = wire(&query(1, WWW, RecordType::A));
     let mut other_port = Frame::v4(a.clone());
     other_port.dst_port = 5353;
+    let v2_client = std::net::IpAddr::V4(std::net::Ipv4Addr::new(198, 51, 101, 7));
+    let server = std::net::IpAddr::V4(common::SERVER_V4);
     let case = |name, frame: Vec<u8>, want, pass_program| Case {
         name,
         frame,
@@ -189,6 +213,21 @@ fn main() {
             ..case(
                 "xdp_a_hit_v4_without_shortcuts",
                 Frame::v4(a.clone()).bytes(),
+                XDP_TX,
+                false,
+            )
+        },
+        case(
+            "xdp_a_hit_v4_copy",
+            Frame::udp(v2_client, server, a.clone()).bytes(),
+            XDP_TX,
+            false,
+        ),
+        Case {
+            plain: true,
+            ..case(
+                "xdp_a_hit_v4_copy_without_shortcuts",
+                Frame::udp(v2_client, server, a.clone()).bytes(),
                 XDP_TX,
                 false,
             )
@@ -315,8 +354,13 @@ fn main() {
     for (name, a, b) in [
         (
             "xdp_default_copy_saves",
-            "xdp_a_hit_v4_without_shortcuts",
+            "xdp_a_hit_v4_copy_without_shortcuts",
+            "xdp_a_hit_v4_copy",
+        ),
+        (
+            "xdp_hint_bit_costs",
             "xdp_a_hit_v4",
+            "xdp_a_hit_v4_without_shortcuts",
         ),
         (
             "xdp_any_view_hint_saves",

@@ -34,11 +34,11 @@ use aya_ebpf::{
     programs::XdpContext,
 };
 use gslb_common::{
-    ANSWER_ANY_VIEW, ANSWER_BY_RTT, ANSWERS_MAX, ANY_VIEW_WORDS, AnswerKey, AnswerSet, Counter, DEFAULT_VIEW,
-    DOMAINS_MAX, DomainKey, DomainValue, Heartbeat, LDNS_CACHE_SLOTS, LDNS_MAX, LISTEN_MAX,
-    LdnsCacheSlot, LdnsConfig, LdnsKey, LdnsValue, ListenKey, ListenSet, LocalMacs, ProgramConfig,
-    ROTOR_SLOTS, RTT_CHOICE_MAX, RTT_CHOICE_WIDTH, RTT_OUTCOME_BIT, RttChoice, RttChoiceKey,
-    VIEWS_MAX, ViewKey, ViewValue,
+    ANSWER_ANY_VIEW, ANSWER_BY_RTT, ANSWERS_MAX, ANY_VIEW_WORDS, AnswerKey, AnswerSet, Counter,
+    DEFAULT_VIEW, DOMAINS_MAX, DomainKey, DomainValue, Heartbeat, LDNS_CACHE_SLOTS, LDNS_MAX,
+    LISTEN_MAX, LdnsCacheSlot, LdnsConfig, LdnsKey, LdnsValue, ListenKey, ListenSet, LocalMacs,
+    ProgramConfig, ROTOR_SLOTS, RTT_CHOICE_MAX, RTT_CHOICE_WIDTH, RTT_OUTCOME_BIT, RttChoice,
+    RttChoiceKey, VIEWS_MAX, ViewKey, ViewValue,
 };
 
 #[map]
@@ -212,8 +212,8 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
     // of another name, or a stale one, costs this lookup and nothing else.
     let mut set = None;
     if lookup::any_view_hint(q.hash, q.qtype) {
-        set = lookup::find_answer(&akey, scratch, q.qlen)
-            .filter(|s| s.flags & ANSWER_ANY_VIEW != 0);
+        set =
+            lookup::find_answer(&akey, scratch, q.qlen).filter(|s| s.flags & ANSWER_ANY_VIEW != 0);
     }
     // Otherwise the answer set for the client's view, else for the default view (publish
     // copies the default's set under the views without their own, within a budget, so most

@@ -119,7 +119,11 @@ pub(super) mod tests {
 
     /// An A query for `name` from `src` to `dst`, port 53, as an Ethernet frame (the UDP
     /// checksum zero: the fast path does not check it over IPv4).
-    pub(in crate::dataplane) fn v4_query_frame(src: Ipv4Addr, dst: Ipv4Addr, name: &str) -> Vec<u8> {
+    pub(in crate::dataplane) fn v4_query_frame(
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        name: &str,
+    ) -> Vec<u8> {
         use hickory_proto::op::{MessageType, OpCode, Query};
         use hickory_proto::rr::RecordType;
         let mut msg = Message::new();
@@ -254,14 +258,26 @@ services = ["web"]
             .answers
             .insert(&key, &answer_set(&planted, &wire), 0)
             .unwrap();
-        assert_eq!(answered(&dp, V1_CLIENT, "all.example.com"), addr("192.0.2.30"));
+        assert_eq!(
+            answered(&dp, V1_CLIENT, "all.example.com"),
+            addr("192.0.2.30")
+        );
         // Without the bit, the trie's way finds the plant: the bit is what skipped it.
         set_every_word(&mut dp, 0);
-        assert_eq!(answered(&dp, V1_CLIENT, "all.example.com"), addr("192.0.2.99"));
+        assert_eq!(
+            answered(&dp, V1_CLIENT, "all.example.com"),
+            addr("192.0.2.99")
+        );
         // Every bit set (another name's, or stale): www's answer still follows the view.
         set_every_word(&mut dp, !0);
-        assert_eq!(answered(&dp, V1_CLIENT, "www.example.com"), addr("192.0.2.20"));
-        assert_eq!(answered(&dp, OTHER_CLIENT, "www.example.com"), addr("192.0.2.10"));
+        assert_eq!(
+            answered(&dp, V1_CLIENT, "www.example.com"),
+            addr("192.0.2.20")
+        );
+        assert_eq!(
+            answered(&dp, OTHER_CLIENT, "www.example.com"),
+            addr("192.0.2.10")
+        );
     }
 
     #[test]
@@ -275,14 +291,23 @@ services = ["web"]
         let hash = name_hash(&wire_name("www.example.com").unwrap());
         let (word, bit) = any_view_bit(hash, 1);
         assert_ne!(dp.table.any_view.get(&word, 0).unwrap() & bit, 0, "hinted");
-        assert_eq!(answered(&dp, V1_CLIENT, "www.example.com"), addr("192.0.2.10"));
+        assert_eq!(
+            answered(&dp, V1_CLIENT, "www.example.com"),
+            addr("192.0.2.10")
+        );
         // Then with v1's answer of its own: the publish clears the bit; left set (as a packet
         // racing the publish could find it), v1's client still gets v1's answer.
         dp.table.publish(&snapshot(true)).unwrap();
         assert_eq!(dp.table.any_view.get(&word, 0).unwrap() & bit, 0, "cleared");
         set_every_word(&mut dp, !0);
-        assert_eq!(answered(&dp, V1_CLIENT, "www.example.com"), addr("192.0.2.20"));
-        assert_eq!(answered(&dp, OTHER_CLIENT, "www.example.com"), addr("192.0.2.10"));
+        assert_eq!(
+            answered(&dp, V1_CLIENT, "www.example.com"),
+            addr("192.0.2.20")
+        );
+        assert_eq!(
+            answered(&dp, OTHER_CLIENT, "www.example.com"),
+            addr("192.0.2.10")
+        );
     }
 
     fn key(name: u64, view: u32) -> AnswerKey {
@@ -319,7 +344,10 @@ services = ["web"]
         let (copied, left) = copy_defaults(&[1, 2, 3], &mut keys, &mut sets, &domains);
         assert_eq!((copied, left), (2, 0));
         assert_eq!(&keys[4..], [key(1, 1), key(1, 3)]);
-        assert!(sets[4..].iter().all(|s| *s == sets[0]), "the default's set, slot 7");
+        assert!(
+            sets[4..].iter().all(|s| *s == sets[0]),
+            "the default's set, slot 7"
+        );
     }
 
     #[test]

@@ -176,7 +176,12 @@ fn a_view_without_its_own_set_answers_from_the_copy_in_the_defaults_rotation() {
             IpAddr::V4(SERVER_V4),
             wire(&query(i as u16, RR, RecordType::A)),
         );
-        from_xdp.extend(ask(&dp, &format!("query {i} from {client}"), &frame, &expect));
+        from_xdp.extend(ask(
+            &dp,
+            &format!("query {i} from {client}"),
+            &frame,
+            &expect,
+        ));
         from_responder.extend(responder_addrs(&responder, RR, RecordType::A, client));
     }
     assert_eq!(from_xdp, from_responder, "XDP and the responder, in order");
