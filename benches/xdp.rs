@@ -28,17 +28,25 @@ const RUNS_PER_ROUND: usize = 2_000;
 const XDP_TX: u32 = 3;
 const XDP_PASS: u32 = 2;
 
+/// The programs a case can run on, besides the pass-through one.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Runner {
+    Answer,
+    /// The program whose maps have `[rrl]` on (at a rate no run reaches).
+    Rrl,
+    /// The floor program (`gslb_floor`: the same parse and turn-around, no lookups).
+    Floor,
+    /// The program whose maps were published without shortcuts.
+    Plain,
+}
+
 struct Case {
     name: &'static str,
     frame: Vec<u8>,
     want: u32,
     pass_program: bool,
-    /// Run by the program whose maps have `[rrl]` on (at a rate no run reaches).
-    rrl: bool,
-    /// Run by the floor program (`gslb_floor`: the same parse and turn-around, no lookups).
-    floor: bool,
-    /// Run by the program whose maps were published without shortcuts.
-    plain: bool,
+    /// Which program runs it, unless `pass_program`.
+    runner: Runner,
     samples: Vec<u64>,
 }
 
@@ -154,9 +162,7 @@ fn main() {
         frame,
         want,
         pass_program,
-        rrl: false,
-        floor: false,
-        plain: false,
+        runner: Runner::Answer,
         samples: Vec::with_capacity(ROUNDS * RUNS_PER_ROUND),
     };
     let mut cases = vec![
@@ -198,7 +204,7 @@ fn main() {
             false,
         ),
         Case {
-            rrl: true,
+            runner: Runner::Rrl,
             ..case(
                 "xdp_a_hit_v4_rrl",
                 Frame::v4(a.clone()).bytes(),
@@ -209,7 +215,7 @@ fn main() {
         // The client's view has no set of its own for www: with the default's copied under
         // it, one `ANSWERS` lookup; without, two.
         Case {
-            plain: true,
+            runner: Runner::Plain,
             ..case(
                 "xdp_a_hit_v4_without_shortcuts",
                 Frame::v4(a.clone()).bytes(),
@@ -224,7 +230,7 @@ fn main() {
             false,
         ),
         Case {
-            plain: true,
+            runner: Runner::Plain,
             ..case(
                 "xdp_a_hit_v4_copy_without_shortcuts",
                 Frame::udp(v2_client, server, a.clone()).bytes(),
@@ -240,7 +246,7 @@ fn main() {
             false,
         ),
         Case {
-            plain: true,
+            runner: Runner::Plain,
             ..case(
                 "xdp_a_hit_v4_any_view_without_shortcuts",
                 Frame::v4(wire(&query(1, ALL, RecordType::A))).bytes(),
@@ -251,7 +257,7 @@ fn main() {
         // The floor of `xdp_a_hit_v4`: the same query through the same parse and turn-around,
         // without a lookup or a record (`xdp_a_hit_v4_vs_floor` below).
         Case {
-            floor: true,
+            runner: Runner::Floor,
             ..case("xdp_floor", Frame::v4(a.clone()).bytes(), XDP_TX, false)
         },
     ];
@@ -265,12 +271,12 @@ fn main() {
     let mut out = vec![0u8; 4096];
     for _ in 0..ROUNDS {
         for case in &mut cases {
-            let program: &Xdp = match (case.pass_program, case.rrl, case.floor, case.plain) {
-                (true, ..) => pass,
-                (false, _, true, _) => floor,
-                (false, true, false, _) => answer_rrl,
-                (false, false, false, true) => answer_plain,
-                (false, false, false, false) => answer,
+            let program: &Xdp = match (case.pass_program, case.runner) {
+                (true, _) => pass,
+                (false, Runner::Floor) => floor,
+                (false, Runner::Rrl) => answer_rrl,
+                (false, Runner::Plain) => answer_plain,
+                (false, Runner::Answer) => answer,
             };
             for _ in 0..RUNS_PER_ROUND {
                 let result = program
