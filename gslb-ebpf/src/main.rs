@@ -10,9 +10,10 @@
 //! Cost model (measured on the 2-core test VM, kernel 6.18, see benches/RESULTS.md): a hash
 //! map lookup costs about 35 ns, an LPM trie lookup about 15 ns, any call about 7 ns (the
 //! return-thunk mitigations); array and per-CPU array lookups are inlined by the verifier and
-//! nearly free. A hit therefore makes one hash lookup (`ANSWERS`), one trie lookup (`VIEWS`;
-//! `LISTEN` too when more than `LISTEN_INLINE` addresses are served) and one helper call
-//! (`bpf_xdp_adjust_tail`), and touches the packet in words. Every function is
+//! nearly free. A hit therefore makes one hash lookup (`ANSWERS`: publish copies the default
+//! view's sets under the views without their own), one trie lookup (`VIEWS`, none for a name
+//! whose `ANY_VIEW` hint bit is set; `LISTEN` too when more than `LISTEN_INLINE` addresses are
+//! served) and one helper call (`bpf_xdp_adjust_tail`), and touches the packet in words. Every function is
 //! `#[inline(always)]`: the program is one function for the verifier, and a call costs ~7 ns.
 #![no_std]
 #![no_main]
