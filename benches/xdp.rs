@@ -20,7 +20,7 @@
 mod common;
 
 use aya::programs::{TestRun, TestRunOptions, Xdp};
-use common::{Frame, WWW, ecs_subnet, edns, query, wire};
+use common::{ALL, Frame, WWW, ecs_subnet, edns, query, wire};
 use hickory_proto::rr::RecordType;
 
 const ROUNDS: usize = 50;
@@ -28,17 +28,44 @@ const RUNS_PER_ROUND: usize = 2_000;
 const XDP_TX: u32 = 3;
 const XDP_PASS: u32 = 2;
 
+/// The programs a case can run on, besides the pass-through one.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Runner {
+    Answer,
+    /// The program whose maps have `[rrl]` on (at a rate no run reaches).
+    Rrl,
+    /// The floor program (`gslb_floor`: the same parse and turn-around, no lookups).
+    Floor,
+    /// The program whose maps were published without shortcuts.
+    Plain,
+}
+
 struct Case {
     name: &'static str,
     frame: Vec<u8>,
     want: u32,
     pass_program: bool,
-    /// Run by the program whose maps have `[rrl]` on (at a rate no run reaches).
-    rrl: bool,
-    /// Run by the floor program (`gslb_floor`: the same parse and turn-around, no lookups).
-    floor: bool,
+    /// Which program runs it, unless `pass_program`.
+    runner: Runner,
     samples: Vec<u64>,
 }
+
+/// Added to the test configuration: a view v2 that only `v2only` answers in, so a v2 client's
+/// www (which has an answer of its own in v1 only) is the default view's, from the copy publish
+/// writes under v2 (`xdp_a_hit_v4_copy`) or, without it, from a second lookup. (The bench
+/// client's RTT row gives it an LDNS view but the default view: its www takes one lookup
+/// either way.)
+const V2: &str = r#"
+[[view]]
+name = "v2"
+prefixes = ["198.51.101.0/24"]
+[[gslb_domain]]
+name = "v2only.example.com"
+services = ["www-a1"]
+[[gslb_domain.view]]
+view = "v2"
+services = ["www-a2"]
+"#;
 
 /// Added to the test configuration: a domain answered by RTT, so that a hit takes the LDNS
 /// view's answer (the third lookup) for a client with an RTT row.
@@ -60,9 +87,15 @@ fn main() {
     let Some(mut dp) = common::dataplane() else {
         return;
     };
-    {
+    // The same program and answers without the publish's shortcuts (no default-view copies,
+    // no any-view hints): the `_without_shortcuts` cases, timed in the same run.
+    let Some(mut dp_plain) = common::dataplane() else {
+        return;
+    };
+    dp_plain.table.without_shortcuts();
+    for dp in [&mut dp, &mut dp_plain] {
         use gslb_user::compile::{Inputs, LdnsRtt, Snapshot};
-        let text = format!("{}{RTT_DOMAIN}", common::config_text());
+        let text = format!("{}{RTT_DOMAIN}{V2}", common::config_text());
         let config =
             gslb_user::config::Config::parse(&text, std::path::Path::new("xdp-bench.toml"))
                 .expect("bench configuration");
@@ -75,9 +108,14 @@ fn main() {
             rtt: std::sync::Arc::new(vec![row]),
             ..Inputs::default()
         };
-        dp.table
+        let stats = dp
+            .table
             .publish(&Snapshot::compile(&config, &inputs))
             .expect("publishing");
+        println!(
+            "# published {} answer sets, {} of them default-view copies",
+            stats.answers, stats.default_copies
+        );
     }
 
     // The same program with response rate limiting on, at a rate the bench never reaches, so
@@ -99,11 +137,13 @@ fn main() {
             .expect("publishing");
     }
     // As gslbd runs it: the interface's MAC checked, a heartbeat within its bound.
-    dp.add_local_mac(common::SERVER_MAC).expect("the local MAC");
-    dp.take_heartbeat()
-        .expect("the heartbeat map")
-        .beat(Some(std::time::Duration::from_secs(3600)))
-        .expect("a heartbeat");
+    for dp in [&mut dp, &mut dp_plain] {
+        dp.add_local_mac(common::SERVER_MAC).expect("the local MAC");
+        dp.take_heartbeat()
+            .expect("the heartbeat map")
+            .beat(Some(std::time::Duration::from_secs(3600)))
+            .expect("a heartbeat");
+    }
 
     let mut edns_query = query(1, WWW, RecordType::A);
     edns_query.set_edns(edns());
@@ -115,13 +155,14 @@ fn main() {
     let a = wire(&query(1, WWW, RecordType::A));
     let mut other_port = Frame::v4(a.clone());
     other_port.dst_port = 5353;
+    let v2_client = std::net::IpAddr::V4(std::net::Ipv4Addr::new(198, 51, 101, 7));
+    let server = std::net::IpAddr::V4(common::SERVER_V4);
     let case = |name, frame: Vec<u8>, want, pass_program| Case {
         name,
         frame,
         want,
         pass_program,
-        rrl: false,
-        floor: false,
+        runner: Runner::Answer,
         samples: Vec::with_capacity(ROUNDS * RUNS_PER_ROUND),
     };
     let mut cases = vec![
@@ -163,7 +204,7 @@ fn main() {
             false,
         ),
         Case {
-            rrl: true,
+            runner: Runner::Rrl,
             ..case(
                 "xdp_a_hit_v4_rrl",
                 Frame::v4(a.clone()).bytes(),
@@ -171,10 +212,52 @@ fn main() {
                 false,
             )
         },
+        // The client's view has no set of its own for www: with the default's copied under
+        // it, one `ANSWERS` lookup; without, two.
+        Case {
+            runner: Runner::Plain,
+            ..case(
+                "xdp_a_hit_v4_without_shortcuts",
+                Frame::v4(a.clone()).bytes(),
+                XDP_TX,
+                false,
+            )
+        },
+        case(
+            "xdp_a_hit_v4_copy",
+            Frame::udp(v2_client, server, a.clone()).bytes(),
+            XDP_TX,
+            false,
+        ),
+        Case {
+            runner: Runner::Plain,
+            ..case(
+                "xdp_a_hit_v4_copy_without_shortcuts",
+                Frame::udp(v2_client, server, a.clone()).bytes(),
+                XDP_TX,
+                false,
+            )
+        },
+        // A name with one answer for every client: no trie with its hint, the trie without.
+        case(
+            "xdp_a_hit_v4_any_view",
+            Frame::v4(wire(&query(1, ALL, RecordType::A))).bytes(),
+            XDP_TX,
+            false,
+        ),
+        Case {
+            runner: Runner::Plain,
+            ..case(
+                "xdp_a_hit_v4_any_view_without_shortcuts",
+                Frame::v4(wire(&query(1, ALL, RecordType::A))).bytes(),
+                XDP_TX,
+                false,
+            )
+        },
         // The floor of `xdp_a_hit_v4`: the same query through the same parse and turn-around,
         // without a lookup or a record (`xdp_a_hit_v4_vs_floor` below).
         Case {
-            floor: true,
+            runner: Runner::Floor,
             ..case("xdp_floor", Frame::v4(a.clone()).bytes(), XDP_TX, false)
         },
     ];
@@ -184,14 +267,16 @@ fn main() {
     let pass = dp.pass_program();
     let answer_rrl = dp_rrl.program();
     let floor = dp.floor_program();
+    let answer_plain = dp_plain.program();
     let mut out = vec![0u8; 4096];
     for _ in 0..ROUNDS {
         for case in &mut cases {
-            let program: &Xdp = match (case.pass_program, case.rrl, case.floor) {
-                (true, _, _) => pass,
-                (false, _, true) => floor,
-                (false, true, false) => answer_rrl,
-                (false, false, false) => answer,
+            let program: &Xdp = match (case.pass_program, case.runner) {
+                (true, _) => pass,
+                (false, Runner::Floor) => floor,
+                (false, Runner::Rrl) => answer_rrl,
+                (false, Runner::Plain) => answer_plain,
+                (false, Runner::Answer) => answer,
             };
             for _ in 0..RUNS_PER_ROUND {
                 let result = program
@@ -269,4 +354,28 @@ fn main() {
         "bench xdp_a_hit_v4_vs_floor_tmean {:.2} ratio",
         hit_t / floor_t
     );
+    // What the shortcuts save, and what ECS costs over the plain hit (issue 15: within 15 ns),
+    // in trimmed means of this run.
+    let diff = |a: &str, b: &str| net[a].1 - net[b].1;
+    for (name, a, b) in [
+        (
+            "xdp_default_copy_saves",
+            "xdp_a_hit_v4_copy_without_shortcuts",
+            "xdp_a_hit_v4_copy",
+        ),
+        (
+            "xdp_hint_bit_costs",
+            "xdp_a_hit_v4",
+            "xdp_a_hit_v4_without_shortcuts",
+        ),
+        (
+            "xdp_any_view_hint_saves",
+            "xdp_a_hit_v4_any_view_without_shortcuts",
+            "xdp_a_hit_v4_any_view",
+        ),
+        ("xdp_ecs_over_plain", "xdp_a_hit_v4_ecs", "xdp_a_hit_v4"),
+        ("xdp_ecs_over_edns", "xdp_a_hit_v4_ecs", "xdp_a_hit_v4_edns"),
+    ] {
+        println!("bench {name}_tmean {:.1} ns/query", diff(a, b));
+    }
 }

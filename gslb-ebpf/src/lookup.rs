@@ -2,13 +2,23 @@
 //! qtype) with the name itself checked, and on a miss why there is none (`DOMAINS`). The order
 //! of the views tried is the dispatch's (main.rs).
 
-use gslb_common::{AnswerKey, AnswerSet, DomainKey, ProgramConfig, QNAME_MAX, QNAME_WORDS};
+use gslb_common::{
+    AnswerKey, AnswerSet, DomainKey, ProgramConfig, QNAME_MAX, QNAME_WORDS, any_view_bit,
+};
 
 use crate::{
-    ANSWERS, DOMAINS, Miss, Scratch,
+    ANSWERS, ANY_VIEW, DOMAINS, Miss, Scratch,
     hdr::{ld, st},
     parse::Query,
 };
+
+/// Whether (name, qtype) is hinted to have one answer for every client (`ANY_VIEW`; a hint
+/// only, see `gslb_common::ANY_VIEW_WORDS`). An inlined array lookup.
+#[inline(always)]
+pub fn any_view_hint(hash: u64, qtype: u16) -> bool {
+    let (word, bit) = any_view_bit(hash, qtype);
+    ANY_VIEW.get(word).is_some_and(|w| *w & bit != 0)
+}
 
 /// The answer set under `key` if it answers exactly the name in `scratch` (the key only holds
 /// the name's hash).

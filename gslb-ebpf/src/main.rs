@@ -10,9 +10,10 @@
 //! Cost model (measured on the 2-core test VM, kernel 6.18, see benches/RESULTS.md): a hash
 //! map lookup costs about 35 ns, an LPM trie lookup about 15 ns, any call about 7 ns (the
 //! return-thunk mitigations); array and per-CPU array lookups are inlined by the verifier and
-//! nearly free. A hit therefore makes one hash lookup (`ANSWERS`), one trie lookup (`VIEWS`;
-//! `LISTEN` too when more than `LISTEN_INLINE` addresses are served) and one helper call
-//! (`bpf_xdp_adjust_tail`), and touches the packet in words. Every function is
+//! nearly free. A hit therefore makes one hash lookup (`ANSWERS`: publish copies the default
+//! view's sets under the views without their own), one trie lookup (`VIEWS`, none for a name
+//! whose `ANY_VIEW` hint bit is set; `LISTEN` too when more than `LISTEN_INLINE` addresses are
+//! served) and one helper call (`bpf_xdp_adjust_tail`), and touches the packet in words. Every function is
 //! `#[inline(always)]`: the program is one function for the verifier, and a call costs ~7 ns.
 #![no_std]
 #![no_main]
@@ -34,11 +35,11 @@ use aya_ebpf::{
     programs::XdpContext,
 };
 use gslb_common::{
-    ANSWER_ANY_VIEW, ANSWER_BY_RTT, ANSWERS_MAX, AnswerKey, AnswerSet, Counter, DEFAULT_VIEW,
-    DOMAINS_MAX, DomainKey, DomainValue, Heartbeat, LDNS_CACHE_SLOTS, LDNS_MAX, LISTEN_MAX,
-    LdnsCacheSlot, LdnsConfig, LdnsKey, LdnsValue, ListenKey, ListenSet, LocalMacs, ProgramConfig,
-    ROTOR_SLOTS, RTT_CHOICE_MAX, RTT_CHOICE_WIDTH, RTT_OUTCOME_BIT, RttChoice, RttChoiceKey,
-    VIEWS_MAX, ViewKey, ViewValue,
+    ANSWER_ANY_VIEW, ANSWER_BY_RTT, ANSWERS_MAX, ANY_VIEW_WORDS, AnswerKey, AnswerSet, Counter,
+    DEFAULT_VIEW, DOMAINS_MAX, DomainKey, DomainValue, Heartbeat, LDNS_CACHE_SLOTS, LDNS_MAX,
+    LISTEN_MAX, LdnsCacheSlot, LdnsConfig, LdnsKey, LdnsValue, ListenKey, ListenSet, LocalMacs,
+    ProgramConfig, ROTOR_SLOTS, RTT_CHOICE_MAX, RTT_CHOICE_WIDTH, RTT_OUTCOME_BIT, RttChoice,
+    RttChoiceKey, VIEWS_MAX, ViewKey, ViewValue,
 };
 
 #[map]
@@ -64,6 +65,11 @@ static ANSWERS: HashMap<AnswerKey, AnswerSet> =
 #[map]
 static RTT_CHOICE: HashMap<RttChoiceKey, RttChoice> =
     HashMap::with_max_entries(RTT_CHOICE_MAX, BPF_F_NO_PREALLOC);
+/// Per (name hash, qtype), a hint that the answer is the same for every client (see
+/// `gslb_common::ANY_VIEW_WORDS`): the set is then looked up without the `VIEWS` trie. Not
+/// pinned: every publish rewrites the words that changed.
+#[map]
+static ANY_VIEW: Array<u64> = Array::with_max_entries(ANY_VIEW_WORDS, 0);
 #[map]
 static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT, 0);
 /// The rotation of each rotating answer set on this CPU, indexed by the set's `AnswerSet::rotor`
@@ -194,34 +200,49 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
     let mut client = parse::Client::new();
     parse::client(ctx, &q, config, &mut client)?;
 
-    // The view is the ECS subnet's when the query names one (RFC 7871), the source's
-    // otherwise; RRL and `LDNS` below keep the source (the resolver).
-    let subnet;
-    let viewer = if q.ecs.client {
-        subnet = parse::subnet_client(&q, config);
-        &subnet
-    } else {
-        &client
-    };
-    // The answer set for the client's view, else for the default view. (Here rather than in a
-    // function of lookup.rs: LLVM, inlining one, unrolls it into ~140 more instructions.)
-    // `scope`: the ECS scope of the view's block, `NO_SCOPE` outside every published prefix.
-    let (view, rtt_view, scope) = match VIEWS.get(viewer.view_key()) {
-        Some(v) => (v.view, v.rtt_view, v.scope as u32),
-        None => (DEFAULT_VIEW, 0, NO_SCOPE),
-    };
     let mut akey = AnswerKey {
         name_hash: q.hash,
         generation: config.generation,
-        view,
+        view: DEFAULT_VIEW,
         qtype: q.qtype,
         reserved: 0,
         reserved2: 0,
     };
-    let mut set = lookup::find_answer(&akey, scratch, q.qlen);
-    if set.is_none() && view != DEFAULT_VIEW {
-        akey.view = DEFAULT_VIEW;
+    // A name whose answer is every client's needs no view: its `ANY_VIEW` bit sends it straight
+    // to the default view's set, answered only if that set (of this generation) says so; a bit
+    // of another name, or a stale one, costs this lookup and nothing else.
+    let mut set = None;
+    if lookup::any_view_hint(q.hash, q.qtype) {
+        set =
+            lookup::find_answer(&akey, scratch, q.qlen).filter(|s| s.flags & ANSWER_ANY_VIEW != 0);
+    }
+    // Otherwise the answer set for the client's view, else for the default view (publish
+    // copies the default's set under the views without their own, within a budget, so most
+    // hits take one lookup). (Here rather than in a function of lookup.rs: LLVM, inlining one,
+    // unrolls it into ~140 more instructions.) `scope`: the ECS scope of the view's block,
+    // `NO_SCOPE` outside every published prefix.
+    let (mut rtt_view, mut scope) = (0, 0);
+    if set.is_none() {
+        // The view is the ECS subnet's when the query names one (RFC 7871), the source's
+        // otherwise; RRL and `LDNS` below keep the source (the resolver).
+        let subnet;
+        let viewer = if q.ecs.client {
+            subnet = parse::subnet_client(&q, config);
+            &subnet
+        } else {
+            &client
+        };
+        let view;
+        (view, rtt_view, scope) = match VIEWS.get(viewer.view_key()) {
+            Some(v) => (v.view, v.rtt_view, v.scope as u32),
+            None => (DEFAULT_VIEW, 0, NO_SCOPE),
+        };
+        akey.view = view;
         set = lookup::find_answer(&akey, scratch, q.qlen);
+        if set.is_none() && view != DEFAULT_VIEW {
+            akey.view = DEFAULT_VIEW;
+            set = lookup::find_answer(&akey, scratch, q.qlen);
+        }
     }
     // A domain answered by RTT, for a client whose LDNS has an RTT row: the LDNS view's choice
     // among the outcomes of the domain's signature (`RTT_CHOICE`, in this generation's

@@ -4,7 +4,8 @@
 //! `loader`: load, attach, pin. `publish`: the atomic republish (`refine`: whether the view
 //! trie can be edited in place; `choices`: the `RTT_CHOICE` pages by parity). `batch`: the raw batch syscall. `encode`: map keys and
 //! values. `ldns`: the resolver map. `counters`: the hit and miss counters. `rotors`: the
-//! `ROTOR` slot of each rotating answer set. `heartbeat`: the controller's heartbeat the
+//! `ROTOR` slot of each rotating answer set. `shortcuts`: what spares a hit lookups (default-view
+//! copies, any-view hints). `heartbeat`: the controller's heartbeat the
 //! program trusts for `server.stale_after_s`. `local_mac`: the attached interfaces' own MACs,
 //! the only destinations the program answers.
 
@@ -20,6 +21,7 @@ mod local_mac;
 mod publish;
 mod refine;
 mod rotors;
+mod shortcuts;
 
 pub use self::counters::{CounterReader, Counters, pinned_counters};
 pub use self::encode::{

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use aya::maps::{Array, HashMap, LpmTrie, Map, MapData, lpm_trie::Key};
 use gslb_common::{
-    ANSWER_ANY_VIEW, ANSWER_BY_RTT, AnswerKey, AnswerSet, DomainKey, DomainValue, ECS_PASS,
-    ListenKey, ListenSet, ProgramConfig, QNAME_MAX, RRL_CONFIG_MAP, RTT_OUTCOME_BIT, RrlConfig,
-    ViewKey, ViewValue, maps, name_hash,
+    ANSWER_ANY_VIEW, ANSWER_BY_RTT, ANY_VIEW_MAP, AnswerKey, AnswerSet, DomainKey, DomainValue,
+    ECS_PASS, ListenKey, ListenSet, ProgramConfig, QNAME_MAX, RRL_CONFIG_MAP, RTT_OUTCOME_BIT,
+    RrlConfig, ViewKey, ViewValue, maps, name_hash,
 };
 use tracing::warn;
 
@@ -23,6 +23,7 @@ use super::{
     map_err,
     refine::{RTT_VIEW_BIT, refinement},
     rotors::RotorSlots,
+    shortcuts::{TrieViews, any_view_words, copy_defaults},
 };
 use crate::compile::{DomainEntry, Snapshot};
 
@@ -48,6 +49,14 @@ pub struct AnswerTable {
     names: std::collections::HashMap<String, (Vec<u8>, u64)>,
     /// The `ROTOR` slot of each rotating answer set published.
     rotors: RotorSlots,
+    /// `ANY_VIEW` (not pinned, so zeros until this process writes it), and the words it wrote.
+    pub(super) any_view: Array<MapData, u64>,
+    any_view_words: Option<Vec<u64>>,
+    /// The views of the trie, for the default-view copies (`shortcuts`).
+    trie_views: TrieViews,
+    /// Default-view copies and any-view hints are written (see `shortcuts`); off only to
+    /// measure or test the path without them ([`AnswerTable::without_shortcuts`]).
+    shortcuts: bool,
 }
 
 /// The last snapshot published, and the generations it went under.
@@ -87,6 +96,11 @@ pub struct PublishStats {
     /// Rotating answer sets beyond `ROTOR_SLOTS` that share a rotation slot with others (see
     /// `dataplane::rotors`); 0 unless more than 65,536 sets rotate.
     pub shared_rotors: usize,
+    /// Default-view answer sets copied under views without their own (included in `answers`),
+    /// and copies left out for the budget (`shortcuts::COPIES_MAX`): those clients' hits take
+    /// a second lookup.
+    pub default_copies: usize,
+    pub uncopied: usize,
 }
 
 impl AnswerTable {
@@ -107,7 +121,18 @@ impl AnswerTable {
             published: None,
             names: std::collections::HashMap::new(),
             rotors: RotorSlots::default(),
+            any_view: Array::try_from(take(ANY_VIEW_MAP)?).map_err(map_err(ANY_VIEW_MAP))?,
+            any_view_words: None,
+            trie_views: TrieViews::default(),
+            shortcuts: true,
         })
+    }
+
+    /// From the next publish on, writes no default-view copies and no any-view hints, and
+    /// clears the hints: every hit reads the trie and takes a second lookup when its view has
+    /// no set of its own, as before they existed. For benches and tests that compare the two.
+    pub fn without_shortcuts(&mut self) {
+        self.shortcuts = false;
     }
 
     /// Makes `snapshot` what the fast path answers. The new generation is written beside the
@@ -226,6 +251,8 @@ impl AnswerTable {
         let mut hashed: std::collections::HashMap<u64, Vec<u8>> = std::collections::HashMap::new();
         let (mut domain_keys, mut answer_keys) = (Vec::new(), Vec::new());
         let (mut domain_values, mut answer_values) = (Vec::new(), Vec::new());
+        // Where each domain's sets are in `answer_keys`, for the default-view copies.
+        let mut ranges = Vec::with_capacity(snapshot.domains.len());
         for domain in &snapshot.domains {
             // Names repeat from publish to publish: their wire form and hash are kept.
             let (wire, hash) = self.wire_and_hash(&domain.name)?;
@@ -244,12 +271,23 @@ impl AnswerTable {
                 domain_id: domain.id,
                 reserved: 0,
             });
+            let start = answer_keys.len();
             for (key, set) in answer_sets(domain, &wire, hash, generation) {
                 answer_keys.push(key);
                 answer_values.push(set);
             }
+            ranges.push(start..answer_keys.len());
         }
         stats.shared_rotors = self.rotors.assign(&answer_keys, &mut answer_values);
+        // After the slots: a copy rotates in its default set's slot, and takes none of its own.
+        let words = if self.shortcuts {
+            let views = self.trie_views.of(&snapshot.views);
+            (stats.default_copies, stats.uncopied) =
+                copy_defaults(views, &mut answer_keys, &mut answer_values, &ranges);
+            any_view_words(&answer_keys, &answer_values)
+        } else {
+            vec![0; gslb_common::ANY_VIEW_WORDS as usize]
+        };
         batch(&mut self.domains, &domain_keys, Some(&domain_values))
             .map_err(map_err(maps::DOMAINS))?;
         batch(&mut self.answers, &answer_keys, Some(&answer_values))
@@ -259,6 +297,18 @@ impl AnswerTable {
         // The choices of the new generation, in its parity (which no packet reads now).
         (stats.choices, stats.choices_removed) =
             self.choices.write(generation & 1, &snapshot.rtt_choices)?;
+
+        // Hints only (a bit is followed only to a set that says it holds for every client):
+        // written before the switch, so the new generation's any-view names skip the trie at
+        // once; only the words that changed.
+        for (i, word) in words.iter().enumerate() {
+            if self.any_view_words.as_ref().map_or(0, |w| w[i]) != *word {
+                self.any_view
+                    .set(i as u32, word, 0)
+                    .map_err(map_err(ANY_VIEW_MAP))?;
+            }
+        }
+        self.any_view_words = Some(words);
 
         // Rate limiting first: it applies to the old generation's answers as well as the new.
         let r = &snapshot.rrl;
@@ -489,39 +539,15 @@ mod tests {
     use std::{net::Ipv4Addr, path::Path};
 
     use gslb_common::{Counter, LISTEN_IN_TRIE, LISTEN_INLINE};
-    use hickory_proto::{rr::Name, serialize::binary::BinEncodable};
 
     use super::*;
     use crate::dataplane::{Dataplane, can_load_xdp};
 
     const WWW: &str = "www.example.com";
 
-    /// An A query for www.example.com from 203.0.113.7 to `dst`, port 53, as an Ethernet frame
-    /// (checksums zero: the fast path does not check them).
+    /// An A query for www.example.com from 203.0.113.7 to `dst`.
     fn v4_query_frame(dst: Ipv4Addr) -> Vec<u8> {
-        use hickory_proto::op::{Message, MessageType, OpCode, Query};
-        use hickory_proto::rr::RecordType;
-        let mut msg = Message::new();
-        msg.set_id(7)
-            .set_message_type(MessageType::Query)
-            .set_op_code(OpCode::Query)
-            .add_query(Query::query(Name::from_ascii(WWW).unwrap(), RecordType::A));
-        let dns = msg.to_bytes().unwrap();
-        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
-        let total = (20 + 8 + dns.len()) as u16;
-        f.extend_from_slice(&[0x45, 0]);
-        f.extend_from_slice(&total.to_be_bytes());
-        f.extend_from_slice(&[0, 0, 0, 0, 64, 17, 0, 0, 203, 0, 113, 7]);
-        f.extend_from_slice(&dst.octets());
-        // The IPv4 header checksum (the fast path passes a frame whose header does not sum).
-        let csum = crate::health::icmp::checksum(&f[14..34]);
-        f[24..26].copy_from_slice(&csum.to_be_bytes());
-        f.extend_from_slice(&40000u16.to_be_bytes());
-        f.extend_from_slice(&53u16.to_be_bytes());
-        f.extend_from_slice(&((8 + dns.len()) as u16).to_be_bytes());
-        f.extend_from_slice(&[0, 0]);
-        f.extend_from_slice(&dns);
-        f
+        crate::dataplane::shortcuts::tests::v4_query_frame(Ipv4Addr::new(203, 0, 113, 7), dst, WWW)
     }
 
     #[test]

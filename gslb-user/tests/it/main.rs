@@ -49,4 +49,5 @@ mod xdp_fuzz;
 mod xdp_hygiene;
 mod xdp_rrl;
 mod xdp_rtt;
+mod xdp_shortcuts;
 mod xdp_test_run;
