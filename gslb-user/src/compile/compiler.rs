@@ -23,8 +23,7 @@ pub struct Compiler {
     cache: Option<Cache>,
     rtt_budget: usize,
     /// Rows of a slot the RTT method decides whatever the place are decided by its rule alone
-    /// ([`crate::policy::RttFirst`]), not by the whole engine; off only in the tests that
-    /// compare the two.
+    /// ([`crate::policy::RttFirst`]), not by the whole engine; off only to compare the two.
     rtt_rule: bool,
 }
 
@@ -112,9 +111,9 @@ impl Compiler {
         }
     }
 
-    /// A compiler that asks the engine for every decision (see `rtt_rule`).
-    #[cfg(test)]
-    pub(super) fn engine_only() -> Compiler {
+    /// A compiler that asks the engine for every decision, the RTT rule's too: what the rule
+    /// is compared with (its tests, and the scale bench in the same run).
+    pub fn engine_only() -> Compiler {
         Compiler {
             rtt_rule: false,
             ..Compiler::default()

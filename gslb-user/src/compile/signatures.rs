@@ -432,24 +432,25 @@ impl Job<'_> {
 pub(super) struct RttRule {
     rule: RttFirst,
     engine: std::sync::Arc<crate::policy::Engine>,
-    /// The outcome of each set of chosen pool entries met so far: a slot has a few.
-    known: HashMap<u64, u32>,
+    /// The choice index of each set of chosen pool entries met so far (a slot has a few), so
+    /// a row costs the rule and one lookup.
+    known: HashMap<u64, Option<u8>>,
 }
 
 impl RttRule {
-    /// The outcome for the RTTs `rtt`; `None` when no site of the pool is measured (then the
-    /// rest of the chain decides: ask [`Job::outcome`]).
-    pub(super) fn outcome(
+    /// The choice index for the RTTs `rtt`, `index` numbering an outcome met for the first
+    /// time (`None` inside: past the slot's most outcomes). `None`: no site of the pool is
+    /// measured, the rest of the chain decides (ask [`Job::outcome`]).
+    pub(super) fn choice(
         &mut self,
         outcomes: &mut Interner<Outcome>,
         rtt: &[Option<u32>],
-    ) -> Option<u32> {
+        index: impl FnOnce(u32) -> Option<u8>,
+    ) -> Option<Option<u8>> {
         let chosen = self.rule.chosen(rtt)?;
-        Some(
-            *self.known.entry(chosen).or_insert_with(|| {
-                outcomes.id(Outcome::of(&self.rule.decision(&self.engine, chosen)))
-            }),
-        )
+        Some(*self.known.entry(chosen).or_insert_with(|| {
+            index(outcomes.id(Outcome::of(&self.rule.decision(&self.engine, chosen))))
+        }))
     }
 }
 

@@ -185,16 +185,21 @@ impl Job<'_> {
                 let rtt = &self.inputs.rtt[key.rtt as usize - 1].rtt_us;
                 let mut vector = Vec::with_capacity(slot_sigs.len());
                 for (&sig, rule) in slot_sigs.iter().zip(&mut rules) {
-                    let by_rule = rule.as_mut().and_then(|r| r.outcome(parts.outcomes, rtt));
-                    let o = match by_rule {
-                        Some(o) => {
+                    let by_rule = rule
+                        .as_mut()
+                        .and_then(|r| r.choice(parts.outcomes, rtt, |o| choices.index(sig, o)));
+                    let index = match by_rule {
+                        Some(index) => {
                             self.decisions += 1;
                             self.rtt_rule_decisions += 1;
-                            o
+                            index
                         }
-                        None => outcome(self, parts, sig, true),
+                        None => {
+                            let o = outcome(self, parts, sig, true);
+                            choices.index(sig, o)
+                        }
                     };
-                    let Some(index) = choices.index(sig, o) else {
+                    let Some(index) = index else {
                         return Err(OverBudget {
                             ldns_views: choices.vectors.len() - 1,
                             entries: usize::MAX,
