@@ -47,7 +47,8 @@
 //! they make: [`spec`] (once per configuration: the decision engine), [`kinds`] (how each domain is decided), [`classes`] (the address space cut into
 //! segments and classes), [`signatures`] (decisions shared by domains of one structure),
 //! [`views`] (answer vectors numbered as views, merged into prefixes) and [`snapshot`] (the
-//! entries and the [`Snapshot`]). [`partition`] holds the address-space arithmetic they share.
+//! entries and the [`Snapshot`]). [`partition`] holds the address-space arithmetic they share;
+//! [`compiler`] runs them one compilation after another, keeping what stays valid.
 
 mod choices;
 mod classes;

@@ -270,7 +270,7 @@ fn the_rtt_rule_compiles_what_the_engine_does() {
             }
         }
         let mut services = vec![ServiceState::UP; config.services.len()];
-        for name in down.iter() {
+        for name in *down {
             services[index(name)] = ServiceState::DOWN;
         }
         let inputs = Inputs {

@@ -441,6 +441,8 @@ impl RttRule {
     /// The choice index for the RTTs `rtt`, `index` numbering an outcome met for the first
     /// time (`None` inside: past the slot's most outcomes). `None`: no site of the pool is
     /// measured, the rest of the chain decides (ask [`Job::outcome`]).
+    // Two answers apart: no choice by the rule (ask the engine), or one past the limit.
+    #[allow(clippy::option_option)]
     pub(super) fn choice(
         &mut self,
         outcomes: &mut Interner<Outcome>,

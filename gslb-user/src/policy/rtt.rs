@@ -54,7 +54,7 @@ impl Engine {
         }
         let (pool, _) = self.pool(domain, qtype, 0, state, false);
         let pool: Vec<(usize, usize)> = pool.iter().map(|pos| (pos, d.slots[pos].site)).collect();
-        (!pool.is_empty() && pool.len() <= MAX_POOL).then(|| RttFirst {
+        (!pool.is_empty() && pool.len() <= MAX_POOL).then_some(RttFirst {
             domain,
             pool,
             tolerance_us: d.spec.tolerance_us,
