@@ -11,7 +11,9 @@
 //! 1–200 ms.
 //!
 //! Measured (one plain run each, printed as `bench <name> <value> <unit>` lines):
-//! - full compile from scratch (`Snapshot::compile`), and the process's peak RSS after it;
+//! - full compile from scratch (`Snapshot::compile`), and the process's peak RSS after it; the
+//!   same compile with every decision the engine's (`Compiler::engine_only`: no RTT rule), for
+//!   the rule's gain in the same run;
 //! - what it produced: segments, classes, views, LDNS views, prefixes, entries, map bytes;
 //! - one service flip (a service of a static-proximity domain goes down, then up): the
 //!   incremental compile (`Compiler`), and with root the publish into real maps (in place);
@@ -211,7 +213,7 @@ fn main() {
         s.map_bytes as f64 / f64::from(1 << 20)
     );
     println!(
-        "produced: {} segments, {} classes, {} views, {} LDNS views, {} prefixes, {} entries, {} RTT choice pages, {} signatures, {} decisions; RTT domains to the responder: {}",
+        "produced: {} segments, {} classes, {} views, {} LDNS views, {} prefixes, {} entries, {} RTT choice pages, {} signatures, {} decisions ({} by the RTT rule); RTT domains to the responder: {}",
         s.segments,
         s.classes,
         s.views,
@@ -221,9 +223,27 @@ fn main() {
         s.rtt_choices,
         s.signatures,
         s.decisions,
+        s.rtt_rule_decisions,
         s.rtt_to_responder
     );
-    drop(full);
+    // The same compile with every decision the engine's (no RTT rule), in this run: the rule's
+    // gain, free of the machine's load of the moment. Its snapshot must be the same.
+    let t = Instant::now();
+    let by_engine = Compiler::engine_only().compile(&config, &inputs(&services));
+    println!(
+        "bench scale_compile_full_engine_only {:.3} s ({} decisions, by the RTT rule {}: the rule's compile is {:.2} of this)",
+        t.elapsed().as_secs_f64(),
+        by_engine.stats.decisions,
+        by_engine.stats.rtt_rule_decisions,
+        compile.as_secs_f64() / t.elapsed().as_secs_f64()
+    );
+    assert!(
+        by_engine.domains == full.domains
+            && by_engine.rtt_choices == full.rtt_choices
+            && by_engine.views == full.views,
+        "the RTT rule compiles what the engine does"
+    );
+    drop((full, by_engine));
 
     // Flips: a static-proximity domain's first service down, then up again. The
     // configuration is shared as the daemon's world shares it, so a flip costs what it

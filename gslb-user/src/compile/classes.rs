@@ -27,6 +27,10 @@ pub(super) struct ClientClasses {
     /// decision without an RTT row reads of the client.
     pub(super) place_ids: Vec<u32>,
     pub(super) places: usize,
+    /// Each class's key without its RTT row, as a dense number: classes that differ only by
+    /// their row (a hundred thousand rows, a few dozen of these) share their view.
+    pub(super) view_ids: Vec<u32>,
+    pub(super) view_keys: usize,
     pub(super) rtt_rows: Arc<AddressSteps>,
     /// Client → static view number (0: none).
     pub(super) static_views: Arc<AddressSteps>,
@@ -172,6 +176,14 @@ impl Job<'_> {
                     .or_insert(next)
             })
             .collect();
+        let mut view_numbers: HashMap<ClassKey, u32> = HashMap::new();
+        let view_ids = classes
+            .iter()
+            .map(|&(k, _)| {
+                let next = view_numbers.len() as u32;
+                *view_numbers.entry(ClassKey { rtt: 0, ..k }).or_insert(next)
+            })
+            .collect();
         let class_runs = if self.kinds.iter().any(|k| k.per_query()) {
             let by_class: Vec<(u32, u32)> = (0..classes.len() as u32).map(|c| (c, 0)).collect();
             Arc::new(merge(&points, &seg_class, &by_class).0)
@@ -185,6 +197,8 @@ impl Job<'_> {
             class_segments,
             place_ids,
             places: place_numbers.len(),
+            view_ids,
+            view_keys: view_numbers.len(),
             rtt_rows,
             static_views: views,
             class_runs,

@@ -47,10 +47,12 @@
 //! they make: [`spec`] (once per configuration: the decision engine), [`kinds`] (how each domain is decided), [`classes`] (the address space cut into
 //! segments and classes), [`signatures`] (decisions shared by domains of one structure),
 //! [`views`] (answer vectors numbered as views, merged into prefixes) and [`snapshot`] (the
-//! entries and the [`Snapshot`]). [`partition`] holds the address-space arithmetic they share.
+//! entries and the [`Snapshot`]). [`partition`] holds the address-space arithmetic they share;
+//! [`compiler`] runs them one compilation after another, keeping what stays valid.
 
 mod choices;
 mod classes;
+mod compiler;
 mod interner;
 mod kinds;
 pub mod partition;
@@ -70,14 +72,12 @@ use std::sync::Arc;
 use gslb_common::{QTYPE_A, QTYPE_AAAA, ViewValue};
 use ipnet::IpNet;
 
-use self::choices::ChoiceCache;
 pub use self::choices::RttChoices;
-use self::classes::{ClassKey, ClientClasses};
-use self::interner::Interner;
+use self::compiler::Cache;
+pub use self::compiler::Compiler;
 use self::kinds::{Kind, kind, service_index};
 use self::partition::{AddressSteps, Segments};
-use self::signatures::{CacheParts, Outcome, Signature};
-use self::snapshot::EntryMemo;
+use self::signatures::CacheParts;
 pub use self::spec::Spec;
 use self::views::{merged_views, number_views};
 use crate::config::{Config, Service};
@@ -202,6 +202,8 @@ pub struct CompileStats {
     /// Distinct decision signatures, and engine decisions taken by this compilation.
     pub signatures: usize,
     pub decisions: usize,
+    /// Of those, taken by the RTT rule alone ([`crate::policy::RttFirst`]).
+    pub rtt_rule_decisions: usize,
     /// The partition was reused from the previous compilation.
     pub incremental: bool,
     /// Domains answered by RTT were left to the responder: their choices and outcome answers
@@ -249,200 +251,8 @@ impl Snapshot {
     }
 }
 
-/// Compiles snapshots, keeping between compilations what stays valid (see the module docs).
-pub struct Compiler {
-    /// The last configuration's spec: kept while the configuration stays.
-    spec: Option<Arc<Spec>>,
-    cache: Option<Cache>,
-    rtt_budget: usize,
-}
-
-impl Default for Compiler {
-    fn default() -> Self {
-        Compiler::with_rtt_budget(RTT_ENTRY_BUDGET)
-    }
-}
-
-/// What a compilation leaves for the next one, valid while the configuration (the
-/// compiler's spec), the location database and the RTT rows stay the same.
-struct Cache {
-    locations: usize,
-    rtt: Arc<Vec<LdnsRtt>>,
-    /// Domains answered by RTT were left to the responder (over the budget).
-    rtt_to_responder: bool,
-    partition: ClientClasses,
-    signatures: Interner<Signature>,
-    outcomes: Interner<Outcome>,
-    /// (signature, projected class key) → outcome, for LDNS views.
-    decided: HashMap<(u32, ClassKey), u32>,
-    /// Signature → outcome by place (or by family, for signatures that do not read the
-    /// place; `u32::MAX`: not decided yet), for views: dense, as every class reads it.
-    dense: HashMap<u32, Vec<u32>>,
-    /// Signature → outcome by RTT row (`u32::MAX`: not decided yet), for outcomes that depend
-    /// on the row alone: dense, as there are as many rows as classes with one.
-    rtt_dense: HashMap<u32, Vec<u32>>,
-    /// The RTT choices of the classes, and what they are made of.
-    choices: ChoiceCache,
-    /// Each class's view and LDNS view in the last snapshot.
-    class_views: Vec<(u32, u32)>,
-    /// Round-robin answers (0: none), interned so that their numbers stay put between
-    /// compilations.
-    static_answers: Interner<Option<Answer>>,
-    /// Per entry: what its answers were made from (its value in each view and LDNS view) and
-    /// the entry made; reused while the values stay, so a health change rebuilds only the
-    /// entries it touched.
-    entry_memo: EntryMemo,
-    /// The last snapshot's merged segments and trie prefixes: the same while `class_views` is.
-    merged: Option<(Arc<Segments>, Arc<ViewPrefixes>)>,
-    next_view: u32,
-    next_rtt_view: u32,
-}
-
 /// Disjoint client prefixes in address order, with their view and LDNS view.
 pub type ViewPrefixes = Vec<(IpNet, ViewValue)>;
-
-impl Cache {
-    /// The RTT rows whose RTTs differ in `rtt` (same prefixes as the cached rows), by row
-    /// number (1-based), with the decisions that read them forgotten; empty when none differ.
-    fn rtt_changed(&mut self, rtt: &Arc<Vec<LdnsRtt>>) -> Vec<bool> {
-        if Arc::ptr_eq(&self.rtt, rtt) {
-            return Vec::new();
-        }
-        let mut changed = vec![false; rtt.len() + 1];
-        let mut any = false;
-        for (i, (a, b)) in self.rtt.iter().zip(rtt.iter()).enumerate() {
-            if a.rtt_us != b.rtt_us {
-                changed[i + 1] = true;
-                any = true;
-            }
-        }
-        self.rtt = rtt.clone();
-        if !any {
-            return Vec::new();
-        }
-        for by_row in self.rtt_dense.values_mut() {
-            for (row, o) in by_row.iter_mut().enumerate() {
-                if changed[row] {
-                    *o = u32::MAX;
-                }
-            }
-        }
-        self.decided
-            .retain(|(_, key), _| !changed[key.rtt as usize]);
-        changed
-    }
-}
-
-impl Compiler {
-    /// A compiler that gives LDNS views at most `entries` answer entries.
-    pub fn with_rtt_budget(entries: usize) -> Compiler {
-        Compiler {
-            spec: None,
-            cache: None,
-            rtt_budget: entries,
-        }
-    }
-
-    /// The answers of `config` under `inputs`, reusing what the previous compilation left when
-    /// only service states changed.
-    pub fn compile(&mut self, config: &Config, inputs: &Inputs<'_>) -> Snapshot {
-        let spec = self.spec(config, None);
-        self.compile_with(config, inputs, &spec)
-    }
-
-    /// [`Compiler::compile`] of a shared configuration (the world's): while it is the same
-    /// `Arc`, the spec is known to hold without comparing the configurations.
-    pub fn compile_shared(&mut self, config: &Arc<Config>, inputs: &Inputs<'_>) -> Snapshot {
-        let spec = self.spec(config, Some(config));
-        self.compile_with(config, inputs, &spec)
-    }
-
-    fn compile_with(&mut self, config: &Config, inputs: &Inputs<'_>, spec: &Arc<Spec>) -> Snapshot {
-        let spec = spec.clone();
-        let locations = inputs
-            .locations
-            .map_or(0, |db| std::ptr::from_ref::<LocationDb>(db) as usize);
-        // The partition holds while the RTT rows keep their prefixes: rows whose RTTs changed
-        // only have their decisions taken again.
-        let reusable = self.cache.as_ref().is_some_and(|c| {
-            c.locations == locations
-                && (Arc::ptr_eq(&c.rtt, &inputs.rtt)
-                    || (c.rtt.len() == inputs.rtt.len()
-                        && c.rtt
-                            .iter()
-                            .zip(inputs.rtt.iter())
-                            .all(|(a, b)| a.ldns == b.ldns)))
-        });
-        let mut rtt_to_responder =
-            reusable && self.cache.as_ref().is_some_and(|c| c.rtt_to_responder);
-        let mut cache = self.cache.take().filter(|_| reusable);
-        let mut changed_rows = Vec::new();
-        if let Some(c) = cache.as_mut() {
-            changed_rows = c.rtt_changed(&inputs.rtt);
-        }
-        loop {
-            let mut job = Job::new(config, inputs, rtt_to_responder, &spec);
-            job.rtt_budget = self.rtt_budget;
-            job.changed_rows = std::mem::take(&mut changed_rows);
-            let mut fresh = cache.take().unwrap_or_else(|| Cache {
-                locations,
-                rtt: inputs.rtt.clone(),
-                rtt_to_responder,
-                partition: job.client_classes(),
-                signatures: Interner::new(),
-                outcomes: Interner::new(),
-                decided: HashMap::new(),
-                dense: HashMap::new(),
-                rtt_dense: HashMap::new(),
-                choices: ChoiceCache::default(),
-                static_answers: Interner::with(None),
-                entry_memo: Vec::new(),
-                class_views: Vec::new(),
-                merged: None,
-                next_view: 0,
-                next_rtt_view: 1,
-            });
-            let incremental = reusable && !fresh.class_views.is_empty();
-            match job.run(&mut fresh, incremental) {
-                Ok(snapshot) => {
-                    self.cache = Some(fresh);
-                    return snapshot;
-                }
-                Err(OverBudget {
-                    ldns_views,
-                    entries,
-                }) => {
-                    // Decided again from scratch, without the RTT columns.
-                    cache = None;
-                    tracing::warn!(
-                        ldns_views,
-                        entries,
-                        budget = self.rtt_budget,
-                        "answers by RTT would not fit the fast path's maps: the responder decides domains answered by RTT per query"
-                    );
-                    rtt_to_responder = true;
-                }
-            }
-        }
-    }
-
-    /// The spec of `config`: the last one while the configuration stays, else a new one (and
-    /// the cache, made for another configuration, is dropped).
-    fn spec(&mut self, config: &Config, shared: Option<&Arc<Config>>) -> Arc<Spec> {
-        match &self.spec {
-            Some(spec) if spec.is_of(config) => spec.clone(),
-            _ => {
-                let spec = Arc::new(match shared {
-                    Some(shared) => Spec::of_shared(shared.clone()),
-                    None => Spec::new(config),
-                });
-                self.spec = Some(spec.clone());
-                self.cache = None;
-                spec
-            }
-        }
-    }
-}
 
 /// The most map entries the answers by RTT are given: `RTT_CHOICE` pages (both parities) and
 /// (domain, outcome) answer sets together, `RTT_CHOICE`'s capacity. Beyond it (or with a
@@ -468,11 +278,14 @@ struct Job<'a> {
     /// (domain index, qtype), every domain but the per-query ones.
     entries: Vec<(usize, u16)>,
     decisions: usize,
+    rtt_rule_decisions: usize,
     rtt_to_responder: bool,
     rtt_budget: usize,
     /// By RTT row (1-based; index 0 unused): its RTTs changed since the cached compilation.
     /// Empty: none did.
     changed_rows: Vec<bool>,
+    /// Decide what it can by the RTT rule alone ([`crate::policy::RttFirst`]).
+    rtt_rule: bool,
 }
 
 impl<'a> Job<'a> {
@@ -512,9 +325,11 @@ impl<'a> Job<'a> {
             kinds,
             entries,
             decisions: 0,
+            rtt_rule_decisions: 0,
             rtt_to_responder,
             rtt_budget: RTT_ENTRY_BUDGET,
             changed_rows: Vec::new(),
+            rtt_rule: true,
         }
     }
 

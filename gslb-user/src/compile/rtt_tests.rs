@@ -189,3 +189,108 @@ fn an_rtt_change_keeps_the_partition_and_decides_only_its_row_again() {
     );
     assert_ne!(first.rtt_choices, next.rtt_choices, "the choices moved");
 }
+
+/// The RTT rule ([`crate::policy::RttFirst`]) compiles what the engine does: over rows with
+/// unmeasured sites, tolerances, answer modes, chains with the RTT method first and later, and
+/// services going down, a compiler that decides rows by the rule gives the snapshot of one
+/// that asks the engine for every decision (incrementally too, through an RTT change).
+#[test]
+fn the_rtt_rule_compiles_what_the_engine_does() {
+    let mut t = String::from(
+        "[server]\nlisten = [\"192.0.2.53\"]\n[[zone]]\nname = \"example.com\"\nns = [\"ns.example.net\"]\nsoa.rname = \"hostmaster.example.com\"\n\
+         [[location]]\nfrom = \"10.0.0.0\"\nto = \"10.0.127.255\"\nlocation = \"Europe.GB\"\n\
+         [[location]]\nfrom = \"10.0.128.0\"\nto = \"10.0.255.255\"\nlocation = \"NorthAmerica.US\"\n",
+    );
+    let locations = ["Europe.GB", "Europe.DE", "NorthAmerica.US", "Asia.JP"];
+    for (s, location) in locations.iter().enumerate() {
+        let _ = write!(t, "[[site]]\nname = \"s{s}\"\nip = \"192.0.2.{}\"\n", s + 1);
+        for k in 0..3 {
+            let ip = if k == 2 {
+                format!("2001:db8::{s}")
+            } else {
+                format!("198.18.{s}.{k}")
+            };
+            let _ = write!(
+                t,
+                "[[service]]\nname = \"v{s}-{k}\"\nip = \"{ip}\"\nsite = \"s{s}\"\nlocation = \"{location}\"\n"
+            );
+        }
+    }
+    let all: Vec<String> = (0..4)
+        .flat_map(|s| (0..3).map(move |k| format!("\"v{s}-{k}\"")))
+        .collect();
+    let domains = [
+        "method = \"rtt\"",
+        "method = \"rtt\"\ntolerance_ms = 20",
+        "method = \"rtt\"\nalternate = \"staticproximity\"\ntolerance_ms = 5",
+        "method = \"rtt\"\nalternate = \"roundrobin\"\nanswer = \"all\"\ntolerance_ms = 50",
+        "method = \"staticproximity\"\nalternate = \"rtt\"",
+        "method = \"rtt\"\nalternate = \"staticproximity\"\nfallback = \"globalavailability\"",
+    ];
+    for (d, method) in domains.iter().enumerate() {
+        let _ = write!(
+            t,
+            "[[gslb_domain]]\nname = \"d{d}.example.com\"\n{method}\nservices = [{}]\n",
+            all.join(", ")
+        );
+    }
+    let config = Config::parse(&t, Path::new("rule.toml")).unwrap();
+    let db = LocationDb::from_sources(&config.locations, Path::new("rule.toml")).unwrap();
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move |n: u64| {
+        x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        (x >> 33) % n
+    };
+    let mut rows: Vec<LdnsRtt> = (0..256)
+        .map(|r| LdnsRtt {
+            ldns: format!("10.0.{r}.0/24").parse().unwrap(),
+            // A fifth unmeasured; some rows measure no site, some only one.
+            rtt_us: (0..4)
+                .map(|_| (next(5) != 0).then(|| 1_000 + next(60) as u32 * 1_000))
+                .collect(),
+        })
+        .collect();
+    let index = |name: &str| config.services.iter().position(|s| s.name == name).unwrap();
+    let steps: [&[&str]; 4] = [
+        &[],
+        &["v0-0", "v1-1"],
+        &[
+            "v0-0", "v0-1", "v1-0", "v1-1", "v2-0", "v2-1", "v3-0", "v3-1",
+        ],
+        &["v2-0", "v3-1", "v1-2"],
+    ];
+    // Both keep their caches, so they number views alike.
+    let mut compiler = Compiler::default();
+    let mut engine_only = Compiler::engine_only();
+    let mut rule_decisions = 0;
+    for (i, down) in steps.iter().enumerate() {
+        if i == 3 {
+            for r in rows.iter_mut().step_by(7) {
+                r.rtt_us.rotate_left(1);
+            }
+        }
+        let mut services = vec![ServiceState::UP; config.services.len()];
+        for name in *down {
+            services[index(name)] = ServiceState::DOWN;
+        }
+        let inputs = Inputs {
+            locations: Some(&db),
+            services,
+            rtt: Arc::new(rows.clone()),
+            ..Inputs::default()
+        };
+        let by_rule = compiler.compile(&config, &inputs);
+        let mut by_engine = engine_only.compile(&config, &inputs);
+        assert_eq!(by_engine.stats.rtt_rule_decisions, 0);
+        assert!(!by_rule.stats.rtt_to_responder, "{:?}", by_rule.stats);
+        rule_decisions += by_rule.stats.rtt_rule_decisions;
+        // The snapshots alike, but for how many decisions each took.
+        by_engine.stats.decisions = by_rule.stats.decisions;
+        by_engine.stats.rtt_rule_decisions = by_rule.stats.rtt_rule_decisions;
+        assert_eq!(by_rule.domains, by_engine.domains, "step {i}: {down:?}");
+        assert_eq!(by_rule.rtt_choices, by_engine.rtt_choices, "step {i}");
+        assert_eq!(by_rule.stats, by_engine.stats, "step {i}");
+        assert!(by_rule == by_engine, "step {i}: {down:?}");
+    }
+    assert!(rule_decisions > 0, "the rule decided none");
+}

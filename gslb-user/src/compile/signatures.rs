@@ -17,7 +17,9 @@ use super::kinds::Kind;
 use crate::location::Location;
 use crate::location::db::LocationDb;
 use crate::policy::AnswerMode;
-use crate::policy::{Client, Decision, Fallback, Method, Pick, Query, ServiceState, State, Tier};
+use crate::policy::{
+    Client, Decision, Fallback, Method, Pick, Query, RttFirst, ServiceState, State, Tier,
+};
 
 /// Marks a projected key whose outcome holds for every place (the RTT method decided first,
 /// and no policy narrowed the pool).
@@ -362,6 +364,29 @@ impl Job<'_> {
         id
     }
 
+    /// The RTT rule of a signature decided for `representative`: when the RTT method decides
+    /// its rows whatever the place ([`crate::policy::Engine::rtt_first`]), a row's outcome is
+    /// which of its pool's sites are nearest, and [`RttRule`] takes it from the row's RTTs
+    /// without a whole decision (the engine's rule, the same result: its property test).
+    pub(super) fn rtt_rule(&self, representative: (usize, u16)) -> Option<RttRule> {
+        if !self.rtt_rule {
+            return None;
+        }
+        let engine = self.engine.clone()?;
+        let (d, qtype) = representative;
+        let state = State {
+            services: &self.inputs.services,
+            rtt: &[],
+            disabled_domains: &self.inputs.disabled_domains,
+        };
+        let rule = engine.rtt_first(d, qtype, &state)?;
+        Some(RttRule {
+            rule,
+            engine,
+            known: HashMap::new(),
+        })
+    }
+
     fn decide(
         &mut self,
         d: usize,
@@ -400,6 +425,34 @@ impl Job<'_> {
                 disabled_domains: &self.inputs.disabled_domains,
             },
         )
+    }
+}
+
+/// One RTT slot's rows decided by the RTT rule alone (see [`Job::rtt_rule`]).
+pub(super) struct RttRule {
+    rule: RttFirst,
+    engine: std::sync::Arc<crate::policy::Engine>,
+    /// The choice index of each set of chosen pool entries met so far (a slot has a few), so
+    /// a row costs the rule and one lookup.
+    known: HashMap<u64, Option<u8>>,
+}
+
+impl RttRule {
+    /// The choice index for the RTTs `rtt`, `index` numbering an outcome met for the first
+    /// time (`None` inside: past the slot's most outcomes). `None`: no site of the pool is
+    /// measured, the rest of the chain decides (ask [`Job::outcome`]).
+    // Two answers apart: no choice by the rule (ask the engine), or one past the limit.
+    #[allow(clippy::option_option)]
+    pub(super) fn choice(
+        &mut self,
+        outcomes: &mut Interner<Outcome>,
+        rtt: &[Option<u32>],
+        index: impl FnOnce(u32) -> Option<u8>,
+    ) -> Option<Option<u8>> {
+        let chosen = self.rule.chosen(rtt)?;
+        Some(*self.known.entry(chosen).or_insert_with(|| {
+            index(outcomes.id(Outcome::of(&self.rule.decision(&self.engine, chosen))))
+        }))
     }
 }
 

@@ -202,6 +202,7 @@ impl Job<'_> {
             rtt_choices: choice_pages,
             signatures: columns.signatures,
             decisions: self.decisions,
+            rtt_rule_decisions: self.rtt_rule_decisions,
             incremental,
             map_bytes: views_out.len()
                 * (size_of::<gslb_common::ViewKey>() + size_of::<ViewValue>() + MAP_OVERHEAD)

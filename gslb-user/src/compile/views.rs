@@ -10,11 +10,11 @@ use gslb_common::{DEFAULT_VIEW, ViewValue};
 use ipnet::IpNet;
 
 use super::choices::ChoiceCache;
-use super::classes::{ClassKey, ClientClasses};
+use super::classes::ClientClasses;
 use super::interner::Interner;
 use super::kinds::Kind;
 use super::partition::{Segments, V4_FIRST, V4_LAST, prefixes_of};
-use super::signatures::{CacheParts, ClientAt, Signature};
+use super::signatures::{CacheParts, ClientAt, RttRule, Signature};
 use super::{Answer, Job, OverBudget, ViewPrefixes};
 
 /// What fills one column of an answer vector.
@@ -120,7 +120,8 @@ impl Job<'_> {
         let classes = &partition.classes;
         let mut static_memo: HashMap<(usize, u32), u32> = HashMap::new();
         let mut view_vectors: Interner<Vec<u32>> = Interner::new();
-        let mut by_view_key: HashMap<ClassKey, u32> = HashMap::new();
+        // By the class's key without its row: its view vector, once made.
+        let mut by_view_key: Vec<u32> = vec![u32::MAX; partition.view_keys];
         let mut class_vectors: Vec<(u32, u32)> = Vec::with_capacity(classes.len());
         let slot_sigs: Vec<u32> = columns
             .rtt_columns
@@ -131,10 +132,15 @@ impl Job<'_> {
             })
             .collect();
         let keep = choices.begin(&slot_sigs, classes.len(), incremental);
+        // Slots whose rows the RTT method decides whatever the place: by its rule alone.
+        let mut rules: Vec<Option<RttRule>> = slot_sigs
+            .iter()
+            .map(|sig| self.rtt_rule(columns.representative[sig]))
+            .collect();
         let pages = slot_sigs.len().div_ceil(gslb_common::RTT_CHOICE_WIDTH);
         for (class, &(key, addr)) in classes.iter().enumerate() {
             let place = partition.place_ids[class];
-            let view_key = ClassKey { rtt: 0, ..key };
+            let view_key = partition.view_ids[class] as usize;
             let client = ClientAt::new(addr, self.inputs.locations);
             // Signature `sig`'s outcome for this class, with its RTT row or without.
             let outcome = |job: &mut Self, parts: &mut CacheParts<'_>, sig: u32, with_rtt: bool| {
@@ -150,9 +156,8 @@ impl Job<'_> {
                     with_rtt,
                 )
             };
-            let view_vector = match by_view_key.get(&view_key) {
-                Some(&v) => v,
-                None => {
+            let view_vector = match by_view_key[view_key] {
+                u32::MAX => {
                     let mut vector = Vec::with_capacity(columns.columns.len());
                     for &column in &columns.columns {
                         vector.push(match column {
@@ -166,9 +171,10 @@ impl Job<'_> {
                         });
                     }
                     let id = view_vectors.id(vector);
-                    by_view_key.insert(view_key, id);
+                    by_view_key[view_key] = id;
                     id
                 }
+                v => v,
             };
             let row_changed = self.changed_rows.get(key.rtt as usize) == Some(&true);
             let rtt_vector = if key.rtt == 0 || slot_sigs.is_empty() {
@@ -176,10 +182,24 @@ impl Job<'_> {
             } else if keep && !row_changed {
                 choices.by_class[class]
             } else {
+                let rtt = &self.inputs.rtt[key.rtt as usize - 1].rtt_us;
                 let mut vector = Vec::with_capacity(slot_sigs.len());
-                for &sig in &slot_sigs {
-                    let o = outcome(self, parts, sig, true);
-                    let Some(index) = choices.index(sig, o) else {
+                for (&sig, rule) in slot_sigs.iter().zip(&mut rules) {
+                    let by_rule = rule
+                        .as_mut()
+                        .and_then(|r| r.choice(parts.outcomes, rtt, |o| choices.index(sig, o)));
+                    let index = match by_rule {
+                        Some(index) => {
+                            self.decisions += 1;
+                            self.rtt_rule_decisions += 1;
+                            index
+                        }
+                        None => {
+                            let o = outcome(self, parts, sig, true);
+                            choices.index(sig, o)
+                        }
+                    };
+                    let Some(index) = index else {
                         return Err(OverBudget {
                             ldns_views: choices.vectors.len() - 1,
                             entries: usize::MAX,
@@ -399,34 +419,74 @@ fn number_stable(
     next_view: &mut u32,
     next_rtt_view: &mut u32,
 ) -> (Vec<(u32, u32)>, usize, usize) {
-    // Per dimension, by previous number: its parts (vector, segments, new number). Lists,
-    // not a hash map: a hundred thousand LDNS views each have one part or two.
-    let mut parts: Vec<Vec<Part>> = vec![Vec::new(); *next_view as usize];
-    let mut rtt_parts: Vec<Vec<Part>> = vec![Vec::new(); *next_rtt_view as usize];
-    for (c, (&(v, r), &(pv, pr))) in class_vectors.iter().zip(previous).enumerate() {
-        let n = class_segments[c] as usize;
-        add(&mut parts, pv, v, n);
-        add(&mut rtt_parts, pr, r, n);
-    }
-    assign(&mut parts, next_view, false);
-    assign(&mut rtt_parts, next_rtt_view, true);
-    let number = |parts: &[Vec<Part>], prev: u32, vector: u32| {
-        parts[prev as usize]
-            .iter()
-            .find(|p| p.vector == vector)
-            .expect("every class's part was counted")
-            .number
-    };
-    let class_views: Vec<(u32, u32)> = class_vectors
-        .iter()
-        .zip(previous)
-        .map(|(&(v, r), &(pv, pr))| (number(&parts, pv, v), number(&rtt_parts, pr, r)))
-        .collect();
+    let views = renumber(
+        class_segments,
+        class_vectors.iter().map(|v| v.0),
+        previous.iter().map(|p| p.0),
+        next_view,
+        false,
+    );
+    let rtt_views = renumber(
+        class_segments,
+        class_vectors.iter().map(|v| v.1),
+        previous.iter().map(|p| p.1),
+        next_rtt_view,
+        true,
+    );
     (
-        class_views,
+        views.into_iter().zip(rtt_views).collect(),
         *next_view as usize,
         (*next_rtt_view - 1) as usize,
     )
+}
+
+/// One dimension of [`number_stable`]: each class's new number from its vector and previous
+/// number. Most previous numbers keep one vector (a health change splits a few views, an RTT
+/// change a few LDNS views), so only those whose classes now differ are split into parts.
+fn renumber(
+    class_segments: &[u32],
+    vectors: impl Iterator<Item = u32> + Clone,
+    previous: impl Iterator<Item = u32> + Clone,
+    next: &mut u32,
+    keep_zero_only_for_zero: bool,
+) -> Vec<u32> {
+    // By previous number: the vector of its first class, and whether another class of it has
+    // another vector (or, for LDNS views, number 0 is given a vector other than 0).
+    let mut first = vec![u32::MAX; *next as usize];
+    let mut split = vec![false; *next as usize];
+    for (v, p) in vectors.clone().zip(previous.clone()) {
+        let p = p as usize;
+        if p >= first.len() {
+            first.resize(p + 1, u32::MAX);
+            split.resize(p + 1, false);
+        }
+        if first[p] == u32::MAX {
+            first[p] = v;
+        }
+        split[p] |= first[p] != v || (keep_zero_only_for_zero && p == 0 && v != 0);
+    }
+    // Per split previous number: its parts (vector, segments, new number).
+    let mut parts: Vec<Vec<Part>> = vec![Vec::new(); split.len()];
+    for (c, (v, p)) in vectors.clone().zip(previous.clone()).enumerate() {
+        if split[p as usize] {
+            add(&mut parts, p, v, class_segments[c] as usize);
+        }
+    }
+    assign(&mut parts, next, keep_zero_only_for_zero);
+    vectors
+        .zip(previous)
+        .map(|(v, p)| {
+            if split[p as usize] {
+                parts[p as usize]
+                    .iter()
+                    .find(|part| part.vector == v)
+                    .expect("every class's part was counted")
+                    .number
+            } else {
+                p
+            }
+        })
+        .collect()
 }
 
 /// The classes of one previous number that now have one vector.

@@ -28,6 +28,7 @@
 mod decision;
 pub mod expr;
 mod pick;
+mod rtt;
 mod spec;
 pub mod topology;
 
@@ -41,6 +42,8 @@ pub use self::decision::{
 };
 pub use self::expr::{Expr, ExprError, ExprErrorKind, Request};
 pub use self::pick::stable_hash;
+use self::rtt::RTT_PICK;
+pub use self::rtt::RttFirst;
 pub use self::spec::{
     Action, AnswerMode, DomainSpec, DownResponse, Fallback, Method, Persistence, Policy,
     PolicyError, ServiceId, ServiceSpec, SourceMask, Spec,
@@ -429,57 +432,13 @@ impl Engine {
         }
         let domain = &self.domains[index];
         let spec = &domain.spec;
-        let family = query_family(query.qtype);
-        let service_state = |s: usize| state.services.get(s).copied().unwrap_or_default();
-        let available =
-            |slot: &Slot| service_state(slot.service).up && family.is_none_or(|v6| slot.v6 == v6);
-        // The client's view's list when one of its services can answer, else the domain's own
-        // (as a round-robin domain's view falls back to the default view).
-        let list = domain
-            .lists
-            .iter()
-            .find(|(view, _)| client.view != 0 && *view == client.view)
-            .map(|(_, positions)| positions.clone())
-            .filter(|positions| domain.slots[positions.clone()].iter().any(available))
-            .unwrap_or(0..spec.services.len());
-
-        let mut pool = Bits::new(domain.members.len());
-        let mut overloaded = false;
-        for pos in list {
-            let slot = &domain.slots[pos];
-            if !available(slot) {
-                continue;
-            }
-            let st = service_state(slot.service);
-            let full = st.connections >= slot.max_connections
-                || st.bandwidth.kbps() >= slot.max_bandwidth_kbps;
-            if !full {
-                pool.set(pos);
-            } else if overload {
-                overloaded = true;
-                pool.set(pos);
-            }
-        }
+        let (mut pool, overloaded) = self.pool(index, query.qtype, client.view, state, overload);
         if pool.is_empty() {
             return None;
         }
-        let decision =
-            |pool: &Bits, pick: Pick, tier: Tier, policy: Option<(usize, Preference)>| {
-                let positions: Vec<usize> = pool.iter().collect();
-                let candidates: Vec<usize> =
-                    positions.iter().map(|&pos| domain.members[pos]).collect();
-                let pick = self.finish_pick(spec, &candidates, pick);
-                Decision {
-                    domain: index,
-                    candidates,
-                    positions,
-                    pick,
-                    tier,
-                    policy,
-                    overloaded,
-                    fallback: None,
-                }
-            };
+        let decision = |pool: &Bits, pick: Pick, tier: Tier, policy| {
+            self.decision(index, pool, pick, tier, policy, overloaded)
+        };
 
         if let Some(id) = client.sticky
             && let Some(pos) = pool.iter().find(|&pos| self.ids[domain.members[pos]] == id)
@@ -537,6 +496,78 @@ impl Engine {
             }
         }
         Some(decision(&pool, Pick::Rotate, Tier::Exhausted, policy))
+    }
+
+    /// The pool of domain `index` for a query of `qtype` from a client in static view `view`:
+    /// the positions of the view's list when one of its services can answer, else of the
+    /// domain's own (as a round-robin domain's view falls back to the default view), that are
+    /// UP, of the family and under their limits, or (`overload`) over them too; and whether
+    /// any of them is over its limits.
+    fn pool(
+        &self,
+        index: usize,
+        qtype: u16,
+        view: u32,
+        state: &State<'_>,
+        overload: bool,
+    ) -> (Bits, bool) {
+        let domain = &self.domains[index];
+        let family = query_family(qtype);
+        let service_state = |s: usize| state.services.get(s).copied().unwrap_or_default();
+        let available =
+            |slot: &Slot| service_state(slot.service).up && family.is_none_or(|v6| slot.v6 == v6);
+        let list = domain
+            .lists
+            .iter()
+            .find(|(v, _)| view != 0 && *v == view)
+            .map(|(_, positions)| positions.clone())
+            .filter(|positions| domain.slots[positions.clone()].iter().any(available))
+            .unwrap_or(0..domain.spec.services.len());
+
+        let mut pool = Bits::new(domain.members.len());
+        let mut overloaded = false;
+        for pos in list {
+            let slot = &domain.slots[pos];
+            if !available(slot) {
+                continue;
+            }
+            let st = service_state(slot.service);
+            let full = st.connections >= slot.max_connections
+                || st.bandwidth.kbps() >= slot.max_bandwidth_kbps;
+            if !full {
+                pool.set(pos);
+            } else if overload {
+                overloaded = true;
+                pool.set(pos);
+            }
+        }
+        (pool, overloaded)
+    }
+
+    /// The decision of domain `index` for the positions `chosen`.
+    fn decision(
+        &self,
+        index: usize,
+        chosen: &Bits,
+        pick: Pick,
+        tier: Tier,
+        policy: Option<(usize, Preference)>,
+        overloaded: bool,
+    ) -> Decision {
+        let domain = &self.domains[index];
+        let positions: Vec<usize> = chosen.iter().collect();
+        let candidates: Vec<usize> = positions.iter().map(|&pos| domain.members[pos]).collect();
+        let pick = self.finish_pick(&domain.spec, &candidates, pick);
+        Decision {
+            domain: index,
+            candidates,
+            positions,
+            pick,
+            tier,
+            policy,
+            overloaded,
+            fallback: None,
+        }
     }
 
     /// Applies the domain's answer mode to a method's pick. Persistence changes nothing here: a
@@ -624,16 +655,12 @@ impl Engine {
             }
             Method::Rtt => {
                 let rtt = |pos: usize| state.rtt.get(site(pos)).copied().flatten();
-                let lowest = pool.iter().filter_map(rtt).min()?;
-                let limit = lowest.saturating_add(spec.tolerance_us);
+                let limit = rtt::limit(pool.iter().map(rtt), spec.tolerance_us)?;
                 let mut chosen = Bits::new(domain.members.len());
-                for pos in pool
-                    .iter()
-                    .filter(|&pos| rtt(pos).is_some_and(|r| r <= limit))
-                {
+                for pos in pool.iter().filter(|&pos| rtt::within(rtt(pos), limit)) {
                     chosen.set(pos);
                 }
-                Some((chosen, Pick::Rotate))
+                Some((chosen, RTT_PICK))
             }
             Method::Topology => {
                 let sites = pool.iter().map(site).max()? + 1;

@@ -1164,6 +1164,7 @@ struct World {
     policy: Option<Vec<usize>>,
     mode: WildcardMode,
     qtype: u16,
+    tolerance_us: u32,
 }
 
 fn world() -> impl Strategy<Value = World> {
@@ -1191,6 +1192,7 @@ fn world() -> impl Strategy<Value = World> {
             WildcardMode::Expression,
         ]),
         proptest::sample::select(vec![A, AAAA, 255]),
+        proptest::sample::select(vec![0, 1, 10_000, 150_000]),
     )
         .prop_map(
             |(
@@ -1204,6 +1206,7 @@ fn world() -> impl Strategy<Value = World> {
                 policy,
                 mode,
                 qtype,
+                tolerance_us,
             )| World {
                 services,
                 chain,
@@ -1215,6 +1218,7 @@ fn world() -> impl Strategy<Value = World> {
                 policy,
                 mode,
                 qtype,
+                tolerance_us,
             },
         )
 }
@@ -1243,7 +1247,7 @@ impl World {
         lab = lab
             .domain("d", &names, |d| {
                 d.chain = self.chain.clone();
-                d.tolerance_us = 10_000;
+                d.tolerance_us = self.tolerance_us;
                 d.sourceip_mask = SourceMask { v4: 24, v6: 64 };
                 d.persistence = self.persistence.then_some(Persistence {
                     mask: SourceMask { v4: 16, v6: 48 },
@@ -1338,6 +1342,40 @@ proptest! {
         for turn in 0..3 {
             for s in e.select(&d, IpAddr::V4(w.client.into()), turn) {
                 prop_assert!(d.candidates.contains(&s));
+            }
+        }
+    }
+
+    /// The compiler's per-row RTT evaluation ([`RttFirst`], made once per state and applied
+    /// to every row) takes the engine's decision for every row it answers, and answers every
+    /// row the engine decides by the RTT method first without a policy and with room.
+    #[test]
+    fn rtt_first_decides_as_the_engine(
+        mut w in world(),
+        rtt_first in any::<bool>(),
+        rows in proptest::collection::vec(
+            proptest::collection::vec(proptest::option::of(1..300_000u32), 0..4),
+            1..6,
+        ),
+    ) {
+        if rtt_first {
+            w.chain[0] = Method::Rtt;
+        }
+        let order: Vec<usize> = (0..w.services.len()).collect();
+        let e = w.engine(&order, &order);
+        let (_, states) = w.decide(&e);
+        let state = State { services: &states, rtt: &[], disabled_domains: &[] };
+        let fast = e.rtt_first(0, w.qtype, &state);
+        for row in rows {
+            w.rtt = row;
+            let (d, _) = w.decide(&e);
+            match fast.as_ref().and_then(|f| f.chosen(&w.rtt).map(|c| f.decision(&e, c))) {
+                Some(f) => prop_assert_eq!(f, d),
+                // Every service over its limits: the overload pass decides (the rule declines).
+                None => prop_assert!(
+                    w.policy.is_some() || d.overloaded || d.tier != method(0, Method::Rtt),
+                    "the engine decided by RTT: {:?}", d
+                ),
             }
         }
     }
