@@ -61,17 +61,23 @@ impl Peer {
     /// worker per CPU, as gslbd has one socket per core. NSD gets `minimal-responses` (no NS
     /// and glue beside an answer, the answers gslbd and Knot give) and no response rate
     /// limiting (Debian builds it in, at 200 answers a second per /24: dnsperf's one source
-    /// would be slipped and dropped). Returns `sh` (a shell placed where
-    /// the peer is to run, e.g. in a namespace) set to run it in the foreground as root,
-    /// saying `ready` first: neither daemon signals readiness, see [`wait_for_answers`].
+    /// would be slipped and dropped). With `xdp` (an interface), Knot also answers over
+    /// AF_XDP on port 53 of it (`xdp: listen`; NSD has no such mode). Returns `sh` (a shell
+    /// placed where the peer is to run, e.g. in a namespace) set to run it in the foreground
+    /// as root, saying `ready` first: neither daemon signals readiness, see
+    /// [`wait_for_answers`].
     pub(crate) fn command(
         self,
         config: &Config,
         dir: &Path,
         listen: &[IpAddr],
+        xdp: Option<&str>,
         mut sh: Command,
     ) -> Result<Command, String> {
         let binary = self.binary()?;
+        if let (Peer::Nsd, Some(_)) = (self, xdp) {
+            return Err("NSD has no XDP mode".to_owned());
+        }
         std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
         let zones = write_zones(config, dir);
         let workers = std::thread::available_parallelism().map_or(1, usize::from);

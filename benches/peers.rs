@@ -310,13 +310,13 @@ fn check(lab: &Lab, snapshot: &Snapshot, place: Place, server: Server) {
 /// The `bench` lines: per (place, workload, server) the median qps, the lost queries and the
 /// CPU per query (all rounds' ticks over all their queries), then the responder's ratios to
 /// the peers. Servers are told apart by name (their pids are in `servers`, not the consts).
-fn report(runs: &[Run], servers: &[Server], workloads: &[&str], tick_s: f64) {
-    let of = |place: Place, workload: &str, server: Server| {
+fn report(runs: &[Run], servers: &[Server], workloads: &[&'static str], tick_s: f64) {
+    let of = |place: Place, workload: &'static str, server: Server| {
         runs.iter().filter(move |r| {
             r.place == place && r.workload == workload && r.server.name == server.name
         })
     };
-    let median = |place: Place, workload: &str, server: Server| {
+    let median = |place: Place, workload: &'static str, server: Server| {
         let mut qps: Vec<f64> = of(place, workload, server).map(|r| r.qps).collect();
         qps.sort_by(f64::total_cmp);
         qps[qps.len() / 2]
