@@ -11,11 +11,9 @@ use std::{
     time::Duration,
 };
 
-use std::os::fd::AsRawFd;
-
 use ahash::AHashMap;
 use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt, Interest},
+    io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream, UdpSocket},
     time::Instant,
 };
@@ -23,14 +21,11 @@ use tracing::{debug, warn};
 
 mod batch;
 mod conns;
+mod udp;
 
-use self::batch::Batch;
 use self::conns::{Conns, Phase, Ticket};
 use crate::probe::LdnsRecorder;
-use crate::responder::{
-    Responder, Transport,
-    rrl::{self, Verdict},
-};
+use crate::responder::{Responder, Transport};
 
 /// How long a loop waits before it records a source again: the prober needs to know that a
 /// resolver still queries (its entries live for minutes), not every query, and the recorder's
@@ -127,7 +122,7 @@ impl Default for TcpLimits {
     }
 }
 
-/// Serves DNS over UDP on `socket` until `shutdown`.
+/// Serves DNS over UDP on `socket` until `shutdown`, on a thread of its own (`server::udp`).
 pub async fn run_udp(
     socket: UdpSocket,
     responder: Arc<Responder>,
@@ -143,64 +138,7 @@ pub async fn run_udp_recording(
     recorder: Option<LdnsRecorder>,
     shutdown: impl Future<Output = ()>,
 ) {
-    let mut sources = Sources::new(recorder);
-    let mut batch = Batch::new();
-    let fd = socket.as_raw_fd();
-    tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            () = &mut shutdown => return,
-            r = socket.readable() => if let Err(error) = r {
-                debug!(%error, "udp readiness");
-                continue;
-            },
-        }
-        let n = match socket.try_io(Interest::READABLE, || batch.receive(fd)) {
-            Ok(n) => n,
-            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => continue,
-            Err(error) => {
-                // ICMP errors of earlier sends surface here on some kernels; keep serving.
-                debug!(%error, "udp receive");
-                continue;
-            }
-        };
-        // One clock reading for the batch (its datagrams arrived together): the RRL's and the
-        // recorder's.
-        let (now, now_ns) = (Instant::now(), rrl::now_ns());
-        for i in 0..n {
-            let (request, peer, reply) = batch.slot(i);
-            let Some(peer) = peer else { continue };
-            if !responder.respond_into(request, peer, Transport::Udp, reply) {
-                continue;
-            }
-            // Response rate limiting (`[rrl]`): over the limit, nothing, or every slip-th one
-            // truncated so that a real client retries over TCP. TCP is never limited.
-            match responder.rrl().verdict(peer, now_ns) {
-                Verdict::Send => sources.answered(peer, reply, now),
-                Verdict::Drop => continue,
-                Verdict::Slip => match rrl::truncated(reply) {
-                    Some(tc) => *reply = tc,
-                    None => continue,
-                },
-            }
-            batch.queue(i);
-        }
-        while batch.pending() {
-            match socket.try_io(Interest::WRITABLE, || batch.send(fd)) {
-                Ok(_) => {}
-                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
-                    tokio::select! {
-                        () = &mut shutdown => return,
-                        r = socket.writable() => if let Err(error) = r {
-                            debug!(%error, "udp readiness");
-                        },
-                    }
-                }
-                // That answer is dropped (`Batch::send`); the others still go.
-                Err(error) => debug!(%error, "udp send"),
-            }
-        }
-    }
+    udp::serve(socket, responder, Sources::new(recorder), shutdown).await;
 }
 
 /// Serves DNS over TCP on `listener` until `shutdown`: several queries per connection, each
