@@ -363,7 +363,11 @@ pub(crate) fn tree_ticks(pid: u32) -> u64 {
     // (pid, parent, utime + stime) of every process.
     let mut procs = Vec::new();
     for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        let Some(p) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+        let Some(p) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
             continue;
         };
         // A process may end between the listing and the read.

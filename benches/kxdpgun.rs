@@ -59,11 +59,7 @@ fn main() {
     };
     let dir = TempDir::new("kxdpgun");
     let config_path = dir.0.join("gslb.toml");
-    std::fs::write(
-        &config_path,
-        gslbd_config(&dir.0, &[IpAddr::V4(SERVER_V4)]),
-    )
-    .unwrap();
+    std::fs::write(&config_path, gslbd_config(&dir.0, &[IpAddr::V4(SERVER_V4)])).unwrap();
     let config = Config::load(&config_path).expect("the bench configuration");
     let questions = questions();
     let queries = query_file(&dir.0, "queries", &questions, questions.len(), 0);

@@ -189,7 +189,8 @@ fn main() {
                         .map(|(after, before)| after - before)
                         .collect();
                     // /proc/stat's idle and iowait over all its ticks.
-                    let idle = (machine[3] + machine[4]) as f64 / machine.iter().sum::<u64>() as f64;
+                    let idle =
+                        (machine[3] + machine[4]) as f64 / machine.iter().sum::<u64>() as f64;
                     let seconds: f64 = SECONDS.parse().unwrap();
                     println!(
                         "# round {} {} {workload} {}: {:.0} qps, {} lost, {:.0} us average, \
