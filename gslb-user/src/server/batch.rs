@@ -3,7 +3,7 @@
 //! allocation per query). Under load a socket holds many queries at once, and one system call
 //! per datagram each way was a large part of what a query cost (issue 15's loopback profile:
 //! sendto, recvfrom and epoll_wait held 62% of gslbd's samples). Both calls are non-blocking;
-//! the loop waits on tokio's readiness.
+//! the loop waits in `poll(2)` (`server::udp`).
 
 use std::{
     io,
@@ -105,7 +105,7 @@ impl Batch {
         self.queued.clear();
         self.sent = 0;
         // The kernel wrote the lengths of the last sources over the room there is.
-        for h in self.recv_hdrs.iter_mut() {
+        for h in &mut self.recv_hdrs {
             h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
         }
         // SAFETY: every header points at its slot, source and iovec, which live as long as

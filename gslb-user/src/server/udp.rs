@@ -148,7 +148,7 @@ fn wait(fd: RawFd, events: libc::c_short) {
         revents: 0,
     };
     // SAFETY: one valid pollfd for the duration of the call.
-    let r = unsafe { libc::poll(&mut pollfd, 1, STOP_CHECK.as_millis() as libc::c_int) };
+    let r = unsafe { libc::poll(&raw mut pollfd, 1, STOP_CHECK.as_millis() as libc::c_int) };
     if r < 0 {
         let error = io::Error::last_os_error();
         if error.kind() != io::ErrorKind::Interrupted {
