@@ -1,7 +1,8 @@
-//! Shared by the dnsperf benches (each includes it with `mod dns_peers;`); not a bench itself:
-//! a gslb configuration's zones as zone files with its GSLB names as static records, NSD and
-//! Knot DNS serving them from directories of their own, dnsperf query files, and dnsperf's
-//! figures.
+//! Shared by the dnsperf and kxdpgun benches (each includes it with `mod dns_peers;`); not a
+//! bench itself: the benches' generated gslbd configuration ([`gslbd_config`], [`DOMAINS`]
+//! GSLB domains) and its questions, a gslb configuration's zones as zone files with its GSLB
+//! names as static records, NSD and Knot DNS serving them from directories of their own,
+//! dnsperf query files, dnsperf's figures, and the CPU time of a server's processes.
 
 use std::{
     fmt::Write as _,
@@ -11,7 +12,7 @@ use std::{
     time::Duration,
 };
 
-use gslb_tests::run;
+use gslb_tests::{SERVER_V4, run};
 use gslb_user::{
     compile::Snapshot,
     config::{Config, RecordData},
@@ -60,17 +61,23 @@ impl Peer {
     /// worker per CPU, as gslbd has one socket per core. NSD gets `minimal-responses` (no NS
     /// and glue beside an answer, the answers gslbd and Knot give) and no response rate
     /// limiting (Debian builds it in, at 200 answers a second per /24: dnsperf's one source
-    /// would be slipped and dropped). Returns `sh` (a shell placed where
-    /// the peer is to run, e.g. in a namespace) set to run it in the foreground as root,
-    /// saying `ready` first: neither daemon signals readiness, see [`wait_for_answers`].
+    /// would be slipped and dropped). With `xdp` (an interface), Knot also answers over
+    /// AF_XDP on port 53 of it (`xdp: listen`; NSD has no such mode). Returns `sh` (a shell
+    /// placed where the peer is to run, e.g. in a namespace) set to run it in the foreground
+    /// as root, saying `ready` first: neither daemon signals readiness, see
+    /// [`wait_for_answers`].
     pub(crate) fn command(
         self,
         config: &Config,
         dir: &Path,
         listen: &[IpAddr],
+        xdp: Option<&str>,
         mut sh: Command,
     ) -> Result<Command, String> {
         let binary = self.binary()?;
+        if let (Peer::Nsd, Some(_)) = (self, xdp) {
+            return Err("NSD has no XDP mode".to_owned());
+        }
         std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
         let zones = write_zones(config, dir);
         let workers = std::thread::available_parallelism().map_or(1, usize::from);
@@ -105,9 +112,10 @@ impl Peer {
                     .map(|a| format!("{a}@53"))
                     .collect::<Vec<_>>()
                     .join(", ");
+                let xdp = xdp.map_or(String::new(), |i| format!("xdp:\n  listen: [ {i}@53 ]\n"));
                 let mut conf = format!(
                     "server:\n  rundir: \"{d}\"\n  user: root:root\n  listen: [ {listen} ]\n  \
-                     udp-workers: {workers}\n\
+                     udp-workers: {workers}\n{xdp}\
                      log:\n  - target: stderr\n    any: warning\n\
                      database:\n  storage: \"{d}\"\ntemplate:\n  - id: default\n    \
                      storage: \"{d}\"\nzone:\n"
@@ -226,6 +234,7 @@ pub(crate) fn query_file(
 
 /// What dnsperf reports at the end of a run.
 pub(crate) struct Figures {
+    pub(crate) completed: u64,
     pub(crate) qps: f64,
     pub(crate) lost: u64,
     pub(crate) latency_s: f64,
@@ -249,6 +258,9 @@ pub(crate) fn dnsperf(cmd: &mut Command) -> Figures {
             .unwrap_or_else(|e| panic!("dnsperf's {label:?} {v:?}: {e}"))
     };
     Figures {
+        completed: field("Queries completed:")
+            .parse()
+            .unwrap_or_else(|e| panic!("dnsperf's completed count: {e}\n{text}")),
         qps: number("Queries per second:"),
         lost: field("Queries lost:")
             .parse()
@@ -269,4 +281,134 @@ pub(crate) fn wait_for_answers(what: &str, dig: impl Fn() -> String) {
         std::thread::sleep(Duration::from_millis(100));
     }
     panic!("{what} never answered (its log is on stderr above); the last reply:\n{last}");
+}
+
+/// GSLB domains of [`gslbd_config`]: `g{i}.example.com`.
+pub(crate) const DOMAINS: usize = 1000;
+
+/// The benches' gslbd configuration, serving on `listen`: one zone, 8 IPv4 and 8 IPv6
+/// services, and [`DOMAINS`] domains `g{i}.example.com` with two services of each family;
+/// even ones rotate (one address per answer), odd ones answer all (two), so that answers of
+/// both sizes are measured. Its admin state file is in `dir`, not the system's.
+pub(crate) fn gslbd_config(dir: &Path, listen: &[IpAddr]) -> String {
+    let listen = listen
+        .iter()
+        .map(|a| format!("\"{a}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut text = format!(
+        r#"
+[server]
+listen = [{listen}]
+state_file = "{}"
+
+[[zone]]
+name = "example.com"
+ttl = 3600
+ns = ["ns1.example.com"]
+  [zone.soa]
+  rname = "hostmaster.example.com"
+  serial = 1
+  [[zone.record]]
+  name = "ns1"
+  type = "A"
+  value = "{SERVER_V4}"
+
+[[site]]
+name = "dc"
+ip = "198.51.100.1"
+"#,
+        dir.join("admin-state").display()
+    );
+    for k in 0..8 {
+        write!(
+            text,
+            "\n[[service]]\nname = \"v4-{k}\"\nip = \"198.51.100.{}\"\nsite = \"dc\"\n\
+             \n[[service]]\nname = \"v6-{k}\"\nip = \"2001:db8:100::{:x}\"\nsite = \"dc\"\n",
+            10 + k,
+            0x10 + k
+        )
+        .unwrap();
+    }
+    for i in 0..DOMAINS {
+        let (a, b) = (i % 8, (i + 1) % 8);
+        let answer = if i % 2 == 0 { "rotate" } else { "all" };
+        write!(
+            text,
+            "\n[[gslb_domain]]\nname = \"g{i}.example.com\"\nttl = 30\nanswer = \"{answer}\"\n\
+             services = [\"v4-{a}\", \"v4-{b}\", \"v6-{a}\", \"v6-{b}\"]\n"
+        )
+        .unwrap();
+    }
+    text
+}
+
+/// The questions of [`gslbd_config`]'s names, A and AAAA of each ("name TYPE", dnsperf's and
+/// kxdpgun's query file lines).
+pub(crate) fn questions() -> Vec<String> {
+    (0..DOMAINS)
+        .flat_map(|i| {
+            [
+                format!("g{i}.example.com A"),
+                format!("g{i}.example.com AAAA"),
+            ]
+        })
+        .collect()
+}
+
+/// The user and system time so far of process `pid` and of every process descended from it
+/// (NSD answers in forked children; Knot and gslbd in threads, which the process's own line
+/// sums), in clock ticks. Children that already exited are not counted.
+pub(crate) fn tree_ticks(pid: u32) -> u64 {
+    // (pid, parent, utime + stime) of every process.
+    let mut procs = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Some(p) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        // A process may end between the listing and the read.
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // After the command's parenthesised name: state is field 3, the parent 4, utime and
+        // stime 14 and 15.
+        let rest = &stat[stat.rfind(')').expect("a stat line") + 2..];
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let number = |i: usize| f[i].parse::<u64>().expect("a number in /proc/PID/stat");
+        procs.push((p, number(1) as u32, number(11) + number(12)));
+    }
+    let mut tree = vec![pid];
+    let mut ticks = 0;
+    let mut i = 0;
+    while i < tree.len() {
+        for &(p, parent, t) in &procs {
+            if p == tree[i] {
+                ticks += t;
+            } else if parent == tree[i] {
+                tree.push(p);
+            }
+        }
+        i += 1;
+    }
+    ticks
+}
+
+/// The `cpu` line of /proc/stat: the whole machine's time so far in clock ticks, by kind
+/// (user nice system idle iowait irq softirq steal ...).
+pub(crate) fn machine_ticks() -> Vec<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
+    let line = stat.lines().next().expect("the cpu line");
+    line.split_whitespace()
+        .skip(1)
+        .map(|v| v.parse().expect("a tick count"))
+        .collect()
+}
+
+pub(crate) fn clock_ticks_per_second() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_CLK_TCK) as f64 }
 }

@@ -6,7 +6,8 @@
 
 #[expect(
     dead_code,
-    reason = "this bench measures Knot only, benches/peers.rs NSD too"
+    reason = "this bench measures Knot only on the demo's configuration, benches/peers.rs NSD \
+              too on its own"
 )]
 mod dns_peers;
 
@@ -58,9 +59,12 @@ fn main() {
     let pin_path = format!("/sys/fs/bpf/{}", lab.server_ns);
     let gslbd = |flags: &[&str]| {
         let mut cmd = lab.nsenter(&lab.server_ns, env!("CARGO_BIN_EXE_gslbd").as_ref());
+        // Its control socket in the run's directory, not the system's /run/gslbd.sock.
         cmd.env("RUST_LOG", "warn")
             .arg("--config")
             .arg(&config)
+            .arg("--control")
+            .arg(dir.join("gslbd.sock"))
             .args(flags);
         cmd
     };
@@ -83,6 +87,7 @@ fn main() {
         &demo,
         &dir.join("knot"),
         &[IpAddr::V4(SERVER_V4)],
+        None,
         lab.exec(&lab.server_ns, "sh"),
     ) {
         Ok(knotd) => servers.push(("knot", knotd)),

@@ -1,28 +1,39 @@
 //! `cargo xtask bench kxdpgun`: the XDP servers under kxdpgun (Knot's AF_XDP generator, package
 //! knot-dnsutils), from the lab's client namespace over its one veth pair: gslbd with its fast
-//! path attached (native mode), Knot in XDP mode (knotd, `xdp: listen` on the server's
-//! interface) with the same names as static records, and the floor program (`gslb_floor`: the
-//! parse and turn-around of the fast path without a lookup) attached alone. The query file is
-//! 1,000 names x A/AAAA; each server is driven at 200k queries/s and at the generator's maximum,
+//! path attached (native mode) on the benches' configuration (`dns_peers::gslbd_config`: 1,000
+//! GSLB domains, answers of one or two addresses), Knot in XDP mode (`dns_peers::Peer::Knot`
+//! with `xdp: listen` on the server's interface) with the same names as static records, and
+//! the floor program (`gslb_floor`: the parse and turn-around of the fast path without a
+//! lookup) attached alone. The query file is A and AAAA of every domain; each server is driven at 200k queries/s and at the generator's maximum,
 //! `SECONDS` each (kxdpgun's `-t`, and the run is killed past twice that).
 //!
 //! Per run: replies/s, % of the queries answered, and the CPU per answer: `_cpu`, the system,
 //! IRQ and softirq ticks of the whole machine (/proc/stat) over the run, over the replies. That
 //! is all the kernel work of both ends (the generator's sends, both veth ends, the XDP program
 //! or Knot's AF_XDP path), not the server's alone, and, on a shared machine, whatever else ran.
-//! A server process's own user and system time (/proc/PID/stat: knotd answers in user space;
-//! gslbd's controller idles) is given apart as `_process_cpu`; its system time is in both.
+//! A server's own user and system time (its processes', /proc/PID/stat: knotd answers in user
+//! space; gslbd's controller idles) is given apart as `_process_cpu`; its system time is in both.
 //!
 //! kxdpgun puts its own XDP program on the client end, which receives the servers' native
 //! XDP_TX frames there; no pass program is attached.
 
+#[expect(
+    dead_code,
+    reason = "this bench drives kxdpgun, not dnsperf, and measures Knot only"
+)]
+mod dns_peers;
+
 use std::{
-    fmt::Write as _,
+    net::IpAddr,
     path::Path,
     process::{Command, Output, Stdio},
     time::{Duration, Instant},
 };
 
+use dns_peers::{
+    DOMAINS, Peer, clock_ticks_per_second, gslbd_config, machine_ticks, query_file, questions,
+    tree_ticks,
+};
 use gslb_tests::{CLIENT_IF, Lab, SERVER_IF, SERVER_V4, TempDir, privileged, run, skip};
 use gslb_user::{
     compile::Snapshot,
@@ -30,33 +41,28 @@ use gslb_user::{
     dataplane::Dataplane,
 };
 
-const NAMES: usize = 1000;
 const SECONDS: u64 = 5;
 /// kxdpgun's `-Q` for its maximum: more than one core can send.
 const UNBOUNDED_QPS: u64 = 100_000_000;
 const RATES: [(&str, u64); 2] = [("200k", 200_000), ("max", UNBOUNDED_QPS)];
-const V4_ANSWER: &str = "198.51.100.10";
-const V6_ANSWER: &str = "2001:db8:100::10";
-const TTL: u32 = 30;
 
 fn main() {
     if !privileged("bench kxdpgun") {
         return;
     }
-    let Some(kxdpgun) = installed(&["/usr/sbin/kxdpgun", "/usr/bin/kxdpgun"]) else {
+    let Some(kxdpgun) = ["/usr/sbin/kxdpgun", "/usr/bin/kxdpgun"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+    else {
         skip("bench kxdpgun: kxdpgun is not installed (package knot-dnsutils)");
         return;
     };
     let dir = TempDir::new("kxdpgun");
     let config_path = dir.0.join("gslb.toml");
-    std::fs::write(&config_path, gslb_config()).unwrap();
+    std::fs::write(&config_path, gslbd_config(&dir.0, &[IpAddr::V4(SERVER_V4)])).unwrap();
     let config = Config::load(&config_path).expect("the bench configuration");
-    let queries = dir.0.join("queries.txt");
-    let mut text = String::new();
-    for i in 0..NAMES {
-        writeln!(text, "n{i}.example.com A\nn{i}.example.com AAAA").unwrap();
-    }
-    std::fs::write(&queries, text).unwrap();
+    let questions = questions();
+    let queries = query_file(&dir.0, "queries", &questions, questions.len(), 0);
 
     let mut lab = Lab::new("kxdp");
     let server_mac = String::from_utf8(
@@ -86,7 +92,7 @@ fn main() {
     );
     println!(
         "# kxdpgun -t {SECONDS} on {CLIENT_IF} (client namespace) -> {SERVER_V4} on {SERVER_IF}, \
-         {NAMES} names x A/AAAA; cpu = (system + irq + softirq ticks of /proc/stat) / replies, \
+         {DOMAINS} names x A/AAAA; cpu = (system + irq + softirq ticks of /proc/stat) / replies, \
          {} ticks/s",
         clock_ticks_per_second()
     );
@@ -108,15 +114,20 @@ fn main() {
                 pid = Some(lab.spawn_until(cmd, "ready", Duration::from_secs(30)));
             }
             "knot" => {
-                let Some(knotd) = installed(&["/usr/sbin/knotd", "/usr/bin/knotd"]) else {
-                    println!("# knot: knotd not installed (package knot), not measured");
-                    continue;
+                // Over XDP on the server's interface, and over sockets on its address.
+                let cmd = match Peer::Knot.command(
+                    &config,
+                    &dir.0.join("knot"),
+                    &[IpAddr::V4(SERVER_V4)],
+                    Some(SERVER_IF),
+                    lab.exec(&lab.server_ns, "sh"),
+                ) {
+                    Ok(cmd) => cmd,
+                    Err(why) => {
+                        println!("# knot: {why}, not measured");
+                        continue;
+                    }
                 };
-                let conf = knot_config(&dir.0.join("knot"));
-                // knotd logs to stderr and prints nothing on stdout: `sh` announces the start.
-                let mut cmd = lab.exec(&lab.server_ns, "sh");
-                cmd.arg("-c")
-                    .arg(format!("echo ready; exec {knotd} -c {}", conf.display()));
                 pid = Some(lab.spawn_until(cmd, "ready", Duration::from_secs(30)));
             }
             _ => {
@@ -141,12 +152,12 @@ fn main() {
         }
 
         for (rate, qps) in RATES {
-            let (before, process_before) = (kernel_ticks(), pid.map(process_ticks));
+            let (before, process_before) = (kernel_ticks(), pid.map(tree_ticks));
             let out = bounded(
                 gun(&lab, qps, SECONDS),
                 Duration::from_secs(2 * SECONDS + 10),
             );
-            let (after, process_after) = (kernel_ticks(), pid.map(process_ticks));
+            let (after, process_after) = (kernel_ticks(), pid.map(tree_ticks));
             let r = Kxdpgun::parse(&out);
             let name = format!("kxdpgun_{server}_{rate}");
             let replies_per_s = r.replies as f64 / r.seconds;
@@ -182,10 +193,6 @@ fn main() {
             .exec(&lab.server_ns, "ip")
             .args(["link", "set", "dev", SERVER_IF, "xdp", "off"]));
     }
-}
-
-fn installed(paths: &[&'static str]) -> Option<&'static str> {
-    paths.iter().copied().find(|p| Path::new(p).exists())
 }
 
 /// `cmd`'s output once it exits, killed (and the bench failed) past `limit`.
@@ -244,101 +251,7 @@ impl Kxdpgun {
 /// The machine's kernel time so far (system + irq + softirq of the `cpu` line of /proc/stat),
 /// in clock ticks.
 fn kernel_ticks() -> u64 {
-    let stat = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
-    let line = stat.lines().next().expect("the cpu line");
     // cpu user nice system idle iowait irq softirq ...
-    let f: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .map(|v| v.parse().expect("a tick count"))
-        .collect();
+    let f = machine_ticks();
     f[2] + f[5] + f[6]
-}
-
-/// The user and system time of process `pid` (all its threads) so far, in clock ticks.
-fn process_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the server's stat");
-    // After the command's parenthesised name: state is field 3, utime and stime 14 and 15.
-    let rest = &stat[stat.rfind(')').expect("a stat line") + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
-}
-
-fn clock_ticks_per_second() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    unsafe { libc::sysconf(libc::_SC_CLK_TCK) as f64 }
-}
-
-/// gslbd's configuration: `NAMES` GSLB domains of example.com, each answered with one IPv4 and
-/// one IPv6 service (no monitors: both up).
-fn gslb_config() -> String {
-    let mut text = format!(
-        r#"[server]
-listen = ["{SERVER_V4}"]
-
-[[zone]]
-name = "example.com"
-ttl = 3600
-ns = ["ns1.example.com"]
-  [zone.soa]
-  rname = "hostmaster.example.com"
-  serial = 1
-  [[zone.record]]
-  name = "ns1"
-  type = "A"
-  value = "{SERVER_V4}"
-
-[[site]]
-name = "here"
-ip = "192.0.2.1"
-
-[[service]]
-name = "v4"
-ip = "{V4_ANSWER}"
-site = "here"
-
-[[service]]
-name = "v6"
-ip = "{V6_ANSWER}"
-site = "here"
-"#
-    );
-    for i in 0..NAMES {
-        writeln!(
-            text,
-            "\n[[gslb_domain]]\nname = \"n{i}.example.com\"\nttl = {TTL}\nservices = [\"v4\", \"v6\"]"
-        )
-        .unwrap();
-    }
-    text
-}
-
-/// knotd's configuration and zone in `dir`, serving the same names as [`gslb_config`] (static
-/// records with the same addresses and TTL) over XDP on the server's interface, and over
-/// sockets on its address. Returns the configuration's path.
-fn knot_config(dir: &Path) -> std::path::PathBuf {
-    std::fs::create_dir_all(dir).unwrap();
-    let mut zone = format!(
-        "$ORIGIN example.com.\n$TTL 3600\n\
-         @ SOA ns1.example.com. hostmaster.example.com. 1 3600 600 86400 60\n\
-         @ NS ns1.example.com.\nns1 A {SERVER_V4}\n"
-    );
-    for i in 0..NAMES {
-        writeln!(
-            zone,
-            "n{i} {TTL} A {V4_ANSWER}\nn{i} {TTL} AAAA {V6_ANSWER}"
-        )
-        .unwrap();
-    }
-    std::fs::write(dir.join("example.com.zone"), zone).unwrap();
-    let d = dir.display();
-    let conf = format!(
-        "server:\n  rundir: \"{d}\"\n  user: root:root\n  listen: [ {SERVER_V4}@53 ]\n\
-         xdp:\n  listen: [ {SERVER_IF}@53 ]\n\
-         database:\n  storage: \"{d}\"\ntemplate:\n  - id: default\n    storage: \"{d}\"\n\
-         zone:\n  - domain: example.com\n    file: \"example.com.zone\"\n"
-    );
-    let path = dir.join("knot.conf");
-    std::fs::write(&path, conf).unwrap();
-    path
 }

@@ -1,7 +1,8 @@
 //! `cargo xtask bench peers`: the responder alone (gslbd `--no-xdp`) side by side with NSD and
-//! Knot DNS, all three serving the same zone: gslbd a configuration of 1,000 GSLB domains, the
-//! peers the zone with each domain's answer as static records (`dns_peers::write_zones`, as
-//! `bench dnsperf` gives Knot). dnsperf (`-c 4 -T 1`, each run bounded by `-l`) sends two
+//! Knot DNS, all three serving the same zone: gslbd the configuration of 1,000 GSLB domains
+//! `dns_peers::gslbd_config` writes, the peers the zone with each domain's answer as static
+//! records (`dns_peers::write_zones`, as `bench dnsperf` gives Knot). dnsperf ([`CLIENTS`]
+//! clients on [`THREADS`] threads, each run bounded by `-l`) sends two
 //! workloads: A and AAAA of every domain (2,000 questions), and the same with 5% of the lines
 //! names that do not exist (NXDOMAIN). In two places: `loopback`, dnsperf and the servers in the
 //! lab's server namespace, each server on its own 127.0.0.x; `netns`, dnsperf in the lab's
@@ -16,7 +17,9 @@
 //!
 //! The machine is shared, so noise is spread over the servers alike: each round measures every
 //! (place, workload) with every server in turn, the servers' order turning by one each round.
-//! A qps figure is the median of the rounds', a lost figure the sum over the rounds.
+//! A qps figure is the median of the rounds', a lost figure the sum over the rounds, and
+//! `_cpu_us` the server's CPU per query: the user and system time of its processes (NSD's
+//! forked servers included) over every round's run, over the queries answered in them.
 //! `peers_<place>_<workload>_responder_vs_nsd` (and `_vs_knot`) is the responder's median qps
 //! over the peer's; `peers_responder_vs_nsd` is the lowest of those four, the one the goal (at
 //! least NSD's qps everywhere) is judged by.
@@ -27,43 +30,49 @@ use std::{
     collections::BTreeSet,
     fmt::Write as _,
     net::{IpAddr, Ipv4Addr},
-    path::{Path, PathBuf},
+    path::Path,
     process::Command,
     time::Duration,
 };
 
-use dns_peers::{Peer, dnsperf, query_file, wait_for_answers};
+use dns_peers::{
+    Peer, clock_ticks_per_second, dnsperf, gslbd_config, machine_ticks, query_file, questions,
+    tree_ticks, wait_for_answers,
+};
 use gslb_tests::{DigReply, Lab, SERVER_IF, SERVER_V4, TempDir, privileged, run, skip};
 use gslb_user::{compile::Snapshot, config::Config, policy::AnswerMode};
 
-/// Seconds per dnsperf run (`-l`), rounds, and dnsperf's clients and threads (as the outside
-/// check that found the responder at 0.57–0.74× NSD).
-const SECONDS: &str = "2";
-const ROUNDS: usize = 5;
-const CLIENTS: &str = "4";
-const THREADS: &str = "1";
-/// GSLB domains: even ones rotate through two addresses per family, odd ones answer both.
-const DOMAINS: usize = 1000;
+/// Seconds per dnsperf run (`-l`), rounds, and dnsperf's clients and threads: two threads,
+/// because one (`-T 1`) sends at most ~170k queries/s here, which every server answered, so
+/// that the generator, not the servers, was measured.
+const SECONDS: &str = "3";
+const ROUNDS: usize = 7;
+const CLIENTS: &str = "8";
+const THREADS: &str = "2";
 
-/// A measured server and its address in each place.
+/// A measured server, its address in each place, and (once started) its process id.
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct Server {
+    pid: u32,
     name: &'static str,
     loopback: Ipv4Addr,
     netns: Ipv4Addr,
 }
 
 const RESPONDER: Server = Server {
+    pid: 0,
     name: "responder",
     loopback: Ipv4Addr::LOCALHOST,
     netns: SERVER_V4,
 };
 const NSD: Server = Server {
+    pid: 0,
     name: "nsd",
     loopback: Ipv4Addr::new(127, 0, 0, 2),
     netns: Ipv4Addr::new(192, 0, 2, 54),
 };
 const KNOT: Server = Server {
+    pid: 0,
     name: "knot",
     loopback: Ipv4Addr::new(127, 0, 0, 3),
     netns: Ipv4Addr::new(192, 0, 2, 55),
@@ -108,6 +117,9 @@ struct Run {
     server: Server,
     qps: f64,
     lost: u64,
+    /// Queries answered, and the server's CPU time (clock ticks, all its processes) meanwhile.
+    completed: u64,
+    ticks: u64,
 }
 
 fn main() {
@@ -121,17 +133,11 @@ fn main() {
     let tmp = TempDir::new("peers");
     let dir = &tmp.0;
     let config_path = dir.join("gslbd.toml");
-    std::fs::write(&config_path, gslbd_config(dir)).unwrap();
+    let listen = [RESPONDER.loopback, RESPONDER.netns].map(IpAddr::V4);
+    std::fs::write(&config_path, gslbd_config(dir, &listen)).unwrap();
     let config = Config::load(&config_path).expect("the bench's configuration");
     let snapshot = Snapshot::from_config(&config);
-    let questions: Vec<String> = (0..DOMAINS)
-        .flat_map(|i| {
-            [
-                format!("g{i}.example.com A"),
-                format!("g{i}.example.com AAAA"),
-            ]
-        })
-        .collect();
+    let questions = questions();
     let workloads = [
         (
             "hits",
@@ -157,13 +163,18 @@ fn main() {
         }
     }
 
-    println!("# dnsperf -l {SECONDS} -c {CLIENTS} -T {THREADS}, {ROUNDS} rounds, servers in turn");
+    println!(
+        "# dnsperf -l {SECONDS} -c {CLIENTS} -T {THREADS}, {ROUNDS} rounds, servers in turn; \
+         cpu = the server's processes' user + system time over the run, idle = the machine's"
+    );
+    let tick_s = 1.0 / clock_ticks_per_second();
     let mut runs = Vec::new();
     for round in 0..ROUNDS {
         for place in PLACES {
             for (workload, file) in &workloads {
                 for k in 0..servers.len() {
                     let server = servers[(round + k) % servers.len()];
+                    let (ticks, machine) = (tree_ticks(server.pid), machine_ticks());
                     let figures = dnsperf(
                         lab.exec(place.client(&lab), "dnsperf")
                             .args(["-s", &place.addr(server).to_string()])
@@ -171,14 +182,28 @@ fn main() {
                             .arg(file)
                             .args(["-l", SECONDS, "-c", CLIENTS, "-T", THREADS, "-t", "2"]),
                     );
+                    let ticks = tree_ticks(server.pid) - ticks;
+                    let machine: Vec<u64> = machine_ticks()
+                        .iter()
+                        .zip(machine)
+                        .map(|(after, before)| after - before)
+                        .collect();
+                    // /proc/stat's idle and iowait over all its ticks.
+                    let idle =
+                        (machine[3] + machine[4]) as f64 / machine.iter().sum::<u64>() as f64;
+                    let seconds: f64 = SECONDS.parse().unwrap();
                     println!(
-                        "# round {} {} {workload} {}: {:.0} qps, {} lost, {:.0} us average",
+                        "# round {} {} {workload} {}: {:.0} qps, {} lost, {:.0} us average, \
+                         cpu {:.2} us/query ({:.0}% of a core), idle {:.0}%",
                         round + 1,
                         place.name(),
                         server.name,
                         figures.qps,
                         figures.lost,
-                        figures.latency_s * 1e6
+                        figures.latency_s * 1e6,
+                        ticks as f64 * tick_s * 1e6 / figures.completed.max(1) as f64,
+                        100.0 * ticks as f64 * tick_s / seconds,
+                        100.0 * idle
                     );
                     runs.push(Run {
                         place,
@@ -186,12 +211,14 @@ fn main() {
                         server,
                         qps: figures.qps,
                         lost: figures.lost,
+                        completed: figures.completed,
+                        ticks,
                     });
                 }
             }
         }
     }
-    report(&runs, &servers, &workloads.map(|(w, _)| w));
+    report(&runs, &servers, &workloads.map(|(w, _)| w), tick_s);
 }
 
 /// Starts gslbd and every peer that is installed (a missing one is skipped, saying why) in the
@@ -205,18 +232,18 @@ fn start(lab: &mut Lab, dir: &Path, config_path: &Path, config: &Config) -> Vec<
         .arg("--no-xdp")
         .arg("--control")
         .arg(dir.join("gslbd.sock"));
-    lab.spawn_until(gslbd, "ready", Duration::from_secs(30));
-    let mut servers = vec![RESPONDER];
+    let pid = lab.spawn_until(gslbd, "ready", Duration::from_secs(30));
+    let mut servers = vec![Server { pid, ..RESPONDER }];
     for (peer, server) in [(Peer::Nsd, NSD), (Peer::Knot, KNOT)] {
         let listen = [IpAddr::V4(server.loopback), IpAddr::V4(server.netns)];
         let sh = lab.exec(&lab.server_ns, "sh");
-        match peer.command(config, &dir.join(peer.name()), &listen, sh) {
+        match peer.command(config, &dir.join(peer.name()), &listen, None, sh) {
             Ok(cmd) => {
-                lab.spawn_until(cmd, "ready", Duration::from_secs(10));
+                let pid = lab.spawn_until(cmd, "ready", Duration::from_secs(10));
                 wait_for_answers(peer.name(), || {
                     lab.dig_in(&lab.server_ns, listen[0], &["g0.example.com", "A"])
                 });
-                servers.push(server);
+                servers.push(Server { pid, ..server });
             }
             Err(why) => {
                 println!("# {}: not measured: {why}", peer.name());
@@ -281,15 +308,17 @@ fn check(lab: &Lab, snapshot: &Snapshot, place: Place, server: Server) {
     println!("# {what} answers as configured:{seen} nx.example.com NXDOMAIN");
 }
 
-/// The `bench` lines: per (place, workload, server) the median qps and the lost queries, then
-/// the responder's ratios to the peers.
-fn report(runs: &[Run], servers: &[Server], workloads: &[&str]) {
-    let median = |place: Place, workload: &str, server: Server| {
-        let mut qps: Vec<f64> = runs
-            .iter()
-            .filter(|r| r.place == place && r.workload == workload && r.server == server)
-            .map(|r| r.qps)
-            .collect();
+/// The `bench` lines: per (place, workload, server) the median qps, the lost queries and the
+/// CPU per query (all rounds' ticks over all their queries), then the responder's ratios to
+/// the peers. Servers are told apart by name (their pids are in `servers`, not the consts).
+fn report(runs: &[Run], servers: &[Server], workloads: &[&'static str], tick_s: f64) {
+    let of = |place: Place, workload: &'static str, server: Server| {
+        runs.iter().filter(move |r| {
+            r.place == place && r.workload == workload && r.server.name == server.name
+        })
+    };
+    let median = |place: Place, workload: &'static str, server: Server| {
+        let mut qps: Vec<f64> = of(place, workload, server).map(|r| r.qps).collect();
         qps.sort_by(f64::total_cmp);
         qps[qps.len() / 2]
     };
@@ -298,20 +327,20 @@ fn report(runs: &[Run], servers: &[Server], workloads: &[&str]) {
         for &workload in workloads {
             let prefix = format!("peers_{}_{workload}", place.name());
             for &server in servers {
-                let lost: u64 = runs
-                    .iter()
-                    .filter(|r| r.place == place && r.workload == workload && r.server == server)
-                    .map(|r| r.lost)
-                    .sum();
+                let lost: u64 = of(place, workload, server).map(|r| r.lost).sum();
+                let ticks: u64 = of(place, workload, server).map(|r| r.ticks).sum();
+                let completed: u64 = of(place, workload, server).map(|r| r.completed).sum();
                 let qps = median(place, workload, server);
+                let cpu_us = ticks as f64 * tick_s * 1e6 / completed.max(1) as f64;
                 println!("bench {prefix}_{}_qps {qps:.0} qps", server.name);
                 println!("bench {prefix}_{}_lost {lost} queries", server.name);
+                println!("bench {prefix}_{}_cpu_us {cpu_us:.2} us/query", server.name);
             }
             let responder = median(place, workload, RESPONDER);
-            for &peer in servers.iter().filter(|s| **s != RESPONDER) {
+            for &peer in servers.iter().filter(|s| s.name != RESPONDER.name) {
                 let ratio = responder / median(place, workload, peer);
                 println!("bench {prefix}_responder_vs_{} {ratio:.2}", peer.name);
-                if peer == NSD {
+                if peer.name == NSD.name {
                     worst_vs_nsd = Some(worst_vs_nsd.map_or(ratio, |w| w.min(ratio)));
                 }
             }
@@ -320,58 +349,4 @@ fn report(runs: &[Run], servers: &[Server], workloads: &[&str]) {
     if let Some(ratio) = worst_vs_nsd {
         println!("bench peers_responder_vs_nsd {ratio:.2}");
     }
-}
-
-/// gslbd's configuration: one zone, 8 IPv4 and 8 IPv6 services, and [`DOMAINS`] domains
-/// `g{i}.example.com` with two services of each family, served on [`RESPONDER`]'s addresses.
-/// Its admin state file is in `dir`, not the system's.
-fn gslbd_config(dir: &Path) -> String {
-    let state: PathBuf = dir.join("admin-state");
-    let mut text = format!(
-        r#"
-[server]
-listen = ["{}", "{}"]
-state_file = "{}"
-
-[[zone]]
-name = "example.com"
-ttl = 3600
-ns = ["ns1.example.com"]
-  [zone.soa]
-  rname = "hostmaster.example.com"
-  serial = 1
-  [[zone.record]]
-  name = "ns1"
-  type = "A"
-  value = "{SERVER_V4}"
-
-[[site]]
-name = "dc"
-ip = "198.51.100.1"
-"#,
-        RESPONDER.loopback,
-        RESPONDER.netns,
-        state.display()
-    );
-    for k in 0..8 {
-        write!(
-            text,
-            "\n[[service]]\nname = \"v4-{k}\"\nip = \"198.51.100.{}\"\nsite = \"dc\"\n\
-             \n[[service]]\nname = \"v6-{k}\"\nip = \"2001:db8:100::{:x}\"\nsite = \"dc\"\n",
-            10 + k,
-            0x10 + k
-        )
-        .unwrap();
-    }
-    for i in 0..DOMAINS {
-        let (a, b) = (i % 8, (i + 1) % 8);
-        let answer = if i % 2 == 0 { "rotate" } else { "all" };
-        write!(
-            text,
-            "\n[[gslb_domain]]\nname = \"g{i}.example.com\"\nttl = 30\nanswer = \"{answer}\"\n\
-             services = [\"v4-{a}\", \"v4-{b}\", \"v6-{a}\", \"v6-{b}\"]\n"
-        )
-        .unwrap();
-    }
-    text
 }

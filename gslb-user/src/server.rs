@@ -5,31 +5,27 @@
 //! function of the bytes.
 
 use std::{
-    collections::HashMap,
     future::Future,
     net::{IpAddr, SocketAddr},
     sync::Arc,
     time::Duration,
 };
 
-use std::os::fd::AsRawFd;
-
+use ahash::AHashMap;
 use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt, Interest},
+    io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream, UdpSocket},
+    time::Instant,
 };
 use tracing::{debug, warn};
 
 mod batch;
 mod conns;
+mod udp;
 
-use self::batch::Batch;
 use self::conns::{Conns, Phase, Ticket};
 use crate::probe::LdnsRecorder;
-use crate::responder::{
-    Responder, Transport,
-    rrl::{self, Verdict},
-};
+use crate::responder::{Responder, Transport};
 
 /// How long a loop waits before it records a source again: the prober needs to know that a
 /// resolver still queries (its entries live for minutes), not every query, and the recorder's
@@ -40,46 +36,59 @@ const RECORD_EVERY: Duration = Duration::from_secs(1);
 const RECORDED_MAX: usize = 4096;
 
 /// One loop's (or connection's) access to the recorder, skipping sources recorded lately.
+/// Asked once per answer, so it is kept cheap: the caller reads the clock (once per batch of
+/// datagrams), the source recorded last is checked before the map (one resolver sending
+/// many queries in a row is the common case under load), and the map hashes with ahash
+/// (keyed at random like std's SipHash, so that chosen sources cannot collide, but faster).
 struct Sources {
     recorder: Option<LdnsRecorder>,
-    recent: HashMap<IpAddr, tokio::time::Instant>,
+    recent: AHashMap<IpAddr, Instant>,
+    /// The source recorded last and when: also in `recent`.
+    last: Option<(IpAddr, Instant)>,
 }
 
 impl Sources {
     fn new(recorder: Option<LdnsRecorder>) -> Self {
         Sources {
             recorder,
-            recent: HashMap::new(),
+            recent: AHashMap::new(),
+            last: None,
         }
     }
 
-    /// `response` answered a query from `source`: recorded only when it is an authoritative
-    /// answer (AA set: a name in one of our zones), so that queries for names we do not serve,
-    /// and REFUSED, FORMERR, NOTIMP or BADVERS (AA clear), make nobody a probe target.
-    fn answered(&mut self, source: IpAddr, response: &[u8]) {
+    /// `response` answered a query from `source` at `now`: recorded only when it is an
+    /// authoritative answer (AA set: a name in one of our zones), so that queries for names we
+    /// do not serve, and REFUSED, FORMERR, NOTIMP or BADVERS (AA clear), make nobody a probe
+    /// target.
+    fn answered(&mut self, source: IpAddr, response: &[u8], now: Instant) {
         const AA: u8 = 0x04;
         if response.get(2).is_some_and(|flags| flags & AA != 0) {
-            self.record(source);
+            self.record(source, now);
         }
     }
 
-    fn record(&mut self, source: IpAddr) {
+    fn record(&mut self, source: IpAddr, now: Instant) {
+        if self
+            .last
+            .is_some_and(|(last, at)| last == source && now.duration_since(at) < RECORD_EVERY)
+        {
+            return;
+        }
         // Off (nothing probes): not even the lookup below.
         let Some(recorder) = self.recorder.as_ref().filter(|r| r.is_enabled()) else {
             return;
         };
-        let now = tokio::time::Instant::now();
-        if self
-            .recent
-            .get(&source)
-            .is_some_and(|at| now.duration_since(*at) < RECORD_EVERY)
+        if let Some(&at) = self.recent.get(&source)
+            && now.duration_since(at) < RECORD_EVERY
         {
+            self.last = Some((source, at));
             return;
         }
         if self.recent.len() >= RECORDED_MAX {
             self.recent.clear();
         }
         self.recent.insert(source, now);
+        self.last = Some((source, now));
         recorder.record(source);
     }
 }
@@ -113,7 +122,7 @@ impl Default for TcpLimits {
     }
 }
 
-/// Serves DNS over UDP on `socket` until `shutdown`.
+/// Serves DNS over UDP on `socket` until `shutdown`, on a thread of its own (`server::udp`).
 pub async fn run_udp(
     socket: UdpSocket,
     responder: Arc<Responder>,
@@ -129,61 +138,7 @@ pub async fn run_udp_recording(
     recorder: Option<LdnsRecorder>,
     shutdown: impl Future<Output = ()>,
 ) {
-    let mut sources = Sources::new(recorder);
-    let mut batch = Batch::new();
-    let fd = socket.as_raw_fd();
-    tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            () = &mut shutdown => return,
-            r = socket.readable() => if let Err(error) = r {
-                debug!(%error, "udp readiness");
-                continue;
-            },
-        }
-        let n = match socket.try_io(Interest::READABLE, || batch.receive(fd)) {
-            Ok(n) => n,
-            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => continue,
-            Err(error) => {
-                // ICMP errors of earlier sends surface here on some kernels; keep serving.
-                debug!(%error, "udp receive");
-                continue;
-            }
-        };
-        for i in 0..n {
-            let (request, peer, reply) = batch.slot(i);
-            let Some(peer) = peer else { continue };
-            if !responder.respond_into(request, peer, Transport::Udp, reply) {
-                continue;
-            }
-            // Response rate limiting (`[rrl]`): over the limit, nothing, or every slip-th one
-            // truncated so that a real client retries over TCP. TCP is never limited.
-            match responder.rrl().verdict(peer, rrl::now_ns()) {
-                Verdict::Send => sources.answered(peer, reply),
-                Verdict::Drop => continue,
-                Verdict::Slip => match rrl::truncated(reply) {
-                    Some(tc) => *reply = tc,
-                    None => continue,
-                },
-            }
-            batch.queue(i);
-        }
-        while batch.pending() {
-            match socket.try_io(Interest::WRITABLE, || batch.send(fd)) {
-                Ok(_) => {}
-                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
-                    tokio::select! {
-                        () = &mut shutdown => return,
-                        r = socket.writable() => if let Err(error) = r {
-                            debug!(%error, "udp readiness");
-                        },
-                    }
-                }
-                // That answer is dropped (`Batch::send`); the others still go.
-                Err(error) => debug!(%error, "udp send"),
-            }
-        }
-    }
+    udp::serve(socket, responder, Sources::new(recorder), shutdown).await;
 }
 
 /// Serves DNS over TCP on `listener` until `shutdown`: several queries per connection, each
@@ -218,7 +173,7 @@ pub async fn run_tcp_recording(
                 Ok(r) => r,
                 Err(error) => {
                     // Out of file descriptors and the like: back off instead of spinning.
-                    if let Some(suppressed) = accept_warnings.allow(tokio::time::Instant::now()) {
+                    if let Some(suppressed) = accept_warnings.allow(Instant::now()) {
                         warn!(%error, suppressed, "tcp accept");
                     }
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -275,7 +230,7 @@ async fn serve_connection(
             .map_err(|_| timed_out("query not complete within the message timeout"))??;
         ticket.set(Phase::Answering);
         if let Some(response) = responder.respond(&message, peer.ip(), Transport::Tcp) {
-            sources.answered(peer.ip(), &response);
+            sources.answered(peer.ip(), &response, Instant::now());
             let mut framed = Vec::with_capacity(response.len() + 2);
             framed.extend_from_slice(&(response.len() as u16).to_be_bytes());
             framed.extend_from_slice(&response);
@@ -352,9 +307,10 @@ soa.rname = "hostmaster.example.com"
         let mut sources = Sources::new(Some(recorder.clone()));
         let a: IpAddr = "192.0.2.1".parse().unwrap();
         let b: IpAddr = "192.0.2.2".parse().unwrap();
-        sources.record(a);
-        sources.record(a);
-        sources.record(b);
+        let now = Instant::now;
+        sources.record(a, now());
+        sources.record(a, now());
+        sources.record(b, now());
         let drained = |r: &LdnsRecorder| {
             let mut got: Vec<IpAddr> = r.drain().into_iter().map(|(addr, _)| addr).collect();
             got.sort();
@@ -362,18 +318,26 @@ soa.rname = "hostmaster.example.com"
         };
         assert_eq!(drained(&recorder), [a, b]);
         tokio::time::advance(RECORD_EVERY / 2).await;
-        sources.record(a);
+        sources.record(a, now());
         assert!(drained(&recorder).is_empty(), "again within the second");
         tokio::time::advance(RECORD_EVERY / 2).await;
-        sources.record(a);
+        sources.record(a, now());
         assert_eq!(drained(&recorder), [a]);
+        // The last one recorded is remembered apart (checked before the map): b, recorded a
+        // second ago, is recorded again, and then skipped within the second as a is.
+        sources.record(b, now());
+        sources.record(b, now());
+        assert_eq!(drained(&recorder), [b]);
+        sources.record(a, now());
+        sources.record(b, now());
+        assert!(drained(&recorder).is_empty(), "a and b within the second");
         // Without a recorder, or with one turned off, nothing is remembered either.
         let mut none = Sources::new(None);
-        none.record(a);
+        none.record(a, now());
         assert!(none.recent.is_empty());
         recorder.set_enabled(false);
         let c: IpAddr = "192.0.2.3".parse().unwrap();
-        sources.record(c);
+        sources.record(c, now());
         assert!(!sources.recent.contains_key(&c));
         assert!(drained(&recorder).is_empty());
     }
