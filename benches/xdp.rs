@@ -37,6 +37,8 @@ struct Case {
     rrl: bool,
     /// Run by the floor program (`gslb_floor`: the same parse and turn-around, no lookups).
     floor: bool,
+    /// Run by the program whose maps have `server.ecs_allow` listing the bench client.
+    ecs_allow: bool,
     samples: Vec<u64>,
 }
 
@@ -104,6 +106,34 @@ fn main() {
         .expect("the heartbeat map")
         .beat(Some(std::time::Duration::from_secs(3600)))
         .expect("a heartbeat");
+    // The same program under `server.ecs_allow` listing the bench client's /24, run as gslbd
+    // runs it too: an ECS hit also looks the resolver up in `ECS_ALLOW`
+    // (`xdp_a_hit_v4_ecs_allowed` vs `xdp_a_hit_v4_ecs`).
+    let Some(mut dp_ecs) = common::dataplane() else {
+        return;
+    };
+    {
+        let text = common::config_text().replacen(
+            "[server]\n",
+            "[server]\necs_allow = [\"192.0.2.0/24\", \"203.0.113.0/24\", \"2001:db8::/32\"]\n",
+            1,
+        );
+        let config =
+            gslb_user::config::Config::parse(&text, std::path::Path::new("xdp-bench-ecs.toml"))
+                .expect("bench configuration with ecs_allow");
+        dp_ecs
+            .table
+            .publish(&gslb_user::compile::Snapshot::from_config(&config))
+            .expect("publishing");
+    }
+    dp_ecs
+        .add_local_mac(common::SERVER_MAC)
+        .expect("the local MAC");
+    dp_ecs
+        .take_heartbeat()
+        .expect("the heartbeat map")
+        .beat(Some(std::time::Duration::from_secs(3600)))
+        .expect("a heartbeat");
 
     let mut edns_query = query(1, WWW, RecordType::A);
     edns_query.set_edns(edns());
@@ -122,6 +152,7 @@ fn main() {
         pass_program,
         rrl: false,
         floor: false,
+        ecs_allow: false,
         samples: Vec::with_capacity(ROUNDS * RUNS_PER_ROUND),
     };
     let mut cases = vec![
@@ -150,6 +181,15 @@ fn main() {
             XDP_TX,
             false,
         ),
+        Case {
+            ecs_allow: true,
+            ..case(
+                "xdp_a_hit_v4_ecs_allowed",
+                Frame::v4(wire(&ecs_query)).bytes(),
+                XDP_TX,
+                false,
+            )
+        },
         case(
             "xdp_a_hit_v4_by_rtt",
             Frame::v4(wire(&query(1, "rtt.example.com", RecordType::A))).bytes(),
@@ -184,10 +224,12 @@ fn main() {
     let pass = dp.pass_program();
     let answer_rrl = dp_rrl.program();
     let floor = dp.floor_program();
+    let answer_ecs = dp_ecs.program();
     let mut out = vec![0u8; 4096];
     for _ in 0..ROUNDS {
         for case in &mut cases {
             let program: &Xdp = match (case.pass_program, case.rrl, case.floor) {
+                _ if case.ecs_allow => answer_ecs,
                 (true, _, _) => pass,
                 (false, _, true) => floor,
                 (false, true, false) => answer_rrl,
@@ -268,5 +310,13 @@ fn main() {
     println!(
         "bench xdp_a_hit_v4_vs_floor_tmean {:.2} ratio",
         hit_t / floor_t
+    );
+    // What the `ECS_ALLOW` lookup adds to an ECS hit, in the same run.
+    let (ecs, ecs_t) = net["xdp_a_hit_v4_ecs"];
+    let (allowed, allowed_t) = net["xdp_a_hit_v4_ecs_allowed"];
+    println!(
+        "bench xdp_a_hit_v4_ecs_allowed_minus_ecs {:.0} ns/query (trimmed means {:.1})",
+        allowed - ecs,
+        allowed_t - ecs_t
     );
 }

@@ -5,7 +5,7 @@
 //! This file holds the maps and the dispatch; the jobs are [`parse`] (the frame down to the
 //! question, and the client), [`lookup`] (an answer set with its name checked; why none),
 //! [`reply`] (the frame turned into the answer), [`record`] (what userspace reads back:
-//! counters, resolvers) and [`rrl`].
+//! counters, resolvers), [`rrl`] and [`ecs_allow`] (whose ECS is used).
 //!
 //! Cost model (measured on the 2-core test VM, kernel 6.18, see benches/RESULTS.md): a hash
 //! map lookup costs about 35 ns, an LPM trie lookup about 15 ns, any call about 7 ns (the
@@ -18,6 +18,7 @@
 #![no_main]
 
 mod csum;
+mod ecs_allow;
 mod floor;
 mod hdr;
 mod lookup;
@@ -190,9 +191,10 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
     if stale(scratch) {
         return Err(Miss::Stale);
     }
-    let q = parse::query(ctx, config, scratch)?;
+    let mut q = parse::query(ctx, config, scratch)?;
     let mut client = parse::Client::new();
     parse::client(ctx, &q, config, &mut client)?;
+    ecs_allow::apply(&mut q, config, &client);
 
     // The view is the ECS subnet's when the query names one (RFC 7871), the source's
     // otherwise; RRL and `LDNS` below keep the source (the resolver).
