@@ -28,17 +28,25 @@ const RUNS_PER_ROUND: usize = 2_000;
 const XDP_TX: u32 = 3;
 const XDP_PASS: u32 = 2;
 
+/// The program a case runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Run {
+    Answer,
+    /// The pass-through program: the baseline.
+    Pass,
+    /// The answering program whose maps have `[rrl]` on (at a rate no run reaches).
+    Rrl,
+    /// The floor program (`gslb_floor`: the same parse and turn-around, no lookups).
+    Floor,
+    /// The answering program whose maps have `server.ecs_allow` listing the bench client.
+    EcsAllow,
+}
+
 struct Case {
     name: &'static str,
     frame: Vec<u8>,
     want: u32,
-    pass_program: bool,
-    /// Run by the program whose maps have `[rrl]` on (at a rate no run reaches).
-    rrl: bool,
-    /// Run by the floor program (`gslb_floor`: the same parse and turn-around, no lookups).
-    floor: bool,
-    /// Run by the program whose maps have `server.ecs_allow` listing the bench client.
-    ecs_allow: bool,
+    run: Run,
     samples: Vec<u64>,
 }
 
@@ -149,10 +157,7 @@ fn main() {
         name,
         frame,
         want,
-        pass_program,
-        rrl: false,
-        floor: false,
-        ecs_allow: false,
+        run: if pass_program { Run::Pass } else { Run::Answer },
         samples: Vec::with_capacity(ROUNDS * RUNS_PER_ROUND),
     };
     let mut cases = vec![
@@ -182,7 +187,7 @@ fn main() {
             false,
         ),
         Case {
-            ecs_allow: true,
+            run: Run::EcsAllow,
             ..case(
                 "xdp_a_hit_v4_ecs_allowed",
                 Frame::v4(wire(&ecs_query)).bytes(),
@@ -203,7 +208,7 @@ fn main() {
             false,
         ),
         Case {
-            rrl: true,
+            run: Run::Rrl,
             ..case(
                 "xdp_a_hit_v4_rrl",
                 Frame::v4(a.clone()).bytes(),
@@ -214,7 +219,7 @@ fn main() {
         // The floor of `xdp_a_hit_v4`: the same query through the same parse and turn-around,
         // without a lookup or a record (`xdp_a_hit_v4_vs_floor` below).
         Case {
-            floor: true,
+            run: Run::Floor,
             ..case("xdp_floor", Frame::v4(a.clone()).bytes(), XDP_TX, false)
         },
     ];
@@ -228,12 +233,12 @@ fn main() {
     let mut out = vec![0u8; 4096];
     for _ in 0..ROUNDS {
         for case in &mut cases {
-            let program: &Xdp = match (case.pass_program, case.rrl, case.floor) {
-                _ if case.ecs_allow => answer_ecs,
-                (true, _, _) => pass,
-                (false, _, true) => floor,
-                (false, true, false) => answer_rrl,
-                (false, false, false) => answer,
+            let program: &Xdp = match case.run {
+                Run::Answer => answer,
+                Run::Pass => pass,
+                Run::Rrl => answer_rrl,
+                Run::Floor => floor,
+                Run::EcsAllow => answer_ecs,
             };
             for _ in 0..RUNS_PER_ROUND {
                 let result = program
@@ -287,7 +292,7 @@ fn main() {
             (m.saturating_sub(baseline) as f64, t - baseline_tmean),
         );
         println!("bench {} {} ns/query", case.name, m);
-        if !case.pass_program {
+        if case.run != Run::Pass {
             println!(
                 "bench {}_net {} ns/query",
                 case.name,
@@ -295,7 +300,7 @@ fn main() {
             );
         }
         println!("bench {}_tmean {:.1} ns/query", case.name, t);
-        if !case.pass_program {
+        if case.run != Run::Pass {
             println!(
                 "bench {}_tmean_net {:.1} ns/query",
                 case.name,

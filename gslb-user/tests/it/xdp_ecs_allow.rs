@@ -321,7 +321,7 @@ fn a_republished_list_switches_with_its_answers() {
     let done = AtomicBool::new(false);
     let seen = std::thread::scope(|s| {
         let reader = s.spawn(|| {
-            common::pin_to_cpu(0);
+            pin_to_cpu(0);
             let mut seen: BTreeMap<String, u64> = BTreeMap::new();
             let mut out = vec![0u8; 4096];
             for _ in 0..5_000_000 {
@@ -359,7 +359,7 @@ fn a_republished_list_switches_with_its_answers() {
             }
             seen
         });
-        common::pin_to_cpu(1);
+        pin_to_cpu(1);
         for i in 0..200 {
             table.publish(&snapshots[(i + 1) % 2]).unwrap();
         }
