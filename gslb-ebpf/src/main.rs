@@ -185,6 +185,13 @@ fn stale(scratch: &mut Scratch) -> bool {
 fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
     // Verifier only: element 0 of an array always exists; the verifier wants the null checks.
     let config = CONFIG.get(0).ok_or(Miss::OtherPort)?;
+    // Read once for the whole packet: a publish rewrites `CONFIG` while packets run, and every
+    // map the packet reads must be of one generation (`LISTEN_SET`'s, `RTT_CHOICE`'s and
+    // `ECS_ALLOW`'s parities, the `ANSWERS` and `DOMAINS` keys). Through the map pointer, each
+    // use was a load of its own: the xdp_ecs_allow test saw one generation's `ECS_ALLOW` list
+    // with the next one's answers.
+    // SAFETY: a map value pointer the lookup just checked, read as the plain data it is.
+    let config = &unsafe { core::ptr::read_volatile(config) };
     let scratch = SCRATCH.get_ptr_mut(0).ok_or(Miss::Malformed)?;
     // SAFETY: per-CPU slot, only this CPU uses it while the program runs.
     let scratch = unsafe { &mut *scratch };
