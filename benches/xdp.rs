@@ -28,15 +28,19 @@ const RUNS_PER_ROUND: usize = 2_000;
 const XDP_TX: u32 = 3;
 const XDP_PASS: u32 = 2;
 
-/// The programs a case can run on, besides the pass-through one.
+/// The program a case runs.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Runner {
+enum Run {
     Answer,
-    /// The program whose maps have `[rrl]` on (at a rate no run reaches).
+    /// The pass-through program: the baseline.
+    Pass,
+    /// The answering program whose maps have `[rrl]` on (at a rate no run reaches).
     Rrl,
     /// The floor program (`gslb_floor`: the same parse and turn-around, no lookups).
     Floor,
-    /// The program whose maps were published without shortcuts.
+    /// The answering program whose maps have `server.ecs_allow` listing the bench client.
+    EcsAllow,
+    /// The answering program whose maps were published without shortcuts.
     Plain,
 }
 
@@ -44,9 +48,7 @@ struct Case {
     name: &'static str,
     frame: Vec<u8>,
     want: u32,
-    pass_program: bool,
-    /// Which program runs it, unless `pass_program`.
-    runner: Runner,
+    run: Run,
     samples: Vec<u64>,
 }
 
@@ -144,6 +146,34 @@ fn main() {
             .beat(Some(std::time::Duration::from_secs(3600)))
             .expect("a heartbeat");
     }
+    // The same program under `server.ecs_allow` listing the bench client's /24, run as gslbd
+    // runs it too: an ECS hit also looks the resolver up in `ECS_ALLOW`
+    // (`xdp_a_hit_v4_ecs_allowed` vs `xdp_a_hit_v4_ecs`).
+    let Some(mut dp_ecs) = common::dataplane() else {
+        return;
+    };
+    {
+        let text = common::config_text().replacen(
+            "[server]\n",
+            "[server]\necs_allow = [\"192.0.2.0/24\", \"203.0.113.0/24\", \"2001:db8::/32\"]\n",
+            1,
+        );
+        let config =
+            gslb_user::config::Config::parse(&text, std::path::Path::new("xdp-bench-ecs.toml"))
+                .expect("bench configuration with ecs_allow");
+        dp_ecs
+            .table
+            .publish(&gslb_user::compile::Snapshot::from_config(&config))
+            .expect("publishing");
+    }
+    dp_ecs
+        .add_local_mac(common::SERVER_MAC)
+        .expect("the local MAC");
+    dp_ecs
+        .take_heartbeat()
+        .expect("the heartbeat map")
+        .beat(Some(std::time::Duration::from_secs(3600)))
+        .expect("a heartbeat");
 
     let mut edns_query = query(1, WWW, RecordType::A);
     edns_query.set_edns(edns());
@@ -161,8 +191,7 @@ fn main() {
         name,
         frame,
         want,
-        pass_program,
-        runner: Runner::Answer,
+        run: if pass_program { Run::Pass } else { Run::Answer },
         samples: Vec::with_capacity(ROUNDS * RUNS_PER_ROUND),
     };
     let mut cases = vec![
@@ -191,6 +220,15 @@ fn main() {
             XDP_TX,
             false,
         ),
+        Case {
+            run: Run::EcsAllow,
+            ..case(
+                "xdp_a_hit_v4_ecs_allowed",
+                Frame::v4(wire(&ecs_query)).bytes(),
+                XDP_TX,
+                false,
+            )
+        },
         case(
             "xdp_a_hit_v4_by_rtt",
             Frame::v4(wire(&query(1, "rtt.example.com", RecordType::A))).bytes(),
@@ -204,7 +242,7 @@ fn main() {
             false,
         ),
         Case {
-            runner: Runner::Rrl,
+            run: Run::Rrl,
             ..case(
                 "xdp_a_hit_v4_rrl",
                 Frame::v4(a.clone()).bytes(),
@@ -215,7 +253,7 @@ fn main() {
         // The client's view has no set of its own for www: with the default's copied under
         // it, one `ANSWERS` lookup; without, two.
         Case {
-            runner: Runner::Plain,
+            run: Run::Plain,
             ..case(
                 "xdp_a_hit_v4_without_shortcuts",
                 Frame::v4(a.clone()).bytes(),
@@ -230,7 +268,7 @@ fn main() {
             false,
         ),
         Case {
-            runner: Runner::Plain,
+            run: Run::Plain,
             ..case(
                 "xdp_a_hit_v4_copy_without_shortcuts",
                 Frame::udp(v2_client, server, a.clone()).bytes(),
@@ -246,7 +284,7 @@ fn main() {
             false,
         ),
         Case {
-            runner: Runner::Plain,
+            run: Run::Plain,
             ..case(
                 "xdp_a_hit_v4_any_view_without_shortcuts",
                 Frame::v4(wire(&query(1, ALL, RecordType::A))).bytes(),
@@ -257,7 +295,7 @@ fn main() {
         // The floor of `xdp_a_hit_v4`: the same query through the same parse and turn-around,
         // without a lookup or a record (`xdp_a_hit_v4_vs_floor` below).
         Case {
-            runner: Runner::Floor,
+            run: Run::Floor,
             ..case("xdp_floor", Frame::v4(a.clone()).bytes(), XDP_TX, false)
         },
     ];
@@ -267,16 +305,18 @@ fn main() {
     let pass = dp.pass_program();
     let answer_rrl = dp_rrl.program();
     let floor = dp.floor_program();
+    let answer_ecs = dp_ecs.program();
     let answer_plain = dp_plain.program();
     let mut out = vec![0u8; 4096];
     for _ in 0..ROUNDS {
         for case in &mut cases {
-            let program: &Xdp = match (case.pass_program, case.runner) {
-                (true, _) => pass,
-                (false, Runner::Floor) => floor,
-                (false, Runner::Rrl) => answer_rrl,
-                (false, Runner::Plain) => answer_plain,
-                (false, Runner::Answer) => answer,
+            let program: &Xdp = match case.run {
+                Run::Answer => answer,
+                Run::Pass => pass,
+                Run::Rrl => answer_rrl,
+                Run::Floor => floor,
+                Run::EcsAllow => answer_ecs,
+                Run::Plain => answer_plain,
             };
             for _ in 0..RUNS_PER_ROUND {
                 let result = program
@@ -330,7 +370,7 @@ fn main() {
             (m.saturating_sub(baseline) as f64, t - baseline_tmean),
         );
         println!("bench {} {} ns/query", case.name, m);
-        if !case.pass_program {
+        if case.run != Run::Pass {
             println!(
                 "bench {}_net {} ns/query",
                 case.name,
@@ -338,7 +378,7 @@ fn main() {
             );
         }
         println!("bench {}_tmean {:.1} ns/query", case.name, t);
-        if !case.pass_program {
+        if case.run != Run::Pass {
             println!(
                 "bench {}_tmean_net {:.1} ns/query",
                 case.name,
@@ -378,4 +418,12 @@ fn main() {
     ] {
         println!("bench {name}_tmean {:.1} ns/query", diff(a, b));
     }
+    // What the `ECS_ALLOW` lookup adds to an ECS hit, in the same run.
+    let (ecs, ecs_t) = net["xdp_a_hit_v4_ecs"];
+    let (allowed, allowed_t) = net["xdp_a_hit_v4_ecs_allowed"];
+    println!(
+        "bench xdp_a_hit_v4_ecs_allowed_minus_ecs {:.0} ns/query (trimmed means {:.1})",
+        allowed - ecs,
+        allowed_t - ecs_t
+    );
 }

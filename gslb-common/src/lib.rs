@@ -5,7 +5,9 @@
 //! bytes. Sizes are asserted at compile time.
 #![no_std]
 
+mod ecs_allow;
 mod rrl;
+pub use ecs_allow::*;
 pub use rrl::*;
 
 /// Longest query name, in wire bytes (length octets and the terminating root label included),
@@ -58,15 +60,10 @@ pub struct ProgramConfig {
     /// partition is rebuilt; a republish that keeps it edits the trie in place, in steps that
     /// each leave every lookup's answer unchanged (see `AnswerTable::publish`).
     pub view_generation: u32,
-    /// [`ECS_PASS`] or 0.
+    /// [`ECS_ALLOW_LIST`] or 0.
     pub flags: u32,
 }
 const _: () = assert!(size_of::<ProgramConfig>() == 16);
-
-/// `ProgramConfig::flags`: `server.ecs_allow` lists the resolvers whose EDNS Client Subnet is
-/// used; the program does not know the list, so it passes every query with a valid ECS option
-/// (counted [`Counter::EcsAllowList`]) and the responder decides.
-pub const ECS_PASS: u32 = 1;
 
 /// Key of `LISTEN` (an LPM trie used as an exact-match set: every entry is a /128): a
 /// destination address we serve. IPv4 is stored IPv4-mapped (`::ffff:a.b.c.d`). A trie, not a
@@ -552,13 +549,10 @@ pub enum Counter {
     /// needs, address bits beyond the prefix, a scope, or a second ECS option. The responder
     /// answers FORMERR.
     EcsInvalid,
-    /// A valid ECS option while `server.ecs_allow` lists the resolvers that may send one
-    /// ([`ECS_PASS`]): the responder decides whether the sender is one.
-    EcsAllowList,
 }
 
 impl Counter {
-    pub const COUNT: u32 = Counter::EcsAllowList as u32 + 1;
+    pub const COUNT: u32 = Counter::EcsInvalid as u32 + 1;
 
     /// Every counter, in slot order.
     pub const ALL: [Counter; Counter::COUNT as usize] = [
@@ -596,7 +590,6 @@ impl Counter {
         Counter::Stale,
         Counter::Ipv4Checksum,
         Counter::EcsInvalid,
-        Counter::EcsAllowList,
     ];
 
     /// Stable snake_case name for logs, metrics and the CLI.
@@ -636,7 +629,6 @@ impl Counter {
             Counter::Stale => "stale",
             Counter::Ipv4Checksum => "ipv4_checksum",
             Counter::EcsInvalid => "ecs_invalid",
-            Counter::EcsAllowList => "ecs_allow_list",
         }
     }
 
@@ -716,13 +708,17 @@ pub mod maps {
     pub const LOCAL_MACS: &str = "LOCAL_MACS";
     pub const HEARTBEAT: &str = "HEARTBEAT";
     pub const RTT_CHOICE: &str = "RTT_CHOICE";
+    pub const ECS_ALLOW: &str = "ECS_ALLOW";
 
     /// The maps shared between the program and the controller, pinned in `server.pin_path`
     /// and adopted across restarts (`ROTOR` and `SCRATCH` are the program's own working
     /// memory: a restarted gslbd's program starts its rotations afresh). `cargo xtask
     /// uninstall` removes these pins.
-    pub const PINNED: [&str; 8] = [
-        CONFIG, LISTEN, LISTEN_SET, VIEWS, DOMAINS, ANSWERS, COUNTERS, RTT_CHOICE,
+    /// `ECS_ALLOW` is pinned too: a new gslbd's first publish switches the shared `CONFIG`
+    /// while the old program still runs, and that program must read the list of the
+    /// generation it switched to.
+    pub const PINNED: [&str; 9] = [
+        CONFIG, LISTEN, LISTEN_SET, VIEWS, DOMAINS, ANSWERS, COUNTERS, RTT_CHOICE, ECS_ALLOW,
     ];
 }
 
@@ -751,8 +747,8 @@ pub const LDNS_MAX: u32 = 1 << 16;
 #[cfg(feature = "user")]
 mod pod {
     use super::{
-        AnswerKey, AnswerSet, DomainKey, DomainValue, Heartbeat, LdnsCacheSlot, LdnsConfig,
-        LdnsKey, LdnsValue, ListenKey, ListenSet, LocalMacs, ProgramConfig, RttChoice,
+        AnswerKey, AnswerSet, DomainKey, DomainValue, EcsAllowKey, Heartbeat, LdnsCacheSlot,
+        LdnsConfig, LdnsKey, LdnsValue, ListenKey, ListenSet, LocalMacs, ProgramConfig, RttChoice,
         RttChoiceKey, ViewKey, ViewValue,
     };
     // SAFETY: all of these are repr(C), Copy, without padding (sizes asserted above), and every
@@ -774,6 +770,7 @@ mod pod {
     unsafe impl aya::Pod for Heartbeat {}
     unsafe impl aya::Pod for RttChoiceKey {}
     unsafe impl aya::Pod for RttChoice {}
+    unsafe impl aya::Pod for EcsAllowKey {}
 }
 
 #[cfg(test)]
@@ -794,7 +791,7 @@ mod tests {
     #[test]
     fn shared_struct_sizes() {
         use core::mem::size_of;
-        let table: [(usize, usize); 17] = [
+        let table: [(usize, usize); 18] = [
             (size_of::<ProgramConfig>(), 16),
             (size_of::<ViewValue>(), 12),
             (size_of::<ListenKey>(), 16),
@@ -812,6 +809,7 @@ mod tests {
             (size_of::<Heartbeat>(), 16),
             (size_of::<RttChoiceKey>(), 16),
             (size_of::<RttChoice>(), 64),
+            (size_of::<EcsAllowKey>(), 20),
         ];
         for (got, want) in table {
             assert_eq!(got, want);

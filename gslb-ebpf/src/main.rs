@@ -5,7 +5,7 @@
 //! This file holds the maps and the dispatch; the jobs are [`parse`] (the frame down to the
 //! question, and the client), [`lookup`] (an answer set with its name checked; why none),
 //! [`reply`] (the frame turned into the answer), [`record`] (what userspace reads back:
-//! counters, resolvers) and [`rrl`].
+//! counters, resolvers), [`rrl`] and [`ecs_allow`] (whose ECS is used).
 //!
 //! Cost model (measured on the 2-core test VM, kernel 6.18, see benches/RESULTS.md): a hash
 //! map lookup costs about 35 ns, an LPM trie lookup about 15 ns, any call about 7 ns (the
@@ -19,6 +19,7 @@
 #![no_main]
 
 mod csum;
+mod ecs_allow;
 mod floor;
 mod hdr;
 mod lookup;
@@ -190,15 +191,23 @@ fn stale(scratch: &mut Scratch) -> bool {
 fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
     // Verifier only: element 0 of an array always exists; the verifier wants the null checks.
     let config = CONFIG.get(0).ok_or(Miss::OtherPort)?;
+    // Read once for the whole packet: a publish rewrites `CONFIG` while packets run, and every
+    // map the packet reads must be of one generation (`LISTEN_SET`'s, `RTT_CHOICE`'s and
+    // `ECS_ALLOW`'s parities, the `ANSWERS` and `DOMAINS` keys). Through the map pointer, each
+    // use was a load of its own: the xdp_ecs_allow test saw one generation's `ECS_ALLOW` list
+    // with the next one's answers.
+    // SAFETY: a map value pointer the lookup just checked, read as the plain data it is.
+    let config = &unsafe { core::ptr::read_volatile(config) };
     let scratch = SCRATCH.get_ptr_mut(0).ok_or(Miss::Malformed)?;
     // SAFETY: per-CPU slot, only this CPU uses it while the program runs.
     let scratch = unsafe { &mut *scratch };
     if stale(scratch) {
         return Err(Miss::Stale);
     }
-    let q = parse::query(ctx, config, scratch)?;
+    let mut q = parse::query(ctx, config, scratch)?;
     let mut client = parse::Client::new();
     parse::client(ctx, &q, config, &mut client)?;
+    ecs_allow::apply(&mut q, config, &client);
 
     let mut akey = AnswerKey {
         name_hash: q.hash,

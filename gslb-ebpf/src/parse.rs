@@ -5,9 +5,8 @@
 
 use aya_ebpf::{maps::lpm_trie::Key, programs::XdpContext};
 use gslb_common::{
-    ECS_PASS, LISTEN_IN_TRIE, LISTEN_INLINE, LISTEN_PREFIX_LEN, LOCAL_MACS_MAX, ListenKey,
-    NAME_HASH_SEED, ProgramConfig, QNAME_MAX, QNAME_WORDS, QTYPE_A, QTYPE_AAAA, ViewKey,
-    name_hash_step,
+    LISTEN_IN_TRIE, LISTEN_INLINE, LISTEN_PREFIX_LEN, LOCAL_MACS_MAX, ListenKey, NAME_HASH_SEED,
+    ProgramConfig, QNAME_MAX, QNAME_WORDS, QTYPE_A, QTYPE_AAAA, ViewKey, name_hash_step,
 };
 
 use crate::{
@@ -63,8 +62,9 @@ pub struct Subnet {
 }
 
 impl Subnet {
+    /// No ECS option (or one the reply does not echo: see ecs_allow.rs).
     #[inline(always)]
-    fn none() -> Self {
+    pub fn none() -> Self {
         Subnet {
             len: 0,
             head: 0,
@@ -332,13 +332,7 @@ pub fn query(
     }
     // A DNS query to us: now whether it may be answered at all.
     check_macs(ctx)?;
-    let q = message(ctx, &d, scratch.key.name.as_mut_ptr(), &mut scratch.len)?;
-    // A valid subnet while `server.ecs_allow` lists who may send one: the program does not
-    // hold the list, so the responder decides.
-    if q.ecs.len != 0 && config.flags & ECS_PASS != 0 {
-        return Err(Miss::EcsAllowList);
-    }
-    Ok(q)
+    message(ctx, &d, scratch.key.name.as_mut_ptr(), &mut scratch.len)
 }
 
 /// The frame down to the UDP header: Ethernet (one VLAN tag), IPv4 without options and not a
@@ -433,7 +427,8 @@ pub fn datagram(ctx: &XdpContext, config: &ProgramConfig) -> Result<Datagram, Mi
 }
 
 /// The DNS message of a datagram to the DNS port (see [`datagram`]), from the UDP header's
-/// checks to its end: one A/AAAA question, at most an OPT without ECS. The question name's
+/// checks to its end: one A/AAAA question, at most an OPT with at most one valid ECS option
+/// (see [`subnet`]). The question name's
 /// lower-cased words go to `name` (`QNAME_MAX` bytes, 8-byte aligned) and its length through
 /// `len_slot` (see [`launder`]). Reads no map.
 #[inline(always)]

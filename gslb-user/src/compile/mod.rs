@@ -93,8 +93,9 @@ pub struct Snapshot {
     pub edns_udp_size: u16,
     /// `[rrl]`, for the fast path's `RRL_CONFIG` (publish writes it).
     pub rrl: crate::config::RrlSettings,
-    /// `server.ecs_allow` is set: the fast path passes queries with ECS (`ECS_PASS`).
-    pub ecs_allow_list: bool,
+    /// `server.ecs_allow`: the resolvers whose ECS the fast path uses (`ECS_ALLOW`, written by
+    /// `dataplane::ecs_allow`); `None`: every client's.
+    pub ecs_allow: Option<Vec<IpNet>>,
     /// Destination addresses the fast path answers for.
     pub listen: Vec<IpAddr>,
     /// Disjoint client prefixes, ascending, with their view and LDNS view; other clients get

@@ -218,7 +218,7 @@ impl Job<'_> {
             dns_port: config.server.dns_port,
             edns_udp_size: config.server.edns_udp_size,
             rrl: config.rrl,
-            ecs_allow_list: config.server.ecs_allow.is_some(),
+            ecs_allow: config.server.ecs_allow.clone(),
             listen: config.server.listen.clone(),
             views: views_out,
             segments,

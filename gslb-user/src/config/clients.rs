@@ -76,8 +76,9 @@ const RRL_TABLE_RANGE: RangeInclusive<i64> = 1024..=(1 << 24);
 const TCP_CONNECTIONS_RANGE: RangeInclusive<i64> = 1..=1_000_000;
 /// `tcp_idle_timeout_ms`, `tcp_message_timeout_ms`: 10 ms to 10 minutes.
 const TCP_TIMEOUT_MS_RANGE: RangeInclusive<i64> = 10..=600_000;
-/// Most `ecs_allow` prefixes (each query walks them).
-const MAX_ECS_ALLOW: usize = 1024;
+/// Most `ecs_allow` prefixes (each responder query walks them; the fast path's `ECS_ALLOW`
+/// trie holds two lists of this size).
+const MAX_ECS_ALLOW: usize = gslb_common::ECS_ALLOW_PREFIXES_MAX;
 
 impl Validator<'_> {
     /// `tcp_max_connections`, `tcp_max_per_address`, `tcp_idle_timeout_ms`,

@@ -2,7 +2,8 @@
 //! attaches and pins it, and hides the raw maps behind [`AnswerTable::publish`],
 //! [`Dataplane::counters`] and [`LdnsMap::scan`] (the resolvers the fast path has seen).
 //! `loader`: load, attach, pin. `publish`: the atomic republish (`refine`: whether the view
-//! trie can be edited in place; `choices`: the `RTT_CHOICE` pages by parity). `batch`: the raw batch syscall. `encode`: map keys and
+//! trie can be edited in place; `choices`: the `RTT_CHOICE` pages by parity; `ecs_allow`:
+//! `server.ecs_allow` in `ECS_ALLOW`, by parity). `batch`: the raw batch syscall. `encode`: map keys and
 //! values. `ldns`: the resolver map. `counters`: the hit and miss counters. `rotors`: the
 //! `ROTOR` slot of each rotating answer set. `shortcuts`: what spares a hit lookups (default-view
 //! copies, any-view hints). `heartbeat`: the controller's heartbeat the
@@ -12,6 +13,7 @@
 mod batch;
 mod choices;
 mod counters;
+mod ecs_allow;
 pub mod encode;
 mod error;
 mod heartbeat;
@@ -24,6 +26,7 @@ mod rotors;
 mod shortcuts;
 
 pub use self::counters::{CounterReader, Counters, pinned_counters};
+pub use self::ecs_allow::ecs_allow_key;
 pub use self::encode::{
     answer_key, answer_record, answer_set, domain_key, listen_key, listen_set, mapped, ones_sum,
     unmapped, view_key, wire_name,

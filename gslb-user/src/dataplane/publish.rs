@@ -7,8 +7,8 @@ use std::sync::Arc;
 use aya::maps::{Array, HashMap, LpmTrie, Map, MapData, lpm_trie::Key};
 use gslb_common::{
     ANSWER_ANY_VIEW, ANSWER_BY_RTT, ANY_VIEW_MAP, AnswerKey, AnswerSet, DomainKey, DomainValue,
-    ECS_PASS, ListenKey, ListenSet, ProgramConfig, QNAME_MAX, RRL_CONFIG_MAP, RTT_OUTCOME_BIT,
-    RrlConfig, ViewKey, ViewValue, maps, name_hash,
+    ListenKey, ListenSet, ProgramConfig, QNAME_MAX, RRL_CONFIG_MAP, RTT_OUTCOME_BIT, RrlConfig,
+    ViewKey, ViewValue, maps, name_hash,
 };
 use tracing::warn;
 
@@ -16,6 +16,7 @@ use super::{
     Result,
     batch::batch,
     choices::ChoiceMap,
+    ecs_allow::{self, EcsAllowMap},
     encode::{
         answer_key, answer_set, listen_key, listen_set, mapped, view_key, wire_domain_key,
         wire_name,
@@ -42,6 +43,8 @@ pub struct AnswerTable {
     pub(super) answers: HashMap<MapData, AnswerKey, AnswerSet>,
     /// `RTT_CHOICE`, by parity.
     choices: ChoiceMap,
+    /// `ECS_ALLOW`, by parity.
+    ecs_allow: EcsAllowMap,
     /// What the maps hold now, as this process published it (`None` after adopting pins: the
     /// next publish rewrites everything).
     published: Option<Published>,
@@ -117,6 +120,9 @@ impl AnswerTable {
             answers: HashMap::try_from(take(maps::ANSWERS)?).map_err(map_err(maps::ANSWERS))?,
             choices: ChoiceMap::new(
                 HashMap::try_from(take(maps::RTT_CHOICE)?).map_err(map_err(maps::RTT_CHOICE))?,
+            ),
+            ecs_allow: EcsAllowMap::new(
+                LpmTrie::try_from(take(maps::ECS_ALLOW)?).map_err(map_err(maps::ECS_ALLOW))?,
             ),
             published: None,
             names: std::collections::HashMap::new(),
@@ -297,6 +303,9 @@ impl AnswerTable {
         // The choices of the new generation, in its parity (which no packet reads now).
         (stats.choices, stats.choices_removed) =
             self.choices.write(generation & 1, &snapshot.rtt_choices)?;
+        // `server.ecs_allow` in the new generation's parity, like the choices.
+        self.ecs_allow
+            .write(generation & 1, snapshot.ecs_allow.as_deref())?;
 
         // Hints only (a bit is followed only to a set that says it holds for every client):
         // written before the switch, so the new generation's any-view names skip the trie at
@@ -323,7 +332,7 @@ impl AnswerTable {
             dns_port: snapshot.dns_port,
             edns_udp_size: snapshot.edns_udp_size,
             view_generation,
-            flags: if snapshot.ecs_allow_list { ECS_PASS } else { 0 },
+            flags: ecs_allow::flags(snapshot.ecs_allow.as_deref()),
         };
         self.config
             .set(0, &config, 0)

@@ -32,9 +32,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use common::{
-    Answers, Expect, Frame, SERVER_V4, SERVER_V6, assert_passed, assert_reply, query, run, wire,
-};
+use common::{Answers, Expect, Frame, assert_passed, assert_reply, query, run, wire};
 use gslb_common::{
     Counter, DEFAULT_VIEW, MAX_ADDRS, QTYPE_A, QTYPE_AAAA, RTT_OUTCOME_BIT, ViewValue,
 };
@@ -1586,10 +1584,6 @@ fn ask_xdp(dp: &Dataplane, world: &World, clients: &[IpAddr]) -> (usize, usize) 
     let (mut hits, mut passes, mut runs) = (0usize, 0usize, 0usize);
     let mut id = 0u16;
     for &client in clients {
-        let server = match client {
-            IpAddr::V4(_) => IpAddr::V4(SERVER_V4),
-            IpAddr::V6(_) => IpAddr::V6(SERVER_V6),
-        };
         let view = tables.view(client);
         let location = world.db.lookup(client);
         for (d, domain) in world.config.gslb_domains.iter().enumerate() {
@@ -1597,7 +1591,7 @@ fn ask_xdp(dp: &Dataplane, world: &World, clients: &[IpAddr]) -> (usize, usize) 
             for (qtype, rtype) in [(QTYPE_A, RecordType::A), (QTYPE_AAAA, RecordType::AAAA)] {
                 id = id.wrapping_add(1);
                 let frame =
-                    Frame::udp(client, server, wire(&query(id, &domain.name, rtype))).bytes();
+                    Frame::query_from(client, wire(&query(id, &domain.name, rtype))).bytes();
                 let case = format!(
                     "{}: {} {rtype} from {client} (view {view:?})",
                     world.name, domain.name

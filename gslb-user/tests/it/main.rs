@@ -44,6 +44,7 @@ mod server;
 mod show_services;
 mod steering;
 mod supervise;
+mod xdp_ecs_allow;
 mod xdp_floor;
 mod xdp_fuzz;
 mod xdp_hygiene;

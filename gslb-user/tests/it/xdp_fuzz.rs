@@ -216,6 +216,14 @@ fn check_reply(query: &[u8], reply: &[u8], responder: &Responder) -> Result<(), 
             "answer sets: XDP {ours_rr:?}, responder {theirs_rr:?}"
         ));
     }
+    // With the same records (every reply but a rotation's other turn), the same bytes.
+    if ours_rr == theirs_rr && ours != theirs.as_slice() {
+        return Err(format!(
+            "bytes: XDP {}, responder {}",
+            hex(ours),
+            hex(&theirs)
+        ));
+    }
     Ok(())
 }
 
@@ -240,11 +248,34 @@ fn xdp_replies_agree_with_the_responder() {
     if !privileged() {
         return;
     }
-    let frames = env_or("GSLB_FUZZ_FRAMES", 200_000);
+    differential(&config_text(), env_or("GSLB_FUZZ_FRAMES", 200_000), false);
+}
+
+/// The same under `server.ecs_allow`: the population's clients are on both sides of the list
+/// (CLIENT_V4, V1_CLIENT_V6 and 198.51.100.200 in it; V1_CLIENT_V4 and CLIENT_V6 not), so
+/// ECS is used from some and ignored from others, and the program must agree with the
+/// responder on which. Half the frames of the plain run.
+#[test]
+fn xdp_replies_agree_with_the_responder_under_an_ecs_allow_list() {
+    if !privileged() {
+        return;
+    }
+    let text = config_text().replacen(
+        "[server]\n",
+        "[server]\necs_allow = [\"203.0.113.0/24\", \"198.51.100.128/25\", \"2001:db8:1::/48\"]\n",
+        1,
+    );
+    differential(&text, env_or("GSLB_FUZZ_FRAMES", 200_000) / 2, true);
+}
+
+/// Runs `frames` generated frames through the program published from `text` and checks every
+/// outcome against the responder of the same snapshot. `allow_list`: ECS queries answered
+/// without the option (their source is not listed) must occur too.
+fn differential(text: &str, frames: u64, allow_list: bool) {
     let seed = env_or("GSLB_FUZZ_SEED", 12);
     let every = env_or("GSLB_FUZZ_COUNTERS_EVERY", 1).max(1);
 
-    let config = Config::parse(&config_text(), Path::new("xdp-fuzz.toml")).unwrap();
+    let config = Config::parse(text, Path::new("xdp-fuzz.toml")).unwrap();
     let snapshot = Snapshot::from_config(&config);
     let mut dp = Dataplane::load(None).expect("loading the XDP object");
     dp.table.publish(&snapshot).expect("publishing");
@@ -276,8 +307,9 @@ fn xdp_replies_agree_with_the_responder() {
     let mut generator = Generator::new(seed, pop);
     let mut out = vec![0u8; 4096];
     let (mut tx, mut passes, mut wrong) = (0u64, 0u64, 0u64);
-    // Replies that echo an ECS option (answered from the subnet's view).
-    let mut ecs_tx = 0u64;
+    // Replies that echo an ECS option (answered from the subnet's view), and replies to an
+    // ECS query that echo none (the option ignored: a source not in `server.ecs_allow`).
+    let (mut ecs_tx, mut ecs_ignored_tx) = (0u64, 0u64);
     let mut reasons: BTreeMap<&str, u64> = BTreeMap::new();
     let mut examples = Vec::new();
     let start = dp.counters().unwrap();
@@ -293,10 +325,14 @@ fn xdp_replies_agree_with_the_responder() {
             XDP_TX => {
                 tx += 1;
                 batch_tx += 1;
-                if fuzz_frames::udp_offset(reply)
-                    .is_some_and(|l4| !ecs_options(&reply[l4 + 8..]).is_empty())
-                {
+                let echoes = |f: &[u8]| {
+                    fuzz_frames::udp_offset(f)
+                        .is_some_and(|l4| !ecs_options(&f[l4 + 8..]).is_empty())
+                };
+                if echoes(reply) {
                     ecs_tx += 1;
+                } else if echoes(&frame) {
+                    ecs_ignored_tx += 1;
                 }
                 if let Err(why) = check_reply(&frame, reply, &responder) {
                     wrong += 1;
@@ -350,7 +386,7 @@ fn xdp_replies_agree_with_the_responder() {
         }
     }
     println!(
-        "fuzz-xdp: {frames} frames (seed {seed}) in {:.1?}: {tx} XDP_TX ({ecs_tx} with ECS), {passes} XDP_PASS, {wrong} wrong",
+        "fuzz-xdp: {frames} frames (seed {seed}, ecs_allow {allow_list}) in {:.1?}: {tx} XDP_TX ({ecs_tx} with ECS, {ecs_ignored_tx} with ECS ignored), {passes} XDP_PASS, {wrong} wrong",
         started.elapsed()
     );
     println!("fuzz-xdp passes by reason: {reasons:?}");
@@ -363,6 +399,14 @@ fn xdp_replies_agree_with_the_responder() {
     // The generator reaches both sides: many answers, and many passes of many reasons.
     assert!(tx > frames / 20, "only {tx} replies");
     assert!(ecs_tx > frames / 200, "only {ecs_tx} ECS replies");
+    if allow_list {
+        assert!(
+            ecs_ignored_tx > frames / 200,
+            "only {ecs_ignored_tx} replies with ECS ignored"
+        );
+    } else {
+        assert_eq!(ecs_ignored_tx, 0, "ECS ignored without a list");
+    }
     assert!(reasons.len() >= 15 || frames < 10_000, "{reasons:?}");
 }
 

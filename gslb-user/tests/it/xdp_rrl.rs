@@ -48,12 +48,8 @@ fn ask_as(dp: &Dataplane, client: IpAddr, id: u16, tally: &mut Tally) {
 
 /// [`ask_as`] with the message `msg` (its ID checked in the reply).
 fn ask_with(dp: &Dataplane, client: IpAddr, msg: &Message, tally: &mut Tally) {
-    let server = match client {
-        IpAddr::V4(_) => IpAddr::V4(SERVER_V4),
-        IpAddr::V6(_) => IpAddr::V6(SERVER_V6),
-    };
     let id = msg.id();
-    let frame = Frame::udp(client, server, wire(msg)).bytes();
+    let frame = Frame::query_from(client, wire(msg)).bytes();
     let out = run(dp, &frame);
     match out.action {
         XDP_DROP => tally.dropped += 1,

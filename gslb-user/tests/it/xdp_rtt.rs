@@ -56,6 +56,11 @@ fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
+/// A query for www.example.com from `client` to the server of its family, as a frame.
+fn www_query(client: IpAddr, rtype: RecordType) -> Vec<u8> {
+    Frame::query_from(client, wire(&query(7, "www.example.com", rtype))).bytes()
+}
+
 /// Rows: 198.51.100.0/24 and 2001:db8:1::/48 are 10 ms from "near" and 40 ms from "far";
 /// 203.0.113.0/24 the other way round.
 fn rows() -> Arc<Vec<LdnsRtt>> {
@@ -123,17 +128,7 @@ fn rtt_answers_come_from_the_ldns_view() {
     dp.table.publish(&snapshot).expect("publishing");
     for &(client, rtype, want) in &table {
         let want: Vec<IpAddr> = want.iter().map(|a| ip(a)).collect();
-        let server: IpAddr = if ip(client).is_ipv4() {
-            common::SERVER_V4.into()
-        } else {
-            common::SERVER_V6.into()
-        };
-        let frame = Frame::udp(
-            ip(client),
-            server,
-            wire(&query(7, "www.example.com", rtype)),
-        )
-        .bytes();
+        let frame = www_query(ip(client), rtype);
         let out = run(&dp, &frame);
         let expect = Expect {
             rtype,
@@ -192,17 +187,7 @@ fn the_choice_map_answers_as_the_responder() {
         ("2001:db8:2::7", RecordType::AAAA, None),
     ];
     for (client, rtype, nearest) in table {
-        let server: IpAddr = if ip(client).is_ipv4() {
-            common::SERVER_V4.into()
-        } else {
-            common::SERVER_V6.into()
-        };
-        let frame = Frame::udp(
-            ip(client),
-            server,
-            wire(&query(7, "www.example.com", rtype)),
-        )
-        .bytes();
+        let frame = www_query(ip(client), rtype);
         let out = run(&dp, &frame);
         let want = responder_addrs(&responder, "www.example.com", rtype, ip(client));
         assert_eq!(want.len(), 1, "{client}: one address");

@@ -687,10 +687,12 @@ fn passes_ecs_it_cannot_answer_exactly() {
     assert_messages_passed(&dp, &cases);
 }
 
-/// With `server.ecs_allow`, the program does not know the list: every query with a valid ECS
-/// is passed and the responder decides (malformed ones stay `ecs_invalid`).
+/// With `server.ecs_allow`, the program holds the list (`ECS_ALLOW`): a listed resolver's
+/// subnet is answered from its view with the scope echoed, anyone else's option is ignored (its
+/// own view, no option echoed), and malformed ones stay `ecs_invalid` (xdp_ecs_allow.rs has
+/// the rest).
 #[test]
-fn passes_ecs_when_an_allow_list_decides() {
+fn answers_ecs_when_an_allow_list_decides() {
     if !privileged() {
         return;
     }
@@ -705,20 +707,28 @@ fn passes_ecs_when_an_allow_list_decides() {
     dp.table
         .publish(&gslb_user::compile::Snapshot::from_config(&config))
         .expect("publishing");
+    let v1 = || vec![ecs_subnet("198.51.100.0/24")];
+    let a = RecordType::A;
+    // CLIENT_V4 (203.0.113.7) is listed: the subnet's view v1, scope 24; a /0: its own view.
+    let listed = |options| ecs_frame(IpAddr::V4(CLIENT_V4), V4, WWW, a, options);
+    ask_scoped(
+        &dp,
+        "listed, v1 subnet",
+        &listed(v1()),
+        &www(a, &WWW_V1_A),
+        24,
+    );
+    let zero = listed(vec![ecs_subnet("0.0.0.0/0")]);
+    ask_scoped(&dp, "listed, /0", &zero, &www_default(a), 0);
+    // CLIENT_V6 is not: its own (default) view, and an OPT without the option.
+    let other = ecs_frame(IpAddr::V6(CLIENT_V6), V6, WWW, a, v1());
+    ask(&dp, "not listed, v1 subnet", &other, &www_default(a));
+    let malformed = vec![ecs_option(1, 24, 8, &[198, 51, 100])];
     #[rustfmt::skip]
     let cases = [
-        ("v1 subnet", wire(&with_options(vec![ecs_subnet("198.51.100.0/24")])), Counter::EcsAllowList),
-        ("/0", wire(&with_options(vec![ecs_subnet("0.0.0.0/0")])), Counter::EcsAllowList),
-        ("malformed", wire(&with_options(vec![ecs_option(1, 24, 8, &[198, 51, 100])])), Counter::EcsInvalid),
+        ("malformed", wire(&with_options(malformed)), Counter::EcsInvalid),
     ];
     assert_messages_passed(&dp, &cases);
-    // Without ECS, the same queries are answered.
-    ask(
-        &dp,
-        "no ECS",
-        &Frame::query_to(V4, wire(&with_edns(query(0x2a, WWW, RecordType::A)))),
-        &www_default(RecordType::A),
-    );
 }
 
 #[test]

@@ -118,6 +118,14 @@ pub(crate) const CLIENT_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 2, 0, 0, 0, 
 pub(crate) const V1_CLIENT_V4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 7);
 pub(crate) const V1_CLIENT_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 7);
 
+/// The test server ([`SERVER_V4`] or [`SERVER_V6`]) of `addr`'s family.
+pub(crate) fn server_of(addr: IpAddr) -> IpAddr {
+    match addr {
+        IpAddr::V4(_) => IpAddr::V4(SERVER_V4),
+        IpAddr::V6(_) => IpAddr::V6(SERVER_V6),
+    }
+}
+
 pub(crate) const CLIENT_MAC: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x01];
 pub(crate) const SERVER_MAC: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x02];
 pub(crate) const CLIENT_PORT: u16 = 40_000;
@@ -495,6 +503,11 @@ impl Frame {
             IpAddr::V6(_) => IpAddr::V6(CLIENT_V6),
         };
         Frame::udp(client, server, dns)
+    }
+
+    /// A DNS query from `client` to the test server of its family.
+    pub(crate) fn query_from(client: IpAddr, dns: Vec<u8>) -> Frame {
+        Frame::udp(client, server_of(client), dns)
     }
 
     pub(crate) fn v4(dns: Vec<u8>) -> Frame {
