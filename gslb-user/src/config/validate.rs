@@ -39,7 +39,9 @@ fn line_starts(text: &str) -> Vec<usize> {
         .collect()
 }
 
-/// 1-based line and column (in characters) of byte `offset` in `text`.
+/// 1-based line and column (in characters) of byte `offset` in `text` (the tests' reference;
+/// the [`Validator`] keeps its text's line starts).
+#[cfg(test)]
 pub(super) fn line_col(text: &str, offset: usize) -> (usize, usize) {
     line_col_in(text, &line_starts(text), offset)
 }
