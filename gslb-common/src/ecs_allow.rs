@@ -3,7 +3,7 @@
 //! responder checks (`responder::ecs::Allow`). From any other source the option is ignored
 //! as the responder ignores it: the source is the client and no option is echoed.
 
-/// `ProgramConfig::flags`: `server.ecs_allow` is set, so a query's ECS option is used only
+/// `ListenSet::flags`: `server.ecs_allow` is set, so a query's ECS option is used only
 /// when its source is in `ECS_ALLOW` under this generation's parity; without the flag, ECS is
 /// used from every source and the trie is not read.
 pub const ECS_ALLOW_LIST: u32 = 1;

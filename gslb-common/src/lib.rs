@@ -60,8 +60,8 @@ pub struct ProgramConfig {
     /// partition is rebuilt; a republish that keeps it edits the trie in place, in steps that
     /// each leave every lookup's answer unchanged (see `AnswerTable::publish`).
     pub view_generation: u32,
-    /// [`ECS_ALLOW_LIST`] or 0.
-    pub flags: u32,
+    /// 0. (`ECS_ALLOW_LIST` is in [`ListenSet::flags`]: per generation parity, not here.)
+    pub reserved: u32,
 }
 const _: () = assert!(size_of::<ProgramConfig>() == 16);
 
@@ -96,7 +96,11 @@ pub const LISTEN_IN_TRIE: u32 = u32::MAX;
 pub struct ListenSet {
     /// Number of valid `addrs`, or [`LISTEN_IN_TRIE`].
     pub count: u32,
-    pub reserved: u32,
+    /// [`ECS_ALLOW_LIST`] or 0, for this generation. Here rather than in `CONFIG`: a packet
+    /// copying `CONFIG` while the switch rewrites it could take a flag of one generation with
+    /// the other's number (two words, each copied on its own), while this slot is written
+    /// before the switch to its generation and not again while packets read it.
+    pub flags: u32,
     pub addrs: [[u8; 16]; LISTEN_INLINE],
 }
 const _: () = assert!(size_of::<ListenSet>() == 8 + 16 * LISTEN_INLINE);

@@ -4,9 +4,9 @@
 //! `gslb_common::EcsAllowKey`). A source outside it gets what the responder gives it: the
 //! option ignored, so its own address picks the view and the reply's OPT carries no option.
 //!
-//! Hook in main.rs: [`apply`] once the client (the packet's source) is known. Without a list
-//! (`ECS_ALLOW_LIST` clear) or without ECS in the query it reads no map; with both, one trie
-//! lookup (~15 ns).
+//! Hook in main.rs: [`apply`] once the client (the packet's source) is known. Without ECS in
+//! the query it reads no map; with ECS, the generation's `LISTEN_SET` slot (inlined) for
+//! `ECS_ALLOW_LIST`, and with a list one trie lookup (~15 ns).
 
 use aya_ebpf::{macros::map, maps::LpmTrie};
 use gslb_common::{
@@ -15,7 +15,7 @@ use gslb_common::{
 };
 
 use crate::{
-    TrieKey,
+    LISTEN_SET, TrieKey,
     parse::{Client, Query, Subnet},
 };
 
@@ -23,12 +23,17 @@ use crate::{
 static ECS_ALLOW: LpmTrie<EcsAllowKey, u8> = LpmTrie::with_max_entries(ECS_ALLOW_MAX, 0);
 
 /// Drops the query's ECS option when `server.ecs_allow` is set and the source is not in it.
-/// `config` is the one the packet read its generation from, so the parity matches the
-/// answers it reads.
+/// `config` is the one the packet read its generation from, so the parity (of the flag in
+/// `LISTEN_SET` and of the list) matches the answers it reads.
 #[inline(always)]
 pub fn apply(q: &mut Query, config: &ProgramConfig, client: &Client) {
-    if q.ecs.len == 0 || config.flags & ECS_ALLOW_LIST == 0 {
+    if q.ecs.len == 0 {
         return;
+    }
+    // An inlined array lookup; the parse read the same slot.
+    match LISTEN_SET.get(config.generation & 1) {
+        Some(set) if set.flags & ECS_ALLOW_LIST != 0 => {}
+        _ => return,
     }
     let family = if q.v6 { ECS_FAMILY_V6 } else { ECS_FAMILY_V4 };
     let (hi, lo) = client.source();

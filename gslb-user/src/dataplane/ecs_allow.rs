@@ -5,8 +5,9 @@
 //! A publish makes parity `(g + 1) & 1` hold the new list before it switches `CONFIG` to
 //! `g + 1`: packets read parity `g & 1` until the switch (the other was last read by
 //! generation `g - 1`, switched away from a publish ago and followed by the grace pause), and
-//! parity `(g + 1) & 1` after it, so every packet sees one whole list. The switch also sets or
-//! clears `ECS_ALLOW_LIST` in the same `CONFIG` write.
+//! parity `(g + 1) & 1` after it, so every packet sees one whole list. Whether there is a list
+//! (`ECS_ALLOW_LIST`) is in the same generation's `LISTEN_SET` slot, written before the switch
+//! too.
 
 use aya::maps::{LpmTrie, MapData, lpm_trie::Key};
 use gslb_common::{
@@ -42,7 +43,7 @@ pub fn ecs_allow_key(parity: u32, net: IpNet) -> Key<EcsAllowKey> {
     )
 }
 
-/// `ProgramConfig::flags` for the list.
+/// `ListenSet::flags` for the list.
 pub(super) fn flags(list: Option<&[IpNet]>) -> u32 {
     if list.is_some() { ECS_ALLOW_LIST } else { 0 }
 }

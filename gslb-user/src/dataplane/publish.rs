@@ -165,8 +165,14 @@ impl AnswerTable {
                 .map_err(map_err(maps::LISTEN))?;
         }
         // The slot of the new generation; packets of the current one read the other.
+        // With it, whether that generation has an `ECS_ALLOW` list: a packet reads the flag
+        // of the generation it reads everything else of.
+        let listening = ListenSet {
+            flags: ecs_allow::flags(snapshot.ecs_allow.as_deref()),
+            ..listen_set(&snapshot.listen)
+        };
         self.listen_set
-            .set(generation & 1, &listen_set(&snapshot.listen), 0)
+            .set(generation & 1, &listening, 0)
             .map_err(map_err(maps::LISTEN_SET))?;
 
         // What the maps hold, when this process wrote it: the old entries are then removed by
@@ -332,7 +338,7 @@ impl AnswerTable {
             dns_port: snapshot.dns_port,
             edns_udp_size: snapshot.edns_udp_size,
             view_generation,
-            flags: ecs_allow::flags(snapshot.ecs_allow.as_deref()),
+            reserved: 0,
         };
         self.config
             .set(0, &config, 0)
