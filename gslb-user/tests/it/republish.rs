@@ -60,52 +60,18 @@ fn every_reply_belongs_to_exactly_one_generation() {
     let sets = [snapshot("198.51.100.1", 100), snapshot("198.51.100.2", 200)];
     let frame = Frame::v4(wire(&query(1, "www.example.com", RecordType::A))).bytes();
     let (program, table) = dp.program_and_table();
-    table.publish(&sets[0]).unwrap();
-    let done = AtomicBool::new(false);
-
-    let seen = std::thread::scope(|s| {
-        let reader = s.spawn(|| {
-            common::pin_to_cpu(0);
-            let mut seen: BTreeMap<String, u64> = BTreeMap::new();
-            let mut out = vec![0u8; 4096];
-            // Until the publisher is done, and a bounded number of runs in any case.
-            for _ in 0..5_000_000 {
-                if done.load(Ordering::Relaxed) {
-                    break;
-                }
-                let result = program
-                    .test_run(TestRunOptions {
-                        data_in: Some(&frame),
-                        data_out: Some(&mut out),
-                        ..TestRunOptions::new()
-                    })
-                    .unwrap();
-                let reply = if result.return_value == XDP_TX {
-                    // Ethernet 14 + IPv4 20 + UDP 8.
-                    let msg = Message::from_vec(&out[42..result.data_size_out as usize]).unwrap();
-                    let answers: Vec<String> = msg
-                        .answers()
-                        .iter()
-                        .map(|r| match r.data() {
-                            RData::A(a) => format!("{} ttl {}", IpAddr::V4(a.0), r.ttl()),
-                            other => format!("{other:?}"),
-                        })
-                        .collect();
-                    answers.join(", ")
-                } else {
-                    format!("XDP action {}", result.return_value)
-                };
-                *seen.entry(reply).or_default() += 1;
-            }
-            seen
+    let seen =
+        common::replies_while_publishing(program, table, &frame, &sets, PUBLISHES, |_, msg| {
+            let answers: Vec<String> = msg
+                .answers()
+                .iter()
+                .map(|r| match r.data() {
+                    RData::A(a) => format!("{} ttl {}", IpAddr::V4(a.0), r.ttl()),
+                    other => format!("{other:?}"),
+                })
+                .collect();
+            answers.join(", ")
         });
-        common::pin_to_cpu(1);
-        for i in 0..PUBLISHES {
-            table.publish(&sets[(i + 1) % 2]).unwrap();
-        }
-        done.store(true, Ordering::Relaxed);
-        reader.join().unwrap()
-    });
 
     eprintln!("replies over {PUBLISHES} publishes: {seen:?}");
     let allowed = ["198.51.100.1 ttl 100", "198.51.100.2 ttl 200"];

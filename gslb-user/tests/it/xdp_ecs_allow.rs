@@ -8,13 +8,10 @@
 use crate::common;
 
 use std::{
-    collections::BTreeMap,
     net::{IpAddr, Ipv4Addr},
     path::Path,
-    sync::atomic::{AtomicBool, Ordering},
 };
 
-use aya::programs::{TestRun, TestRunOptions};
 use common::*;
 use gslb_common::{Counter, MAX_ADDRS};
 use gslb_user::{
@@ -23,10 +20,7 @@ use gslb_user::{
     dataplane::Dataplane,
     responder::{Responder, Transport},
 };
-use hickory_proto::{
-    op::Message,
-    rr::{RData, RecordType, rdata::opt::EdnsOption},
-};
+use hickory_proto::rr::{RData, RecordType, rdata::opt::EdnsOption};
 
 /// The list of most cases: CLIENT_V4 (203.0.113.7) and CLIENT_V6 (2001:db8:2::7) are in it,
 /// the v1 clients are not. The /25 puts a boundary inside CLIENT_V4's /24.
@@ -317,54 +311,21 @@ fn a_republished_list_switches_with_its_answers() {
     )
     .bytes();
     let (program, table) = dp.program_and_table();
-    table.publish(&snapshots[0]).unwrap();
-    let done = AtomicBool::new(false);
-    let seen = std::thread::scope(|s| {
-        let reader = s.spawn(|| {
-            pin_to_cpu(0);
-            let mut seen: BTreeMap<String, u64> = BTreeMap::new();
-            let mut out = vec![0u8; 4096];
-            for _ in 0..5_000_000 {
-                if done.load(Ordering::Relaxed) {
-                    break;
-                }
-                let result = program
-                    .test_run(TestRunOptions {
-                        data_in: Some(&frame),
-                        data_out: Some(&mut out),
-                        ..TestRunOptions::new()
-                    })
-                    .unwrap();
-                let reply = if result.return_value == XDP_TX {
-                    let dns = &out[42..result.data_size_out as usize];
-                    let msg = Message::from_vec(dns).unwrap();
-                    let answers: Vec<String> = msg
-                        .answers()
-                        .iter()
-                        .map(|r| match r.data() {
-                            RData::A(a) => a.0.to_string(),
-                            other => format!("{other:?}"),
-                        })
-                        .collect();
-                    let echoed = if ecs_options(dns).is_empty() {
-                        "no option"
-                    } else {
-                        "echoed"
-                    };
-                    format!("{} {echoed}", answers.join(", "))
-                } else {
-                    format!("XDP action {}", result.return_value)
-                };
-                *seen.entry(reply).or_default() += 1;
-            }
-            seen
-        });
-        pin_to_cpu(1);
-        for i in 0..200 {
-            table.publish(&snapshots[(i + 1) % 2]).unwrap();
-        }
-        done.store(true, Ordering::Relaxed);
-        reader.join().unwrap()
+    let seen = replies_while_publishing(program, table, &frame, &snapshots, 200, |dns, msg| {
+        let answers: Vec<String> = msg
+            .answers()
+            .iter()
+            .map(|r| match r.data() {
+                RData::A(a) => a.0.to_string(),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        let echoed = if ecs_options(dns).is_empty() {
+            "no option"
+        } else {
+            "echoed"
+        };
+        format!("{} {echoed}", answers.join(", "))
     });
     eprintln!("replies: {seen:?}");
     // X: v1's addresses; Y: the default view's of the other configuration.

@@ -86,6 +86,58 @@ pub(crate) fn pin_to_current_cpu() {
 }
 
 /// Keeps this thread on `cpu`.
+/// Runs `program` on `frame` on CPU 0 over and over while CPU 1 publishes `snapshots` in turn
+/// `publishes` times (the first is published before), and counts the replies by what
+/// `describe` makes of each XDP_TX reply's DNS message (bytes and parsed) or by the XDP action:
+/// what the atomic-republish tests check against the replies each generation may give.
+pub(crate) fn replies_while_publishing(
+    program: &Xdp,
+    table: &mut gslb_user::dataplane::AnswerTable,
+    frame: &[u8],
+    snapshots: &[Snapshot; 2],
+    publishes: usize,
+    describe: impl Fn(&[u8], &Message) -> String + Sync,
+) -> std::collections::BTreeMap<String, u64> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    table.publish(&snapshots[0]).expect("the first publish");
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            pin_to_cpu(0);
+            let mut seen = std::collections::BTreeMap::<String, u64>::new();
+            let mut out = vec![0u8; 4096];
+            // Until the publisher is done, and a bounded number of runs in any case.
+            for _ in 0..5_000_000 {
+                if done.load(Ordering::Relaxed) {
+                    break;
+                }
+                let result = program
+                    .test_run(TestRunOptions {
+                        data_in: Some(frame),
+                        data_out: Some(&mut out),
+                        ..TestRunOptions::new()
+                    })
+                    .expect("test_run");
+                let reply = if result.return_value == XDP_TX {
+                    // The DNS message after Ethernet 14 + IPv4 20 + UDP 8.
+                    let dns = &out[42..result.data_size_out as usize];
+                    describe(dns, &Message::from_vec(dns).expect("the reply parses"))
+                } else {
+                    format!("XDP action {}", result.return_value)
+                };
+                *seen.entry(reply).or_default() += 1;
+            }
+            seen
+        });
+        pin_to_cpu(1);
+        for i in 0..publishes {
+            table.publish(&snapshots[(i + 1) % 2]).expect("publishing");
+        }
+        done.store(true, Ordering::Relaxed);
+        reader.join().expect("the reader")
+    })
+}
+
 pub(crate) fn pin_to_cpu(cpu: usize) {
     // SAFETY: plain syscall for this thread, with a zero-initialised cpu_set_t.
     unsafe {
