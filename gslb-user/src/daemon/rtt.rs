@@ -28,6 +28,13 @@ const RTT_REPUBLISH_GAP: Duration = Duration::from_secs(1);
 /// a resolver's first query reaches the prober at most this late).
 const XDP_SCAN_EVERY: Duration = Duration::from_secs(1);
 
+/// What a configuration wants of the prober: what runs, or a change (to the prober of this site
+/// and settings, or to none).
+enum Want {
+    Same,
+    Change(Option<(String, ProbeSettings)>),
+}
+
 /// The prober while it runs, and what it was started with.
 struct Running {
     site: String,
@@ -75,7 +82,9 @@ impl RttProbing {
             version: None,
             warned_no_site: false,
         };
-        rtt.apply(config);
+        if let Want::Change(wanted) = rtt.wanted(config) {
+            rtt.start(wanted, None);
+        }
         rtt
     }
 
@@ -95,8 +104,29 @@ impl RttProbing {
     /// A restart (another site, or other settings) carries over the resolvers known, and,
     /// when the LDNS mask is the same (rows are keyed by it), the table: other sites' columns,
     /// and this site's when the site is the same, so that the answers hold until the new
-    /// probes come in.
-    pub fn apply(&mut self, config: &Config) -> bool {
+    /// probes come in. The old prober is stopped before the new one starts: both take from the
+    /// one recorder, and a resolver the dying prober took after the carry-over (or a query's
+    /// source it took while both ran) would never reach the new one.
+    pub async fn apply(&mut self, config: &Config) -> bool {
+        let Want::Change(wanted) = self.wanted(config) else {
+            return false;
+        };
+        let old = match self.running.take() {
+            Some(old) => {
+                let handle = old.supervisor.handle();
+                old.supervisor.shutdown().await;
+                Some((old.settings, handle))
+            }
+            None => None,
+        };
+        self.version = None;
+        self.start(wanted, old.as_ref());
+        true
+    }
+
+    /// What `config` wants run. Also gives the fast-path feed its settings, and warns once
+    /// when domains use RTT that nothing here can measure.
+    fn wanted(&mut self, config: &Config) -> Want {
         let wanted = config.rtt_probing().then(|| {
             (
                 config
@@ -135,50 +165,58 @@ impl RttProbing {
             _ => false,
         };
         if unchanged {
-            return false;
-        }
-        let old = self.running.take();
-        self.version = None;
-        self.recorder.set_enabled(wanted.is_some());
-        if let Some((site, settings)) = wanted {
-            match ProbeSupervisor::start_with_recorder(
-                &site,
-                settings.clone(),
-                NetProber::default(),
-                self.recorder.clone(),
-            ) {
-                Ok(supervisor) => {
-                    let handle = supervisor.handle();
-                    if let Some(old) = &old {
-                        let same_rows = old.settings.mask == settings.mask;
-                        carry_over(&old.supervisor.handle(), &handle, &self.recorder, same_rows);
-                    }
-                    info!(
-                        site,
-                        order = ?settings.order.iter().map(|k| k.name()).collect::<Vec<_>>(),
-                        interval_ms = settings.interval.as_millis() as u64,
-                        timeout_ms = settings.timeout.as_millis() as u64,
-                        tolerance_ms = settings.tolerance.as_millis() as u64,
-                        ldns_timeout_s = settings.ldns_timeout.as_secs(),
-                        mask_v4 = settings.mask.v4,
-                        mask_v6 = settings.mask.v6,
-                        restarted = old.is_some(),
-                        "RTT probing started"
-                    );
-                    self.version = Some(handle.watch());
-                    self.running = Some(Running {
-                        site,
-                        settings,
-                        supervisor,
-                    });
-                }
-                // The configuration was validated with the same check: not expected.
-                Err(reason) => error!(%reason, "RTT probing not started"),
-            }
+            Want::Same
         } else {
-            info!("RTT probing stopped");
+            Want::Change(wanted)
         }
-        true
+    }
+
+    /// Starts the prober `wanted` (or stops recording, for `None`), with what `old` (the
+    /// stopped prober's settings and table) knew.
+    fn start(
+        &mut self,
+        wanted: Option<(String, ProbeSettings)>,
+        old: Option<&(ProbeSettings, RttHandle)>,
+    ) {
+        self.recorder.set_enabled(wanted.is_some());
+        let Some((site, settings)) = wanted else {
+            info!("RTT probing stopped");
+            return;
+        };
+        match ProbeSupervisor::start_with_recorder(
+            &site,
+            settings.clone(),
+            NetProber::default(),
+            self.recorder.clone(),
+        ) {
+            Ok(supervisor) => {
+                let handle = supervisor.handle();
+                if let Some((old_settings, old_handle)) = old {
+                    let same_rows = old_settings.mask == settings.mask;
+                    carry_over(old_handle, &handle, &self.recorder, same_rows);
+                }
+                info!(
+                    site,
+                    order = ?settings.order.iter().map(|k| k.name()).collect::<Vec<_>>(),
+                    interval_ms = settings.interval.as_millis() as u64,
+                    timeout_ms = settings.timeout.as_millis() as u64,
+                    tolerance_ms = settings.tolerance.as_millis() as u64,
+                    ldns_timeout_s = settings.ldns_timeout.as_secs(),
+                    mask_v4 = settings.mask.v4,
+                    mask_v6 = settings.mask.v6,
+                    restarted = old.is_some(),
+                    "RTT probing started"
+                );
+                self.version = Some(handle.watch());
+                self.running = Some(Running {
+                    site,
+                    settings,
+                    supervisor,
+                });
+            }
+            // The configuration was validated with the same check: not expected.
+            Err(reason) => error!(%reason, "RTT probing not started"),
+        }
     }
 
     /// Resolves when the RTT table changed since the last call; never while nothing probes.

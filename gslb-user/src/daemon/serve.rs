@@ -273,7 +273,7 @@ pub(super) async fn serve(
                         "health monitors not reconfigured"
                     );
                 }
-                if rtt.apply(&world.config) {
+                if rtt.apply(&world.config).await {
                     world.rtt = rtt.handle();
                     rtt_handles.send_replace(world.rtt.clone());
                 }

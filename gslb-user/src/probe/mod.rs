@@ -345,7 +345,8 @@ impl RttHandle {
 pub struct ProbeSupervisor {
     handle: RttHandle,
     recorder: LdnsRecorder,
-    task: crate::supervise::Supervised,
+    /// Taken by [`ProbeSupervisor::shutdown`]; dropped (and so aborted) with the supervisor.
+    task: Option<crate::supervise::Supervised>,
 }
 
 impl ProbeSupervisor {
@@ -392,7 +393,7 @@ impl ProbeSupervisor {
         Ok(ProbeSupervisor {
             handle: RttHandle { shared },
             recorder,
-            task,
+            task: Some(task),
         })
     }
 
@@ -405,16 +406,14 @@ impl ProbeSupervisor {
         self.handle.clone()
     }
 
-    /// Stops probing (rounds running are abandoned).
+    /// Stops probing (rounds running are abandoned). When this returns, the prober's run has
+    /// ended and takes nothing more from the recorder: a successor on the same recorder gets
+    /// every resolver recorded from then on. (Dropping the supervisor aborts the run too, but
+    /// a run in the middle of a poll on another worker finishes that poll first.)
     pub async fn shutdown(mut self) {
-        self.task.abort();
-        let () = (&mut self.task).await;
-    }
-}
-
-impl Drop for ProbeSupervisor {
-    fn drop(&mut self) {
-        self.task.abort();
+        if let Some(task) = self.task.take() {
+            task.stop().await;
+        }
     }
 }
 
@@ -449,6 +448,55 @@ mod tests {
             .expect("the republish path ran while the LDNS table was locked");
         assert_eq!(rows, 1);
         drop(held);
+    }
+
+    /// Sends nothing; every probe goes unanswered.
+    struct Silent;
+
+    impl Prober for Silent {
+        fn probe(
+            &self,
+            _: ProbeKind,
+            _: IpAddr,
+            _: Duration,
+        ) -> impl Future<Output = ProbeOutcome> + Send {
+            std::future::ready(ProbeOutcome::NoReply)
+        }
+    }
+
+    /// gslbd's restart of the prober (`daemon::rtt`) relies on this: once `shutdown` returns,
+    /// the old run has ended, so it takes no more resolvers from the recorder the new one
+    /// shares. (Aborting alone returned while the run still held its state, on another
+    /// worker, and could still drain the recorder: a resolver carried over was lost.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_shut_down_prober_has_ended_and_takes_nothing_more() {
+        let recorder = LdnsRecorder::new();
+        let supervisor = ProbeSupervisor::start_with_recorder(
+            "east",
+            ProbeSettings::default(),
+            Silent,
+            recorder.clone(),
+        )
+        .unwrap();
+        let handle = supervisor.handle();
+        let first: IpAddr = "192.0.2.7".parse().unwrap();
+        recorder.record(first);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while handle.report().is_empty() {
+            assert!(std::time::Instant::now() < deadline, "never took {first}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        supervisor.shutdown().await;
+        assert_eq!(
+            Arc::strong_count(&handle.shared),
+            1,
+            "the run still holds the prober's state after shutdown returned"
+        );
+        let second: IpAddr = "192.0.2.8".parse().unwrap();
+        recorder.record(second);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let left: Vec<IpAddr> = recorder.drain().into_iter().map(|(a, _)| a).collect();
+        assert_eq!(left, [second], "left in the recorder for a successor");
     }
 
     #[test]
