@@ -589,7 +589,7 @@ fn subnet(ctx: &XdpContext, at: usize) -> Result<Subnet, Miss> {
     // The length's high byte and the scope are zero.
     if head & 0xff00_0000_00ff_0000 != 0
         || source > if v6 { 128 } else { 32 }
-        || n != source.div_ceil(8)
+        || n != (source + 7) / 8
     {
         return Err(Miss::EcsInvalid);
     }
