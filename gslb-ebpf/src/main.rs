@@ -210,9 +210,9 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
     ecs_allow::apply(&mut q, config, &client);
     // The ECS subnet as the client whose view is looked up, when the query names one (RFC
     // 7871); RRL and `LDNS` below keep the source (the resolver). Built here, ahead of the
-    // lookups before its own, so that its stores have left the store buffer when the kernel's
-    // trie reads the key (built right before the lookup, the trie's first 8-byte read of the
-    // key spans two 4-byte stores still in flight, which no store forwards).
+    // lookups before its own, as the source's key is: built right before its trie lookup, an
+    // ECS hit took ~5 ns more (benches/RESULTS.md, h-ecs second pass; likely the trie's first
+    // 8-byte read of the key, over two 4-byte stores still in flight, which no store forwards).
     let subnet = q.ecs.client.then(|| parse::subnet_client(&q, config));
 
     let mut akey = AnswerKey {
