@@ -20,7 +20,7 @@
 mod common;
 
 use aya::programs::{TestRun, TestRunOptions, Xdp};
-use common::{ALL, Frame, WWW, ecs_subnet, edns, query, wire};
+use common::{ALL, Frame, V1_CLIENT_V4, WWW, ecs_subnet, edns, query, wire};
 use hickory_proto::rr::RecordType;
 
 const ROUNDS: usize = 50;
@@ -182,7 +182,23 @@ fn main() {
     if let Some(opt) = ecs_query.extensions_mut() {
         opt.options_mut().insert(ecs_subnet("198.51.100.0/24"));
     }
+    // The bench client's own /24: the trie entry of `xdp_a_hit_v4` (its RTT row's, in the
+    // default view), so the ECS hit without the longer trie path to v1's block (v1's and v2's
+    // /24s share 23 bits: one node more than the client's).
+    let mut ecs_own_query = edns_query.clone();
+    if let Some(opt) = ecs_own_query.extensions_mut() {
+        opt.options_mut().insert(ecs_subnet("203.0.113.0/24"));
+    }
+    // A /0 subnet: the option parsed and echoed (scope 0), no client named, so the source's
+    // view answers, as for `edns_query`.
+    let mut ecs_zero_query = edns_query.clone();
+    if let Some(opt) = ecs_zero_query.extensions_mut() {
+        opt.options_mut().insert(ecs_subnet("0.0.0.0/0"));
+    }
     let a = wire(&query(1, WWW, RecordType::A));
+    // A source in v1, the view of `ecs_query`'s subnet: the same trie entry and answer set as
+    // the ECS hit, without the option.
+    let v1_client = std::net::IpAddr::V4(V1_CLIENT_V4);
     let mut other_port = Frame::v4(a.clone());
     other_port.dst_port = 5353;
     let v2_client = std::net::IpAddr::V4(std::net::Ipv4Addr::new(198, 51, 101, 7));
@@ -217,6 +233,32 @@ fn main() {
         case(
             "xdp_a_hit_v4_ecs",
             Frame::v4(wire(&ecs_query)).bytes(),
+            XDP_TX,
+            false,
+        ),
+        // The parts of the ECS hit's cost: the same view and answers from a source in v1
+        // (plain and with EDNS), and the option without a client (/0).
+        case(
+            "xdp_a_hit_v4_v1",
+            Frame::udp(v1_client, server, a.clone()).bytes(),
+            XDP_TX,
+            false,
+        ),
+        case(
+            "xdp_a_hit_v4_v1_edns",
+            Frame::udp(v1_client, server, wire(&edns_query)).bytes(),
+            XDP_TX,
+            false,
+        ),
+        case(
+            "xdp_a_hit_v4_ecs_own",
+            Frame::v4(wire(&ecs_own_query)).bytes(),
+            XDP_TX,
+            false,
+        ),
+        case(
+            "xdp_a_hit_v4_ecs_zero",
+            Frame::v4(wire(&ecs_zero_query)).bytes(),
             XDP_TX,
             false,
         ),
@@ -297,6 +339,26 @@ fn main() {
         Case {
             run: Run::Floor,
             ..case("xdp_floor", Frame::v4(a.clone()).bytes(), XDP_TX, false)
+        },
+        // The floor of the EDNS and ECS hits: the OPT, and the ECS option, parsed and echoed
+        // (the floor's reply is the query's size, so with the option too).
+        Case {
+            run: Run::Floor,
+            ..case(
+                "xdp_floor_edns",
+                Frame::v4(wire(&edns_query)).bytes(),
+                XDP_TX,
+                false,
+            )
+        },
+        Case {
+            run: Run::Floor,
+            ..case(
+                "xdp_floor_ecs",
+                Frame::v4(wire(&ecs_query)).bytes(),
+                XDP_TX,
+                false,
+            )
         },
     ];
     dp.load_floor().expect("loading the floor program");
@@ -415,6 +477,34 @@ fn main() {
         ),
         ("xdp_ecs_over_plain", "xdp_a_hit_v4_ecs", "xdp_a_hit_v4"),
         ("xdp_ecs_over_edns", "xdp_a_hit_v4_ecs", "xdp_a_hit_v4_edns"),
+        // Its parts: the same view's EDNS hit, the /0 option, and the floor's share.
+        (
+            "xdp_ecs_over_v1_edns",
+            "xdp_a_hit_v4_ecs",
+            "xdp_a_hit_v4_v1_edns",
+        ),
+        (
+            "xdp_v1_edns_over_plain",
+            "xdp_a_hit_v4_v1_edns",
+            "xdp_a_hit_v4",
+        ),
+        (
+            "xdp_ecs_own_over_plain",
+            "xdp_a_hit_v4_ecs_own",
+            "xdp_a_hit_v4",
+        ),
+        (
+            "xdp_ecs_own_over_edns",
+            "xdp_a_hit_v4_ecs_own",
+            "xdp_a_hit_v4_edns",
+        ),
+        (
+            "xdp_ecs_zero_over_edns",
+            "xdp_a_hit_v4_ecs_zero",
+            "xdp_a_hit_v4_edns",
+        ),
+        ("xdp_floor_edns_over_floor", "xdp_floor_edns", "xdp_floor"),
+        ("xdp_floor_ecs_over_edns", "xdp_floor_ecs", "xdp_floor_edns"),
     ] {
         println!("bench {name}_tmean {:.1} ns/query", diff(a, b));
     }

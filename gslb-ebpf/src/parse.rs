@@ -489,16 +489,21 @@ pub fn message(
     let mut ecs = Subnet::none();
     if arcount == 1 {
         let opt = ptr_at::<OptHdr>(ctx, end, Miss::Malformed)?;
-        let opt = unsafe { &*opt };
-        if opt.name != 0 || be16(opt.rtype) != TYPE_OPT {
+        // SAFETY (both loads, and the option's below): bounds-checked by `ptr_at`.
+        // Name, type, UDP size, extended RCODE, version and the flags' first byte (DO) in one
+        // word; the flags and RDLENGTH in another.
+        let fixed = unsafe { ld::<u64>(opt) };
+        let flags_rdlen = unsafe { ld::<u32>(&raw const (*opt).flags) };
+        // The root name (a zero byte), then the type big-endian.
+        if fixed & 0xff_ffff != (TYPE_OPT.to_be() as u64) << 8 {
             return Err(Miss::Additional);
         }
-        if opt.version != 0 {
+        if (fixed >> 48) as u8 != 0 {
             return Err(Miss::EdnsVersion);
         }
-        edns_do = opt.flags[0] & 0x80;
+        edns_do = (fixed >> 56) as u8 & 0x80;
         end += OptHdr::LEN;
-        let opts_end = end + be16(opt.rdlen) as usize;
+        let opts_end = end + u16::from_be((flags_rdlen >> 16) as u16) as usize;
         // Where the ECS option starts (0: none); read after the walk, once.
         let mut ecs_at = 0;
         for _ in 0..MAX_EDNS_OPTIONS {
@@ -506,15 +511,16 @@ pub fn message(
                 break;
             }
             let option = ptr_at::<EdnsOption>(ctx, end, Miss::Malformed)?;
-            let option = unsafe { &*option };
-            if be16(option.code) == OPTION_ECS {
+            // Code and length in one word, each big-endian.
+            let option = unsafe { ld::<u32>(option) };
+            if option as u16 == OPTION_ECS.to_be() {
                 // Two: which subnet is the client would be ours to choose (FORMERR).
                 if ecs_at != 0 {
                     return Err(Miss::EcsInvalid);
                 }
                 ecs_at = end;
             }
-            let len = be16(option.len) as usize;
+            let len = u16::from_be((option >> 16) as u16) as usize;
             // No option of a query we answer is this long (a cookie is at most 40 bytes); the
             // bound also keeps packet offsets small enough for the verifier to track.
             if len > MAX_OPTION_LEN {
@@ -560,20 +566,31 @@ pub fn message(
 #[inline(always)]
 fn subnet(ctx: &XdpContext, at: usize) -> Result<Subnet, Miss> {
     // The whole head in one load (an option shorter than it is invalid whatever follows, and
-    // one cut by the packet's end fails the bounds check); its fields are its bytes.
+    // one cut by the packet's end fails the bounds check).
     let h = ptr_at::<EcsHdr>(ctx, at, Miss::EcsInvalid)?;
     // SAFETY (every load below): bounds-checked by `ptr_at`.
     let head = unsafe { ld::<u64>(h) };
-    let [_, _, len_hi, len_lo, family_hi, family_lo, source, scope] = head.to_le_bytes();
-    let len = u16::from_be_bytes([len_hi, len_lo]) as usize;
-    let v6 = match u16::from_be_bytes([family_hi, family_lo]) {
-        1 => false,
-        2 => true,
+    // Its bytes: code (2), length (2), family (2), source prefix, scope. The address bytes
+    // `n`: the length less the family and prefixes (its high byte is checked zero below),
+    // compared with what the source prefix needs.
+    // Verifier only, the shape of these checks: the family as a match (each path knows `v6`
+    // as a constant) and `n` from the packet compared with the source's need (an IPv4 path
+    // then knows n <= 5). Written otherwise (`v6` computed, `n` computed from the source, or
+    // the length checked inside one compare of the whole head) the verifier processed about
+    // 100,000 more instructions (697k against 594k of its 1M), or hit its limit.
+    let n = ((head >> 24) as u8 as usize).wrapping_sub(EcsHdr::LEN - 4);
+    // Bytes 4 and 5: the family big-endian, 1 or 2.
+    let v6 = match (head >> 32) as u16 {
+        0x0100 => false,
+        0x0200 => true,
         _ => return Err(Miss::EcsInvalid),
     };
-    let source = source as usize;
-    let n = len.wrapping_sub(EcsHdr::LEN - core::mem::size_of::<EdnsOption>());
-    if scope != 0 || source > if v6 { 128 } else { 32 } || n != source.div_ceil(8) || n > 16 {
+    let source = (head >> 48) as u8 as usize;
+    // The length's high byte and the scope are zero.
+    if head & 0xff00_0000_00ff_0000 != 0
+        || source > if v6 { 128 } else { 32 }
+        || n != (source + 7) / 8
+    {
         return Err(Miss::EcsInvalid);
     }
     let (mut hi, mut lo) = (0u64, 0u64);

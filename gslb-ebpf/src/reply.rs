@@ -54,14 +54,14 @@ fn grow_at_head(ctx: &XdpContext, keep: usize, delta: i32) -> Result<(), Miss> {
 }
 
 /// Writes the query's ECS option at `at` with `scope` and returns its checksum sum as the tail
-/// takes it (big-endian from an even offset; see [`reply`]).
+/// takes it (big-endian from an even offset; see [`reply`]), folded only as far as a u32 needs.
 ///
 /// The option is the head's 8 bytes and the address's `n` (0..=16), stored as whole words in
 /// an order that leaves every byte right: the word that ends with the address first, then
 /// (n > 8) the address's first 8 bytes, then the head, each overwriting the stale bytes of
 /// the one before, so no store goes past the option and none is a byte loop.
 #[inline(always)]
-fn echo_subnet(ctx: &XdpContext, q: &Query, at: usize, scope: u8) -> Result<u16, Miss> {
+fn echo_subnet(ctx: &XdpContext, q: &Query, at: usize, scope: u8) -> Result<u32, Miss> {
     let ecs = &q.ecs;
     let n = ecs.len - EcsHdr::LEN;
     // Verifier only: the parse gave n <= 16.
@@ -87,9 +87,9 @@ fn echo_subnet(ctx: &XdpContext, q: &Query, at: usize, scope: u8) -> Result<u16,
     unsafe { st(p, head) };
     // The option starts at an odd offset of the tail (after the 11-byte OPT): big-endian
     // from there is native from the option's own start, and the padding bytes are zeros.
-    Ok(csum::fold64(
-        csum::w64(head) + csum::w64(ecs.hi) + csum::w64(ecs.lo),
-    ))
+    // Below 2^35, so one 16-bit fold leaves it below 2^20 (the caller folds the rest).
+    let sum = csum::w64(head) + csum::w64(ecs.hi) + csum::w64(ecs.lo);
+    Ok(((sum & 0xffff) + (sum >> 16)) as u32)
 }
 
 /// All ones when `x < n`, else zero, without a branch: the sign of `x - n`. (For `x` below 2^63,
@@ -296,7 +296,7 @@ pub fn turn_around(
         }
         tail_sum += csum::bytes(&opt_bytes);
         if ecs_len != 0 {
-            tail_sum += echo_subnet(ctx, q, ecs_off, scope)? as u32;
+            tail_sum += echo_subnet(ctx, q, ecs_off, scope)?;
         }
     }
     // Big-endian from an even offset; native from an odd one is the same bytes, and native
