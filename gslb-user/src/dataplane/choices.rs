@@ -98,12 +98,10 @@ impl AnswerTable {
             .set(0, &config, 0)
             .map_err(map_err(maps::CONFIG))?;
         self.switched = Some(std::time::Instant::now());
-        // What the maps now hold: everything else is equal (checked before), so only what can
-        // differ is replaced; the answer sets' keys stay those of the generation.
+        // What the maps now hold: the new snapshot, whose entries are the old ones (checked
+        // before): they are kept rather than copied; the answer sets' keys stay the generation's.
         old.generation = config.generation;
-        old.snapshot.views = snapshot.views.clone();
-        old.snapshot.segments = snapshot.segments.clone();
-        old.snapshot.rtt_choices = snapshot.rtt_choices.clone();
+        old.snapshot = without_domains(snapshot, std::mem::take(&mut old.snapshot.domains));
         Ok(stats)
     }
 
@@ -119,6 +117,53 @@ impl AnswerTable {
         {
             std::thread::sleep(left);
         }
+    }
+}
+
+/// `snapshot` with `domains` for its entries: a copy without copying thousands of entries
+/// (every field named, so that a new one is not forgotten).
+fn without_domains(snapshot: &Snapshot, domains: Vec<crate::compile::DomainEntry>) -> Snapshot {
+    let Snapshot {
+        dns_port,
+        edns_udp_size,
+        rrl,
+        ecs_allow,
+        listen,
+        views,
+        segments,
+        domains: _,
+        rtt_choices,
+        engine_domains,
+        down_services,
+        services,
+        disabled_domains,
+        rtt,
+        rtt_rows,
+        static_views,
+        classes,
+        spec,
+        stats,
+    } = snapshot;
+    Snapshot {
+        dns_port: *dns_port,
+        edns_udp_size: *edns_udp_size,
+        rrl: *rrl,
+        ecs_allow: ecs_allow.clone(),
+        listen: listen.clone(),
+        views: views.clone(),
+        segments: segments.clone(),
+        domains,
+        rtt_choices: rtt_choices.clone(),
+        engine_domains: engine_domains.clone(),
+        down_services: down_services.clone(),
+        services: services.clone(),
+        disabled_domains: disabled_domains.clone(),
+        rtt: rtt.clone(),
+        rtt_rows: rtt_rows.clone(),
+        static_views: static_views.clone(),
+        classes: classes.clone(),
+        spec: spec.clone(),
+        stats: *stats,
     }
 }
 
