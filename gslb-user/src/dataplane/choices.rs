@@ -90,7 +90,6 @@ impl AnswerTable {
             generation: current.generation ^ CHOICE_FLIP,
             ..current
         };
-        self.await_grace();
         (stats.choices, stats.choices_removed) = self
             .choices
             .write(config.choice_parity(), &snapshot.rtt_choices)?;
@@ -105,11 +104,12 @@ impl AnswerTable {
         Ok(stats)
     }
 
-    /// Waits until [`GENERATION_GRACE`] has passed since this process last switched `CONFIG`:
-    /// a packet that read the value before may still be reading that value's choice parity,
-    /// the one a publish writes next. (A full publish waits that long after its switch anyway;
-    /// a choice-only one does not wait, so that a burst of RTT changes pays the pause only
-    /// when they come closer than it.)
+    /// Waits until [`GENERATION_GRACE`] has passed since this process last switched `CONFIG`,
+    /// before a publish writes anything: a packet that read the value before may still be
+    /// reading that value's choice parity (the one a publish writes next), or, reading the
+    /// trie a refinement is about to edit, need its LDNS views' pages there. (A full publish
+    /// waits that long after its switch anyway; a choice-only one does not wait, so that a
+    /// burst of RTT changes pays the pause only when they come closer than it.)
     pub(super) fn await_grace(&self) {
         if let Some(left) = self
             .switched

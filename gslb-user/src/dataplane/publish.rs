@@ -180,6 +180,7 @@ impl AnswerTable {
     /// `RTT_CHOICE` parity packets do not read, and the switch flips [`CHOICE_FLIP`] alone
     /// (see [`AnswerTable::publish_choices`]).
     pub fn publish(&mut self, snapshot: &Snapshot) -> Result<PublishStats> {
+        self.await_grace();
         let current = self.config.get(&0, 0).map_err(map_err(maps::CONFIG))?;
         // What the maps hold, when this process wrote it: the old entries are then removed by
         // their keys instead of by walking the maps (a syscall per entry).
@@ -357,7 +358,6 @@ impl AnswerTable {
             reserved: 0,
         };
         // The choices of the new generation, in its parity (which no packet reads now).
-        self.await_grace();
         (stats.choices, stats.choices_removed) = self
             .choices
             .write(config.choice_parity(), &snapshot.rtt_choices)?;
