@@ -22,8 +22,11 @@
 //!   many XDP answers (`scale_rtt_fast_path_domains N of M`), each reply decoded and checked
 //!   (checksums included) against the responder's answer from the same snapshot;
 //! - one RTT change (a row's nearest site moves; the new rows are built before the clock
-//!   starts, as the prober's table hands them over): the incremental compile and the publish,
-//!   median of the changes (`scale_rtt_change_total`).
+//!   starts, as the prober's table hands them over, naming the row that changed): the
+//!   incremental compile and the publish (choices only), median of the changes
+//!   (`scale_rtt_change_total`); interleaved with it, the same changes without the row named
+//!   (every row compared) and published under a new generation, as before
+//!   (`scale_rtt_change_total_before`).
 
 #[path = "../gslb-user/tests/it/common/mod.rs"]
 mod common;
@@ -38,7 +41,7 @@ use std::{
 };
 
 use gslb_user::{
-    compile::{Compiler, Inputs, LdnsRtt, Snapshot},
+    compile::{Compiler, Inputs, LdnsRtt, RttChanges, Snapshot},
     config::Config,
     dataplane::Dataplane,
     location::db::LocationDb,
@@ -314,13 +317,23 @@ fn main() {
         median(totals).as_secs_f64() * 1e3
     );
 
-    // RTT changes: row i's nearest site moves (its RTTs are rotated by one site).
+    // RTT changes: row i's nearest site moves (its RTTs are rotated by one site). Interleaved
+    // with changes published as before this branch (every row compared, every answer set
+    // rewritten under a new generation), for the same-run comparison.
     let (mut compiles, mut publishes, mut totals) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut compiles_before, mut publishes_before, mut totals_before) =
+        (Vec::new(), Vec::new(), Vec::new());
     let mut current = rows.clone();
-    for i in 0..RTT_CHANGES {
+    for i in 0..2 * RTT_CHANGES {
+        // Even: as the prober hands a change over (the rows it changed named), odd: as before.
+        let now = i % 2 == 0;
+        let row = i * 997;
         let mut next = (*current).clone();
-        next[i * 997].rtt_us.rotate_left(1);
+        next[row].rtt_us.rotate_left(1);
         let next = Arc::new(next);
+        if let Some(dp) = dataplane.as_mut() {
+            dp.table.choice_only_publishes(now);
+        }
         let t = Instant::now();
         let snapshot = compiler.compile_shared(
             &config,
@@ -328,42 +341,64 @@ fn main() {
                 locations: Some(&db),
                 services: services.clone(),
                 rtt: next.clone(),
+                rtt_changes: now.then(|| RttChanges {
+                    since: current.clone(),
+                    rows: vec![row],
+                }),
                 ..Inputs::default()
             },
         );
         let compiled = t.elapsed();
+        let (compiles, publishes, totals) = if now {
+            (&mut compiles, &mut publishes, &mut totals)
+        } else {
+            (
+                &mut compiles_before,
+                &mut publishes_before,
+                &mut totals_before,
+            )
+        };
         compiles.push(compiled);
         if let Some(dp) = dataplane.as_mut() {
             let stats = dp.table.publish(&snapshot).expect("publishing");
             publishes.push(t.elapsed().checked_sub(compiled).unwrap());
             println!(
-                "rtt change {i}: compile {:.1} ms, publish {:.1} ms; {} LDNS views, {} trie prefixes written, {} choice pages written, {} decisions, incremental {}",
+                "rtt change {i}{}: compile {:.1} ms, publish {:.1} ms; {} LDNS views, {} trie prefixes written, {} choice pages written, {} answer sets written, choices only {}, {} decisions, incremental {}",
+                if now { "" } else { " (as before)" },
                 compiled.as_secs_f64() * 1e3,
                 t.elapsed().checked_sub(compiled).unwrap().as_secs_f64() * 1e3,
                 snapshot.stats.rtt_views,
                 stats.prefixes,
                 stats.choices,
+                stats.answers,
+                stats.choices_only,
                 snapshot.stats.decisions,
                 snapshot.stats.incremental
             );
+            assert_eq!(stats.choices_only, now, "rtt change {i}");
         }
         totals.push(t.elapsed());
         current = next;
     }
-    println!(
-        "bench scale_rtt_change_compile {:.1} ms (median of {RTT_CHANGES})",
-        median(compiles).as_secs_f64() * 1e3
-    );
-    if !publishes.is_empty() {
+    for (name, compiles, publishes, totals) in [
+        ("", compiles, publishes, totals),
+        ("_before", compiles_before, publishes_before, totals_before),
+    ] {
         println!(
-            "bench scale_rtt_change_publish {:.1} ms (median of {RTT_CHANGES})",
-            median(publishes).as_secs_f64() * 1e3
+            "bench scale_rtt_change_compile{name} {:.1} ms (median of {RTT_CHANGES})",
+            median(compiles).as_secs_f64() * 1e3
+        );
+        if !publishes.is_empty() {
+            println!(
+                "bench scale_rtt_change_publish{name} {:.1} ms (median of {RTT_CHANGES})",
+                median(publishes).as_secs_f64() * 1e3
+            );
+        }
+        println!(
+            "bench scale_rtt_change_total{name} {:.1} ms (median of {RTT_CHANGES}, new rows to maps updated)",
+            median(totals).as_secs_f64() * 1e3
         );
     }
-    println!(
-        "bench scale_rtt_change_total {:.1} ms (median of {RTT_CHANGES}, new rows to maps updated)",
-        median(totals).as_secs_f64() * 1e3
-    );
 }
 
 /// Asks the fast path (BPF_PROG_TEST_RUN) every RTT domain's A record from a client inside an

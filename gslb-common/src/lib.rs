@@ -49,8 +49,12 @@ const _: () = assert!(MAX_REPLY_DNS_LEN <= 512);
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProgramConfig {
-    /// Generation of the `DOMAINS` and `ANSWERS` entries the program reads. The controller
-    /// writes a complete new generation beside the old one, then flips this.
+    /// Generation of the `DOMAINS` and `ANSWERS` entries the program reads
+    /// ([`ProgramConfig::answers_generation`]), and [`CHOICE_FLIP`]. The controller writes a
+    /// complete new generation beside the old one, then switches this; or, when only RTT
+    /// choices changed, writes them into the `RTT_CHOICE` parity packets do not read and
+    /// flips [`CHOICE_FLIP`] alone. One word, read once per packet: the parity and the
+    /// generation a packet reads can never be of two different writes.
     pub generation: u32,
     /// UDP port the program answers on, host byte order.
     pub dns_port: u16,
@@ -64,6 +68,34 @@ pub struct ProgramConfig {
     pub reserved: u32,
 }
 const _: () = assert!(size_of::<ProgramConfig>() == 16);
+
+/// The bit of [`ProgramConfig::generation`] that is not part of the generation: it flips the
+/// `RTT_CHOICE` parity ([`ProgramConfig::choice_parity`]) without a new generation, so an RTT
+/// change whose answer sets all exist already is published by writing its few choice pages
+/// into the parity no packet reads and switching this bit, instead of rewriting every answer
+/// set under a new generation. In the generation's word, not a word of its own: the program
+/// copies `CONFIG` once per packet, but the copy is a load per word, and a packet copying it
+/// during a switch could take one word of the old value and another of the new (see
+/// `ListenSet::flags`); one word is one load.
+pub const CHOICE_FLIP: u32 = 1 << 31;
+
+impl ProgramConfig {
+    /// The generation of the `ANSWERS`, `DOMAINS` keys, `LISTEN_SET` slot and `ECS_ALLOW`
+    /// parity: [`ProgramConfig::generation`] without [`CHOICE_FLIP`].
+    #[inline(always)]
+    pub const fn answers_generation(&self) -> u32 {
+        self.generation & !CHOICE_FLIP
+    }
+
+    /// The `RTT_CHOICE` parity (`RttChoiceKey::parity`): the generation's, flipped by
+    /// [`CHOICE_FLIP`]. A new generation flips it (its low bit), and so does a choice-only
+    /// switch (the flip bit): either way the parity a switch goes to is the one the packets of
+    /// the value before did not read.
+    #[inline(always)]
+    pub const fn choice_parity(&self) -> u32 {
+        (self.generation ^ (self.generation >> 31)) & 1
+    }
+}
 
 /// Key of `LISTEN` (an LPM trie used as an exact-match set: every entry is a /128): a
 /// destination address we serve. IPv4 is stored IPv4-mapped (`::ffff:a.b.c.d`). A trie, not a
@@ -154,15 +186,18 @@ const _: () = assert!(RTT_CHOICE_WIDTH.is_power_of_two());
 /// ([`AnswerSet::rtt_slot`]).
 ///
 /// Why a parity instead of the generation: a republish changes few choices (an RTT change moves
-/// a few rows), and rewriting 100,000 pages per generation would cost ~200 ms. A packet of
-/// generation `g` reads parity `g & 1`; the controller writes parity `(g + 1) & 1` (which no
-/// packet reads any more: its generation was switched away from a publish ago, after the grace
-/// pause) with only the pages that differ from what that parity held, then switches `CONFIG`.
-/// The same rule as `LISTEN_SET`'s slots, so a packet still sees all old or all new tables.
+/// a few rows), and rewriting 100,000 pages per generation would cost ~200 ms. A packet reads
+/// the parity `ProgramConfig::choice_parity` gives (the generation's, flipped by
+/// [`CHOICE_FLIP`]); the controller writes the other one (which no packet reads any more: it
+/// was switched away from a publish ago, after the grace pause) with only the pages that differ
+/// from what that parity held, then switches `CONFIG`: to a new generation, or, when only
+/// choices changed, by flipping [`CHOICE_FLIP`] (the generation's answer sets serve both
+/// parities then). The same rule as `LISTEN_SET`'s slots, so a packet still sees all old or all
+/// new tables.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct RttChoiceKey {
-    /// `generation & 1` of the generation these choices belong to.
+    /// `ProgramConfig::choice_parity` of the `CONFIG` value these choices belong to.
     pub parity: u32,
     /// The client's LDNS view (`ViewValue::rtt_view`, never 0).
     pub rtt_view: u32,
@@ -790,6 +825,28 @@ mod tests {
             }
         }
         assert_eq!(Counter::ALL.iter().filter(|c| c.is_hit()).count(), 4);
+    }
+
+    /// Both ways of switching `CONFIG` go to the choice parity the value before did not read,
+    /// and the flip leaves the answers' generation as it was.
+    #[test]
+    fn a_new_generation_and_a_choice_flip_each_switch_the_choice_parity() {
+        for generation in [0, 1, 6, 7, CHOICE_FLIP - 1] {
+            for flip in [0, CHOICE_FLIP] {
+                let config = |generation| ProgramConfig {
+                    generation,
+                    ..ProgramConfig::default()
+                };
+                let now = config(generation | flip);
+                let next = config(((generation + 1) & !CHOICE_FLIP) | flip);
+                let flipped = config(now.generation ^ CHOICE_FLIP);
+                assert_eq!(now.answers_generation(), generation);
+                assert_ne!(next.choice_parity(), now.choice_parity(), "{generation}");
+                assert_ne!(flipped.choice_parity(), now.choice_parity(), "{generation}");
+                assert_eq!(flipped.answers_generation(), generation);
+                assert!(now.choice_parity() <= 1);
+            }
+        }
     }
 
     #[test]

@@ -197,7 +197,15 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
     // use was a load of its own: the xdp_ecs_allow test saw one generation's `ECS_ALLOW` list
     // with the next one's answers.
     // SAFETY: a map value pointer the lookup just checked, read as the plain data it is.
-    let config = &unsafe { core::ptr::read_volatile(config) };
+    let config = unsafe { core::ptr::read_volatile(config) };
+    // The `RTT_CHOICE` parity and the generation come from one word (`CHOICE_FLIP`), read
+    // once here: a choice-only switch flips the parity alone, and a packet sees the old word
+    // or the new one. Every other map is read under the generation without the flip bit.
+    let choice_parity = config.choice_parity();
+    let config = &ProgramConfig {
+        generation: config.answers_generation(),
+        ..config
+    };
     let scratch = SCRATCH.get_ptr_mut(0).ok_or(Miss::Malformed)?;
     // SAFETY: per-CPU slot, only this CPU uses it while the program runs.
     let scratch = unsafe { &mut *scratch };
@@ -253,15 +261,15 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
         }
     }
     // A domain answered by RTT, for a client whose LDNS has an RTT row: the LDNS view's choice
-    // among the outcomes of the domain's signature (`RTT_CHOICE`, in this generation's
-    // parity), then the domain's answer for that outcome. Only these pay the extra lookups.
+    // among the outcomes of the domain's signature (`RTT_CHOICE`, in the parity this packet's
+    // `CONFIG` word gives), then the domain's answer for that outcome. Only these pay the extra lookups.
     if let Some(s) = set
         && s.flags & ANSWER_BY_RTT != 0
         && rtt_view != 0
     {
         let slot = s.rtt_slot;
         let ckey = RttChoiceKey {
-            parity: config.generation & 1,
+            parity: choice_parity,
             rtt_view,
             page: slot / RTT_CHOICE_WIDTH as u32,
             reserved: 0,

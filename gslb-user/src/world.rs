@@ -76,6 +76,7 @@ impl World {
                 .map(|d| !self.admin.domain_enabled(&d.name))
                 .collect(),
             rtt: Arc::new(self.rtt_rows()),
+            rtt_changes: None,
         };
         let mut compiler = self
             .compiler

@@ -75,9 +75,10 @@ pub(super) struct ChoiceCache {
     slot_sigs: Vec<u32>,
     /// By signature: its outcomes (ids of the compiler's outcome interner), by index.
     local: HashMap<u32, Interner<u32>>,
-    /// Classes whose vector this compilation made afresh (not kept).
-    pub(super) made: usize,
-    /// Whether every class kept its vector.
+    /// Classes whose vector this compilation made afresh (with `kept`: the classes whose
+    /// row changed).
+    pub(super) made: Vec<u32>,
+    /// Whether the classes' vectors were kept, but those of `made`.
     kept: bool,
     /// The last table, reused while no class's vector nor number changed.
     last: Option<Arc<RttChoices>>,
@@ -90,7 +91,7 @@ impl Default for ChoiceCache {
             by_class: Vec::new(),
             slot_sigs: Vec::new(),
             local: HashMap::new(),
-            made: 0,
+            made: Vec::new(),
             kept: false,
             last: None,
         }
@@ -106,7 +107,7 @@ impl ChoiceCache {
         if !keep {
             self.slot_sigs = slot_sigs.to_vec();
         }
-        self.made = 0;
+        self.made.clear();
         self.kept = keep;
         keep
     }
@@ -149,28 +150,42 @@ impl ChoiceCache {
             }
             self.vectors = fresh;
         }
-        self.kept &= self.made == 0;
         self.by_class.clear();
         self.by_class.extend(class_vectors.iter().map(|v| v.1));
         in_use
     }
 
     /// The table of the LDNS views the classes were numbered into: the last one (the same
-    /// `Arc`, which the publish then skips) when neither the vectors nor the numbers changed.
+    /// `Arc`, which the publish then skips) when neither the vectors nor the numbers changed;
+    /// the last one patched when only the vectors of classes whose row changed did (an RTT
+    /// change: their LDNS views kept their numbers, and a number's classes share one vector,
+    /// so each such view's row is its changed class's vector), instead of made again from
+    /// every class.
     pub(super) fn table(
         &mut self,
         partition: &ClientClasses,
         numbers: &ViewNumbers,
         slots: usize,
     ) -> Arc<RttChoices> {
-        if let Some(last) = &self.last
-            && self.kept
-            && numbers.unchanged
-            && last.slots == slots
-        {
-            return last.clone();
-        }
-        let table = Arc::new(self.make_table(partition, numbers, slots));
+        let table = match &self.last {
+            Some(last) if self.kept && numbers.unchanged && last.slots == slots => {
+                if self.made.is_empty() {
+                    return last.clone();
+                }
+                let mut table = RttChoices::clone(last);
+                for &c in &self.made {
+                    let r = numbers.class_views[c as usize].1 as usize;
+                    if r != 0 {
+                        let vector = &self.vectors[self.by_class[c as usize]];
+                        table.table[r * slots..(r + 1) * slots].copy_from_slice(vector);
+                    }
+                }
+                debug_assert_eq!(table, self.make_table(partition, numbers, slots));
+                table
+            }
+            _ => self.make_table(partition, numbers, slots),
+        };
+        let table = Arc::new(table);
         self.last = Some(table.clone());
         table
     }

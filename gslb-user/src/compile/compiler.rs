@@ -9,12 +9,14 @@ use super::classes::{ClassKey, ClientClasses};
 use super::interner::Interner;
 use super::signatures::{Outcome, Signature};
 use super::snapshot::EntryMemo;
+use super::views::Columns;
 use super::{
     Answer, Inputs, Job, LdnsRtt, OverBudget, RTT_ENTRY_BUDGET, Segments, Snapshot, Spec,
     ViewPrefixes,
 };
 use crate::config::Config;
 use crate::location::db::LocationDb;
+use crate::policy::ServiceState;
 
 /// Compiles snapshots, keeping between compilations what stays valid (see the module docs).
 pub struct Compiler {
@@ -33,6 +35,9 @@ impl Default for Compiler {
     }
 }
 
+/// Columns, and the service states and disabled domains they were made for.
+pub(super) type ColumnsMemo = ((Vec<ServiceState>, Vec<bool>), Columns);
+
 /// What a compilation leaves for the next one, valid while the configuration (the
 /// compiler's spec), the location database and the RTT rows stay the same.
 pub(super) struct Cache {
@@ -41,6 +46,9 @@ pub(super) struct Cache {
     /// Domains answered by RTT were left to the responder (over the budget).
     pub(super) rtt_to_responder: bool,
     pub(super) partition: ClientClasses,
+    /// The last compilation's columns, with the service states and disabled domains they were
+    /// made for.
+    pub(super) columns: Option<ColumnsMemo>,
     pub(super) signatures: Interner<Signature>,
     pub(super) outcomes: Interner<Outcome>,
     /// (signature, projected class key) → outcome, for LDNS views.
@@ -69,27 +77,60 @@ pub(super) struct Cache {
 }
 
 impl Cache {
+    /// The rows the caller says changed since the cached rows ([`super::RttChanges`]), when it says
+    /// so of these rows, with their prefixes unchanged; `None`: they must be compared.
+    fn hinted<'i>(&self, inputs: &'i Inputs<'_>) -> Option<&'i [usize]> {
+        let changes = inputs.rtt_changes.as_ref()?;
+        let (old, new) = (&self.rtt, &inputs.rtt);
+        (Arc::ptr_eq(old, &changes.since)
+            && old.len() == new.len()
+            && changes
+                .rows
+                .iter()
+                .all(|&r| r < new.len() && old[r].ldns == new[r].ldns))
+        .then_some(&changes.rows[..])
+    }
+
     /// The RTT rows whose RTTs differ in `rtt` (same prefixes as the cached rows), by row
     /// number (1-based), with the decisions that read them forgotten; empty when none differ.
-    fn rtt_changed(&mut self, rtt: &Arc<Vec<LdnsRtt>>) -> Vec<bool> {
+    /// `hinted`: the rows that may differ, when the caller said ([`Cache::hinted`]).
+    fn rtt_changed(&mut self, rtt: &Arc<Vec<LdnsRtt>>, hinted: Option<&[usize]>) -> Vec<bool> {
         if Arc::ptr_eq(&self.rtt, rtt) {
             return Vec::new();
         }
-        let mut changed = vec![false; rtt.len() + 1];
-        let mut any = false;
-        for (i, (a, b)) in self.rtt.iter().zip(rtt.iter()).enumerate() {
-            if a.rtt_us != b.rtt_us {
-                changed[i + 1] = true;
-                any = true;
+        // Row numbers (0-based) whose RTTs differ.
+        let rows: Vec<usize> = match hinted {
+            Some(rows) => {
+                debug_assert!(
+                    self.rtt
+                        .iter()
+                        .zip(rtt.iter())
+                        .enumerate()
+                        .all(|(i, (a, b))| a.rtt_us == b.rtt_us || rows.contains(&i)),
+                    "RttChanges lists every row that changed"
+                );
+                rows.iter()
+                    .copied()
+                    .filter(|&r| self.rtt[r].rtt_us != rtt[r].rtt_us)
+                    .collect()
             }
-        }
+            None => (self.rtt.iter().zip(rtt.iter()))
+                .enumerate()
+                .filter(|(_, (a, b))| a.rtt_us != b.rtt_us)
+                .map(|(i, _)| i)
+                .collect(),
+        };
         self.rtt = rtt.clone();
-        if !any {
+        if rows.is_empty() {
             return Vec::new();
         }
+        let mut changed = vec![false; rtt.len() + 1];
+        for &r in &rows {
+            changed[r + 1] = true;
+        }
         for by_row in self.rtt_dense.values_mut() {
-            for (row, o) in by_row.iter_mut().enumerate() {
-                if changed[row] {
+            for &r in &rows {
+                if let Some(o) = by_row.get_mut(r + 1) {
                     *o = u32::MAX;
                 }
             }
@@ -141,9 +182,11 @@ impl Compiler {
             .map_or(0, |db| std::ptr::from_ref::<LocationDb>(db) as usize);
         // The partition holds while the RTT rows keep their prefixes: rows whose RTTs changed
         // only have their decisions taken again.
+        let hinted = self.cache.as_ref().and_then(|c| c.hinted(inputs));
         let reusable = self.cache.as_ref().is_some_and(|c| {
             c.locations == locations
                 && (Arc::ptr_eq(&c.rtt, &inputs.rtt)
+                    || hinted.is_some()
                     || (c.rtt.len() == inputs.rtt.len()
                         && c.rtt
                             .iter()
@@ -155,7 +198,7 @@ impl Compiler {
         let mut cache = self.cache.take().filter(|_| reusable);
         let mut changed_rows = Vec::new();
         if let Some(c) = cache.as_mut() {
-            changed_rows = c.rtt_changed(&inputs.rtt);
+            changed_rows = c.rtt_changed(&inputs.rtt, hinted);
         }
         loop {
             let mut job = Job::new(config, inputs, rtt_to_responder, &spec);
@@ -167,6 +210,7 @@ impl Compiler {
                 rtt: inputs.rtt.clone(),
                 rtt_to_responder,
                 partition: job.client_classes(),
+                columns: None,
                 signatures: Interner::new(),
                 outcomes: Interner::new(),
                 decided: HashMap::new(),

@@ -75,7 +75,7 @@ use ipnet::IpNet;
 pub use self::choices::RttChoices;
 use self::compiler::Cache;
 pub use self::compiler::Compiler;
-use self::kinds::{Kind, kind, service_index};
+use self::kinds::{Kind, service_index};
 use self::partition::{AddressSteps, Segments};
 use self::signatures::CacheParts;
 pub use self::spec::Spec;
@@ -173,6 +173,21 @@ pub struct Inputs<'a> {
     pub disabled_domains: Vec<bool>,
     /// Measured RTTs, one row per LDNS entry (the rows do not overlap).
     pub rtt: Arc<Vec<LdnsRtt>>,
+    /// What the caller knows of how `rtt` differs from earlier rows; `None`: the compiler
+    /// compares them.
+    pub rtt_changes: Option<RttChanges>,
+}
+
+/// The rows of [`Inputs::rtt`] whose RTTs differ from `since`'s, row for row (the same
+/// prefixes in the same order): a [`Compiler`] whose last rows were `since` (the same `Arc`)
+/// takes every other row as unchanged instead of comparing 100,000 rows of 64 sites, most of an
+/// RTT change's compile. It must list every row that differs (debug builds check it); rows
+/// listed that did not change only cost their decisions again.
+#[derive(Clone, Debug)]
+pub struct RttChanges {
+    pub since: Arc<Vec<LdnsRtt>>,
+    /// Row numbers (indexes into [`Inputs::rtt`]).
+    pub rows: Vec<usize>,
 }
 
 /// The RTTs from every site to one LDNS entry.
@@ -301,10 +316,10 @@ impl<'a> Job<'a> {
     ) -> Self {
         let services = service_index(config);
         let engine = spec.engine.clone();
-        let kinds: Vec<Kind> = config
-            .gslb_domains
+        let kinds: Vec<Kind> = spec
+            .kinds
             .iter()
-            .map(|d| match kind(config, d, &services, engine.as_deref()) {
+            .map(|&k| match k {
                 Kind::Decided { place, rtt: true } if rtt_to_responder => {
                     Kind::PerQuery { place, rtt: true }
                 }
@@ -360,6 +375,7 @@ impl<'a> Job<'a> {
     fn run(&mut self, cache: &mut Cache, incremental: bool) -> Result<Snapshot, OverBudget> {
         let Cache {
             partition,
+            columns: memo,
             signatures,
             outcomes,
             decided,
@@ -374,7 +390,16 @@ impl<'a> Job<'a> {
             next_rtt_view,
             ..
         } = cache;
-        let columns = self.columns(signatures);
+        // The columns read the service states and the disabled domains: kept while they stay
+        // (an RTT change), not made again with a signature per entry.
+        let key = (
+            self.inputs.services.clone(),
+            self.inputs.disabled_domains.clone(),
+        );
+        let columns = match memo.take() {
+            Some((known, columns)) if known == key => columns,
+            _ => self.columns(signatures),
+        };
         let mut parts = CacheParts {
             outcomes,
             decided,
@@ -411,7 +436,7 @@ impl<'a> Job<'a> {
             entry_memo,
         );
         let rtt_choices = choices.table(partition, &numbers, columns.rtt_columns.len());
-        Ok(self.snapshot(
+        let snapshot = self.snapshot(
             partition,
             &columns,
             &numbers,
@@ -420,6 +445,8 @@ impl<'a> Job<'a> {
             segments,
             prefixes,
             incremental,
-        ))
+        );
+        *memo = Some((key, columns));
+        Ok(snapshot)
     }
 }

@@ -294,3 +294,75 @@ fn the_rtt_rule_compiles_what_the_engine_does() {
     }
     assert!(rule_decisions > 0, "the rule decided none");
 }
+
+/// An RTT change whose rows the caller names ([`RttChanges`]) compiles what one whose rows
+/// are all compared does, through changes of one row, of many, of a row named but unchanged,
+/// and of rows named since other rows than the compiler's (then compared after all); and it
+/// decides only the named rows again.
+#[test]
+fn rtt_changes_named_by_the_caller_compile_what_comparing_every_row_does() {
+    let config = config();
+    let mut rows = Arc::new(rows());
+    let inputs = |rtt: &Arc<Vec<LdnsRtt>>, changes: Option<RttChanges>| Inputs {
+        rtt: rtt.clone(),
+        rtt_changes: changes,
+        ..Inputs::default()
+    };
+    // Both keep their caches, so they number views alike.
+    let mut named = Compiler::default();
+    let mut compared = Compiler::default();
+    let (first, first_compared) = (
+        named.compile(&config, &inputs(&rows, None)),
+        compared.compile(&config, &inputs(&rows, None)),
+    );
+    assert!(first == first_compared, "the first compilation");
+    let changes: [&[usize]; 5] = [&[3], &[0, 57, 199], &[11], &[], &[42, 43]];
+    for (step, change) in changes.iter().enumerate() {
+        let mut next = (*rows).clone();
+        for &r in *change {
+            next[r].rtt_us.rotate_left(1 + step);
+        }
+        // Named: the changed rows and one that did not change.
+        let mut named_rows = change.to_vec();
+        named_rows.push(100 + step);
+        // Step 2 names them since rows the compiler never saw: it must compare them all.
+        let since = if step == 2 {
+            Arc::new((*rows).clone())
+        } else {
+            rows.clone()
+        };
+        let next = Arc::new(next);
+        let hinted = named.compile(
+            &config,
+            &inputs(
+                &next,
+                Some(RttChanges {
+                    since,
+                    rows: named_rows,
+                }),
+            ),
+        );
+        let by_comparing = compared.compile(&config, &inputs(&next, None));
+        assert!(hinted.stats.incremental, "step {step}: {:?}", hinted.stats);
+        assert!(
+            hinted.stats.decisions <= change.len() * SITES,
+            "step {step}: only the changed rows are decided again: {:?}",
+            hinted.stats
+        );
+        assert_eq!(hinted.rtt_choices, by_comparing.rtt_choices, "step {step}");
+        assert!(hinted == by_comparing, "step {step}");
+        let scratch = Snapshot::compile(&config, &inputs(&next, None));
+        for row in next.iter() {
+            for d in 0..SITES {
+                let client = client_of(row);
+                assert_eq!(
+                    answered(&hinted, d, client),
+                    [nearest(row, d)],
+                    "step {step}"
+                );
+                assert_eq!(answered(&hinted, d, client), answered(&scratch, d, client));
+            }
+        }
+        rows = next;
+    }
+}

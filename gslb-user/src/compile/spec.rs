@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::kinds::{needs_engine, service_index};
+use super::kinds::{Kind, kind, needs_engine, service_index};
 use crate::config::Config;
 use crate::policy::Engine;
 
@@ -21,6 +21,10 @@ pub struct Spec {
     /// when the engine rejected the configuration, which validation makes unreachable: no
     /// answers for those names is the safe side.
     pub engine: Option<Arc<Engine>>,
+    /// How each GSLB domain is decided, by configuration index (before an RTT budget sends
+    /// domains answered by RTT to the responder): it reads the configuration and the engine
+    /// only, and costs a look-up per service name of every domain.
+    pub(super) kinds: Vec<Kind>,
 }
 
 impl Spec {
@@ -30,20 +34,29 @@ impl Spec {
 
     /// [`Spec::new`] of a configuration already shared (the world's), kept without a copy.
     pub fn of_shared(shared: Arc<Config>) -> Spec {
-        let engine = Spec::engine_of(&shared);
+        let services = service_index(&shared);
+        let engine = Spec::engine_of(&shared, &services);
+        let kinds = shared
+            .gslb_domains
+            .iter()
+            .map(|d| kind(&shared, d, &services, engine.as_deref()))
+            .collect();
         Spec {
             config: shared,
             engine,
+            kinds,
         }
     }
 
     /// The decision engine of `config`, when some domain needs one.
-    fn engine_of(config: &Config) -> Option<Arc<Engine>> {
-        let services = service_index(config);
+    fn engine_of(
+        config: &Config,
+        services: &ahash::AHashMap<&str, (usize, &crate::config::Service)>,
+    ) -> Option<Arc<Engine>> {
         config
             .gslb_domains
             .iter()
-            .any(|d| needs_engine(config, d, &services))
+            .any(|d| needs_engine(config, d, services))
             .then(|| match config.engine() {
                 Ok(engine) => Some(Arc::new(engine)),
                 Err(error) => {

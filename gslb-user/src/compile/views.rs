@@ -4,6 +4,7 @@
 //! merged into the trie's prefixes.
 
 use ahash::AHashMap as HashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use gslb_common::{DEFAULT_VIEW, ViewValue};
@@ -208,7 +209,7 @@ impl Job<'_> {
                     vector.push(index);
                 }
                 let id = choices.vectors.id(vector);
-                choices.made += 1;
+                choices.made.push(class as u32);
                 // Bail out early: every new vector is an LDNS view's pages in both parities.
                 let entries = 2 * (choices.vectors.len() - 1) * pages;
                 if entries > self.rtt_budget {
@@ -465,8 +466,9 @@ fn renumber(
         }
         split[p] |= first[p] != v || (keep_zero_only_for_zero && p == 0 && v != 0);
     }
-    // Per split previous number: its parts (vector, segments, new number).
-    let mut parts: Vec<Vec<Part>> = vec![Vec::new(); split.len()];
+    // Per split previous number (few: not a list per number), in order: its parts (vector,
+    // segments, new number).
+    let mut parts: BTreeMap<u32, Vec<Part>> = BTreeMap::new();
     for (c, (v, p)) in vectors.clone().zip(previous.clone()).enumerate() {
         if split[p as usize] {
             add(&mut parts, p, v, class_segments[c] as usize);
@@ -477,7 +479,7 @@ fn renumber(
         .zip(previous)
         .map(|(v, p)| {
             if split[p as usize] {
-                parts[p as usize]
+                parts[&p]
                     .iter()
                     .find(|part| part.vector == v)
                     .expect("every class's part was counted")
@@ -497,11 +499,8 @@ struct Part {
     number: u32,
 }
 
-fn add(parts: &mut Vec<Vec<Part>>, prev: u32, vector: u32, segments: usize) {
-    if parts.len() <= prev as usize {
-        parts.resize(prev as usize + 1, Vec::new());
-    }
-    let list = &mut parts[prev as usize];
+fn add(parts: &mut BTreeMap<u32, Vec<Part>>, prev: u32, vector: u32, segments: usize) {
+    let list = parts.entry(prev).or_default();
     match list.iter_mut().find(|p| p.vector == vector) {
         Some(p) => p.segments += segments,
         None => list.push(Part {
@@ -515,11 +514,8 @@ fn add(parts: &mut Vec<Vec<Part>>, prev: u32, vector: u32, segments: usize) {
 /// The biggest part of each previous number keeps it (ties: the smaller vector); the others
 /// get new numbers, in order of (previous number, vector). With `keep_zero_only_for_zero`
 /// (LDNS views, whose 0 means "no RTT row") only vector 0 keeps number 0.
-fn assign(parts: &mut [Vec<Part>], next: &mut u32, keep_zero_only_for_zero: bool) {
-    for (prev, list) in parts.iter_mut().enumerate() {
-        if list.is_empty() {
-            continue;
-        }
+fn assign(parts: &mut BTreeMap<u32, Vec<Part>>, next: &mut u32, keep_zero_only_for_zero: bool) {
+    for (&prev, list) in parts.iter_mut() {
         list.sort_unstable_by_key(|p| p.vector);
         let mut best = 0;
         for (i, p) in list.iter().enumerate() {
@@ -530,7 +526,7 @@ fn assign(parts: &mut [Vec<Part>], next: &mut u32, keep_zero_only_for_zero: bool
         for (i, p) in list.iter_mut().enumerate() {
             let keeps = i == best && (!keep_zero_only_for_zero || prev != 0 || p.vector == 0);
             p.number = if keeps {
-                prev as u32
+                prev
             } else {
                 let n = *next;
                 *next += 1;

@@ -1,16 +1,23 @@
-//! The `RTT_CHOICE` map as a publish writes it: keyed by the generation's parity, not the
-//! generation (see `gslb_common::RttChoiceKey`), so a publish writes only the pages of the
-//! parity it switches to that differ from what that parity holds, and removes the ones no
-//! view has any more. A hundred thousand LDNS views cost one full write, then a few pages per
-//! RTT change.
+//! The `RTT_CHOICE` map as a publish writes it: keyed by a parity, not the generation (see
+//! `gslb_common::RttChoiceKey`), so a publish writes only the pages of the parity it switches
+//! to that differ from what that parity holds, and removes the ones no view has any more. A
+//! hundred thousand LDNS views cost one full write, then a few pages per RTT change. And the
+//! publish of a snapshot whose answer sets are all in force already, which writes those pages
+//! and flips the parity alone ([`AnswerTable::publish_choices`]).
 
 use std::sync::Arc;
 
 use aya::maps::{HashMap, MapData};
-use gslb_common::{RttChoice, RttChoiceKey, maps};
+use gslb_common::{CHOICE_FLIP, ProgramConfig, RttChoice, RttChoiceKey, maps};
 
-use super::{Result, batch::batch, map_err};
-use crate::compile::RttChoices;
+use super::{
+    Result,
+    batch::batch,
+    map_err,
+    publish::{AnswerTable, GENERATION_GRACE, PublishStats, Published},
+    refine::{RTT_VIEW_BIT, edit_views},
+};
+use crate::compile::{RttChoices, Snapshot};
 
 /// What one parity of the map holds.
 enum Held {
@@ -29,6 +36,135 @@ pub(super) struct ChoiceMap {
     map: HashMap<MapData, RttChoiceKey, RttChoice>,
     /// By parity; `None`: unknown (a publish failed while writing it): found by a scan.
     held: [Option<Held>; 2],
+}
+
+impl AnswerTable {
+    /// The publish of a snapshot whose answer sets are those in force (`old`'s, checked by
+    /// [`same_answer_sets`]) and whose views refine `old`'s with new LDNS views only
+    /// (`origins`): the generation and every `ANSWERS` and `DOMAINS` entry stay.
+    ///
+    /// New LDNS views get their origin's pages in the parity packets read now, and the trie
+    /// is edited in place, as a refinement of a full publish does (each write leaves every
+    /// lookup's answer unchanged); then the new choices go into the other parity (only the
+    /// pages that differ from what it held: an RTT change writes one or two), and one write of
+    /// `CONFIG` flips [`CHOICE_FLIP`]. Why that is atomic: a packet reads `CONFIG`'s generation
+    /// word once, and takes from it both the generation of the answer sets it looks up and the
+    /// choice parity, so it reads the old parity (the old choices) or the new one (the new
+    /// choices), each whole, with this generation's answer sets, which hold every outcome
+    /// either parity names (the entries, with their outcome answers, are equal). No page a
+    /// packet may be reading is written: not in place (an update of a hash element packets are
+    /// reading can recycle the old element at once for another key), and not the other parity
+    /// until a [`GENERATION_GRACE`] after the switch away from it.
+    pub(super) fn publish_choices(
+        &mut self,
+        current: ProgramConfig,
+        old: &mut Published,
+        origins: &std::collections::HashMap<u32, u32>,
+        snapshot: &Snapshot,
+    ) -> Result<PublishStats> {
+        let mut stats = PublishStats {
+            generation: current.answers_generation(),
+            choices_only: true,
+            in_place: true,
+            ..Default::default()
+        };
+        let copies: Vec<(u32, u32)> = origins
+            .iter()
+            .filter(|(n, o)| n != o)
+            .map(|(n, o)| (n & !RTT_VIEW_BIT, o & !RTT_VIEW_BIT))
+            .collect();
+        stats.copied = self.choices.copy(
+            current.choice_parity(),
+            &copies,
+            old.snapshot.rtt_choices.pages(),
+        )?;
+        if !Arc::ptr_eq(&old.snapshot.views, &snapshot.views) {
+            stats.prefixes = edit_views(
+                &mut self.views,
+                &old.snapshot.views,
+                &snapshot.views,
+                current.view_generation,
+            )?;
+        }
+        let config = ProgramConfig {
+            generation: current.generation ^ CHOICE_FLIP,
+            ..current
+        };
+        (stats.choices, stats.choices_removed) = self
+            .choices
+            .write(config.choice_parity(), &snapshot.rtt_choices)?;
+        self.config
+            .set(0, &config, 0)
+            .map_err(map_err(maps::CONFIG))?;
+        self.switched = Some(std::time::Instant::now());
+        // What the maps now hold: the new snapshot, whose entries are the old ones (checked
+        // before): they are kept rather than copied; the answer sets' keys stay the generation's.
+        old.generation = config.generation;
+        old.snapshot = without_domains(snapshot, std::mem::take(&mut old.snapshot.domains));
+        Ok(stats)
+    }
+
+    /// Waits until [`GENERATION_GRACE`] has passed since this process last switched `CONFIG`,
+    /// before a publish writes anything: a packet that read the value before may still be
+    /// reading that value's choice parity (the one a publish writes next), or, reading the
+    /// trie a refinement is about to edit, need its LDNS views' pages there. (A full publish
+    /// waits that long after its switch anyway; a choice-only one does not wait, so that a
+    /// burst of RTT changes pays the pause only when they come closer than it.)
+    pub(super) fn await_grace(&self) {
+        if let Some(left) = self
+            .switched
+            .and_then(|at| GENERATION_GRACE.checked_sub(at.elapsed()))
+        {
+            std::thread::sleep(left);
+        }
+    }
+}
+
+/// `snapshot` with `domains` for its entries: a copy without copying thousands of entries
+/// (every field named, so that a new one is not forgotten).
+fn without_domains(snapshot: &Snapshot, domains: Vec<crate::compile::DomainEntry>) -> Snapshot {
+    let Snapshot {
+        dns_port,
+        edns_udp_size,
+        rrl,
+        ecs_allow,
+        listen,
+        views,
+        segments,
+        domains: _,
+        rtt_choices,
+        engine_domains,
+        down_services,
+        services,
+        disabled_domains,
+        rtt,
+        rtt_rows,
+        static_views,
+        classes,
+        spec,
+        stats,
+    } = snapshot;
+    Snapshot {
+        dns_port: *dns_port,
+        edns_udp_size: *edns_udp_size,
+        rrl: *rrl,
+        ecs_allow: ecs_allow.clone(),
+        listen: listen.clone(),
+        views: views.clone(),
+        segments: segments.clone(),
+        domains,
+        rtt_choices: rtt_choices.clone(),
+        engine_domains: engine_domains.clone(),
+        down_services: down_services.clone(),
+        services: services.clone(),
+        disabled_domains: disabled_domains.clone(),
+        rtt: rtt.clone(),
+        rtt_rows: rtt_rows.clone(),
+        static_views: static_views.clone(),
+        classes: classes.clone(),
+        spec: spec.clone(),
+        stats: *stats,
+    }
 }
 
 fn key(parity: u32, rtt_view: u32, page: usize) -> RttChoiceKey {

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use aya::maps::{Array, HashMap, LpmTrie, Map, MapData, lpm_trie::Key};
 use gslb_common::{
-    ANSWER_ANY_VIEW, ANSWER_BY_RTT, ANY_VIEW_MAP, AnswerKey, AnswerSet, DomainKey, DomainValue,
-    ListenKey, ListenSet, ProgramConfig, QNAME_MAX, RRL_CONFIG_MAP, RTT_OUTCOME_BIT, RrlConfig,
-    ViewKey, ViewValue, maps, name_hash,
+    ANSWER_ANY_VIEW, ANSWER_BY_RTT, ANY_VIEW_MAP, AnswerKey, AnswerSet, CHOICE_FLIP, DomainKey,
+    DomainValue, ListenKey, ListenSet, ProgramConfig, QNAME_MAX, RRL_CONFIG_MAP, RTT_OUTCOME_BIT,
+    RrlConfig, ViewKey, ViewValue, maps, name_hash,
 };
 use tracing::warn;
 
@@ -22,14 +22,14 @@ use super::{
         wire_name,
     },
     map_err,
-    refine::{RTT_VIEW_BIT, refinement},
+    refine::{RTT_VIEW_BIT, edit_views, refinement, same_answer_sets},
     rotors::RotorSlots,
     shortcuts::{TrieViews, any_view_words, copy_defaults},
 };
 use crate::compile::{DomainEntry, Snapshot};
 
 /// How long an old generation stays after the switch; see [`AnswerTable::publish`].
-const GENERATION_GRACE: std::time::Duration = std::time::Duration::from_millis(1);
+pub(super) const GENERATION_GRACE: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// The fast path's answer tables.
 pub struct AnswerTable {
@@ -42,7 +42,7 @@ pub struct AnswerTable {
     pub(super) domains: HashMap<MapData, DomainKey, DomainValue>,
     pub(super) answers: HashMap<MapData, AnswerKey, AnswerSet>,
     /// `RTT_CHOICE`, by parity.
-    choices: ChoiceMap,
+    pub(super) choices: ChoiceMap,
     /// `ECS_ALLOW`, by parity.
     ecs_allow: EcsAllowMap,
     /// What the maps hold now, as this process published it (`None` after adopting pins: the
@@ -60,13 +60,23 @@ pub struct AnswerTable {
     /// Default-view copies and any-view hints are written (see `shortcuts`); off only to
     /// measure or test the path without them ([`AnswerTable::without_shortcuts`]).
     shortcuts: bool,
+    /// A snapshot that differs only in its RTT choices is published by flipping
+    /// [`CHOICE_FLIP`] ([`AnswerTable::publish_choices`]); off only to measure or test the full
+    /// publish in its place ([`AnswerTable::choice_only_publishes`]).
+    choice_only: bool,
+    /// When this process last switched `CONFIG`: the parity packets read before it is written
+    /// again only a [`GENERATION_GRACE`] later (see [`AnswerTable::await_grace`]).
+    pub(super) switched: Option<std::time::Instant>,
 }
 
 /// The last snapshot published, and the generations it went under.
-struct Published {
-    snapshot: Snapshot,
-    generation: u32,
+pub(super) struct Published {
+    pub(super) snapshot: Snapshot,
+    /// `CONFIG`'s generation word as this process wrote it ([`CHOICE_FLIP`] included).
+    pub(super) generation: u32,
     view_generation: u32,
+    /// Whether the shortcuts were written.
+    shortcuts: bool,
     /// The `DOMAINS` and `ANSWERS` keys written for `generation` (copies included).
     domain_keys: Vec<DomainKey>,
     answer_keys: Vec<AnswerKey>,
@@ -96,6 +106,10 @@ pub struct PublishStats {
     /// from what it held), and removed from it.
     pub choices: usize,
     pub choices_removed: usize,
+    /// Only the RTT choices changed (and maybe the trie, LDNS views splitting): the publish
+    /// wrote `choices` pages and flipped [`CHOICE_FLIP`], keeping the generation and every
+    /// answer set (`answers`, `domains` and `removed` are 0).
+    pub choices_only: bool,
     /// Rotating answer sets beyond `ROTOR_SLOTS` that share a rotation slot with others (see
     /// `dataplane::rotors`); 0 unless more than 65,536 sets rotate.
     pub shared_rotors: usize,
@@ -131,6 +145,8 @@ impl AnswerTable {
             any_view_words: None,
             trie_views: TrieViews::default(),
             shortcuts: true,
+            choice_only: true,
+            switched: None,
         })
     }
 
@@ -139,6 +155,13 @@ impl AnswerTable {
     /// no set of its own, as before they existed. For benches and tests that compare the two.
     pub fn without_shortcuts(&mut self) {
         self.shortcuts = false;
+    }
+
+    /// From the next publish on, whether a snapshot that differs only in its RTT choices is
+    /// published by flipping the choice parity alone (the default), or as any other, under a
+    /// new generation (`false`: for benches and tests that compare the two).
+    pub fn choice_only_publishes(&mut self, on: bool) {
+        self.choice_only = on;
     }
 
     /// Makes `snapshot` what the fast path answers. The new generation is written beside the
@@ -151,9 +174,36 @@ impl AnswerTable {
     /// view gets a copy of the current generation's answers of the view it comes from, then the
     /// changed prefixes are inserted and the stale ones removed. Each of those writes leaves
     /// every lookup's answer as it was; the answers change only with the switch.
+    ///
+    /// When the answer sets are all the same and only the RTT choices differ (an RTT change;
+    /// the trie may have LDNS views split), the generation stays: the choices go into the
+    /// `RTT_CHOICE` parity packets do not read, and the switch flips [`CHOICE_FLIP`] alone
+    /// (see [`AnswerTable::publish_choices`]).
     pub fn publish(&mut self, snapshot: &Snapshot) -> Result<PublishStats> {
+        self.await_grace();
         let current = self.config.get(&0, 0).map_err(map_err(maps::CONFIG))?;
-        let generation = current.generation.wrapping_add(1);
+        // What the maps hold, when this process wrote it: the old entries are then removed by
+        // their keys instead of by walking the maps (a syscall per entry).
+        let mut previous = self.published.take().filter(|p| {
+            p.generation == current.generation && p.view_generation == current.view_generation
+        });
+        let plan = previous
+            .as_ref()
+            .and_then(|p| refinement(&p.snapshot, snapshot));
+        if let (Some(old), Some(origins)) = (&mut previous, &plan)
+            && self.choice_only
+            && old.shortcuts == self.shortcuts
+            && origins.keys().all(|n| n & RTT_VIEW_BIT != 0)
+            && same_answer_sets(&old.snapshot, snapshot)
+        {
+            // On an error the maps' state is not known: the next publish rewrites everything.
+            let stats = self.publish_choices(current, old, origins, snapshot)?;
+            self.published = previous;
+            return Ok(stats);
+        }
+        let generation = current.answers_generation().wrapping_add(1) & !CHOICE_FLIP;
+        // Keeps the flip bit: the new generation's low bit flips the choice parity.
+        let generation_word = generation | (current.generation & CHOICE_FLIP);
         let mut stats = PublishStats {
             generation,
             ..Default::default()
@@ -175,11 +225,6 @@ impl AnswerTable {
             .set(generation & 1, &listening, 0)
             .map_err(map_err(maps::LISTEN_SET))?;
 
-        // What the maps hold, when this process wrote it: the old entries are then removed by
-        // their keys instead of by walking the maps (a syscall per entry).
-        let mut previous = self.published.take().filter(|p| {
-            p.generation == current.generation && p.view_generation == current.view_generation
-        });
         // Not written by this process (pins adopted): everything in the maps now is stale
         // once the new generations are in, so it is listed before they are written.
         let scanned = match &previous {
@@ -202,14 +247,12 @@ impl AnswerTable {
         if scanned.is_some() {
             self.choices.scan();
         }
-        let plan = previous
-            .as_ref()
-            .and_then(|p| refinement(&p.snapshot, snapshot));
         let mut stale_views: Vec<Key<ViewKey>> = Vec::new();
         let view_generation = match plan {
             Some(origins) => {
                 let old = previous.as_mut().expect("planned from it");
-                let copied = self.copy_answers(&old.snapshot, current.generation, &origins)?;
+                let copied =
+                    self.copy_answers(&old.snapshot, current.answers_generation(), &origins)?;
                 stats.copied = copied.len();
                 old.answer_keys.extend(copied);
                 // New LDNS views get their origin's choices in the parity packets read now.
@@ -219,12 +262,13 @@ impl AnswerTable {
                     .map(|(n, o)| (n & !RTT_VIEW_BIT, o & !RTT_VIEW_BIT))
                     .collect();
                 stats.copied += self.choices.copy(
-                    current.generation & 1,
+                    current.choice_parity(),
                     &copies,
                     old.snapshot.rtt_choices.pages(),
                 )?;
                 if !Arc::ptr_eq(&old.snapshot.views, &snapshot.views) {
-                    stats.prefixes = self.edit_views(
+                    stats.prefixes = edit_views(
+                        &mut self.views,
                         &old.snapshot.views,
                         &snapshot.views,
                         current.view_generation,
@@ -306,9 +350,17 @@ impl AnswerTable {
             .map_err(map_err(maps::ANSWERS))?;
         stats.domains = domain_keys.len();
         stats.answers = answer_keys.len();
+        let config = ProgramConfig {
+            generation: generation_word,
+            dns_port: snapshot.dns_port,
+            edns_udp_size: snapshot.edns_udp_size,
+            view_generation,
+            reserved: 0,
+        };
         // The choices of the new generation, in its parity (which no packet reads now).
-        (stats.choices, stats.choices_removed) =
-            self.choices.write(generation & 1, &snapshot.rtt_choices)?;
+        (stats.choices, stats.choices_removed) = self
+            .choices
+            .write(config.choice_parity(), &snapshot.rtt_choices)?;
         // `server.ecs_allow` in the new generation's parity, like the choices.
         self.ecs_allow
             .write(generation & 1, snapshot.ecs_allow.as_deref())?;
@@ -333,16 +385,10 @@ impl AnswerTable {
             RrlConfig::default()
         };
         self.rrl.set(0, &rrl, 0).map_err(map_err(RRL_CONFIG_MAP))?;
-        let config = ProgramConfig {
-            generation,
-            dns_port: snapshot.dns_port,
-            edns_udp_size: snapshot.edns_udp_size,
-            view_generation,
-            reserved: 0,
-        };
         self.config
             .set(0, &config, 0)
             .map_err(map_err(maps::CONFIG))?;
+        self.switched = Some(std::time::Instant::now());
         // A packet that read the old generation just before the switch may still be looking
         // its entries up. A program run takes well under a microsecond and cannot be preempted,
         // so after this pause none can be: only then are the old entries deleted.
@@ -358,8 +404,9 @@ impl AnswerTable {
         stats.removed = self.remove_stale(stale_views, &stale_domains, &stale_answers, snapshot)?;
         self.published = Some(Published {
             snapshot: snapshot.clone(),
-            generation,
+            generation: generation_word,
             view_generation,
+            shortcuts: self.shortcuts,
             domain_keys,
             answer_keys,
         });
@@ -417,71 +464,6 @@ impl AnswerTable {
             }
         }
         Ok(copied)
-    }
-
-    /// Rewrites the trie of `view_generation` from `old` to `new` in place: changed and new
-    /// prefixes first, stale ones after, so an address is never left without its prefix.
-    fn edit_views(
-        &mut self,
-        old: &[(ipnet::IpNet, ViewValue)],
-        new: &[(ipnet::IpNet, ViewValue)],
-        view_generation: u32,
-    ) -> Result<usize> {
-        if old == new {
-            return Ok(0);
-        }
-        // Both lists are disjoint prefixes in address order (as the compiler emits them): one
-        // walk finds the changed, new and stale ones without hashing a million prefixes.
-        let order = |n: &ipnet::IpNet| {
-            (
-                crate::compile::partition::key_of(n.network()),
-                n.prefix_len(),
-            )
-        };
-        let (mut inserts, mut removes) = (Vec::new(), Vec::new());
-        let (mut i, mut j) = (0, 0);
-        while i < old.len() || j < new.len() {
-            match (old.get(i), new.get(j)) {
-                (Some(o), Some(n)) if o.0 == n.0 => {
-                    if o.1 != n.1 {
-                        inserts.push(*n);
-                    }
-                    i += 1;
-                    j += 1;
-                }
-                (Some(o), Some(n)) if order(&o.0) < order(&n.0) => {
-                    removes.push(o.0);
-                    i += 1;
-                }
-                (Some(o), None) => {
-                    removes.push(o.0);
-                    i += 1;
-                }
-                (_, Some(n)) => {
-                    inserts.push(*n);
-                    j += 1;
-                }
-                (None, None) => unreachable!("the loop condition"),
-            }
-        }
-        let mut written = 0;
-        for (net, view) in &inserts {
-            self.views
-                .insert(
-                    &view_key(view_generation, net.network(), net.prefix_len()),
-                    view,
-                    0,
-                )
-                .map_err(map_err(maps::VIEWS))?;
-            written += 1;
-        }
-        for net in &removes {
-            self.views
-                .remove(&view_key(view_generation, net.network(), net.prefix_len()))
-                .map_err(map_err(maps::VIEWS))?;
-            written += 1;
-        }
-        Ok(written)
     }
 
     /// Removes the entries of replaced generations, by their keys, and listen addresses no

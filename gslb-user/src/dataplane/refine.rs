@@ -1,8 +1,14 @@
-//! When a republish may edit the view trie in place instead of rewriting it under a new view
-//! generation: the new views must refine the published ones (see [`refinement`]).
+//! What a republish can keep: the view trie, edited in place instead of rewritten under a new
+//! view generation, when the new views refine the published ones (see [`refinement`],
+//! [`edit_views`]); and the generation itself, when only the RTT choices differ
+//! ([`same_answer_sets`]).
 
 use std::sync::Arc;
 
+use aya::maps::{LpmTrie, MapData};
+use gslb_common::{ViewKey, ViewValue, maps};
+
+use super::{Result, encode::view_key, map_err};
 use crate::compile::Snapshot;
 
 /// Marks an LDNS view among the views of a refinement's map (views never reach this bit).
@@ -78,4 +84,82 @@ pub(super) fn refinement(
         }
     }
     Some(copies)
+}
+
+/// Whether `new` gives the fast path the answer sets `old` gave it: everything a publish
+/// writes but the view trie and the RTT choices is equal (entries with their outcome answers,
+/// listen addresses, port, EDNS size, RRL, `server.ecs_allow`). The choices of `new` then name
+/// only outcomes whose answer sets are in the maps already.
+pub(super) fn same_answer_sets(old: &Snapshot, new: &Snapshot) -> bool {
+    old.dns_port == new.dns_port
+        && old.edns_udp_size == new.edns_udp_size
+        && old.rrl == new.rrl
+        && old.ecs_allow == new.ecs_allow
+        && old.listen == new.listen
+        && old.domains == new.domains
+}
+
+/// Rewrites the trie of `view_generation` from `old` to `new` in place: changed and new
+/// prefixes first, stale ones after, so an address is never left without its prefix.
+pub(super) fn edit_views(
+    views: &mut LpmTrie<MapData, ViewKey, ViewValue>,
+    old: &[(ipnet::IpNet, ViewValue)],
+    new: &[(ipnet::IpNet, ViewValue)],
+    view_generation: u32,
+) -> Result<usize> {
+    if old == new {
+        return Ok(0);
+    }
+    // Both lists are disjoint prefixes in address order (as the compiler emits them): one
+    // walk finds the changed, new and stale ones without hashing a million prefixes.
+    let order = |n: &ipnet::IpNet| {
+        (
+            crate::compile::partition::key_of(n.network()),
+            n.prefix_len(),
+        )
+    };
+    let (mut inserts, mut removes) = (Vec::new(), Vec::new());
+    let (mut i, mut j) = (0, 0);
+    while i < old.len() || j < new.len() {
+        match (old.get(i), new.get(j)) {
+            (Some(o), Some(n)) if o.0 == n.0 => {
+                if o.1 != n.1 {
+                    inserts.push(*n);
+                }
+                i += 1;
+                j += 1;
+            }
+            (Some(o), Some(n)) if order(&o.0) < order(&n.0) => {
+                removes.push(o.0);
+                i += 1;
+            }
+            (Some(o), None) => {
+                removes.push(o.0);
+                i += 1;
+            }
+            (_, Some(n)) => {
+                inserts.push(*n);
+                j += 1;
+            }
+            (None, None) => unreachable!("the loop condition"),
+        }
+    }
+    let mut written = 0;
+    for (net, view) in &inserts {
+        views
+            .insert(
+                &view_key(view_generation, net.network(), net.prefix_len()),
+                view,
+                0,
+            )
+            .map_err(map_err(maps::VIEWS))?;
+        written += 1;
+    }
+    for net in &removes {
+        views
+            .remove(&view_key(view_generation, net.network(), net.prefix_len()))
+            .map_err(map_err(maps::VIEWS))?;
+        written += 1;
+    }
+    Ok(written)
 }

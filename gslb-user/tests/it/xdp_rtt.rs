@@ -207,3 +207,168 @@ fn the_choice_map_answers_as_the_responder() {
         }
     }
 }
+
+/// Three rows, each alone in its LDNS view (three distinct choices): 198.51.100.0/24 and
+/// 203.0.113.0/24 nearest "near" (`true`) or "far" as `near` says, 192.0.2.0/24 as near to
+/// both (within the tolerance: both answer).
+fn three_rows(near: [bool; 2]) -> Vec<LdnsRtt> {
+    let row = |net: &str, rtt_us: Vec<Option<u32>>| LdnsRtt {
+        ldns: net.parse().unwrap(),
+        rtt_us,
+    };
+    let by = |near: bool| {
+        if near {
+            vec![Some(10_000), Some(40_000)]
+        } else {
+            vec![Some(40_000), Some(10_000)]
+        }
+    };
+    vec![
+        row("198.51.100.0/24", by(near[0])),
+        row("203.0.113.0/24", by(near[1])),
+        row("192.0.2.0/24", vec![Some(20_000), Some(20_000)]),
+    ]
+}
+
+/// Snapshots of RTT changes, one after another from one compiler (as gslbd's world compiles
+/// them): each row keeps its LDNS view, only the choices move.
+fn rtt_changes(steps: &[[bool; 2]]) -> Vec<Snapshot> {
+    let config = Arc::new(Config::parse(CONFIG, Path::new("rtt.toml")).unwrap());
+    let mut compiler = gslb_user::compile::Compiler::default();
+    steps
+        .iter()
+        .map(|near| {
+            compiler.compile_shared(
+                &config,
+                &Inputs {
+                    rtt: Arc::new(three_rows(*near)),
+                    ..Inputs::default()
+                },
+            )
+        })
+        .collect()
+}
+
+/// LDNS views whose choices differ between `a` and `b` (one page each here).
+fn views_differing(a: &Snapshot, b: &Snapshot) -> usize {
+    let (a, b) = (&a.rtt_choices, &b.rtt_choices);
+    (1..b.views() as u32)
+        .filter(|&v| (0..b.slots as u32).any(|s| a.choice(v, s) != b.choice(v, s)))
+        .count()
+}
+
+/// An RTT change whose answer sets are all in the maps already is published by its choices
+/// alone: the generation stays, no answer set or domain key is written or removed, and the
+/// choice pages written are those that differ from what the parity written held (the
+/// snapshot two publishes before); every reply is then the responder's from the new snapshot.
+#[test]
+fn an_rtt_change_publishes_only_its_choice_pages() {
+    let steps = [
+        [true, false],
+        [false, false],
+        [false, true],
+        [true, true],
+        [true, true],
+    ];
+    let snapshots = rtt_changes(&steps);
+    for s in &snapshots[1..] {
+        assert!(
+            s.views == snapshots[0].views && s.domains == snapshots[0].domains,
+            "only the choices move"
+        );
+    }
+    if !common::privileged() {
+        return;
+    }
+    let config = Config::parse(CONFIG, Path::new("rtt.toml")).unwrap();
+    let mut dp = Dataplane::load(None).expect("loading the XDP object");
+    let first = dp.table.publish(&snapshots[0]).expect("publishing");
+    assert!(!first.choices_only && first.answers > 0, "{first:?}");
+    for (i, snapshot) in snapshots.iter().enumerate().skip(1) {
+        let stats = dp.table.publish(snapshot).expect("publishing");
+        // The parity written was last written two publishes ago; the first time, never.
+        let pages = match i {
+            1 => snapshot.stats.rtt_views,
+            _ => views_differing(&snapshots[i - 2], snapshot),
+        };
+        assert!(
+            stats.choices_only
+                && stats.generation == first.generation
+                && (stats.answers, stats.domains, stats.removed) == (0, 0, 0)
+                && stats.choices == pages,
+            "step {i}: {pages} pages: {stats:?}"
+        );
+        let responder = Responder::new(&config, snapshot);
+        // The rows that move (the third rotates over both sites).
+        for (row, near) in three_rows(steps[i]).iter().zip(steps[i]) {
+            let client = match row.ldns.network() {
+                IpAddr::V4(a) => IpAddr::V4((u32::from(a) + 7).into()),
+                IpAddr::V6(_) => unreachable!("v4 rows"),
+            };
+            let frame = www_query(client, RecordType::A);
+            let want = responder_addrs(&responder, "www.example.com", RecordType::A, client);
+            let nearest = ip(if near { "192.0.2.10" } else { "192.0.2.20" });
+            assert_eq!(want, [nearest], "step {i}, {client}: the responder");
+            let got = assert_reply(
+                &format!("step {i}, {client}"),
+                &frame,
+                &run(&dp, &frame),
+                &Expect {
+                    rtype: RecordType::A,
+                    ttl: 30,
+                    answers: Answers::OneOf(want.clone()),
+                },
+            );
+            assert_eq!(got, want, "step {i}, {client}: XDP and the responder");
+        }
+    }
+}
+
+/// A choice-only publish is atomic: a client whose nearest site moves back and forth, asked
+/// through `test_run` on one CPU while the other publishes the two snapshots 400 times (each
+/// by flipping `CHOICE_FLIP`, the generation kept), only ever gets the old nearest site or the
+/// new one, and nothing is passed.
+#[test]
+fn a_choice_only_publish_switches_atomically() {
+    const PUBLISHES: usize = 400;
+    let snapshots = rtt_changes(&[[true, false], [false, false]]);
+    if !common::privileged() {
+        return;
+    }
+    let mut dp = Dataplane::load(None).expect("loading the XDP object");
+    let first = dp.table.publish(&snapshots[1]).expect("publishing");
+    let frame = www_query(ip("198.51.100.7"), RecordType::A);
+    let (program, table) = dp.program_and_table();
+    let pair = [snapshots[0].clone(), snapshots[1].clone()];
+    let seen =
+        common::replies_while_publishing(program, table, &frame, &pair, PUBLISHES, |_, m| {
+            let answers: Vec<String> = m
+                .answers()
+                .iter()
+                .map(|r| format!("{:?}", r.data()))
+                .collect();
+            answers.join(", ")
+        });
+    // Each of those publishes was choice-only: the generation never moved.
+    let last = table.publish(&pair[0]).expect("publishing");
+    assert!(
+        last.choices_only && last.generation == first.generation,
+        "{first:?}, then {last:?}"
+    );
+    eprintln!("replies over {PUBLISHES} choice-only publishes: {seen:?}");
+    let allowed = ["A(A(192.0.2.10))", "A(A(192.0.2.20))"];
+    let unexpected: Vec<_> = seen
+        .iter()
+        .filter(|(r, _)| !allowed.contains(&r.as_str()))
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "replies of neither choice: {unexpected:?} (all: {seen:?})"
+    );
+    for want in allowed {
+        assert!(
+            seen.get(want).is_some_and(|n| *n > 0),
+            "never saw {want}: {seen:?}"
+        );
+    }
+}
