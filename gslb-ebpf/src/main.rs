@@ -11,8 +11,9 @@
 //! map lookup costs about 35 ns, an LPM trie lookup about 15 ns, any call about 7 ns (the
 //! return-thunk mitigations); array and per-CPU array lookups are inlined by the verifier and
 //! nearly free. A hit therefore makes one hash lookup (`ANSWERS`: publish copies the default
-//! view's sets under the views without their own), one trie lookup (`VIEWS`, none for a name
-//! whose `ANY_VIEW` hint bit is set; `LISTEN` too when more than `LISTEN_INLINE` addresses are
+//! view's sets under the views without their own), one trie lookup (`VIEWS`; none for a source
+//! in this CPU's view cache of the generation, see [`source_view`], nor for a name whose
+//! `ANY_VIEW` hint bit is set; `LISTEN` too when more than `LISTEN_INLINE` addresses are
 //! served) and one helper call (`bpf_xdp_adjust_tail`), and touches the packet in words. Every function is
 //! `#[inline(always)]`: the program is one function for the verifier, and a call costs ~7 ns.
 #![no_std]
@@ -40,7 +41,7 @@ use gslb_common::{
     DEFAULT_VIEW, DOMAINS_MAX, DomainKey, DomainValue, Heartbeat, LDNS_CACHE_SLOTS, LDNS_MAX,
     LISTEN_MAX, LdnsCacheSlot, LdnsConfig, LdnsKey, LdnsValue, ListenKey, ListenSet, LocalMacs,
     ProgramConfig, ROTOR_SLOTS, RTT_CHOICE_MAX, RTT_CHOICE_WIDTH, RTT_OUTCOME_BIT, RttChoice,
-    RttChoiceKey, VIEWS_MAX, ViewKey, ViewValue,
+    RttChoiceKey, VIEWS_MAX, ViewKey, ViewValue, ldns_slot,
 };
 
 #[map]
@@ -112,6 +113,24 @@ struct Scratch {
     /// The keys whose `LDNS` entry this CPU refreshed, by epoch: a direct-mapped cache
     /// indexed by `ldns_slot` (here, not in a map of its own: `SCRATCH` is looked up anyway).
     ldns: [LdnsCacheSlot; LDNS_CACHE_SLOTS],
+    /// The `VIEWS` value of recent sources, by generation: see [`source_view`].
+    views: [ViewCacheSlot; VIEW_CACHE_SLOTS],
+}
+
+/// Sources whose view this CPU keeps (4 KiB of `SCRATCH`, which a per-CPU value's 32 KiB
+/// limit bounds beside the LDNS cache).
+const VIEW_CACHE_SLOTS: usize = 128;
+
+/// A source address (two native words, IPv4-mapped) and its `VIEWS` value in `generation`.
+#[repr(C)]
+struct ViewCacheSlot {
+    addr: [u64; 2],
+    /// The generation the value was read in; 0 (no generation is 0: the first publish
+    /// writes 1): empty.
+    generation: u32,
+    view: u32,
+    rtt_view: u32,
+    scope: u32,
 }
 
 /// An LPM trie key laid out like `Key<K>` (a u32 prefix length, then the data) but 4-byte
@@ -186,6 +205,42 @@ fn stale(scratch: &mut Scratch) -> bool {
     stale
 }
 
+/// The view, LDNS view and ECS scope of the packet's source (`VIEWS`; the default view and
+/// [`NO_SCOPE`] outside every prefix), through a per-CPU cache of the sources seen in this
+/// generation: a resolver sends many queries, and the trie costs 15 to 30 ns a lookup, the
+/// cache a multiply and three compares.
+///
+/// Sound because a generation's answers do not depend on which state of the trie a packet
+/// reads: the trie changes under a generation only by a refinement's in-place edit, each of
+/// whose writes leaves every lookup's answer as it was (publish.rs), and every other trie
+/// change comes with a new generation, which no cached value is of. A choice-only publish
+/// (`CHOICE_FLIP`) keeps the generation and so never edits the trie: the flip bit returns to
+/// its old value, and a value cached before an LDNS view split would come back with it.
+#[inline(always)]
+fn source_view(scratch: &mut Scratch, client: &parse::Client, generation: u32) -> (u32, u32, u32) {
+    let (hi, lo) = client.source();
+    // Verifier only: the mask bounds the index, which the shift bounds already.
+    let i = ldns_slot([hi, lo]) as usize & (VIEW_CACHE_SLOTS - 1);
+    // SAFETY: i < VIEW_CACHE_SLOTS.
+    let slot = unsafe { scratch.views.get_unchecked_mut(i) };
+    // One branch, not one per word: each is a way for the verifier to walk.
+    if (slot.addr[0] ^ hi) | (slot.addr[1] ^ lo) | (slot.generation ^ generation) as u64 == 0 {
+        return (slot.view, slot.rtt_view, slot.scope);
+    }
+    let (view, rtt_view, scope) = match VIEWS.get(client.view_key()) {
+        Some(v) => (v.view, v.rtt_view, v.scope as u32),
+        None => (DEFAULT_VIEW, 0, NO_SCOPE),
+    };
+    *slot = ViewCacheSlot {
+        addr: [hi, lo],
+        generation,
+        view,
+        rtt_view,
+        scope,
+    };
+    (view, rtt_view, scope)
+}
+
 /// The answer to the frame, or why there is none.
 #[inline(always)]
 fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
@@ -246,12 +301,15 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
     // `NO_SCOPE` outside every published prefix.
     let (mut rtt_view, mut scope) = (0, 0);
     if set.is_none() {
-        // The view is the ECS subnet's when the query names one, the source's otherwise.
-        let viewer = subnet.as_ref().unwrap_or(&client);
+        // The view is the ECS subnet's when the query names one, the source's otherwise
+        // (through the per-CPU cache of sources: `source_view`).
         let view;
-        (view, rtt_view, scope) = match VIEWS.get(viewer.view_key()) {
-            Some(v) => (v.view, v.rtt_view, v.scope as u32),
-            None => (DEFAULT_VIEW, 0, NO_SCOPE),
+        (view, rtt_view, scope) = match &subnet {
+            Some(subnet) => match VIEWS.get(subnet.view_key()) {
+                Some(v) => (v.view, v.rtt_view, v.scope as u32),
+                None => (DEFAULT_VIEW, 0, NO_SCOPE),
+            },
+            None => source_view(scratch, &client, config.generation),
         };
         akey.view = view;
         set = lookup::find_answer(&akey, scratch, q.qlen);

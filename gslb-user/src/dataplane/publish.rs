@@ -190,10 +190,17 @@ impl AnswerTable {
         let plan = previous
             .as_ref()
             .and_then(|p| refinement(&p.snapshot, snapshot));
+        // A choice-only publish keeps the generation, so it must leave the trie as it is: the
+        // program caches each source's trie value per CPU for as long as the generation lasts
+        // (`source_view` in gslb-ebpf), and the flip bit alone, which comes back to a value it
+        // had, cannot tell a cached LDNS view from before a split. LDNS views that split take
+        // a full publish.
         if let (Some(old), Some(origins)) = (&mut previous, &plan)
             && self.choice_only
             && old.shortcuts == self.shortcuts
             && origins.keys().all(|n| n & RTT_VIEW_BIT != 0)
+            && (Arc::ptr_eq(&old.snapshot.segments, &snapshot.segments)
+                || old.snapshot.segments == snapshot.segments)
             && same_answer_sets(&old.snapshot, snapshot)
         {
             // On an error the maps' state is not known: the next publish rewrites everything.

@@ -157,6 +157,11 @@ pub(super) mod tests {
     /// `www` with `v1`'s answer when `view_answer`, else the same for every client; `all`
     /// always the same for every client.
     fn snapshot(view_answer: bool) -> Snapshot {
+        snapshot_with(view_answer, "198.51.100.0/24")
+    }
+
+    /// [`snapshot`] with `v1` at `prefix`.
+    fn snapshot_with(view_answer: bool, prefix: &str) -> Snapshot {
         let view = if view_answer {
             "[[gslb_domain.view]]\nview = \"v1\"\nservices = [\"v1\"]\n"
         } else {
@@ -168,7 +173,7 @@ pub(super) mod tests {
 listen = ["192.0.2.53"]
 [[view]]
 name = "v1"
-prefixes = ["198.51.100.0/24"]
+prefixes = ["{prefix}"]
 [[zone]]
 name = "example.com"
 ns = ["ns.example.net"]
@@ -306,6 +311,34 @@ services = ["web"]
         );
         assert_eq!(
             answered(&dp, OTHER_CLIENT, "www.example.com"),
+            addr("192.0.2.10")
+        );
+    }
+
+    /// The program's view cache (gslb-ebpf's `source_view`) keeps a source's view for one
+    /// generation only: when the next one moves the source out of `v1`, its answer follows.
+    #[test]
+    fn a_cached_view_is_not_used_in_the_next_generation() {
+        if !can_load_xdp() {
+            return;
+        }
+        let mut dp = Dataplane::load(None).expect("loading the XDP object");
+        dp.table.publish(&snapshot(true)).unwrap();
+        // Twice: the second from the cache.
+        for _ in 0..2 {
+            assert_eq!(
+                answered(&dp, V1_CLIENT, "www.example.com"),
+                addr("192.0.2.20")
+            );
+        }
+        // v1 elsewhere (a new trie, not a refinement): the client is the default view's.
+        let stats = dp
+            .table
+            .publish(&snapshot_with(true, "198.51.101.0/24"))
+            .unwrap();
+        assert!(!stats.in_place);
+        assert_eq!(
+            answered(&dp, V1_CLIENT, "www.example.com"),
             addr("192.0.2.10")
         );
     }

@@ -372,3 +372,88 @@ fn a_choice_only_publish_switches_atomically() {
         );
     }
 }
+
+/// An RTT change that splits an LDNS view (two rows shared one; one row's nearest site moves
+/// to the other site, whose answer sets a third row keeps in the maps) edits the trie, so it
+/// takes a full publish, not a choice-only one: the program caches each source's trie value
+/// per CPU for the generation, and a choice-only flip keeps the generation. Asked on one CPU
+/// before and after, both rows' clients get their nearest sites, as the responder says (with
+/// the flip alone, the client whose row took the new LDNS view number kept the shared view's
+/// number from the cache, and with it the moved row's new choice).
+#[test]
+fn an_ldns_view_split_is_seen_by_a_source_the_program_cached() {
+    let rows = |first_near: bool| {
+        let mut rows = three_rows([first_near, true]);
+        // Nearest "far": that outcome's answer sets stay in the maps throughout.
+        rows.push(LdnsRtt {
+            ldns: "198.18.0.0/24".parse().unwrap(),
+            rtt_us: vec![Some(40_000), Some(10_000)],
+        });
+        Arc::new(rows)
+    };
+    let config = Arc::new(Config::parse(CONFIG, Path::new("rtt.toml")).unwrap());
+    let mut compiler = gslb_user::compile::Compiler::default();
+    let snapshots: Vec<Snapshot> = [true, false]
+        .into_iter()
+        .map(|near| {
+            compiler.compile_shared(
+                &config,
+                &Inputs {
+                    rtt: rows(near),
+                    ..Inputs::default()
+                },
+            )
+        })
+        .collect();
+    assert!(
+        snapshots[0].stats.rtt_views < snapshots[1].stats.rtt_views
+            && snapshots[0].domains == snapshots[1].domains,
+        "the change splits an LDNS view, the answer sets stay: {:?} then {:?}",
+        snapshots[0].stats,
+        snapshots[1].stats
+    );
+    if !common::privileged() {
+        return;
+    }
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                // One CPU: its cache is the one the later queries read.
+                common::pin_to_cpu(0);
+                let mut dp = Dataplane::load(None).expect("loading the XDP object");
+                for (i, snapshot) in snapshots.iter().enumerate() {
+                    let stats = dp.table.publish(snapshot).expect("publishing");
+                    if i > 0 {
+                        assert!(!stats.choices_only, "a split is a full publish: {stats:?}");
+                    }
+                    let responder = Responder::new(&config, snapshot);
+                    // The moved row's client, and the one of the row that stays (either may
+                    // keep the shared view's number).
+                    for (client, near) in [("198.51.100.7", i == 0), ("203.0.113.7", true)] {
+                        let client = ip(client);
+                        let frame = www_query(client, RecordType::A);
+                        let want =
+                            responder_addrs(&responder, "www.example.com", RecordType::A, client);
+                        let nearest = ip(if near { "192.0.2.10" } else { "192.0.2.20" });
+                        assert_eq!(want, [nearest], "step {i}, {client}: the responder");
+                        // Twice: the second from the cache.
+                        for _ in 0..2 {
+                            let got = assert_reply(
+                                &format!("step {i}, {client}"),
+                                &frame,
+                                &run(&dp, &frame),
+                                &Expect {
+                                    rtype: RecordType::A,
+                                    ttl: 30,
+                                    answers: Answers::OneOf(want.clone()),
+                                },
+                            );
+                            assert_eq!(got, want, "step {i}, {client}: XDP and the responder");
+                        }
+                    }
+                }
+            })
+            .join()
+            .expect("the pinned thread");
+    });
+}
