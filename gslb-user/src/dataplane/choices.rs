@@ -41,7 +41,10 @@ pub(super) struct ChoiceMap {
 impl AnswerTable {
     /// The publish of a snapshot whose answer sets are those in force (`old`'s, checked by
     /// [`same_answer_sets`]) and whose views refine `old`'s with new LDNS views only
-    /// (`origins`): the generation and every `ANSWERS` and `DOMAINS` entry stay.
+    /// (`origins`): the generation and every `ANSWERS` and `DOMAINS` entry stay. (`publish`
+    /// calls it only with the trie unchanged, for the program's view cache, so the copies and
+    /// the trie edit below do nothing now; they are what splitting LDNS views here would need,
+    /// together with a way for the cache to date trie edits.)
     ///
     /// New LDNS views get their origin's pages in the parity packets read now, and the trie
     /// is edited in place, as a refinement of a full publish does (each write leaves every

@@ -175,8 +175,8 @@ impl AnswerTable {
     /// changed prefixes are inserted and the stale ones removed. Each of those writes leaves
     /// every lookup's answer as it was; the answers change only with the switch.
     ///
-    /// When the answer sets are all the same and only the RTT choices differ (an RTT change;
-    /// the trie may have LDNS views split), the generation stays: the choices go into the
+    /// When the answer sets and the trie are all the same and only the RTT choices differ (an
+    /// RTT change that splits no LDNS view), the generation stays: the choices go into the
     /// `RTT_CHOICE` parity packets do not read, and the switch flips [`CHOICE_FLIP`] alone
     /// (see [`AnswerTable::publish_choices`]).
     pub fn publish(&mut self, snapshot: &Snapshot) -> Result<PublishStats> {
