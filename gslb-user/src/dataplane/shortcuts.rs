@@ -124,13 +124,33 @@ pub(super) mod tests {
         dst: Ipv4Addr,
         name: &str,
     ) -> Vec<u8> {
-        use hickory_proto::op::{MessageType, OpCode, Query};
+        v4_query_frame_ecs(src, dst, name, None)
+    }
+
+    /// [`v4_query_frame`] with an OPT record carrying the ECS subnet `ecs` (address, source
+    /// prefix length; the address bytes of whole bytes of the prefix), when given.
+    fn v4_query_frame_ecs(
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        name: &str,
+        ecs: Option<(Ipv4Addr, u8)>,
+    ) -> Vec<u8> {
+        use hickory_proto::op::{Edns, MessageType, OpCode, Query};
         use hickory_proto::rr::RecordType;
+        use hickory_proto::rr::rdata::opt::EdnsOption;
         let mut msg = Message::new();
         msg.set_id(7)
             .set_message_type(MessageType::Query)
             .set_op_code(OpCode::Query)
             .add_query(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
+        if let Some((addr, source)) = ecs {
+            let mut data = vec![0, 1, source, 0];
+            data.extend_from_slice(&addr.octets()[..usize::from(source).div_ceil(8)]);
+            let mut edns = Edns::new();
+            edns.set_max_payload(1232).set_version(0);
+            edns.options_mut().insert(EdnsOption::Unknown(8, data));
+            msg.set_edns(edns);
+        }
         let dns = msg.to_bytes().unwrap();
         let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
         let total = (20 + 8 + dns.len()) as u16;
@@ -207,18 +227,21 @@ services = ["web"]
 
     /// The A addresses the fast path answers `name` from `src` (it must answer).
     fn answered(dp: &Dataplane, src: Ipv4Addr, name: &str) -> Vec<IpAddr> {
+        answered_frame(dp, &v4_query_frame(src, SERVER, name), name)
+    }
+
+    fn answered_frame(dp: &Dataplane, frame: &[u8], name: &str) -> Vec<IpAddr> {
         use aya::programs::{TestRun, TestRunOptions};
-        let frame = v4_query_frame(src, SERVER, name);
         let mut out = vec![0u8; 4096];
         let result = dp
             .program()
             .test_run(TestRunOptions {
-                data_in: Some(&frame),
+                data_in: Some(frame),
                 data_out: Some(&mut out),
                 ..TestRunOptions::new()
             })
             .expect("BPF_PROG_TEST_RUN");
-        assert_eq!(result.return_value, 3, "{name} from {src}: XDP_TX");
+        assert_eq!(result.return_value, 3, "{name}: XDP_TX");
         let reply = Message::from_vec(&out[42..result.data_size_out as usize]).unwrap();
         reply
             .answers()
@@ -341,6 +364,48 @@ services = ["web"]
             answered(&dp, V1_CLIENT, "www.example.com"),
             addr("192.0.2.10")
         );
+    }
+
+    /// The same for an ECS subnet, which shares the cache (a subnet's trie key is that of a
+    /// source of its address): asked from another source, twice in v1, then v1 moves away and
+    /// the subnet is passed (in the default view's block, left to the responder).
+    #[test]
+    fn a_cached_subnet_view_is_not_used_in_the_next_generation() {
+        if !can_load_xdp() {
+            return;
+        }
+        let mut dp = Dataplane::load(None).expect("loading the XDP object");
+        dp.table.publish(&snapshot(true)).unwrap();
+        let frame = v4_query_frame_ecs(
+            OTHER_CLIENT,
+            SERVER,
+            "www.example.com",
+            Some((Ipv4Addr::new(198, 51, 100, 0), 24)),
+        );
+        for _ in 0..2 {
+            assert_eq!(
+                answered_frame(&dp, &frame, "www.example.com"),
+                addr("192.0.2.20")
+            );
+        }
+        let stats = dp
+            .table
+            .publish(&snapshot_with(true, "198.51.101.0/24"))
+            .unwrap();
+        assert!(!stats.in_place);
+        // The subnet is now in no published block (the default view's), whose ECS scope the
+        // program does not know: passed to the responder, not answered from the cached v1.
+        use aya::programs::{TestRun, TestRunOptions};
+        let mut out = vec![0u8; 4096];
+        let result = dp
+            .program()
+            .test_run(TestRunOptions {
+                data_in: Some(&frame),
+                data_out: Some(&mut out),
+                ..TestRunOptions::new()
+            })
+            .expect("BPF_PROG_TEST_RUN");
+        assert_eq!(result.return_value, 2, "XDP_PASS");
     }
 
     fn key(name: u64, view: u32) -> AnswerKey {
