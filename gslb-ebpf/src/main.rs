@@ -12,7 +12,7 @@
 //! return-thunk mitigations); array and per-CPU array lookups are inlined by the verifier and
 //! nearly free. A hit therefore makes one hash lookup (`ANSWERS`: publish copies the default
 //! view's sets under the views without their own), one trie lookup (`VIEWS`; none for a source
-//! in this CPU's view cache of the generation, see [`source_view`], nor for a name whose
+//! or ECS subnet in this CPU's view cache of the generation, see [`source_view`], nor for a name whose
 //! `ANY_VIEW` hint bit is set; `LISTEN` too when more than `LISTEN_INLINE` addresses are
 //! served) and one helper call (`bpf_xdp_adjust_tail`), and touches the packet in words. Every function is
 //! `#[inline(always)]`: the program is one function for the verifier, and a call costs ~7 ns.
