@@ -121,13 +121,17 @@ struct Scratch {
 /// limit bounds beside the LDNS cache).
 const VIEW_CACHE_SLOTS: usize = 128;
 
-/// A source address (two native words, IPv4-mapped) and its `VIEWS` value in `generation`.
+/// A source address (two native words, IPv4-mapped) and its `VIEWS` value in the generation
+/// and trie generation of `tag`.
 #[repr(C)]
 struct ViewCacheSlot {
     addr: [u64; 2],
-    /// The generation the value was read in; 0 (no generation is 0: the first publish
-    /// writes 1): empty.
-    generation: u32,
+    /// The generation the value was read in (high word) and the trie's generation in the key
+    /// it was read with (low word); 0 (no generation is 0: the first publish writes 1): empty.
+    /// Both, not the generation alone: a packet copying `CONFIG` during a full publish's
+    /// switch can take the new generation with the old trie's (two words of one write); what
+    /// it read is then kept under a tag no packet that read the whole new value has.
+    tag: u64,
     view: u32,
     rtt_view: u32,
     scope: u32,
@@ -219,12 +223,13 @@ fn stale(scratch: &mut Scratch) -> bool {
 #[inline(always)]
 fn source_view(scratch: &mut Scratch, client: &parse::Client, generation: u32) -> (u32, u32, u32) {
     let (hi, lo) = client.source();
+    let tag = (generation as u64) << 32 | client.view_generation_word() as u64;
     // Verifier only: the mask bounds the index, which the shift bounds already.
     let i = ldns_slot([hi, lo]) as usize & (VIEW_CACHE_SLOTS - 1);
     // SAFETY: i < VIEW_CACHE_SLOTS.
     let slot = unsafe { scratch.views.get_unchecked_mut(i) };
     // One branch, not one per word: each is a way for the verifier to walk.
-    if (slot.addr[0] ^ hi) | (slot.addr[1] ^ lo) | (slot.generation ^ generation) as u64 == 0 {
+    if (slot.addr[0] ^ hi) | (slot.addr[1] ^ lo) | (slot.tag ^ tag) == 0 {
         return (slot.view, slot.rtt_view, slot.scope);
     }
     let (view, rtt_view, scope) = match VIEWS.get(client.view_key()) {
@@ -233,7 +238,7 @@ fn source_view(scratch: &mut Scratch, client: &parse::Client, generation: u32) -
     };
     *slot = ViewCacheSlot {
         addr: [hi, lo],
-        generation,
+        tag,
         view,
         rtt_view,
         scope,

@@ -101,6 +101,12 @@ impl Client {
         self.key.as_key()
     }
 
+    /// The key's first word: the trie generation it is looked up in.
+    #[inline(always)]
+    pub fn view_generation_word(&self) -> u32 {
+        self.key.data[0]
+    }
+
     /// The source address, IPv4-mapped, as two native words (the key's generation comes
     /// first).
     #[inline(always)]
