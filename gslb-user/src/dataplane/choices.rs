@@ -15,7 +15,6 @@ use super::{
     batch::batch,
     map_err,
     publish::{AnswerTable, GENERATION_GRACE, PublishStats, Published},
-    refine::{RTT_VIEW_BIT, edit_views},
 };
 use crate::compile::{RttChoices, Snapshot};
 
@@ -40,29 +39,24 @@ pub(super) struct ChoiceMap {
 
 impl AnswerTable {
     /// The publish of a snapshot whose answer sets are those in force (`old`'s, checked by
-    /// [`same_answer_sets`]) and whose views refine `old`'s with new LDNS views only
-    /// (`origins`): the generation and every `ANSWERS` and `DOMAINS` entry stay. (`publish`
-    /// calls it only with the trie unchanged, for the program's view cache, so the copies and
-    /// the trie edit below do nothing now; they are what splitting LDNS views here would need,
-    /// together with a way for the cache to date trie edits.)
+    /// [`same_answer_sets`]) and whose trie is `old`'s (the same segments: `publish` asks it
+    /// for the program's view cache, which keeps a source's trie value for the generation):
+    /// the generation and every `ANSWERS`, `DOMAINS` and `VIEWS` entry stay.
     ///
-    /// New LDNS views get their origin's pages in the parity packets read now, and the trie
-    /// is edited in place, as a refinement of a full publish does (each write leaves every
-    /// lookup's answer unchanged); then the new choices go into the other parity (only the
-    /// pages that differ from what it held: an RTT change writes one or two), and one write of
-    /// `CONFIG` flips [`CHOICE_FLIP`]. Why that is atomic: a packet reads `CONFIG`'s generation
-    /// word once, and takes from it both the generation of the answer sets it looks up and the
-    /// choice parity, so it reads the old parity (the old choices) or the new one (the new
-    /// choices), each whole, with this generation's answer sets, which hold every outcome
-    /// either parity names (the entries, with their outcome answers, are equal). No page a
-    /// packet may be reading is written: not in place (an update of a hash element packets are
-    /// reading can recycle the old element at once for another key), and not the other parity
-    /// until a [`GENERATION_GRACE`] after the switch away from it.
+    /// The new choices go into the parity packets do not read (only the pages that differ
+    /// from what it held: an RTT change writes one or two), and one write of `CONFIG` flips
+    /// [`CHOICE_FLIP`]. Why that is atomic: a packet reads `CONFIG`'s generation word once,
+    /// and takes from it both the generation of the answer sets it looks up and the choice
+    /// parity, so it reads the old parity (the old choices) or the new one (the new choices),
+    /// each whole, with this generation's answer sets, which hold every outcome either parity
+    /// names (the entries, with their outcome answers, are equal). No page a packet may be
+    /// reading is written: not in place (an update of a hash element packets are reading can
+    /// recycle the old element at once for another key), and not the other parity until a
+    /// [`GENERATION_GRACE`] after the switch away from it.
     pub(super) fn publish_choices(
         &mut self,
         current: ProgramConfig,
         old: &mut Published,
-        origins: &std::collections::HashMap<u32, u32>,
         snapshot: &Snapshot,
     ) -> Result<PublishStats> {
         let mut stats = PublishStats {
@@ -71,24 +65,6 @@ impl AnswerTable {
             in_place: true,
             ..Default::default()
         };
-        let copies: Vec<(u32, u32)> = origins
-            .iter()
-            .filter(|(n, o)| n != o)
-            .map(|(n, o)| (n & !RTT_VIEW_BIT, o & !RTT_VIEW_BIT))
-            .collect();
-        stats.copied = self.choices.copy(
-            current.choice_parity(),
-            &copies,
-            old.snapshot.rtt_choices.pages(),
-        )?;
-        if !Arc::ptr_eq(&old.snapshot.views, &snapshot.views) {
-            stats.prefixes = edit_views(
-                &mut self.views,
-                &old.snapshot.views,
-                &snapshot.views,
-                current.view_generation,
-            )?;
-        }
         let config = ProgramConfig {
             generation: current.generation ^ CHOICE_FLIP,
             ..current

@@ -195,16 +195,15 @@ impl AnswerTable {
         // (`source_view` in gslb-ebpf), and the flip bit alone, which comes back to a value it
         // had, cannot tell a cached LDNS view from before a split. LDNS views that split take
         // a full publish.
-        if let (Some(old), Some(origins)) = (&mut previous, &plan)
+        if let (Some(old), Some(_)) = (&mut previous, &plan)
             && self.choice_only
             && old.shortcuts == self.shortcuts
-            && origins.keys().all(|n| n & RTT_VIEW_BIT != 0)
             && (Arc::ptr_eq(&old.snapshot.segments, &snapshot.segments)
                 || old.snapshot.segments == snapshot.segments)
             && same_answer_sets(&old.snapshot, snapshot)
         {
             // On an error the maps' state is not known: the next publish rewrites everything.
-            let stats = self.publish_choices(current, old, origins, snapshot)?;
+            let stats = self.publish_choices(current, old, snapshot)?;
             self.published = previous;
             return Ok(stats);
         }

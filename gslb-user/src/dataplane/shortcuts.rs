@@ -230,7 +230,8 @@ services = ["web"]
         answered_frame(dp, &v4_query_frame(src, SERVER, name), name)
     }
 
-    fn answered_frame(dp: &Dataplane, frame: &[u8], name: &str) -> Vec<IpAddr> {
+    /// The program's verdict on `frame`, and the frame it leaves.
+    fn run_frame(dp: &Dataplane, frame: &[u8]) -> (u32, Vec<u8>) {
         use aya::programs::{TestRun, TestRunOptions};
         let mut out = vec![0u8; 4096];
         let result = dp
@@ -241,8 +242,14 @@ services = ["web"]
                 ..TestRunOptions::new()
             })
             .expect("BPF_PROG_TEST_RUN");
-        assert_eq!(result.return_value, 3, "{name}: XDP_TX");
-        let reply = Message::from_vec(&out[42..result.data_size_out as usize]).unwrap();
+        out.truncate(result.data_size_out as usize);
+        (result.return_value, out)
+    }
+
+    fn answered_frame(dp: &Dataplane, frame: &[u8], name: &str) -> Vec<IpAddr> {
+        let (action, out) = run_frame(dp, frame);
+        assert_eq!(action, 3, "{name}: XDP_TX");
+        let reply = Message::from_vec(&out[42..]).unwrap();
         reply
             .answers()
             .iter()
@@ -395,17 +402,7 @@ services = ["web"]
         assert!(!stats.in_place);
         // The subnet is now in no published block (the default view's), whose ECS scope the
         // program does not know: passed to the responder, not answered from the cached v1.
-        use aya::programs::{TestRun, TestRunOptions};
-        let mut out = vec![0u8; 4096];
-        let result = dp
-            .program()
-            .test_run(TestRunOptions {
-                data_in: Some(&frame),
-                data_out: Some(&mut out),
-                ..TestRunOptions::new()
-            })
-            .expect("BPF_PROG_TEST_RUN");
-        assert_eq!(result.return_value, 2, "XDP_PASS");
+        assert_eq!(run_frame(&dp, &frame).0, 2, "XDP_PASS");
     }
 
     fn key(name: u64, view: u32) -> AnswerKey {
