@@ -62,7 +62,10 @@ impl Peer {
     /// and glue beside an answer, the answers gslbd and Knot give) and no response rate
     /// limiting (Debian builds it in, at 200 answers a second per /24: dnsperf's one source
     /// would be slipped and dropped). With `xdp` (an interface), Knot also answers over
-    /// AF_XDP on port 53 of it (`xdp: listen`; NSD has no such mode). Returns `sh` (a shell
+    /// AF_XDP on port 53 of it (`xdp: listen`; NSD has no such mode). With `socket_affinity`,
+    /// Knot ties each UDP worker's socket to a CPU (`socket-affinity: on`, what gslbd's
+    /// `server.socket_affinity` does; NSD has no such option: its `cpu-affinity` pins the
+    /// servers only, the sockets still take datagrams by hash). Returns `sh` (a shell
     /// placed where the peer is to run, e.g. in a namespace) set to run it in the foreground
     /// as root, saying `ready` first: neither daemon signals readiness, see
     /// [`wait_for_answers`].
@@ -72,6 +75,7 @@ impl Peer {
         dir: &Path,
         listen: &[IpAddr],
         xdp: Option<&str>,
+        socket_affinity: bool,
         mut sh: Command,
     ) -> Result<Command, String> {
         let binary = self.binary()?;
@@ -113,9 +117,14 @@ impl Peer {
                     .collect::<Vec<_>>()
                     .join(", ");
                 let xdp = xdp.map_or(String::new(), |i| format!("xdp:\n  listen: [ {i}@53 ]\n"));
+                let affinity = if socket_affinity {
+                    "  socket-affinity: on\n"
+                } else {
+                    ""
+                };
                 let mut conf = format!(
                     "server:\n  rundir: \"{d}\"\n  user: root:root\n  listen: [ {listen} ]\n  \
-                     udp-workers: {workers}\n{xdp}\
+                     udp-workers: {workers}\n{affinity}{xdp}\
                      log:\n  - target: stderr\n    any: warning\n\
                      database:\n  storage: \"{d}\"\ntemplate:\n  - id: default\n    \
                      storage: \"{d}\"\nzone:\n"

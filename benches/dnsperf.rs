@@ -88,6 +88,7 @@ fn main() {
         &dir.join("knot"),
         &[IpAddr::V4(SERVER_V4)],
         None,
+        false,
         lab.exec(&lab.server_ns, "sh"),
     ) {
         Ok(knotd) => servers.push(("knot", knotd)),

@@ -120,6 +120,7 @@ fn main() {
                     &dir.0.join("knot"),
                     &[IpAddr::V4(SERVER_V4)],
                     Some(SERVER_IF),
+                    false,
                     lab.exec(&lab.server_ns, "sh"),
                 ) {
                     Ok(cmd) => cmd,

@@ -23,6 +23,17 @@
 //! `peers_<place>_<workload>_responder_vs_nsd` (and `_vs_knot`) is the responder's median qps
 //! over the peer's; `peers_responder_vs_nsd` is the lowest of those four, the one the goal (at
 //! least NSD's qps everywhere) is judged by.
+//!
+//! gslbd runs with `server.socket_affinity` (each UDP socket tied to a CPU, its loop's thread
+//! there: on loopback and veth a datagram is received on its sender's CPU, so this answers on
+//! the CPU that sent the query) and Knot with its equivalent, `socket-affinity`; NSD has none
+//! (`dns_peers::Peer::command`). `GSLB_PEERS_AFFINITY=0` runs gslbd and Knot without.
+//!
+//! To look at one case (a profile, a fix), `GSLB_PEERS_ONLY=netns/nx5` (a comma-separated list
+//! of place/workload) measures only those, and `GSLB_PEERS_ROUNDS=N` sets the rounds. To
+//! compare a change of the responder on a busy machine, `GSLB_PEERS_BASELINE=PATH` (another
+//! build of gslbd, e.g. main's) runs it too, as the server `baseline`, in the same rounds, and
+//! prints `_responder_vs_baseline` beside the peers' ratios.
 
 mod dns_peers;
 
@@ -70,6 +81,14 @@ const NSD: Server = Server {
     name: "nsd",
     loopback: Ipv4Addr::new(127, 0, 0, 2),
     netns: Ipv4Addr::new(192, 0, 2, 54),
+};
+/// Another build of gslbd (`GSLB_PEERS_BASELINE`), on the same configuration but its own
+/// addresses.
+const BASELINE: Server = Server {
+    pid: 0,
+    name: "baseline",
+    loopback: Ipv4Addr::new(127, 0, 0, 4),
+    netns: Ipv4Addr::new(192, 0, 2, 56),
 };
 const KNOT: Server = Server {
     pid: 0,
@@ -134,7 +153,16 @@ fn main() {
     let dir = &tmp.0;
     let config_path = dir.join("gslbd.toml");
     let listen = [RESPONDER.loopback, RESPONDER.netns].map(IpAddr::V4);
-    std::fs::write(&config_path, gslbd_config(dir, &listen)).unwrap();
+    let affinity = std::env::var("GSLB_PEERS_AFFINITY").as_deref() != Ok("0");
+    let mut text = gslbd_config(dir, &listen);
+    if affinity {
+        text = text.replacen("[server]\n", "[server]\nsocket_affinity = true\n", 1);
+        assert!(
+            text.contains("socket_affinity"),
+            "gslbd_config has a [server] line"
+        );
+    }
+    std::fs::write(&config_path, text).unwrap();
     let config = Config::load(&config_path).expect("the bench's configuration");
     let snapshot = Snapshot::from_config(&config);
     let questions = questions();
@@ -151,12 +179,12 @@ fn main() {
 
     // Declared after `tmp`: dropped first, stopping every daemon before their files go.
     let mut lab = Lab::new("peers");
-    for server in [NSD, KNOT] {
+    for server in [NSD, KNOT, BASELINE] {
         run(Command::new("ip")
             .args(["-n", &lab.server_ns, "addr", "add"])
             .args([&format!("{}/24", server.netns), "dev", SERVER_IF]));
     }
-    let servers = start(&mut lab, dir, &config_path, &config);
+    let servers = start(&mut lab, dir, &config_path, &config, affinity);
     for place in PLACES {
         for &server in &servers {
             check(&lab, &snapshot, place, server);
@@ -164,14 +192,28 @@ fn main() {
     }
 
     println!(
-        "# dnsperf -l {SECONDS} -c {CLIENTS} -T {THREADS}, {ROUNDS} rounds, servers in turn; \
-         cpu = the server's processes' user + system time over the run, idle = the machine's"
+        "# dnsperf -l {SECONDS} -c {CLIENTS} -T {THREADS}, servers in turn each round; \
+         cpu = the server's processes' user + system time over the run, idle = the machine's; \
+         gslbd and Knot with socket affinity: {affinity}"
     );
     let tick_s = 1.0 / clock_ticks_per_second();
+    let only = std::env::var("GSLB_PEERS_ONLY").ok();
+    let measured = |place: Place, workload: &str| {
+        only.as_deref().is_none_or(|only| {
+            only.split(',')
+                .any(|case| case.trim() == format!("{}/{workload}", place.name()))
+        })
+    };
+    let rounds = std::env::var("GSLB_PEERS_ROUNDS")
+        .ok()
+        .map_or(ROUNDS, |r| r.parse().expect("GSLB_PEERS_ROUNDS: a number"));
     let mut runs = Vec::new();
-    for round in 0..ROUNDS {
+    for round in 0..rounds {
         for place in PLACES {
             for (workload, file) in &workloads {
+                if !measured(place, workload) {
+                    continue;
+                }
                 for k in 0..servers.len() {
                     let server = servers[(round + k) % servers.len()];
                     let (ticks, machine) = (tree_ticks(server.pid), machine_ticks());
@@ -223,7 +265,13 @@ fn main() {
 
 /// Starts gslbd and every peer that is installed (a missing one is skipped, saying why) in the
 /// lab's server namespace, each until it answers; the servers that run.
-fn start(lab: &mut Lab, dir: &Path, config_path: &Path, config: &Config) -> Vec<Server> {
+fn start(
+    lab: &mut Lab,
+    dir: &Path,
+    config_path: &Path,
+    config: &Config,
+    affinity: bool,
+) -> Vec<Server> {
     let mut gslbd = lab.nsenter(&lab.server_ns, env!("CARGO_BIN_EXE_gslbd").as_ref());
     gslbd
         .env("RUST_LOG", "warn")
@@ -234,10 +282,26 @@ fn start(lab: &mut Lab, dir: &Path, config_path: &Path, config: &Config) -> Vec<
         .arg(dir.join("gslbd.sock"));
     let pid = lab.spawn_until(gslbd, "ready", Duration::from_secs(30));
     let mut servers = vec![Server { pid, ..RESPONDER }];
+    if let Some(binary) = std::env::var_os("GSLB_PEERS_BASELINE") {
+        let listen = [BASELINE.loopback, BASELINE.netns].map(IpAddr::V4);
+        let baseline_dir = dir.join("baseline");
+        std::fs::create_dir_all(&baseline_dir).unwrap();
+        let path = baseline_dir.join("gslbd.toml");
+        std::fs::write(&path, gslbd_config(&baseline_dir, &listen)).unwrap();
+        let mut cmd = lab.nsenter(&lab.server_ns, binary.as_ref());
+        cmd.env("RUST_LOG", "warn")
+            .arg("--config")
+            .arg(&path)
+            .arg("--no-xdp")
+            .arg("--control")
+            .arg(baseline_dir.join("gslbd.sock"));
+        let pid = lab.spawn_until(cmd, "ready", Duration::from_secs(30));
+        servers.push(Server { pid, ..BASELINE });
+    }
     for (peer, server) in [(Peer::Nsd, NSD), (Peer::Knot, KNOT)] {
         let listen = [IpAddr::V4(server.loopback), IpAddr::V4(server.netns)];
         let sh = lab.exec(&lab.server_ns, "sh");
-        match peer.command(config, &dir.join(peer.name()), &listen, None, sh) {
+        match peer.command(config, &dir.join(peer.name()), &listen, None, affinity, sh) {
             Ok(cmd) => {
                 let pid = lab.spawn_until(cmd, "ready", Duration::from_secs(10));
                 wait_for_answers(peer.name(), || {
@@ -325,6 +389,10 @@ fn report(runs: &[Run], servers: &[Server], workloads: &[&'static str], tick_s: 
     let mut worst_vs_nsd: Option<f64> = None;
     for place in PLACES {
         for &workload in workloads {
+            // Not measured (`GSLB_PEERS_ONLY`).
+            if of(place, workload, RESPONDER).next().is_none() {
+                continue;
+            }
             let prefix = format!("peers_{}_{workload}", place.name());
             for &server in servers {
                 let lost: u64 = of(place, workload, server).map(|r| r.lost).sum();

@@ -63,6 +63,15 @@ pub struct Server {
     /// makes), and refuses to start when it is another the user may not write in. Changes need
     /// a restart.
     pub state_file: PathBuf,
+    /// `socket_affinity` (default false): each UDP socket of an address is tied to one CPU
+    /// (SO_INCOMING_CPU: the kernel hands it the datagrams it receives on that CPU) and its
+    /// loop's thread runs there (`daemon::listen`, `server::udp`), so a query is answered on
+    /// the CPU that received it, with no wake-up of a thread on another CPU. For NICs with at
+    /// least as many receive queues as CPUs (or RPS), and for loopback and veth, where a
+    /// datagram is received on its sender's CPU; with fewer queues the CPUs that receive take
+    /// every query (as Knot's `socket-affinity`, off by default for that reason). Changes need
+    /// a restart.
+    pub socket_affinity: bool,
 }
 
 /// Default of `server.stale_after_s`.
@@ -140,6 +149,7 @@ pub(super) struct RawServer {
     pub(super) stale_after_s: Option<Int>,
     pub(super) user: Option<Str>,
     pub(super) state_file: Option<Str>,
+    pub(super) socket_affinity: Option<Spanned<bool>>,
 }
 
 impl Validator<'_> {
@@ -304,6 +314,7 @@ impl Validator<'_> {
             stale_after,
             user,
             state_file,
+            socket_affinity: raw.socket_affinity.is_some_and(Spanned::into_inner),
         })
     }
 }

@@ -55,7 +55,7 @@ impl Listeners {
             .iter()
             .map(|ip| SocketAddr::new(*ip, server.dns_port))
             .collect();
-        let mut listeners = Listeners::bind_addrs(&addrs)?;
+        let mut listeners = Listeners::bind_sockets(&addrs, server.socket_affinity)?;
         listeners.admin = config
             .admin
             .as_ref()
@@ -67,6 +67,12 @@ impl Listeners {
     /// Binds every address of `addrs`; port 0 takes one free port for all of them, the same
     /// for UDP and TCP (the first address's TCP listener picks it).
     pub fn bind_addrs(addrs: &[SocketAddr]) -> Result<Listeners, DaemonError> {
+        Listeners::bind_sockets(addrs, false)
+    }
+
+    /// [`Listeners::bind_addrs`], each UDP socket tied to its CPU with `socket_affinity`
+    /// (`server.socket_affinity`; [`reuseport_udp`]).
+    fn bind_sockets(addrs: &[SocketAddr], socket_affinity: bool) -> Result<Listeners, DaemonError> {
         let mut dns = Vec::new();
         let mut picked = None;
         for &addr in addrs {
@@ -90,8 +96,11 @@ impl Listeners {
                 tcp = Some(listener);
             }
             let mut udp = Vec::new();
-            for _ in 0..udp_workers() {
-                udp.push(reuseport_udp(addr).map_err(|source| bind_error(addr, "udp", source))?);
+            for cpu in udp_cpus() {
+                let cpu = socket_affinity.then_some(cpu);
+                udp.push(
+                    reuseport_udp(addr, cpu).map_err(|source| bind_error(addr, "udp", source))?,
+                );
             }
             let tcp = match tcp {
                 Some(tcp) => tcp,
@@ -177,17 +186,43 @@ async fn stop_signal(mut stop: watch::Receiver<bool>) {
     let _ = stop.wait_for(|stop| *stop).await;
 }
 
-fn udp_workers() -> usize {
-    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+/// The CPU of each UDP socket of an address: one per CPU this process may run on (its affinity
+/// mask, at most `available_parallelism`, which also counts a CPU quota), in order.
+fn udp_cpus() -> Vec<usize> {
+    let workers = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    // SAFETY: an all-zero cpu_set_t is the empty set; sched_getaffinity writes at most its size.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid cpu_set_t of the size given.
+    let rc = unsafe { libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &raw mut set) };
+    let allowed: Vec<usize> = if rc == 0 {
+        // SAFETY: CPU_ISSET reads the set within its size (`i` < CPU_SETSIZE).
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&i| unsafe { libc::CPU_ISSET(i, &set) })
+            .collect()
+    } else {
+        (0..workers).collect()
+    };
+    allowed.into_iter().take(workers.max(1)).collect()
 }
 
-fn reuseport_udp(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
+/// A UDP socket of the port's group. With `cpu`, for the loop that runs on that CPU
+/// (`server.socket_affinity`): SO_INCOMING_CPU tells the kernel to hand it the datagrams it
+/// receives on that CPU (SO_REUSEPORT's selection takes
+/// the group's socket of the receiving CPU when there is one, since Linux 6.2; before, the
+/// option is kept but selection hashes as without it). The loop's thread runs on that CPU
+/// (`server::udp`), so a query is read, answered and its reply sent where the kernel received
+/// it: no wake-up of a thread on another CPU (an inter-processor interrupt, a VM exit on a
+/// virtual machine) and no socket data moving between caches.
+fn reuseport_udp(addr: SocketAddr, cpu: Option<usize>) -> std::io::Result<std::net::UdpSocket> {
     use socket2::{Domain, Protocol, Socket, Type};
     let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     if addr.is_ipv6() {
         socket.set_only_v6(true)?;
     }
     socket.set_reuse_port(true)?;
+    if let Some(cpu) = cpu {
+        socket.set_cpu_affinity(cpu)?;
+    }
     socket.set_nonblocking(true)?;
     socket.bind(&addr.into())?;
     Ok(socket.into())
@@ -212,4 +247,82 @@ fn bind_tcp(addr: SocketAddr) -> Result<std::net::TcpListener, DaemonError> {
     std::net::TcpListener::bind(addr)
         .and_then(|l| l.set_nonblocking(true).map(|()| l))
         .map_err(|source| bind_error(addr, "tcp", source))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::UdpSocket;
+
+    use socket2::SockRef;
+
+    use super::*;
+
+    /// The CPU a socket takes its datagrams on, `None` when unset (the kernel's -1).
+    fn incoming_cpu(socket: &UdpSocket) -> Option<usize> {
+        let cpu = SockRef::from(socket).cpu_affinity().unwrap();
+        (cpu < libc::CPU_SETSIZE as usize).then_some(cpu)
+    }
+
+    #[test]
+    fn with_socket_affinity_each_udp_socket_is_tied_to_its_own_cpu() {
+        let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let tied = Listeners::bind_sockets(&[addr], true).unwrap();
+        let cpus: Vec<Option<usize>> = tied.dns[0].udp.iter().map(incoming_cpu).collect();
+        let want: Vec<Option<usize>> = udp_cpus().into_iter().map(Some).collect();
+        assert_eq!(cpus, want);
+        // Without it (the default), none is: the kernel spreads datagrams by hash.
+        let spread = Listeners::bind_addrs(&[addr]).unwrap();
+        assert!(spread.dns[0].udp.iter().all(|s| incoming_cpu(s).is_none()));
+    }
+
+    /// Runs `f` on a thread that may run on `cpu` only.
+    fn on_cpu<T: Send>(cpu: usize, f: impl FnOnce() -> T + Send) -> T {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // SAFETY: as in `server::udp::pin_to_incoming_cpu`.
+                let rc = unsafe {
+                    let mut set: libc::cpu_set_t = std::mem::zeroed();
+                    libc::CPU_SET(cpu, &mut set);
+                    libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &raw const set)
+                };
+                assert_eq!(rc, 0, "pin to CPU {cpu}");
+                f()
+            })
+            .join()
+            .unwrap()
+        })
+    }
+
+    /// What `socket_affinity` relies on: a datagram sent on loopback from a CPU is received on
+    /// that CPU, and the kernel hands it to the socket of the port's group tied to that CPU
+    /// (Linux 6.2 on), not to one chosen by hash.
+    #[test]
+    fn the_kernel_hands_a_datagram_to_the_socket_of_the_cpu_that_received_it() {
+        let cpus = udp_cpus();
+        if cpus.len() < 2 {
+            eprintln!("skipped: one CPU, every socket is the same CPU's");
+            return;
+        }
+        let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let listeners = Listeners::bind_sockets(&[addr], true).unwrap();
+        let dns = &listeners.dns[0];
+        // Many senders (source ports), so that a hash would spread them over the sockets.
+        for (i, &cpu) in cpus.iter().enumerate() {
+            on_cpu(cpu, || {
+                for _ in 0..16 {
+                    let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+                    client.send_to(b"q", dns.addr).unwrap();
+                }
+            });
+            let mut buf = [0u8; 8];
+            for (j, socket) in dns.udp.iter().enumerate() {
+                let mut got = 0;
+                while socket.recv_from(&mut buf).is_ok() {
+                    got += 1;
+                }
+                let want = if i == j { 16 } else { 0 };
+                assert_eq!(got, want, "sent on CPU {cpu}: socket {j} of {cpus:?}");
+            }
+        }
+    }
 }

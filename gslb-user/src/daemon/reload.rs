@@ -60,6 +60,10 @@ pub async fn reload(
         ("stale_after_s", old.stale_after != new.stale_after),
         ("user", old.user != new.user),
         ("state_file", old.state_file != new.state_file),
+        (
+            "socket_affinity",
+            old.socket_affinity != new.socket_affinity,
+        ),
     ];
     let changed: Vec<&str> = restart_only
         .iter()

@@ -92,6 +92,7 @@ pub(super) async fn serve(
 /// The loop: every datagram waiting, up to a batch at a time, answered, until `stop`.
 fn run(socket: &UdpSocket, responder: &Responder, mut sources: Sources, stop: &AtomicBool) {
     let fd = socket.as_raw_fd();
+    pin_to_incoming_cpu(socket);
     let mut batch = Batch::new();
     while !stop.load(Ordering::Relaxed) {
         let n = match batch.receive(fd) {
@@ -137,6 +138,30 @@ fn run(socket: &UdpSocket, responder: &Responder, mut sources: Sources, stop: &A
                 Err(error) => debug!(%error, "udp send"),
             }
         }
+    }
+}
+
+/// Runs this thread on the CPU the socket takes its datagrams on (SO_INCOMING_CPU, set by
+/// `daemon::listen` with `server.socket_affinity`), where the kernel hands it the queries and
+/// wakes it; a socket without one leaves the thread where the scheduler puts it, as does a CPU
+/// this process may not use.
+fn pin_to_incoming_cpu(socket: &UdpSocket) {
+    let Ok(cpu) = socket2::SockRef::from(socket).cpu_affinity() else {
+        return;
+    };
+    // Unset: -1 (read as a huge number).
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return;
+    }
+    // SAFETY: an all-zero cpu_set_t is the empty set; CPU_SET writes within it (`cpu` <
+    // CPU_SETSIZE); sched_setaffinity reads the set of the size given.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &raw const set)
+    };
+    if rc != 0 {
+        debug!(cpu, error = %io::Error::last_os_error(), "udp thread not pinned");
     }
 }
 

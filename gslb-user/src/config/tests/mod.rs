@@ -50,6 +50,7 @@ fn server(listen: &[&str]) -> Server {
         stale_after: Some(Duration::from_secs(60)),
         user: None,
         state_file: "/var/lib/gslb/admin-state".into(),
+        socket_affinity: false,
     }
 }
 

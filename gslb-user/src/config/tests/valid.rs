@@ -14,6 +14,7 @@ fn valid() {
         stale_after_s = 0
         user = "root"
         state_file = "/run/gslb/steering"
+        socket_affinity = true
 
         [[view]]
         name = "europe"
@@ -268,6 +269,7 @@ fn valid() {
                     pin_path: "/sys/fs/bpf/other".into(),
                     stale_after: None,
                     state_file: "/run/gslb/steering".into(),
+                    socket_affinity: true,
                     user: Some(crate::privilege::User {
                         name: "root".into(),
                         uid: 0,
