@@ -329,7 +329,7 @@ fn main() {
         let now = i % 2 == 0;
         let row = i * 997;
         let mut next = (*current).clone();
-        next[row].rtt_us.rotate_left(1);
+        Arc::make_mut(&mut next[row].rtt_us).rotate_left(1);
         let next = Arc::new(next);
         if let Some(dp) = dataplane.as_mut() {
             dp.table.choice_only_publishes(now);

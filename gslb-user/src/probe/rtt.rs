@@ -8,11 +8,17 @@
 //! Tolerance (NetScaler's RTT tolerance, default 5 ms, the same on every site): a local sample
 //! within the tolerance of the stored value is neither stored nor published, so peers and the
 //! maps see only changes that matter.
+//!
+//! Versions: every change of an entry's RTTs takes the next number of the table's sequence, and
+//! the entry remembers it ([`RttTable::changed_since`]), so that the controller, holding the
+//! [`RttVersion`] it last read, rebuilds only the rows of entries that changed since. Each
+//! entry is listed once (under its last change), so the list is as bounded as the table.
 
 use std::{
-    collections::{BTreeMap, btree_map::Entry},
+    collections::BTreeMap,
     fmt::Write as _,
     net::IpAddr,
+    sync::atomic::{AtomicU64, Ordering},
     time::Duration,
 };
 
@@ -60,12 +66,40 @@ pub struct RttRow {
     pub kind: Option<ProbeKind>,
 }
 
+/// A state of one [`RttTable`], as a reader saw it ([`RttTable::version`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RttVersion {
+    /// Which table: unique per table made in this process.
+    table: u64,
+    /// The table's sequence number then.
+    seq: u64,
+}
+
+/// Numbers the tables, so that a version of one table never passes for another's.
+static TABLES: AtomicU64 = AtomicU64::new(0);
+
+/// An entry's cells, and the sequence number of their last change.
+#[derive(Debug, Default)]
+struct Row {
+    cells: BTreeMap<String, RttCell>,
+    changed: u64,
+}
+
 /// Per (LDNS entry, site), the RTT; see the module documentation.
 #[derive(Debug)]
 pub struct RttTable {
     local_site: String,
     tolerance: Duration,
-    rows: BTreeMap<IpAddr, BTreeMap<String, RttCell>>,
+    rows: BTreeMap<IpAddr, Row>,
+    id: u64,
+    /// The number of the last change (of any entry).
+    seq: u64,
+    /// Every entry under the number of its last change: what changed since a version is a
+    /// range of it. One key per entry of `rows`, so bounded as `rows` is.
+    by_change: BTreeMap<u64, IpAddr>,
+    /// The number of the last change that added or removed an entry: a reader that saw the
+    /// table before it reads all of it again.
+    entries_changed: u64,
 }
 
 impl RttTable {
@@ -74,7 +108,52 @@ impl RttTable {
             local_site: local_site.into(),
             tolerance,
             rows: BTreeMap::new(),
+            id: TABLES.fetch_add(1, Ordering::Relaxed),
+            seq: 0,
+            by_change: BTreeMap::new(),
+            entries_changed: 0,
         }
+    }
+
+    /// The table now, for [`RttTable::changed_since`].
+    pub fn version(&self) -> RttVersion {
+        RttVersion {
+            table: self.id,
+            seq: self.seq,
+        }
+    }
+
+    /// The entries whose RTTs changed after `since`, in no particular order; `None` when
+    /// entries were added or removed since (or `since` is another table's): then only reading
+    /// the whole table tells what it holds.
+    pub fn changed_since(&self, since: RttVersion) -> Option<impl Iterator<Item = IpAddr> + '_> {
+        (since.table == self.id && self.entries_changed <= since.seq)
+            .then(|| self.by_change.range(since.seq + 1..).map(|(_, ldns)| *ldns))
+    }
+
+    /// The RTT of each site that has one to the entry `ldns` (a group address).
+    pub fn row(&self, ldns: IpAddr) -> impl Iterator<Item = (&str, Duration)> {
+        self.rows
+            .get(&ldns)
+            .into_iter()
+            .flat_map(|row| row.cells.iter().map(|(s, c)| (s.as_str(), c.rtt)))
+    }
+
+    /// The cells of `ldns` to change; the change takes the next number (the entry is made, and
+    /// counted as added, when it is new).
+    fn changing(&mut self, ldns: IpAddr) -> &mut BTreeMap<String, RttCell> {
+        self.seq += 1;
+        let seq = self.seq;
+        let row = self.rows.entry(ldns).or_default();
+        // 0: new (changes are numbered from 1).
+        if row.changed == 0 {
+            self.entries_changed = seq;
+        } else {
+            self.by_change.remove(&row.changed);
+        }
+        row.changed = seq;
+        self.by_change.insert(seq, ldns);
+        &mut row.cells
     }
 
     pub fn local_site(&self) -> &str {
@@ -97,30 +176,24 @@ impl RttTable {
     ) -> Option<RttChange> {
         let sample = sample?;
         let site = self.local_site.clone();
-        let cells = self.rows.entry(ldns).or_default();
-        match cells.entry(site.clone()) {
-            Entry::Occupied(mut cell) => {
-                let cell = cell.get_mut();
-                if sample.rtt.abs_diff(cell.rtt) <= self.tolerance {
-                    cell.confirmed = now;
-                    return None;
-                }
-                *cell = RttCell {
-                    rtt: sample.rtt,
-                    kind: Some(sample.kind),
-                    stored: now,
-                    confirmed: now,
-                };
-            }
-            Entry::Vacant(cell) => {
-                cell.insert(RttCell {
-                    rtt: sample.rtt,
-                    kind: Some(sample.kind),
-                    stored: now,
-                    confirmed: now,
-                });
-            }
+        if let Some(cell) = self
+            .rows
+            .get_mut(&ldns)
+            .and_then(|row| row.cells.get_mut(&site))
+            && sample.rtt.abs_diff(cell.rtt) <= self.tolerance
+        {
+            cell.confirmed = now;
+            return None;
         }
+        self.changing(ldns).insert(
+            site.clone(),
+            RttCell {
+                rtt: sample.rtt,
+                kind: Some(sample.kind),
+                stored: now,
+                confirmed: now,
+            },
+        );
         Some(RttChange {
             ldns,
             site,
@@ -139,21 +212,32 @@ impl RttTable {
         for row in rows {
             let change = match row.rtt {
                 Some(rtt) => {
-                    let cells = self.rows.entry(row.ldns).or_default();
                     let cell = RttCell {
                         rtt,
                         kind: row.kind,
                         stored: now,
                         confirmed: now,
                     };
-                    match cells.insert(site.to_owned(), cell) {
-                        Some(old) if old.rtt == rtt && old.kind == row.kind => None,
-                        _ => Some(RttChange {
-                            ldns: row.ldns,
-                            site: site.to_owned(),
-                            rtt: Some(rtt),
-                            kind: row.kind,
-                        }),
+                    // The same value again is received (its time), not changed.
+                    let same = self
+                        .rows
+                        .get_mut(&row.ldns)
+                        .and_then(|r| r.cells.get_mut(site))
+                        .filter(|old| old.rtt == rtt && old.kind == row.kind);
+                    match same {
+                        Some(old) => {
+                            *old = cell;
+                            None
+                        }
+                        None => {
+                            self.changing(row.ldns).insert(site.to_owned(), cell);
+                            Some(RttChange {
+                                ldns: row.ldns,
+                                site: site.to_owned(),
+                                rtt: Some(rtt),
+                                kind: row.kind,
+                            })
+                        }
                     }
                 }
                 None => self.remove_cell(row.ldns, site),
@@ -177,10 +261,7 @@ impl RttTable {
                     stored: now,
                     confirmed: now,
                 };
-                self.rows
-                    .entry(row.ldns)
-                    .or_default()
-                    .insert(site.clone(), cell);
+                self.changing(row.ldns).insert(site.clone(), cell);
                 Some(RttChange {
                     ldns: row.ldns,
                     site: site.clone(),
@@ -196,7 +277,7 @@ impl RttTable {
         let ldns: Vec<IpAddr> = self
             .rows
             .iter()
-            .filter(|(_, cells)| cells.contains_key(site))
+            .filter(|(_, row)| row.cells.contains_key(site))
             .map(|(l, _)| *l)
             .collect();
         ldns.into_iter()
@@ -212,10 +293,15 @@ impl RttTable {
     }
 
     fn remove_cell(&mut self, ldns: IpAddr, site: &str) -> Option<RttChange> {
-        let cells = self.rows.get_mut(&ldns)?;
+        if !self.rows.get(&ldns)?.cells.contains_key(site) {
+            return None;
+        }
+        let cells = self.changing(ldns);
         let removed = cells.remove(site)?;
         if cells.is_empty() {
-            self.rows.remove(&ldns);
+            let row = self.rows.remove(&ldns)?;
+            self.by_change.remove(&row.changed);
+            self.entries_changed = self.seq;
         }
         Some(RttChange {
             ldns,
@@ -231,8 +317,8 @@ impl RttTable {
         let mut rtts: Vec<(String, Duration)> = self
             .rows
             .get(&ldns)
-            .map(|cells| {
-                cells
+            .map(|row| {
+                row.cells
                     .iter()
                     .map(|(site, cell)| (site.clone(), cell.rtt))
                     .collect()
@@ -243,15 +329,15 @@ impl RttTable {
     }
 
     pub fn cell(&self, ldns: IpAddr, site: &str) -> Option<&RttCell> {
-        self.rows.get(&ldns)?.get(site)
+        self.rows.get(&ldns)?.cells.get(site)
     }
 
     /// This site's whole column, as MEP sends it to a peer that (re)connects.
     pub fn local_column(&self) -> Vec<RttRow> {
         self.rows
             .iter()
-            .filter_map(|(ldns, cells)| {
-                cells.get(&self.local_site).map(|c| RttRow {
+            .filter_map(|(ldns, row)| {
+                row.cells.get(&self.local_site).map(|c| RttRow {
                     ldns: *ldns,
                     rtt: Some(c.rtt),
                     kind: c.kind,
@@ -264,17 +350,17 @@ impl RttTable {
     pub fn to_map(&self) -> BTreeMap<IpAddr, BTreeMap<String, Duration>> {
         self.rows
             .iter()
-            .map(|(ldns, cells)| {
+            .map(|(ldns, row)| {
                 (
                     *ldns,
-                    cells.iter().map(|(s, c)| (s.clone(), c.rtt)).collect(),
+                    row.cells.iter().map(|(s, c)| (s.clone(), c.rtt)).collect(),
                 )
             })
             .collect()
     }
 
     pub fn rows(&self) -> impl Iterator<Item = (&IpAddr, &BTreeMap<String, RttCell>)> {
-        self.rows.iter()
+        self.rows.iter().map(|(ldns, row)| (ldns, &row.cells))
     }
 
     pub fn len(&self) -> usize {
@@ -634,6 +720,80 @@ mod tests {
         assert!(
             rtt.record_local(a, sample(ProbeKind::Icmp, 20), t0)
                 .is_some()
+        );
+    }
+
+    /// What a reader holding a version learns: the entries whose RTTs changed since, each
+    /// once however often it changed; nothing when nothing did; and that it must read the
+    /// whole table when entries came or went, or the version is another table's. The list
+    /// stays one per entry through a flood of changes.
+    #[test]
+    fn a_reader_learns_which_entries_changed_since_its_version() {
+        let t0 = Instant::now();
+        let (a, b, c) = (ip("198.51.100.0"), ip("203.0.113.0"), ip("192.0.2.0"));
+        let remote = |ldns, n| RttRow {
+            ldns,
+            rtt: Some(ms(n)),
+            kind: None,
+        };
+        let mut rtt = RttTable::new("east", DEFAULT_TOLERANCE);
+        let start = rtt.version();
+        rtt.record_local(a, sample(ProbeKind::Icmp, 10), t0);
+        rtt.merge_remote("west", &[remote(a, 40), remote(b, 7)], t0);
+        assert!(rtt.changed_since(start).is_none(), "entries were added");
+        let changed = |rtt: &RttTable, since| {
+            let mut v: Vec<IpAddr> = rtt.changed_since(since).map(Iterator::collect)?;
+            v.sort();
+            Some(v)
+        };
+        let v1 = rtt.version();
+        assert_eq!(changed(&rtt, v1), Some(vec![]));
+        // Within the tolerance, or the same remote value again: no change.
+        rtt.record_local(a, sample(ProbeKind::Icmp, 12), t0);
+        rtt.merge_remote("west", &[remote(b, 7)], t0);
+        assert_eq!(rtt.version(), v1);
+        rtt.record_local(a, sample(ProbeKind::Icmp, 30), t0);
+        rtt.merge_remote("west", &[remote(b, 9)], t0);
+        rtt.merge_remote("west", &[remote(b, 11)], t0);
+        assert_eq!(changed(&rtt, v1), Some(vec![a, b]));
+        let v2 = rtt.version();
+        // A cell goes but the entry stays (east still measures a): a change of a.
+        rtt.merge_remote(
+            "west",
+            &[RttRow {
+                ldns: a,
+                rtt: None,
+                kind: None,
+            }],
+            t0,
+        );
+        assert_eq!(changed(&rtt, v2), Some(vec![a]));
+        assert_eq!(changed(&rtt, v1), Some(vec![a, b]));
+        // An entry goes: from then on, read the whole table.
+        let v3 = rtt.version();
+        rtt.forget_site("west");
+        assert!(rtt.changed_since(v3).is_none(), "b went");
+        assert!(rtt.changed_since(v2).is_none());
+        let v4 = rtt.version();
+        assert_eq!(changed(&rtt, v4), Some(vec![]));
+        rtt.restore_local(&[remote(c, 5)], t0);
+        assert!(rtt.changed_since(v4).is_none(), "c came");
+        // Another table's version tells nothing of this one.
+        let other = RttTable::new("east", DEFAULT_TOLERANCE);
+        assert!(rtt.changed_since(other.version()).is_none());
+        // A flood of changes to two entries leaves two entries listed.
+        for n in 0..1_000 {
+            rtt.record_local(a, sample(ProbeKind::Icmp, 100 + 10 * (n % 2)), t0);
+            rtt.merge_remote("west", &[remote(c, 50 + n)], t0);
+        }
+        assert_eq!(rtt.by_change.len(), rtt.len());
+        assert_eq!(rtt.len(), 2);
+        let v5 = rtt.version();
+        rtt.merge_remote("west", &[remote(c, 1)], t0);
+        assert_eq!(changed(&rtt, v5), Some(vec![c]));
+        assert_eq!(
+            rtt.row(c).collect::<Vec<_>>(),
+            [("east", ms(5)), ("west", ms(1))]
         );
     }
 

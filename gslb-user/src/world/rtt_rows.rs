@@ -1,0 +1,338 @@
+//! The RTT rows the world gives the compiler, kept from one snapshot to the next: when only
+//! some entries' RTTs changed, the next rows are these with only those rows made again (the
+//! others share their RTTs, [`LdnsRtt::rtt_us`] being an `Arc`), and the compiler is told which
+//! ([`RttChanges`]) instead of comparing 100,000 rows. When entries come or go (the prefixes
+//! change), the rows are read from the whole table again and the compiler compares them.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use ipnet::IpNet;
+
+use crate::compile::{LdnsRtt, RttChanges};
+use crate::config::Config;
+use crate::probe::{LdnsMask, RttHandle, RttTable, RttVersion};
+
+/// Rows as the last snapshot was given them.
+pub(super) struct RttRows {
+    /// The table's version they were read at.
+    version: RttVersion,
+    /// The configuration's sites, the columns.
+    sites: Vec<String>,
+    /// By LDNS entry, in address order: an entry's row is found by binary search.
+    rows: Arc<Vec<LdnsRtt>>,
+    /// The rows the last [`RttRows::next`] named as changed; `None`: it read the whole table.
+    /// Read by the tests.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(super) named: Option<Vec<usize>>,
+}
+
+/// Column by site name.
+fn columns(config: &Config) -> HashMap<&str, usize> {
+    config
+        .sites
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.name.as_str(), i))
+        .collect()
+}
+
+/// One entry's row: microseconds by column; `None` when no configured site measures it.
+fn row_rtts<'a>(
+    cells: impl Iterator<Item = (&'a str, std::time::Duration)>,
+    columns: &HashMap<&str, usize>,
+) -> Option<Arc<[Option<u32>]>> {
+    let mut rtt_us = vec![None; columns.len()];
+    for (site, d) in cells {
+        if let Some(&i) = columns.get(site) {
+            rtt_us[i] = Some(u32::try_from(d.as_micros()).unwrap_or(u32::MAX));
+        }
+    }
+    rtt_us.iter().any(Option::is_some).then(|| rtt_us.into())
+}
+
+/// Every row of `table`.
+fn all_rows(table: &RttTable, mask: LdnsMask, columns: &HashMap<&str, usize>) -> Vec<LdnsRtt> {
+    table
+        .rows()
+        .filter_map(|(&group, cells)| {
+            let len = match group {
+                IpAddr::V4(_) => mask.v4.min(32),
+                IpAddr::V6(_) => mask.v6.min(128),
+            };
+            let ldns = IpNet::new(group, len).ok()?;
+            let rtt_us = row_rtts(cells.iter().map(|(s, c)| (s.as_str(), c.rtt)), columns)?;
+            Some(LdnsRtt { ldns, rtt_us })
+        })
+        .collect()
+}
+
+impl RttRows {
+    /// The rows of `rtt`'s table now under `config`, and, when `last` (the rows given before)
+    /// only had RTTs of existing rows changed, which rows differ from `last`'s. Keeps the
+    /// rows in `last` for the next call.
+    pub(super) fn next(
+        last: &mut Option<RttRows>,
+        config: &Config,
+        rtt: Option<&RttHandle>,
+    ) -> (Arc<Vec<LdnsRtt>>, Option<RttChanges>) {
+        let Some(handle) = rtt else {
+            *last = None;
+            return (Arc::default(), None);
+        };
+        let columns = columns(config);
+        let mask = handle.settings().mask;
+        let prev = last.take().filter(|p| {
+            p.sites.len() == config.sites.len()
+                && p.sites.iter().zip(&config.sites).all(|(a, b)| *a == b.name)
+        });
+        let (next, changes) = handle.read(|table| {
+            let patched = prev
+                .as_ref()
+                .and_then(|p| Some((p, p.patch(table, &columns)?)));
+            let version = table.version();
+            match patched {
+                Some((p, Patch::Same)) => (
+                    RttRows {
+                        version,
+                        sites: p.sites.clone(),
+                        rows: p.rows.clone(),
+                        named: Some(Vec::new()),
+                    },
+                    None,
+                ),
+                Some((p, Patch::Rows(rows, named))) => {
+                    let changes = RttChanges {
+                        since: p.rows.clone(),
+                        rows: named.clone(),
+                    };
+                    let rows = RttRows {
+                        version,
+                        sites: p.sites.clone(),
+                        rows: Arc::new(rows),
+                        named: Some(named),
+                    };
+                    (rows, Some(changes))
+                }
+                None => (
+                    RttRows {
+                        version,
+                        sites: config.sites.iter().map(|s| s.name.clone()).collect(),
+                        rows: Arc::new(all_rows(table, mask, &columns)),
+                        named: None,
+                    },
+                    None,
+                ),
+            }
+        });
+        let rows = next.rows.clone();
+        *last = Some(next);
+        (rows, changes)
+    }
+
+    /// These rows with the entries changed in `table` since they were read made again; `None`
+    /// when a row comes or goes (or the table cannot tell what changed).
+    fn patch(&self, table: &RttTable, columns: &HashMap<&str, usize>) -> Option<Patch> {
+        let mut changed: Vec<(usize, Arc<[Option<u32>]>)> = Vec::new();
+        for group in table.changed_since(self.version)? {
+            let at = self.rows.binary_search_by(|r| r.ldns.addr().cmp(&group));
+            match (at, row_rtts(table.row(group), columns)) {
+                (Ok(i), Some(rtt_us)) => {
+                    if rtt_us != self.rows[i].rtt_us {
+                        changed.push((i, rtt_us));
+                    }
+                }
+                // Measured by no configured site, before and after: no row either time.
+                (Err(_), None) => {}
+                _ => return None,
+            }
+        }
+        if changed.is_empty() {
+            return Some(Patch::Same);
+        }
+        // A copy of the row list, not of the rows: each unchanged row's RTTs are shared.
+        let mut rows = (*self.rows).clone();
+        let mut named = Vec::with_capacity(changed.len());
+        for (i, rtt_us) in changed {
+            rows[i].rtt_us = rtt_us;
+            named.push(i);
+        }
+        named.sort_unstable();
+        Some(Patch::Rows(rows, named))
+    }
+}
+
+/// What [`RttRows::patch`] made.
+enum Patch {
+    /// No row changed (the entries that changed have no row).
+    Same,
+    /// The new rows, and the numbers of those that changed.
+    Rows(Vec<LdnsRtt>, Vec<usize>),
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::compile::{Compiler, Inputs};
+    use crate::health::HealthSupervisor;
+    use crate::probe::{NetProber, ProbeKind, ProbeSettings, ProbeSupervisor, RttRow, Sample};
+    use crate::world::World;
+
+    const CONFIG: &str = r#"
+[server]
+listen = ["192.0.2.53"]
+site = "south"
+[[zone]]
+name = "example.com"
+ns = ["ns.example.net"]
+soa.rname = "hostmaster.example.com"
+[[site]]
+name = "south"
+ip = "192.0.2.1"
+[[site]]
+name = "east"
+ip = "192.0.2.2"
+[[site]]
+name = "west"
+ip = "192.0.2.3"
+[[service]]
+name = "web-south"
+ip = "198.51.100.1"
+site = "south"
+[[service]]
+name = "web-east"
+ip = "198.51.100.2"
+site = "east"
+[[service]]
+name = "web-west"
+ip = "198.51.100.3"
+site = "west"
+[[gslb_domain]]
+name = "www.example.com"
+services = ["web-south", "web-east", "web-west"]
+method = "rtt"
+fallback = "globalavailability"
+[rtt]
+ldns_mask_v4 = 24
+"#;
+
+    /// The entry of row `i`: 10.0.i.0/24.
+    fn group(i: u8) -> IpAddr {
+        IpAddr::from([10, 0, i, 0])
+    }
+
+    fn rows(groups: impl Iterator<Item = u8>, ms: impl Fn(u8) -> u64) -> Vec<RttRow> {
+        groups
+            .map(|i| RttRow {
+                ldns: group(i),
+                rtt: Some(Duration::from_millis(ms(i))),
+                kind: Some(ProbeKind::Icmp),
+            })
+            .collect()
+    }
+
+    /// What the world named to the compiler in its last snapshot.
+    fn named(world: &World) -> Option<Vec<usize>> {
+        let compiling = world.compiling.lock().unwrap();
+        compiling.rtt.as_ref().unwrap().named.clone()
+    }
+
+    /// Each change of the RTT table, local or merged from a peer, reaches the world's next
+    /// snapshot as the changed rows alone, named to the compiler; entries that come or go
+    /// make it read the whole table. Every snapshot equals what a compiler given the same rows
+    /// without names (so comparing every row, as every snapshot did before) compiles.
+    #[tokio::test]
+    async fn the_world_names_the_rows_that_changed_and_compiles_what_comparing_them_does() {
+        let config = Config::parse(CONFIG, Path::new("rtt-rows.toml")).unwrap();
+        let supervisor = ProbeSupervisor::start(
+            "south",
+            ProbeSettings {
+                mask: LdnsMask { v4: 24, v6: 128 },
+                ..ProbeSettings::default()
+            },
+            NetProber::default(),
+        )
+        .unwrap();
+        let handle = supervisor.handle();
+        let mut world = World::new(config, HealthSupervisor::new());
+        world.local_site = world.config.server.site.clone();
+        world.rtt = Some(handle.clone());
+        // East nearer than west to every entry; south measures none yet.
+        handle.merge_remote("east", &rows(0..8, |i| 20 + u64::from(i)));
+        handle.merge_remote("west", &rows(0..8, |_| 60));
+        // "north" is no configured site: its entries have no row.
+        handle.merge_remote("north", &rows(100..102, |_| 1));
+
+        let mut compared = Compiler::default();
+        let mut step = |world: &World, case: &str, want: Option<Vec<usize>>| {
+            let snapshot = world.snapshot();
+            assert_eq!(named(world), want, "{case}: rows named");
+            let by_comparing = compared.compile(
+                &world.config,
+                &Inputs {
+                    services: world.service_states(),
+                    disabled_domains: vec![false],
+                    rtt: Arc::new((*snapshot.rtt).clone()),
+                    ..Inputs::default()
+                },
+            );
+            assert!(snapshot == by_comparing, "{case}: the same answers");
+            snapshot
+        };
+        let first = step(&world, "first", None);
+        assert_eq!(first.rtt.len(), 8);
+        let same = step(&world, "nothing changed", Some(vec![]));
+        assert!(Arc::ptr_eq(&same.rtt, &first.rtt), "the same rows");
+
+        // A local reading: south is now nearest to entry 3.
+        handle.record_local(
+            group(3),
+            Sample {
+                kind: ProbeKind::Icmp,
+                rtt: Duration::from_millis(2),
+            },
+        );
+        let local = step(&world, "local reading", Some(vec![3]));
+        assert_eq!(local.rtt[3].rtt_us[0], Some(2_000));
+        assert_ne!(local.rtt_choices, first.rtt_choices, "the answers moved");
+        assert!(
+            (0..8)
+                .filter(|&r| r != 3)
+                .all(|r| Arc::ptr_eq(&local.rtt[r].rtt_us, &first.rtt[r].rtt_us)),
+            "the other rows are shared, not copied"
+        );
+
+        // Merged from peers as MEP delivers them: west now nearest to entries 1 and 6.
+        handle.merge_remote("west", &rows([1, 6].into_iter(), |_| 5));
+        let remote = step(&world, "peer's readings", Some(vec![1, 6]));
+        assert_ne!(remote.rtt_choices, local.rtt_choices, "the answers moved");
+        // A change of an entry no configured site measures changes no row.
+        handle.merge_remote("north", &rows(100..101, |_| 3));
+        let unseen = step(&world, "north's reading", Some(vec![]));
+        assert!(Arc::ptr_eq(&unseen.rtt, &remote.rtt));
+
+        // A new entry, then one going: the rows are read again.
+        handle.merge_remote("east", &rows(8..9, |_| 30));
+        assert_eq!(step(&world, "new entry", None).rtt.len(), 9);
+        handle.merge_remote(
+            "east",
+            &[RttRow {
+                ldns: group(8),
+                rtt: None,
+                kind: None,
+            }],
+        );
+        assert_eq!(step(&world, "entry gone", None).rtt.len(), 8);
+        // North starts measuring entry 5 too: a row's cells change, not its existence.
+        handle.merge_remote("north", &rows(5..6, |_| 1));
+        step(&world, "north joins entry 5", Some(vec![]));
+        // Entry 100 gains a configured site: a row comes, though no entry did.
+        handle.merge_remote("east", &rows(100..101, |_| 9));
+        assert_eq!(step(&world, "row comes", None).rtt.len(), 9);
+        supervisor.shutdown().await;
+    }
+}
