@@ -95,6 +95,16 @@ impl World {
         compiler.compile_shared(&self.config, &inputs)
     }
 
+    /// The next snapshot reads the whole RTT table into new rows, which the compiler compares
+    /// row by row, as it does after a new prober's table: what an RTT change cost before the
+    /// rows were patched (the scale bench compares the two).
+    pub fn reread_rtt(&self) {
+        self.compiling
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .rtt = None;
+    }
+
     /// Each configured service's state. A service the operator disabled (or of a disabled
     /// site) is DOWN whatever else says; otherwise a local monitor's verdict wins; a service of another
     /// site, unmonitored here, is what its site reports over MEP (DOWN while MEP cannot reach
