@@ -430,6 +430,9 @@ fn rtt_change_daemon(
     rows: &[LdnsRtt],
     mut dataplane: Option<&mut Dataplane>,
 ) {
+    // The world's rows are in address order (the table's): changes name rows of that order.
+    let mut rows = rows.to_vec();
+    rows.sort_by_key(|r| r.ldns.addr());
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     let entered = runtime.enter();
     let settings = ProbeSettings {
@@ -479,6 +482,7 @@ fn rtt_change_daemon(
         "daemon first snapshot and publish (whole table read, full compile) {:.2} s",
         t.elapsed().as_secs_f64()
     );
+    let first_rows = first.rtt.clone();
     drop(first);
     let mut runs: [[Vec<Duration>; 3]; 2] = Default::default();
     for i in 0..2 * RTT_CHANGES {
@@ -487,7 +491,7 @@ fn rtt_change_daemon(
         if !patched {
             world.reread_rtt();
         }
-        let row = &rows[1 + i * 997];
+        let row = &first_rows[1 + i * 997];
         // A peer's new reading, lower than any: that site becomes the entry's nearest.
         let site = 1 + (i * 7) % (SITES - 1);
         let reading = [RttRow {

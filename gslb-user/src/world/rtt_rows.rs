@@ -68,6 +68,9 @@ fn all_rows(table: &RttTable, mask: LdnsMask, columns: &HashMap<&str, usize>) ->
         .collect()
 }
 
+/// An entry whose RTTs changed, and its row now (`None`: no configured site measures it).
+type Changed = (IpAddr, Option<Arc<[Option<u32>]>>);
+
 impl RttRows {
     /// The rows of `rtt`'s table now under `config`, and, when `last` (the rows given before)
     /// only had RTTs of existing rows changed, which rows differ from `last`'s. Keeps the
@@ -82,65 +85,55 @@ impl RttRows {
             return (Arc::default(), None);
         };
         let columns = columns(config);
-        let mask = handle.settings().mask;
         let prev = last.take().filter(|p| {
             p.sites.len() == config.sites.len()
                 && p.sites.iter().zip(&config.sites).all(|(a, b)| *a == b.name)
         });
-        let (next, changes) = handle.read(|table| {
-            let patched = prev
-                .as_ref()
-                .and_then(|p| Some((p, p.patch(table, &columns)?)));
-            let version = table.version();
-            match patched {
-                Some((p, Patch::Same)) => (
-                    RttRows {
-                        version,
-                        sites: p.sites.clone(),
-                        rows: p.rows.clone(),
-                        named: Some(Vec::new()),
-                    },
-                    None,
-                ),
-                Some((p, Patch::Rows(rows, named))) => {
-                    let changes = RttChanges {
-                        since: p.rows.clone(),
-                        rows: named.clone(),
-                    };
-                    let rows = RttRows {
-                        version,
-                        sites: p.sites.clone(),
-                        rows: Arc::new(rows),
-                        named: Some(named),
-                    };
-                    (rows, Some(changes))
-                }
-                None => (
-                    RttRows {
-                        version,
-                        sites: config.sites.iter().map(|s| s.name.clone()).collect(),
-                        rows: Arc::new(all_rows(table, mask, &columns)),
-                        named: None,
-                    },
-                    None,
-                ),
-            }
+        // Under the table's lock, only the changed entries are read; the rows are copied after.
+        let changed = prev.as_ref().and_then(|p| {
+            handle.read(|table| {
+                let changed: Vec<Changed> = table
+                    .changed_since(p.version)?
+                    .map(|group| (group, row_rtts(table.row(group), &columns)))
+                    .collect();
+                Some((table.version(), changed))
+            })
+        });
+        let patched = prev
+            .zip(changed)
+            .and_then(|(p, (version, changed))| p.patched(version, changed));
+        let (next, changes) = patched.unwrap_or_else(|| {
+            let mask = handle.settings().mask;
+            let (version, rows) =
+                handle.read(|table| (table.version(), all_rows(table, mask, &columns)));
+            let rows = RttRows {
+                version,
+                sites: config.sites.iter().map(|s| s.name.clone()).collect(),
+                rows: Arc::new(rows),
+                named: None,
+            };
+            (rows, None)
         });
         let rows = next.rows.clone();
         *last = Some(next);
         (rows, changes)
     }
 
-    /// These rows with the entries changed in `table` since they were read made again; `None`
-    /// when a row comes or goes (or the table cannot tell what changed).
-    fn patch(&self, table: &RttTable, columns: &HashMap<&str, usize>) -> Option<Patch> {
-        let mut changed: Vec<(usize, Arc<[Option<u32>]>)> = Vec::new();
-        for group in table.changed_since(self.version)? {
+    /// These rows with the `changed` entries' rows (read at `version`) in place of theirs, and
+    /// which rows differ; `None` when a row comes or goes.
+    fn patched(
+        self,
+        version: RttVersion,
+        changed: Vec<Changed>,
+    ) -> Option<(RttRows, Option<RttChanges>)> {
+        let mut new: Vec<(usize, Arc<[Option<u32>]>)> = Vec::new();
+        for (group, rtt_us) in changed {
             let at = self.rows.binary_search_by(|r| r.ldns.addr().cmp(&group));
-            match (at, row_rtts(table.row(group), columns)) {
+            match (at, rtt_us) {
                 (Ok(i), Some(rtt_us)) => {
+                    // Cells of sites not configured here may have changed, and nothing else.
                     if rtt_us != self.rows[i].rtt_us {
-                        changed.push((i, rtt_us));
+                        new.push((i, rtt_us));
                     }
                 }
                 // Measured by no configured site, before and after: no row either time.
@@ -148,27 +141,34 @@ impl RttRows {
                 _ => return None,
             }
         }
-        if changed.is_empty() {
-            return Some(Patch::Same);
+        if new.is_empty() {
+            let same = RttRows {
+                version,
+                named: Some(Vec::new()),
+                ..self
+            };
+            return Some((same, None));
         }
         // A copy of the row list, not of the rows: each unchanged row's RTTs are shared.
         let mut rows = (*self.rows).clone();
-        let mut named = Vec::with_capacity(changed.len());
-        for (i, rtt_us) in changed {
+        let mut named = Vec::with_capacity(new.len());
+        for (i, rtt_us) in new {
             rows[i].rtt_us = rtt_us;
             named.push(i);
         }
         named.sort_unstable();
-        Some(Patch::Rows(rows, named))
+        let changes = RttChanges {
+            since: self.rows,
+            rows: named.clone(),
+        };
+        let next = RttRows {
+            version,
+            sites: self.sites,
+            rows: Arc::new(rows),
+            named: Some(named),
+        };
+        Some((next, Some(changes)))
     }
-}
-
-/// What [`RttRows::patch`] made.
-enum Patch {
-    /// No row changed (the entries that changed have no row).
-    Same,
-    /// The new rows, and the numbers of those that changed.
-    Rows(Vec<LdnsRtt>, Vec<usize>),
 }
 
 #[cfg(test)]
