@@ -131,7 +131,8 @@ impl RttTable {
             .then(|| self.by_change.range(since.seq + 1..).map(|(_, ldns)| *ldns))
     }
 
-    /// The RTT of each site that has one to the entry `ldns` (a group address).
+    /// The RTT of each site that has one to the entry `ldns` (a group address), ascending by
+    /// site name (as [`RttTable::rows`] gives the cells).
     pub fn row(&self, ldns: IpAddr) -> impl Iterator<Item = (&str, Duration)> {
         self.rows
             .get(&ldns)
@@ -359,6 +360,7 @@ impl RttTable {
             .collect()
     }
 
+    /// Every entry with its cells, by address.
     pub fn rows(&self) -> impl Iterator<Item = (&IpAddr, &BTreeMap<String, RttCell>)> {
         self.rows.iter().map(|(ldns, row)| (ldns, &row.cells))
     }

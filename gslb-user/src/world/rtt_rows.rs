@@ -4,7 +4,6 @@
 //! ([`RttChanges`]) instead of comparing 100,000 rows. When entries come or go (the prefixes
 //! change), the rows are read from the whole table again and the compiler compares them.
 
-use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -28,32 +27,45 @@ pub(super) struct RttRows {
     pub(super) named: Option<Vec<usize>>,
 }
 
-/// Column by site name.
-fn columns(config: &Config) -> HashMap<&str, usize> {
-    config
-        .sites
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.name.as_str(), i))
-        .collect()
+/// The configuration's sites by name, ascending, with their column: the order the table
+/// gives an entry's cells in, so that a row is read by one merge of the two lists, not by a
+/// lookup per cell (the whole table is 6,400,000 cells at 100,000 entries and 64 sites).
+struct Columns<'a> {
+    by_name: Vec<(&'a str, usize)>,
 }
 
-/// One entry's row: microseconds by column; `None` when no configured site measures it.
-fn row_rtts<'a>(
-    cells: impl Iterator<Item = (&'a str, std::time::Duration)>,
-    columns: &HashMap<&str, usize>,
-) -> Option<Arc<[Option<u32>]>> {
-    let mut rtt_us = vec![None; columns.len()];
-    for (site, d) in cells {
-        if let Some(&i) = columns.get(site) {
-            rtt_us[i] = Some(u32::try_from(d.as_micros()).unwrap_or(u32::MAX));
-        }
+impl<'a> Columns<'a> {
+    fn of(config: &'a Config) -> Self {
+        let mut by_name: Vec<(&str, usize)> = config
+            .sites
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.name.as_str(), i))
+            .collect();
+        by_name.sort_unstable();
+        Columns { by_name }
     }
-    rtt_us.iter().any(Option::is_some).then(|| rtt_us.into())
+
+    /// One entry's row from its cells, ascending by site as the table gives them:
+    /// microseconds by column; `None` when no configured site measures it.
+    fn row<'c>(
+        &self,
+        cells: impl Iterator<Item = (&'c str, std::time::Duration)>,
+    ) -> Option<Arc<[Option<u32>]>> {
+        let mut rtt_us = vec![None; self.by_name.len()];
+        let mut sites = self.by_name.iter().peekable();
+        for (site, d) in cells {
+            while sites.next_if(|(name, _)| *name < site).is_some() {}
+            if let Some((_, i)) = sites.next_if(|(name, _)| *name == site) {
+                rtt_us[*i] = Some(u32::try_from(d.as_micros()).unwrap_or(u32::MAX));
+            }
+        }
+        rtt_us.iter().any(Option::is_some).then(|| rtt_us.into())
+    }
 }
 
 /// Every row of `table`.
-fn all_rows(table: &RttTable, mask: LdnsMask, columns: &HashMap<&str, usize>) -> Vec<LdnsRtt> {
+fn all_rows(table: &RttTable, mask: LdnsMask, columns: &Columns<'_>) -> Vec<LdnsRtt> {
     table
         .rows()
         .filter_map(|(&group, cells)| {
@@ -62,7 +74,7 @@ fn all_rows(table: &RttTable, mask: LdnsMask, columns: &HashMap<&str, usize>) ->
                 IpAddr::V6(_) => mask.v6.min(128),
             };
             let ldns = IpNet::new(group, len).ok()?;
-            let rtt_us = row_rtts(cells.iter().map(|(s, c)| (s.as_str(), c.rtt)), columns)?;
+            let rtt_us = columns.row(cells.iter().map(|(s, c)| (s.as_str(), c.rtt)))?;
             Some(LdnsRtt { ldns, rtt_us })
         })
         .collect()
@@ -84,7 +96,7 @@ impl RttRows {
             *last = None;
             return (Arc::default(), None);
         };
-        let columns = columns(config);
+        let columns = Columns::of(config);
         let prev = last.take().filter(|p| {
             p.sites.len() == config.sites.len()
                 && p.sites.iter().zip(&config.sites).all(|(a, b)| *a == b.name)
@@ -94,7 +106,7 @@ impl RttRows {
             handle.read(|table| {
                 let changed: Vec<Changed> = table
                     .changed_since(p.version)?
-                    .map(|group| (group, row_rtts(table.row(group), &columns)))
+                    .map(|group| (group, columns.row(table.row(group))))
                     .collect();
                 Some((table.version(), changed))
             })
@@ -284,7 +296,14 @@ ldns_mask_v4 = 24
             snapshot
         };
         let first = step(&world, "first", None);
-        assert_eq!(first.rtt.len(), 8);
+        // By configuration site (south, east, west); north's cells are no column.
+        let want: Vec<LdnsRtt> = (0..8)
+            .map(|i| LdnsRtt {
+                ldns: IpNet::new(group(i), 24).unwrap(),
+                rtt_us: vec![None, Some(20_000 + 1_000 * u32::from(i)), Some(60_000)].into(),
+            })
+            .collect();
+        assert_eq!(*first.rtt, want);
         let same = step(&world, "nothing changed", Some(vec![]));
         assert!(Arc::ptr_eq(&same.rtt, &first.rtt), "the same rows");
 
