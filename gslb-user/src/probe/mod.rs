@@ -26,8 +26,8 @@
 //!   ([`RttHandle::subscribe`], for MEP) and bumps a version ([`RttHandle::watch`], for the
 //!   controller's republish); the table numbers each entry's last change, so that the
 //!   controller reads only the entries changed since its last read ([`RttTable::changed_since`]).
-//! - **Observability**: [`RttHandle::report`] and [`format_report`] (F5's `ldns` record
-//!   fields: address, probe protocol, ttl, per site RTT, age, completion rate);
+//! - **Observability** ([`report`]): [`RttHandle::report`] and [`format_report`] (F5's `ldns`
+//!   record fields: address, probe protocol, ttl, per site RTT, age, completion rate);
 //!   [`RttHandle::stats`]. Logs per sample or entry are debug; warnings a flood can repeat
 //!   are rate-limited ([`crate::log_limit`]).
 //! - **Locks**: the LDNS table, the RTT table and the counters have a lock each. The RTT
@@ -38,6 +38,7 @@
 pub mod admit;
 pub mod ldns;
 pub mod prober;
+pub mod report;
 pub mod rtt;
 mod run;
 pub mod table;
@@ -61,10 +62,8 @@ pub use prober::{
     DEFAULT_ORDER, NetProber, ProbeKind, ProbeOutcome, ProbeRound, Prober, Sample,
     UnknownProbeKind, probe_in_order,
 };
-pub use rtt::{
-    DEFAULT_TOLERANCE, LdnsReport, PathReport, RttCell, RttChange, RttRow, RttTable, RttVersion,
-    format_report,
-};
+pub use report::{LdnsReport, PathReport, format_report};
+pub use rtt::{DEFAULT_TOLERANCE, RttCell, RttChange, RttRow, RttTable, RttVersion};
 pub use table::{DEFAULT_MAX_LDNS, LdnsEntry, LdnsTable, TableStats, Tier};
 
 /// Changes kept for a subscriber that does not keep up; older ones are dropped for it.
@@ -330,7 +329,7 @@ impl RttHandle {
         // The only walk of the LDNS table, on request (gslbctl ldns, a prober's restart).
         let ldns = self.shared.ldns();
         let settings = &self.shared.settings;
-        rtt::report(
+        report::report(
             ldns.iter(),
             settings.mask,
             settings.ldns_timeout,
