@@ -26,7 +26,11 @@
 //!   incremental compile and the publish (choices only), median of the changes
 //!   (`scale_rtt_change_total`); interleaved with it, the same changes without the row named
 //!   (every row compared) and published under a new generation, as before
-//!   (`scale_rtt_change_total_before`).
+//!   (`scale_rtt_change_total_before`);
+//! - the same through gslbd's own path: a peer's new reading for one entry into the prober's
+//!   RTT table, `World::snapshot` (the changed row patched and named) and the publish
+//!   (`scale_rtt_change_daemon_total`); interleaved, with the whole table read and every row
+//!   compared (`scale_rtt_change_daemon_total_full_read`).
 
 #[path = "../gslb-user/tests/it/common/mod.rs"]
 mod common;
@@ -44,9 +48,12 @@ use gslb_user::{
     compile::{Compiler, Inputs, LdnsRtt, RttChanges, Snapshot},
     config::Config,
     dataplane::Dataplane,
+    health::HealthSupervisor,
     location::db::LocationDb,
     policy::ServiceState,
+    probe::{LdnsMask, NetProber, ProbeSettings, ProbeSupervisor, RttRow},
     responder::Responder,
+    world::World,
 };
 use hickory_proto::rr::RecordType;
 use rng::Rng;
@@ -58,6 +65,8 @@ const SITES: usize = 64;
 const SERVICES_PER_DOMAIN: usize = 4;
 const FLIPS: usize = 10;
 const RTT_CHANGES: usize = 10;
+/// Of each kind, through the daemon's path (noisier: the machine is shared).
+const DAEMON_CHANGES: usize = 20;
 const CONTINENTS: usize = 6;
 
 fn country(site: usize) -> String {
@@ -184,6 +193,8 @@ fn main() {
         .netscaler_csv_text("scale.csv", locations_csv())
         .build()
         .expect("locations");
+    // Shared, as the daemon's world holds it (its last case).
+    let db = Arc::new(db);
     let rows = Arc::new(rtt_rows());
     let mut services = vec![ServiceState::UP; config.services.len()];
     let (hwm_inputs, _) = rss_mib();
@@ -197,7 +208,7 @@ fn main() {
     );
 
     let inputs = |services: &[ServiceState]| Inputs {
-        locations: Some(&db),
+        locations: Some(&*db),
         services: services.to_vec(),
         rtt: rows.clone(),
         ..Inputs::default()
@@ -329,7 +340,7 @@ fn main() {
         let now = i % 2 == 0;
         let row = i * 997;
         let mut next = (*current).clone();
-        next[row].rtt_us.rotate_left(1);
+        Arc::make_mut(&mut next[row].rtt_us).rotate_left(1);
         let next = Arc::new(next);
         if let Some(dp) = dataplane.as_mut() {
             dp.table.choice_only_publishes(now);
@@ -338,7 +349,7 @@ fn main() {
         let snapshot = compiler.compile_shared(
             &config,
             &Inputs {
-                locations: Some(&db),
+                locations: Some(&*db),
                 services: services.clone(),
                 rtt: next.clone(),
                 rtt_changes: now.then(|| RttChanges {
@@ -399,6 +410,156 @@ fn main() {
             median(totals).as_secs_f64() * 1e3
         );
     }
+    if let Some(dp) = dataplane.as_mut() {
+        dp.table.choice_only_publishes(true);
+    }
+    drop(compiler);
+    rtt_change_daemon(&config, &db, &rows, dataplane.as_mut());
+}
+
+/// The daemon's own path of an RTT change: a prober's RTT table ([`gslb_user::probe::RttHandle`])
+/// holding every row (this site, `s0`, restored as its own column; the other 63 sites merged
+/// as MEP delivers them), read by a [`World`] as gslbd's is. Each change is one new reading for
+/// one entry (a peer's, through `merge_remote`, as MEP's inbound merge gives it), then
+/// `World::snapshot` (the rows patched and named, the compile) and the publish: timed from the
+/// reading to the maps (`scale_rtt_change_daemon_total`). Interleaved, the same changes after
+/// [`World::reread_rtt`]: the whole table read into new rows and every row compared, as every
+/// daemon snapshot did before (`_full_read`; before, the read also copied the table into a map
+/// of site names first).
+fn rtt_change_daemon(
+    config: &Arc<Config>,
+    db: &Arc<LocationDb>,
+    rows: &[LdnsRtt],
+    mut dataplane: Option<&mut Dataplane>,
+) {
+    // The world's rows are in address order (the table's): changes name rows of that order.
+    let mut rows = rows.to_vec();
+    rows.sort_by_key(|r| r.ldns.addr());
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let entered = runtime.enter();
+    let settings = ProbeSettings {
+        mask: LdnsMask { v4: 24, v6: 128 },
+        ..ProbeSettings::default()
+    };
+    // No resolver is recorded: it probes nothing, the table is what the bench puts in it.
+    let supervisor =
+        ProbeSupervisor::start("s0", settings, NetProber::default()).expect("probe settings");
+    let handle = supervisor.handle();
+    let t = Instant::now();
+    for site in 0..SITES {
+        let column: Vec<RttRow> = rows
+            .iter()
+            .map(|r| RttRow {
+                ldns: r.ldns.network(),
+                rtt: r.rtt_us[site].map(|us| Duration::from_micros(u64::from(us))),
+                kind: None,
+            })
+            .collect();
+        if site == 0 {
+            handle.restore_local(&column);
+        } else {
+            handle.merge_remote(&format!("s{site}"), &column);
+        }
+    }
+    let (hwm, _) = rss_mib();
+    println!(
+        "daemon RTT table: {} entries × {SITES} sites filled in {:.1} s; peak RSS now {hwm:.0} MiB",
+        handle.rtt_rows(),
+        t.elapsed().as_secs_f64()
+    );
+    // What every daemon snapshot read the table through before this branch, made and dropped:
+    // a cost the `_full_read` case no longer has.
+    let maps: Vec<Duration> = (0..3)
+        .map(|_| {
+            let t = Instant::now();
+            drop(handle.to_map());
+            t.elapsed()
+        })
+        .collect();
+    println!(
+        "bench scale_rtt_table_to_map {:.1} ms (median of 3: RttHandle::to_map made and dropped, as every snapshot did before)",
+        median(maps).as_secs_f64() * 1e3
+    );
+    let mut world = World::new((**config).clone(), HealthSupervisor::new());
+    world.config = config.clone();
+    world.locations = Some(db.clone());
+    world.rtt = Some(handle.clone());
+    let t = Instant::now();
+    let first = world.snapshot();
+    assert!(
+        *first.rtt == rows,
+        "the world reads the rows the table was given"
+    );
+    if let Some(dp) = dataplane.as_deref_mut() {
+        dp.table.publish(&first).expect("publishing");
+    }
+    println!(
+        "daemon first snapshot and publish (whole table read, full compile) {:.2} s",
+        t.elapsed().as_secs_f64()
+    );
+    let first_rows = first.rtt.clone();
+    drop(first);
+    let mut runs: [[Vec<Duration>; 3]; 2] = Default::default();
+    for i in 0..2 * DAEMON_CHANGES {
+        // Even: the rows patched (this branch); odd: the whole table read, as before.
+        let patched = i % 2 == 0;
+        if !patched {
+            world.reread_rtt();
+        }
+        let row = &first_rows[1 + i * 997];
+        // A peer's new reading, lower than any: that site becomes the entry's nearest.
+        let site = 1 + (i * 7) % (SITES - 1);
+        let reading = [RttRow {
+            ldns: row.ldns.network(),
+            rtt: Some(Duration::from_micros(500)),
+            kind: None,
+        }];
+        let t = Instant::now();
+        handle.merge_remote(&format!("s{site}"), &reading);
+        let snapshot = world.snapshot();
+        let compiled = t.elapsed();
+        let [compiles, publishes, totals] = &mut runs[usize::from(!patched)];
+        compiles.push(compiled);
+        if let Some(dp) = dataplane.as_deref_mut() {
+            let stats = dp.table.publish(&snapshot).expect("publishing");
+            publishes.push(t.elapsed().checked_sub(compiled).unwrap());
+            println!(
+                "daemon rtt change {i}{}: reading + snapshot {:.1} ms, publish {:.1} ms; {} choice pages written, choices only {}, {} decisions, incremental {}",
+                if patched { "" } else { " (whole table read)" },
+                compiled.as_secs_f64() * 1e3,
+                t.elapsed().checked_sub(compiled).unwrap().as_secs_f64() * 1e3,
+                stats.choices,
+                stats.choices_only,
+                snapshot.stats.decisions,
+                snapshot.stats.incremental
+            );
+        }
+        totals.push(t.elapsed());
+        assert!(snapshot.stats.incremental, "daemon rtt change {i}");
+        assert_eq!(
+            snapshot.rtt[1 + i * 997].rtt_us[site],
+            Some(500),
+            "daemon rtt change {i}: the reading is in the rows"
+        );
+    }
+    for (name, [compiles, publishes, totals]) in ["", "_full_read"].into_iter().zip(runs) {
+        println!(
+            "bench scale_rtt_change_daemon_snapshot{name} {:.1} ms (median of {DAEMON_CHANGES}: the reading, the rows, the compile)",
+            median(compiles).as_secs_f64() * 1e3
+        );
+        if !publishes.is_empty() {
+            println!(
+                "bench scale_rtt_change_daemon_publish{name} {:.1} ms (median of {DAEMON_CHANGES})",
+                median(publishes).as_secs_f64() * 1e3
+            );
+        }
+        println!(
+            "bench scale_rtt_change_daemon_total{name} {:.1} ms (median of {DAEMON_CHANGES}, reading to maps updated)",
+            median(totals).as_secs_f64() * 1e3
+        );
+    }
+    drop((world, entered));
+    runtime.block_on(supervisor.shutdown());
 }
 
 /// Asks the fast path (BPF_PROG_TEST_RUN) every RTT domain's A record from a client inside an

@@ -104,7 +104,7 @@ fn main() {
         // The bench client's /24 is 10 ms from "s" and 40 ms from "far".
         let row = LdnsRtt {
             ldns: "203.0.113.0/24".parse().unwrap(),
-            rtt_us: vec![Some(10_000), Some(40_000)],
+            rtt_us: vec![Some(10_000), Some(40_000)].into(),
         };
         let inputs = Inputs {
             rtt: std::sync::Arc::new(vec![row]),

@@ -4,13 +4,12 @@
 //! [`World::snapshot`] turns it into the answers; gslbd republishes them whenever any part
 //! changes.
 
+mod rtt_rows;
+
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::sync::Arc;
 
-use ipnet::IpNet;
-
-use crate::compile::{Compiler, Inputs, LdnsRtt, Snapshot};
+use crate::compile::{Compiler, Inputs, Snapshot};
 use crate::config::{Config, Service};
 use crate::health::HealthSupervisor;
 use crate::health::link::LinkLoad;
@@ -45,7 +44,16 @@ pub struct World {
     pub admin: AdminState,
     /// Keeps the partition and the decisions between snapshots: after a service state change
     /// only what it touches is decided again.
-    compiler: std::sync::Mutex<Compiler>,
+    compiling: std::sync::Mutex<Compiling>,
+}
+
+/// What [`World::snapshot`] keeps between snapshots.
+#[derive(Default)]
+struct Compiling {
+    compiler: Compiler,
+    /// The RTT rows the compiler was last given: after an RTT change only the changed rows
+    /// are made again, and named to the compiler.
+    rtt: Option<rtt_rows::RttRows>,
 }
 
 impl World {
@@ -60,12 +68,18 @@ impl World {
             links: HashMap::new(),
             loads: LoadReadings::default(),
             admin: AdminState::default(),
-            compiler: std::sync::Mutex::default(),
+            compiling: std::sync::Mutex::default(),
         }
     }
 
     /// The answers of the current state.
     pub fn snapshot(&self) -> Snapshot {
+        let mut compiling = self
+            .compiling
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Compiling { compiler, rtt } = &mut *compiling;
+        let (rtt, rtt_changes) = rtt_rows::RttRows::next(rtt, &self.config, self.rtt.as_ref());
         let inputs = Inputs {
             locations: self.locations.as_deref(),
             services: self.service_states(),
@@ -75,14 +89,20 @@ impl World {
                 .iter()
                 .map(|d| !self.admin.domain_enabled(&d.name))
                 .collect(),
-            rtt: Arc::new(self.rtt_rows()),
-            rtt_changes: None,
+            rtt,
+            rtt_changes,
         };
-        let mut compiler = self
-            .compiler
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
         compiler.compile_shared(&self.config, &inputs)
+    }
+
+    /// The next snapshot reads the whole RTT table into new rows, which the compiler compares
+    /// row by row, as it does after a new prober's table: what an RTT change cost before the
+    /// rows were patched (the scale bench compares the two).
+    pub fn reread_rtt(&self) {
+        self.compiling
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .rtt = None;
     }
 
     /// Each configured service's state. A service the operator disabled (or of a disabled
@@ -191,41 +211,6 @@ impl World {
                 .flatten()
                 .unwrap_or(UNKNOWN_LOAD),
         )
-    }
-
-    /// The RTT table as rows by LDNS entry, columns by configuration site index.
-    pub fn rtt_rows(&self) -> Vec<LdnsRtt> {
-        let Some(rtt) = &self.rtt else {
-            return Vec::new();
-        };
-        let sites: HashMap<&str, usize> = self
-            .config
-            .sites
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (s.name.as_str(), i))
-            .collect();
-        let mask = rtt.settings().mask;
-        rtt.to_map()
-            .into_iter()
-            .filter_map(|(group, columns)| {
-                let len = match group {
-                    IpAddr::V4(_) => mask.v4.min(32),
-                    IpAddr::V6(_) => mask.v6.min(128),
-                };
-                let ldns = IpNet::new(group, len).ok()?;
-                let mut rtt_us = vec![None; self.config.sites.len()];
-                for (site, d) in columns {
-                    if let Some(&i) = sites.get(site.as_str()) {
-                        rtt_us[i] = Some(u32::try_from(d.as_micros()).unwrap_or(u32::MAX));
-                    }
-                }
-                rtt_us
-                    .iter()
-                    .any(Option::is_some)
-                    .then_some(LdnsRtt { ldns, rtt_us })
-            })
-            .collect()
     }
 }
 

@@ -119,7 +119,7 @@ impl AdminState {
             let stats = handle.stats();
             RttStatus {
                 ldns_entries: stats.ldns_entries as u64,
-                rtt_rows: handle.to_map().len() as u64,
+                rtt_rows: handle.rtt_rows() as u64,
                 probes_sent: stats.probes,
                 probe_rounds: stats.rounds,
                 probe_samples: stats.samples,

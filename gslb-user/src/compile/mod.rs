@@ -196,7 +196,9 @@ pub struct LdnsRtt {
     /// One resolver, or the prefix the LDNS mask groups.
     pub ldns: IpNet,
     /// Microseconds, by configuration site index; `None`: not measured from that site.
-    pub rtt_us: Vec<Option<u32>>,
+    /// Shared (`Arc`): the next rows after an RTT change share every unchanged row's RTTs with
+    /// these (gslbd's world builds them so), so that they cost no allocation per row.
+    pub rtt_us: Arc<[Option<u32>]>,
 }
 
 /// What one compilation produced and what it cost.

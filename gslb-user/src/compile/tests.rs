@@ -469,7 +469,7 @@ fn rtt_domains_over_the_budget_go_to_the_responder() {
     let config = Config::parse(text, Path::new("test.toml")).unwrap();
     let row = |net: &str, a: u32, b: u32| LdnsRtt {
         ldns: net.parse().unwrap(),
-        rtt_us: vec![Some(a), Some(b)],
+        rtt_us: vec![Some(a), Some(b)].into(),
     };
     // Two distinct LDNS views (a nearer, b nearer): one choice page each in both parities (4),
     // and the A entry's answer for each of the two outcomes (2); AAAA has no service to
@@ -566,7 +566,7 @@ fn the_spec_is_built_once_per_configuration() {
             vec![ServiceState::UP; 2],
             vec![LdnsRtt {
                 ldns: "198.51.100.0/24".parse().unwrap(),
-                rtt_us: vec![Some(1_000)],
+                rtt_us: vec![Some(1_000)].into(),
             }],
         ),
     );

@@ -21,7 +21,8 @@ use crate::{
 /// How long the first RTT change waits for the rest of its burst (a round of probes finishing,
 /// a peer's column arriving) before a republish.
 const RTT_SETTLE: Duration = Duration::from_millis(100);
-/// RTT-driven republishes are at least this far apart (each recompiles every LDNS row).
+/// RTT-driven republishes are at least this far apart (a change of existing entries' RTTs
+/// costs only their rows, but a new or gone entry reads every row and rebuilds the partition).
 const RTT_REPUBLISH_GAP: Duration = Duration::from_secs(1);
 
 /// How often the fast path's `LDNS` map is read (each read costs two syscalls per entry, and

@@ -24,9 +24,10 @@
 //!   change within it is neither stored nor published); other sites' columns through
 //!   [`RttHandle::merge_remote`] (MEP). Every change is broadcast as an [`RttChange`]
 //!   ([`RttHandle::subscribe`], for MEP) and bumps a version ([`RttHandle::watch`], for the
-//!   controller's republish).
-//! - **Observability**: [`RttHandle::report`] and [`format_report`] (F5's `ldns` record
-//!   fields: address, probe protocol, ttl, per site RTT, age, completion rate);
+//!   controller's republish); the table numbers each entry's last change, so that the
+//!   controller reads only the entries changed since its last read ([`RttTable::changed_since`]).
+//! - **Observability** ([`report`]): [`RttHandle::report`] and [`format_report`] (F5's `ldns`
+//!   record fields: address, probe protocol, ttl, per site RTT, age, completion rate);
 //!   [`RttHandle::stats`]. Logs per sample or entry are debug; warnings a flood can repeat
 //!   are rate-limited ([`crate::log_limit`]).
 //! - **Locks**: the LDNS table, the RTT table and the counters have a lock each. The RTT
@@ -37,6 +38,7 @@
 pub mod admit;
 pub mod ldns;
 pub mod prober;
+pub mod report;
 pub mod rtt;
 mod run;
 pub mod table;
@@ -60,9 +62,8 @@ pub use prober::{
     DEFAULT_ORDER, NetProber, ProbeKind, ProbeOutcome, ProbeRound, Prober, Sample,
     UnknownProbeKind, probe_in_order,
 };
-pub use rtt::{
-    DEFAULT_TOLERANCE, LdnsReport, PathReport, RttCell, RttChange, RttRow, RttTable, format_report,
-};
+pub use report::{LdnsReport, PathReport, format_report};
+pub use rtt::{DEFAULT_TOLERANCE, RttCell, RttChange, RttRow, RttTable, RttVersion};
 pub use table::{DEFAULT_MAX_LDNS, LdnsEntry, LdnsTable, TableStats, Tier};
 
 /// Changes kept for a subscriber that does not keep up; older ones are dropped for it.
@@ -271,10 +272,28 @@ impl RttHandle {
         self.shared.rtt().to_map()
     }
 
+    /// `f` of the table, under its lock (the prober waits meanwhile): the controller reads
+    /// the entries that changed since its last read ([`RttTable::changed_since`]), or all of
+    /// them, without copying the table first.
+    pub fn read<R>(&self, f: impl FnOnce(&RttTable) -> R) -> R {
+        f(&self.shared.rtt())
+    }
+
     /// Another site's rows, received over MEP (`rtt: None` removes a cell).
     pub fn merge_remote(&self, site: &str, rows: &[RttRow]) {
         let changes = self.shared.rtt().merge_remote(site, rows, Instant::now());
         self.shared.publish(changes);
+    }
+
+    /// A sample of this site's prober for the entry `ldns`, as its run stores one: for tests
+    /// of what reads the table.
+    #[cfg(test)]
+    pub(crate) fn record_local(&self, ldns: IpAddr, sample: Sample) {
+        let change = self
+            .shared
+            .rtt()
+            .record_local(ldns, Some(sample), Instant::now());
+        self.shared.publish(change.into_iter().collect());
     }
 
     /// This site's column as a previous prober of this site measured it (see
@@ -310,7 +329,7 @@ impl RttHandle {
         // The only walk of the LDNS table, on request (gslbctl ldns, a prober's restart).
         let ldns = self.shared.ldns();
         let settings = &self.shared.settings;
-        rtt::report(
+        report::report(
             ldns.iter(),
             settings.mask,
             settings.ldns_timeout,

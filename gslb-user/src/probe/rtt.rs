@@ -8,21 +8,22 @@
 //! Tolerance (NetScaler's RTT tolerance, default 5 ms, the same on every site): a local sample
 //! within the tolerance of the stored value is neither stored nor published, so peers and the
 //! maps see only changes that matter.
+//!
+//! Versions: every change of an entry's RTTs takes the next number of the table's sequence, and
+//! the entry remembers it ([`RttTable::changed_since`]), so that the controller, holding the
+//! [`RttVersion`] it last read, rebuilds only the rows of entries that changed since. Each
+//! entry is listed once (under its last change), so the list is as bounded as the table.
 
 use std::{
-    collections::{BTreeMap, btree_map::Entry},
-    fmt::Write as _,
+    collections::BTreeMap,
     net::IpAddr,
+    sync::atomic::{AtomicU64, Ordering},
     time::Duration,
 };
 
 use tokio::time::Instant;
 
-use super::{
-    ldns::LdnsMask,
-    prober::{ProbeKind, Sample},
-    table::LdnsEntry,
-};
+use super::prober::{ProbeKind, Sample};
 
 /// NetScaler's default RTT tolerance.
 pub const DEFAULT_TOLERANCE: Duration = Duration::from_millis(5);
@@ -60,12 +61,40 @@ pub struct RttRow {
     pub kind: Option<ProbeKind>,
 }
 
+/// A state of one [`RttTable`], as a reader saw it ([`RttTable::version`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RttVersion {
+    /// Which table: unique per table made in this process.
+    table: u64,
+    /// The table's sequence number then.
+    seq: u64,
+}
+
+/// Numbers the tables, so that a version of one table never passes for another's.
+static TABLES: AtomicU64 = AtomicU64::new(0);
+
+/// An entry's cells, and the sequence number of their last change.
+#[derive(Debug, Default)]
+struct Row {
+    cells: BTreeMap<String, RttCell>,
+    changed: u64,
+}
+
 /// Per (LDNS entry, site), the RTT; see the module documentation.
 #[derive(Debug)]
 pub struct RttTable {
     local_site: String,
     tolerance: Duration,
-    rows: BTreeMap<IpAddr, BTreeMap<String, RttCell>>,
+    rows: BTreeMap<IpAddr, Row>,
+    id: u64,
+    /// The number of the last change (of any entry).
+    seq: u64,
+    /// Every entry under the number of its last change: what changed since a version is a
+    /// range of it. One key per entry of `rows`, so bounded as `rows` is.
+    by_change: BTreeMap<u64, IpAddr>,
+    /// The number of the last change that added or removed an entry: a reader that saw the
+    /// table before it reads all of it again.
+    entries_changed: u64,
 }
 
 impl RttTable {
@@ -74,7 +103,53 @@ impl RttTable {
             local_site: local_site.into(),
             tolerance,
             rows: BTreeMap::new(),
+            id: TABLES.fetch_add(1, Ordering::Relaxed),
+            seq: 0,
+            by_change: BTreeMap::new(),
+            entries_changed: 0,
         }
+    }
+
+    /// The table now, for [`RttTable::changed_since`].
+    pub fn version(&self) -> RttVersion {
+        RttVersion {
+            table: self.id,
+            seq: self.seq,
+        }
+    }
+
+    /// The entries whose RTTs changed after `since`, in no particular order; `None` when
+    /// entries were added or removed since (or `since` is another table's): then only reading
+    /// the whole table tells what it holds.
+    pub fn changed_since(&self, since: RttVersion) -> Option<impl Iterator<Item = IpAddr> + '_> {
+        (since.table == self.id && self.entries_changed <= since.seq)
+            .then(|| self.by_change.range(since.seq + 1..).map(|(_, ldns)| *ldns))
+    }
+
+    /// The RTT of each site that has one to the entry `ldns` (a group address), ascending by
+    /// site name (as [`RttTable::rows`] gives the cells).
+    pub fn row(&self, ldns: IpAddr) -> impl Iterator<Item = (&str, Duration)> {
+        self.rows
+            .get(&ldns)
+            .into_iter()
+            .flat_map(|row| row.cells.iter().map(|(s, c)| (s.as_str(), c.rtt)))
+    }
+
+    /// The cells of `ldns` to change; the change takes the next number (the entry is made, and
+    /// counted as added, when it is new).
+    fn changing(&mut self, ldns: IpAddr) -> &mut BTreeMap<String, RttCell> {
+        self.seq += 1;
+        let seq = self.seq;
+        let row = self.rows.entry(ldns).or_default();
+        // 0: new (changes are numbered from 1).
+        if row.changed == 0 {
+            self.entries_changed = seq;
+        } else {
+            self.by_change.remove(&row.changed);
+        }
+        row.changed = seq;
+        self.by_change.insert(seq, ldns);
+        &mut row.cells
     }
 
     pub fn local_site(&self) -> &str {
@@ -97,30 +172,24 @@ impl RttTable {
     ) -> Option<RttChange> {
         let sample = sample?;
         let site = self.local_site.clone();
-        let cells = self.rows.entry(ldns).or_default();
-        match cells.entry(site.clone()) {
-            Entry::Occupied(mut cell) => {
-                let cell = cell.get_mut();
-                if sample.rtt.abs_diff(cell.rtt) <= self.tolerance {
-                    cell.confirmed = now;
-                    return None;
-                }
-                *cell = RttCell {
-                    rtt: sample.rtt,
-                    kind: Some(sample.kind),
-                    stored: now,
-                    confirmed: now,
-                };
-            }
-            Entry::Vacant(cell) => {
-                cell.insert(RttCell {
-                    rtt: sample.rtt,
-                    kind: Some(sample.kind),
-                    stored: now,
-                    confirmed: now,
-                });
-            }
+        if let Some(cell) = self
+            .rows
+            .get_mut(&ldns)
+            .and_then(|row| row.cells.get_mut(&site))
+            && sample.rtt.abs_diff(cell.rtt) <= self.tolerance
+        {
+            cell.confirmed = now;
+            return None;
         }
+        self.changing(ldns).insert(
+            site.clone(),
+            RttCell {
+                rtt: sample.rtt,
+                kind: Some(sample.kind),
+                stored: now,
+                confirmed: now,
+            },
+        );
         Some(RttChange {
             ldns,
             site,
@@ -139,21 +208,32 @@ impl RttTable {
         for row in rows {
             let change = match row.rtt {
                 Some(rtt) => {
-                    let cells = self.rows.entry(row.ldns).or_default();
                     let cell = RttCell {
                         rtt,
                         kind: row.kind,
                         stored: now,
                         confirmed: now,
                     };
-                    match cells.insert(site.to_owned(), cell) {
-                        Some(old) if old.rtt == rtt && old.kind == row.kind => None,
-                        _ => Some(RttChange {
-                            ldns: row.ldns,
-                            site: site.to_owned(),
-                            rtt: Some(rtt),
-                            kind: row.kind,
-                        }),
+                    // The same value again is received (its time), not changed.
+                    let same = self
+                        .rows
+                        .get_mut(&row.ldns)
+                        .and_then(|r| r.cells.get_mut(site))
+                        .filter(|old| old.rtt == rtt && old.kind == row.kind);
+                    match same {
+                        Some(old) => {
+                            *old = cell;
+                            None
+                        }
+                        None => {
+                            self.changing(row.ldns).insert(site.to_owned(), cell);
+                            Some(RttChange {
+                                ldns: row.ldns,
+                                site: site.to_owned(),
+                                rtt: Some(rtt),
+                                kind: row.kind,
+                            })
+                        }
                     }
                 }
                 None => self.remove_cell(row.ldns, site),
@@ -177,10 +257,7 @@ impl RttTable {
                     stored: now,
                     confirmed: now,
                 };
-                self.rows
-                    .entry(row.ldns)
-                    .or_default()
-                    .insert(site.clone(), cell);
+                self.changing(row.ldns).insert(site.clone(), cell);
                 Some(RttChange {
                     ldns: row.ldns,
                     site: site.clone(),
@@ -196,7 +273,7 @@ impl RttTable {
         let ldns: Vec<IpAddr> = self
             .rows
             .iter()
-            .filter(|(_, cells)| cells.contains_key(site))
+            .filter(|(_, row)| row.cells.contains_key(site))
             .map(|(l, _)| *l)
             .collect();
         ldns.into_iter()
@@ -212,10 +289,15 @@ impl RttTable {
     }
 
     fn remove_cell(&mut self, ldns: IpAddr, site: &str) -> Option<RttChange> {
-        let cells = self.rows.get_mut(&ldns)?;
+        if !self.rows.get(&ldns)?.cells.contains_key(site) {
+            return None;
+        }
+        let cells = self.changing(ldns);
         let removed = cells.remove(site)?;
         if cells.is_empty() {
-            self.rows.remove(&ldns);
+            let row = self.rows.remove(&ldns)?;
+            self.by_change.remove(&row.changed);
+            self.entries_changed = self.seq;
         }
         Some(RttChange {
             ldns,
@@ -231,8 +313,8 @@ impl RttTable {
         let mut rtts: Vec<(String, Duration)> = self
             .rows
             .get(&ldns)
-            .map(|cells| {
-                cells
+            .map(|row| {
+                row.cells
                     .iter()
                     .map(|(site, cell)| (site.clone(), cell.rtt))
                     .collect()
@@ -243,15 +325,15 @@ impl RttTable {
     }
 
     pub fn cell(&self, ldns: IpAddr, site: &str) -> Option<&RttCell> {
-        self.rows.get(&ldns)?.get(site)
+        self.rows.get(&ldns)?.cells.get(site)
     }
 
     /// This site's whole column, as MEP sends it to a peer that (re)connects.
     pub fn local_column(&self) -> Vec<RttRow> {
         self.rows
             .iter()
-            .filter_map(|(ldns, cells)| {
-                cells.get(&self.local_site).map(|c| RttRow {
+            .filter_map(|(ldns, row)| {
+                row.cells.get(&self.local_site).map(|c| RttRow {
                     ldns: *ldns,
                     rtt: Some(c.rtt),
                     kind: c.kind,
@@ -264,17 +346,18 @@ impl RttTable {
     pub fn to_map(&self) -> BTreeMap<IpAddr, BTreeMap<String, Duration>> {
         self.rows
             .iter()
-            .map(|(ldns, cells)| {
+            .map(|(ldns, row)| {
                 (
                     *ldns,
-                    cells.iter().map(|(s, c)| (s.clone(), c.rtt)).collect(),
+                    row.cells.iter().map(|(s, c)| (s.clone(), c.rtt)).collect(),
                 )
             })
             .collect()
     }
 
+    /// Every entry with its cells, by address.
     pub fn rows(&self) -> impl Iterator<Item = (&IpAddr, &BTreeMap<String, RttCell>)> {
-        self.rows.iter()
+        self.rows.iter().map(|(ldns, row)| (ldns, &row.cells))
     }
 
     pub fn len(&self) -> usize {
@@ -286,177 +369,9 @@ impl RttTable {
     }
 }
 
-// ---- The table as read by people (gslbctl) ----
-
-/// One LDNS entry as the dump shows it: the fields of F5's `ldns` record (address, probe
-/// protocol, ttl, and a path per data centre with its RTT and completion rate).
-#[derive(Clone, Debug, PartialEq)]
-pub struct LdnsReport {
-    /// The entry: the address, or the first address of a masked prefix.
-    pub ldns: IpAddr,
-    /// `ldns` as shown: "198.51.100.0/24" when the LDNS mask groups addresses.
-    pub display: String,
-    /// The address this site probes; `None` for an entry known only from peers.
-    pub address: Option<IpAddr>,
-    /// Time since its last query here.
-    pub idle: Option<Duration>,
-    /// Time left before the entry expires here, without another query (F5 `ttl`).
-    pub ttl: Option<Duration>,
-    /// Probe rounds of this site so far.
-    pub rounds: u64,
-    /// Of the last (up to) 32 rounds of this site, the share with a reply, in hundredths of a
-    /// percent (F5 `cur_completion_rate`).
-    pub completion_rate: Option<u32>,
-    /// Per site, lowest RTT first.
-    pub paths: Vec<PathReport>,
-}
-
-/// One (LDNS entry, site) cell as the dump shows it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PathReport {
-    pub site: String,
-    pub local: bool,
-    /// F5 `cur_rtt` (F5 shows microseconds).
-    pub rtt: Duration,
-    /// The probe type that measured it (F5 `probe_protocol`).
-    pub kind: Option<ProbeKind>,
-    /// Time since the value was stored (or received, for a peer's).
-    pub age: Duration,
-    /// Time since a sample last confirmed it (within the tolerance); for a peer's, as `age`.
-    pub confirmed: Duration,
-}
-
-/// The dump of the LDNS entries known here (from queries) and the RTT table, ordered by LDNS.
-pub fn report<'a>(
-    ldns: impl Iterator<Item = &'a LdnsEntry>,
-    mask: LdnsMask,
-    timeout: Duration,
-    rtt: &RttTable,
-    now: Instant,
-) -> Vec<LdnsReport> {
-    let mut reports: BTreeMap<IpAddr, LdnsReport> = BTreeMap::new();
-    let blank = |group: IpAddr| LdnsReport {
-        ldns: group,
-        display: mask.display(group),
-        address: None,
-        idle: None,
-        ttl: None,
-        rounds: 0,
-        completion_rate: None,
-        paths: Vec::new(),
-    };
-    for entry in ldns {
-        let idle = now.saturating_duration_since(entry.last_seen);
-        let report = reports
-            .entry(entry.group)
-            .or_insert_with(|| blank(entry.group));
-        report.address = Some(entry.addr);
-        report.idle = Some(idle);
-        report.ttl = Some(timeout.saturating_sub(idle));
-        report.rounds = entry.rounds();
-        report.completion_rate = entry.completion_rate();
-    }
-    for (group, cells) in rtt.rows() {
-        let report = reports.entry(*group).or_insert_with(|| blank(*group));
-        report.paths = cells
-            .iter()
-            .map(|(site, cell)| PathReport {
-                site: site.clone(),
-                local: site == rtt.local_site(),
-                rtt: cell.rtt,
-                kind: cell.kind,
-                age: now.saturating_duration_since(cell.stored),
-                confirmed: now.saturating_duration_since(cell.confirmed),
-            })
-            .collect();
-        report
-            .paths
-            .sort_by(|a, b| a.rtt.cmp(&b.rtt).then_with(|| a.site.cmp(&b.site)));
-    }
-    reports.into_values().collect()
-}
-
-/// The dump as text for `gslbctl`: a block per LDNS entry, a line per site.
-///
-/// ```text
-/// ldns 198.51.100.7  address 198.51.100.7  last query 2s ago  ttl 178s  rounds 12  completion 100.00%
-///   site     rtt         protocol  age   confirmed
-///   east     10.214 ms   icmp      21s   1s         (local)
-///   west     40.377 ms   tcp       20s   20s
-/// ```
-pub fn format_report(reports: &[LdnsReport]) -> String {
-    let mut out = String::new();
-    if reports.is_empty() {
-        out.push_str("no LDNS entries\n");
-        return out;
-    }
-    let secs = |d: Duration| format!("{}s", d.as_secs());
-    for r in reports {
-        let _ = write!(out, "ldns {}", r.display);
-        match r.address {
-            Some(a) => {
-                let _ = write!(out, "  address {a}");
-            }
-            None => out.push_str("  (known from peers only)"),
-        }
-        if let Some(idle) = r.idle {
-            let _ = write!(out, "  last query {} ago", secs(idle));
-        }
-        if let Some(ttl) = r.ttl {
-            let _ = write!(out, "  ttl {}", secs(ttl));
-        }
-        if r.address.is_some() {
-            let _ = write!(out, "  rounds {}", r.rounds);
-            match r.completion_rate {
-                Some(rate) => {
-                    let _ = write!(out, "  completion {}.{:02}%", rate / 100, rate % 100);
-                }
-                None => out.push_str("  completion -"),
-            }
-        }
-        out.push('\n');
-        if r.paths.is_empty() {
-            out.push_str("  no RTT yet\n");
-            continue;
-        }
-        let width = r
-            .paths
-            .iter()
-            .map(|p| p.site.len())
-            .max()
-            .unwrap_or(0)
-            .max(4);
-        let _ = writeln!(
-            out,
-            "  {:<width$}  {:>10}  {:<8}  {:>6}  {:>9}",
-            "site", "rtt", "protocol", "age", "confirmed"
-        );
-        for p in &r.paths {
-            let rtt = format!(
-                "{}.{:03} ms",
-                p.rtt.as_micros() / 1000,
-                p.rtt.as_micros() % 1000
-            );
-            let kind = p.kind.map_or("-", ProbeKind::name);
-            let _ = write!(
-                out,
-                "  {:<width$}  {:>10}  {:<8}  {:>6}  {:>9}",
-                p.site,
-                rtt,
-                kind,
-                secs(p.age),
-                secs(p.confirmed)
-            );
-            out.push_str(if p.local { "  (local)\n" } else { "\n" });
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::{DEFAULT_LDNS_TIMEOUT, LdnsTable};
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
@@ -637,76 +552,77 @@ mod tests {
         );
     }
 
+    /// What a reader holding a version learns: the entries whose RTTs changed since, each
+    /// once however often it changed; nothing when nothing did; and that it must read the
+    /// whole table when entries came or went, or the version is another table's. The list
+    /// stays one per entry through a flood of changes.
     #[test]
-    fn the_dump_has_the_f5_ldns_fields() {
+    fn a_reader_learns_which_entries_changed_since_its_version() {
         let t0 = Instant::now();
-        let s = Duration::from_secs;
-        let mask = LdnsMask { v4: 24, v6: 128 };
-        let mut ldns = LdnsTable::new(mask, DEFAULT_LDNS_TIMEOUT);
-        let group = ldns.see(ip("198.51.100.7"), t0).unwrap();
-        let silent = ldns.see(ip("192.0.2.99"), t0).unwrap();
-        {
-            let entry = ldns.get_mut(&group).unwrap();
-            entry.rounds = 4;
-            entry.replies = 0b1011;
-        }
+        let (a, b, c) = (ip("198.51.100.0"), ip("203.0.113.0"), ip("192.0.2.0"));
+        let remote = |ldns, n| RttRow {
+            ldns,
+            rtt: Some(ms(n)),
+            kind: None,
+        };
         let mut rtt = RttTable::new("east", DEFAULT_TOLERANCE);
-        rtt.record_local(
-            group,
-            Some(Sample {
-                kind: ProbeKind::Icmp,
-                rtt: Duration::from_micros(10_214),
-            }),
-            t0 + s(1),
-        );
+        let start = rtt.version();
+        rtt.record_local(a, sample(ProbeKind::Icmp, 10), t0);
+        rtt.merge_remote("west", &[remote(a, 40), remote(b, 7)], t0);
+        assert!(rtt.changed_since(start).is_none(), "entries were added");
+        let changed = |rtt: &RttTable, since| {
+            let mut v: Vec<IpAddr> = rtt.changed_since(since).map(Iterator::collect)?;
+            v.sort();
+            Some(v)
+        };
+        let v1 = rtt.version();
+        assert_eq!(changed(&rtt, v1), Some(vec![]));
+        // Within the tolerance, or the same remote value again: no change.
+        rtt.record_local(a, sample(ProbeKind::Icmp, 12), t0);
+        rtt.merge_remote("west", &[remote(b, 7)], t0);
+        assert_eq!(rtt.version(), v1);
+        rtt.record_local(a, sample(ProbeKind::Icmp, 30), t0);
+        rtt.merge_remote("west", &[remote(b, 9)], t0);
+        rtt.merge_remote("west", &[remote(b, 11)], t0);
+        assert_eq!(changed(&rtt, v1), Some(vec![a, b]));
+        let v2 = rtt.version();
+        // A cell goes but the entry stays (east still measures a): a change of a.
         rtt.merge_remote(
             "west",
             &[RttRow {
-                ldns: group,
-                rtt: Some(ms(40)),
-                kind: Some(ProbeKind::Tcp),
-            }],
-            t0 + s(2),
-        );
-        rtt.merge_remote(
-            "west",
-            &[RttRow {
-                ldns: ip("203.0.113.0"),
-                rtt: Some(ms(5)),
+                ldns: a,
+                rtt: None,
                 kind: None,
             }],
-            t0 + s(2),
+            t0,
         );
-        let now = t0 + s(21);
-        let reports = report(ldns.iter(), mask, DEFAULT_LDNS_TIMEOUT, &rtt, now);
-        assert_eq!(reports.len(), 3);
-        let r = reports.iter().find(|r| r.ldns == group).unwrap();
-        assert_eq!(r.display, "198.51.100.0/24");
-        assert_eq!(r.address, Some(ip("198.51.100.7")));
-        assert_eq!((r.idle, r.ttl), (Some(s(21)), Some(s(159))));
-        assert_eq!(r.completion_rate, Some(7_500));
-        assert_eq!(r.paths.len(), 2);
+        assert_eq!(changed(&rtt, v2), Some(vec![a]));
+        assert_eq!(changed(&rtt, v1), Some(vec![a, b]));
+        // An entry goes: from then on, read the whole table.
+        let v3 = rtt.version();
+        rtt.forget_site("west");
+        assert!(rtt.changed_since(v3).is_none(), "b went");
+        assert!(rtt.changed_since(v2).is_none());
+        let v4 = rtt.version();
+        assert_eq!(changed(&rtt, v4), Some(vec![]));
+        rtt.restore_local(&[remote(c, 5)], t0);
+        assert!(rtt.changed_since(v4).is_none(), "c came");
+        // Another table's version tells nothing of this one.
+        let other = RttTable::new("east", DEFAULT_TOLERANCE);
+        assert!(rtt.changed_since(other.version()).is_none());
+        // A flood of changes to two entries leaves two entries listed.
+        for n in 0..1_000 {
+            rtt.record_local(a, sample(ProbeKind::Icmp, 100 + 10 * (n % 2)), t0);
+            rtt.merge_remote("west", &[remote(c, 50 + n)], t0);
+        }
+        assert_eq!(rtt.by_change.len(), rtt.len());
+        assert_eq!(rtt.len(), 2);
+        let v5 = rtt.version();
+        rtt.merge_remote("west", &[remote(c, 1)], t0);
+        assert_eq!(changed(&rtt, v5), Some(vec![c]));
         assert_eq!(
-            (r.paths[0].site.as_str(), r.paths[0].local, r.paths[0].kind),
-            ("east", true, Some(ProbeKind::Icmp))
+            rtt.row(c).collect::<Vec<_>>(),
+            [("east", ms(5)), ("west", ms(1))]
         );
-        assert_eq!((r.paths[0].age, r.paths[1].age), (s(20), s(19)));
-        let silent = reports.iter().find(|r| r.ldns == silent).unwrap();
-        assert!(silent.paths.is_empty());
-        assert_eq!(silent.completion_rate, None);
-        let text = format_report(&reports);
-        let expected = "\
-ldns 192.0.2.0/24  address 192.0.2.99  last query 21s ago  ttl 159s  rounds 0  completion -
-  no RTT yet
-ldns 198.51.100.0/24  address 198.51.100.7  last query 21s ago  ttl 159s  rounds 4  completion 75.00%
-  site         rtt  protocol     age  confirmed
-  east   10.214 ms  icmp         20s        20s  (local)
-  west   40.000 ms  tcp          19s        19s
-ldns 203.0.113.0/24  (known from peers only)
-  site         rtt  protocol     age  confirmed
-  west    5.000 ms  -            19s        19s
-";
-        assert_eq!(text, expected, "\n{text}");
-        assert_eq!(format_report(&[]), "no LDNS entries\n");
     }
 }

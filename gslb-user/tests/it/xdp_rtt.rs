@@ -66,7 +66,7 @@ fn www_query(client: IpAddr, rtype: RecordType) -> Vec<u8> {
 fn rows() -> Arc<Vec<LdnsRtt>> {
     let row = |net: &str, near: u32, far: u32| LdnsRtt {
         ldns: net.parse().unwrap(),
-        rtt_us: vec![Some(near * 1000), Some(far * 1000)],
+        rtt_us: vec![Some(near * 1000), Some(far * 1000)].into(),
     };
     Arc::new(vec![
         row("198.51.100.0/24", 10, 40),
@@ -214,7 +214,7 @@ fn the_choice_map_answers_as_the_responder() {
 fn three_rows(near: [bool; 2]) -> Vec<LdnsRtt> {
     let row = |net: &str, rtt_us: Vec<Option<u32>>| LdnsRtt {
         ldns: net.parse().unwrap(),
-        rtt_us,
+        rtt_us: rtt_us.into(),
     };
     let by = |near: bool| {
         if near {
@@ -387,7 +387,7 @@ fn an_ldns_view_split_is_seen_by_a_source_the_program_cached() {
         // Nearest "far": that outcome's answer sets stay in the maps throughout.
         rows.push(LdnsRtt {
             ldns: "198.18.0.0/24".parse().unwrap(),
-            rtt_us: vec![Some(40_000), Some(10_000)],
+            rtt_us: vec![Some(40_000), Some(10_000)].into(),
         });
         Arc::new(rows)
     };
