@@ -22,6 +22,8 @@ use tracing::{debug, warn};
 mod batch;
 mod conns;
 mod udp;
+#[cfg(test)]
+pub(crate) use udp::pin_thread_to_cpu;
 
 use self::conns::{Conns, Phase, Ticket};
 use crate::probe::LdnsRecorder;

@@ -279,13 +279,7 @@ mod tests {
     fn on_cpu<T: Send>(cpu: usize, f: impl FnOnce() -> T + Send) -> T {
         std::thread::scope(|s| {
             s.spawn(|| {
-                // SAFETY: as in `server::udp::pin_to_incoming_cpu`.
-                let rc = unsafe {
-                    let mut set: libc::cpu_set_t = std::mem::zeroed();
-                    libc::CPU_SET(cpu, &mut set);
-                    libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &raw const set)
-                };
-                assert_eq!(rc, 0, "pin to CPU {cpu}");
+                server::pin_thread_to_cpu(cpu).unwrap_or_else(|e| panic!("pin to CPU {cpu}: {e}"));
                 f()
             })
             .join()

@@ -153,6 +153,16 @@ fn pin_to_incoming_cpu(socket: &UdpSocket) {
     if cpu >= libc::CPU_SETSIZE as usize {
         return;
     }
+    if let Err(error) = pin_thread_to_cpu(cpu) {
+        debug!(cpu, %error, "udp thread not pinned");
+    }
+}
+
+/// Runs the calling thread on `cpu` only (`cpu` < CPU_SETSIZE, else an error).
+pub(crate) fn pin_thread_to_cpu(cpu: usize) -> io::Result<()> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
     // SAFETY: an all-zero cpu_set_t is the empty set; CPU_SET writes within it (`cpu` <
     // CPU_SETSIZE); sched_setaffinity reads the set of the size given.
     let rc = unsafe {
@@ -160,8 +170,10 @@ fn pin_to_incoming_cpu(socket: &UdpSocket) {
         libc::CPU_SET(cpu, &mut set);
         libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &raw const set)
     };
-    if rc != 0 {
-        debug!(cpu, error = %io::Error::last_os_error(), "udp thread not pinned");
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
 }
 
