@@ -10,7 +10,12 @@
 //! Cost model (measured on the 2-core test VM, kernel 6.18, see benches/RESULTS.md): a hash
 //! map lookup costs about 35 ns, an LPM trie lookup about 15 ns, any call about 7 ns (the
 //! return-thunk mitigations); array and per-CPU array lookups are inlined by the verifier and
-//! nearly free. A hit therefore makes one hash lookup (`ANSWERS`: publish copies the default
+//! nearly free. Measured again by ablation under the bench's repeated query (RESULTS.md,
+//! "Where the hit's time goes", h-xdp): a second `ANSWERS` lookup with its name compare adds
+//! 11-16 ns, a helper call 1-7 ns, and the set read from an inlined array (two candidate
+//! slots) instead of the hash saved 0-2 ns on an idle machine, 10-12 ns under load (when the
+//! hash's own cache lines miss); the reply's records and growing the frame cost ~15 ns, and
+//! the ECS option's parse is on the path to the view's key. A hit therefore makes one hash lookup (`ANSWERS`: publish copies the default
 //! view's sets under the views without their own), one trie lookup (`VIEWS`; none for a source
 //! or ECS subnet in this CPU's view cache of the generation, see [`source_view`], nor for a name whose
 //! `ANY_VIEW` hint bit is set; `LISTEN` too when more than `LISTEN_INLINE` addresses are
