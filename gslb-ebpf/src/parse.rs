@@ -512,8 +512,6 @@ pub fn message(
         let opts_end = end + u16::from_be((flags_rdlen >> 16) as u16) as usize;
         // Where the ECS option starts (0: none); read after the walk, once.
         let mut ecs_at = 0;
-        // Its length as the walk read it (see [`subnet`]).
-        let mut ecs_len = 0;
         for _ in 0..MAX_EDNS_OPTIONS {
             if end >= opts_end {
                 break;
@@ -521,15 +519,14 @@ pub fn message(
             let option = ptr_at::<EdnsOption>(ctx, end, Miss::Malformed)?;
             // Code and length in one word, each big-endian.
             let option = unsafe { ld::<u32>(option) };
-            let len = u16::from_be((option >> 16) as u16) as usize;
             if option as u16 == OPTION_ECS.to_be() {
                 // Two: which subnet is the client would be ours to choose (FORMERR).
                 if ecs_at != 0 {
                     return Err(Miss::EcsInvalid);
                 }
                 ecs_at = end;
-                ecs_len = len;
             }
+            let len = u16::from_be((option >> 16) as u16) as usize;
             // No option of a query we answer is this long (a cookie is at most 40 bytes); the
             // bound also keeps packet offsets small enough for the verifier to track.
             if len > MAX_OPTION_LEN {
@@ -544,7 +541,7 @@ pub fn message(
             return Err(Miss::Malformed);
         }
         if ecs_at != 0 {
-            ecs = subnet(ctx, ecs_at, ecs_len)?;
+            ecs = subnet(ctx, ecs_at)?;
         }
     }
     if end > msg_end {
@@ -573,7 +570,7 @@ pub fn message(
 /// a zero scope. An IPv6 subnet inside `::ffff:0:0/96` is valid but passed: the responder
 /// takes it for the IPv4 client, whose scope is counted in another family.
 #[inline(always)]
-fn subnet(ctx: &XdpContext, at: usize, len: usize) -> Result<Subnet, Miss> {
+fn subnet(ctx: &XdpContext, at: usize) -> Result<Subnet, Miss> {
     // The whole head in one load (an option shorter than it is invalid whatever follows, and
     // one cut by the packet's end fails the bounds check).
     let h = ptr_at::<EcsHdr>(ctx, at, Miss::EcsInvalid)?;
@@ -587,13 +584,7 @@ fn subnet(ctx: &XdpContext, at: usize, len: usize) -> Result<Subnet, Miss> {
     // then knows n <= 5). Written otherwise (`v6` computed, `n` computed from the source, or
     // the length checked inside one compare of the whole head) the verifier processed about
     // 100,000 more instructions (697k against 594k of its 1M), or hit its limit.
-    //
-    // `n` comes from the option's length as the walk read it (`len`, at most
-    // `MAX_OPTION_LEN`), not from `head`: the address word's load below then does not wait
-    // for the head's (the whole option parse is on the path to the view's key, so its loads'
-    // latency is the ECS hit's). The same bytes as the head's length field, which the walk
-    // bounded (`len` of 256 has a high byte, and fails the check of `n` below).
-    let n = len.wrapping_sub(EcsHdr::LEN - 4);
+    let n = ((head >> 24) as u8 as usize).wrapping_sub(EcsHdr::LEN - 4);
     // Bytes 4 and 5: the family big-endian, 1 or 2.
     let v6 = match (head >> 32) as u16 {
         0x0100 => false,
