@@ -7,15 +7,21 @@
 //! [`reply`] (the frame turned into the answer), [`record`] (what userspace reads back:
 //! counters, resolvers), [`rrl`] and [`ecs_allow`] (whose ECS is used).
 //!
-//! Cost model (measured on the 2-core test VM, kernel 6.18, see benches/RESULTS.md): a hash
-//! map lookup costs about 35 ns, an LPM trie lookup about 15 ns, any call about 7 ns (the
-//! return-thunk mitigations); array and per-CPU array lookups are inlined by the verifier and
-//! nearly free. A hit therefore makes one hash lookup (`ANSWERS`: publish copies the default
-//! view's sets under the views without their own), one trie lookup (`VIEWS`; none for a source
-//! or ECS subnet in this CPU's view cache of the generation, see [`source_view`], nor for a name whose
+//! Cost model (the 2-core test VM, kernel 6.18, BPF_PROG_TEST_RUN with the bench's query
+//! repeated, so caches are warm; benches/RESULTS.md): a hash map lookup with its name compare
+//! costs 11 to 16 ns (35 ns in the first, colder measurements), an LPM trie lookup about 15 ns,
+//! a helper call 1 to 7 ns (the return-thunk mitigations); array and per-CPU array lookups are
+//! inlined by the verifier and nearly free (an inlined array instead of the `ANSWERS` hash
+//! saved 0 to 2 ns idle, 10 to 12 under load). The reply's records and the frame's growth cost
+//! about 15 ns.
+//!
+//! A hit therefore makes one hash lookup (`ANSWERS`: publish copies the default view's sets
+//! under the views without their own), one trie lookup (`VIEWS`; none for a source or ECS
+//! subnet in this CPU's view cache of the generation, see [`source_view`], nor for a name whose
 //! `ANY_VIEW` hint bit is set; `LISTEN` too when more than `LISTEN_INLINE` addresses are
-//! served) and one helper call (`bpf_xdp_adjust_tail`), and touches the packet in words. Every function is
-//! `#[inline(always)]`: the program is one function for the verifier, and a call costs ~7 ns.
+//! served) and one helper call (`bpf_xdp_adjust_tail`), and touches the packet in words. Every
+//! function is `#[inline(always)]`: the program is one function for the verifier, and a call
+//! costs the call's own few ns.
 #![no_std]
 #![no_main]
 
@@ -54,8 +60,9 @@ static LISTEN_SET: Array<ListenSet> = Array::with_max_entries(2, 0);
 static LISTEN: LpmTrie<ListenKey, u8> = LpmTrie::with_max_entries(LISTEN_MAX, 0);
 #[map]
 static VIEWS: LpmTrie<ViewKey, ViewValue> = LpmTrie::with_max_entries(VIEWS_MAX, 0);
-// NO_PREALLOC: elements are freed through RCU, so a value the program is reading is never
-// recycled under it while the controller replaces it.
+// NO_PREALLOC: memory for the entries present only. A freed element may be reused at once
+// (Linux >= 6.1), so the controller deletes a generation's entries only a grace period after
+// the switch away from it, when no packet reading them still runs (publish.rs).
 #[map]
 static DOMAINS: HashMap<DomainKey, DomainValue> =
     HashMap::with_max_entries(DOMAINS_MAX, BPF_F_NO_PREALLOC);
@@ -333,7 +340,8 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
             page: slot / RTT_CHOICE_WIDTH as u32,
             reserved: 0,
         };
-        // SAFETY: the map value is read-only for the program and freed through RCU.
+        // SAFETY: the map value is read-only for the program, and deleted or rewritten only after
+        // the grace period that follows the switch away from its generation or parity.
         if let Some(choice) = unsafe { RTT_CHOICE.get(&ckey) } {
             let outcome = choice.outcomes[slot as usize % RTT_CHOICE_WIDTH];
             akey.view = RTT_OUTCOME_BIT | u32::from(outcome);
