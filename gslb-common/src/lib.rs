@@ -45,7 +45,12 @@ pub const MAX_REPLY_DNS_LEN: usize = DNS_HEADER_LEN
     + ECS_OPTION_MAX_LEN;
 const _: () = assert!(MAX_REPLY_DNS_LEN <= 512);
 
-/// Global settings, slot 0 of the `CONFIG` array.
+/// Global settings, slot 0 of the `CONFIG` array (`BPF_F_MMAPABLE`). The controller writes it
+/// through the map's memory mapping, one atomic 8-byte store per word of
+/// [`ProgramConfig::to_words`], and the program reads it with one 8-byte load per word
+/// ([`ProgramConfig::from_words`]): the kernel's map update copies with `memcpy`, which is not
+/// atomic per 8 bytes on every CPU (`rep movsb`), so through it a packet copying the value
+/// during a switch could take half of a word from the old value.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProgramConfig {
@@ -53,33 +58,49 @@ pub struct ProgramConfig {
     /// ([`ProgramConfig::answers_generation`]), and [`CHOICE_FLIP`]. The controller writes a
     /// complete new generation beside the old one, then switches this; or, when only RTT
     /// choices changed, writes them into the `RTT_CHOICE` parity packets do not read and
-    /// flips [`CHOICE_FLIP`] alone. One word, read once per packet: the parity and the
-    /// generation a packet reads can never be of two different writes.
+    /// flips [`CHOICE_FLIP`] alone. In the first word with `view_generation`: the generation,
+    /// the parity and the trie's generation a packet reads are always of one write.
     pub generation: u32,
-    /// UDP port the program answers on, host byte order.
-    pub dns_port: u16,
-    /// UDP payload size announced in our OPT record.
-    pub edns_udp_size: u16,
     /// Generation of the `VIEWS` entries the program reads. It changes only when the client
     /// partition is rebuilt; a republish that keeps it edits the trie in place, in steps that
     /// each leave every lookup's answer unchanged (see `AnswerTable::publish`).
     pub view_generation: u32,
+    /// UDP port the program answers on, host byte order. (In the second word: it changes
+    /// only with a reload, and either value is one the program may answer under.)
+    pub dns_port: u16,
+    /// UDP payload size announced in our OPT record.
+    pub edns_udp_size: u16,
     /// 0. (`ECS_ALLOW_LIST` is in [`ListenSet::flags`]: per generation parity, not here.)
     pub reserved: u32,
 }
+// The generations share the first word, which is one store and one load.
+const _: () = assert!(core::mem::offset_of!(ProgramConfig, generation) / 8 == 0);
+const _: () = assert!(core::mem::offset_of!(ProgramConfig, view_generation) / 8 == 0);
 const _: () = assert!(size_of::<ProgramConfig>() == 16);
 
 /// The bit of [`ProgramConfig::generation`] that is not part of the generation: it flips the
 /// `RTT_CHOICE` parity ([`ProgramConfig::choice_parity`]) without a new generation, so an RTT
 /// change whose answer sets all exist already is published by writing its few choice pages
 /// into the parity no packet reads and switching this bit, instead of rewriting every answer
-/// set under a new generation. In the generation's word, not a word of its own: the program
-/// copies `CONFIG` once per packet, but the copy is a load per word, and a packet copying it
-/// during a switch could take one word of the old value and another of the new (see
-/// `ListenSet::flags`); one word is one load.
+/// set under a new generation. In the generation's word, not a field of its own: the word is
+/// one store and one load (see [`ProgramConfig`]).
 pub const CHOICE_FLIP: u32 = 1 << 31;
 
 impl ProgramConfig {
+    /// The value as the two native-endian words it is stored as (see [`ProgramConfig`]).
+    #[inline(always)]
+    pub const fn to_words(self) -> [u64; 2] {
+        // SAFETY: 16 bytes of plain integers without padding (asserted above).
+        unsafe { core::mem::transmute::<ProgramConfig, [u64; 2]>(self) }
+    }
+
+    /// The value of the two words [`ProgramConfig::to_words`] gives.
+    #[inline(always)]
+    pub const fn from_words(words: [u64; 2]) -> ProgramConfig {
+        // SAFETY: every bit pattern is a valid `ProgramConfig` (plain integers), same size.
+        unsafe { core::mem::transmute::<[u64; 2], ProgramConfig>(words) }
+    }
+
     /// The generation of the `ANSWERS`, `DOMAINS` keys, `LISTEN_SET` slot and `ECS_ALLOW`
     /// parity: [`ProgramConfig::generation`] without [`CHOICE_FLIP`].
     #[inline(always)]
@@ -825,6 +846,33 @@ mod tests {
             }
         }
         assert_eq!(Counter::ALL.iter().filter(|c| c.is_hit()).count(), 4);
+    }
+
+    /// A packet that reads `CONFIG`'s first word from a new value and its second from the old
+    /// one (the controller stores them one at a time) still has the generation, the choice
+    /// parity and the trie's generation of one value.
+    #[test]
+    fn the_generations_and_the_flip_are_one_word_of_config() {
+        let old = ProgramConfig {
+            generation: 6,
+            view_generation: 3,
+            dns_port: 53,
+            edns_udp_size: 1232,
+            reserved: 0,
+        };
+        let new = ProgramConfig {
+            generation: 7 | CHOICE_FLIP,
+            view_generation: 4,
+            dns_port: 5353,
+            edns_udp_size: 1400,
+            reserved: 0,
+        };
+        assert_eq!(ProgramConfig::from_words(new.to_words()), new);
+        let torn = ProgramConfig::from_words([new.to_words()[0], old.to_words()[1]]);
+        assert_eq!(
+            (torn.generation, torn.view_generation),
+            (new.generation, new.view_generation)
+        );
     }
 
     /// Both ways of switching `CONFIG` go to the choice parity the value before did not read,

@@ -36,7 +36,7 @@ mod reply;
 mod rrl;
 
 use aya_ebpf::{
-    bindings::{BPF_F_NO_PREALLOC, xdp_action},
+    bindings::{BPF_F_MMAPABLE, BPF_F_NO_PREALLOC, xdp_action},
     helpers::{bpf_jiffies64, bpf_ktime_get_coarse_ns},
     macros::{map, xdp},
     maps::{Array, HashMap, LpmTrie, LruHashMap, PerCpuArray, lpm_trie::Key},
@@ -50,8 +50,10 @@ use gslb_common::{
     RttChoiceKey, VIEWS_MAX, ViewKey, ViewValue, ldns_slot,
 };
 
+/// Written by the controller through its memory mapping, a word at a time (see
+/// `ProgramConfig`).
 #[map]
-static CONFIG: Array<ProgramConfig> = Array::with_max_entries(1, 0);
+static CONFIG: Array<ProgramConfig> = Array::with_max_entries(1, BPF_F_MMAPABLE);
 /// The addresses we serve, by generation parity (see `ListenSet`); `LISTEN` when they are too
 /// many to list there.
 #[map]
@@ -135,9 +137,8 @@ struct ViewCacheSlot {
     addr: [u64; 2],
     /// The generation the value was read in (high word) and the trie's generation in the key
     /// it was read with (low word); 0 (no generation is 0: the first publish writes 1): empty.
-    /// Both, not the generation alone: a packet copying `CONFIG` during a full publish's
-    /// switch can take the new generation with the old trie's (two words of one write); what
-    /// it read is then kept under a tag no packet that read the whole new value has.
+    /// Both, not the generation alone: the value is the trie's of that generation, and both
+    /// come from one word of `CONFIG` (one load).
     tag: u64,
     view: u32,
     rtt_view: u32,
@@ -263,8 +264,16 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
     // `ECS_ALLOW`'s parities, the `ANSWERS` and `DOMAINS` keys). Through the map pointer, each
     // use was a load of its own: the xdp_ecs_allow test saw one generation's `ECS_ALLOW` list
     // with the next one's answers.
-    // SAFETY: a map value pointer the lookup just checked, read as the plain data it is.
-    let config = unsafe { core::ptr::read_volatile(config) };
+    // One load per word, the generations' word first: the controller stores each word at
+    // once, so a packet's generation, choice parity and trie generation are of one value.
+    let words = (config as *const ProgramConfig).cast::<u64>();
+    // SAFETY: a map value pointer the lookup just checked: 16 bytes, 8-byte aligned.
+    let config = ProgramConfig::from_words(unsafe {
+        [
+            core::ptr::read_volatile(words),
+            core::ptr::read_volatile(words.add(1)),
+        ]
+    });
     // The `RTT_CHOICE` parity and the generation come from one word (`CHOICE_FLIP`), read
     // once here: a choice-only switch flips the parity alone, and a packet sees the old word
     // or the new one. Every other map is read under the generation without the flip bit.

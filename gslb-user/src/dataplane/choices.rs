@@ -72,9 +72,7 @@ impl AnswerTable {
         (stats.choices, stats.choices_removed) = self
             .choices
             .write(config.choice_parity(), &snapshot.rtt_choices)?;
-        self.config
-            .set(0, &config, 0)
-            .map_err(map_err(maps::CONFIG))?;
+        self.config.set(&config);
         self.switched = Some(std::time::Instant::now());
         // What the maps now hold: the new snapshot, whose entries are the old ones (checked
         // before): they are kept rather than copied; the answer sets' keys stay the generation's.

@@ -41,6 +41,11 @@ pub enum DataplaneError {
         name: &'static str,
         source: Box<MapError>,
     },
+    #[error("mapping the memory of map {name}")]
+    MapMemory {
+        name: &'static str,
+        source: std::io::Error,
+    },
     #[error("attaching XDP to {interface} ({mode:?} mode)")]
     Attach {
         interface: String,

@@ -1,7 +1,8 @@
 //! The kernel side as the rest of the code sees it: loads the XDP object built by build.rs,
 //! attaches and pins it, and hides the raw maps behind [`AnswerTable::publish`],
 //! [`Dataplane::counters`] and [`LdnsMap::scan`] (the resolvers the fast path has seen).
-//! `loader`: load, attach, pin. `publish`: the atomic republish (`refine`: whether the view
+//! `loader`: load, attach, pin. `program_config`: `CONFIG`, written a word at a time through
+//! its memory mapping. `publish`: the atomic republish (`refine`: whether the view
 //! trie can be edited in place; `choices`: the `RTT_CHOICE` pages by parity; `ecs_allow`:
 //! `server.ecs_allow` in `ECS_ALLOW`, by parity). `batch`: the raw batch syscall. `encode`: map keys and
 //! values. `ldns`: the resolver map. `counters`: the hit and miss counters. `rotors`: the
@@ -20,6 +21,7 @@ mod heartbeat;
 mod ldns;
 mod loader;
 mod local_mac;
+mod program_config;
 mod publish;
 mod refine;
 mod rotors;

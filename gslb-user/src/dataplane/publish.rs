@@ -22,6 +22,7 @@ use super::{
         wire_name,
     },
     map_err,
+    program_config::ConfigMap,
     refine::{RTT_VIEW_BIT, edit_views, refinement, same_answer_sets},
     rotors::RotorSlots,
     shortcuts::{TrieViews, any_view_words, copy_defaults},
@@ -33,7 +34,7 @@ pub(super) const GENERATION_GRACE: std::time::Duration = std::time::Duration::fr
 
 /// The fast path's answer tables.
 pub struct AnswerTable {
-    pub(super) config: Array<MapData, ProgramConfig>,
+    pub(super) config: ConfigMap,
     /// `RRL_CONFIG`: rewritten by every publish (not pinned: each program has its own).
     pub(super) rrl: Array<MapData, RrlConfig>,
     pub(super) listen: LpmTrie<MapData, ListenKey, u8>,
@@ -124,7 +125,9 @@ impl AnswerTable {
     /// The answer tables of a freshly loaded object; `take` hands over a map by name.
     pub(super) fn from_maps(take: &mut impl FnMut(&'static str) -> Result<Map>) -> Result<Self> {
         Ok(AnswerTable {
-            config: Array::try_from(take(maps::CONFIG)?).map_err(map_err(maps::CONFIG))?,
+            config: ConfigMap::new(
+                Array::try_from(take(maps::CONFIG)?).map_err(map_err(maps::CONFIG))?,
+            )?,
             rrl: Array::try_from(take(RRL_CONFIG_MAP)?).map_err(map_err(RRL_CONFIG_MAP))?,
             listen: LpmTrie::try_from(take(maps::LISTEN)?).map_err(map_err(maps::LISTEN))?,
             listen_set: Array::try_from(take(maps::LISTEN_SET)?)
@@ -181,7 +184,7 @@ impl AnswerTable {
     /// (see [`AnswerTable::publish_choices`]).
     pub fn publish(&mut self, snapshot: &Snapshot) -> Result<PublishStats> {
         self.await_grace();
-        let current = self.config.get(&0, 0).map_err(map_err(maps::CONFIG))?;
+        let current = self.config.get();
         // What the maps hold, when this process wrote it: the old entries are then removed by
         // their keys instead of by walking the maps (a syscall per entry).
         let mut previous = self.published.take().filter(|p| {
@@ -391,9 +394,7 @@ impl AnswerTable {
             RrlConfig::default()
         };
         self.rrl.set(0, &rrl, 0).map_err(map_err(RRL_CONFIG_MAP))?;
-        self.config
-            .set(0, &config, 0)
-            .map_err(map_err(maps::CONFIG))?;
+        self.config.set(&config);
         self.switched = Some(std::time::Instant::now());
         // A packet that read the old generation just before the switch may still be looking
         // its entries up. A program run takes well under a microsecond and cannot be preempted,
