@@ -251,7 +251,7 @@ fn bind_tcp(addr: SocketAddr) -> Result<std::net::TcpListener, DaemonError> {
 
 #[cfg(test)]
 mod tests {
-    use std::net::UdpSocket;
+    use std::net::{IpAddr, UdpSocket};
 
     use socket2::SockRef;
 
@@ -273,6 +273,41 @@ mod tests {
         // Without it (the default), none is: the kernel spreads datagrams by hash.
         let spread = Listeners::bind_addrs(&[addr]).unwrap();
         assert!(spread.dns[0].udp.iter().all(|s| incoming_cpu(s).is_none()));
+    }
+
+    /// `server.socket_affinity` from the file to the sockets, on `main`'s path: the file loaded
+    /// with the command line's overrides (`load_config`; `--port 0` here, as a configured port
+    /// cannot be 0) and the sockets opened before the privilege drop (`Started::open`, which
+    /// calls [`Listeners::bind`]; `--no-xdp`, so no root).
+    #[test]
+    fn socket_affinity_in_the_configuration_ties_the_daemons_udp_sockets_to_their_cpus() {
+        use crate::daemon::{Overrides, Started, load_config};
+        let dir = gslb_tests::TempDir::new("socket-affinity");
+        let overrides = Overrides {
+            no_xdp: true,
+            port: Some(0),
+            ..Overrides::default()
+        };
+        let sockets_cpus = |server: &str| {
+            let path = dir.0.join("gslb.toml");
+            let state = dir.0.join("admin-state");
+            let text = format!(
+                "[server]\nlisten = [\"127.0.0.1\"]\nstate_file = \"{}\"\n{server}",
+                state.display()
+            );
+            std::fs::write(&path, text).unwrap();
+            let config = load_config(&path, &overrides).unwrap();
+            let started = Started::open(&config, &overrides).unwrap();
+            let dns = &started.listeners.dns[0];
+            assert_eq!(dns.addr.ip(), IpAddr::from([127, 0, 0, 1]));
+            dns.udp.iter().map(incoming_cpu).collect::<Vec<_>>()
+        };
+        let tied: Vec<Option<usize>> = udp_cpus().into_iter().map(Some).collect();
+        assert_eq!(sockets_cpus("socket_affinity = true\n"), tied);
+        // Absent or false: SO_INCOMING_CPU is left at the kernel's -1 on every socket.
+        let untied = vec![None; tied.len()];
+        assert_eq!(sockets_cpus(""), untied);
+        assert_eq!(sockets_cpus("socket_affinity = false\n"), untied);
     }
 
     /// Runs `f` on a thread that may run on `cpu` only.
