@@ -24,7 +24,7 @@ pub fn any_view_hint(hash: u64, qtype: u16) -> bool {
 /// the name's hash).
 #[inline(always)]
 pub fn find_answer<'a>(key: &AnswerKey, scratch: &Scratch, qlen: usize) -> Option<&'a AnswerSet> {
-    // SAFETY: the map value is read-only for the program, and deleted only after the grace
+    // SAFETY: the map value is read-only for the program, and deleted only after the RCU grace
     // period that follows the switch away from its generation (main.rs, `ANSWERS`).
     let set: &AnswerSet = unsafe { ANSWERS.get(key) }?;
     if set.name_len as usize != qlen {

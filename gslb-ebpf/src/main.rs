@@ -63,8 +63,9 @@ static LISTEN: LpmTrie<ListenKey, u8> = LpmTrie::with_max_entries(LISTEN_MAX, 0)
 #[map]
 static VIEWS: LpmTrie<ViewKey, ViewValue> = LpmTrie::with_max_entries(VIEWS_MAX, 0);
 // NO_PREALLOC: memory for the entries present only. A freed element may be reused at once
-// (Linux >= 6.1), so the controller deletes a generation's entries only a grace period after
-// the switch away from it, when no packet reading them still runs (publish.rs).
+// (Linux >= 6.1), so the controller deletes a generation's entries only after an RCU grace
+// period that began after the switch away from it, when no packet reading them still runs
+// (dataplane/publish.rs, dataplane/grace.rs).
 #[map]
 static DOMAINS: HashMap<DomainKey, DomainValue> =
     HashMap::with_max_entries(DOMAINS_MAX, BPF_F_NO_PREALLOC);
@@ -350,7 +351,7 @@ fn try_answer(ctx: &XdpContext) -> Result<u32, Miss> {
             reserved: 0,
         };
         // SAFETY: the map value is read-only for the program, and deleted or rewritten only after
-        // the grace period that follows the switch away from its generation or parity.
+        // the RCU grace period that follows the switch away from its parity (dataplane/grace.rs).
         if let Some(choice) = unsafe { RTT_CHOICE.get(&ckey) } {
             let outcome = choice.outcomes[slot as usize % RTT_CHOICE_WIDTH];
             akey.view = RTT_OUTCOME_BIT | u32::from(outcome);

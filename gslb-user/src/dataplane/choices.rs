@@ -14,7 +14,7 @@ use super::{
     Result,
     batch::batch,
     map_err,
-    publish::{AnswerTable, GENERATION_GRACE, PublishStats, Published},
+    publish::{AnswerTable, PublishStats, Published},
 };
 use crate::compile::{RttChoices, Snapshot};
 
@@ -51,8 +51,8 @@ impl AnswerTable {
     /// each whole, with this generation's answer sets, which hold every outcome either parity
     /// names (the entries, with their outcome answers, are equal). No page a packet may be
     /// reading is written: not in place (an update of a hash element packets are reading can
-    /// recycle the old element at once for another key), and not the other parity until a
-    /// [`GENERATION_GRACE`] after the switch away from it.
+    /// recycle the old element at once for another key), and not the other parity until an
+    /// RCU grace period after the switch away from it has ended ([`AnswerTable::await_grace`]).
     pub(super) fn publish_choices(
         &mut self,
         current: ProgramConfig,
@@ -73,7 +73,7 @@ impl AnswerTable {
             .choices
             .write(config.choice_parity(), &snapshot.rtt_choices)?;
         self.config.set(&config);
-        self.switched = Some(std::time::Instant::now());
+        self.switched = self.grace.start();
         // What the maps now hold: the new snapshot, whose entries are the old ones (checked
         // before): they are kept rather than copied; the answer sets' keys stay the generation's.
         old.generation = config.generation;
@@ -81,19 +81,15 @@ impl AnswerTable {
         Ok(stats)
     }
 
-    /// Waits until [`GENERATION_GRACE`] has passed since this process last switched `CONFIG`,
-    /// before a publish writes anything: a packet that read the value before may still be
-    /// reading that value's choice parity (the one a publish writes next), or, reading the
-    /// trie a refinement is about to edit, need its LDNS views' pages there. (A full publish
-    /// waits that long after its switch anyway; a choice-only one does not wait, so that a
-    /// burst of RTT changes pays the pause only when they come closer than it.)
-    pub(super) fn await_grace(&self) {
-        if let Some(left) = self
-            .switched
-            .and_then(|at| GENERATION_GRACE.checked_sub(at.elapsed()))
-        {
-            std::thread::sleep(left);
-        }
+    /// Waits until an RCU grace period that began after this process last switched `CONFIG`
+    /// (or loaded the maps) has ended, before a publish writes or deletes anything: a packet
+    /// that read the value before may still be reading that value's choice parity (the one
+    /// a publish writes next) and its generation's entries (the ones a full publish deletes),
+    /// or, reading the trie a refinement is about to edit, need its LDNS views' pages there.
+    /// The grace period runs on the tracker's thread from the switch on, so a publish waits
+    /// only when it comes sooner than 5–30 ms after the last one (a burst of RTT changes).
+    pub(super) fn await_grace(&self) -> Result<()> {
+        self.grace.wait(self.switched)
     }
 }
 

@@ -4,7 +4,8 @@
 //!
 //! A publish makes parity `(g + 1) & 1` hold the new list before it switches `CONFIG` to
 //! `g + 1`: packets read parity `g & 1` until the switch (the other was last read by
-//! generation `g - 1`, switched away from a publish ago and followed by the grace pause), and
+//! generation `g - 1`, switched away from a publish ago, and the publish waits for the RCU
+//! grace period that followed that switch: `AnswerTable::await_grace`), and
 //! parity `(g + 1) & 1` after it, so every packet sees one whole list. Whether there is a list
 //! (`ECS_ALLOW_LIST`) is in the same generation's `LISTEN_SET` slot, written before the switch
 //! too.

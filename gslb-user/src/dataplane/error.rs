@@ -73,6 +73,18 @@ pub enum DataplaneError {
         interface: String,
         source: std::io::Error,
     },
+    /// Neither `membarrier(MEMBARRIER_CMD_GLOBAL)` nor a map-in-map update can wait for an RCU
+    /// grace period: a replaced generation could not be deleted safely (`dataplane/grace.rs`).
+    #[error(
+        "no way to wait for an RCU grace period (membarrier MEMBARRIER_CMD_GLOBAL offered: {membarrier}; creating an ARRAY_OF_MAPS failed)"
+    )]
+    GraceUnsupported {
+        membarrier: bool,
+        source: std::io::Error,
+    },
+    /// The thread that waits for RCU grace periods failed or died: nothing can be republished.
+    #[error("waiting for an RCU grace period")]
+    Grace(#[source] std::io::Error),
     #[error("the fast path answers at most {max} interfaces' MACs")]
     TooManyMacs { max: usize },
 }

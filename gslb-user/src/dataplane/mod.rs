@@ -4,7 +4,8 @@
 //! `loader`: load, attach, pin. `program_config`: `CONFIG`, written a word at a time through
 //! its memory mapping. `publish`: the atomic republish (`refine`: whether the view
 //! trie can be edited in place; `choices`: the `RTT_CHOICE` pages by parity; `ecs_allow`:
-//! `server.ecs_allow` in `ECS_ALLOW`, by parity). `batch`: the raw batch syscall. `encode`: map keys and
+//! `server.ecs_allow` in `ECS_ALLOW`, by parity; `grace`: the RCU grace period after a
+//! switch, waited for on a thread, before a replaced generation is deleted). `batch`: the raw batch syscall. `encode`: map keys and
 //! values. `ldns`: the resolver map. `counters`: the hit and miss counters. `rotors`: the
 //! `ROTOR` slot of each rotating answer set. `shortcuts`: what spares a hit lookups (default-view
 //! copies, any-view hints). `heartbeat`: the controller's heartbeat the
@@ -17,6 +18,7 @@ mod counters;
 mod ecs_allow;
 pub mod encode;
 mod error;
+mod grace;
 mod heartbeat;
 mod ldns;
 mod loader;

@@ -21,6 +21,7 @@ use super::{
         answer_key, answer_set, listen_key, listen_set, mapped, view_key, wire_domain_key,
         wire_name,
     },
+    grace::{GraceTracker, Ticket},
     map_err,
     program_config::ConfigMap,
     refine::{RTT_VIEW_BIT, edit_views, refinement, same_answer_sets},
@@ -28,9 +29,6 @@ use super::{
     shortcuts::{TrieViews, any_view_words, copy_defaults},
 };
 use crate::compile::{DomainEntry, Snapshot};
-
-/// How long an old generation stays after the switch; see [`AnswerTable::publish`].
-pub(super) const GENERATION_GRACE: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// The fast path's answer tables.
 pub struct AnswerTable {
@@ -65,9 +63,22 @@ pub struct AnswerTable {
     /// [`CHOICE_FLIP`] ([`AnswerTable::publish_choices`]); off only to measure or test the full
     /// publish in its place ([`AnswerTable::choice_only_publishes`]).
     choice_only: bool,
-    /// When this process last switched `CONFIG`: the parity packets read before it is written
-    /// again only a [`GENERATION_GRACE`] later (see [`AnswerTable::await_grace`]).
-    pub(super) switched: Option<std::time::Instant>,
+    /// Waits for RCU grace periods on a thread of its own, off the publish's path.
+    pub(super) grace: GraceTracker,
+    /// The grace period after this process last switched `CONFIG` (or loaded the maps): the
+    /// parity packets read before it is written again only once it has ended (see
+    /// [`AnswerTable::await_grace`]).
+    pub(super) switched: Ticket,
+    /// The generation the last full publish replaced, deleted by the next one (see
+    /// [`AnswerTable::publish`]).
+    stale: Option<Stale>,
+}
+
+/// The keys of a replaced generation.
+struct Stale {
+    views: Vec<Key<ViewKey>>,
+    domains: Vec<DomainKey>,
+    answers: Vec<AnswerKey>,
 }
 
 /// The last snapshot published, and the generations it went under.
@@ -95,7 +106,8 @@ pub struct PublishStats {
     /// Names whose `ANSWERS` key hash equals an earlier name's (for 64-bit hashes of a real
     /// configuration, practically never): answered by the responder only.
     pub collisions: usize,
-    /// Entries of older generations removed.
+    /// Entries removed: those of the generation the previous full publish replaced (deleted
+    /// only now, a grace period after that switch), and listen addresses no longer served.
     pub removed: usize,
     /// The trie was edited in place (`prefixes` counts the prefixes written or removed) rather
     /// than rewritten under a new view generation.
@@ -124,6 +136,10 @@ pub struct PublishStats {
 impl AnswerTable {
     /// The answer tables of a freshly loaded object; `take` hands over a map by name.
     pub(super) fn from_maps(take: &mut impl FnMut(&'static str) -> Result<Map>) -> Result<Self> {
+        let grace = GraceTracker::new()?;
+        // Packets of a gslbd that ran before (pins adopted) may still read what the first
+        // publish writes or deletes: it waits for a grace period that began now.
+        let switched = grace.start();
         Ok(AnswerTable {
             config: ConfigMap::new(
                 Array::try_from(take(maps::CONFIG)?).map_err(map_err(maps::CONFIG))?,
@@ -149,7 +165,9 @@ impl AnswerTable {
             trie_views: TrieViews::default(),
             shortcuts: true,
             choice_only: true,
-            switched: None,
+            grace,
+            switched,
+            stale: None,
         })
     }
 
@@ -169,7 +187,15 @@ impl AnswerTable {
 
     /// Makes `snapshot` what the fast path answers. The new generation is written beside the
     /// current one and switched to with one write of `CONFIG`, so a packet sees either the old
-    /// tables or the new ones, never a mix; the old generation is removed afterwards.
+    /// tables or the new ones, never a mix. The old generation is removed only by the next
+    /// full publish, before it writes anything: a packet that read the old generation just
+    /// before the switch may still be looking its entries up, and an element deleted from a
+    /// `BPF_F_NO_PREALLOC` hash may be reused at once (Linux >= 6.1), so the entries may go
+    /// only once an RCU grace period that began after the switch has ended (every program
+    /// run is inside an RCU read-side section). That takes 5–30 ms: waited for here, it would
+    /// hold up the caller after every publish; a thread waits instead ([`GraceTracker`]), and
+    /// the next publish finds it over unless it comes sooner. At most two generations are in
+    /// the maps, as when the old one went right after the switch.
     ///
     /// The view trie has its own generation. When the new views refine the published ones
     /// (every new view and LDNS view covers addresses of one published view, as the compiler
@@ -183,7 +209,7 @@ impl AnswerTable {
     /// `RTT_CHOICE` parity packets do not read, and the switch flips [`CHOICE_FLIP`] alone
     /// (see [`AnswerTable::publish_choices`]).
     pub fn publish(&mut self, snapshot: &Snapshot) -> Result<PublishStats> {
-        self.await_grace();
+        self.await_grace()?;
         let current = self.config.get();
         // What the maps hold, when this process wrote it: the old entries are then removed by
         // their keys instead of by walking the maps (a syscall per entry).
@@ -210,11 +236,18 @@ impl AnswerTable {
             self.published = previous;
             return Ok(stats);
         }
+        // The generation the previous full publish replaced: no packet reads it any more (the
+        // grace period after that switch, and every one since, is over). A choice-only publish
+        // (above) leaves it: it writes none of these maps, and the next full publish frees the
+        // room before it needs it. After `published` was taken: if this fails, the next publish
+        // scans the maps for what is left.
+        let removed = self.remove_stale()?;
         let generation = current.answers_generation().wrapping_add(1) & !CHOICE_FLIP;
         // Keeps the flip bit: the new generation's low bit flips the choice parity.
         let generation_word = generation | (current.generation & CHOICE_FLIP);
         let mut stats = PublishStats {
             generation,
+            removed,
             ..Default::default()
         };
 
@@ -395,20 +428,22 @@ impl AnswerTable {
         };
         self.rrl.set(0, &rrl, 0).map_err(map_err(RRL_CONFIG_MAP))?;
         self.config.set(&config);
-        self.switched = Some(std::time::Instant::now());
-        // A packet that read the old generation just before the switch may still be looking
-        // its entries up. A program run takes well under a microsecond and cannot be preempted,
-        // so after this pause none can be: only then are the old entries deleted.
-        std::thread::sleep(GENERATION_GRACE);
-        let (stale_domains, stale_answers) = match (previous, scanned) {
-            (Some(p), _) => (p.domain_keys, p.answer_keys),
-            (None, Some((views, domains, answers))) => {
-                stale_views = views;
-                (domains, answers)
-            }
+        self.switched = self.grace.start();
+        // Deleted by the next full publish, once the grace period just started has ended.
+        self.stale = Some(match (previous, scanned) {
+            (Some(p), _) => Stale {
+                views: stale_views,
+                domains: p.domain_keys,
+                answers: p.answer_keys,
+            },
+            (None, Some((views, domains, answers))) => Stale {
+                views,
+                domains,
+                answers,
+            },
             (None, None) => unreachable!("scanned when there is no previous publish"),
-        };
-        stats.removed = self.remove_stale(stale_views, &stale_domains, &stale_answers, snapshot)?;
+        });
+        stats.removed += self.remove_unlistened(snapshot)?;
         self.published = Some(Published {
             snapshot: snapshot.clone(),
             generation: generation_word,
@@ -473,15 +508,27 @@ impl AnswerTable {
         Ok(copied)
     }
 
-    /// Removes the entries of replaced generations, by their keys, and listen addresses no
-    /// longer served.
-    fn remove_stale(
-        &mut self,
-        stale_views: Vec<Key<ViewKey>>,
-        stale_domains: &[DomainKey],
-        stale_answers: &[AnswerKey],
-        snapshot: &Snapshot,
-    ) -> Result<usize> {
+    /// Removes the entries of the generation the last full publish replaced, by their keys.
+    /// Only once the grace period after that switch has ended ([`AnswerTable::await_grace`]).
+    fn remove_stale(&mut self) -> Result<usize> {
+        let Some(stale) = self.stale.take() else {
+            return Ok(0);
+        };
+        for k in &stale.views {
+            self.views.remove(k).map_err(map_err(maps::VIEWS))?;
+        }
+        batch::<_, DomainValue>(&mut self.domains, &stale.domains, None)
+            .map_err(map_err(maps::DOMAINS))?;
+        batch::<_, AnswerSet>(&mut self.answers, &stale.answers, None)
+            .map_err(map_err(maps::ANSWERS))?;
+        Ok(stale.views.len() + stale.domains.len() + stale.answers.len())
+    }
+
+    /// Removes the listen addresses `snapshot` does not serve, right after the switch: unlike
+    /// a hash element, a trie node goes back to the allocator only after an RCU grace period
+    /// (as the in-place view edits rely on too), and a packet of the old generation still
+    /// running that then misses its address is passed to the responder, as one a moment later.
+    fn remove_unlistened(&mut self, snapshot: &Snapshot) -> Result<usize> {
         let mut removed = 0;
         let keep: Vec<ListenKey> = snapshot
             .listen
@@ -498,15 +545,7 @@ impl AnswerTable {
             self.listen.remove(&k).map_err(map_err(maps::LISTEN))?;
             removed += 1;
         }
-        for k in stale_views {
-            self.views.remove(&k).map_err(map_err(maps::VIEWS))?;
-            removed += 1;
-        }
-        batch::<_, DomainValue>(&mut self.domains, stale_domains, None)
-            .map_err(map_err(maps::DOMAINS))?;
-        batch::<_, AnswerSet>(&mut self.answers, stale_answers, None)
-            .map_err(map_err(maps::ANSWERS))?;
-        Ok(removed + stale_domains.len() + stale_answers.len())
+        Ok(removed)
     }
 }
 
