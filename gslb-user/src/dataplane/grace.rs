@@ -40,7 +40,17 @@ pub(super) struct Ticket(u64);
 /// The thread that waits for grace periods, and what it has waited for.
 pub(super) struct GraceTracker {
     shared: Arc<Shared>,
-    thread: Option<JoinHandle<()>>,
+    thread: Mutex<Waiter>,
+}
+
+/// The waiting thread, started by the first ticket that needs a wait, not when the maps are
+/// loaded: gslbd loads them as root before it drops its privileges, and the drop needs the
+/// process to have one thread (capabilities are per thread: `privilege::drop_to`).
+enum Waiter {
+    Idle(Box<dyn FnMut() -> io::Result<()> + Send>),
+    Running(JoinHandle<()>),
+    /// Could not be started (the waits fail), or stopped.
+    Gone,
 }
 
 struct Shared {
@@ -68,41 +78,69 @@ impl GraceTracker {
         // error here shows at load rather than at the first publish.
         let fallback = MapInMap::new()
             .map_err(|source| DataplaneError::GraceUnsupported { membarrier, source })?;
-        Self::with(move || {
+        Ok(Self::with(move || {
             if membarrier && online_cpus() > 1 {
                 membarrier_global()
             } else {
                 fallback.synchronize()
             }
-        })
+        }))
     }
 
     /// A tracker whose thread waits with `synchronize` (tests give their own).
-    fn with(mut synchronize: impl FnMut() -> io::Result<()> + Send + 'static) -> Result<Self> {
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State::default()),
-            changed: Condvar::new(),
-        });
-        let thread = std::thread::Builder::new()
+    fn with(synchronize: impl FnMut() -> io::Result<()> + Send + 'static) -> Self {
+        GraceTracker {
+            shared: Arc::new(Shared {
+                state: Mutex::new(State::default()),
+                changed: Condvar::new(),
+            }),
+            thread: Mutex::new(Waiter::Idle(Box::new(synchronize))),
+        }
+    }
+
+    /// Starts the waiting thread if it has not started; if it cannot be, every wait fails.
+    fn ensure_running(&self) {
+        let mut thread = self
+            .thread
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Waiter::Idle(_) = &*thread else {
+            return;
+        };
+        let Waiter::Idle(mut synchronize) = std::mem::replace(&mut *thread, Waiter::Gone) else {
+            unreachable!("matched above");
+        };
+        let shared = self.shared.clone();
+        match std::thread::Builder::new()
             .name("gslb-rcu-grace".into())
-            .spawn({
-                let shared = shared.clone();
-                move || shared.run(&mut synchronize)
-            })
-            .map_err(DataplaneError::Grace)?;
-        Ok(GraceTracker {
-            shared,
-            thread: Some(thread),
-        })
+            .spawn(move || shared.run(&mut synchronize))
+        {
+            Ok(handle) => *thread = Waiter::Running(handle),
+            Err(error) => {
+                error!(error = %error, "starting the RCU grace-period thread failed: the fast path cannot be republished");
+                let mut state = self.shared.lock();
+                state.failed = Some(error);
+                self.shared.changed.notify_all();
+            }
+        }
+    }
+
+    /// A ticket whose grace period the thread begins only at the first [`GraceTracker::wait`]
+    /// (or ticket from [`GraceTracker::start`]): for the maps just loaded, before gslbd drops
+    /// its privileges, when it may not start a thread.
+    pub(super) fn deferred(&self) -> Ticket {
+        let mut state = self.shared.lock();
+        state.started += 1;
+        Ticket(state.started)
     }
 
     /// Call right after the switch: the ticket of a grace period that begins after it. The
     /// thread starts waiting at once (or after the wait in course, which began too early).
     pub(super) fn start(&self) -> Ticket {
-        let mut state = self.shared.lock();
-        state.started += 1;
+        let ticket = self.deferred();
+        self.ensure_running();
         self.shared.changed.notify_all();
-        Ticket(state.started)
+        ticket
     }
 
     /// Whether `ticket`'s grace period has ended (or the thread failed: the error).
@@ -115,6 +153,7 @@ impl GraceTracker {
 
     /// Waits until `ticket`'s grace period has ended; fails when the thread stopped waiting.
     pub(super) fn wait(&self, ticket: Ticket) -> Result<()> {
+        self.ensure_running();
         let mut state = self.shared.lock();
         loop {
             state.check()?;
@@ -134,7 +173,14 @@ impl Drop for GraceTracker {
     fn drop(&mut self) {
         self.shared.lock().stop = true;
         self.shared.changed.notify_all();
-        if let Some(thread) = self.thread.take() {
+        let thread = std::mem::replace(
+            &mut *self
+                .thread
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+            Waiter::Gone,
+        );
+        if let Waiter::Running(thread) = thread {
             // Ends after the wait in course, if any (milliseconds); a panic was reported.
             let _ = thread.join();
         }
@@ -345,8 +391,7 @@ mod tests {
         let tracker = GraceTracker::with(move || {
             began_tx.send(()).unwrap();
             end_rx.recv().unwrap()
-        })
-        .unwrap();
+        });
         (tracker, began, end)
     }
 
@@ -377,6 +422,23 @@ mod tests {
         assert!(tracker.is_complete(second).unwrap());
         // Nothing to wait for: the thread waits no more.
         assert!(began.recv_timeout(Duration::from_millis(20)).is_err());
+    }
+
+    /// The thread starts only when a ticket needs a wait: gslbd loads the maps (and takes
+    /// their ticket) before it drops its privileges, which refuses a process with two threads.
+    #[test]
+    fn the_thread_starts_only_when_a_ticket_needs_a_wait() {
+        let (tracker, began, end) = controlled();
+        let at_load = tracker.deferred();
+        assert!(began.recv_timeout(Duration::from_millis(20)).is_err());
+        assert!(matches!(*tracker.thread.lock().unwrap(), Waiter::Idle(_)));
+        end.send(Ok(())).unwrap();
+        tracker.wait(at_load).unwrap();
+        began.recv_timeout(LONG).unwrap();
+        assert!(matches!(
+            *tracker.thread.lock().unwrap(),
+            Waiter::Running(_)
+        ));
     }
 
     /// Tickets handed out while a wait is in course share the next one.
@@ -414,7 +476,7 @@ mod tests {
             Err(DataplaneError::Grace(_))
         ));
 
-        let tracker = GraceTracker::with(|| panic!("injected")).unwrap();
+        let tracker = GraceTracker::with(|| panic!("injected"));
         let ticket = tracker.start();
         assert!(matches!(
             tracker.wait(ticket),
@@ -444,8 +506,7 @@ mod tests {
                 log.lock().unwrap().push((began, Instant::now()));
                 Ok(())
             }
-        })
-        .unwrap();
+        });
         for _ in 0..3 {
             let switched = Instant::now();
             let ticket = tracker.start();

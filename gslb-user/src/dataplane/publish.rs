@@ -138,8 +138,10 @@ impl AnswerTable {
     pub(super) fn from_maps(take: &mut impl FnMut(&'static str) -> Result<Map>) -> Result<Self> {
         let grace = GraceTracker::new()?;
         // Packets of a gslbd that ran before (pins adopted) may still read what the first
-        // publish writes or deletes: it waits for a grace period that began now.
-        let switched = grace.start();
+        // publish writes or deletes: it waits for a grace period that began after now. Begun
+        // by that publish, which comes after gslbd dropped its privileges: the drop needs one
+        // thread, and the tracker's thread is started only then.
+        let switched = grace.deferred();
         Ok(AnswerTable {
             config: ConfigMap::new(
                 Array::try_from(take(maps::CONFIG)?).map_err(map_err(maps::CONFIG))?,
