@@ -71,7 +71,8 @@ struct State {
 }
 
 impl GraceTracker {
-    /// The tracker, with its thread; refused when the kernel offers no way to wait.
+    /// The tracker (its thread starts at the first wait); refused when the kernel offers no
+    /// way to wait.
     pub(super) fn new() -> Result<Self> {
         let membarrier = membarrier_global_supported();
         // Made even when membarrier works: needed whenever only one CPU is online, and an
@@ -104,11 +105,12 @@ impl GraceTracker {
             .thread
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let Waiter::Idle(_) = &*thread else {
-            return;
-        };
-        let Waiter::Idle(mut synchronize) = std::mem::replace(&mut *thread, Waiter::Gone) else {
-            unreachable!("matched above");
+        let mut synchronize = match std::mem::replace(&mut *thread, Waiter::Gone) {
+            Waiter::Idle(synchronize) => synchronize,
+            running_or_gone => {
+                *thread = running_or_gone;
+                return;
+            }
         };
         let shared = self.shared.clone();
         match std::thread::Builder::new()
