@@ -11,6 +11,11 @@
 //! medians move in such steps; each case is also given as the mean of its middle 80% of samples
 //! (`<name>_tmean`, and `_tmean_net` net of the baseline's), which resolves smaller changes.
 //!
+//! `GSLB_BENCH_XDP_ONLY=xdp_a_hit_v4,xdp_floor` runs only the cases named (the baseline always
+//! runs), `GSLB_BENCH_XDP_ROUNDS=n` n rounds: to compare two builds in a minute, or to give a
+//! profiler (`perf record -e cpu-clock -a`) samples of one case; run the bench binary itself
+//! (`target/release/deps/xdp-*`) after `cargo xtask bench xdp` built it.
+//!
 //! `xdp_floor` is the floor program (`gslb_floor`, gslb-ebpf's floor.rs) on the A query of
 //! `xdp_a_hit_v4`: the same parse and turn-around without a lookup or a record, so
 //! `xdp_a_hit_v4_vs_floor` (hit net / floor net) is what the lookups and records multiply the
@@ -370,7 +375,18 @@ fn main() {
     let answer_ecs = dp_ecs.program();
     let answer_plain = dp_plain.program();
     let mut out = vec![0u8; 4096];
-    for _ in 0..ROUNDS {
+    // `GSLB_BENCH_XDP_ONLY=a,b`: only the cases named (and the baseline, always first), to
+    // compare two builds quickly or to profile a case (`perf record` sees little else).
+    // `GSLB_BENCH_XDP_ROUNDS=n`: n rounds instead of `ROUNDS`, for a profiler's samples.
+    if let Ok(only) = std::env::var("GSLB_BENCH_XDP_ONLY") {
+        let only: Vec<&str> = only.split(',').collect();
+        cases.retain(|c| c.run == Run::Pass || only.contains(&c.name));
+    }
+    let rounds = std::env::var("GSLB_BENCH_XDP_ROUNDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(ROUNDS);
+    for _ in 0..rounds {
         for case in &mut cases {
             let program: &Xdp = match case.run {
                 Run::Answer => answer,
@@ -421,7 +437,7 @@ fn main() {
     }
     let baseline = median(&mut cases[0].samples);
     let baseline_tmean = trimmed_mean(&cases[0].samples);
-    println!("# {ROUNDS} rounds x {RUNS_PER_ROUND} runs per case, interleaved; medians");
+    println!("# {rounds} rounds x {RUNS_PER_ROUND} runs per case, interleaved; medians");
     // Net of the baseline, by case: (median, trimmed mean).
     let mut net = std::collections::HashMap::new();
     for case in &mut cases {
@@ -449,16 +465,18 @@ fn main() {
         }
     }
     // How near the hit path is to its floor (issue 15: at most 1.5x, never over 2x).
-    let (hit, hit_t) = net["xdp_a_hit_v4"];
-    let (floor, floor_t) = net["xdp_floor"];
-    println!("bench xdp_a_hit_v4_vs_floor {:.2} ratio", hit / floor);
-    println!(
-        "bench xdp_a_hit_v4_vs_floor_tmean {:.2} ratio",
-        hit_t / floor_t
-    );
+    if let (Some((hit, hit_t)), Some((floor, floor_t))) =
+        (net.get("xdp_a_hit_v4"), net.get("xdp_floor"))
+    {
+        println!("bench xdp_a_hit_v4_vs_floor {:.2} ratio", hit / floor);
+        println!(
+            "bench xdp_a_hit_v4_vs_floor_tmean {:.2} ratio",
+            hit_t / floor_t
+        );
+    }
     // What the shortcuts save, and what ECS costs over the plain hit (issue 15: within 15 ns),
-    // in trimmed means of this run.
-    let diff = |a: &str, b: &str| net[a].1 - net[b].1;
+    // in trimmed means of this run (of the cases that ran: see `GSLB_BENCH_XDP_ONLY`).
+    let diff = |a: &str, b: &str| Some(net.get(a)?.1 - net.get(b)?.1);
     for (name, a, b) in [
         (
             "xdp_default_copy_saves",
@@ -506,14 +524,19 @@ fn main() {
         ("xdp_floor_edns_over_floor", "xdp_floor_edns", "xdp_floor"),
         ("xdp_floor_ecs_over_edns", "xdp_floor_ecs", "xdp_floor_edns"),
     ] {
-        println!("bench {name}_tmean {:.1} ns/query", diff(a, b));
+        if let Some(d) = diff(a, b) {
+            println!("bench {name}_tmean {d:.1} ns/query");
+        }
     }
     // What the `ECS_ALLOW` lookup adds to an ECS hit, in the same run.
-    let (ecs, ecs_t) = net["xdp_a_hit_v4_ecs"];
-    let (allowed, allowed_t) = net["xdp_a_hit_v4_ecs_allowed"];
-    println!(
-        "bench xdp_a_hit_v4_ecs_allowed_minus_ecs {:.0} ns/query (trimmed means {:.1})",
-        allowed - ecs,
-        allowed_t - ecs_t
-    );
+    if let (Some((ecs, ecs_t)), Some((allowed, allowed_t))) = (
+        net.get("xdp_a_hit_v4_ecs"),
+        net.get("xdp_a_hit_v4_ecs_allowed"),
+    ) {
+        println!(
+            "bench xdp_a_hit_v4_ecs_allowed_minus_ecs {:.0} ns/query (trimmed means {:.1})",
+            allowed - ecs,
+            allowed_t - ecs_t
+        );
+    }
 }
