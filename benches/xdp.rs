@@ -19,7 +19,11 @@
 //! `xdp_floor` is the floor program (`gslb_floor`, gslb-ebpf's floor.rs) on the A query of
 //! `xdp_a_hit_v4`: the same parse and turn-around without a lookup or a record, so
 //! `xdp_a_hit_v4_vs_floor` (hit net / floor net) is what the lookups and records multiply the
-//! unavoidable work by, on this machine.
+//! unavoidable work by, on this machine. `xdp_floor_grow` is `gslb_floor_grow` on the same
+//! query: the floor plus one constant record and the `bpf_xdp_adjust_tail` call that grows the
+//! frame for it, which no answer can do without; `xdp_floor_grow_vs_floor` is thus the lowest
+//! `xdp_a_hit_v4_vs_floor` this machine allows (a kernel call's cost varies with the CPU's
+//! return-thunk mitigations: benches/RESULTS.md).
 
 #[path = "../gslb-user/tests/it/common/mod.rs"]
 mod common;
@@ -43,6 +47,9 @@ enum Run {
     Rrl,
     /// The floor program (`gslb_floor`: the same parse and turn-around, no lookups).
     Floor,
+    /// The floor program that answers one constant record, the frame grown for it
+    /// (`gslb_floor_grow`).
+    FloorGrow,
     /// The answering program whose maps have `server.ecs_allow` listing the bench client.
     EcsAllow,
     /// The answering program whose maps were published without shortcuts.
@@ -365,6 +372,17 @@ fn main() {
                 false,
             )
         },
+        // The floor with one record and the frame grown for it, the one kernel call every
+        // answer makes (`xdp_floor_grow_vs_floor` below: what the hit cannot get under here).
+        Case {
+            run: Run::FloorGrow,
+            ..case(
+                "xdp_floor_grow",
+                Frame::v4(a.clone()).bytes(),
+                XDP_TX,
+                false,
+            )
+        },
     ];
     dp.load_floor().expect("loading the floor program");
 
@@ -372,6 +390,7 @@ fn main() {
     let pass = dp.pass_program();
     let answer_rrl = dp_rrl.program();
     let floor = dp.floor_program();
+    let floor_grow = dp.floor_grow_program();
     let answer_ecs = dp_ecs.program();
     let answer_plain = dp_plain.program();
     let mut out = vec![0u8; 4096];
@@ -393,6 +412,7 @@ fn main() {
                 Run::Pass => pass,
                 Run::Rrl => answer_rrl,
                 Run::Floor => floor,
+                Run::FloorGrow => floor_grow,
                 Run::EcsAllow => answer_ecs,
                 Run::Plain => answer_plain,
             };
@@ -424,7 +444,11 @@ fn main() {
         let middle = &s[cut..s.len() - cut];
         middle.iter().sum::<u64>() as f64 / middle.len() as f64
     };
-    for (name, program) in [("gslb_xdp", answer), ("gslb_floor", floor)] {
+    for (name, program) in [
+        ("gslb_xdp", answer),
+        ("gslb_floor", floor),
+        ("gslb_floor_grow", floor_grow),
+    ] {
         if let Ok(info) = program.info() {
             // Instructions the verifier processed (its budget is 1,000,000) and the size.
             let show = |n: Option<u32>| n.map_or("?".to_owned(), |n| n.to_string());
@@ -472,6 +496,17 @@ fn main() {
         println!(
             "bench xdp_a_hit_v4_vs_floor_tmean {:.2} ratio",
             hit_t / floor_t
+        );
+    }
+    // The floor that grows the frame for one record, against the floor: the least an answer
+    // can cost on this machine, as a multiple of the floor (the hit's ratio cannot be lower).
+    if let (Some((grow, grow_t)), Some((floor, floor_t))) =
+        (net.get("xdp_floor_grow"), net.get("xdp_floor"))
+    {
+        println!("bench xdp_floor_grow_vs_floor {:.2} ratio", grow / floor);
+        println!(
+            "bench xdp_floor_grow_vs_floor_tmean {:.2} ratio",
+            grow_t / floor_t
         );
     }
     // What the shortcuts save, and what ECS costs over the plain hit (issue 15: within 15 ns),

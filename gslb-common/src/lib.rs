@@ -792,6 +792,9 @@ pub mod programs {
     /// The floor of the hit path (the same parse, the frame turned around, no map lookups):
     /// benches only, loaded on demand (`Dataplane::load_floor`).
     pub const FLOOR: &str = "gslb_floor";
+    /// The floor with one A record, the frame grown for it (`bpf_xdp_adjust_tail`, as every
+    /// answer needs): benches only, loaded with [`FLOOR`].
+    pub const FLOOR_GROW: &str = "gslb_floor_grow";
 }
 
 /// Map capacities. Each holds two generations during a republish.

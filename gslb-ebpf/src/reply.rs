@@ -198,7 +198,7 @@ pub fn reply(
 #[derive(Clone, Copy)]
 pub struct Layout {
     dns_off: usize,
-    answers_off: usize,
+    pub answers_off: usize,
     answers_len: usize,
     opt_off: usize,
     /// Where the echoed ECS option goes (after the OPT), when the query had one.

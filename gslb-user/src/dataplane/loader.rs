@@ -158,23 +158,32 @@ impl Dataplane {
         self.loaded(programs::PASS)
     }
 
-    /// Loads the floor program (`gslb_floor`: the answering program's parse and reply without
-    /// a map lookup) on this object's maps, for benches; gslbd never loads it. Once is enough.
+    /// Loads the floor programs (`gslb_floor`: the answering program's parse and reply without
+    /// a map lookup; `gslb_floor_grow`: the same with one constant record, the frame grown for
+    /// it) on this object's maps, for benches; gslbd never loads them. Once is enough.
     pub fn load_floor(&mut self) -> Result<()> {
-        let name = programs::FLOOR;
-        let program = program_mut(&mut self.ebpf, name)?;
-        if program.fd().is_ok() {
-            return Ok(());
+        for name in [programs::FLOOR, programs::FLOOR_GROW] {
+            let program = program_mut(&mut self.ebpf, name)?;
+            if program.fd().is_ok() {
+                continue;
+            }
+            program.load().map_err(|source| DataplaneError::Program {
+                name,
+                source: Box::new(source),
+            })?;
         }
-        program.load().map_err(|source| DataplaneError::Program {
-            name,
-            source: Box::new(source),
-        })
+        Ok(())
     }
 
     /// The floor program; runs and attaches fail until [`Dataplane::load_floor`].
     pub fn floor_program(&self) -> &Xdp {
         self.loaded(programs::FLOOR)
+    }
+
+    /// The floor program that grows the frame for one record; runs fail until
+    /// [`Dataplane::load_floor`].
+    pub fn floor_grow_program(&self) -> &Xdp {
+        self.loaded(programs::FLOOR_GROW)
     }
 
     /// Attaches the floor program (loaded by [`Dataplane::load_floor`]) alone, in place of the

@@ -2,7 +2,9 @@
 //! without a map lookup) run through BPF_PROG_TEST_RUN: it must turn a query around into a
 //! valid reply (the checks of every fast-path reply, by etherparse and hickory), with no
 //! records, for any name (it looks nothing up), and pass what the real program's parse
-//! refuses, unchanged and uncounted. Needs root; see `common::privileged`.
+//! refuses, unchanged and uncounted; and its growing twin (`gslb_floor_grow`) must answer an A
+//! query with its one constant record in a frame grown for it. Needs root; see
+//! `common::privileged`.
 
 use crate::common;
 
@@ -11,8 +13,8 @@ use std::net::IpAddr;
 use common::*;
 use gslb_user::dataplane::Dataplane;
 use hickory_proto::op::{Message, MessageType};
-use hickory_proto::rr::RecordType;
 use hickory_proto::rr::rdata::opt::EdnsOption;
+use hickory_proto::rr::{RData, RecordType, rdata::A};
 
 /// The test dataplane with the floor program loaded too.
 fn floor_dataplane() -> Option<Dataplane> {
@@ -127,4 +129,61 @@ fn floor_passes_what_the_parse_refuses() {
         assert!(out.frame == bytes, "{case}: passed unchanged");
         assert!(out.counted.is_empty(), "{case}: counted {:?}", out.counted);
     }
+}
+
+#[test]
+fn floor_grow_answers_a_queries_with_one_record_in_a_grown_frame() {
+    let Some(dp) = floor_dataplane() else {
+        return;
+    };
+    let with_edns = |mut msg: Message| {
+        msg.set_edns(edns());
+        msg
+    };
+    let cases = [
+        (
+            "A over IPv4",
+            Frame::v4(wire(&query(1, WWW, RecordType::A))),
+        ),
+        (
+            "A over IPv6",
+            Frame::v6(wire(&query(2, WWW, RecordType::A))),
+        ),
+        (
+            "A with an OPT",
+            Frame::v4(wire(&with_edns(query(3, WWW, RecordType::A)))),
+        ),
+        (
+            "a name not served",
+            Frame::v4(wire(&query(4, "Not-Served.Example.ORG", RecordType::A))),
+        ),
+    ];
+    for (case, frame) in cases {
+        let bytes = frame.bytes();
+        let out = try_run_program(&dp, dp.floor_grow_program(), &bytes).expect("test run");
+        let t = assert_turned_around(case, &bytes, &out, None);
+        let answers: Vec<(String, RData, u32)> = t
+            .reply
+            .answers()
+            .iter()
+            .map(|r| (r.name().to_string(), r.data().clone(), r.ttl()))
+            .collect();
+        let name = t.asked.queries()[0].name().to_string();
+        assert_eq!(
+            answers,
+            [(name, RData::A(A::new(192, 0, 2, 1)), 60)],
+            "{case}: the one record"
+        );
+        assert_eq!(
+            out.frame.len(),
+            bytes.len() + 16,
+            "{case}: grown by the record"
+        );
+        assert!(out.counted.is_empty(), "{case}: counted {:?}", out.counted);
+    }
+    // AAAA is not its to answer.
+    let bytes = Frame::v4(wire(&query(5, WWW, RecordType::AAAA))).bytes();
+    let out = try_run_program(&dp, dp.floor_grow_program(), &bytes).expect("test run");
+    assert_eq!(out.action, XDP_PASS, "AAAA: action");
+    assert!(out.frame == bytes, "AAAA: passed unchanged");
 }
