@@ -399,12 +399,20 @@ fn main() {
     // `GSLB_BENCH_XDP_ROUNDS=n`: n rounds instead of `ROUNDS`, for a profiler's samples.
     if let Ok(only) = std::env::var("GSLB_BENCH_XDP_ONLY") {
         let only: Vec<&str> = only.split(',').collect();
+        for name in &only {
+            assert!(
+                cases.iter().any(|c| c.name == *name),
+                "GSLB_BENCH_XDP_ONLY: no case {name:?}"
+            );
+        }
         cases.retain(|c| c.run == Run::Pass || only.contains(&c.name));
     }
-    let rounds = std::env::var("GSLB_BENCH_XDP_ROUNDS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(ROUNDS);
+    let rounds = std::env::var("GSLB_BENCH_XDP_ROUNDS").map_or(ROUNDS, |n| {
+        n.parse()
+            .ok()
+            .filter(|&n| n > 0)
+            .unwrap_or_else(|| panic!("GSLB_BENCH_XDP_ROUNDS: {n:?} is not a positive count"))
+    });
     for _ in 0..rounds {
         for case in &mut cases {
             let program: &Xdp = match case.run {
@@ -489,26 +497,17 @@ fn main() {
         }
     }
     // How near the hit path is to its floor (issue 15: at most 1.5x, never over 2x).
-    if let (Some((hit, hit_t)), Some((floor, floor_t))) =
-        (net.get("xdp_a_hit_v4"), net.get("xdp_floor"))
-    {
-        println!("bench xdp_a_hit_v4_vs_floor {:.2} ratio", hit / floor);
-        println!(
-            "bench xdp_a_hit_v4_vs_floor_tmean {:.2} ratio",
-            hit_t / floor_t
-        );
-    }
+    // `name`: `a` net over `b` net, by medians and by trimmed means, when both ran.
+    let ratio = |name: &str, a: &str, b: &str| {
+        if let (Some((x, x_t)), Some((y, y_t))) = (net.get(a), net.get(b)) {
+            println!("bench {name} {:.2} ratio", x / y);
+            println!("bench {name}_tmean {:.2} ratio", x_t / y_t);
+        }
+    };
+    ratio("xdp_a_hit_v4_vs_floor", "xdp_a_hit_v4", "xdp_floor");
     // The floor that grows the frame for one record, against the floor: the least an answer
     // can cost on this machine, as a multiple of the floor (the hit's ratio cannot be lower).
-    if let (Some((grow, grow_t)), Some((floor, floor_t))) =
-        (net.get("xdp_floor_grow"), net.get("xdp_floor"))
-    {
-        println!("bench xdp_floor_grow_vs_floor {:.2} ratio", grow / floor);
-        println!(
-            "bench xdp_floor_grow_vs_floor_tmean {:.2} ratio",
-            grow_t / floor_t
-        );
-    }
+    ratio("xdp_floor_grow_vs_floor", "xdp_floor_grow", "xdp_floor");
     // What the shortcuts save, and what ECS costs over the plain hit (issue 15: within 15 ns),
     // in trimmed means of this run (of the cases that ran: see `GSLB_BENCH_XDP_ONLY`).
     let diff = |a: &str, b: &str| Some(net.get(a)?.1 - net.get(b)?.1);

@@ -74,15 +74,8 @@ fn floor<const GROW: bool>(ctx: &XdpContext) -> Result<u32, Miss> {
     if delta <= 0 || unsafe { bpf_xdp_adjust_tail(ctx.ctx, delta) } != 0 {
         return Err(Miss::NoTailroom);
     }
-    let words = [
-        u64::from_ne_bytes([
-            RECORD[0], RECORD[1], RECORD[2], RECORD[3], RECORD[4], RECORD[5], RECORD[6], RECORD[7],
-        ]),
-        u64::from_ne_bytes([
-            RECORD[8], RECORD[9], RECORD[10], RECORD[11], RECORD[12], RECORD[13], RECORD[14],
-            RECORD[15],
-        ]),
-    ];
+    // SAFETY: 16 bytes either way, and every bit pattern is a u64.
+    let words = unsafe { core::mem::transmute::<[u8; 16], [u64; 2]>(RECORD) };
     for (i, word) in words.iter().enumerate() {
         let p = ptr_at::<u64>(ctx, layout.answers_off + 8 * i, Miss::NoTailroom)?;
         // SAFETY: bounds-checked by `ptr_at`.

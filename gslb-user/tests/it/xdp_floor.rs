@@ -23,6 +23,14 @@ fn floor_dataplane() -> Option<Dataplane> {
     Some(dp)
 }
 
+/// `msg` with an OPT record, its DO bit `dnssec_ok`.
+fn with_edns(mut msg: Message, dnssec_ok: bool) -> Message {
+    let mut opt = edns();
+    opt.set_dnssec_ok(dnssec_ok);
+    msg.set_edns(opt);
+    msg
+}
+
 fn run_floor(dp: &Dataplane, frame: &[u8]) -> Outcome {
     try_run_program(dp, dp.floor_program(), frame).expect("BPF_PROG_TEST_RUN")
 }
@@ -31,12 +39,6 @@ fn run_floor(dp: &Dataplane, frame: &[u8]) -> Outcome {
 fn floor_turns_queries_around_without_records() {
     let Some(dp) = floor_dataplane() else {
         return;
-    };
-    let with_edns = |mut msg: Message, dnssec_ok: bool| {
-        let mut opt = edns();
-        opt.set_dnssec_ok(dnssec_ok);
-        msg.set_edns(opt);
-        msg
     };
     let mut tagged = Frame::v4(wire(&query(7, WWW, RecordType::A)));
     tagged.vlan = Some(0x0064);
@@ -136,10 +138,6 @@ fn floor_grow_answers_a_queries_with_one_record_in_a_grown_frame() {
     let Some(dp) = floor_dataplane() else {
         return;
     };
-    let with_edns = |mut msg: Message| {
-        msg.set_edns(edns());
-        msg
-    };
     let cases = [
         (
             "A over IPv4",
@@ -151,7 +149,7 @@ fn floor_grow_answers_a_queries_with_one_record_in_a_grown_frame() {
         ),
         (
             "A with an OPT",
-            Frame::v4(wire(&with_edns(query(3, WWW, RecordType::A)))),
+            Frame::v4(wire(&with_edns(query(3, WWW, RecordType::A), false))),
         ),
         (
             "a name not served",
