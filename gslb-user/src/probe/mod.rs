@@ -212,7 +212,10 @@ struct ProberState {
     ldns: Mutex<LdnsTable>,
     /// What the republish path reads; held for one cell at a time by the prober.
     rtt: Mutex<RttTable>,
-    stats: Mutex<ProbeStats>,
+    /// Its own `Arc`: a probe round counts its probes here and holds nothing else of the
+    /// state, so a round still being torn down after its run was aborted (the abort of a
+    /// task on another worker completes later) keeps no table alive.
+    stats: Arc<Mutex<ProbeStats>>,
     recorder: LdnsRecorder,
     changes: broadcast::Sender<RttChange>,
     version: watch::Sender<u64>,
@@ -399,7 +402,7 @@ impl ProbeSupervisor {
                 settings.max_ldns,
             )),
             rtt: Mutex::new(RttTable::new(local_site, settings.tolerance)),
-            stats: Mutex::new(ProbeStats::default()),
+            stats: Arc::default(),
             recorder: recorder.clone(),
             settings,
             changes,
@@ -469,31 +472,33 @@ mod tests {
         drop(held);
     }
 
-    /// Sends nothing; every probe goes unanswered.
-    struct Silent;
+    /// Never answers: every round waits until it is ended from outside.
+    struct Hung;
 
-    impl Prober for Silent {
+    impl Prober for Hung {
         fn probe(
             &self,
             _: ProbeKind,
             _: IpAddr,
             _: Duration,
         ) -> impl Future<Output = ProbeOutcome> + Send {
-            std::future::ready(ProbeOutcome::NoReply)
+            std::future::pending()
         }
     }
 
     /// gslbd's restart of the prober (`daemon::rtt`) relies on this: once `shutdown` returns,
     /// the old run has ended, so it takes no more resolvers from the recorder the new one
     /// shares. (Aborting alone returned while the run still held its state, on another
-    /// worker, and could still drain the recorder: a resolver carried over was lost.)
+    /// worker, and could still drain the recorder: a resolver carried over was lost.) The
+    /// prober never answers, so a round is still in flight when the run is stopped: the
+    /// aborted round may outlive `shutdown` briefly, and must not keep the state alive.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_shut_down_prober_has_ended_and_takes_nothing_more() {
         let recorder = LdnsRecorder::new();
         let supervisor = ProbeSupervisor::start_with_recorder(
             "east",
             ProbeSettings::default(),
-            Silent,
+            Hung,
             recorder.clone(),
         )
         .unwrap();

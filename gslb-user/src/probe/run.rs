@@ -174,13 +174,13 @@ fn tick<P: Prober>(
                     continue;
                 }
                 let (prober, order, pacer) = (prober.clone(), order.clone(), pacer.clone());
-                let counting = shared.clone();
+                let counting = shared.stats.clone();
                 let timeout = settings.timeout;
                 let key = (group, target, now);
                 let priority = tier == Tier::Protected;
                 let handle = rounds.spawn(async move {
                     let round = probe_in_order(&*prober, &order, target, timeout, || {
-                        lock(&counting.stats).probes += 1;
+                        lock(&counting).probes += 1;
                         let pacer = pacer.clone();
                         async move { pacer.wait(priority).await }
                     })
