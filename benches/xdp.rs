@@ -15,6 +15,8 @@
 //! runs), `GSLB_BENCH_XDP_ROUNDS=n` n rounds: to compare two builds in a minute, or to give a
 //! profiler (`perf record -e cpu-clock -a`) samples of one case; run the bench binary itself
 //! (`target/release/deps/xdp-*`) after `cargo xtask bench xdp` built it.
+//! `GSLB_BENCH_XDP_LINES=FILE` writes each program's JIT code as source lines to FILE: with the
+//! two above, what `cargo xtask profile-xdp CASE` runs to place perf's samples on source lines.
 //!
 //! `xdp_floor` is the floor program (`gslb_floor`, gslb-ebpf's floor.rs) on the A query of
 //! `xdp_a_hit_v4`: the same parse and turn-around without a lookup or a record, so
@@ -393,6 +395,22 @@ fn main() {
     let floor_grow = dp.floor_grow_program();
     let answer_ecs = dp_ecs.program();
     let answer_plain = dp_plain.program();
+    // `GSLB_BENCH_XDP_LINES=FILE`: each program's JIT code as source lines, for
+    // `cargo xtask profile-xdp` to place a profiler's samples.
+    if let Some(path) = std::env::var_os("GSLB_BENCH_XDP_LINES") {
+        write_jit_lines(
+            path.as_ref(),
+            &[
+                ("gslb_xdp", answer),
+                ("gslb_xdp (rrl on)", answer_rrl),
+                ("gslb_xdp (ecs_allow)", answer_ecs),
+                ("gslb_xdp (no shortcuts)", answer_plain),
+                ("gslb_floor", floor),
+                ("gslb_floor_grow", floor_grow),
+                ("pass (the baseline)", pass),
+            ],
+        );
+    }
     let mut out = vec![0u8; 4096];
     // `GSLB_BENCH_XDP_ONLY=a,b`: only the cases named (and the baseline, always first), to
     // compare two builds quickly or to profile a case (`perf record` sees little else).
@@ -573,4 +591,26 @@ fn main() {
             allowed_t - ecs_t
         );
     }
+}
+
+/// Writes the JIT line table of each program to `path`, a run of code per line: program,
+/// start and end address (hex), file, line, tab-separated (read by `cargo xtask profile-xdp`).
+fn write_jit_lines(path: &std::path::Path, programs: &[(&str, &Xdp)]) {
+    use std::io::Write;
+    let file = std::fs::File::create(path)
+        .unwrap_or_else(|e| panic!("GSLB_BENCH_XDP_LINES: creating {}: {e}", path.display()));
+    let mut out = std::io::BufWriter::new(file);
+    for (name, program) in programs {
+        let code = gslb_user::dataplane::jit_lines(program)
+            .unwrap_or_else(|e| panic!("{name}: {:#}", anyhow::Error::new(e)));
+        for l in &code.lines {
+            writeln!(
+                out,
+                "{name}\t{:x}\t{:x}\t{}\t{}",
+                l.start, l.end, l.file, l.line
+            )
+            .expect("writing GSLB_BENCH_XDP_LINES");
+        }
+    }
+    out.flush().expect("writing GSLB_BENCH_XDP_LINES");
 }

@@ -5,6 +5,7 @@
 mod bench;
 mod demo;
 mod install;
+mod profile_xdp;
 mod run;
 mod setup;
 mod util;
@@ -39,6 +40,20 @@ enum Cmd {
     },
     /// Setup, then run a benchmark; without a name, list them.
     Bench { name: Option<bench::Bench> },
+    /// Setup, then profile one case of `bench xdp` by source line of the XDP program: perf
+    /// samples the CPU clock while the bench runs only CASE; prints each program's lines by
+    /// samples, with their source (needs root and perf).
+    ProfileXdp {
+        /// A case of `bench xdp` (a name it prints without `bench ` and units), e.g.
+        /// xdp_a_hit_v4 or xdp_floor.
+        case: String,
+        /// Rounds of 2,000 runs of the case (`bench xdp` runs 50).
+        #[arg(long, default_value_t = 600)]
+        rounds: u32,
+        /// Lines shown per program.
+        #[arg(long, default_value_t = 25)]
+        top: usize,
+    },
     /// Setup, build and run the demo on examples/demo.toml.
     Demo {
         /// Run the demo once and exit instead of serving.
@@ -84,6 +99,7 @@ fn main() -> Result<()> {
         Cmd::Build { release } => build(release),
         Cmd::Test { args } => test(&args),
         Cmd::Bench { name } => bench::run(name),
+        Cmd::ProfileXdp { case, rounds, top } => profile_xdp::run(&case, rounds, top),
         Cmd::Demo { once } => demo::run(once),
         Cmd::Install { prefix } => install::run_install(prefix.as_deref()),
         Cmd::Run {

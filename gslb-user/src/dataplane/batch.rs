@@ -1,7 +1,9 @@
-//! The raw `bpf(BPF_MAP_*_BATCH)` syscall, which aya 0.16 lacks: a republish writes and
+//! The `bpf(BPF_MAP_*_BATCH)` commands, which aya 0.16 lacks: a republish writes and
 //! deletes thousands of hash-map entries in a few calls instead of one each.
 
 use aya::maps::{HashMap, MapData, MapError};
+
+use super::syscall::{BPF_MAP_DELETE_BATCH, BPF_MAP_UPDATE_BATCH, bpf};
 
 /// Writes (`values`: `Some`) or deletes (`None`) many entries of a hash map in one
 /// `bpf(BPF_MAP_UPDATE_BATCH / BPF_MAP_DELETE_BATCH)` call instead of a call per entry: a
@@ -33,8 +35,6 @@ pub(super) fn batch<K: aya::Pod, V: aya::Pod>(
         elem_flags: u64,
         flags: u64,
     }
-    const BPF_MAP_UPDATE_BATCH: libc::c_long = 26;
-    const BPF_MAP_DELETE_BATCH: libc::c_long = 27;
     let fd = map.map().fd().as_fd().as_raw_fd();
     let mut done = 0;
     while done < keys.len() {
@@ -55,18 +55,9 @@ pub(super) fn batch<K: aya::Pod, V: aya::Pod>(
         };
         // SAFETY: `attr` points at `count` keys (and values) that live through the call; the
         // kernel reads them and writes back `count` only.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_bpf,
-                cmd,
-                &raw mut attr,
-                size_of::<BatchAttr>() as u32,
-            )
-        };
-        if rc == 0 {
+        let Err(error) = (unsafe { bpf(cmd, &mut attr) }) else {
             return Ok(());
-        }
-        let error = std::io::Error::last_os_error();
+        };
         // The kernel stopped at entry `count`: a delete of a missing key; skip it and go on.
         done += attr.count as usize;
         match error.raw_os_error() {

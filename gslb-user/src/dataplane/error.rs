@@ -85,6 +85,9 @@ pub enum DataplaneError {
     /// The thread that waits for RCU grace periods failed or died: nothing can be republished.
     #[error("waiting for an RCU grace period")]
     Grace(#[source] std::io::Error),
+    /// `bpf(2)` refused a read of a loaded program's JIT line table (profiling only).
+    #[error("reading a program's JIT line table")]
+    JitLines { source: aya::sys::SyscallError },
     #[error("the fast path answers at most {max} interfaces' MACs")]
     TooManyMacs { max: usize },
 }

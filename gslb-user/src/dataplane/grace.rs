@@ -31,6 +31,7 @@ use std::{
 
 use tracing::error;
 
+use super::syscall::{BPF_MAP_CREATE, BPF_MAP_UPDATE_ELEM, bpf};
 use super::{DataplaneError, Result};
 
 /// A grace period to wait for: one that begins after [`GraceTracker::start`] returned it.
@@ -293,9 +294,7 @@ struct MapInMap {
     inner: OwnedFd,
 }
 
-// bpf(2) commands and map types (linux/bpf.h).
-const BPF_MAP_CREATE: libc::c_long = 0;
-const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+// Map types (linux/bpf.h).
 const BPF_MAP_TYPE_ARRAY: u32 = 2;
 const BPF_MAP_TYPE_ARRAY_OF_MAPS: u32 = 12;
 
@@ -321,31 +320,19 @@ struct MapElem {
     flags: u64,
 }
 
-fn bpf<T>(cmd: libc::c_long, attr: &T) -> io::Result<libc::c_long> {
-    // SAFETY: `attr` is the head of the `bpf_attr` that `cmd` takes, `size_of::<T>()` long;
-    // the pointers in it point to live memory of the sizes the map was created with.
-    let r = unsafe { libc::syscall(libc::SYS_bpf, cmd, std::ptr::from_ref(attr), size_of::<T>()) };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
-
 impl MapInMap {
     fn new() -> io::Result<Self> {
         let create = |map_type, inner_map_fd| -> io::Result<OwnedFd> {
-            let fd = bpf(
-                BPF_MAP_CREATE,
-                &MapCreate {
-                    map_type,
-                    key_size: 4,
-                    value_size: 4,
-                    max_entries: 1,
-                    map_flags: 0,
-                    inner_map_fd,
-                },
-            )?;
+            let mut attr = MapCreate {
+                map_type,
+                key_size: 4,
+                value_size: 4,
+                max_entries: 1,
+                map_flags: 0,
+                inner_map_fd,
+            };
+            // SAFETY: `MapCreate` is the head of `BPF_MAP_CREATE`'s attributes; no pointers.
+            let fd = unsafe { bpf(BPF_MAP_CREATE, &mut attr) }?;
             // SAFETY: a new descriptor the kernel handed over, owned by nothing else.
             Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
         };
@@ -357,17 +344,16 @@ impl MapInMap {
     /// Puts the inner map in the slot again: returns after a grace period.
     fn synchronize(&self) -> io::Result<()> {
         let (key, value) = (0u32, self.inner.as_raw_fd() as u32);
-        bpf(
-            BPF_MAP_UPDATE_ELEM,
-            &MapElem {
-                map_fd: self.outer.as_raw_fd() as u32,
-                pad: 0,
-                key: std::ptr::from_ref(&key) as u64,
-                value: std::ptr::from_ref(&value) as u64,
-                flags: 0,
-            },
-        )
-        .map(drop)
+        let mut attr = MapElem {
+            map_fd: self.outer.as_raw_fd() as u32,
+            pad: 0,
+            key: std::ptr::from_ref(&key) as u64,
+            value: std::ptr::from_ref(&value) as u64,
+            flags: 0,
+        };
+        // SAFETY: `key` and `value` are the 4 bytes each the map was created with, live
+        // through the call.
+        unsafe { bpf(BPF_MAP_UPDATE_ELEM, &mut attr) }.map(drop)
     }
 }
 

@@ -5,12 +5,13 @@
 //! its memory mapping. `publish`: the atomic republish (`refine`: whether the view
 //! trie can be edited in place; `choices`: the `RTT_CHOICE` pages by parity; `ecs_allow`:
 //! `server.ecs_allow` in `ECS_ALLOW`, by parity; `grace`: the RCU grace period after a
-//! switch, waited for on a thread, before a replaced generation is deleted). `batch`: the raw batch syscall. `encode`: map keys and
+//! switch, waited for on a thread, before a replaced generation is deleted). `batch`: batch writes and deletes. `syscall`: the raw `bpf(2)` call they and `grace` make. `encode`: map keys and
 //! values. `ldns`: the resolver map. `counters`: the hit and miss counters. `rotors`: the
 //! `ROTOR` slot of each rotating answer set. `shortcuts`: what spares a hit lookups (default-view
 //! copies, any-view hints). `heartbeat`: the controller's heartbeat the
 //! program trusts for `server.stale_after_s`. `local_mac`: the attached interfaces' own MACs,
-//! the only destinations the program answers.
+//! the only destinations the program answers. `jit_lines`: a loaded program's JIT code as
+//! source lines, for profiles.
 
 mod batch;
 mod choices;
@@ -20,6 +21,7 @@ pub mod encode;
 mod error;
 mod grace;
 mod heartbeat;
+mod jit_lines;
 mod ldns;
 mod loader;
 mod local_mac;
@@ -28,6 +30,7 @@ mod publish;
 mod refine;
 mod rotors;
 mod shortcuts;
+mod syscall;
 
 pub use self::counters::{CounterReader, Counters, pinned_counters};
 pub use self::ecs_allow::ecs_allow_key;
@@ -37,6 +40,7 @@ pub use self::encode::{
 };
 pub use self::error::DataplaneError;
 pub use self::heartbeat::HeartbeatMap;
+pub use self::jit_lines::{JitLine, JitLines, jit_lines};
 pub use self::ldns::{LdnsMap, LdnsScan, SeenLdns, monotonic_ns};
 pub use self::loader::{Dataplane, OBJECT};
 pub use self::local_mac::{interface_mac, mac_word};
