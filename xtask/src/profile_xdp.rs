@@ -264,16 +264,12 @@ fn short<'a>(file: &'a str, root: &Path) -> &'a str {
     {
         return rest;
     }
-    for marker in ["/rustlib/src/rust/library/", "/index.crates.io-"] {
-        if let Some((_, rest)) = file.split_once(marker) {
-            // After the registry's directory name, the crate's.
-            let rest = if marker.starts_with("/index") {
-                rest.split_once('/').map_or(rest, |r| r.1)
-            } else {
-                rest
-            };
-            return rest;
-        }
+    if let Some((_, rest)) = file.split_once("/rustlib/src/rust/library/") {
+        return rest;
+    }
+    if let Some((_, rest)) = file.split_once("/index.crates.io-") {
+        // Past the registry's directory, from the crate's.
+        return rest.split_once('/').map_or(rest, |r| r.1);
     }
     file
 }

@@ -197,11 +197,10 @@ fn btf_strings(id: u32) -> Result<Vec<u8>> {
         let start = word(4)? + word(16)?;
         raw.get(start..start + word(20)?).map(<[u8]>::to_vec)
     })();
-    strings.ok_or(DataplaneError::JitLines {
-        source: aya::sys::SyscallError {
-            call: "bpf_btf_get_info_by_fd",
-            io_error: std::io::Error::other("BTF string section out of bounds"),
-        },
+    strings.ok_or_else(|| {
+        syscall_error("bpf_btf_get_info_by_fd")(std::io::Error::other(
+            "BTF string section out of bounds",
+        ))
     })
 }
 
