@@ -95,11 +95,8 @@ services = ["p1", "p2", "v1"]
 }
 
 fn request(name: &str, ecs: Option<(&str, u8)>, edns: bool) -> Vec<u8> {
-    let mut m = Message::new();
-    m.set_id(7)
-        .set_message_type(MessageType::Query)
-        .set_op_code(OpCode::Query)
-        .add_query(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
+    let mut m = Message::new(7, MessageType::Query, OpCode::Query);
+    m.add_query(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
     if edns || ecs.is_some() {
         let mut e = Edns::new();
         e.set_max_payload(1232);

@@ -193,20 +193,20 @@ fn main() {
     edns_query.set_edns(edns());
     // With a subnet of view v1 (a trie entry): answered from its view, the option echoed.
     let mut ecs_query = edns_query.clone();
-    if let Some(opt) = ecs_query.extensions_mut() {
+    if let Some(opt) = ecs_query.edns.as_mut() {
         opt.options_mut().insert(ecs_subnet("198.51.100.0/24"));
     }
     // The bench client's own /24: the trie entry of `xdp_a_hit_v4` (its RTT row's, in the
     // default view), so the ECS hit without the longer trie path to v1's block (v1's and v2's
     // /24s share 23 bits: one node more than the client's).
     let mut ecs_own_query = edns_query.clone();
-    if let Some(opt) = ecs_own_query.extensions_mut() {
+    if let Some(opt) = ecs_own_query.edns.as_mut() {
         opt.options_mut().insert(ecs_subnet("203.0.113.0/24"));
     }
     // A /0 subnet: the option parsed and echoed (scope 0), no client named, so the source's
     // view answers, as for `edns_query`.
     let mut ecs_zero_query = edns_query.clone();
-    if let Some(opt) = ecs_zero_query.extensions_mut() {
+    if let Some(opt) = ecs_zero_query.edns.as_mut() {
         opt.options_mut().insert(ecs_subnet("0.0.0.0/0"));
     }
     let a = wire(&query(1, WWW, RecordType::A));

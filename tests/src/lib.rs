@@ -11,6 +11,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+pub mod hostile;
 pub mod spoof;
 
 pub const SERVER_V4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 53);

@@ -511,8 +511,9 @@ fn rtt_domains_over_the_budget_go_to_the_responder() {
             ("198.51.100.9", "192.0.2.10"),
             ("203.0.113.9", "192.0.2.20"),
         ] {
-            let mut q = hickory_proto::op::Message::new();
-            q.set_id(1).add_query(hickory_proto::op::Query::query(
+            let mut q = hickory_proto::op::Message::query();
+            q.metadata.id = 1;
+            q.add_query(hickory_proto::op::Query::query(
                 hickory_proto::rr::Name::from_ascii("rtt.example.com.").unwrap(),
                 hickory_proto::rr::RecordType::A,
             ));
@@ -524,11 +525,7 @@ fn rtt_domains_over_the_budget_go_to_the_responder() {
                 )
                 .expect("a reply");
             let reply = hickory_proto::op::Message::from_vec(&reply).unwrap();
-            let got: Vec<String> = reply
-                .answers()
-                .iter()
-                .map(|r| r.data().to_string())
-                .collect();
+            let got: Vec<String> = reply.answers.iter().map(|r| r.data.to_string()).collect();
             assert_eq!(
                 got,
                 vec![want.to_string()],

@@ -138,11 +138,8 @@ pub(super) mod tests {
         use hickory_proto::op::{Edns, MessageType, OpCode, Query};
         use hickory_proto::rr::RecordType;
         use hickory_proto::rr::rdata::opt::EdnsOption;
-        let mut msg = Message::new();
-        msg.set_id(7)
-            .set_message_type(MessageType::Query)
-            .set_op_code(OpCode::Query)
-            .add_query(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
+        let mut msg = Message::new(7, MessageType::Query, OpCode::Query);
+        msg.add_query(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
         if let Some((addr, source)) = ecs {
             let mut data = vec![0, 1, source, 0];
             data.extend_from_slice(&addr.octets()[..usize::from(source).div_ceil(8)]);
@@ -251,9 +248,9 @@ services = ["web"]
         assert_eq!(action, 3, "{name}: XDP_TX");
         let reply = Message::from_vec(&out[42..]).unwrap();
         reply
-            .answers()
+            .answers
             .iter()
-            .filter_map(|r| match r.data() {
+            .filter_map(|r| match r.data {
                 RData::A(a) => Some(IpAddr::V4(a.0)),
                 _ => None,
             })

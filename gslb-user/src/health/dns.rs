@@ -16,13 +16,9 @@ use super::{DnsCheck, ProbeError, random_u64};
 /// resolver then answers from its cache or refuses, and does not recurse, which would add the
 /// recursion to the RTT).
 pub(crate) fn query_wire(id: u16, query: Query) -> Result<Vec<u8>, ProtoError> {
-    let mut message = Message::new();
-    message
-        .set_id(id)
-        .set_message_type(MessageType::Query)
-        .set_op_code(OpCode::Query)
-        .set_recursion_desired(false)
-        .add_query(query);
+    let mut message = Message::new(id, MessageType::Query, OpCode::Query);
+    message.metadata.recursion_desired = false;
+    message.add_query(query);
     message.to_vec()
 }
 
@@ -32,7 +28,10 @@ pub(crate) fn query_wire(id: u16, query: Query) -> Result<Vec<u8>, ProtoError> {
 pub enum DnsCheckError {
     /// The cause is in the message too: these end up as text in configuration errors.
     #[error("query name {name:?}: {source}")]
-    Name { name: String, source: ProtoError },
+    Name {
+        name: String,
+        source: Box<ProtoError>,
+    },
     #[error("an expected answer address needs qtype A or AAAA, not {qtype}")]
     AnswerNeedsAddressType { qtype: RecordType },
 }
@@ -48,7 +47,7 @@ impl DnsProbe {
     pub(super) fn new(addr: SocketAddr, check: &DnsCheck) -> Result<Self, DnsCheckError> {
         let mut name = Name::from_utf8(&check.qname).map_err(|source| DnsCheckError::Name {
             name: check.qname.clone(),
-            source,
+            source: Box::new(source),
         })?;
         name.set_fqdn(true);
         if check.expect_answer.is_some() && !matches!(check.qtype, RecordType::A | RecordType::AAAA)
@@ -83,19 +82,19 @@ impl DnsProbe {
         let response = loop {
             let len = socket.recv(&mut buf).await.map_err(io)?;
             match Message::from_vec(&buf[..len]) {
-                Ok(m) if m.id() == id && m.message_type() == MessageType::Response => break m,
+                Ok(m) if m.id == id && m.message_type == MessageType::Response => break m,
                 // Not an answer to this query (a late one to an earlier check, garbage): wait on.
                 _ => {}
             }
         };
-        if response.response_code() != self.expect_rcode {
+        if response.response_code != self.expect_rcode {
             return Err(ProbeError::Rcode {
-                got: response.response_code(),
+                got: response.response_code,
                 expected: self.expect_rcode,
             });
         }
         if let Some(want) = self.expect_answer {
-            let found = response.answers().iter().any(|record| match record.data() {
+            let found = response.answers.iter().any(|record| match &record.data {
                 RData::A(a) => IpAddr::V4(a.0) == want,
                 RData::AAAA(a) => IpAddr::V6(a.0) == want,
                 _ => false,

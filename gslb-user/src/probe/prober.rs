@@ -355,11 +355,11 @@ mod tests {
                 Name::from(addr)
             };
             let message = Message::from_vec(&dns_query(0x1234, qname)).unwrap();
-            assert_eq!(message.id(), 0x1234);
-            assert!(!message.recursion_desired());
-            assert_eq!(message.queries().len(), 1);
-            assert_eq!(message.queries()[0].name().to_ascii(), name);
-            assert_eq!(message.queries()[0].query_type(), qtype);
+            assert_eq!(message.id, 0x1234);
+            assert!(!message.recursion_desired);
+            assert_eq!(message.queries.len(), 1);
+            assert_eq!(message.queries[0].name().to_ascii(), name);
+            assert_eq!(message.queries[0].query_type(), qtype);
         }
     }
 

@@ -10,86 +10,66 @@
 
 use std::net::IpAddr;
 
-use hickory_proto::rr::rdata::opt::ClientSubnet;
 use ipnet::IpNet;
 
+use super::shape::Opt;
+
 /// EDNS option code of ECS.
-const OPTION_SUBNET: u16 = 8;
-/// RR type OPT.
-const TYPE_OPT: u16 = 41;
+pub(super) const OPTION_SUBNET: u16 = 8;
 
-/// A client subnet as RFC 7871 §7.1 allows it in a query: a known family, a source prefix
-/// within it, no address bits beyond the prefix, and a zero scope.
-pub(super) fn valid(ecs: &ClientSubnet) -> bool {
-    let bits = if ecs.addr().is_ipv4() { 32 } else { 128 };
-    ecs.scope_prefix() == 0
-        && ecs.source_prefix() <= bits
-        && IpNet::new(ecs.addr(), ecs.source_prefix()).is_ok_and(|n| n.trunc().addr() == ecs.addr())
+/// A client subnet as RFC 7871 §7.1 allows it in a query, read from the option's bytes: a
+/// known family, a source prefix within it, a zero scope, exactly the address bytes the prefix
+/// needs (§6: surplus bytes are FORMERR; the decoder would read only the bytes the prefix needs
+/// and drop the rest) and no address bit beyond the prefix.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Subnet<'a> {
+    /// The option's data as sent: family, source prefix, scope 0, the address bytes.
+    pub(super) data: &'a [u8],
+    pub(super) addr: IpAddr,
+    pub(super) source: u8,
 }
 
-/// Whether every ECS option of `request` (a message the decoder accepted) carries exactly the
-/// address bytes its source prefix needs, and there is at most one. The decoder reads only the
-/// bytes the prefix needs and drops the rest, so this looks at the wire: RFC 7871 §6 makes
-/// surplus bytes FORMERR, and a second option would leave the choice of subnet to us.
-pub(super) fn exact_lengths(request: &[u8]) -> bool {
-    wire_options(request).is_some_and(|options| {
-        let subnets: Vec<&[u8]> = options
-            .into_iter()
-            .filter(|(code, _)| *code == OPTION_SUBNET)
-            .map(|(_, data)| data)
-            .collect();
-        subnets.len() <= 1
-            && subnets
-                .iter()
-                .all(|data| data.len() >= 4 && data.len() - 4 == usize::from(data[2]).div_ceil(8))
-    })
+/// `data` (an ECS option's) as a [`Subnet`], `None` when it is not well formed.
+pub(super) fn subnet(data: &[u8]) -> Option<Subnet<'_>> {
+    let (&[f0, f1, source, scope], bytes) = data.split_first_chunk::<4>()?;
+    let bits = match u16::from_be_bytes([f0, f1]) {
+        1 => 32,
+        2 => 128,
+        _ => return None,
+    };
+    if scope != 0 || source > bits || bytes.len() != usize::from(source).div_ceil(8) {
+        return None;
+    }
+    let mut octets = [0u8; 16];
+    octets[..bytes.len()].copy_from_slice(bytes);
+    let spare = bytes.len() * 8 - usize::from(source);
+    if bytes
+        .last()
+        .is_some_and(|&last| last & ((1u16 << spare) - 1) as u8 != 0)
+    {
+        return None;
+    }
+    let addr = if bits == 32 {
+        IpAddr::from([octets[0], octets[1], octets[2], octets[3]])
+    } else {
+        IpAddr::from(octets)
+    };
+    Some(Subnet { data, addr, source })
 }
 
-/// The options of the OPT record of `request` as (code, data); empty without one; `None` if
-/// the message does not walk (never, for one the decoder accepted).
-fn wire_options(request: &[u8]) -> Option<Vec<(u16, &[u8])>> {
-    let u16_at = |at: usize| -> Option<u16> {
-        Some(u16::from_be_bytes(
-            request.get(at..at + 2)?.try_into().ok()?,
-        ))
-    };
-    let skip_name = |mut at: usize| -> Option<usize> {
-        loop {
-            let len = *request.get(at)?;
-            match len {
-                0 => return Some(at + 1),
-                l if l & 0xc0 == 0xc0 => return Some(at + 2),
-                l => at += 1 + usize::from(l),
-            }
-        }
-    };
-    let counts: Vec<u16> = (0..4).map(|i| u16_at(4 + 2 * i)).collect::<Option<_>>()?;
-    let mut at = 12;
-    for _ in 0..counts[0] {
-        at = skip_name(at)? + 4;
+/// Whether the client subnet options of `opt` are acceptable: none, or one well formed
+/// ([`subnet`]). A second one would leave the choice of subnet to us: FORMERR, as a malformed
+/// one is (RFC 7871 §7.1.1).
+pub(super) fn well_formed(opt: Option<&Opt<'_>>) -> bool {
+    let mut subnets = opt
+        .into_iter()
+        .flat_map(Opt::options)
+        .filter(|(code, _)| *code == OPTION_SUBNET);
+    match (subnets.next(), subnets.next()) {
+        (None, _) => true,
+        (Some((_, data)), None) => subnet(data).is_some(),
+        (Some(_), Some(_)) => false,
     }
-    let mut options = Vec::new();
-    let records = u32::from(counts[1]) + u32::from(counts[2]) + u32::from(counts[3]);
-    for _ in 0..records {
-        at = skip_name(at)?;
-        let rtype = u16_at(at)?;
-        let rdlen = usize::from(u16_at(at + 8)?);
-        let rdata = request.get(at + 10..at + 10 + rdlen)?;
-        at += 10 + rdlen;
-        if rtype != TYPE_OPT {
-            continue;
-        }
-        let mut o = 0;
-        while o < rdata.len() {
-            let code = u16::from_be_bytes(rdata.get(o..o + 2)?.try_into().ok()?);
-            let len = usize::from(u16::from_be_bytes(
-                rdata.get(o + 2..o + 4)?.try_into().ok()?,
-            ));
-            options.push((code, rdata.get(o + 4..o + 4 + len)?));
-            o += 4 + len;
-        }
-    }
-    Some(options)
 }
 
 /// The resolvers allowed to send ECS; `None`: everyone.
@@ -159,8 +139,8 @@ mod tests {
         Message::from_vec(&r.respond(request, from, Transport::Udp).expect("a reply")).unwrap()
     }
 
-    fn echoed(m: &Message) -> Option<ClientSubnet> {
-        match m.extensions().as_ref()?.option(EdnsCode::Subnet)? {
+    fn echoed(m: &Message) -> Option<hickory_proto::rr::rdata::opt::ClientSubnet> {
+        match m.edns.as_ref()?.option(EdnsCode::Subnet)? {
             EdnsOption::Subnet(s) => Some(*s),
             _ => None,
         }
@@ -231,8 +211,8 @@ mod tests {
         ];
         for (what, options, want) in table {
             let reply = ask(&r, RESOLVER, &query_with_options(&options));
-            assert_eq!(reply.response_code(), want, "{what}");
-            assert_eq!(reply.id(), 0x1234, "{what}");
+            assert_eq!(reply.response_code, want, "{what}");
+            assert_eq!(reply.id, 0x1234, "{what}");
         }
     }
 
@@ -241,9 +221,9 @@ mod tests {
         // 192.0.2.10/32 is view "host", whose www answer differs from the default view's.
         let subnet = query_with_options(&ecs(1, 32, 0, &[192, 0, 2, 10]));
         let host_answer = |m: &Message| {
-            m.answers()
+            m.answers
                 .iter()
-                .map(|a| a.data().to_string())
+                .map(|a| a.data.to_string())
                 .collect::<Vec<_>>()
         };
         let everyone = responder("");
@@ -279,26 +259,23 @@ mod tests {
         let stranger = IpAddr::V4(Ipv4Addr::new(198, 51, 100, 7));
         let own = ask(&listed, stranger, &query_with_options(&[]));
         let ignored = ask(&listed, stranger, &subnet);
-        assert_eq!(ignored.response_code(), ResponseCode::NoError);
+        assert_eq!(ignored.response_code, ResponseCode::NoError);
         assert_ne!(
             host_answer(&ignored),
             host_answer(&as_host),
             "the claim was used"
         );
-        assert_eq!(ignored.answers().len(), own.answers().len());
+        assert_eq!(ignored.answers.len(), own.answers.len());
         assert_eq!(
             echoed(&ignored),
             None,
             "ECS echoed to a client whose ECS was ignored"
         );
-        assert!(
-            ignored.extensions().is_some(),
-            "the OPT itself is still answered"
-        );
+        assert!(ignored.edns.is_some(), "the OPT itself is still answered");
         // Malformed stays malformed, whoever sends it.
         let surplus = query_with_options(&ecs(1, 24, 0, &[192, 0, 2, 0]));
         assert_eq!(
-            ask(&listed, stranger, &surplus).response_code(),
+            ask(&listed, stranger, &surplus).response_code,
             ResponseCode::FormErr
         );
     }

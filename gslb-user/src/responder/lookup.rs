@@ -64,7 +64,7 @@ impl Responder {
                 .cloned()
                 .collect();
             for ns in &out.authority {
-                if let RData::NS(NS(target)) = ns.data()
+                if let RData::NS(NS(target)) = &ns.data
                     && let Some(glue) = zone.records.get(&key(target))
                 {
                     out.additional.extend(
@@ -100,7 +100,7 @@ impl Responder {
             }
             // A CNAME answers every type but CNAME itself (which `rrset` returned above).
             let cname = z.records.get(&current).and_then(|rs| {
-                rs.iter().find_map(|r| match r.data() {
+                rs.iter().find_map(|r| match &r.data {
                     RData::CNAME(CNAME(target)) => Some((r, target.clone())),
                     _ => None,
                 })
@@ -108,7 +108,7 @@ impl Responder {
             match cname {
                 Some((record, target)) => {
                     let mut record = record.clone();
-                    record.set_name(owner.clone());
+                    record.name = owner.clone();
                     out.answers.push(record);
                     current = key(&target);
                     if !visited.insert(current.clone()) {
@@ -161,7 +161,7 @@ impl Responder {
             rrs.retain(|r| r.record_type() == first);
         }
         for r in &mut rrs {
-            r.set_name(owner.clone());
+            r.name = owner.clone();
         }
         rrs
     }

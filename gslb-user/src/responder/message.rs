@@ -1,122 +1,133 @@
-//! The message around the answer: the query parsed and checked (FORMERR, NOTIMP, BADVERS
-//! before any lookup), the response's header, question and OPT record (EDNS, RFC 6891), the
-//! size it must fit, and truncation (TC) when it does not.
+//! The message around the answer: the query's question decoded and checked (FORMERR,
+//! NOTIMP, BADVERS, REFUSED before any lookup), the response's header, question and OPT record
+//! (EDNS, RFC 6891), the size it must fit, and truncation (TC) when it does not. Only the
+//! question is decoded: the header and the OPT record are read from the [`Shape`], which
+//! checked them, so no other record of the request is ever decoded.
 
 use hickory_proto::{
-    op::{Edns, Header, Message, MessageType, OpCode, ResponseCode},
-    rr::rdata::opt::{ClientSubnet, EdnsCode, EdnsOption},
-    serialize::binary::{BinDecodable, BinDecoder, BinEncodable},
+    op::{Edns, Message, MessageType, OpCode, Query, ResponseCode},
+    rr::{RecordType, rdata::opt::ClientSubnet},
+    serialize::binary::{BinDecodable, BinDecoder},
 };
 
-use super::{Transport, ecs};
+use super::{
+    Transport,
+    ecs::{self, OPTION_SUBNET},
+    shape::{self, Shape},
+};
 
 /// UDP responses without EDNS are limited to 512 bytes (RFC 1035 §4.2.1).
 const CLASSIC_UDP_SIZE: usize = 512;
 
-/// The query in `request`; else what to send instead: nothing for a message too short for a
-/// header or a response (never answer one: that way lie reflection loops), FORMERR for one that
-/// does not parse.
-pub(super) fn parse(request: &[u8]) -> Result<Message, Option<Vec<u8>>> {
-    if request.len() < 12 || request[2] & 0x80 != 0 {
-        return Err(None);
-    }
-    // Bytes after the last record are as malformed as missing ones (RFC 1035 §4.1; BIND and
-    // Knot answer FORMERR too); the fast path passes such queries on as `TrailingData`.
-    let mut decoder = BinDecoder::new(request);
-    match Message::read(&mut decoder) {
-        Ok(q) if decoder.is_empty() => Ok(q),
-        _ => Err(Some(formerr(request))),
-    }
+/// The question of a request of `shape`, `None` when the decoder refuses it all the same (a
+/// label it cannot hold).
+pub(super) fn question(shape: &Shape<'_>) -> Option<Query> {
+    let mut decoder = BinDecoder::new(shape.question);
+    Query::read(&mut decoder)
+        .ok()
+        .filter(|_| decoder.is_empty())
 }
 
-/// The response to `query` before its answer: its ID, opcode, RD, CD and question, and our OPT
-/// record (our UDP size, version 0, the DO bit echoed) when the query has one.
-pub(super) fn response_to(query: &Message, edns_udp_size: u16) -> Message {
-    let mut response = Message::new();
-    response
-        .set_id(query.id())
-        .set_message_type(MessageType::Response)
-        .set_op_code(query.op_code())
-        .set_recursion_desired(query.recursion_desired())
-        .set_checking_disabled(query.checking_disabled());
-    for q in query.queries() {
-        response.add_query(q.clone());
-    }
-    if let Some(e) = query.extensions().as_ref() {
+/// The response to `request` (of `shape`, asking `question`) before its answer: its ID,
+/// opcode, RD, CD and question, and our OPT record (our UDP size, version 0, the DO bit
+/// echoed) when the request has one.
+pub(super) fn response_to(
+    request: &[u8],
+    shape: &Shape<'_>,
+    question: Query,
+    edns_udp_size: u16,
+) -> Message {
+    let id = u16::from_be_bytes([request[0], request[1]]);
+    let mut response = Message::new(id, MessageType::Response, OpCode::from_u8(shape.opcode));
+    response.metadata.recursion_desired = request[2] & 0x01 != 0;
+    response.metadata.checking_disabled = request[3] & 0x10 != 0;
+    response.add_query(question);
+    if let Some(opt) = shape.opt {
         let mut ours = Edns::new();
         ours.set_max_payload(edns_udp_size.max(CLASSIC_UDP_SIZE as u16));
         ours.set_version(0);
-        ours.set_dnssec_ok(e.flags().dnssec_ok);
+        ours.set_dnssec_ok(opt.dnssec_ok);
         response.set_edns(ours);
     }
     response
 }
 
-/// The query's EDNS Client Subnet option: the subnet, not the resolver, is the client (RFC
-/// 7871).
-pub(super) fn client_subnet(edns: Option<&Edns>) -> Option<ClientSubnet> {
-    edns.and_then(|e| match e.option(EdnsCode::Subnet) {
-        Some(EdnsOption::Subnet(ecs)) => Some(*ecs),
-        _ => None,
-    })
+/// The request's EDNS Client Subnet option (well formed: [`rejection`] answers the others):
+/// the subnet, not the resolver, is the client (RFC 7871).
+pub(super) fn client_subnet(shape: &Shape<'_>) -> Option<ClientSubnet> {
+    let (_, data) = shape
+        .opt?
+        .options()
+        .find(|(code, _)| *code == OPTION_SUBNET)?;
+    let subnet = ecs::subnet(data)?;
+    Some(ClientSubnet::new(subnet.addr, subnet.source, 0))
 }
 
-/// The most bytes the response may take. Over UDP the smaller of the client's size and ours, so
-/// that answers stay below the size we chose to avoid fragmentation (RFC 9715 R5), but never
-/// below 512.
-pub(super) fn size_limit(transport: Transport, edns: Option<&Edns>, edns_udp_size: u16) -> usize {
-    match (transport, edns) {
+/// The most bytes the response may take. Over UDP the smaller of the client's size (`payload`,
+/// from its OPT record) and ours, so that answers stay below the size we chose to avoid
+/// fragmentation (RFC 9715 R5), but never below 512.
+pub(super) fn size_limit(transport: Transport, payload: Option<u16>, edns_udp_size: u16) -> usize {
+    match (transport, payload) {
         (Transport::Tcp, _) => u16::MAX as usize,
         (Transport::Udp, None) => CLASSIC_UDP_SIZE,
-        (Transport::Udp, Some(e)) => {
-            usize::from(e.max_payload().min(edns_udp_size)).max(CLASSIC_UDP_SIZE)
+        (Transport::Udp, Some(payload)) => {
+            usize::from(payload.min(edns_udp_size)).max(CLASSIC_UDP_SIZE)
         }
     }
 }
 
-/// The error `query` gets without a lookup, `None` when it is to be answered: NOTIMP for an
-/// opcode but QUERY, FORMERR for other than one question or for answers in a query, BADVERS for
-/// EDNS above version 0, FORMERR for a malformed client subnet (`request` is the query's bytes,
-/// for the option's exact lengths).
-pub(super) fn rejection(
-    query: &Message,
-    request: &[u8],
-    ecs: Option<&ClientSubnet>,
-) -> Option<ResponseCode> {
-    let edns = query.extensions().as_ref();
-    if query.op_code() != OpCode::Query {
+/// The error a query of `shape` gets without a lookup, `None` when it is to be answered:
+/// NOTIMP for an opcode but QUERY; BADVERS for EDNS above version 0; FORMERR for a malformed
+/// client subnet and for a question of a type that is never asked
+/// (OPT, TSIG: RFC 6891 §6.1.1, RFC 8945 §4.2); REFUSED for zone transfers (we serve no
+/// secondaries: RFC 5936 §4.2 leaves AXFR over UDP undefined, and NSD and Knot refuse both
+/// without a transfer ACL); NOTIMP for the other meta-types (TKEY, MAILB, MAILA and the
+/// unassigned 128–254: RFC 6895 §3.1 keeps them for queries with their own semantics, which
+/// we do not implement); NOTAUTH for a TSIG-signed query (we hold no key: RFC 8945 §5.2.1).
+pub(super) fn rejection(shape: &Shape<'_>) -> Option<ResponseCode> {
+    let qtype = RecordType::from(shape.qtype);
+    if shape.opcode != 0 {
         Some(ResponseCode::NotImp)
-    } else if query.queries().len() != 1 || !query.answers().is_empty() {
-        Some(ResponseCode::FormErr)
-    } else if edns.is_some_and(|e| e.version() > 0) {
+    } else if shape.opt.is_some_and(|o| o.version > 0) {
         Some(ResponseCode::BADVERS)
-    } else if ecs.is_some_and(|ecs| !ecs::valid(ecs) || !ecs::exact_lengths(request)) {
+    } else if !ecs::well_formed(shape.opt.as_ref())
+        || matches!(qtype, RecordType::OPT | RecordType::TSIG)
+    {
         Some(ResponseCode::FormErr)
+    } else if matches!(qtype, RecordType::AXFR | RecordType::IXFR) {
+        Some(ResponseCode::Refused)
+    } else if (128..=254).contains(&shape.qtype) {
+        Some(ResponseCode::NotImp)
+    } else if shape.tsig {
+        Some(ResponseCode::NotAuth)
     } else {
         None
     }
 }
 
-/// `response` in bytes, within `limit`: too big, its header, question and OPT with TC set, so
-/// that the client retries over TCP (RFC 7766).
-pub(super) fn encode(response: &Message, limit: usize) -> Option<Vec<u8>> {
-    let bytes = response.to_vec().ok()?;
+/// `response` to `request` in bytes, within `limit`: too big, its header, question and OPT with
+/// TC set, so that the client retries over TCP (RFC 7766). A request of its [`Shape`] has one
+/// question and our OPT at most one option, so that always fits 512 bytes; were it not to, the
+/// header alone with TC goes, never more than `limit`. A response that does not encode (a bug,
+/// not an input: every name in it decoded or was loaded) is SERVFAIL from the header, counted
+/// as such, rather than nothing.
+pub(super) fn encode(response: &mut Message, request: &[u8], limit: usize) -> Vec<u8> {
+    let mut header_only = Vec::with_capacity(shape::HEADER);
+    let Ok(bytes) = response.to_vec() else {
+        response.metadata.response_code = ResponseCode::ServFail;
+        shape::header_only(request, ResponseCode::ServFail.low(), &mut header_only);
+        return header_only;
+    };
     if bytes.len() <= limit {
-        return Some(bytes);
+        return bytes;
     }
-    let mut truncated = response.truncate();
-    truncated.set_authoritative(response.authoritative());
-    truncated.to_vec().ok()
-}
-
-/// FORMERR for a message that does not parse: the header's ID and opcode, nothing else.
-fn formerr(request: &[u8]) -> Vec<u8> {
-    let mut header = Header::new();
-    header
-        .set_id(u16::from_be_bytes([request[0], request[1]]))
-        .set_message_type(MessageType::Response)
-        .set_op_code(OpCode::from_u8((request[2] >> 3) & 0x0f))
-        .set_recursion_desired(request[2] & 0x01 != 0)
-        .set_response_code(ResponseCode::FormErr);
-    header.to_bytes().expect("a header always encodes")
+    let truncated = response.truncate();
+    match truncated.to_vec() {
+        Ok(bytes) if bytes.len() <= limit => bytes,
+        _ => {
+            shape::header_only(request, response.response_code.low(), &mut header_only);
+            header_only[2] |= 0x02 | u8::from(response.authoritative) << 2; // TC, and AA as answered
+            header_only
+        }
+    }
 }

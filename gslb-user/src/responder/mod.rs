@@ -24,6 +24,7 @@ mod ecs;
 mod lookup;
 mod message;
 pub mod rrl;
+mod shape;
 #[cfg(test)]
 mod tests;
 mod turns;
@@ -48,6 +49,7 @@ use crate::{
 
 pub use self::answers::AnswerCounts;
 use self::authority::Authority;
+use self::shape::{Refusal, Shape};
 use self::zone::key;
 
 /// How the query arrived, which bounds the response size.
@@ -190,55 +192,63 @@ impl Responder {
         out: &mut Vec<u8>,
     ) -> bool {
         out.clear();
+        // Every request is held to a query's shape first: what is not is refused from its
+        // header, and nothing after this sees more than one question and two small records.
+        let shape = match shape::scan(request) {
+            Ok(shape) => shape,
+            Err(Refusal::Drop) => return false,
+            Err(Refusal::HeaderOnly(rcode)) => {
+                shape::header_only(request, rcode, out);
+                self.answers.count(transport, u16::from(rcode));
+                return true;
+            }
+        };
         let data = self.data.load();
         // A MEP child refuses GSLB names, which `wire` answers (and leaves its NXDOMAIN and
         // NODATA to the general path too, as before).
-        if !self.gslb_refused.load(Ordering::Relaxed) && wire::answer(&data, request, client, out) {
+        if !self.gslb_refused.load(Ordering::Relaxed)
+            && wire::answer(&data, request, &shape, client, out)
+        {
             self.answers.count(transport, u16::from(out[3] & 0x0f));
             return true;
         }
-        match self.respond_message(&data, request, client, transport) {
-            Some(reply) => {
-                out.extend_from_slice(&reply);
-                true
-            }
-            None => false,
-        }
+        let reply = self.respond_message(&data, &shape, request, client, transport);
+        out.extend_from_slice(&reply);
+        true
     }
 
-    /// The response to `request` built as a message (every query `wire` does not answer).
+    /// The response to `request` (of `shape`) built as a message (every query `wire` does not
+    /// answer).
     fn respond_message(
         &self,
         data: &Authority,
+        shape: &Shape<'_>,
         request: &[u8],
         client: IpAddr,
         transport: Transport,
-    ) -> Option<Vec<u8>> {
-        let query = match message::parse(request) {
-            Ok(query) => query,
-            Err(reply) => {
-                // FORMERR, in the header's four bits.
-                if let Some(reply) = &reply {
-                    self.answers.count(transport, u16::from(reply[3] & 0x0f));
-                }
-                return reply;
-            }
+    ) -> Vec<u8> {
+        let Some(question) = message::question(shape) else {
+            let mut reply = Vec::with_capacity(shape::HEADER);
+            shape::header_only(request, shape::FORMERR, &mut reply);
+            self.answers.count(transport, u16::from(shape::FORMERR));
+            return reply;
         };
-        let mut response = message::response_to(&query, data.edns_udp_size);
-        let edns = query.extensions().as_ref();
-        let ecs = message::client_subnet(edns);
-        let limit = message::size_limit(transport, edns, data.edns_udp_size);
-        match message::rejection(&query, request, ecs.as_ref()) {
+        let mut response =
+            message::response_to(request, shape, question.clone(), data.edns_udp_size);
+        let payload = shape.opt.map(|o| o.payload);
+        let limit = message::size_limit(transport, payload, data.edns_udp_size);
+        match message::rejection(shape) {
             Some(rcode) => {
-                response.set_response_code(rcode);
+                response.metadata.response_code = rcode;
             }
-            None => self.answer(data, &query.queries()[0], client, ecs, &mut response),
+            None => {
+                let ecs = message::client_subnet(shape);
+                self.answer(data, &question, client, ecs, &mut response);
+            }
         }
-        let reply = message::encode(&response, limit);
-        if reply.is_some() {
-            self.answers
-                .count(transport, u16::from(response.response_code()));
-        }
+        let reply = message::encode(&mut response, request, limit);
+        self.answers
+            .count(transport, u16::from(response.response_code));
         reply
     }
 
@@ -267,13 +277,13 @@ impl Responder {
             .filter(|ecs| ecs.source_prefix() > 0)
             .map_or(client, |ecs| ecs.addr());
         let found = self.lookup(data, question, client);
-        if let (Some(ecs), Some(edns)) = (ecs, response.extensions_mut()) {
+        if let (Some(ecs), Some(edns)) = (ecs, response.edns.as_mut()) {
             // Scope 0 (valid for every client) unless a GSLB name, whose answer may depend
             // on the client, took part.
             let qtype = u16::from(question.query_type());
             let source = ecs.source_prefix();
             let scope = std::iter::once(question.name())
-                .chain(found.answers.iter().map(hickory_proto::rr::Record::name))
+                .chain(found.answers.iter().map(|r| &r.name))
                 .filter(|_| source > 0)
                 .filter_map(|n| data.scope(&key(n), qtype, client, source))
                 .max()
@@ -285,15 +295,10 @@ impl Responder {
                     scope,
                 )));
         }
-        response
-            .set_response_code(found.rcode)
-            .set_authoritative(found.authoritative);
-        response.insert_answers(found.answers);
-        for r in found.authority {
-            response.add_name_server(r);
-        }
-        for r in found.additional {
-            response.add_additional(r);
-        }
+        response.metadata.response_code = found.rcode;
+        response.metadata.authoritative = found.authoritative;
+        response.answers = found.answers;
+        response.authorities = found.authority;
+        response.additionals = found.additional;
     }
 }

@@ -180,10 +180,8 @@ impl Limiter {
 /// sends (the client retries over TCP), as the fast path's slip. `None` for bytes that do not
 /// decode (never, for the responder's own responses).
 pub fn truncated(response: &[u8]) -> Option<Vec<u8>> {
-    let full = Message::from_vec(response).ok()?;
-    let mut slip = full.truncate();
-    slip.set_authoritative(full.authoritative());
-    slip.to_vec().ok()
+    // `truncate` keeps the whole header (AA included) and sets TC.
+    Message::from_vec(response).ok()?.truncate().to_vec().ok()
 }
 
 /// A monotonic clock in ns for [`Limiter::verdict`], never 0.

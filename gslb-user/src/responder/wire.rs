@@ -23,16 +23,15 @@ use gslb_common::{QTYPE_A, QTYPE_AAAA};
 
 use super::compiled::{CompiledEntry, GslbIndex};
 use super::decisions::Decisions;
+use super::ecs::{self, OPTION_SUBNET, Subnet};
+use super::message;
+use super::shape::{MAX_NAME, Shape, TYPE_OPT};
 use super::zone::ZoneData;
 use super::{Authority, canonical};
 use crate::policy::AnswerMode;
 
 mod negative;
 
-/// The longest name on the wire (RFC 1035 §2.3.4).
-const MAX_NAME: usize = 255;
-/// RR type OPT.
-const TYPE_OPT: u16 = 41;
 /// Class IN.
 const CLASS_IN: u16 = 1;
 /// Every reply written here fits: UDP without EDNS allows 512 bytes, and more is never
@@ -111,123 +110,40 @@ struct Plain<'a> {
 #[derive(Clone, Copy)]
 struct Opt<'a> {
     dnssec_ok: bool,
-    ecs: Option<Ecs<'a>>,
+    ecs: Option<Subnet<'a>>,
 }
 
-/// A client subnet as RFC 7871 §7.1 allows it in a query (the checks of `ecs::valid` and
-/// `ecs::exact_lengths`).
-#[derive(Clone, Copy)]
-struct Ecs<'a> {
-    /// The option's data as sent: family, source prefix, scope 0, the address bytes.
-    data: &'a [u8],
-    addr: IpAddr,
-    source: u8,
-}
-
-/// EDNS option code of ECS.
-const OPTION_SUBNET: u16 = 8;
-
-/// `data` (an ECS option's) when it is well formed: a known family, a source prefix within
-/// it, scope 0, exactly the address bytes the prefix needs and no bits set beyond it.
-fn ecs(data: &[u8]) -> Option<Ecs<'_>> {
-    let (&[f0, f1, source, scope], bytes) = data.split_first_chunk::<4>()?;
-    let bits = match u16::from_be_bytes([f0, f1]) {
-        1 => 32,
-        2 => 128,
-        _ => return None,
-    };
-    if scope != 0 || source > bits || bytes.len() != usize::from(source).div_ceil(8) {
+/// `shape` as a [`Plain`] query, `None` for anything else: a query `message::rejection`
+/// refuses (another opcode, a type never asked, an OPT of another version...), another class,
+/// an OPT with options other than one well-formed ECS.
+fn plain<'a>(shape: &Shape<'a>) -> Option<Plain<'a>> {
+    if message::rejection(shape).is_some() || shape.qclass != CLASS_IN {
         return None;
     }
-    let mut octets = [0u8; 16];
-    octets[..bytes.len()].copy_from_slice(bytes);
-    let spare = bytes.len() * 8 - usize::from(source);
-    if bytes
-        .last()
-        .is_some_and(|&last| last & ((1u16 << spare) - 1) as u8 != 0)
-    {
-        return None;
-    }
-    let addr = if bits == 32 {
-        IpAddr::from([octets[0], octets[1], octets[2], octets[3]])
-    } else {
-        IpAddr::from(octets)
-    };
-    Some(Ecs { data, addr, source })
-}
-
-/// `request` as a [`Plain`] query, `None` for anything else: a response, another opcode, other
-/// than one question, records in the answer or authority section, more than one additional
-/// record or one that is not an OPT of version 0 without options, a compressed or overlong
-/// name, another class or type, bytes after the last record.
-fn plain(request: &[u8]) -> Option<Plain<'_>> {
-    let u16_at = |at: usize| -> Option<u16> {
-        Some(u16::from_be_bytes(
-            request.get(at..at + 2)?.try_into().ok()?,
-        ))
-    };
-    // QR clear, OPCODE QUERY (the other flags are not read, as in the general path).
-    if request.len() < 12 || request[2] & 0xf8 != 0 {
-        return None;
-    }
-    let arcount = u16_at(10)?;
-    if u16_at(4)? != 1 || u16_at(6)? != 0 || u16_at(8)? != 0 || arcount > 1 {
-        return None;
-    }
-    let mut name = ([0u8; MAX_NAME], 0);
-    let mut at = 12;
-    loop {
-        let len = usize::from(*request.get(at)?);
-        if len > 63 || name.1 + 1 + len > MAX_NAME {
-            return None; // a pointer, an extended label type, or too long
+    let opt = match shape.opt {
+        None => None,
+        Some(opt) => {
+            let mut options = opt.options();
+            let ecs = match (options.next(), options.next()) {
+                (None, _) => None,
+                (Some((OPTION_SUBNET, data)), None) => Some(ecs::subnet(data)?),
+                _ => return None,
+            };
+            Some(Opt {
+                dnssec_ok: opt.dnssec_ok,
+                ecs,
+            })
         }
-        let label = request.get(at..=at + len)?;
-        for (i, &b) in label.iter().enumerate() {
-            name.0[name.1 + i] = if i == 0 { b } else { b.to_ascii_lowercase() };
-        }
-        name.1 += 1 + len;
-        at += 1 + len;
-        if len == 0 {
-            break;
-        }
-    }
-    let qtype = u16_at(at)?;
-    if u16_at(at + 2)? != CLASS_IN {
-        return None;
-    }
-    let question = &request[12..at + 4];
-    at += 4;
-    let opt = if arcount == 1 {
-        // Root owner, type OPT, any payload size, any extended RCODE, version 0; no option or
-        // one ECS option filling the data.
-        let rr = request.get(at..at + 11)?;
-        if rr[0] != 0 || u16_at(at + 1)? != TYPE_OPT || rr[6] != 0 {
-            return None;
-        }
-        let rdlen = usize::from(u16_at(at + 9)?);
-        let options = request.get(at + 11..at + 11 + rdlen)?;
-        let ecs = match options.split_first_chunk::<4>() {
-            None if options.is_empty() => None,
-            Some((&[c0, c1, l0, l1], data))
-                if u16::from_be_bytes([c0, c1]) == OPTION_SUBNET
-                    && usize::from(u16::from_be_bytes([l0, l1])) == data.len() =>
-            {
-                Some(ecs(data)?)
-            }
-            _ => return None,
-        };
-        at += 11 + rdlen;
-        Some(Opt {
-            dnssec_ok: rr[7] & 0x80 != 0,
-            ecs,
-        })
-    } else {
-        None
     };
-    (at == request.len()).then_some(Plain {
-        question,
+    // Lower case: the length bytes (at most 63) are not letters, so the whole name can be.
+    let qname = shape.qname();
+    let mut name = ([0u8; MAX_NAME], qname.len());
+    name.0[..qname.len()].copy_from_slice(qname);
+    name.0[..qname.len()].make_ascii_lowercase();
+    Some(Plain {
+        question: shape.question,
         name,
-        qtype,
+        qtype: shape.qtype,
         opt,
     })
 }
@@ -235,8 +151,14 @@ fn plain(request: &[u8]) -> Option<Plain<'_>> {
 /// Writes the reply to `request` from `client` into `out` when it is a [`Plain`] query with a
 /// GSLB answer for the client, or a name of ours that does not exist or has no record of the
 /// type (`negative`); `false` (and `out` as it was) otherwise.
-pub(super) fn answer(data: &Authority, request: &[u8], client: IpAddr, out: &mut Vec<u8>) -> bool {
-    let Some(query) = plain(request) else {
+pub(super) fn answer(
+    data: &Authority,
+    request: &[u8],
+    shape: &Shape<'_>,
+    client: IpAddr,
+    out: &mut Vec<u8>,
+) -> bool {
+    let Some(query) = plain(shape) else {
         return false;
     };
     // From a client not in `server.ecs_allow` the option is ignored and not echoed; a /0
@@ -321,7 +243,13 @@ fn header(out: &mut Vec<u8>, request: &[u8], rcode: u8, answers: u16, authority:
 
 /// Our OPT record (as `message::response_to` makes it) answering `opt`, with `ecs` echoed at
 /// `scope`.
-fn write_opt(out: &mut Vec<u8>, edns_udp_size: u16, opt: Opt<'_>, ecs: Option<Ecs<'_>>, scope: u8) {
+fn write_opt(
+    out: &mut Vec<u8>,
+    edns_udp_size: u16,
+    opt: Opt<'_>,
+    ecs: Option<Subnet<'_>>,
+    scope: u8,
+) {
     let ours = edns_udp_size.max(MAX_REPLY as u16);
     out.extend_from_slice(&[0, 0, TYPE_OPT as u8]);
     out.extend_from_slice(&ours.to_be_bytes());
@@ -353,6 +281,7 @@ mod tests {
     use crate::{
         compile::Snapshot,
         config::Config,
+        responder::shape::scan,
         responder::{Responder, Transport},
     };
 
@@ -511,9 +440,20 @@ mod tests {
                 .is_some_and(|rdlen| rdlen != [0, 0])
     }
 
-    /// The general path alone, as `respond` answered before the wire path existed.
+    /// The general path alone, as `respond` answered before the wire path existed (after the
+    /// shape check, which both paths share).
     fn general(r: &Responder, request: &[u8], client: IpAddr) -> Option<Vec<u8>> {
-        r.respond_message(&r.data.load(), request, client, Transport::Udp)
+        match scan(request) {
+            Ok(shape) => {
+                Some(r.respond_message(&r.data.load(), &shape, request, client, Transport::Udp))
+            }
+            Err(_) => r.respond(request, client, Transport::Udp),
+        }
+    }
+
+    /// Whether the wire path answers `request` (into `out`), after the shape check.
+    fn on_wire(r: &Responder, request: &[u8], client: IpAddr, out: &mut Vec<u8>) -> bool {
+        scan(request).is_ok_and(|shape| answer(&r.data.load(), request, &shape, client, out))
     }
 
     #[test]
@@ -527,7 +467,7 @@ mod tests {
             for (i, request) in mutants().iter().enumerate() {
                 let client = CLIENTS[i % CLIENTS.len()];
                 let mut out = Vec::new();
-                let took = answer(&wire_side.data.load(), request, client, &mut out);
+                let took = on_wire(&wire_side, request, client, &mut out);
                 // When `answer` took it, it advanced the turn: the general side does too.
                 if took {
                     by_wire += 1;
@@ -561,9 +501,8 @@ mod tests {
     fn the_wire_path_answers_gslb_names_and_leaves_the_rest() {
         let r = responder_of(&responder_config());
         let outside = CLIENTS[2];
-        let takes = |r: &Responder, request: &[u8], client| {
-            answer(&r.data.load(), request, client, &mut Vec::new())
-        };
+        let takes =
+            |r: &Responder, request: &[u8], client| on_wire(r, request, client, &mut Vec::new());
         for request in [
             query("www.example.com", QTYPE_A, None),
             query("WWW.example.COM", QTYPE_AAAA, Some((1232, true))),

@@ -143,7 +143,7 @@ impl ZoneData {
 
     pub(super) fn negative_soa(&self) -> Record {
         let mut soa = self.soa.clone();
-        soa.set_ttl(self.negative_ttl);
+        soa.ttl = self.negative_ttl;
         soa
     }
 }

@@ -259,11 +259,7 @@ fn ecs_answer(
         .respond(&wire(&m), OUTSIDE.parse().unwrap(), Transport::Udp)
         .expect("a reply");
     let reply = Message::from_vec(&bytes).expect("the reply parses");
-    let scope = match reply
-        .extensions()
-        .as_ref()
-        .and_then(|e| e.option(EdnsCode::Subnet))
-    {
+    let scope = match reply.edns.as_ref().and_then(|e| e.option(EdnsCode::Subnet)) {
         Some(EdnsOption::Subnet(s)) => s.scope_prefix(),
         other => panic!("{name}: ECS not echoed: {other:?}"),
     };

@@ -232,16 +232,12 @@ impl DnsServer {
                 let Ok(query) = Message::from_vec(&buf[..len]) else {
                     continue;
                 };
-                let Some(question) = query.queries().first().cloned() else {
+                let Some(question) = query.queries.first().cloned() else {
                     continue;
                 };
-                let mut response = Message::new();
-                response
-                    .set_id(query.id())
-                    .set_message_type(MessageType::Response)
-                    .set_op_code(query.op_code())
-                    .set_authoritative(true)
-                    .add_query(question.clone());
+                let mut response = Message::new(query.id, MessageType::Response, query.op_code);
+                response.metadata.authoritative = true;
+                response.add_query(question.clone());
                 if question.name().eq_case(&www) || question.name() == &www {
                     if question.query_type() == RecordType::A {
                         response.add_answer(Record::from_rdata(
@@ -251,7 +247,7 @@ impl DnsServer {
                         ));
                     }
                 } else {
-                    response.set_response_code(ResponseCode::NXDomain);
+                    response.metadata.response_code = ResponseCode::NXDomain;
                 }
                 let _ = socket.send_to(&response.to_vec().unwrap(), peer).await;
             }

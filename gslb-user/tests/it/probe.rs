@@ -659,9 +659,9 @@ async fn dns_probes_take_any_response_as_a_sample() {
         .iter()
         .map(|m| {
             (
-                m.queries()[0].name().to_ascii(),
-                m.queries()[0].query_type(),
-                m.recursion_desired(),
+                m.queries[0].name().to_ascii(),
+                m.queries[0].query_type(),
+                m.recursion_desired,
             )
         })
         .collect();
@@ -672,11 +672,7 @@ async fn dns_probes_take_any_response_as_a_sample() {
             ("1.0.0.127.in-addr.arpa.".to_owned(), RecordType::PTR, false)
         ]
     );
-    assert!(
-        queries
-            .iter()
-            .all(|m| m.message_type() == MessageType::Query)
-    );
+    assert!(queries.iter().all(|m| m.message_type == MessageType::Query));
 
     // A closed port answers with an ICMP port unreachable: a sample too.
     let closed = UdpSocket::bind("127.0.0.1:0")
@@ -767,7 +763,7 @@ fn the_fast_path_records_the_sources_of_queries() {
     let response = ip("203.0.113.98");
     let other_port = ip("203.0.113.97");
     let mut not_a_query = common::query(1, common::WWW, RecordType::A);
-    not_a_query.set_message_type(MessageType::Response);
+    not_a_query.metadata.message_type = MessageType::Response;
     let www_a = common::wire(&common::query(1, common::WWW, RecordType::A));
     let mut to_other_port = common::Frame::udp(other_port, IpAddr::V4(common::SERVER_V4), www_a);
     to_other_port.dst_port = 5353;

@@ -63,10 +63,10 @@ fn every_reply_belongs_to_exactly_one_generation() {
     let seen =
         common::replies_while_publishing(program, table, &frame, &sets, PUBLISHES, |_, msg| {
             let answers: Vec<String> = msg
-                .answers()
+                .answers
                 .iter()
-                .map(|r| match r.data() {
-                    RData::A(a) => format!("{} ttl {}", IpAddr::V4(a.0), r.ttl()),
+                .map(|r| match &r.data {
+                    RData::A(a) => format!("{} ttl {}", IpAddr::V4(a.0), r.ttl),
                     other => format!("{other:?}"),
                 })
                 .collect();
@@ -207,9 +207,9 @@ fn in_place_view_edits_are_atomic() {
                     .unwrap();
                 let reply = if result.return_value == XDP_TX {
                     let msg = Message::from_vec(&out[42..result.data_size_out as usize]).unwrap();
-                    msg.answers()
+                    msg.answers
                         .iter()
-                        .map(|r| match r.data() {
+                        .map(|r| match &r.data {
                             RData::A(a) => IpAddr::V4(a.0).to_string(),
                             other => format!("{other:?}"),
                         })

@@ -97,10 +97,7 @@ fn limits(max_connections: usize, idle_timeout: Duration) -> TcpLimits {
 }
 
 fn query(id: u16, name: &str, qtype: RecordType) -> Vec<u8> {
-    let mut m = Message::new();
-    m.set_id(id)
-        .set_message_type(MessageType::Query)
-        .set_op_code(OpCode::Query);
+    let mut m = Message::new(id, MessageType::Query, OpCode::Query);
     m.add_query(Query::query(Name::from_ascii(name).unwrap(), qtype));
     m.to_vec().unwrap()
 }
@@ -144,7 +141,7 @@ async fn udp_query_is_answered() {
     .await
     .expect("a reply");
     assert_eq!(
-        (reply.id(), reply.response_code(), reply.answers().len()),
+        (reply.id, reply.response_code, reply.answers.len()),
         (7, ResponseCode::NoError, 1)
     );
     server.stop().await;
@@ -171,7 +168,7 @@ async fn udp_response_and_runt_get_no_reply_and_the_server_keeps_serving() {
         ANSWER_WAIT,
     )
     .await;
-    assert_eq!(reply.map(|r| r.id()), Some(2));
+    assert_eq!(reply.map(|r| r.id), Some(2));
     server.stop().await;
 }
 
@@ -183,15 +180,15 @@ async fn udp_truncated_answer_comes_whole_over_tcp() {
         .await
         .expect("a reply");
     assert!(
-        reply.truncated() && reply.answers().is_empty(),
+        reply.truncation && reply.answers.is_empty(),
         "TC without EDNS: {reply:?}"
     );
 
     let mut tcp = TcpStream::connect(server.tcp).await.unwrap();
     write_framed(&mut tcp, &[request]).await;
     let reply = read_framed(&mut tcp).await.expect("a reply over TCP");
-    assert!(!reply.truncated(), "{reply:?}");
-    assert_eq!(reply.answers().len(), 1);
+    assert!(!reply.truncation, "{reply:?}");
+    assert_eq!(reply.answers.len(), 1);
     assert!(reply.to_vec().unwrap().len() > 512);
     server.stop().await;
 }
@@ -212,9 +209,9 @@ async fn udp_honours_edns_size_up_to_ours() {
         let reply = ask_udp(&client, server.udp, &m.to_vec().unwrap(), ANSWER_WAIT)
             .await
             .expect("a reply");
-        assert_eq!(reply.truncated(), truncated, "{name} with EDNS {payload}");
+        assert_eq!(reply.truncation, truncated, "{name} with EDNS {payload}");
         assert_eq!(
-            reply.extensions().as_ref().map(Edns::max_payload),
+            reply.edns.as_ref().map(Edns::max_payload),
             Some(1232),
             "our size"
         );
@@ -267,7 +264,7 @@ async fn tcp_pipelined_queries_are_answered_in_order_on_one_connection() {
         let reply = read_framed_within(&mut tcp, ANSWER_WAIT)
             .await
             .expect("a reply");
-        got.push((reply.id(), reply.response_code()));
+        got.push((reply.id, reply.response_code));
     }
     use ResponseCode::*;
     assert_eq!(
@@ -284,7 +281,7 @@ async fn tcp_pipelined_queries_are_answered_in_order_on_one_connection() {
     assert_eq!(
         read_framed_within(&mut tcp, ANSWER_WAIT)
             .await
-            .map(|r| r.id()),
+            .map(|r| r.id),
         Some(200)
     );
     server.stop().await;
@@ -342,10 +339,7 @@ async fn closed_within(stream: &mut TcpStream, wait: Duration) -> bool {
 /// One query on `stream`, answered with its id.
 async fn answered(stream: &mut TcpStream, id: u16) -> bool {
     write_framed(stream, &[query(id, "txt.example.com", RecordType::TXT)]).await;
-    read_framed_within(stream, ANSWER_WAIT)
-        .await
-        .map(|r| r.id())
-        == Some(id)
+    read_framed_within(stream, ANSWER_WAIT).await.map(|r| r.id) == Some(id)
 }
 
 #[tokio::test]
@@ -456,7 +450,7 @@ async fn a_query_must_arrive_whole_within_the_message_timeout_of_its_first_byte(
     assert_eq!(
         read_framed_within(&mut slow, ANSWER_WAIT)
             .await
-            .map(|r| r.id()),
+            .map(|r| r.id),
         Some(7)
     );
     assert!(started.elapsed() > message_timeout);
@@ -533,7 +527,7 @@ async fn trickling_connections_beyond_the_cap_do_not_delay_a_fresh_query() {
                     &[query(id, "txt.example.com", RecordType::TXT)],
                 )
                 .await;
-                read_framed(&mut stream).await.map(|r| r.id())
+                read_framed(&mut stream).await.map(|r| r.id)
             };
             let got = timeout(Duration::from_secs(1), fresh).await;
             assert_eq!(
@@ -578,7 +572,7 @@ async fn slow_and_silent_tcp_clients_block_nobody() {
         }
         read_framed_within(&mut slow, ANSWER_WAIT)
             .await
-            .map(|r| r.id())
+            .map(|r| r.id)
     });
 
     // Meanwhile everybody else is answered at once, over TCP and UDP.
@@ -589,7 +583,7 @@ async fn slow_and_silent_tcp_clients_block_nobody() {
         assert_eq!(
             read_framed_within(&mut other, ANSWER_WAIT)
                 .await
-                .map(|r| r.id()),
+                .map(|r| r.id),
             Some(id)
         );
     }
@@ -601,7 +595,7 @@ async fn slow_and_silent_tcp_clients_block_nobody() {
         ANSWER_WAIT,
     )
     .await;
-    assert_eq!(reply.map(|r| r.id()), Some(20));
+    assert_eq!(reply.map(|r| r.id), Some(20));
     assert!(
         started.elapsed() < Duration::from_secs(2),
         "others waited {:?}",
@@ -653,11 +647,11 @@ async fn a_udp_flood_from_one_prefix_gets_the_rate_plus_slips_while_others_get_e
         }
         while let Ok(Ok((len, _))) = timeout(SILENCE, flooder.recv_from(&mut buf)).await {
             let reply = parse(&buf[..len]);
-            if reply.truncated() {
-                assert!(reply.answers().is_empty(), "a slip carries no records");
+            if reply.truncation {
+                assert!(reply.answers.is_empty(), "a slip carries no records");
                 slips += 1;
             } else {
-                assert_eq!(reply.answers().len(), 1);
+                assert_eq!(reply.answers.len(), 1);
                 full += 1;
             }
         }
@@ -673,7 +667,7 @@ async fn a_udp_flood_from_one_prefix_gets_the_rate_plus_slips_while_others_get_e
                 ANSWER_WAIT,
             )
             .await;
-            if reply.is_some_and(|r| !r.truncated() && r.answers().len() == 1) {
+            if reply.is_some_and(|r| !r.truncation && r.answers.len() == 1) {
                 answered += 1;
             }
             tokio::time::sleep(Duration::from_millis(1000 / RATE as u64 * 2)).await;

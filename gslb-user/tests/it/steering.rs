@@ -339,7 +339,7 @@ async fn ask(
         let reply = common::ask_loopback(port, name, hickory_proto::rr::RecordType::A);
         let mut addrs = common::answer_addrs(&reply);
         addrs.sort();
-        (reply.response_code(), addrs)
+        (reply.response_code, addrs)
     })
     .await
     .unwrap()

@@ -87,8 +87,9 @@ async fn www_tcp(port: u16) -> Vec<IpAddr> {
     use hickory_proto::op::{Message, Query};
     use hickory_proto::rr::Name;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut q = Message::new();
-    q.set_id(9).add_query(Query::query(
+    let mut q = Message::query();
+    q.metadata.id = 9;
+    q.add_query(Query::query(
         Name::from_ascii("www.example.com.").unwrap(),
         RecordType::A,
     ));

@@ -313,9 +313,9 @@ fn a_republished_list_switches_with_its_answers() {
     let (program, table) = dp.program_and_table();
     let seen = replies_while_publishing(program, table, &frame, &snapshots, 200, |dns, msg| {
         let answers: Vec<String> = msg
-            .answers()
+            .answers
             .iter()
-            .map(|r| match r.data() {
+            .map(|r| match &r.data {
                 RData::A(a) => a.0.to_string(),
                 other => format!("{other:?}"),
             })

@@ -70,8 +70,8 @@ fn floor_turns_queries_around_without_records() {
         let bytes = frame.bytes();
         let out = run_floor(&dp, &bytes);
         let t = assert_turned_around(case, &bytes, &out, None);
-        assert!(t.reply.answers().is_empty(), "{case}: no records");
-        let opt = t.asked.extensions().is_some();
+        assert!(t.reply.answers.is_empty(), "{case}: no records");
+        let opt = t.asked.edns.is_some();
         assert_eq!(t.counts, [1, 0, 0, u16::from(opt)], "{case}: counts");
         assert_eq!(
             t.rdns.len(),
@@ -98,7 +98,7 @@ fn floor_passes_what_the_parse_refuses() {
     let mut tcp = Frame::v4(a.clone());
     tcp.protocol = IPPROTO_TCP;
     let mut response = query(1, WWW, RecordType::A);
-    response.set_message_type(MessageType::Response);
+    response.metadata.message_type = MessageType::Response;
     // A query the reply would shrink (our OPT carries no options): the floor never resizes.
     let mut cookie = query(1, WWW, RecordType::A);
     let mut opt = edns();
@@ -162,11 +162,11 @@ fn floor_grow_answers_a_queries_with_one_record_in_a_grown_frame() {
         let t = assert_turned_around(case, &bytes, &out, None);
         let answers: Vec<(String, RData, u32)> = t
             .reply
-            .answers()
+            .answers
             .iter()
-            .map(|r| (r.name().to_string(), r.data().clone(), r.ttl()))
+            .map(|r| (r.name.to_string(), r.data.clone(), r.ttl))
             .collect();
-        let name = t.asked.queries()[0].name().to_string();
+        let name = t.asked.queries[0].name().to_string();
         assert_eq!(
             answers,
             [(name, RData::A(A::new(192, 0, 2, 1)), 60)],

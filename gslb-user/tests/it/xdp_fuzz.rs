@@ -106,14 +106,14 @@ fn parse(frame: &[u8]) -> Result<Parsed<'_>, String> {
 type Rr = (String, u16, u32, Vec<u8>);
 
 fn records(m: &Message) -> Vec<Rr> {
-    m.answers()
+    m.answers
         .iter()
         .map(|r| {
-            let data = r.data().to_string().into_bytes();
+            let data = r.data.to_string().into_bytes();
             (
-                r.name().to_lowercase().to_ascii(),
+                r.name.to_lowercase().to_ascii(),
                 u16::from(r.record_type()),
-                r.ttl(),
+                r.ttl,
                 data,
             )
         })
@@ -121,7 +121,7 @@ fn records(m: &Message) -> Vec<Rr> {
 }
 
 fn edns_summary(m: &Message) -> Option<(u16, bool, u8, usize)> {
-    m.extensions().as_ref().map(|e| {
+    m.edns.as_ref().map(|e| {
         (
             e.max_payload(),
             e.flags().dnssec_ok,
@@ -188,7 +188,7 @@ fn check_reply(query: &[u8], reply: &[u8], responder: &Responder) -> Result<(), 
             opt_rdata(&theirs)
         ));
     }
-    if !ours_m.name_servers().is_empty() || !ours_m.additionals().is_empty() {
+    if !ours_m.authorities.is_empty() || !ours_m.additionals.is_empty() {
         return Err("XDP sent authority or additional records".into());
     }
     let (ours_rr, theirs_rr) = (records(&ours_m), records(&theirs_m));

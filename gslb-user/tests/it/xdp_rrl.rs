@@ -48,7 +48,7 @@ fn ask_as(dp: &Dataplane, client: IpAddr, id: u16, tally: &mut Tally) {
 
 /// [`ask_as`] with the message `msg` (its ID checked in the reply).
 fn ask_with(dp: &Dataplane, client: IpAddr, msg: &Message, tally: &mut Tally) {
-    let id = msg.id();
+    let id = msg.id;
     let frame = Frame::query_from(client, wire(msg)).bytes();
     let out = run(dp, &frame);
     match out.action {
@@ -60,13 +60,13 @@ fn ask_with(dp: &Dataplane, client: IpAddr, msg: &Message, tally: &mut Tally) {
             };
             assert_udp_checksum("a reply to the flood", &r);
             let reply = Message::from_vec(udp.payload()).expect("reply decodes");
-            assert_eq!(reply.id(), id);
-            assert_eq!(reply.queries().len(), 1, "question echoed");
-            if reply.truncated() {
-                assert!(reply.answers().is_empty(), "a slip carries no records");
+            assert_eq!(reply.id, id);
+            assert_eq!(reply.queries.len(), 1, "question echoed");
+            if reply.truncation {
+                assert!(reply.answers.is_empty(), "a slip carries no records");
                 tally.slips += 1;
             } else {
-                assert_ne!(reply.answers(), []);
+                assert_ne!(reply.answers, []);
                 tally.full += 1;
             }
         }

@@ -342,11 +342,7 @@ fn a_choice_only_publish_switches_atomically() {
     let pair = [snapshots[0].clone(), snapshots[1].clone()];
     let seen =
         common::replies_while_publishing(program, table, &frame, &pair, PUBLISHES, |_, m| {
-            let answers: Vec<String> = m
-                .answers()
-                .iter()
-                .map(|r| format!("{:?}", r.data()))
-                .collect();
+            let answers: Vec<String> = m.answers.iter().map(|r| format!("{:?}", r.data)).collect();
             answers.join(", ")
         });
     // Each of those publishes was choice-only: the generation never moved.

@@ -305,9 +305,9 @@ fn copies_rd_cd_and_do_and_clears_ad() {
     };
     #[rustfmt::skip]
     let cases = [
-        ("RD clear", query(0x2000, WWW, RecordType::A).set_recursion_desired(false).clone()),
-        ("CD set", query(0x2001, WWW, RecordType::A).set_checking_disabled(true).clone()),
-        ("AD set in the query", query(0x2002, WWW, RecordType::A).set_authentic_data(true).clone()),
+        ("RD clear", { let mut m = query(0x2000, WWW, RecordType::A); m.metadata.recursion_desired = false; m }),
+        ("CD set", { let mut m = query(0x2001, WWW, RecordType::A); m.metadata.checking_disabled = true; m }),
+        ("AD set in the query", { let mut m = query(0x2002, WWW, RecordType::A); m.metadata.authentic_data = true; m }),
         ("DO set", query(0x2003, WWW, RecordType::A).set_edns(do_set).clone()),
         ("DO clear", with_edns(query(0x2004, WWW, RecordType::A))),
     ];
@@ -578,7 +578,7 @@ fn passes_queries_for_what_it_does_not_serve() {
         ("no answer for the client's view", wire(&query(3, V1_ONLY, RecordType::A)), Counter::NoAnswer),
         ("TXT", wire(&query(4, WWW, RecordType::TXT)), Counter::Qtype),
         ("ANY", wire(&query(5, WWW, RecordType::ANY)), Counter::Qtype),
-        ("QCLASS CH", www_a_with(|m| { m.queries_mut()[0].set_query_class(DNSClass::CH); }), Counter::Qclass),
+        ("QCLASS CH", www_a_with(|m| { m.queries[0].set_query_class(DNSClass::CH); }), Counter::Qclass),
     ];
     assert_messages_passed(&dp, &cases);
 }
@@ -589,13 +589,13 @@ fn passes_messages_other_than_one_plain_query() {
     let all_a = Query::query(Name::from_ascii(ALL).unwrap(), RecordType::A);
     #[rustfmt::skip]
     let cases = [
-        ("QR=1", www_a_with(|m| { m.set_message_type(MessageType::Response); }), Counter::NotQuery),
-        ("opcode NOTIFY", www_a_with(|m| { m.set_op_code(OpCode::Notify); }), Counter::Opcode),
-        ("TC=1", www_a_with(|m| { m.set_truncated(true); }), Counter::Opcode),
+        ("QR=1", www_a_with(|m| { m.metadata.message_type = MessageType::Response; }), Counter::NotQuery),
+        ("opcode NOTIFY", www_a_with(|m| { m.metadata.op_code = OpCode::Notify; }), Counter::Opcode),
+        ("TC=1", www_a_with(|m| { m.metadata.truncation = true; }), Counter::Opcode),
         ("QDCOUNT=2", www_a_with(|m| { m.add_query(all_a); }), Counter::Sections),
-        ("QDCOUNT=0", www_a_with(|m| { m.take_queries(); }), Counter::Sections),
+        ("QDCOUNT=0", www_a_with(|m| { m.queries.clear(); }), Counter::Sections),
         ("ANCOUNT=1", www_a_with(|m| { m.add_answer(an_a_record()); }), Counter::Sections),
-        ("NSCOUNT=1", www_a_with(|m| { m.add_name_server(an_a_record()); }), Counter::Sections),
+        ("NSCOUNT=1", www_a_with(|m| { m.add_authority(an_a_record()); }), Counter::Sections),
         ("OPT and another additional", www_a_with(|m| { m.set_edns(edns()).add_additional(an_a_record()); }),
             Counter::Additional),
         ("an additional that is not OPT", www_a_with(|m| { m.add_additional(an_a_record()); }), Counter::Additional),

@@ -13,7 +13,7 @@
 use hickory_proto::{rr::RData, serialize::binary::BinEncodable};
 
 use super::super::{Authority, zone::ZoneData};
-use super::{CLASS_IN, Ecs, MAX_NAME, MAX_REPLY, Plain, header, write_opt};
+use super::{CLASS_IN, MAX_NAME, MAX_REPLY, Plain, Subnet, header, write_opt};
 
 /// RCODE NXDOMAIN.
 const NXDOMAIN: u8 = 3;
@@ -40,20 +40,20 @@ impl Soa {
     /// `zone`'s, `None` when its SOA does not encode (never for a validated configuration).
     pub(in super::super) fn new(zone: &ZoneData) -> Option<Self> {
         let record = zone.negative_soa();
-        let RData::SOA(soa) = record.data() else {
+        let RData::SOA(soa) = &record.data else {
             return None;
         };
         let mut numbers = [0u8; 20];
-        numbers[..4].copy_from_slice(&soa.serial().to_be_bytes());
-        numbers[4..8].copy_from_slice(&soa.refresh().to_be_bytes());
-        numbers[8..12].copy_from_slice(&soa.retry().to_be_bytes());
-        numbers[12..16].copy_from_slice(&soa.expire().to_be_bytes());
-        numbers[16..].copy_from_slice(&soa.minimum().to_be_bytes());
+        numbers[..4].copy_from_slice(&soa.serial.to_be_bytes());
+        numbers[4..8].copy_from_slice(&soa.refresh.to_be_bytes());
+        numbers[8..12].copy_from_slice(&soa.retry.to_be_bytes());
+        numbers[12..16].copy_from_slice(&soa.expire.to_be_bytes());
+        numbers[16..].copy_from_slice(&soa.minimum.to_be_bytes());
         Some(Soa {
-            owner: record.name().to_bytes().ok()?.into(),
-            mname: soa.mname().to_bytes().ok()?.into(),
-            rname: soa.rname().to_bytes().ok()?.into(),
-            ttl: record.ttl(),
+            owner: record.name.to_bytes().ok()?.into(),
+            mname: soa.mname.to_bytes().ok()?.into(),
+            rname: soa.rname.to_bytes().ok()?.into(),
+            ttl: record.ttl,
             numbers,
         })
     }
@@ -114,7 +114,7 @@ pub(super) fn answer(
     data: &Authority,
     request: &[u8],
     query: &Plain<'_>,
-    ecs: Option<Ecs<'_>>,
+    ecs: Option<Subnet<'_>>,
     out: &mut Vec<u8>,
 ) -> bool {
     let Some((zone, rcode)) = decide(data, query) else {

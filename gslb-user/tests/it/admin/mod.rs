@@ -285,7 +285,7 @@ fn promtool_check(promtool: &Path, text: &str) -> Result<(), String> {
 
 /// A UDP query to the gslbd on `port`, off the runtime's threads; the reply's RCODE.
 pub(super) async fn ask(port: u16, name: &'static str) -> ResponseCode {
-    tokio::task::spawn_blocking(move || ask_loopback(port, name, RecordType::A).response_code())
+    tokio::task::spawn_blocking(move || ask_loopback(port, name, RecordType::A).response_code)
         .await
         .unwrap()
 }

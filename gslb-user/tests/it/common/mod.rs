@@ -338,15 +338,12 @@ pub(crate) fn ips(addrs: &[&str]) -> Vec<IpAddr> {
 
 /// A standard query with RD set, as stub resolvers send it. `name` keeps its case.
 pub(crate) fn query(id: u16, name: &str, qtype: RecordType) -> Message {
-    let mut msg = Message::new();
-    msg.set_id(id)
-        .set_message_type(MessageType::Query)
-        .set_op_code(OpCode::Query)
-        .set_recursion_desired(true)
-        .add_query(Query::query(
-            Name::from_ascii(name).expect("test name"),
-            qtype,
-        ));
+    let mut msg = Message::new(id, MessageType::Query, OpCode::Query);
+    msg.metadata.recursion_desired = true;
+    msg.add_query(Query::query(
+        Name::from_ascii(name).expect("test name"),
+        qtype,
+    ));
     msg
 }
 
@@ -378,9 +375,9 @@ pub(crate) fn responder_addrs(
 /// The A and AAAA addresses in the answer section of `reply`, in reply order.
 pub(crate) fn answer_addrs(reply: &Message) -> Vec<IpAddr> {
     reply
-        .answers()
+        .answers
         .iter()
-        .filter_map(|r| match r.data() {
+        .filter_map(|r| match r.data {
             RData::A(a) => Some(IpAddr::V4(a.0)),
             RData::AAAA(a) => Some(IpAddr::V6(a.0)),
             _ => None,
@@ -400,9 +397,9 @@ pub(crate) fn ask_server(server: SocketAddr, name: &str, rtype: RecordType) -> M
     socket
         .set_read_timeout(Some(Duration::from_secs(2)))
         .unwrap();
-    let mut q = Message::new();
-    q.set_id(7)
-        .add_query(Query::query(Name::from_ascii(name).unwrap(), rtype));
+    let mut q = Message::query();
+    q.metadata.id = 7;
+    q.add_query(Query::query(Name::from_ascii(name).unwrap(), rtype));
     socket.send_to(&q.to_vec().unwrap(), server).unwrap();
     let mut buf = [0u8; 1500];
     let len = socket.recv(&mut buf).expect("an answer");
@@ -889,14 +886,14 @@ pub(crate) fn assert_reply_scoped(
         counts,
     } = assert_turned_around(case, query, out, scope);
     let mut got = Vec::new();
-    for rr in reply.answers() {
-        assert_eq!(rr.name(), asked.queries()[0].name(), "{case}: owner name");
+    for rr in &reply.answers {
+        assert_eq!(&rr.name, asked.queries[0].name(), "{case}: owner name");
         assert_eq!(
-            (rr.record_type(), rr.dns_class(), rr.ttl()),
+            (rr.record_type(), rr.dns_class, rr.ttl),
             (expect.rtype, DNSClass::IN, expect.ttl),
             "{case}: answer type, class, TTL"
         );
-        got.push(match rr.data() {
+        got.push(match &rr.data {
             RData::A(a) => IpAddr::V4(a.0),
             RData::AAAA(a) => IpAddr::V6(a.0),
             other => panic!("{case}: answer {other:?}"),
@@ -913,7 +910,7 @@ pub(crate) fn assert_reply_scoped(
         Answers::All(addrs) => assert_eq!(&got, addrs, "{case}: every address"),
     }
 
-    let sent_opt = asked.extensions().as_ref();
+    let sent_opt = asked.edns.as_ref();
     // hickory accepts bytes past the last record; the fast path must not leave any.
     let opt_len = if sent_opt.is_some() {
         11 + opt_rdata(&rdns).map_or(0, <[u8]>::len)
@@ -1073,28 +1070,22 @@ pub(crate) fn assert_turned_around(
     let asked = Message::from_vec(qdns).expect("test query decodes");
     let reply =
         Message::from_vec(rdns).unwrap_or_else(|e| panic!("{case}: reply does not decode: {e}"));
-    assert_eq!(reply.id(), asked.id(), "{case}: id");
-    assert_eq!(reply.message_type(), MessageType::Response, "{case}: QR");
-    assert_eq!(reply.op_code(), OpCode::Query, "{case}: opcode");
-    assert!(reply.authoritative(), "{case}: AA");
-    assert!(!reply.truncated(), "{case}: TC");
+    assert_eq!(reply.id, asked.id, "{case}: id");
+    assert_eq!(reply.message_type, MessageType::Response, "{case}: QR");
+    assert_eq!(reply.op_code, OpCode::Query, "{case}: opcode");
+    assert!(reply.authoritative, "{case}: AA");
+    assert!(!reply.truncation, "{case}: TC");
     assert_eq!(
-        reply.recursion_desired(),
-        asked.recursion_desired(),
+        reply.recursion_desired, asked.recursion_desired,
         "{case}: RD copied"
     );
-    assert!(!reply.recursion_available(), "{case}: RA");
-    assert!(!reply.authentic_data(), "{case}: AD");
+    assert!(!reply.recursion_available, "{case}: RA");
+    assert!(!reply.authentic_data, "{case}: AD");
     assert_eq!(
-        reply.checking_disabled(),
-        asked.checking_disabled(),
+        reply.checking_disabled, asked.checking_disabled,
         "{case}: CD copied"
     );
-    assert_eq!(
-        reply.response_code(),
-        ResponseCode::NoError,
-        "{case}: RCODE"
-    );
+    assert_eq!(reply.response_code, ResponseCode::NoError, "{case}: RCODE");
     let question = question_bytes(qdns);
     assert_eq!(
         question_bytes(rdns),
@@ -1102,17 +1093,17 @@ pub(crate) fn assert_turned_around(
         "{case}: question echoed byte for byte"
     );
     assert!(
-        reply.name_servers().is_empty() && reply.additionals().is_empty(),
+        reply.authorities.is_empty() && reply.additionals.is_empty(),
         "{case}: sections"
     );
 
-    let sent_opt = asked.extensions().as_ref();
+    let sent_opt = asked.edns.as_ref();
     assert_eq!(
-        reply.extensions().is_some(),
+        reply.edns.is_some(),
         sent_opt.is_some(),
         "{case}: OPT iff the query's"
     );
-    if let (Some(sent), Some(opt)) = (sent_opt, reply.extensions()) {
+    if let (Some(sent), Some(opt)) = (sent_opt, &reply.edns) {
         assert_eq!(
             (opt.max_payload(), opt.version(), opt.rcode_high()),
             (EDNS_UDP_SIZE, 0, 0),

@@ -400,10 +400,7 @@ fn counting<T>(pin_path: &Path, f: impl FnOnce() -> T) -> (T, u64) {
 }
 
 fn query(id: u16, name: &str, qtype: RecordType) -> Vec<u8> {
-    let mut m = Message::new();
-    m.set_id(id)
-        .set_message_type(MessageType::Query)
-        .set_op_code(OpCode::Query);
+    let mut m = Message::new(id, MessageType::Query, OpCode::Query);
     m.add_query(Query::query(Name::from_ascii(name).unwrap(), qtype));
     m.to_vec().unwrap()
 }
@@ -488,12 +485,12 @@ fn check_rules(lab: &Lab, pin_path: &Path, attached: bool) -> Vec<String> {
         let server = SocketAddr::new(V4, 53);
         let (reply, hits) = counting(pin_path, || lab.udp_exchange(server, &request, WAIT));
         let got = reply.map(|r| Message::from_vec(&r).expect("the reply parses"));
-        if got.as_ref().map(Message::response_code) != want {
+        if got.as_ref().map(|m| m.response_code) != want {
             fail(what, format!("want {want:?}, got {got:?}"));
         }
         if got
             .as_ref()
-            .is_some_and(|m| m.id() != u16::from_be_bytes([request[0], request[1]]))
+            .is_some_and(|m| m.id != u16::from_be_bytes([request[0], request[1]]))
         {
             fail(what, "the ID is not the request's".into());
         }
@@ -554,7 +551,7 @@ fn check_rules(lab: &Lab, pin_path: &Path, attached: bool) -> Vec<String> {
     let replies = lab.tcp_exchange(SocketAddr::new(V4, 53), &requests, WAIT);
     let ids: Vec<u16> = replies
         .iter()
-        .map(|r| Message::from_vec(r).expect("the reply parses").id())
+        .map(|r| Message::from_vec(r).expect("the reply parses").id)
         .collect();
     if ids != [10, 11, 12] {
         fail("TCP pipelined", format!("reply IDs {ids:?}"));
