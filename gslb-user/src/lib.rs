@@ -18,4 +18,6 @@ pub mod responder;
 pub mod server;
 pub mod steering;
 pub mod supervise;
+#[cfg(test)]
+mod test_dir;
 pub mod world;

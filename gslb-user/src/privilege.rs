@@ -8,7 +8,15 @@
 //! process has one thread, so `main` calls it before the tokio runtime starts, and every thread
 //! started after it inherits the reduced set.
 
-use std::{ffi::CString, io, path::Path};
+use std::{
+    ffi::CString,
+    io,
+    path::{Path, PathBuf},
+};
+
+use tracing::warn;
+
+use crate::dataplane::{PinDir, PinEntry};
 
 /// `CAP_NET_RAW` (linux/capability.h).
 pub const CAP_NET_RAW: u32 = 13;
@@ -162,13 +170,13 @@ pub enum PrivilegeError {
          {user:?} may write in"
     )]
     StateDir {
-        dir: std::path::PathBuf,
+        dir: PathBuf,
         user: String,
-        default: std::path::PathBuf,
+        default: PathBuf,
     },
     #[error("giving {path} to {user:?}")]
     Chown {
-        path: std::path::PathBuf,
+        path: PathBuf,
         user: String,
         source: io::Error,
     },
@@ -234,27 +242,41 @@ fn writable_by(uid: u32, gid: u32, mode: u32, user: &User) -> bool {
 
 /// Gives `dir` (the pin directory) and the pins in it to `user`: it removes the pins on exit
 /// without `CAP_DAC_OVERRIDE`, and opens a link pinned by an earlier gslbd (run as root) to
-/// swap its program in.
-pub fn give_dir(dir: &Path, user: &User) -> Result<(), PrivilegeError> {
-    let chown = |path: &Path| {
-        std::os::unix::fs::chown(path, Some(user.uid), Some(user.gid)).map_err(|source| {
-            PrivilegeError::Chown {
-                path: path.into(),
-                user: user.name.clone(),
-                source,
-            }
-        })
+/// swap its program in. Returns the entries it left alone, each named in a warning.
+///
+/// This runs as root at every start on a directory that was the user's since the last one,
+/// so nothing in it is followed ([`PinDir`]: the directory opened `O_NOFOLLOW` and on bpffs,
+/// each entry given with `fchownat(AT_SYMLINK_NOFOLLOW)`), and only pins are given. Anything
+/// else (a symbolic link, a directory) is not gslbd's, and gslbd uses nothing there but its
+/// pins, which [`crate::dataplane::Dataplane::load`] has already checked (refusing the start
+/// for a link in a pin's place): so it is skipped with a warning rather than refusing the
+/// start. Left alone it is harmless, and the DNS service keeps running.
+pub fn give_dir(dir: &Path, user: &User) -> Result<Vec<PathBuf>, PrivilegeError> {
+    let failed = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| PrivilegeError::Chown {
+            path,
+            user: user.name.clone(),
+            source,
+        }
     };
-    chown(dir)?;
-    let entries = std::fs::read_dir(dir).map_err(|source| PrivilegeError::Chown {
-        path: dir.into(),
-        user: user.name.clone(),
-        source,
-    })?;
-    for entry in entries.flatten() {
-        chown(&entry.path())?;
+    let pins = PinDir::open(dir).map_err(failed(dir))?;
+    pins.chown(user.uid, user.gid).map_err(failed(dir))?;
+    let mut skipped = Vec::new();
+    for (name, entry) in pins.entries().map_err(failed(dir))? {
+        let path = dir.join(&name);
+        match entry {
+            PinEntry::Pin => pins
+                .chown_entry(&name, user.uid, user.gid)
+                .map_err(failed(&path))?,
+            PinEntry::Other(found) => {
+                warn!(path = %path.display(), found, user = %user.name, "not a pin: left as it is, not given to the user");
+                skipped.push(path);
+            }
+            PinEntry::Absent => {}
+        }
     }
-    Ok(())
+    Ok(skipped)
 }
 
 /// The number of threads of this process (`/proc/self/status`).
@@ -432,6 +454,50 @@ mod tests {
         assert!(!writable_by(0, 200, 0o1770, &user));
         assert!(!writable_by(0, 0, 0o1777, &user), "/tmp");
         assert!(writable_by(0, 0, 0o777, &user));
+    }
+
+    /// The pin directory is the user's between starts, so at the next start, while gslbd is
+    /// still root, it may hold anything the user put there: a link to a file of root's, a
+    /// directory. Only the pins are given; the rest is left as it is.
+    #[test]
+    fn give_dir_gives_the_pins_and_follows_no_link() {
+        use std::os::unix::fs::MetadataExt;
+        if !crate::dataplane::can_load_xdp() {
+            return;
+        }
+        let nobody = User {
+            name: "nobody".into(),
+            uid: 65534,
+            gid: 65534,
+        };
+        let outside = crate::test_dir::TestDir::new("give-dir-outside");
+        let shadow = outside.join("shadow");
+        std::fs::write(&shadow, "root:secret\n").unwrap();
+        let pins = crate::test_dir::TestDir::bpffs("give-dir");
+        drop(crate::dataplane::Dataplane::load(Some(&pins.0)).expect("loading and pinning"));
+        std::os::unix::fs::symlink(&shadow, pins.join("planted")).unwrap();
+        std::fs::create_dir(pins.join("sub")).unwrap();
+
+        let given = give_dir(&pins.0, &nobody);
+
+        let owner = |path: &Path| {
+            let meta = std::fs::symlink_metadata(path).unwrap();
+            (meta.uid(), meta.gid())
+        };
+        assert_eq!(owner(&shadow), (0, 0), "the link's target was given away");
+        assert_eq!(owner(&pins.join("planted")), (0, 0), "the link itself");
+        assert_eq!(owner(&pins.join("sub")), (0, 0), "not a pin");
+        assert_eq!(owner(&pins.0), (65534, 65534));
+        for name in gslb_common::maps::PINNED {
+            assert_eq!(owner(&pins.join(name)), (65534, 65534), "{name}");
+        }
+        let mut skipped = given.expect("the pins are given");
+        skipped.sort();
+        assert_eq!(
+            skipped,
+            [pins.join("planted"), pins.join("sub")],
+            "skipped, each with a warning"
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! The admin state survives reloads (it is kept by name; a name the reloaded configuration no
 //! longer has is dropped with a warning) and restarts: it is written to `server.state_file`
 //! on every change (a temporary file, then a rename, so a crash leaves the old file or the
-//! new one) and read at start.
+//! new one; mode 0600, no link followed: the directory is `server.user`'s) and read at start.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -146,20 +146,38 @@ impl AdminState {
 
     /// Reads the state file at `path`; a missing file is nothing disabled. Every line is
     /// `service|site|domain NAME`, or a `#` comment, or blank.
+    ///
+    /// gslbd reads it at start as root, in a directory that is the user's: only a regular file
+    /// is read, opened without following a link (a link to `/etc/shadow` would put its first
+    /// line in the error) and without waiting (a FIFO would block the start).
     pub fn load(path: &Path) -> Result<AdminState, StateFileError> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(text) => text,
+        use std::io::Read;
+        use std::os::unix::fs::OpenOptionsExt;
+        let io = |source| StateFileError::Io {
+            path: path.to_owned(),
+            what: "reading",
+            source,
+        };
+        let not_regular = || StateFileError::NotRegular {
+            path: path.to_owned(),
+        };
+        let mut file = match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)
+        {
+            Ok(file) => file,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(AdminState::default());
             }
-            Err(source) => {
-                return Err(StateFileError::Io {
-                    path: path.to_owned(),
-                    what: "reading",
-                    source,
-                });
-            }
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(not_regular()),
+            Err(source) => return Err(io(source)),
         };
+        if !file.metadata().map_err(io)?.is_file() {
+            return Err(not_regular());
+        }
+        let mut text = String::new();
+        file.read_to_string(&mut text).map_err(io)?;
         let mut state = AdminState::default();
         for (i, line) in text.lines().enumerate() {
             let line = line.trim();
@@ -210,12 +228,47 @@ impl AdminState {
         let mut tmp = path.as_os_str().to_owned();
         tmp.push(".tmp");
         let tmp = PathBuf::from(tmp);
-        let mut file = std::fs::File::create(&tmp).map_err(io("creating a temporary file"))?;
+        let mut file = create_private(&tmp).map_err(io("creating a temporary file"))?;
         file.write_all(text.as_bytes())
             .and_then(|()| file.sync_all())
             .map_err(io("writing a temporary file"))?;
-        std::fs::rename(&tmp, path).map_err(io("renaming the temporary file over"))
+        // Replaces whatever is at `path`, a link included, never what a link points to.
+        std::fs::rename(&tmp, path).map_err(io("renaming the temporary file over"))?;
+        // The rename is durable once the directory is.
+        if let Some(dir) = path.parent() {
+            std::fs::File::open(dir)
+                .and_then(|dir| dir.sync_all())
+                .map_err(io("syncing its directory"))?;
+        }
+        Ok(())
     }
+}
+
+/// Creates `path` for writing with mode 0600 whatever the umask, never through a link:
+/// `O_CREAT | O_EXCL` (with `O_NOFOLLOW`, which says so) fails on anything already there. The
+/// state file's directory is the user's, so what is there is a temporary file a crash left,
+/// or something planted: it is removed (a link itself, not its target) and the create tried
+/// once more; a second failure is an error.
+fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let create = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+    };
+    let file = match create() {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            std::fs::remove_file(path)?;
+            create()?
+        }
+        created => created?,
+    };
+    // The umask can only have taken bits off 0600; set it exactly all the same.
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    Ok(file)
 }
 
 /// Domains are compared without case and final dot, as DNS names.
@@ -233,6 +286,12 @@ pub enum StateFileError {
         what: &'static str,
         source: std::io::Error,
     },
+    #[error(
+        "state file {}: not a regular file (a symbolic link, a directory, a FIFO?): gslbd reads only \
+         the file it writes; remove it",
+        path.display()
+    )]
+    NotRegular { path: PathBuf },
     #[error("state file {}:{line}: {text:?} is not \"service|site|domain NAME\"", path.display())]
     Line {
         path: PathBuf,
@@ -296,5 +355,115 @@ mod tests {
             "{error}"
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn some_state() -> AdminState {
+        let mut state = AdminState::default();
+        state.apply(&Command::parse("service disable web1").unwrap());
+        state
+    }
+
+    /// The name of [`the_state_file_is_0600_whatever_the_umask`] for `--exact`.
+    const UMASK_TEST: &str = "steering::tests::the_state_file_is_0600_whatever_the_umask";
+    /// Set in the child process that test starts: where it saves, under umask 0.
+    const UMASK_CHILD: &str = "GSLB_TEST_STATE_FILE_UMASK_0";
+
+    /// The mode is 0600 even under umask 0. The umask is the process's, so the save runs in a
+    /// child process (this test binary, this test alone), not beside other tests.
+    #[test]
+    fn the_state_file_is_0600_whatever_the_umask() {
+        use std::os::unix::fs::PermissionsExt;
+        if let Some(path) = std::env::var_os(UMASK_CHILD) {
+            // SAFETY: umask has no preconditions; this process runs this test only.
+            unsafe { libc::umask(0) };
+            some_state().save(Path::new(&path)).unwrap();
+            return;
+        }
+        let dir = crate::test_dir::TestDir::new("state-umask");
+        let path = dir.join("admin-state");
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", UMASK_TEST, "--test-threads=1", "--quiet"])
+            .env(UMASK_CHILD, &path)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "the save under umask 0: {status}");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o7777, 0o600, "{mode:o}");
+        assert_eq!(AdminState::load(&path).unwrap(), some_state());
+    }
+
+    /// The state file's directory is the user's: a link planted at the temporary file's name
+    /// is not written through, nor is a link at the state file's own name read (at start, as
+    /// root) or written through.
+    #[test]
+    fn the_state_file_follows_no_link() {
+        use std::os::unix::fs::{FileTypeExt, PermissionsExt, symlink};
+        let dir = crate::test_dir::TestDir::new("state-links");
+        let path = dir.join("admin-state");
+        let victim = dir.join("victim");
+        std::fs::write(&victim, "root:secret:19000:0:99999:7:::\n").unwrap();
+        std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o640)).unwrap();
+
+        symlink(&victim, dir.join("admin-state.tmp")).unwrap();
+        some_state()
+            .save(&path)
+            .expect("the link is replaced, not followed");
+        assert_eq!(
+            std::fs::read_to_string(&victim).unwrap(),
+            "root:secret:19000:0:99999:7:::\n",
+            "written through the link"
+        );
+        assert!(
+            std::fs::symlink_metadata(&path)
+                .unwrap()
+                .file_type()
+                .is_file()
+        );
+        assert_eq!(AdminState::load(&path).unwrap(), some_state());
+        assert!(!dir.join("admin-state.tmp").exists());
+
+        // A stale temporary file (a crash between create and rename) does not stop a save.
+        std::fs::write(dir.join("admin-state.tmp"), "stale").unwrap();
+        AdminState::default().save(&path).unwrap();
+        assert_eq!(AdminState::load(&path).unwrap(), AdminState::default());
+
+        // A link at the state file's own name: refused unread, so no line of its target
+        // reaches an error message or the log.
+        std::fs::remove_file(&path).unwrap();
+        symlink(&victim, &path).unwrap();
+        let error = AdminState::load(&path).unwrap_err().to_string();
+        assert!(!error.contains("secret"), "{error}");
+        assert!(error.contains("not a regular file"), "{error}");
+        // Saving replaces the link itself.
+        some_state().save(&path).unwrap();
+        assert!(
+            std::fs::symlink_metadata(&path)
+                .unwrap()
+                .file_type()
+                .is_file()
+        );
+        assert!(
+            std::fs::read_to_string(&victim)
+                .unwrap()
+                .starts_with("root:secret")
+        );
+
+        // A FIFO would block the start forever: refused without waiting for a writer.
+        std::fs::remove_file(&path).unwrap();
+        let made = {
+            let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+            // SAFETY: a valid C string.
+            unsafe { libc::mkfifo(c.as_ptr(), 0o600) }
+        };
+        assert_eq!(made, 0);
+        assert!(
+            std::fs::symlink_metadata(&path)
+                .unwrap()
+                .file_type()
+                .is_fifo()
+        );
+        let error = AdminState::load(&path).unwrap_err().to_string();
+        assert!(error.contains("not a regular file"), "{error}");
     }
 }

@@ -44,6 +44,8 @@ impl Counters {
 
 /// Reads counters from a pinned `COUNTERS` map, e.g. of a running gslbd.
 pub fn pinned_counters(dir: &Path) -> Result<Counters> {
+    // Through no link: run as root, `gslbctl` would read another program's map.
+    super::pin_dir::has_pin(&super::pin_dir::open(dir)?, maps::COUNTERS)?;
     let data = MapData::from_pin(dir.join(maps::COUNTERS)).map_err(map_err(maps::COUNTERS))?;
     let map: PerCpuArray<MapData, u64> =
         PerCpuArray::try_from(Map::PerCpuArray(data)).map_err(map_err(maps::COUNTERS))?;

@@ -58,6 +58,13 @@ pub enum DataplaneError {
         path: PathBuf,
         source: Box<PinError>,
     },
+    /// Something gslbd did not make where it looks for a pin (a symbolic link to another
+    /// program's pin, a directory): never opened, the start stops.
+    #[error(
+        "{} is {found}, not a pin: gslbd opens only the pins it makes in its pin directory; remove it",
+        path.display()
+    )]
+    NotAPin { path: PathBuf, found: &'static str },
     #[error("pin directory {path}")]
     PinDir {
         path: PathBuf,

@@ -20,7 +20,7 @@ use tracing::{info, warn};
 
 use super::{
     CounterReader, Counters, DataplaneError, HeartbeatMap, LdnsMap, Result,
-    counters::read_counters, interface_mac, mac_word, map_err, publish::AnswerTable,
+    counters::read_counters, interface_mac, mac_word, map_err, pin_dir, publish::AnswerTable,
 };
 use crate::config::XdpMode;
 
@@ -70,7 +70,18 @@ impl Dataplane {
                 path: dir.into(),
                 source,
             })?;
-            adopted = dir.join(maps::CONFIG).exists();
+            let pins = pin_dir::open(dir)?;
+            // With `server.user` the directory is the user's: taken back before its pins are
+            // checked, then opened by path (aya's `BPF_OBJ_GET` follows links), so that none
+            // is swapped for a link in between. `privilege::give_dir` gives it back.
+            pins.take().map_err(|source| DataplaneError::PinDir {
+                path: dir.into(),
+                source,
+            })?;
+            for name in PINNED_MAPS {
+                pin_dir::has_pin(&pins, name)?;
+            }
+            adopted = pin_dir::has_pin(&pins, maps::CONFIG)?;
             for name in PINNED_MAPS {
                 let path = dir.join(name);
                 loader.map_pin_path(name, path.clone());
@@ -218,8 +229,11 @@ impl Dataplane {
         Self::detach_stale_attachments(&dir, interface);
         let name = programs::ANSWER;
         let path = dir.join(format!("link-{interface}"));
+        // Opened after the drop, as the user, so a link here would reach nothing the user may
+        // not open; refused all the same, as everywhere in the pin directory.
+        let linked = pin_dir::has_pin(&pin_dir::open(&dir)?, &format!("link-{interface}"))?;
         let program = program_mut(&mut self.ebpf, name)?;
-        let (mode, id) = if path.exists() {
+        let (mode, id) = if linked {
             // The interface runs an earlier gslbd's program through a pinned link: swap the
             // program in that link (one atomic update, no moment without XDP).
             let link =
@@ -256,7 +270,7 @@ impl Dataplane {
                 path: path.clone(),
                 source: Box::new(source),
             })?;
-        let fd_link = if path.exists() {
+        let fd_link = if linked {
             fd_link
         } else {
             FdLink::from(fd_link.pin(&path).map_err(|source| DataplaneError::Pin {
@@ -462,4 +476,74 @@ fn program_mut<'a>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut Xdp
             kind: "program",
             name,
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::{MetadataExt, symlink};
+
+    use gslb_common::maps;
+
+    use super::Dataplane;
+    use crate::{dataplane::can_load_xdp, test_dir::TestDir};
+
+    /// A pin directory is the user's between starts: a link it holds could point the next
+    /// gslbd, still root, at another program's pins. Only real pins in a real directory on
+    /// bpffs are adopted.
+    #[test]
+    fn only_real_pins_in_a_real_bpffs_directory_are_adopted() {
+        if !can_load_xdp() {
+            return;
+        }
+        let real = TestDir::bpffs("adopt-real");
+        let _first = Dataplane::load(Some(&real.0)).expect("loading and pinning");
+
+        let planted = TestDir::bpffs("adopt-link");
+        symlink(real.join(maps::CONFIG), planted.join(maps::CONFIG)).unwrap();
+        match Dataplane::load(Some(&planted.0)) {
+            Ok(dp) => panic!("adopted through a link (adopted: {})", dp.adopted()),
+            Err(error) => {
+                let error = crate::daemon::anyhow_like(&error);
+                assert!(error.contains("symbolic link"), "{error}");
+                assert!(
+                    error.contains(&planted.join(maps::CONFIG).display().to_string()),
+                    "{error}"
+                );
+            }
+        }
+        let left: Vec<_> = std::fs::read_dir(&planted.0)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(left, [maps::CONFIG], "refused before anything was pinned");
+
+        let link_dir = planted.join("dir");
+        symlink(&real.0, &link_dir).unwrap();
+        match Dataplane::load(Some(&link_dir)) {
+            Ok(dp) => panic!(
+                "adopted through a linked directory (adopted: {})",
+                dp.adopted()
+            ),
+            Err(error) => {
+                let error = crate::daemon::anyhow_like(&error);
+                assert!(error.contains("symbolic link"), "{error}");
+            }
+        }
+
+        let elsewhere = TestDir::new("adopt-not-bpffs");
+        let error = Dataplane::load(Some(&elsewhere.0))
+            .err()
+            .expect("pins need a bpffs");
+        let error = crate::daemon::anyhow_like(&error);
+        assert!(error.contains("not on a bpf file system"), "{error}");
+
+        // The user's directory is taken back before it is read, so nothing in it changes
+        // between the check of a pin and its adoption by path.
+        std::os::unix::fs::chown(&real.0, Some(65534), Some(65534)).unwrap();
+        let adopted = Dataplane::load(Some(&real.0)).expect("adopting the real pins");
+        assert!(adopted.adopted());
+        let meta = std::fs::metadata(&real.0).unwrap();
+        assert_eq!((meta.uid(), meta.gid()), (0, 0));
+    }
 }

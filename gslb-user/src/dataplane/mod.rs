@@ -10,7 +10,8 @@
 //! `ROTOR` slot of each rotating answer set. `shortcuts`: what spares a hit lookups (default-view
 //! copies, any-view hints). `heartbeat`: the controller's heartbeat the
 //! program trusts for `server.stale_after_s`. `local_mac`: the attached interfaces' own MACs,
-//! the only destinations the program answers. `jit_lines`: a loaded program's JIT code as
+//! the only destinations the program answers. `pin_dir`: the pin directory, opened so that no
+//! symbolic link in it is followed. `jit_lines`: a loaded program's JIT code as
 //! source lines, for profiles.
 
 mod batch;
@@ -25,6 +26,7 @@ mod jit_lines;
 mod ldns;
 mod loader;
 mod local_mac;
+mod pin_dir;
 mod program_config;
 mod publish;
 mod refine;
@@ -44,6 +46,7 @@ pub use self::jit_lines::{JitLine, JitLines, jit_lines};
 pub use self::ldns::{LdnsMap, LdnsScan, SeenLdns, monotonic_ns};
 pub use self::loader::{Dataplane, OBJECT};
 pub use self::local_mac::{interface_mac, mac_word};
+pub use self::pin_dir::{Entry as PinEntry, PinDir};
 pub use self::publish::{AnswerTable, PublishStats};
 
 use self::error::{Result, map_err};
@@ -51,7 +54,7 @@ use self::error::{Result, map_err};
 /// Whether this test may load XDP programs (root): says why it skips when it cannot, and fails
 /// instead under `GSLB_REQUIRE_PRIVILEGED=1`.
 #[cfg(test)]
-fn can_load_xdp() -> bool {
+pub(crate) fn can_load_xdp() -> bool {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
         return true;
