@@ -15,7 +15,9 @@
 //!   republish (`crate::admin::tables`); `show rtt` is `ldns`'s table.
 //!
 //! The reply's first line is `ok`, followed by the body, or `error: <reason>`; then the server
-//! closes the connection. The socket is made mode 0600: a reload is for root only.
+//! closes the connection. The socket is made mode 0600: a reload is for root only. At most
+//! [`MAX_CONNECTIONS`] are served at once, and none for long: the request line must arrive
+//! within [`REQUEST_TIMEOUT`], the whole reply be taken within [`REPLY_TIMEOUT`].
 
 use std::{
     io,
@@ -45,6 +47,9 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 const RELOAD_TIMEOUT: Duration = Duration::from_secs(120);
 /// Connections served at once; more wait in the backlog.
 const MAX_CONNECTIONS: usize = 16;
+/// A client must take its whole reply within this long (gslbctl reads it at once), or it is
+/// dropped: one that never reads does not hold a connection's permit for longer.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -247,8 +252,18 @@ async fn serve_connection(stream: UnixStream, state: &ControlState) -> io::Resul
         Ok(body) => format!("ok\n{body}"),
         Err(reason) => format!("error: {reason}\n"),
     };
-    write.write_all(reply.as_bytes()).await?;
-    write.shutdown().await
+    let written = async {
+        write.write_all(reply.as_bytes()).await?;
+        write.shutdown().await
+    };
+    tokio::time::timeout(REPLY_TIMEOUT, written)
+        .await
+        .unwrap_or_else(|_| {
+            Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("the client did not take its reply within {REPLY_TIMEOUT:?}"),
+            ))
+        })
 }
 
 /// Why a control request failed; its Display is the reason after `error: ` in the reply.
@@ -435,171 +450,4 @@ pub enum ClientError {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A directory removed on drop, also when the test fails.
-    struct TempDir(PathBuf);
-
-    impl TempDir {
-        fn new(tag: &str) -> TempDir {
-            let dir =
-                std::env::temp_dir().join(format!("gslb-control-{tag}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir).unwrap();
-            TempDir(dir)
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    fn state() -> (
-        ControlState,
-        mpsc::Receiver<Reload>,
-        watch::Sender<Option<RttHandle>>,
-    ) {
-        let (reloads, rx) = mpsc::channel(1);
-        let (rtt_tx, rtt) = watch::channel(None);
-        (
-            ControlState {
-                reloads,
-                steer: mpsc::channel(1).0,
-                rtt,
-                republish: Arc::default(),
-                persistence: crate::persist::Store::new(),
-                load: watch::channel(crate::health::load::LoadReadings::default()).1,
-                world: watch::channel(Arc::default()).1,
-            },
-            rx,
-            rtt_tx,
-        )
-    }
-
-    #[tokio::test]
-    async fn a_live_socket_is_kept_a_stale_one_replaced_and_the_file_goes_with_the_server() {
-        let dir = TempDir::new("bind");
-        let path = dir.0.join("gslbd.sock");
-        let first = ControlSocket::bind(&path).await.expect("a fresh path");
-        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o600);
-        match ControlSocket::bind(&path).await {
-            Err(ControlError::InUse { .. }) => {}
-            other => panic!("a second gslbd on a live socket: {:?}", other.map(|_| ())),
-        }
-        assert!(
-            path.exists(),
-            "the refused bind leaves the live socket alone"
-        );
-        drop(first);
-        assert!(!path.exists(), "removed with the server");
-
-        // What a killed gslbd leaves: a socket file nobody listens on.
-        drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
-        assert!(path.exists());
-        let _second = ControlSocket::bind(&path)
-            .await
-            .expect("a stale socket is replaced");
-
-        // Anything else at the path is not ours to remove.
-        let file = dir.0.join("not-a-socket");
-        std::fs::write(&file, "data").unwrap();
-        assert!(matches!(
-            ControlSocket::bind(&file).await,
-            Err(ControlError::Io { what: "bind", .. })
-        ));
-        assert_eq!(std::fs::read_to_string(&file).unwrap(), "data");
-    }
-
-    #[tokio::test]
-    async fn requests_get_ok_and_a_body_or_an_error_with_the_reason() {
-        let dir = TempDir::new("requests");
-        let path = dir.0.join("gslbd.sock");
-        let socket = ControlSocket::bind(&path).await.unwrap();
-        let (state, mut reloads, _rtt) = state();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let server = tokio::spawn(socket.serve(state, async move {
-            let _ = stopped.await;
-        }));
-        // gslbd's side of a reload: refuse the first, take the second.
-        let invalid = crate::daemon::ReloadError::Config(crate::config::ConfigError::Invalid {
-            file: "test.toml".into(),
-            line: 3,
-            column: 7,
-            reason: "bad".into(),
-        });
-        let daemon = tokio::spawn(async move {
-            reloads
-                .recv()
-                .await
-                .unwrap()
-                .answer(Err(ReloadRefused::Invalid(Arc::new(invalid))));
-            reloads.recv().await.unwrap().answer(Ok(()));
-        });
-        let t = Duration::from_secs(10);
-        // (request, reply)
-        let table: [(&str, Result<&str, &str>); 6] = [
-            (
-                "reload",
-                Err(
-                    "reload refused, the running configuration stays: the configuration does not load: test.toml:3:7: bad",
-                ),
-            ),
-            ("reload", Ok("configuration reloaded\n")),
-            (
-                "stats",
-                Ok(
-                    "trigger_events 0\nrepublishes 0\nlast_compile_us 0\nlast_republish_us 0\n\
-                     reloads_refused 0\nreloads_failed 0\n\
-                     persistence_entries 0\npersistence_created 0\npersistence_replaced 0\n\
-                     persistence_expired 0\npersistence_evicted 0\npersistence_sent 0\n\
-                     persistence_peer_merged 0\npersistence_peer_rejected 0\n\
-                     persistence_peer_ignored 0\n\
-                     load_monitors 0\nload_checks 0\nload_failures 0\nload_aged_out 0\nload_unknown 0\n\
-                     tasks_running\ntask_panics\ntask_errors\ntask_restarts\n\
-                     rtt_probing 0\n",
-                ),
-            ),
-            ("ldns", Err("RTT probing is off")),
-            ("show rtt", Err("RTT probing is off")),
-            (
-                "shutdown",
-                Err(
-                    "unknown request \"shutdown\" (reload, ldns, stats, show services|sites|domains|mep|rtt, or",
-                ),
-            ),
-        ];
-        for (req, want) in table {
-            match (request(&path, req, t).await, want) {
-                // The supervised tasks' counts are the process's (other tests run tasks
-                // meanwhile): their lines are compared by name.
-                (Ok(body), Ok(want)) => {
-                    let names = body
-                        .lines()
-                        .map(|l| match l.split_once(' ') {
-                            Some((name, _)) if name.starts_with("task") => name.to_owned(),
-                            _ => l.to_owned(),
-                        })
-                        .filter(|l| !l.contains('{'))
-                        .fold(String::new(), |out, l| out + &l + "\n");
-                    assert_eq!(names, want, "{req}");
-                }
-                (Err(ClientError::Refused(reason)), Err(want)) => {
-                    assert!(reason.starts_with(want), "{req}: {reason:?}");
-                }
-                (got, _) => panic!("{req}: {got:?}, want {want:?}"),
-            }
-        }
-        daemon.await.unwrap();
-        stop.send(()).unwrap();
-        server.await.unwrap();
-        assert!(!path.exists());
-        assert!(matches!(
-            request(&path, "stats", t).await,
-            Err(ClientError::Connect { .. })
-        ));
-    }
-}
+mod tests;

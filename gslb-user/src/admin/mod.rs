@@ -10,16 +10,18 @@
 //! Any other path is 404, any other method 405. Every value is read when asked: the query path
 //! only bumps relaxed atomics ([`crate::responder::AnswerCounts`]), and the republish loop
 //! hands over its view ([`status::WorldFeed`]) after each republish, never waiting on a reader.
+//! No client holds the endpoint: see [`MAX_CONNECTIONS`] and [`HEADER_TIMEOUT`].
 
 pub mod metrics;
 pub mod status;
 pub mod tables;
 
 use std::{
+    collections::HashMap,
     convert::Infallible,
     sync::{
         Arc,
-        atomic::{AtomicBool, Ordering::Relaxed},
+        atomic::{AtomicBool, AtomicU64, Ordering::Relaxed},
     },
     time::Duration,
 };
@@ -30,24 +32,44 @@ use hyper::{
     service::service_fn,
 };
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::{net::TcpListener, sync::watch, task::JoinSet};
-use tracing::{debug, warn};
+use tokio::{
+    net::{TcpListener, TcpStream},
+    sync::watch,
+    task::{AbortHandle, JoinSet},
+    time::Instant,
+};
+use tracing::{debug, info, warn};
 
 use crate::{
-    dataplane::CounterReader, probe::RttHandle, responder::Responder, supervise,
-    world::RepublishStats,
+    dataplane::CounterReader, log_limit::LogLimiter, probe::RttHandle, responder::Responder,
+    supervise, world::RepublishStats,
 };
 use status::{
     Answers, ConfigStatus, RepublishStatus, ResponderStatus, RttStatus, Status, TaskStatus,
     WorldStatus, XdpStatus,
 };
 
-/// Connections served at once; more wait in the listen backlog.
-const MAX_CONNECTIONS: usize = 64;
-/// A request's headers must arrive within this long.
-const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+/// Connections served at once. When all are taken, a newcomer is still accepted and the
+/// connection whose last request came longest ago (or that was accepted longest ago, if it
+/// never sent one) is closed for it ([`Served::make_room`]).
+///
+/// Why eviction rather than a slot kept for `/healthz` and `/readyz`: what a load-balancer
+/// operator expects is that a probe (a new connection, one request) is answered, whoever holds
+/// the other connections, and that `/metrics` keeps working too. A reserved slot would be
+/// taken by the same attacker as the others (a connection's path is only known once its
+/// request arrives), and would turn a scraper away with the general slots full. Closing the
+/// longest idle connection costs a keep-alive client one reconnect (HTTP/1.1 lets a server
+/// close an idle connection at any time, RFC 9112 §9.6), and it is the TCP DNS server's rule
+/// too (`server::conns`).
+pub const MAX_CONNECTIONS: usize = 64;
+/// A request's headers must arrive within this long of the connection's start or of the end of
+/// the previous response: hyper's header timer starts again when a keep-alive connection goes
+/// idle, so this is also how long an idle keep-alive connection is kept.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 /// A connection is closed after this long, whatever it does (a scraper reconnects).
 const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
+/// At most one log line this often about connections closed for newcomers.
+const EVICTION_LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// What the endpoint reads: shared with the daemon, which sets readiness and feeds the rest.
 pub struct AdminState {
@@ -185,12 +207,14 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     tokio::pin!(shutdown);
-    let mut connections = JoinSet::new();
+    let mut served = Served::new();
     loop {
         tokio::select! {
             () = &mut shutdown => break,
-            Some(_) = connections.join_next(), if !connections.is_empty() => {}
-            accepted = listener.accept(), if connections.len() < MAX_CONNECTIONS => {
+            Some(done) = served.tasks.join_next_with_id(), if !served.tasks.is_empty() => {
+                served.ended(&done);
+            }
+            accepted = listener.accept() => {
                 let stream = match accepted {
                     Ok((stream, _)) => stream,
                     // The connection went away before it was accepted, or file descriptors
@@ -202,27 +226,96 @@ pub async fn run(
                     }
                     Err(error) => return Err(error),
                 };
-                let state = state.clone();
-                connections.spawn(async move {
-                    let service = service_fn(move |request| {
-                        let response = respond(&state, &request);
-                        async move { Ok::<_, Infallible>(response) }
-                    });
-                    let connection = http1::Builder::new()
-                        .timer(TokioTimer::new())
-                        .header_read_timeout(HEADER_TIMEOUT)
-                        .serve_connection(TokioIo::new(stream), service);
-                    if let Ok(Err(error)) =
-                        tokio::time::timeout(CONNECTION_LIFETIME, connection).await
-                    {
-                        debug!(%error, "admin: connection");
-                    }
-                });
+                served.make_room();
+                served.spawn(stream, state.clone());
             }
         }
     }
-    connections.shutdown().await;
+    served.tasks.shutdown().await;
     Ok(())
+}
+
+/// The connections being served: at most [`MAX_CONNECTIONS`], each with the time of its last
+/// request, so that the longest idle one can make room for a newcomer.
+struct Served {
+    tasks: JoinSet<()>,
+    held: HashMap<tokio::task::Id, Held>,
+    /// What the request times count from.
+    epoch: Instant,
+    evictions: LogLimiter,
+}
+
+struct Held {
+    /// Microseconds from `epoch` to its last request (or to its accept).
+    last_request: Arc<AtomicU64>,
+    task: AbortHandle,
+}
+
+impl Served {
+    fn new() -> Served {
+        Served {
+            tasks: JoinSet::new(),
+            held: HashMap::new(),
+            epoch: Instant::now(),
+            evictions: LogLimiter::new(EVICTION_LOG_EVERY),
+        }
+    }
+
+    fn now(epoch: Instant) -> u64 {
+        u64::try_from(epoch.elapsed().as_micros()).unwrap_or(u64::MAX)
+    }
+
+    /// A connection's task ended (or was closed for a newcomer and reaped).
+    fn ended(&mut self, done: &Result<(tokio::task::Id, ()), tokio::task::JoinError>) {
+        let id = match done {
+            Ok((id, ())) => *id,
+            Err(error) => error.id(),
+        };
+        self.held.remove(&id);
+    }
+
+    /// With every connection taken, closes the one whose last request came longest ago.
+    fn make_room(&mut self) {
+        if self.held.len() < MAX_CONNECTIONS {
+            return;
+        }
+        let oldest = self
+            .held
+            .iter()
+            .min_by_key(|(_, held)| held.last_request.load(Relaxed))
+            .map(|(id, _)| *id);
+        if let Some(held) = oldest.and_then(|id| self.held.remove(&id)) {
+            held.task.abort();
+            if let Some(suppressed) = self.evictions.allow(Instant::now()) {
+                info!(
+                    max = MAX_CONNECTIONS,
+                    suppressed,
+                    "admin: every connection was taken; the longest idle one was closed for a newcomer"
+                );
+            }
+        }
+    }
+
+    fn spawn(&mut self, stream: TcpStream, state: Arc<AdminState>) {
+        let epoch = self.epoch;
+        let last_request = Arc::new(AtomicU64::new(Served::now(epoch)));
+        let seen = last_request.clone();
+        let task = self.tasks.spawn(async move {
+            let service = service_fn(move |request| {
+                seen.store(Served::now(epoch), Relaxed);
+                let response = respond(&state, &request);
+                async move { Ok::<_, Infallible>(response) }
+            });
+            let connection = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), service);
+            if let Ok(Err(error)) = tokio::time::timeout(CONNECTION_LIFETIME, connection).await {
+                debug!(%error, "admin: connection");
+            }
+        });
+        self.held.insert(task.id(), Held { last_request, task });
+    }
 }
 
 fn per_connection(error: &std::io::Error) -> bool {

@@ -35,6 +35,11 @@ pub const MAGIC: [u8; 2] = *b"MP";
 pub const HEADER_LEN: usize = 8;
 /// Default cap on a frame's payload (the whole frame is `HEADER_LEN` more).
 pub const DEFAULT_MAX_PAYLOAD: usize = 1 << 20;
+/// Cap on a frame's payload until the peer is authenticated (the handshake's Hello, Auth and
+/// Reject frames). The largest of them, a Reject with its reason at [`MAX_DETAIL`], has 1,027
+/// bytes of payload and the largest Hello 540: 4 KiB leaves room, and an unauthenticated
+/// peer cannot make a node reserve and wait for a megabyte per connection.
+pub const MAX_HANDSHAKE_PAYLOAD: usize = 4096;
 /// Length of a handshake nonce.
 pub const NONCE_LEN: usize = 32;
 /// Length of an X25519 public key (the Hello's ephemeral key share).

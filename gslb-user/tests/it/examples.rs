@@ -211,12 +211,14 @@ fn rrl_example_sets_what_it_says() {
     assert_eq!(config.server.ecs_allow.map(|l| l.len()), Some(2));
 }
 
-/// examples/admin.toml says where the admin endpoint listens; a file without [admin] has none.
+/// examples/admin.toml says where the admin endpoint listens (loopback: allow_remote is false);
+/// a file without [admin] has none.
 #[test]
 fn admin_example_sets_what_it_says() {
     let config = Config::load(&examples_dir().join("admin.toml")).unwrap();
     let admin = config.admin.expect("[admin] is written");
     assert_eq!(admin.listen, "127.0.0.1:9153".parse().unwrap());
+    assert!(!admin.allow_remote, "the default, written out");
     let plain = Config::load(&examples_dir().join("rrl.toml")).unwrap();
     assert_eq!(plain.admin, None);
 }

@@ -1,8 +1,9 @@
 //! MEP identity and integrity over real loopback sessions (issue 12): each site proves its
 //! name with its own key, from its own address; a site speaks only for itself; a live link is
 //! never replaced by a newcomer that cannot prove the same name; every frame after the
-//! handshake is sealed (a replayed or changed frame closes the link); and a flood of silent
-//! connections delays no real handshake. Attackers are played by hand with real sockets, each
+//! handshake is sealed (a replayed or changed frame closes the link); a flood of silent
+//! connections delays no real handshake; and an unauthenticated peer cannot make a node wait
+//! for a large frame. Attackers are played by hand with real sockets, each
 //! from the source address it would have.
 
 use std::{
@@ -628,6 +629,51 @@ async fn a_flood_of_half_open_connections_does_not_delay_a_real_handshake() {
         b.stats().closes
     );
     drop(flood);
+}
+
+/// A connection from a site's address, not authenticated yet, announces a 1 MiB Hello (under
+/// the node's `max_payload`) and sends 4 KiB of it: the node closes it on its header
+/// (`oversized`), at once, instead of reserving the megabyte and waiting for it until the
+/// handshake deadline (here 10 s); a real handshake then still works.
+#[tokio::test]
+async fn an_unauthenticated_peer_announcing_a_large_frame_is_closed_on_its_header() {
+    let mut d = Deploy::new(vec![
+        SiteSpec::parent("A", ip(0, 91)),
+        SiteSpec::parent("B", ip(0, 92)),
+    ]);
+    let b = d.start("B", |c| c.handshake_timeout = WAIT);
+    let mut s = connect_from(ip(0, 91), d.addr("B")).await.unwrap();
+    let mut header = vec![
+        b'M',
+        b'P',
+        frame::HELLO_VERSION,
+        frame::MessageType::Hello as u8,
+    ];
+    header.extend_from_slice(&(1u32 << 20).to_be_bytes());
+    s.write_all(&header).await.unwrap();
+    // A few KiB of the payload: more than the cap before authentication, far less than 1 MiB.
+    let _ = s.write_all(&[0; 4096]).await;
+    let started = Instant::now();
+    let mut rest = Vec::new();
+    let closed = timeout(Duration::from_secs(1), s.read_to_end(&mut rest))
+        .await
+        .expect("closed on the header, not at the handshake deadline");
+    assert!(
+        matches!(&closed, Ok(0)) || closed.is_err(),
+        "{closed:?}, {} bytes",
+        rest.len()
+    );
+    println!("closed after {:?}", started.elapsed());
+    wait_until("counted", || b.stats().closed(CloseReason::Oversized) >= 1).await;
+    call(
+        ip(0, 91),
+        d.addr("B"),
+        &hello("A", Role::Parent, None),
+        &key("A"),
+        "B",
+    )
+    .await
+    .expect("a real handshake");
 }
 
 #[tokio::test]

@@ -1,5 +1,8 @@
 //! The handshake of a link: the two Hellos (version negotiation, ephemeral key exchange) and
-//! the signed proofs of both site keys, bounded by `handshake_timeout`.
+//! the signed proofs of both site keys, bounded by `handshake_timeout`. Every frame read here
+//! comes from a peer not authenticated yet, so it is capped at
+//! [`frame::MAX_HANDSHAKE_PAYLOAD`] (4 KiB), not at the link's `max_payload`: a peer must prove
+//! its name before it may make us reserve and wait for a large frame.
 
 use std::time::Duration;
 
@@ -8,7 +11,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use super::{LinkError, read_frame, read_sealed, seal};
 use crate::mep::{
     auth::{self, Ephemeral, PublicKey, Sealer, SessionKeys, Side, SiteKey},
-    frame::{self, HELLO_VERSION, Hello, KX_LEN, Message, RejectCode},
+    frame::{self, HELLO_VERSION, Hello, KX_LEN, MAX_HANDSHAKE_PAYLOAD, Message, RejectCode},
 };
 
 /// What this end says about itself in the handshake.
@@ -81,6 +84,7 @@ pub(super) async fn send_sealed<W: AsyncWrite + Unpin>(
 
 /// Reads the peer's sealed Auth frame and checks its signature (made as `side`) with the key
 /// of the site it claims to be; a wrong one is rejected with a reason before the link closes.
+/// `max_payload` caps what is sent; what is read is capped by [`MAX_HANDSHAKE_PAYLOAD`].
 pub(super) async fn expect_proof<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
     version: u8,
@@ -90,7 +94,7 @@ pub(super) async fn expect_proof<S: AsyncRead + AsyncWrite + Unpin>(
     side: Side,
     th: &[u8; 32],
 ) -> Result<(), LinkError> {
-    let (v, m, _) = read_sealed(stream, max_payload, &mut keys.recv).await?;
+    let (v, m, _) = read_sealed(stream, MAX_HANDSHAKE_PAYLOAD, &mut keys.recv).await?;
     match m {
         Message::Auth(sig) if v == version => {
             if !peer_key.verify(side, th, &sig) {
@@ -162,7 +166,7 @@ pub async fn handshake_initiator<S: AsyncRead + AsyncWrite + Unpin>(
             max_payload,
         )
         .await?;
-        let (version, m, their_hello) = match read_frame(stream, max_payload).await {
+        let (version, m, their_hello) = match read_frame(stream, MAX_HANDSHAKE_PAYLOAD).await {
             // A MEP 1 acceptor closes on a Hello it cannot read, without a word.
             Err(LinkError::Closed) => {
                 return Err(LinkError::PeerRejected {
@@ -259,7 +263,7 @@ pub async fn handshake_acceptor<S: AsyncRead + AsyncWrite + Unpin>(
 ) -> Result<Established, LinkError> {
     let local = me.hello;
     let steps = async {
-        let (version, m, their_hello) = match read_frame(stream, max_payload).await {
+        let (version, m, their_hello) = match read_frame(stream, MAX_HANDSHAKE_PAYLOAD).await {
             Err(e @ LinkError::OldPeer) => {
                 reject(stream, &e).await;
                 return Err(e);
@@ -339,4 +343,119 @@ pub async fn handshake_acceptor<S: AsyncRead + AsyncWrite + Unpin>(
     tokio::time::timeout(timeout, steps)
         .await
         .unwrap_or(Err(LinkError::HandshakeTimeout(timeout)))
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncWriteExt;
+
+    use super::*;
+    use crate::mep::frame::{
+        DEFAULT_MAX_PAYLOAD, FrameError, HEADER_LEN, MAX_DETAIL, MAX_HANDSHAKE_PAYLOAD, MAX_NAME,
+        MAX_SITE_NAME, MAX_VERSIONS, MessageType, NONCE_LEN, Role, SIG_LEN,
+    };
+
+    /// The largest Hello there is: every field at its cap.
+    fn largest_hello() -> Hello {
+        let site = |c: &str| c.repeat(MAX_SITE_NAME);
+        Hello {
+            versions: (1..=u8::try_from(MAX_VERSIONS).unwrap()).collect(),
+            site: site("a"),
+            peer: site("b"),
+            role: Role::Child,
+            parent: Some(site("c")),
+            software: "s".repeat(MAX_NAME),
+            rtt_tolerance_ms: Some(u32::MAX),
+            nonce: [1; NONCE_LEN],
+            kx: [2; KX_LEN],
+        }
+    }
+
+    /// Every frame a handshake reads (a Hello, an Auth, a Reject), at its largest, is read
+    /// under the cap that holds until the peer is authenticated, with at least half of it to
+    /// spare; and those frames are the largest (one byte more in a field is refused).
+    #[test]
+    fn the_largest_handshake_frames_fit_the_cap_before_authentication_with_room() {
+        let frames = [
+            Message::Hello(largest_hello()),
+            Message::Auth([3; SIG_LEN]),
+            Message::Reject {
+                code: RejectCode::Other(255),
+                detail: "d".repeat(MAX_DETAIL),
+            },
+        ];
+        let mut largest = 0;
+        for m in &frames {
+            let bytes = frame::encode(HELLO_VERSION, m, DEFAULT_MAX_PAYLOAD).unwrap();
+            let (_, back, _) = frame::decode_frame(&bytes, MAX_HANDSHAKE_PAYLOAD).unwrap();
+            assert_eq!(&back, m);
+            println!(
+                "{:?}: {} bytes of payload",
+                m.kind(),
+                bytes.len() - HEADER_LEN
+            );
+            largest = largest.max(bytes.len() - HEADER_LEN);
+        }
+        assert!(
+            2 * largest <= MAX_HANDSHAKE_PAYLOAD,
+            "largest handshake payload {largest} bytes, cap {MAX_HANDSHAKE_PAYLOAD}"
+        );
+        let mut longer = largest_hello();
+        longer.software.push('s');
+        assert!(
+            frame::encode(HELLO_VERSION, &Message::Hello(longer), DEFAULT_MAX_PAYLOAD).is_err()
+        );
+    }
+
+    /// An acceptor that is not authenticated yet announces a 1 MiB Hello (under the link's
+    /// `max_payload`) and sends a few KiB of it: the initiator refuses it on its header, at once,
+    /// rather than reserve the megabyte and wait for it until the handshake deadline.
+    #[tokio::test(start_paused = true)]
+    async fn an_initiator_refuses_a_large_frame_from_an_unauthenticated_acceptor() {
+        let (mut ours, mut theirs) = tokio::io::duplex(64 * 1024);
+        let local = LocalHello {
+            site: "A".into(),
+            role: Role::Parent,
+            parent: None,
+            versions: vec![HELLO_VERSION],
+            software: "test".into(),
+            rtt_tolerance_ms: None,
+        };
+        let key = SiteKey::from_seed(&[5; 32]);
+        let peer_key = SiteKey::from_seed(&[6; 32]).public();
+        let me = Identity {
+            hello: &local,
+            key: &key,
+        };
+        let handshake = handshake_initiator(
+            &mut ours,
+            me,
+            "B",
+            &peer_key,
+            DEFAULT_MAX_PAYLOAD,
+            Duration::from_secs(60),
+        );
+        let rogue = async {
+            read_frame(&mut theirs, MAX_HANDSHAKE_PAYLOAD)
+                .await
+                .unwrap();
+            let mut header = vec![b'M', b'P', HELLO_VERSION, MessageType::Hello as u8];
+            header.extend_from_slice(&(1u32 << 20).to_be_bytes());
+            theirs.write_all(&header).await.unwrap();
+            theirs.write_all(&[0; 4096]).await.unwrap();
+        };
+        let (result, ()) = tokio::time::timeout(Duration::from_secs(5), async {
+            tokio::join!(handshake, rogue)
+        })
+        .await
+        .expect("refused on its header, not at the handshake deadline");
+        assert!(
+            matches!(
+                result,
+                Err(LinkError::Frame(FrameError::Oversized { len, max }))
+                    if len == 1 << 20 && max == MAX_HANDSHAKE_PAYLOAD
+            ),
+            "{result:?}"
+        );
+    }
 }

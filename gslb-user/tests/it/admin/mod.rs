@@ -1,13 +1,14 @@
 //! The admin endpoint (`[admin] listen`) of a gslbd run in this process: `/metrics` is a
 //! Prometheus exposition `promtool check metrics` accepts, whose values follow known events;
 //! `/status` is the same as JSON; `/healthz`, `/readyz`, 404 and 405; a killed endpoint task
-//! comes back; a silent client is closed. `prometheus` has the real-Prometheus test.
+//! comes back. `prometheus` has the real-Prometheus test; `slots` the limits on connections.
 //!
 //! promtool and prometheus are looked up in the usual places; without them a test says why
 //! and skips, unless GSLB_REQUIRE_TOOLS=1 or CI=true (or GSLB_REQUIRE_PRIVILEGED=1, as
 //! `gslb_tests::skip` does), where it fails. Every wait is bounded by [`WAIT`].
 
 mod prometheus;
+mod slots;
 
 use crate::common;
 
@@ -16,7 +17,6 @@ use std::{
     net::SocketAddr,
     path::{Path, PathBuf},
     process::{Command, Stdio},
-    time::{Duration, Instant},
 };
 
 use common::{Backend, Gslbd, WAIT, answer_becomes, ask_loopback};
@@ -519,63 +519,6 @@ fn every_section_of_the_exposition_is_valid() {
     let json = serde_json::to_value(&status).unwrap();
     assert_eq!(json["mep"]["links"][0]["last_error"], "refused\nagain");
     assert_promtool_accepts(&text);
-}
-
-/// A client that connects and sends half a request is closed once the header timeout passes,
-/// and does not hold up another client meanwhile.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_silent_client_is_closed_and_others_are_served() {
-    use gslb_user::{
-        admin::{self, AdminState, status::WorldFeed},
-        compile::Snapshot,
-        config::Config,
-        responder::Responder,
-    };
-    let config = Config::parse(
-        "[server]\nlisten = [\"127.0.0.1\"]\n",
-        Path::new("admin.toml"),
-    )
-    .unwrap();
-    let responder = std::sync::Arc::new(Responder::new(&config, &Snapshot::from_config(&config)));
-    let state = std::sync::Arc::new(AdminState::new(
-        std::sync::Arc::default(),
-        responder,
-        None,
-        WorldFeed::default().subscribe(),
-        tokio::sync::watch::channel(None).1,
-    ));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(admin::run(listener, state, async {
-        let _ = stopped.await;
-    }));
-
-    let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
-    silent
-        .write_all(b"GET /metrics HTTP/1.1\r\nHo")
-        .await
-        .unwrap();
-    assert_eq!(http(addr, "GET", "/healthz").await.0, 200);
-    let started = Instant::now();
-    let mut rest = Vec::new();
-    // Closed by the server (the read ends), within the header timeout (5 s) and some slack.
-    tokio::time::timeout(Duration::from_secs(10), silent.read_to_end(&mut rest))
-        .await
-        .expect("the silent connection is closed")
-        .ok();
-    assert!(
-        started.elapsed() >= Duration::from_secs(3),
-        "{:?}",
-        started.elapsed()
-    );
-
-    stop.send(()).unwrap();
-    tokio::time::timeout(WAIT, server)
-        .await
-        .expect("the endpoint stops")
-        .unwrap()
-        .unwrap();
 }
 
 /// The operator's admin state (`gslbctl service|site|domain disable`, through the control
