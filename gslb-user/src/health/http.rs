@@ -226,13 +226,6 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
 }
 
-fn provider() -> Arc<CryptoProvider> {
-    static PROVIDER: OnceLock<Arc<CryptoProvider>> = OnceLock::new();
-    PROVIDER
-        .get_or_init(|| Arc::new(rustls::crypto::ring::default_provider()))
-        .clone()
-}
-
 /// The client configuration of `tls`; the common ones are built once and shared.
 fn client_config(tls: &TlsCheck) -> Result<Arc<ClientConfig>, MonitorSpecError> {
     static VERIFIED: OnceLock<Arc<ClientConfig>> = OnceLock::new();
@@ -254,7 +247,7 @@ fn build_config(
     ca_file: Option<&Path>,
     insecure: bool,
 ) -> Result<Arc<ClientConfig>, MonitorSpecError> {
-    let builder = ClientConfig::builder_with_provider(provider())
+    let builder = ClientConfig::builder_with_provider(crate::tls::provider())
         .with_safe_default_protocol_versions()
         .map_err(|source| MonitorSpecError::Tls {
             source: Box::new(source),
@@ -262,7 +255,7 @@ fn build_config(
     let mut config = if insecure {
         builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider())))
+            .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(crate::tls::provider())))
             .with_no_client_auth()
     } else {
         let mut roots = system_roots().clone();

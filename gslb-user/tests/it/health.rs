@@ -554,7 +554,7 @@ fn self_signed() -> (TlsAcceptor, String) {
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
         certified.signing_key.serialize_der(),
     ));
-    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+    let provider = gslb_user::tls::provider();
     let config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .unwrap()

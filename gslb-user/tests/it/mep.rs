@@ -688,7 +688,7 @@ fn tls() -> MepTls {
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
         certified.signing_key.serialize_der(),
     ));
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = gslb_user::tls::provider();
     let server = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .unwrap()

@@ -97,7 +97,7 @@ impl MepTls {
         if roots.is_empty() {
             return Err(none(TlsInput::Ca));
         }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = crate::tls::provider();
         let server = rustls::ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(|e| bad(TlsInput::Provider, &e))?
