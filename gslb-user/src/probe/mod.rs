@@ -86,7 +86,7 @@ pub struct ProbeSettings {
     /// LDNS entry timeout: entries without a query this long expire.
     pub ldns_timeout: Duration,
     pub mask: LdnsMask,
-    /// Probes sent per second, over all entries and types; 0 for no limit.
+    /// Probes sent per second, over all entries and types (≥ 1: there is no "no limit").
     pub max_rate: u32,
     /// Probe rounds running at once, at most (≥ 1).
     pub max_concurrent: usize,
@@ -141,6 +141,9 @@ impl ProbeSettings {
             return Err(ProbeSettingsError::BelowOne {
                 name: "max_concurrent",
             });
+        }
+        if self.max_rate == 0 {
+            return Err(ProbeSettingsError::BelowOne { name: "max_rate" });
         }
         if self.max_ldns == 0 {
             return Err(ProbeSettingsError::BelowOne { name: "max_ldns" });
@@ -562,6 +565,13 @@ mod tests {
                     ..ok.clone()
                 },
                 "max_concurrent must be at least 1",
+            ),
+            (
+                ProbeSettings {
+                    max_rate: 0,
+                    ..ok.clone()
+                },
+                "max_rate must be at least 1",
             ),
             (
                 ProbeSettings {

@@ -30,22 +30,24 @@ const WARN_EVERY: Duration = Duration::from_secs(60);
 /// entries waiting for slots delays them by no more than the other protected probes, and the
 /// rate holds over time (a priority probe may share an instant with one already queued).
 struct Pacer {
-    gap: Option<Duration>,
+    gap: Duration,
     /// (next shared slot, next priority slot)
     next: std::sync::Mutex<(Instant, Instant)>,
 }
 
 impl Pacer {
+    /// `rate` per second (at least 1: [`super::ProbeSettings::validate`] refuses 0, and there
+    /// is no unpaced mode).
     fn new(rate: u32) -> Self {
         let now = Instant::now();
         Pacer {
-            gap: (rate > 0).then(|| Duration::from_secs(1) / rate),
+            gap: Duration::from_secs(1) / rate.max(1),
             next: std::sync::Mutex::new((now, now)),
         }
     }
 
     async fn wait(&self, priority: bool) {
-        let Some(gap) = self.gap else { return };
+        let gap = self.gap;
         let slot = {
             let mut next = lock(&self.next);
             let now = Instant::now();

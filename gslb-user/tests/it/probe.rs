@@ -433,7 +433,8 @@ async fn rounds_are_capped_in_number_at_once() {
     use ProbeKind::*;
     let (supervisor, fake) = start(ProbeSettings {
         max_concurrent: 4,
-        max_rate: 0,
+        // Pacing far above what 4 rounds at once can use: the cap is what limits here.
+        max_rate: 1_000_000,
         ..ProbeSettings::default()
     });
     let recorder = supervisor.recorder();
