@@ -48,6 +48,7 @@ mod http;
 pub(crate) mod icmp;
 pub mod link;
 pub mod load;
+mod needle;
 pub mod state;
 mod tcp;
 
