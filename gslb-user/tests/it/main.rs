@@ -25,6 +25,7 @@ mod load_config;
 mod load_mep;
 mod load_monitor;
 mod load_nginx;
+mod location_watch;
 mod logs;
 mod mep;
 mod mep_config;
