@@ -183,6 +183,10 @@ pub struct ProbeStats {
     pub samples: u64,
     /// Probes sent (each type tried counts).
     pub probes: u64,
+    /// Probes that failed here, never a sample: not sent (no ICMP socket, a prohibited route,
+    /// a send refused), or answered by this host itself (an ICMP error from one of its
+    /// addresses: a local firewall's REJECT).
+    pub local_errors: u64,
     /// Most rounds seen running at once.
     pub max_in_flight: usize,
     /// LDNS entries expired.

@@ -12,7 +12,7 @@ use crate::log_limit::LogLimiter;
 
 use super::{
     ProberState, RECORD_BATCH, lock,
-    prober::{ProbeKind, ProbeRound, Prober, probe_in_order},
+    prober::{ProbeKind, ProbeOutcome, ProbeRound, Prober, probe_in_order},
     rtt::RttChange,
     table::Tier,
 };
@@ -220,10 +220,16 @@ fn tick<P: Prober>(
 fn finish_round(shared: &ProberState, (group, target, started): RoundKey, round: &ProbeRound) {
     let now = Instant::now();
     let answered = round.sample.is_some();
+    let local_errors = round
+        .tried
+        .iter()
+        .filter(|(_, outcome)| matches!(outcome, ProbeOutcome::Failed(_)))
+        .count() as u64;
     {
         let mut stats = lock(&shared.stats);
         stats.rounds += 1;
         stats.samples += u64::from(answered);
+        stats.local_errors += local_errors;
     }
     match round.sample {
         Some(sample) => {

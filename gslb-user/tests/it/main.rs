@@ -35,6 +35,7 @@ mod mep_show;
 mod persist_daemon;
 mod persistence;
 mod probe;
+mod probe_icmp_errors;
 mod republish;
 mod rotation;
 mod rtt_daemon;
