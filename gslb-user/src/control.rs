@@ -350,6 +350,7 @@ async fn handle(request: &str, state: &ControlState) -> Result<String, ControlRe
                     ("probe_rounds", stats.rounds),
                     ("probe_samples", stats.samples),
                     ("probes_sent", stats.probes),
+                    ("probe_local_errors", stats.local_errors),
                     ("probe_backoffs", stats.backoffs),
                     ("probe_held_by_budget", stats.held),
                     ("probe_refused_targets", stats.refused_at_probe),

@@ -18,7 +18,7 @@ pub mod responder;
 pub mod server;
 pub mod steering;
 pub mod supervise;
-pub mod tls;
 #[cfg(test)]
 mod test_dir;
+pub mod tls;
 pub mod world;

@@ -13,7 +13,10 @@ pub fn provider() -> Arc<CryptoProvider> {
     static PROVIDER: OnceLock<Arc<CryptoProvider>> = OnceLock::new();
     PROVIDER
         .get_or_init(|| {
-            #[expect(deprecated, reason = "the ring provider, on purpose: see the module docs")]
+            #[expect(
+                deprecated,
+                reason = "the ring provider, on purpose: see the module docs"
+            )]
             let ring = tokio_rustls::rustls::crypto::ring::default_provider();
             Arc::new(ring)
         })

@@ -1128,6 +1128,18 @@ pub fn ipv4_ports(frame: &[u8]) -> Option<(u16, u16)> {
 
 /// A TAP device named `name` in the calling thread's namespace; frames without extra headers.
 fn open_tap(name: &str) -> std::os::fd::OwnedFd {
+    open_tun_tap(name, libc::IFF_TAP)
+}
+
+/// A TUN device named `name` in the calling thread's namespace (down, without addresses):
+/// what the host routes to it is read from the fd as bare IP packets ([`read_frame`]), as
+/// a test's own "network" sees it.
+pub fn open_tun(name: &str) -> std::os::fd::OwnedFd {
+    open_tun_tap(name, libc::IFF_TUN)
+}
+
+/// [`open_tap`] or [`open_tun`] by `kind`.
+fn open_tun_tap(name: &str, kind: libc::c_int) -> std::os::fd::OwnedFd {
     use std::os::fd::FromRawFd;
     #[repr(C)]
     struct IfReq {
@@ -1141,7 +1153,7 @@ fn open_tap(name: &str) -> std::os::fd::OwnedFd {
     assert!(fd >= 0, "/dev/net/tun: {}", std::io::Error::last_os_error());
     // SAFETY: a fresh fd we own.
     let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
-    let flags = (libc::IFF_TAP | libc::IFF_NO_PI) as libc::c_short;
+    let flags = (kind | libc::IFF_NO_PI) as libc::c_short;
     let mut req = IfReq {
         name: [0; 16],
         flags,
@@ -1165,8 +1177,8 @@ fn open_tap(name: &str) -> std::os::fd::OwnedFd {
     fd
 }
 
-/// One frame from a TAP fd, or `None` after 100 ms without one.
-fn read_frame(fd: &std::os::fd::OwnedFd, buf: &mut [u8]) -> Option<usize> {
+/// One frame from a TAP fd (a packet from a TUN fd), or `None` after 100 ms without one.
+pub fn read_frame(fd: &std::os::fd::OwnedFd, buf: &mut [u8]) -> Option<usize> {
     use std::os::fd::AsRawFd;
     let mut pfd = libc::pollfd {
         fd: fd.as_raw_fd(),

@@ -1,5 +1,6 @@
-//! Spoofed DNS queries for the flood tests: a raw IPv4 socket (in whatever namespace the
-//! calling thread is) sending UDP queries to a server from any source address the caller picks.
+//! Spoofed packets: a raw IPv4 socket (in whatever namespace the calling thread is) sending
+//! UDP queries (the flood tests) or ICMP errors (the prober's tests) to a server from any
+//! source address the caller picks.
 
 use std::net::Ipv4Addr;
 
@@ -18,7 +19,7 @@ pub struct SpoofSender {
 }
 
 impl SpoofSender {
-    /// A sender to `server`'s port 53 (needs CAP_NET_RAW).
+    /// A sender to `server` (queries to its port 53; needs CAP_NET_RAW).
     pub fn new(server: Ipv4Addr) -> SpoofSender {
         // SAFETY: a plain socket call; the fd is owned by the returned value.
         let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_RAW) };
@@ -30,18 +31,40 @@ impl SpoofSender {
     /// none, valid for IPv4; the kernel fills the IP checksum). A full queue (ENOBUFS) drops
     /// it, as a real link would.
     pub fn send(&self, src: Ipv4Addr, sport: u16, payload: &[u8]) {
-        let total = 20 + 8 + payload.len();
+        let mut udp = Vec::with_capacity(8 + payload.len());
+        udp.extend_from_slice(&sport.to_be_bytes());
+        udp.extend_from_slice(&53u16.to_be_bytes());
+        udp.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+        udp.extend_from_slice(&[0, 0]);
+        udp.extend_from_slice(payload);
+        self.send_ip(src, 17, &udp);
+    }
+
+    /// Sends an ICMP destination unreachable with `code` from `src` to the server about
+    /// `original`, an IPv4 packet the server sent (its header and first 8 bytes of payload
+    /// are quoted, as routers do): the server's kernel hands the error to the socket that sent
+    /// `original`, whoever `src` is. `src` one of the server's own addresses is what a local
+    /// firewall's REJECT makes; the destination's or a router's, what the network answers.
+    pub fn send_unreachable(&self, src: Ipv4Addr, code: u8, original: &[u8]) {
+        let quoted = usize::from(original[0] & 0x0f) * 4 + 8;
+        let mut icmp = vec![3, code, 0, 0, 0, 0, 0, 0];
+        icmp.extend_from_slice(&original[..quoted.min(original.len())]);
+        let sum = checksum(&icmp);
+        icmp[2..4].copy_from_slice(&sum.to_be_bytes());
+        self.send_ip(src, 1, &icmp);
+    }
+
+    /// Sends `l4` as the payload of protocol `proto` from `src` to the server (the kernel
+    /// fills the IP checksum).
+    fn send_ip(&self, src: Ipv4Addr, proto: u8, l4: &[u8]) {
+        let total = 20 + l4.len();
         let mut p = Vec::with_capacity(total);
         p.extend_from_slice(&[0x45, 0]);
         p.extend_from_slice(&(total as u16).to_be_bytes());
-        p.extend_from_slice(&[0, 0, 0x40, 0, 64, 17, 0, 0]);
+        p.extend_from_slice(&[0, 0, 0x40, 0, 64, proto, 0, 0]);
         p.extend_from_slice(&src.octets());
         p.extend_from_slice(&self.server.octets());
-        p.extend_from_slice(&sport.to_be_bytes());
-        p.extend_from_slice(&53u16.to_be_bytes());
-        p.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-        p.extend_from_slice(&[0, 0]);
-        p.extend_from_slice(payload);
+        p.extend_from_slice(l4);
         let addr = libc::sockaddr_in {
             sin_family: libc::AF_INET as libc::sa_family_t,
             sin_port: 0,
@@ -102,6 +125,18 @@ impl SpoofSender {
         }
         sent
     }
+}
+
+/// The Internet checksum (RFC 1071) of `data`.
+fn checksum(data: &[u8]) -> u16 {
+    let mut sum: u32 = data
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], c.get(1).copied().unwrap_or(0)])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
 }
 
 impl Drop for SpoofSender {

@@ -195,7 +195,8 @@ impl Validator<'_> {
                     d.mask.v6,
                 )?,
             },
-            max_rate: self.int(owner, "max_rate", raw.max_rate, 0..=1_000_000, d.max_rate)?,
+            // No "unlimited": 0 would start every due round's probes at once.
+            max_rate: self.int(owner, "max_rate", raw.max_rate, 1..=1_000_000, d.max_rate)?,
             max_concurrent: self.int(
                 owner,
                 "max_concurrent",

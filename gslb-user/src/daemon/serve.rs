@@ -26,9 +26,11 @@ use super::{
 use crate::{
     admin::status::WorldFeed,
     compile::Snapshot,
+    config::Config,
     control::{Reload, ReloadRefused},
     dataplane::Dataplane,
     health::HealthEvent,
+    location::db::{LocationDb, LocationDbError},
     probe::RttHandle,
     responder::Responder,
     supervise,
@@ -95,9 +97,12 @@ pub(super) async fn serve(
         loops,
         mut servers,
     } = running;
-    // The location database's files are watched for changes by their modification times.
+    // The location database's files are watched for changes by their modification times; a
+    // change is read on a blocking thread (a large database takes seconds), one build at a
+    // time, and applied here when it is done.
     let mut location_poll = tokio::time::interval(LOCATION_POLL);
     location_poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut location_build: Option<LocationBuild> = None;
 
     let mut rtt_pacer = rtt::RepublishPacer::new(tokio::time::Instant::now());
     let mut health_pacer = rtt::RepublishPacer::with(
@@ -221,16 +226,30 @@ pub(super) async fn serve(
                 continue;
             }
             () = tokio::time::sleep_until(health_pacer.due().unwrap_or_else(tokio::time::Instant::now)), if health_pacer.due().is_some() => "health",
-            _ = location_poll.tick() => {
+            _ = location_poll.tick(), if location_build.is_none() => {
                 let now = FileStamps::of(&location_files(&world.config));
                 if now == location_stamps {
                     continue;
                 }
                 location_stamps = now;
-                match location_db(&world.config, &config_path) {
-                    Ok(db) => world.locations = db,
-                    Err(error) => {
+                location_build = Some(LocationBuild::start(world.config.clone(), config_path.clone()));
+                continue;
+            }
+            built = async { (&mut location_build.as_mut().expect("a build").task).await }, if location_build.is_some() => {
+                let build = location_build.take().expect("a build");
+                // A reload switched to another configuration meanwhile: its own database is
+                // in force.
+                if !Arc::ptr_eq(&build.config, &world.config) {
+                    continue;
+                }
+                match built {
+                    Ok(Ok(db)) => world.locations = db,
+                    Ok(Err(error)) => {
                         error!(error = anyhow_like(&error), "location database changed but does not load; the loaded one stays in force");
+                        continue;
+                    }
+                    Err(error) => {
+                        error!(%error, "location database changed but its build failed; the loaded one stays in force");
                         continue;
                     }
                 }
@@ -357,6 +376,23 @@ pub(super) async fn serve(
     // After the detach: the RTT prober holds the LDNS map that the program writes.
     rtt.shutdown().await;
     Ok(())
+}
+
+/// The location database being rebuilt for a change of its files, off the controller loop.
+struct LocationBuild {
+    /// The configuration it is built for.
+    config: Arc<Config>,
+    task: tokio::task::JoinHandle<Result<Option<Arc<LocationDb>>, LocationDbError>>,
+}
+
+impl LocationBuild {
+    fn start(config: Arc<Config>, config_path: PathBuf) -> Self {
+        let for_build = config.clone();
+        LocationBuild {
+            config,
+            task: tokio::task::spawn_blocking(move || location_db(&for_build, &config_path)),
+        }
+    }
 }
 
 /// Makes `snapshot` what the fast path and the responder answer. False when the fast path

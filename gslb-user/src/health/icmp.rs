@@ -11,11 +11,16 @@
 use std::{
     io,
     net::{IpAddr, SocketAddr},
+    os::fd::AsFd,
 };
 
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::{ProbeError, random_u64};
+use super::{
+    ProbeError,
+    icmp_error::{self, Queued},
+    random_u64,
+};
 
 /// How ICMP echo checks open their socket here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,7 +63,7 @@ fn open(ipv6: bool) -> io::Result<(Socket, IcmpMode)> {
 pub(super) async fn ping(target: IpAddr) -> Result<(), ProbeError> {
     match echo(target).await {
         Ok((Echo::Reply, _)) => Ok(()),
-        Ok((Echo::Error(e), _)) | Err(e) => Err(ProbeError::Icmp(e)),
+        Ok((Echo::Error { error, .. }, _)) | Err(error) => Err(ProbeError::Icmp(error)),
     }
 }
 
@@ -67,8 +72,13 @@ pub(super) async fn ping(target: IpAddr) -> Result<(), ProbeError> {
 pub(crate) enum Echo {
     /// The echo reply.
     Reply,
-    /// An error the kernel reported on the connected socket instead, e.g. an ICMP unreachable.
-    Error(io::Error),
+    /// An error the kernel reported on the connected socket instead: an ICMP unreachable, sent
+    /// by `from` (`None`: unknown, or not an ICMP error). Soft ICMP errors (a router's "no
+    /// route", a TTL exceeded) are not reported: they are no answer of the target.
+    Error {
+        error: io::Error,
+        from: Option<IpAddr>,
+    },
 }
 
 /// Sends one echo request to `target` and waits (without a limit: the caller has one) for what
@@ -78,6 +88,7 @@ pub(crate) async fn echo(target: IpAddr) -> io::Result<(Echo, std::time::Duratio
     let ipv6 = target.is_ipv6();
     let (socket, mode) = open(ipv6)?;
     socket.set_nonblocking(true)?;
+    icmp_error::report_errors(socket.as_fd(), ipv6)?;
     socket.connect(&SocketAddr::new(target, 0).into())?;
     // tokio's UDP socket is only a non-blocking datagram fd with `send` and `recv`, which is
     // what an ICMP socket needs; no unsafe registration of our own.
@@ -96,7 +107,14 @@ pub(crate) async fn echo(target: IpAddr) -> io::Result<(Echo, std::time::Duratio
                 return Ok((Echo::Reply, sent.elapsed()));
             }
             Ok(_) => {}
-            Err(e) => return Ok((Echo::Error(e), sent.elapsed())),
+            Err(error) => match icmp_error::take(socket.as_fd()) {
+                // Reported only because every error is asked for: wait on, as without.
+                Some(Queued::Icmp { hard: false, .. }) => {}
+                queued => {
+                    let from = queued.and_then(Queued::from);
+                    return Ok((Echo::Error { error, from }, sent.elapsed()));
+                }
+            },
         }
     }
 }

@@ -46,8 +46,10 @@
 pub(crate) mod dns;
 mod http;
 pub(crate) mod icmp;
+pub(crate) mod icmp_error;
 pub mod link;
 pub mod load;
+mod needle;
 pub mod state;
 mod tcp;
 

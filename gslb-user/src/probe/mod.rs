@@ -86,7 +86,7 @@ pub struct ProbeSettings {
     /// LDNS entry timeout: entries without a query this long expire.
     pub ldns_timeout: Duration,
     pub mask: LdnsMask,
-    /// Probes sent per second, over all entries and types; 0 for no limit.
+    /// Probes sent per second, over all entries and types (≥ 1: there is no "no limit").
     pub max_rate: u32,
     /// Probe rounds running at once, at most (≥ 1).
     pub max_concurrent: usize,
@@ -142,6 +142,9 @@ impl ProbeSettings {
                 name: "max_concurrent",
             });
         }
+        if self.max_rate == 0 {
+            return Err(ProbeSettingsError::BelowOne { name: "max_rate" });
+        }
         if self.max_ldns == 0 {
             return Err(ProbeSettingsError::BelowOne { name: "max_ldns" });
         }
@@ -180,6 +183,10 @@ pub struct ProbeStats {
     pub samples: u64,
     /// Probes sent (each type tried counts).
     pub probes: u64,
+    /// Probes that failed here, never a sample: not sent (no ICMP socket, a prohibited route,
+    /// a send refused), or answered by this host itself (an ICMP error from one of its
+    /// addresses: a local firewall's REJECT).
+    pub local_errors: u64,
     /// Most rounds seen running at once.
     pub max_in_flight: usize,
     /// LDNS entries expired.
@@ -562,6 +569,13 @@ mod tests {
                     ..ok.clone()
                 },
                 "max_concurrent must be at least 1",
+            ),
+            (
+                ProbeSettings {
+                    max_rate: 0,
+                    ..ok.clone()
+                },
+                "max_rate must be at least 1",
             ),
             (
                 ProbeSettings {

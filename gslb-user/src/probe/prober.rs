@@ -3,13 +3,21 @@
 //! Unlike a health monitor, any reply is a sample: an echo reply or an ICMP error reported on
 //! the socket, a DNS response with any RCODE or a port unreachable, a SYN-ACK or a reset. Only
 //! silence (nothing within the response timeout) or a local failure (no ICMP socket, no
-//! route) is not.
+//! route, a send refused) is not.
+//!
+//! An ICMP error is a reply only when the network sent it: the target, or a router that is not
+//! this host. One from this host's own address was made here (a local firewall's REJECT), comes
+//! back at once and would win every RTT decision at ~0 ms: it is a local failure
+//! ([`ProbeOutcome::Failed`]). The ICMP and DNS probes read the sender off the socket's error
+//! queue ([`crate::health::icmp_error`]). A TCP reset carries no such sender: a refused connect
+//! stays a sample, whoever reset it.
 
 use std::{
     fmt,
     future::Future,
     io,
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
+    os::fd::AsFd,
     str::FromStr,
     time::Duration,
 };
@@ -23,7 +31,12 @@ use tokio::{
     time::Instant,
 };
 
-use crate::health::{Echo, dns::query_wire, echo};
+use crate::health::{
+    Echo,
+    dns::query_wire,
+    echo,
+    icmp_error::{self, Queued},
+};
 
 /// A probe type (NetScaler's `ldns-ping`, `ldns-dns`, `ldns-tcp` monitors; F5's `icmp`,
 /// `dns_dot`, `dns_rev`, `tcp` probe protocols).
@@ -219,11 +232,40 @@ fn is_remote_error(e: &io::Error) -> bool {
         || e.raw_os_error() == Some(libc::EPROTO)
 }
 
+/// Whether `error`, reported on a probe's socket for an ICMP error that `from` sent, is the
+/// network's answer to a probe of `target`: an error that only a reply can cause, sent by the
+/// target itself or by a host that is not this one (this host's addresses read now; when they
+/// cannot be, it is not taken).
+fn answered_by_network(error: &io::Error, from: Option<IpAddr>, target: IpAddr) -> bool {
+    let Some(from) = from.map(|a| a.to_canonical()) else {
+        return false;
+    };
+    is_remote_error(error)
+        && (from == target.to_canonical()
+            || super::admit::host_addresses().is_ok_and(|own| !own.contains(&from)))
+}
+
+/// The failure of a probe whose socket reported `error`, sent by `from` (this host, or unknown).
+fn not_answered(what: &str, error: &io::Error, from: Option<IpAddr>) -> ProbeOutcome {
+    match from {
+        Some(from) => {
+            ProbeOutcome::Failed(format!("{what}: {error} (sent by {from}: not a reply)"))
+        }
+        None => ProbeOutcome::Failed(format!("{what}: {error}")),
+    }
+}
+
 async fn icmp(target: IpAddr) -> ProbeOutcome {
     match echo(target).await {
         Ok((Echo::Reply, rtt)) => ProbeOutcome::Reply(rtt),
-        Ok((Echo::Error(e), rtt)) if is_remote_error(&e) => ProbeOutcome::Reply(rtt),
-        Ok((Echo::Error(e), _)) | Err(e) => ProbeOutcome::Failed(format!("ICMP: {e}")),
+        Ok((Echo::Error { error, from }, rtt)) => {
+            if answered_by_network(&error, from, target) {
+                ProbeOutcome::Reply(rtt)
+            } else {
+                not_answered("ICMP", &error, from)
+            }
+        }
+        Err(e) => ProbeOutcome::Failed(format!("ICMP: {e}")),
     }
 }
 
@@ -251,6 +293,9 @@ async fn dns(addr: SocketAddr, name: Name) -> ProbeOutcome {
         Ok(s) => s,
         Err(e) => return failed("bind", e),
     };
+    if let Err(e) = icmp_error::report_errors(socket.as_fd(), addr.is_ipv6()) {
+        return failed("IP_RECVERR", e);
+    }
     // Connected: only the target's datagrams are received, and an ICMP error for the query is
     // reported (a port unreachable is a reply too).
     if let Err(e) = socket.connect(addr).await {
@@ -268,8 +313,19 @@ async fn dns(addr: SocketAddr, name: Name) -> ProbeOutcome {
                 return ProbeOutcome::Reply(sent.elapsed());
             }
             Ok(_) => {}
-            Err(e) if is_remote_error(&e) => return ProbeOutcome::Reply(sent.elapsed()),
-            Err(e) => return failed("receive", e),
+            Err(error) => match icmp_error::take(socket.as_fd()) {
+                // Reported only because every error is asked for (a router's "no route"): no
+                // answer of the target; wait on, as without.
+                Some(Queued::Icmp { hard: false, .. }) => {}
+                queued => {
+                    let from = queued.and_then(Queued::from);
+                    return if answered_by_network(&error, from, addr.ip()) {
+                        ProbeOutcome::Reply(sent.elapsed())
+                    } else {
+                        not_answered("DNS receive", &error, from)
+                    };
+                }
+            },
         }
     }
 }

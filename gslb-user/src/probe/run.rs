@@ -12,7 +12,7 @@ use crate::log_limit::LogLimiter;
 
 use super::{
     ProberState, RECORD_BATCH, lock,
-    prober::{ProbeKind, ProbeRound, Prober, probe_in_order},
+    prober::{ProbeKind, ProbeOutcome, ProbeRound, Prober, probe_in_order},
     rtt::RttChange,
     table::Tier,
 };
@@ -30,22 +30,24 @@ const WARN_EVERY: Duration = Duration::from_secs(60);
 /// entries waiting for slots delays them by no more than the other protected probes, and the
 /// rate holds over time (a priority probe may share an instant with one already queued).
 struct Pacer {
-    gap: Option<Duration>,
+    gap: Duration,
     /// (next shared slot, next priority slot)
     next: std::sync::Mutex<(Instant, Instant)>,
 }
 
 impl Pacer {
+    /// `rate` per second (at least 1: [`super::ProbeSettings::validate`] refuses 0, and there
+    /// is no unpaced mode).
     fn new(rate: u32) -> Self {
         let now = Instant::now();
         Pacer {
-            gap: (rate > 0).then(|| Duration::from_secs(1) / rate),
+            gap: Duration::from_secs(1) / rate.max(1),
             next: std::sync::Mutex::new((now, now)),
         }
     }
 
     async fn wait(&self, priority: bool) {
-        let Some(gap) = self.gap else { return };
+        let gap = self.gap;
         let slot = {
             let mut next = lock(&self.next);
             let now = Instant::now();
@@ -218,10 +220,16 @@ fn tick<P: Prober>(
 fn finish_round(shared: &ProberState, (group, target, started): RoundKey, round: &ProbeRound) {
     let now = Instant::now();
     let answered = round.sample.is_some();
+    let local_errors = round
+        .tried
+        .iter()
+        .filter(|(_, outcome)| matches!(outcome, ProbeOutcome::Failed(_)))
+        .count() as u64;
     {
         let mut stats = lock(&shared.stats);
         stats.rounds += 1;
         stats.samples += u64::from(answered);
+        stats.local_errors += local_errors;
     }
     match round.sample {
         Some(sample) => {

@@ -361,7 +361,7 @@ async fn a_busy_link_moves_the_answers_away_until_it_is_quiet() {
 
 /// www.example.com by static proximity over "gb" (EU.GB) and "us" (NA.US); the clients'
 /// locations come from `locations` (a `[locations]` section and its files).
-fn located_config(port: u16, locations: &str) -> String {
+pub(super) fn located_config(port: u16, locations: &str) -> String {
     let head = common::loopback_zone(port);
     format!(
         r#"{head}
@@ -393,7 +393,7 @@ services = ["gb", "us"]
 
 /// A NetScaler file as Citrix ships them (NSGEO1.0 header, Start/End) placing loopback at
 /// `continent.country`.
-fn nsgeo(continent: &str, country: &str) -> String {
+pub(super) fn nsgeo(continent: &str, country: &str) -> String {
     format!(
         "NSGEO1.0\nContext=geographic\nQualifier1=Continent\nQualifier2=Country_Code\nStart\n\
          127.0.0.0,127.255.255.255,{continent},{country},,,,,-0.1224,51.4964\nEnd\n"

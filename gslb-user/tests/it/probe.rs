@@ -40,10 +40,12 @@ fn ip(s: &str) -> IpAddr {
 
 // ---- A scripted prober ----
 
-/// What a target answers: per probe type, a reply after that long; other types are silent.
+/// What a target answers: per probe type, a reply after that long; other types are silent,
+/// or fail at once (as a probe this host could not send, or refused itself).
 #[derive(Default)]
 struct Script {
     targets: HashMap<IpAddr, Vec<(ProbeKind, Duration)>>,
+    failing: HashMap<IpAddr, Vec<ProbeKind>>,
 }
 
 /// Probes as the script says, on tokio's clock (paused in these tests), and logs them.
@@ -63,6 +65,14 @@ impl Fake {
             .unwrap()
             .targets
             .insert(ip(target), replies);
+    }
+
+    fn fail(&self, target: &str, kinds: &[ProbeKind]) {
+        self.script
+            .lock()
+            .unwrap()
+            .failing
+            .insert(ip(target), kinds.to_vec());
     }
 
     fn probes_to(&self, target: &str) -> Vec<(Instant, ProbeKind)> {
@@ -88,13 +98,18 @@ impl Prober for Fake {
         target: IpAddr,
         timeout: Duration,
     ) -> impl Future<Output = ProbeOutcome> + Send {
-        let reply = self
-            .script
-            .lock()
-            .unwrap()
-            .targets
-            .get(&target)
-            .and_then(|r| r.iter().find(|(k, _)| *k == kind).map(|(_, rtt)| *rtt));
+        let (reply, fails) = {
+            let script = self.script.lock().unwrap();
+            let reply = script
+                .targets
+                .get(&target)
+                .and_then(|r| r.iter().find(|(k, _)| *k == kind).map(|(_, rtt)| *rtt));
+            let fails = script
+                .failing
+                .get(&target)
+                .is_some_and(|f| f.contains(&kind));
+            (reply, fails)
+        };
         self.log
             .lock()
             .unwrap()
@@ -107,6 +122,7 @@ impl Prober for Fake {
                 r.1 = r.1.max(r.0);
             }
             let outcome = match reply {
+                _ if fails => ProbeOutcome::Failed("refused by this host".into()),
                 Some(rtt) if rtt <= timeout => {
                     sleep(rtt).await;
                     ProbeOutcome::Reply(rtt)
@@ -231,6 +247,39 @@ async fn each_resolver_is_measured_by_the_first_type_that_answers() {
         .unwrap();
     assert!(silent.paths.is_empty());
     assert_eq!((silent.rounds, silent.completion_rate), (1, Some(0)));
+}
+
+/// A probe that fails here (not sent, or refused by this host itself) is never a sample: the
+/// next type is tried, and each failure is counted (`probe_local_errors`).
+#[tokio::test(start_paused = true)]
+async fn local_failures_are_counted_and_never_a_sample() {
+    use ProbeKind::*;
+    let (supervisor, fake) = start(ProbeSettings {
+        interval: secs(10),
+        ..ProbeSettings::default()
+    });
+    fake.fail("192.0.2.1", &[Icmp]);
+    fake.answer("192.0.2.1", &[(DnsDot, 11)]);
+    fake.fail("192.0.2.2", &[Icmp, DnsDot, Tcp]);
+    for target in ["192.0.2.1", "192.0.2.2"] {
+        supervisor.recorder().record(ip(target));
+    }
+    sleep(secs(3)).await;
+    assert_eq!(
+        local_rtt(&supervisor, "192.0.2.1"),
+        Some((ms(11), Some(DnsDot)))
+    );
+    assert_eq!(local_rtt(&supervisor, "192.0.2.2"), None);
+    let stats = supervisor.handle().stats();
+    assert_eq!(
+        (
+            stats.rounds,
+            stats.samples,
+            stats.probes,
+            stats.local_errors
+        ),
+        (2, 1, 5, 4)
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -433,7 +482,8 @@ async fn rounds_are_capped_in_number_at_once() {
     use ProbeKind::*;
     let (supervisor, fake) = start(ProbeSettings {
         max_concurrent: 4,
-        max_rate: 0,
+        // Pacing far above what 4 rounds at once can use: the cap is what limits here.
+        max_rate: 1_000_000,
         ..ProbeSettings::default()
     });
     let recorder = supervisor.recorder();

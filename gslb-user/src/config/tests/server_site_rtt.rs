@@ -10,7 +10,7 @@ fn server_site_and_rtt_section() {
                       method = \"rtt\"\nfallback = \"roundrobin\"\n";
     let full = "[rtt]\nenabled = true\norder = [\"tcp\", \"dns_rev\"]\ninterval_ms = 1000\n\
                 timeout_ms = 300\ntolerance_ms = 0\nldns_timeout_s = 60\nldns_mask_v4 = 24\n\
-                ldns_mask_v6 = 56\nmax_rate = 0\nmax_concurrent = 8\nmax_ldns = 500\n\
+                ldns_mask_v6 = 56\nmax_rate = 1000\nmax_concurrent = 8\nmax_ldns = 500\n\
                 deny = [\"198.51.100.0/24\", \"2001:db8::/32\"]\n\
                 allow = [\"127.0.0.0/8\", \"::1/128\"]\n";
     // The issue's defaults, written out so that a changed default fails here.
@@ -32,7 +32,7 @@ fn server_site_and_rtt_section() {
         tolerance: Duration::ZERO,
         ldns_timeout: Duration::from_secs(60),
         mask: LdnsMask { v4: 24, v6: 56 },
-        max_rate: 0,
+        max_rate: 1000,
         max_concurrent: 8,
         tick: ProbeSettings::default().tick,
         max_ldns: 500,
@@ -169,6 +169,11 @@ fn server_site_and_rtt_section_rejected() {
         (
             with_site("max_rate = -1 #<"),
             "rtt: max_rate -1 out of range",
+        ),
+        // 0 would be no pacing at all: every due round's probes at once.
+        (
+            with_site("max_rate = 0 #<"),
+            "rtt: max_rate 0 out of range 1..=1000000",
         ),
         (
             with_site("max_concurrent = 0 #<"),

@@ -17,6 +17,10 @@ pub enum LoadReadError {
     /// A line of a Prometheus exposition page that does not parse; `reason` is the parser's.
     #[error("line {line}: {reason}")]
     Syntax { line: usize, reason: String },
+    /// A sample with more labels than any exporter writes: the page is refused (see
+    /// `prometheus::MAX_LABELS`).
+    #[error("line {line}: more than {max} labels on one sample")]
+    TooManyLabels { line: usize, max: usize },
     #[error(
         "line {line}: {metric} is a counter (a total since start), not a gauge of the current load"
     )]

@@ -329,19 +329,37 @@ impl LoadProbe {
 
     async fn read(&self) -> Result<u64, ProbeError> {
         let body = self.http.fetch(PAGE_LIMIT).await?;
-        let page =
-            std::str::from_utf8(&body).map_err(|source| LoadReadError::NotUtf8 { source })?;
-        let value = match &self.source {
-            LoadSource::Prometheus(selector) => prometheus::select(page, selector),
-            LoadSource::StubStatus => stub_status_active(page),
-        };
-        value.map_err(ProbeError::Load)
+        page_value(body, self.source.clone())
+            .await
+            .map_err(ProbeError::Load)
     }
 
     async fn read_within(&self, timeout: Duration) -> Result<u64, ProbeError> {
         tokio::time::timeout(timeout, self.read())
             .await
             .unwrap_or(Err(ProbeError::Timeout(timeout)))
+    }
+}
+
+/// The value `source` picks from a fetched page. The parse is linear in the page (at most
+/// [`PAGE_LIMIT`] bytes, [`prometheus::MAX_LABELS`] labels a line) but takes milliseconds for
+/// a large page, so it runs on a blocking thread: on a runtime worker it would hold up the
+/// other tasks there, and the check's own timeout could not fire until it ended.
+async fn page_value(body: Vec<u8>, source: LoadSource) -> Result<u64, LoadReadError> {
+    match tokio::task::spawn_blocking(move || value_of(&body, &source)).await {
+        Ok(value) => value,
+        // A panic in the parse is the monitor task's (supervised: a failed check).
+        Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+        // Cancelled: the runtime is shutting down, and this check with it.
+        Err(_) => std::future::pending().await,
+    }
+}
+
+fn value_of(body: &[u8], source: &LoadSource) -> Result<u64, LoadReadError> {
+    let page = std::str::from_utf8(body).map_err(|source| LoadReadError::NotUtf8 { source })?;
+    match source {
+        LoadSource::Prometheus(selector) => prometheus::select(page, selector),
+        LoadSource::StubStatus => stub_status_active(page),
     }
 }
 
@@ -623,6 +641,40 @@ mod tests {
         assert_eq!(r.last_error, None);
         let mut first = LoadReading::new(Measure::Connections);
         assert_eq!(first.record(Ok(0), 3, at), Moved::Value);
+    }
+
+    /// A page as large as a check may fetch is read on a blocking thread, not on the
+    /// runtime's: on a one-thread runtime, another task runs while it is parsed (so a check's
+    /// timeout can fire, and the other monitors keep their schedule).
+    #[tokio::test]
+    async fn a_page_is_parsed_off_the_runtime_thread() {
+        let mut page = String::from("# TYPE conns gauge\n");
+        let mut i = 0;
+        while page.len() < PAGE_LIMIT - 64 {
+            page.push_str(&format!("conns{{pool=\"p{i}\",site=\"eu\"}} {}\n", i % 7));
+            i += 1;
+        }
+        let source = LoadSource::Prometheus(PromSelector {
+            metric: "conns".into(),
+            labels: vec![("pool".into(), "p3".into())],
+            aggregate: Aggregate::One,
+        });
+        let ran = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counter = ran.clone();
+        let other = tokio::spawn(async move {
+            loop {
+                counter.fetch_add(1, Ordering::Relaxed);
+                tokio::task::yield_now().await;
+            }
+        });
+        let value = page_value(page.into_bytes(), source).await;
+        let ran_meanwhile = ran.load(Ordering::Relaxed);
+        other.abort();
+        assert_eq!(value, Ok(3));
+        assert!(
+            ran_meanwhile > 0,
+            "the other task never ran while {i} samples were parsed"
+        );
     }
 
     #[test]

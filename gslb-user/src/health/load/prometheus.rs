@@ -11,7 +11,8 @@
 //!   comma is allowed, blanks may separate the tokens. A name is `[a-zA-Z_:][a-zA-Z0-9_:]*`, a
 //!   label name `[a-zA-Z_][a-zA-Z0-9_]*`, or either one quoted inside the braces
 //!   (`{"name.x","label.y"="v"}`). Label values (and quoted names) escape `\\`, `\"` and `\n`;
-//!   another escape is an error, as is a label given twice. The value is a float (`NaN`,
+//!   another escape is an error, as is a label given twice, or more than [`MAX_LABELS`]
+//!   labels on one sample. The value is a float (`NaN`,
 //!   `+Inf`, `-Inf` included); the timestamp, milliseconds, an integer.
 //!
 //! [`select`] picks the samples of one metric whose labels include every matcher (label =
@@ -57,7 +58,13 @@ pub(super) fn select(page: &str, selector: &PromSelector) -> Result<u64, LoadRea
             }
             continue;
         }
-        let sample = sample(line).map_err(at)?;
+        let sample = sample(line).map_err(|e| match e {
+            LineError::Syntax(reason) => at(reason),
+            LineError::TooManyLabels => LoadReadError::TooManyLabels {
+                line: line_no,
+                max: MAX_LABELS,
+            },
+        })?;
         if sample.name == selector.metric
             && selector.labels.iter().all(|(k, v)| {
                 let value = sample.labels.iter().find(|(name, _)| name == k);
@@ -121,6 +128,29 @@ fn describe(selector: &PromSelector) -> String {
     format!("{}{{{}}}", selector.metric, labels.join(","))
 }
 
+/// Labels on one sample, at most; a line with more fails the page
+/// ([`LoadReadError::TooManyLabels`]). Real exporters write a handful (node_exporter's and
+/// nginx's under 10, a histogram bucket with its target labels under 20), and the long-term
+/// stores refuse series past about 30 by default (Cortex and Mimir:
+/// `max_label_names_per_series = 30`); twice that leaves room for any real page and bounds a
+/// line's work and memory, whatever a hostile backend sends.
+pub(super) const MAX_LABELS: usize = 64;
+
+/// Why one sample line does not parse.
+#[derive(Debug)]
+enum LineError {
+    /// The reason, for [`LoadReadError::Syntax`].
+    Syntax(String),
+    /// More than [`MAX_LABELS`] labels.
+    TooManyLabels,
+}
+
+impl From<String> for LineError {
+    fn from(reason: String) -> Self {
+        LineError::Syntax(reason)
+    }
+}
+
 const BLANKS: &[char] = &[' ', '\t', '\r'];
 
 /// A comment line's `(metric, type)` when it is a TYPE line; checks HELP and TYPE lines.
@@ -152,7 +182,7 @@ fn type_line(comment: &str) -> Result<Option<(Cow<'_, str>, &str)>, String> {
 }
 
 /// Decodes one sample line (not empty, not a comment, trimmed).
-fn sample(line: &str) -> Result<Sample<'_>, String> {
+fn sample(line: &str) -> Result<Sample<'_>, LineError> {
     let mut c = Cursor::new(line);
     let mut name = None;
     if c.peek() != Some(b'{') {
@@ -181,15 +211,16 @@ fn sample(line: &str) -> Result<Sample<'_>, String> {
                 name = Some(key);
             } else {
                 if !c.eat(b'=') {
-                    return Err(format!("label {key}: '=' expected"));
+                    return Err(format!("label {key}: '=' expected").into());
                 }
                 c.blanks();
                 if c.peek() != Some(b'"') {
-                    return Err(format!("label {key}: a quoted value expected"));
+                    return Err(format!("label {key}: a quoted value expected").into());
                 }
                 let value = c.quoted()?;
-                if labels.iter().any(|(k, _)| *k == key) {
-                    return Err(format!("label {key} given twice"));
+                // Checked before the label is kept: a bomb costs MAX_LABELS labels' work.
+                if labels.len() == MAX_LABELS {
+                    return Err(LineError::TooManyLabels);
                 }
                 labels.push((key, value));
             }
@@ -200,16 +231,28 @@ fn sample(line: &str) -> Result<Sample<'_>, String> {
             if c.eat(b'}') {
                 break;
             }
-            return Err("',' or '}' expected after a label".into());
+            return Err(String::from("',' or '}' expected after a label").into());
         }
     }
+    // A label given twice: sorted, they are neighbours (k log k for k ≤ MAX_LABELS labels,
+    // where comparing each label with those before it was k²: 10¹⁰ steps for one line of
+    // 350,000 labels before the cap).
+    let mut keys: Vec<&str> = labels.iter().map(|(k, _)| k.as_ref()).collect();
+    keys.sort_unstable();
+    let twice = keys.windows(2).find_map(|pair| match pair {
+        [a, b] if a == b => Some(*a),
+        _ => None,
+    });
+    if let Some(key) = twice {
+        return Err(format!("label {key} given twice").into());
+    }
     let Some(name) = name else {
-        return Err("a sample without a metric name".into());
+        return Err(String::from("a sample without a metric name").into());
     };
     c.blanks();
     let value = c.take_while(|b| !is_blank(b));
     if value.is_empty() {
-        return Err(format!("{name}: no value"));
+        return Err(format!("{name}: no value").into());
     }
     let value: f64 = value
         .parse()
@@ -217,16 +260,13 @@ fn sample(line: &str) -> Result<Sample<'_>, String> {
     c.blanks();
     let timestamp = c.take_while(|b| !is_blank(b));
     if !timestamp.is_empty() && timestamp.parse::<i64>().is_err() {
-        return Err(format!(
-            "{name}: timestamp {timestamp:?} is not an integer (milliseconds)"
-        ));
+        return Err(
+            format!("{name}: timestamp {timestamp:?} is not an integer (milliseconds)").into(),
+        );
     }
     c.blanks();
     if !c.rest().is_empty() {
-        return Err(format!(
-            "{name}: unexpected {:?} after the sample",
-            c.rest()
-        ));
+        return Err(format!("{name}: unexpected {:?} after the sample", c.rest()).into());
     }
     Ok(Sample {
         name,
@@ -496,6 +536,85 @@ peak +Inf -17
                 "{page:?}: {got:?}, want {want:?}"
             );
         }
+    }
+
+    /// `name{l0="",l1="",…} 1`, with `count` labels, `l{dup}` again at the end if given.
+    fn labelled(count: usize, dup: Option<usize>) -> String {
+        let mut line = String::from("conns{");
+        for i in 0..count {
+            line.push_str(&format!("l{i}=\"\","));
+        }
+        if let Some(d) = dup {
+            line.push_str(&format!("l{d}=\"x\""));
+        }
+        line.push_str("} 1\n");
+        line
+    }
+
+    /// One line with 350,000 labels (4 MiB, the page limit): refused as a whole page at the
+    /// first label over the cap, without looking at the rest (the duplicate check of a line
+    /// is over at most `MAX_LABELS` labels).
+    #[test]
+    fn a_label_bomb_is_refused_at_the_cap() {
+        let bomb = format!("ok 1\n{}", labelled(350_000, None));
+        assert!(bomb.len() <= super::super::PAGE_LIMIT, "{}", bomb.len());
+        assert_eq!(
+            select(&bomb, &selector("ok", &[], Aggregate::One)),
+            Err(LoadReadError::TooManyLabels {
+                line: 2,
+                max: MAX_LABELS
+            })
+        );
+        // At the cap, the line is read; one more label is refused.
+        let at_cap = labelled(MAX_LABELS, None);
+        assert_eq!(
+            select(&at_cap, &selector("conns", &[], Aggregate::One)),
+            Ok(1)
+        );
+        let over = labelled(MAX_LABELS + 1, None);
+        let err = select(&over, &selector("conns", &[], Aggregate::One)).unwrap_err();
+        assert_eq!(
+            err,
+            LoadReadError::TooManyLabels {
+                line: 1,
+                max: MAX_LABELS
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            format!("line 1: more than {MAX_LABELS} labels on one sample")
+        );
+    }
+
+    /// A label given twice is found wherever the two are on the line, up to the cap.
+    #[test]
+    fn duplicate_labels_are_found_anywhere_on_the_line() {
+        for (count, dup) in [
+            (1, 0),
+            (MAX_LABELS - 1, 0),
+            (MAX_LABELS - 1, MAX_LABELS - 2),
+        ] {
+            let line = labelled(count, Some(dup));
+            let got = select(&line, &selector("conns", &[], Aggregate::One));
+            assert_eq!(
+                got,
+                Err(LoadReadError::Syntax {
+                    line: 1,
+                    reason: format!("label l{dup} given twice")
+                }),
+                "{count} labels, l{dup} again"
+            );
+        }
+        // Quoted and plain spellings of one name are the same label.
+        let got = select(
+            "conns{a=\"1\",\"b\"=\"2\",\"a\"=\"3\"} 1\n",
+            &selector("conns", &[], Aggregate::One),
+        );
+        assert!(
+            got.as_ref()
+                .is_err_and(|e| e.to_string() == "line 1: label a given twice"),
+            "{got:?}"
+        );
     }
 
     #[test]
