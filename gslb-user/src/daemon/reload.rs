@@ -39,7 +39,11 @@ pub async fn reload(
     overrides: &Overrides,
     running: &Config,
 ) -> Result<(Config, Option<Arc<LocationDb>>, FileStamps), ReloadError> {
-    let config = match load_config(path, overrides) {
+    // Reading the files and building the location database take as long as the files are
+    // big: on a blocking thread, so that the runtime's workers (monitors, probes, MEP) are not
+    // held meanwhile.
+    let (owned_path, owned_overrides) = (path.to_owned(), overrides.clone());
+    let config = match off_runtime(move || load_config(&owned_path, &owned_overrides)).await {
         Ok(config) => config,
         Err(error) => {
             error!(
@@ -85,7 +89,8 @@ pub async fn reload(
         return Err(ReloadError::Mep(reason));
     }
     let stamps = FileStamps::of(&location_files(&config));
-    let locations = match location_db(&config, path) {
+    let (built, owned_path) = (config.clone(), path.to_owned());
+    let locations = match off_runtime(move || location_db(&built, &owned_path)).await {
         Ok(db) => db,
         Err(error) => {
             error!(
@@ -135,6 +140,13 @@ pub(super) async fn next_reload(
         Some(r) = control.recv() => Some(r),
         else => None,
     }
+}
+
+/// `work` on a blocking thread; its panic, if it panics, goes on here as it would have inline.
+async fn off_runtime<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
 }
 
 /// The client location database the configuration describes, if it names any source.

@@ -168,3 +168,58 @@ async fn a_slow_location_rebuild_holds_up_no_other_event() {
     drop(backends);
     gslbd.stop().await;
 }
+
+/// A configuration reload reads its location files on a blocking thread too: on a runtime of
+/// one thread, another task runs while the reload waits for a file that is slow to read, and
+/// the reload ends once the file does. (Read inline, the reload held the runtime's one thread
+/// and nothing else ran until the file was written.)
+#[test]
+fn a_reload_reads_its_location_files_off_the_runtime() {
+    let dir = TempDir::new("location-reload");
+    let (path, csv) = (dir.0.join("gslb.toml"), dir.0.join("locations.csv"));
+    std::fs::write(&csv, nsgeo("EU", "GB")).unwrap();
+    let netscaler = format!(
+        "[[locations.file]]\npath = \"{}\"\nformat = \"netscaler\"",
+        csv.display()
+    );
+    std::fs::write(&path, located_config(53_053, &netscaler)).unwrap();
+    let overrides = gslb_user::daemon::Overrides::default();
+    let running = gslb_user::daemon::load_config(&path, &overrides).unwrap();
+    let mut slow = SlowFile::replace(&csv);
+    let (ticked, ticks) = std::sync::mpsc::channel();
+    let (done, reloaded) = std::sync::mpsc::channel();
+    let runtime = std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async move {
+                tokio::spawn(async move {
+                    loop {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        if ticked.send(()).is_err() {
+                            return;
+                        }
+                    }
+                });
+                let outcome = gslb_user::daemon::reload(&path, &overrides, &running).await;
+                done.send(outcome.map(|(_, db, _)| db.is_some())).unwrap();
+            });
+    });
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(slow.wait_for_reader());
+    // The reload is in its read: the other task still runs.
+    let seen = (0..5)
+        .filter(|_| ticks.recv_timeout(Duration::from_secs(2)).is_ok())
+        .count();
+    slow.finish(&nsgeo("NA", "US"));
+    drop(slow);
+    let outcome = reloaded.recv_timeout(WAIT).expect("the reload ended");
+    assert_eq!(seen, 5, "the runtime was held while the file was read");
+    assert!(
+        matches!(outcome, Ok(true)),
+        "the reload with its database: {outcome:?}"
+    );
+    drop(ticks);
+    runtime.join().unwrap();
+}
