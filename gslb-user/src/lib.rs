@@ -18,7 +18,5 @@ pub mod responder;
 pub mod server;
 pub mod steering;
 pub mod supervise;
-#[cfg(test)]
-mod test_dir;
 pub mod tls;
 pub mod world;

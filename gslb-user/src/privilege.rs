@@ -470,10 +470,10 @@ mod tests {
             uid: 65534,
             gid: 65534,
         };
-        let outside = crate::test_dir::TestDir::new("give-dir-outside");
+        let outside = gslb_tests::TempDir::new("give-dir-outside");
         let shadow = outside.join("shadow");
         std::fs::write(&shadow, "root:secret\n").unwrap();
-        let pins = crate::test_dir::TestDir::bpffs("give-dir");
+        let pins = gslb_tests::TempDir::bpffs("give-dir");
         drop(crate::dataplane::Dataplane::load(Some(&pins.0)).expect("loading and pinning"));
         std::os::unix::fs::symlink(&shadow, pins.join("planted")).unwrap();
         std::fs::create_dir(pins.join("sub")).unwrap();

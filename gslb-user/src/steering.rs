@@ -379,7 +379,7 @@ mod tests {
             some_state().save(Path::new(&path)).unwrap();
             return;
         }
-        let dir = crate::test_dir::TestDir::new("state-umask");
+        let dir = gslb_tests::TempDir::new("state-umask");
         let path = dir.join("admin-state");
         let status = std::process::Command::new(std::env::current_exe().unwrap())
             .args(["--exact", UMASK_TEST, "--test-threads=1", "--quiet"])
@@ -399,7 +399,7 @@ mod tests {
     #[test]
     fn the_state_file_follows_no_link() {
         use std::os::unix::fs::{FileTypeExt, PermissionsExt, symlink};
-        let dir = crate::test_dir::TestDir::new("state-links");
+        let dir = gslb_tests::TempDir::new("state-links");
         let path = dir.join("admin-state");
         let victim = dir.join("victim");
         std::fs::write(&victim, "root:secret:19000:0:99999:7:::\n").unwrap();

@@ -510,20 +510,42 @@ impl TempDir {
     /// earlier run left there is removed first). `n` counts the directories of this process:
     /// every test of gslb-user is in one binary, and two of them may pick the same tag.
     pub fn new(tag: &str) -> TempDir {
+        TempDir::under(&std::env::temp_dir(), tag)
+    }
+
+    /// The same on the host's bpffs at `/sys/fs/bpf`, for tests that pin (root only).
+    pub fn bpffs(tag: &str) -> TempDir {
+        TempDir::under(Path::new("/sys/fs/bpf"), tag)
+    }
+
+    fn under(parent: &Path, tag: &str) -> TempDir {
         static SEQ: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
+        let dir = parent.join(format!(
             "gslb-{tag}-{}-{}",
             std::process::id(),
             SEQ.fetch_add(1, Ordering::Relaxed)
         ));
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
         TempDir(dir)
+    }
+
+    /// `name` in the directory.
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    /// Writes `bytes` to `name` in the directory; its path.
+    pub fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
+        let path = self.join(name);
+        std::fs::write(&path, bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        path
     }
 }
 
 impl Drop for TempDir {
     fn drop(&mut self) {
+        // Follows no symbolic link: a link planted by a test goes, its target stays.
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }

@@ -485,7 +485,8 @@ mod tests {
     use gslb_common::maps;
 
     use super::Dataplane;
-    use crate::{dataplane::can_load_xdp, test_dir::TestDir};
+    use crate::dataplane::can_load_xdp;
+    use gslb_tests::TempDir as TestDir;
 
     /// A pin directory is the user's between starts: a link it holds could point the next
     /// gslbd, still root, at another program's pins. Only real pins in a real directory on

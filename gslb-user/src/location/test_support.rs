@@ -1,10 +1,6 @@
 //! Helpers shared by the location tests.
 
-use std::{
-    net::IpAddr,
-    path::{Path, PathBuf},
-    sync::atomic::{AtomicUsize, Ordering},
-};
+use std::{net::IpAddr, path::Path};
 
 use super::{
     Coordinates,
@@ -20,31 +16,6 @@ pub(super) fn ip(s: &str) -> IpAddr {
 pub(super) fn at(db: &LocationDb, addr: &str) -> String {
     db.lookup(ip(addr))
         .map_or_else(|| "-".to_owned(), |l| l.to_string())
-}
-
-/// A directory removed on drop.
-pub(super) struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub(super) fn new() -> TempDir {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("gslb-locdb-test-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    pub(super) fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
-        let path = self.0.join(name);
-        std::fs::write(&path, bytes).unwrap();
-        path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 pub(super) fn csv_db(text: &str) -> LocationDb {

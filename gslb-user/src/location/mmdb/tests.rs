@@ -5,12 +5,13 @@ use std::{
     path::{Path, PathBuf},
 };
 
+use gslb_tests::TempDir;
 use mmdb_writer::{Value, Writer};
 
 use crate::location::{
     Coordinates, Location,
     db::{ContinentStyle, LocationDb, LocationDbBuilder, LocationDbError, Source},
-    test_support::{TempDir, at, ip},
+    test_support::{at, ip},
 };
 
 fn source(db: &LocationDb, addr: &str) -> Option<Source> {
@@ -130,7 +131,7 @@ fn mmdb_fixture(dir: &TempDir) -> (PathBuf, PathBuf) {
 
 #[test]
 fn mmdb_city_and_asn_below_custom_and_csv() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("locdb");
     let (city, asn) = mmdb_fixture(&dir);
     let db = LocationDb::builder()
         .netscaler_csv_text(
@@ -237,7 +238,7 @@ fn mmdb_city_and_asn_below_custom_and_csv() {
 
 #[test]
 fn mmdb_errors() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("locdb");
     let (city, asn) = mmdb_fixture(&dir);
     let junk = dir.write("junk.mmdb", b"not a database at all");
     let empty = dir.write("empty.mmdb", b"");

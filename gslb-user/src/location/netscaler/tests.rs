@@ -2,11 +2,13 @@
 
 use std::{net::Ipv4Addr, path::Path};
 
+use gslb_tests::TempDir;
+
 use crate::location::{
     Coordinates, Qualifier,
     db::{ContinentStyle, LocationDb, LocationDbError, Source},
     netscaler::FileFormat,
-    test_support::{TempDir, at, coordinates, csv_db, csv_err, db_of, ip, line_error, source},
+    test_support::{at, coordinates, csv_db, csv_err, db_of, ip, line_error, source},
 };
 
 #[test]
@@ -150,7 +152,7 @@ fn malformed_lines_name_file_line_and_reason() {
 
 #[test]
 fn file_errors_not_utf8_and_missing() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("locdb");
     let path = dir.write(
         "latin1.csv",
         b"1.0.0.0,1.0.0.255,Europe,FR\n1.0.1.0,1.0.1.255,Europe,FR,Orl\xe9ans\n",
