@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 /// How long gslbd may take to start or to stop.
 const WAIT: Duration = Duration::from_secs(20);
 
-fn config(port: u16, web_ip: &str) -> String {
+pub(super) fn config(port: u16, web_ip: &str) -> String {
     let head = common::loopback_zone(port);
     format!(
         r#"{head}
@@ -42,7 +42,7 @@ services = ["web"]
 }
 
 /// The A answer for www.example.com from the server on `port`.
-fn ask(port: u16) -> Vec<IpAddr> {
+pub(super) fn ask(port: u16) -> Vec<IpAddr> {
     answer_addrs(&ask_loopback(port, "www.example.com.", RecordType::A))
 }
 
@@ -115,7 +115,7 @@ async fn reload_applies_a_good_config_and_refuses_a_bad_one() {
 /// takes no socket from its parent), so the port is picked for it, which is a race
 /// ([`common::start_on_picked_port`]): a child that exits saying the port is in use is
 /// started again on another.
-fn gslbd_child(
+pub(super) fn gslbd_child(
     path: &Path,
     log: &Path,
     config: impl Fn(u16) -> String,

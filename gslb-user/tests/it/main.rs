@@ -20,6 +20,7 @@ mod decisions;
 mod engine_views;
 mod examples;
 mod health;
+mod hostile;
 mod links;
 mod load_config;
 mod load_mep;
