@@ -1,222 +1,17 @@
-//! Shared by the dnsperf and kxdpgun benches (each includes it with `mod dns_peers;`); not a
-//! bench itself: the benches' generated gslbd configuration ([`gslbd_config`], [`DOMAINS`]
-//! GSLB domains) and its questions, a gslb configuration's zones as zone files with its GSLB
-//! names as static records, NSD and Knot DNS serving them from directories of their own,
-//! dnsperf query files, dnsperf's figures, and the CPU time of a server's processes.
+//! Shared by the dnsperf, kxdpgun and peers benches (each includes it with `mod dns_peers;`);
+//! not a bench itself: the benches' generated gslbd configuration ([`gslbd_config`],
+//! [`DOMAINS`] GSLB domains) and its questions, dnsperf query files, dnsperf's figures, and
+//! the CPU time of a server's processes. NSD and Knot themselves are run by
+//! `gslb_tests::peers`, on the zone files `zone_files::write_zones` makes.
 
 use std::{
     fmt::Write as _,
     net::IpAddr,
     path::{Path, PathBuf},
     process::Command,
-    time::Duration,
 };
 
 use gslb_tests::{SERVER_V4, run};
-use gslb_user::{
-    compile::Snapshot,
-    config::{Config, RecordData},
-    policy::AnswerMode,
-};
-
-/// An authoritative server measured beside gslbd, on the zone [`write_zones`] makes of the
-/// same configuration.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Peer {
-    Nsd,
-    Knot,
-}
-
-impl Peer {
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Peer::Nsd => "nsd",
-            Peer::Knot => "knot",
-        }
-    }
-
-    /// The daemon's path, or why it cannot run here.
-    pub(crate) fn binary(self) -> Result<&'static str, String> {
-        let (candidates, package): (&[&'static str], _) = match self {
-            Peer::Nsd => (&["/usr/sbin/nsd", "/usr/bin/nsd"], "nsd"),
-            Peer::Knot => (&["/usr/sbin/knotd", "/usr/bin/knotd"], "knot"),
-        };
-        candidates
-            .iter()
-            .copied()
-            .find(|p| Path::new(p).exists())
-            .ok_or_else(|| {
-                format!(
-                    "{} is not installed (none of {}; `cargo xtask setup` or `apt-get install \
-                     {package}` installs it)",
-                    self.name(),
-                    candidates.join(", ")
-                )
-            })
-    }
-
-    /// Writes the peer's configuration and `config`'s zones ([`write_zones`]) into `dir`, its
-    /// own directory (made here; also its pid file, database and control socket: nothing of
-    /// the system's service is read or written), to serve on port 53 of `listen` with one
-    /// worker per CPU, as gslbd has one socket per core. NSD gets `minimal-responses` (no NS
-    /// and glue beside an answer, the answers gslbd and Knot give) and no response rate
-    /// limiting (Debian builds it in, at 200 answers a second per /24: dnsperf's one source
-    /// would be slipped and dropped). With `xdp` (an interface), Knot also answers over
-    /// AF_XDP on port 53 of it (`xdp: listen`; NSD has no such mode). With `socket_affinity`,
-    /// Knot ties each UDP worker's socket to a CPU (`socket-affinity: on`, what gslbd's
-    /// `server.socket_affinity` does; NSD has no such option: its `cpu-affinity` pins the
-    /// servers only, the sockets still take datagrams by hash). Returns `sh` (a shell
-    /// placed where the peer is to run, e.g. in a namespace) set to run it in the foreground
-    /// as root, saying `ready` first: neither daemon signals readiness, see
-    /// [`wait_for_answers`].
-    pub(crate) fn command(
-        self,
-        config: &Config,
-        dir: &Path,
-        listen: &[IpAddr],
-        xdp: Option<&str>,
-        socket_affinity: bool,
-        mut sh: Command,
-    ) -> Result<Command, String> {
-        let binary = self.binary()?;
-        if let (Peer::Nsd, Some(_)) = (self, xdp) {
-            return Err("NSD has no XDP mode".to_owned());
-        }
-        std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-        let zones = write_zones(config, dir);
-        let workers = std::thread::available_parallelism().map_or(1, usize::from);
-        let d = dir.display();
-        let (path, conf, start) = match self {
-            Peer::Nsd => {
-                let mut conf = String::from("server:\n");
-                for addr in listen {
-                    writeln!(conf, "  ip-address: {addr}").unwrap();
-                }
-                write!(
-                    conf,
-                    "  port: 53\n  server-count: {workers}\n  reuseport: yes\n  username: \"\"\n  \
-                     chroot: \"\"\n  zonesdir: \"{d}\"\n  database: \"\"\n  \
-                     zonelistfile: \"{d}/zone.list\"\n  pidfile: \"{d}/nsd.pid\"\n  \
-                     xfrdfile: \"{d}/xfrd.state\"\n  xfrdir: \"{d}\"\n  verbosity: 1\n  \
-                     minimal-responses: yes\n  rrl-ratelimit: 0\n\
-                     remote-control:\n  control-enable: no\n"
-                )
-                .unwrap();
-                for zone in &zones {
-                    write!(conf, "zone:\n  name: {zone}\n  zonefile: \"{zone}.zone\"\n").unwrap();
-                }
-                let path = dir.join("nsd.conf");
-                // -d: in the foreground, logging to stderr.
-                let start = format!("exec {binary} -d -c {}", path.display());
-                (path, conf, start)
-            }
-            Peer::Knot => {
-                let listen = listen
-                    .iter()
-                    .map(|a| format!("{a}@53"))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                let xdp = xdp.map_or(String::new(), |i| format!("xdp:\n  listen: [ {i}@53 ]\n"));
-                let affinity = if socket_affinity {
-                    "  socket-affinity: on\n"
-                } else {
-                    ""
-                };
-                let mut conf = format!(
-                    "server:\n  rundir: \"{d}\"\n  user: root:root\n  listen: [ {listen} ]\n  \
-                     udp-workers: {workers}\n{affinity}{xdp}\
-                     log:\n  - target: stderr\n    any: warning\n\
-                     database:\n  storage: \"{d}\"\ntemplate:\n  - id: default\n    \
-                     storage: \"{d}\"\nzone:\n"
-                );
-                for zone in &zones {
-                    writeln!(conf, "  - domain: {zone}\n    file: \"{zone}.zone\"").unwrap();
-                }
-                let path = dir.join("knot.conf");
-                // In the foreground; its warnings and errors on stderr (the `log` section).
-                let start = format!("exec {binary} -c {}", path.display());
-                (path, conf, start)
-            }
-        };
-        std::fs::write(&path, conf).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        sh.arg("-c").arg(format!("echo ready; {start}"));
-        Ok(sh)
-    }
-}
-
-/// `config`'s zones written into `dir` as `{zone}.zone` files; returns the zone names. The
-/// GSLB names become static records of their default view's answer: one address for a
-/// rotating domain, every address for an "all" domain, so the answers are the same size as
-/// gslb's.
-pub(crate) fn write_zones(config: &Config, dir: &Path) -> Vec<String> {
-    let snapshot = Snapshot::from_config(config);
-    let mut names = Vec::new();
-    for zone in &config.zones {
-        let mut text = format!("$ORIGIN {}.\n$TTL {}\n", zone.name, zone.ttl);
-        let soa = &zone.soa;
-        writeln!(
-            text,
-            "@ SOA {}. {}. {} {} {} {} {}",
-            soa.mname, soa.rname, soa.serial, soa.refresh, soa.retry, soa.expire, soa.minimum
-        )
-        .unwrap();
-        for ns in &zone.ns {
-            writeln!(text, "@ NS {ns}.").unwrap();
-        }
-        for r in &zone.records {
-            writeln!(text, "{}. {} {}", r.name, r.ttl, record_data(&r.data)).unwrap();
-        }
-        for d in snapshot.domains.iter().filter(|d| zone.contains(&d.name)) {
-            let Some((_, answer)) = d.answers.first() else {
-                continue;
-            };
-            let n = if answer.mode == AnswerMode::All {
-                answer.addrs.len()
-            } else {
-                1
-            };
-            for addr in &answer.addrs[..n] {
-                let rtype = if matches!(addr, IpAddr::V4(_)) {
-                    "A"
-                } else {
-                    "AAAA"
-                };
-                writeln!(text, "{}. {} {rtype} {addr}", d.name, answer.ttl).unwrap();
-            }
-        }
-        let path = dir.join(format!("{}.zone", zone.name));
-        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        names.push(zone.name.clone());
-    }
-    names
-}
-
-/// A static record's type and data in zone file syntax.
-fn record_data(data: &RecordData) -> String {
-    match data {
-        RecordData::A(a) => format!("A {a}"),
-        RecordData::Aaaa(a) => format!("AAAA {a}"),
-        RecordData::Cname(t) => format!("CNAME {t}."),
-        RecordData::Txt(t) => format!(
-            "TXT {}",
-            t.iter()
-                .map(|s| format!("\"{s}\""))
-                .collect::<Vec<_>>()
-                .join(" ")
-        ),
-        RecordData::Mx {
-            preference,
-            exchange,
-        } => format!("MX {preference} {exchange}."),
-        RecordData::Ns(t) => format!("NS {t}."),
-        RecordData::Srv {
-            priority,
-            weight,
-            port,
-            target,
-        } => format!("SRV {priority} {weight} {port} {target}."),
-    }
-}
 
 /// A dnsperf data file `dir/{name}.txt` of `lines` lines: `questions` ("name TYPE") over and
 /// over, with `nx_percent` of the lines (the first of every hundred) replaced by names that do
@@ -276,20 +71,6 @@ pub(crate) fn dnsperf(cmd: &mut Command) -> Figures {
             .unwrap_or_else(|e| panic!("dnsperf's lost count: {e}\n{text}")),
         latency_s: number("Average Latency (s):"),
     }
-}
-
-/// Waits (at most 10 s) until `dig` (one query to the server `what`) gets NOERROR: NSD and
-/// knotd have no readiness signal of their own.
-pub(crate) fn wait_for_answers(what: &str, dig: impl Fn() -> String) {
-    let mut last = String::new();
-    for _ in 0..100 {
-        last = dig();
-        if last.contains("status: NOERROR") {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("{what} never answered (its log is on stderr above); the last reply:\n{last}");
 }
 
 /// GSLB domains of [`gslbd_config`]: `g{i}.example.com`.

@@ -10,11 +10,20 @@
               too on its own"
 )]
 mod dns_peers;
+mod zone_files;
 
-use std::{net::IpAddr, path::Path, time::Duration};
+use std::{
+    net::{IpAddr, SocketAddr},
+    path::Path,
+    time::Duration,
+};
 
-use dns_peers::{Peer, dnsperf, query_file, wait_for_answers};
-use gslb_tests::{CLIENT_IF, Lab, SERVER_IF, SERVER_V4, privileged, run};
+use dns_peers::{dnsperf, query_file};
+use gslb_tests::{
+    CLIENT_IF, Lab, SERVER_IF, SERVER_V4,
+    peers::{Peer, wait_for_answers},
+    privileged, run,
+};
 use gslb_user::{
     config::{Config, XdpMode},
     dataplane::Dataplane,
@@ -83,10 +92,12 @@ fn main() {
         ("responder", gslbd(&["--no-xdp"])),
     ];
     let demo = Config::load(&config).expect("demo config");
+    let knot_dir = dir.join("knot");
+    std::fs::create_dir_all(&knot_dir).unwrap();
     match Peer::Knot.command(
-        &demo,
-        &dir.join("knot"),
-        &[IpAddr::V4(SERVER_V4)],
+        &zone_files::write_zones(&demo, &knot_dir),
+        &knot_dir,
+        &[SocketAddr::from((SERVER_V4, 53))],
         None,
         false,
         lab.exec(&lab.server_ns, "sh"),

@@ -1,8 +1,9 @@
 //! `cargo xtask bench kxdpgun`: the XDP servers under kxdpgun (Knot's AF_XDP generator, package
 //! knot-dnsutils), from the lab's client namespace over its one veth pair: gslbd with its fast
 //! path attached (native mode) on the benches' configuration (`dns_peers::gslbd_config`: 1,000
-//! GSLB domains, answers of one or two addresses), Knot in XDP mode (`dns_peers::Peer::Knot`
-//! with `xdp: listen` on the server's interface) with the same names as static records, and
+//! GSLB domains, answers of one or two addresses), Knot in XDP mode
+//! (`gslb_tests::peers::Peer::Knot` with `xdp: listen` on the server's interface) with the
+//! same names as static records (`zone_files::write_zones`), and
 //! the floor program (`gslb_floor`: the parse and turn-around of the fast path without a
 //! lookup) attached alone. The query file is A and AAAA of every domain; each server is driven at 200k queries/s and at the generator's maximum,
 //! `SECONDS` each (kxdpgun's `-t`, and the run is killed past twice that).
@@ -22,19 +23,21 @@
     reason = "this bench drives kxdpgun, not dnsperf, and measures Knot only"
 )]
 mod dns_peers;
+mod zone_files;
 
 use std::{
-    net::IpAddr,
+    net::{IpAddr, SocketAddr},
     path::Path,
     process::{Command, Output, Stdio},
     time::{Duration, Instant},
 };
 
 use dns_peers::{
-    DOMAINS, Peer, clock_ticks_per_second, gslbd_config, machine_ticks, query_file, questions,
-    tree_ticks,
+    DOMAINS, clock_ticks_per_second, gslbd_config, machine_ticks, query_file, questions, tree_ticks,
 };
-use gslb_tests::{CLIENT_IF, Lab, SERVER_IF, SERVER_V4, TempDir, privileged, run, skip};
+use gslb_tests::{
+    CLIENT_IF, Lab, SERVER_IF, SERVER_V4, TempDir, peers::Peer, privileged, run, skip,
+};
 use gslb_user::{
     compile::Snapshot,
     config::{Config, XdpMode},
@@ -115,10 +118,12 @@ fn main() {
             }
             "knot" => {
                 // Over XDP on the server's interface, and over sockets on its address.
+                let knot_dir = dir.0.join("knot");
+                std::fs::create_dir_all(&knot_dir).unwrap();
                 let cmd = match Peer::Knot.command(
-                    &config,
-                    &dir.0.join("knot"),
-                    &[IpAddr::V4(SERVER_V4)],
+                    &zone_files::write_zones(&config, &knot_dir),
+                    &knot_dir,
+                    &[SocketAddr::from((SERVER_V4, 53))],
                     Some(SERVER_IF),
                     false,
                     lab.exec(&lab.server_ns, "sh"),

@@ -1,7 +1,7 @@
 //! `cargo xtask bench peers`: the responder alone (gslbd `--no-xdp`) side by side with NSD and
 //! Knot DNS, all three serving the same zone: gslbd the configuration of 1,000 GSLB domains
 //! `dns_peers::gslbd_config` writes, the peers the zone with each domain's answer as static
-//! records (`dns_peers::write_zones`, as `bench dnsperf` gives Knot). dnsperf ([`CLIENTS`]
+//! records (`zone_files::write_zones`, as `bench dnsperf` gives Knot). dnsperf ([`CLIENTS`]
 //! clients on [`THREADS`] threads, each run bounded by `-l`) sends two
 //! workloads: A and AAAA of every domain (2,000 questions), and the same with 5% of the lines
 //! names that do not exist (NXDOMAIN). In two places: `loopback`, dnsperf and the servers in the
@@ -27,7 +27,8 @@
 //! gslbd runs with `server.socket_affinity` (each UDP socket tied to a CPU, its loop's thread
 //! there: on loopback and veth a datagram is received on its sender's CPU, so this answers on
 //! the CPU that sent the query) and Knot with its equivalent, `socket-affinity`; NSD has none
-//! (`dns_peers::Peer::command`). `GSLB_PEERS_AFFINITY=0` runs gslbd and Knot without.
+//! (`gslb_tests::peers::Peer::command`). `GSLB_PEERS_AFFINITY=0` runs gslbd and Knot
+//! without.
 //!
 //! To look at one case (a profile, a fix), `GSLB_PEERS_ONLY=netns/nx5` (a comma-separated list
 //! of place/workload) measures only those, and `GSLB_PEERS_ROUNDS=N` sets the rounds. To
@@ -36,21 +37,25 @@
 //! prints `_responder_vs_baseline` beside the peers' ratios.
 
 mod dns_peers;
+mod zone_files;
 
 use std::{
     collections::BTreeSet,
     fmt::Write as _,
-    net::{IpAddr, Ipv4Addr},
+    net::{IpAddr, Ipv4Addr, SocketAddr},
     path::Path,
     process::Command,
     time::Duration,
 };
 
 use dns_peers::{
-    Peer, clock_ticks_per_second, dnsperf, gslbd_config, machine_ticks, query_file, questions,
-    tree_ticks, wait_for_answers,
+    clock_ticks_per_second, dnsperf, gslbd_config, machine_ticks, query_file, questions, tree_ticks,
 };
-use gslb_tests::{DigReply, Lab, SERVER_IF, SERVER_V4, TempDir, privileged, run, skip};
+use gslb_tests::{
+    DigReply, Lab, SERVER_IF, SERVER_V4, TempDir,
+    peers::{Peer, wait_for_answers},
+    privileged, run, skip,
+};
 use gslb_user::{compile::Snapshot, config::Config, policy::AnswerMode};
 
 /// Seconds per dnsperf run (`-l`), rounds, and dnsperf's clients and threads: two threads,
@@ -299,13 +304,16 @@ fn start(
         servers.push(Server { pid, ..BASELINE });
     }
     for (peer, server) in [(Peer::Nsd, NSD), (Peer::Knot, KNOT)] {
-        let listen = [IpAddr::V4(server.loopback), IpAddr::V4(server.netns)];
+        let listen = [server.loopback, server.netns].map(|a| SocketAddr::from((a, 53)));
         let sh = lab.exec(&lab.server_ns, "sh");
-        match peer.command(config, &dir.join(peer.name()), &listen, None, affinity, sh) {
+        let peer_dir = dir.join(peer.name());
+        std::fs::create_dir_all(&peer_dir).unwrap();
+        let zones = zone_files::write_zones(config, &peer_dir);
+        match peer.command(&zones, &peer_dir, &listen, None, affinity, sh) {
             Ok(cmd) => {
                 let pid = lab.spawn_until(cmd, "ready", Duration::from_secs(10));
                 wait_for_answers(peer.name(), || {
-                    lab.dig_in(&lab.server_ns, listen[0], &["g0.example.com", "A"])
+                    lab.dig_in(&lab.server_ns, listen[0].ip(), &["g0.example.com", "A"])
                 });
                 servers.push(Server { pid, ..server });
             }

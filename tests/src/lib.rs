@@ -12,6 +12,7 @@ use std::{
 };
 
 pub mod hostile;
+pub mod peers;
 pub mod spoof;
 
 pub const SERVER_V4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 53);

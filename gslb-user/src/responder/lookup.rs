@@ -1,6 +1,7 @@
 //! Answer building for one question: the zone that holds it (REFUSED outside our zones),
 //! referrals below a delegation, CNAME chains, NXDOMAIN and NODATA with the negative SOA, the
-//! RRsets at a name (apex SOA and NS, static records, GSLB answers) and minimal ANY.
+//! RRsets at a name (apex SOA and NS, static records, GSLB answers), the addresses of the
+//! hosts beside an NS, MX or SRV answer, and minimal ANY.
 
 use std::{collections::HashSet, net::IpAddr, sync::atomic::Ordering};
 
@@ -40,7 +41,9 @@ impl Responder {
             additional: Vec::new(),
         };
         let qname = key(question.name());
-        let Some(zone) = (question.query_class() == DNSClass::IN)
+        // QCLASS ANY (RFC 1035 §3.2.5) matches our data, all of it class IN; the answer is not
+        // authoritative (`Responder::answer`).
+        let Some(zone) = matches!(question.query_class(), DNSClass::IN | DNSClass::ANY)
             .then(|| data.config.zones.iter().find(|z| z.contains(&qname)))
             .flatten()
         else {
@@ -58,22 +61,7 @@ impl Responder {
         if let Some(cut) = zone.cut_above(&qname) {
             // A referral: not ours to answer, the delegated servers are.
             out.authoritative = false;
-            out.authority = zone.records[cut]
-                .iter()
-                .filter(|r| r.record_type() == RecordType::NS)
-                .cloned()
-                .collect();
-            for ns in &out.authority {
-                if let RData::NS(NS(target)) = &ns.data
-                    && let Some(glue) = zone.records.get(&key(target))
-                {
-                    out.additional.extend(
-                        glue.iter()
-                            .filter(|r| matches!(r.record_type(), RecordType::A | RecordType::AAAA))
-                            .cloned(),
-                    );
-                }
-            }
+            referral(zone, cut, &mut out);
             return out;
         }
 
@@ -84,8 +72,12 @@ impl Responder {
             let Some(z) = data.config.zones.iter().find(|z| z.contains(&current)) else {
                 return out; // the chain left our zones: the resolver follows it
             };
-            if z.cut_above(&current).is_some() {
-                return out; // the chain entered a delegation: its servers answer for the target
+            if let Some(cut) = z.cut_above(&current) {
+                // The chain entered a delegation: its servers answer for the target, and the
+                // referral to them follows our CNAMEs (RFC 1034 §4.3.2, step 3b after a
+                // restart; NSD and Knot give it too). The CNAMEs stay authoritative.
+                referral(z, cut, &mut out);
+                return out;
             }
             if !z.names.contains(&current) {
                 // Also after a CNAME: the RCODE is that of the last name (RFC 6604 §2).
@@ -95,6 +87,7 @@ impl Responder {
             }
             let rrs = Self::rrset(data, z, &current, &owner, qtype, client);
             if !rrs.is_empty() {
+                out.additional = server_addresses(data, &rrs);
                 out.answers.extend(rrs);
                 return out;
             }
@@ -182,6 +175,62 @@ impl Responder {
             }
         };
         address_records(name, answer.ttl, addrs)
+    }
+}
+
+/// The addresses we hold of the hosts an answer's NS, MX and SRV records name (RFC 1035
+/// §3.3.11 and §3.3.9: "additional section processing"; RFC 2782: "urged"), as NSD and Knot
+/// give them (Knot for all three, NSD with `minimal-responses` for NS only): each target's A
+/// and AAAA records in whichever of our zones holds it, unless it lies below a delegation
+/// there (its addresses are the child's). Optional data: a reply that cannot hold them drops
+/// them (`message::encode`).
+fn server_addresses(data: &Authority, answers: &[Record]) -> Vec<Record> {
+    let mut additional = Vec::new();
+    for r in answers {
+        let target = match &r.data {
+            RData::NS(NS(target)) => target,
+            RData::MX(mx) => &mx.exchange,
+            RData::SRV(srv) => &srv.target,
+            _ => continue,
+        };
+        let target = key(target);
+        let Some(zone) = data.config.zones.iter().find(|z| z.contains(&target)) else {
+            continue;
+        };
+        if zone.cut_above(&target).is_some() {
+            continue;
+        }
+        if let Some(records) = zone.records.get(&target) {
+            additional.extend(
+                records
+                    .iter()
+                    .filter(|r| matches!(r.record_type(), RecordType::A | RecordType::AAAA))
+                    .cloned(),
+            );
+        }
+    }
+    additional
+}
+
+/// The referral to the delegation at `cut` in `zone` into `out`: its NS records in the
+/// authority section, and the addresses the zone holds for them (glue) in the additional.
+fn referral(zone: &ZoneData, cut: &str, out: &mut Lookup) {
+    out.authority.extend(
+        zone.records[cut]
+            .iter()
+            .filter(|r| r.record_type() == RecordType::NS)
+            .cloned(),
+    );
+    for ns in &zone.records[cut] {
+        if let RData::NS(NS(target)) = &ns.data
+            && let Some(glue) = zone.records.get(&key(target))
+        {
+            out.additional.extend(
+                glue.iter()
+                    .filter(|r| matches!(r.record_type(), RecordType::A | RecordType::AAAA))
+                    .cloned(),
+            );
+        }
     }
 }
 

@@ -76,15 +76,17 @@ pub(super) fn size_limit(transport: Transport, payload: Option<u16>, edns_udp_si
     }
 }
 
-/// The error a query of `shape` gets without a lookup, `None` when it is to be answered:
-/// NOTIMP for an opcode but QUERY; BADVERS for EDNS above version 0; FORMERR for a malformed
-/// client subnet and for a question of a type that is never asked
+/// The error a query of `shape` over `transport` gets without a lookup, `None` when it is to
+/// be answered: NOTIMP for an opcode but QUERY; BADVERS for EDNS above version 0; FORMERR for
+/// a malformed client subnet and for a question of a type that is never asked
 /// (OPT, TSIG: RFC 6891 §6.1.1, RFC 8945 §4.2); REFUSED for zone transfers (we serve no
-/// secondaries: RFC 5936 §4.2 leaves AXFR over UDP undefined, and NSD and Knot refuse both
-/// without a transfer ACL); NOTIMP for the other meta-types (TKEY, MAILB, MAILA and the
-/// unassigned 128–254: RFC 6895 §3.1 keeps them for queries with their own semantics, which
-/// we do not implement); NOTAUTH for a TSIG-signed query (we hold no key: RFC 8945 §5.2.1).
-pub(super) fn rejection(shape: &Shape<'_>) -> Option<ResponseCode> {
+/// secondaries; NSD and Knot refuse them too without a transfer ACL), but NOTIMP for AXFR over
+/// UDP, where it is not defined (RFC 5936 §4.2; NSD and Knot answer NOTIMP); NOTIMP for the
+/// other meta-types (TKEY, MAILB, MAILA and the unassigned 128–254: RFC 6895 §3.1 keeps them
+/// for queries with their own semantics, which we do not implement); NOTAUTH for a TSIG-signed
+/// query (we hold no key: RFC 8945 §5.2.1). Whether a query is rejected does not depend on
+/// the transport, only which error.
+pub(super) fn rejection(shape: &Shape<'_>, transport: Transport) -> Option<ResponseCode> {
     let qtype = RecordType::from(shape.qtype);
     if shape.opcode != 0 {
         Some(ResponseCode::NotImp)
@@ -94,6 +96,8 @@ pub(super) fn rejection(shape: &Shape<'_>) -> Option<ResponseCode> {
         || matches!(qtype, RecordType::OPT | RecordType::TSIG)
     {
         Some(ResponseCode::FormErr)
+    } else if qtype == RecordType::AXFR && transport == Transport::Udp {
+        Some(ResponseCode::NotImp)
     } else if matches!(qtype, RecordType::AXFR | RecordType::IXFR) {
         Some(ResponseCode::Refused)
     } else if (128..=254).contains(&shape.qtype) {
@@ -105,12 +109,14 @@ pub(super) fn rejection(shape: &Shape<'_>) -> Option<ResponseCode> {
     }
 }
 
-/// `response` to `request` in bytes, within `limit`: too big, its header, question and OPT with
-/// TC set, so that the client retries over TCP (RFC 7766). A request of its [`Shape`] has one
-/// question and our OPT at most one option, so that always fits 512 bytes; were it not to, the
-/// header alone with TC goes, never more than `limit`. A response that does not encode (a bug,
-/// not an input: every name in it decoded or was loaded) is SERVFAIL from the header, counted
-/// as such, rather than nothing.
+/// `response` to `request` in bytes, within `limit`. Too big, an authoritative answer first
+/// loses its additional records (the hosts' addresses beside an NS, MX or SRV answer:
+/// optional, RFC 2181 §9; a referral's glue is not), and if still too big, its header,
+/// question and OPT go with TC set, so that the client retries over TCP (RFC 7766). A request
+/// of its [`Shape`] has one question and our OPT at most one option, so that always fits 512
+/// bytes; were it not to, the header alone with TC goes, never more than `limit`. A response
+/// that does not encode (a bug, not an input: every name in it decoded or was loaded) is
+/// SERVFAIL from the header, counted as such, rather than nothing.
 pub(super) fn encode(response: &mut Message, request: &[u8], limit: usize) -> Vec<u8> {
     let mut header_only = Vec::with_capacity(shape::HEADER);
     let Ok(bytes) = response.to_vec() else {
@@ -120,6 +126,14 @@ pub(super) fn encode(response: &mut Message, request: &[u8], limit: usize) -> Ve
     };
     if bytes.len() <= limit {
         return bytes;
+    }
+    if response.authoritative && !response.additionals.is_empty() {
+        response.additionals.clear();
+        if let Ok(bytes) = response.to_vec()
+            && bytes.len() <= limit
+        {
+            return bytes;
+        }
     }
     let truncated = response.truncate();
     match truncated.to_vec() {

@@ -40,7 +40,10 @@ use std::{
 use arc_swap::ArcSwap;
 use hickory_proto::{
     op::{Message, Query},
-    rr::rdata::opt::{ClientSubnet, EdnsOption},
+    rr::{
+        DNSClass,
+        rdata::opt::{ClientSubnet, EdnsOption},
+    },
 };
 
 use crate::{
@@ -194,20 +197,24 @@ impl Responder {
         out.clear();
         // Every request is held to a query's shape first: what is not is refused from its
         // header, and nothing after this sees more than one question and two small records.
+        let data = self.data.load();
         let shape = match shape::scan(request) {
             Ok(shape) => shape,
             Err(Refusal::Drop) => return false,
-            Err(Refusal::HeaderOnly(rcode)) => {
+            Err(Refusal::HeaderOnly { rcode, dnssec_ok }) => {
                 shape::header_only(request, rcode, out);
+                if let Some(dnssec_ok) = dnssec_ok {
+                    out[11] = 1; // ARCOUNT: our OPT
+                    wire::write_opt(out, data.edns_udp_size, dnssec_ok, None, 0);
+                }
                 self.answers.count(transport, u16::from(rcode));
                 return true;
             }
         };
-        let data = self.data.load();
         // A MEP child refuses GSLB names, which `wire` answers (and leaves its NXDOMAIN and
         // NODATA to the general path too, as before).
         if !self.gslb_refused.load(Ordering::Relaxed)
-            && wire::answer(&data, request, &shape, client, out)
+            && wire::answer(&data, request, &shape, client, transport, out)
         {
             self.answers.count(transport, u16::from(out[3] & 0x0f));
             return true;
@@ -237,7 +244,7 @@ impl Responder {
             message::response_to(request, shape, question.clone(), data.edns_udp_size);
         let payload = shape.opt.map(|o| o.payload);
         let limit = message::size_limit(transport, payload, data.edns_udp_size);
-        match message::rejection(shape) {
+        match message::rejection(shape, transport) {
             Some(rcode) => {
                 response.metadata.response_code = rcode;
             }
@@ -296,7 +303,10 @@ impl Responder {
                 )));
         }
         response.metadata.response_code = found.rcode;
-        response.metadata.authoritative = found.authoritative;
+        // QCLASS ANY is answered from our class IN data, but not authoritatively: we cannot
+        // vouch that no other class has data at the name (as NSD answers it).
+        response.metadata.authoritative =
+            found.authoritative && question.query_class() != DNSClass::ANY;
         response.answers = found.answers;
         response.authorities = found.authority;
         response.additionals = found.additional;

@@ -3,7 +3,8 @@
 //! record, and in the additional section at most one OPT (root owner) and one TSIG (the last
 //! record), with nothing after them. That is every query a resolver or a stub sends (NSD
 //! holds queries to the same shape; RFC 6891 §6.1.1, RFC 8945 §5.1). Anything else is refused
-//! here with a header-only reply, so that no later step (hickory's decoder, the lookup, the
+//! here with a header-only reply (and our OPT, for a request without a question but with an
+//! OPT: RFC 6891 §6.1.1), so that no later step (hickory's decoder, the lookup, the
 //! encoder) ever sees more than one question and two small records, whatever the datagram
 //! holds: a 64 KB message of 454 questions, or of 8,000 compression pointers, costs one pass
 //! over its first bytes.
@@ -82,9 +83,12 @@ pub(super) enum Refusal {
     /// Nothing: shorter than a header, or a response (QR set). Never answer one: that way lie
     /// reflection loops.
     Drop,
-    /// The header alone, with this RCODE: FORMERR for a malformed request, NOTIMP for one whose
-    /// OPCODE we do not implement (its sections are not a query's, so nothing is echoed).
-    HeaderOnly(u8),
+    /// The header alone, with `rcode`: FORMERR for a malformed request, NOTIMP for one whose
+    /// OPCODE we do not implement (its sections are not a query's, so nothing is echoed). With
+    /// our OPT record when `dnssec_ok` is `Some` (the DO bit of the request's own OPT): a
+    /// request without a question but otherwise of the shape is read to its end, and one with
+    /// an OPT gets ours back, as RFC 6891 §6.1.1 asks of every response to it (and Knot does).
+    HeaderOnly { rcode: u8, dnssec_ok: Option<bool> },
 }
 
 /// `request` read as described in the module docs.
@@ -95,22 +99,29 @@ pub(super) fn scan(request: &[u8]) -> Result<Shape<'_>, Refusal> {
     let opcode = (request[2] >> 3) & 0x0f;
     // Another OPCODE's sections need not be a query's (a NOTIFY has an answer, an UPDATE
     // records in every section): they are NOTIMP whatever they hold.
-    let malformed = Refusal::HeaderOnly(if opcode == 0 { FORMERR } else { NOTIMP });
+    let rcode = if opcode == 0 { FORMERR } else { NOTIMP };
+    let malformed = Refusal::HeaderOnly {
+        rcode,
+        dnssec_ok: None,
+    };
     let u16_at = |at: usize| -> Result<u16, Refusal> {
         request
             .get(at..at + 2)
             .map(|b| u16::from_be_bytes([b[0], b[1]]))
             .ok_or(malformed)
     };
-    let arcount = u16_at(10)?;
-    if u16_at(4)? != 1 || u16_at(6)? != 0 || u16_at(8)? != 0 || arcount > 2 {
+    let (qdcount, arcount) = (u16_at(4)?, u16_at(10)?);
+    if qdcount > 1 || u16_at(6)? != 0 || u16_at(8)? != 0 || arcount > 2 {
         return Err(malformed);
     }
-    let name_end = skip_name(request, HEADER).ok_or(malformed)?;
-    let qtype = u16_at(name_end)?;
-    let qclass = u16_at(name_end + 2)?;
-    let question = &request[HEADER..name_end + 4];
-    let mut at = name_end + 4;
+    let mut at = HEADER;
+    let mut question = None;
+    if qdcount == 1 {
+        let name_end = skip_name(request, HEADER).ok_or(malformed)?;
+        let (qtype, qclass) = (u16_at(name_end)?, u16_at(name_end + 2)?);
+        question = Some((&request[HEADER..name_end + 4], qtype, qclass));
+        at = name_end + 4;
+    }
     let (mut opt, mut tsig) = (None, false);
     for i in 0..arcount {
         let owner_end = skip_name(request, at).ok_or(malformed)?;
@@ -141,6 +152,12 @@ pub(super) fn scan(request: &[u8]) -> Result<Shape<'_>, Refusal> {
     if at != request.len() {
         return Err(malformed);
     }
+    let Some((question, qtype, qclass)) = question else {
+        return Err(Refusal::HeaderOnly {
+            rcode,
+            dnssec_ok: opt.map(|o| o.dnssec_ok),
+        });
+    };
     Ok(Shape {
         opcode,
         question,

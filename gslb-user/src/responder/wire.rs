@@ -27,7 +27,7 @@ use super::ecs::{self, OPTION_SUBNET, Subnet};
 use super::message;
 use super::shape::{MAX_NAME, Shape, TYPE_OPT};
 use super::zone::ZoneData;
-use super::{Authority, canonical};
+use super::{Authority, Transport, canonical};
 use crate::policy::AnswerMode;
 
 mod negative;
@@ -113,11 +113,11 @@ struct Opt<'a> {
     ecs: Option<Subnet<'a>>,
 }
 
-/// `shape` as a [`Plain`] query, `None` for anything else: a query `message::rejection`
-/// refuses (another opcode, a type never asked, an OPT of another version...), another class,
-/// an OPT with options other than one well-formed ECS.
-fn plain<'a>(shape: &Shape<'a>) -> Option<Plain<'a>> {
-    if message::rejection(shape).is_some() || shape.qclass != CLASS_IN {
+/// `shape` (over `transport`) as a [`Plain`] query, `None` for anything else: a query
+/// `message::rejection` refuses (another opcode, a type never asked, an OPT of another
+/// version...), another class, an OPT with options other than one well-formed ECS.
+fn plain<'a>(shape: &Shape<'a>, transport: Transport) -> Option<Plain<'a>> {
+    if message::rejection(shape, transport).is_some() || shape.qclass != CLASS_IN {
         return None;
     }
     let opt = match shape.opt {
@@ -148,17 +148,18 @@ fn plain<'a>(shape: &Shape<'a>) -> Option<Plain<'a>> {
     })
 }
 
-/// Writes the reply to `request` from `client` into `out` when it is a [`Plain`] query with a
-/// GSLB answer for the client, or a name of ours that does not exist or has no record of the
-/// type (`negative`); `false` (and `out` as it was) otherwise.
+/// Writes the reply to `request` from `client` (over `transport`) into `out` when it is a
+/// [`Plain`] query with a GSLB answer for the client, or a name of ours that does not exist or
+/// has no record of the type (`negative`); `false` (and `out` as it was) otherwise.
 pub(super) fn answer(
     data: &Authority,
     request: &[u8],
     shape: &Shape<'_>,
     client: IpAddr,
+    transport: Transport,
     out: &mut Vec<u8>,
 ) -> bool {
-    let Some(query) = plain(shape) else {
+    let Some(query) = plain(shape, transport) else {
         return false;
     };
     // From a client not in `server.ecs_allow` the option is ignored and not echoed; a /0
@@ -218,7 +219,7 @@ pub(super) fn answer(
             .filter(|e| e.source > 0)
             .and_then(|e| data.scope(&entry.0.name, query.qtype, client, e.source))
             .unwrap_or(0);
-        write_opt(out, data.edns_udp_size, opt, ecs, scope);
+        write_opt(out, data.edns_udp_size, opt.dnssec_ok, ecs, scope);
     }
     // Never for a compiled answer (at most 8 AAAA after a 255-byte name); to be sure, the
     // general path truncates what does not fit.
@@ -241,19 +242,19 @@ fn header(out: &mut Vec<u8>, request: &[u8], rcode: u8, answers: u16, authority:
     out.extend_from_slice(&[0, u8::from(opt)]);
 }
 
-/// Our OPT record (as `message::response_to` makes it) answering `opt`, with `ecs` echoed at
-/// `scope`.
-fn write_opt(
+/// Our OPT record (as `message::response_to` makes it) answering an OPT whose DO bit is
+/// `dnssec_ok`, with `ecs` echoed at `scope`.
+pub(super) fn write_opt(
     out: &mut Vec<u8>,
     edns_udp_size: u16,
-    opt: Opt<'_>,
+    dnssec_ok: bool,
     ecs: Option<Subnet<'_>>,
     scope: u8,
 ) {
     let ours = edns_udp_size.max(MAX_REPLY as u16);
     out.extend_from_slice(&[0, 0, TYPE_OPT as u8]);
     out.extend_from_slice(&ours.to_be_bytes());
-    out.extend_from_slice(&[0, 0, if opt.dnssec_ok { 0x80 } else { 0 }, 0]);
+    out.extend_from_slice(&[0, 0, if dnssec_ok { 0x80 } else { 0 }, 0]);
     match ecs {
         None => out.extend_from_slice(&[0, 0]),
         Some(e) => {
@@ -453,7 +454,8 @@ mod tests {
 
     /// Whether the wire path answers `request` (into `out`), after the shape check.
     fn on_wire(r: &Responder, request: &[u8], client: IpAddr, out: &mut Vec<u8>) -> bool {
-        scan(request).is_ok_and(|shape| answer(&r.data.load(), request, &shape, client, out))
+        scan(request)
+            .is_ok_and(|shape| answer(&r.data.load(), request, &shape, client, Transport::Udp, out))
     }
 
     #[test]

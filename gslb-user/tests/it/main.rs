@@ -10,6 +10,8 @@ mod mep_keys;
 mod mep_peer;
 #[path = "../../../benches/rng.rs"]
 mod rng;
+#[path = "../../../benches/zone_files.rs"]
+mod zone_files;
 
 mod e2e;
 

@@ -202,12 +202,6 @@ fn only_a_queries_shape_is_answered_and_meta_types_get_their_rcode() {
             true,
         ),
         (
-            "AXFR",
-            with_sections("example.com", 252, [1, 0, 0, 0], &[]),
-            5,
-            true,
-        ),
-        (
             "IXFR",
             with_sections("example.com", 251, [1, 0, 0, 0], &[]),
             5,

@@ -284,11 +284,24 @@ fn cases() -> Vec<Case> {
             noerror(&[SOA_COM]),
         ),
         case(
-            "NS at the apex",
+            "NS at the apex: the addresses of the servers in our zones in additional (RFC 1035 \
+             §3.3.11), as NSD and Knot give them",
             q("example.com", NS),
             noerror(&[
                 "example.com. 3600 NS ns1.example.com.",
                 "example.com. 3600 NS ns2.example.net.",
+            ])
+            .additional(&[
+                "ns1.example.com. 3600 A 192.0.2.53",
+                "ns1.example.com. 3600 AAAA 2001:db8::53",
+            ]),
+        ),
+        case(
+            "NS of a zone whose server is in another of our zones: its addresses too",
+            q("example.org", NS),
+            noerror(&["example.org. 30 NS ns1.example.com."]).additional(&[
+                "ns1.example.com. 3600 A 192.0.2.53",
+                "ns1.example.com. 3600 AAAA 2001:db8::53",
             ]),
         ),
         case(
@@ -312,14 +325,16 @@ fn cases() -> Vec<Case> {
             noerror(&["txt.example.com. 3600 TXT hello"]),
         ),
         case(
-            "static MX at the apex",
+            "static MX at the apex, the exchange's address in additional (RFC 1035 §3.3.9)",
             q("example.com", MX),
-            noerror(&["example.com. 3600 MX 10 mail.example.com."]),
+            noerror(&["example.com. 3600 MX 10 mail.example.com."])
+                .additional(&["mail.example.com. 300 A 192.0.2.25"]),
         ),
         case(
-            "static SRV",
+            "static SRV, the target's address in additional (RFC 2782), as Knot",
             q("_sip._tcp.example.com", SRV),
-            noerror(&["_sip._tcp.example.com. 3600 SRV 10 60 5060 sip.example.com."]),
+            noerror(&["_sip._tcp.example.com. 3600 SRV 10 60 5060 sip.example.com."])
+                .additional(&["sip.example.com. 3600 A 192.0.2.60"]),
         ),
         case(
             "static CNAME asked for itself",
@@ -387,9 +402,12 @@ fn cases() -> Vec<Case> {
             ]),
         ),
         case(
-            "CNAME into a delegation stops at the CNAME",
+            "CNAME into a delegation: the CNAME, then the referral (RFC 1034 §4.3.2), as NSD \
+             and Knot",
             q("into-lab.example.com", A),
-            noerror(&["into-lab.example.com. 3600 CNAME host.lab.example.com."]),
+            noerror(&["into-lab.example.com. 3600 CNAME host.lab.example.com."])
+                .authority(&[LAB_NS])
+                .additional(&[LAB_GLUE]),
         ),
         // Names and types that do not exist.
         case(
@@ -456,6 +474,26 @@ fn cases() -> Vec<Case> {
             error(Refused),
         ),
         case(
+            "class ANY: the class IN data, not authoritative for every class (as NSD)",
+            wire(&class(query("txt.example.com", TXT), DNSClass::ANY)),
+            noerror(&["txt.example.com. 3600 TXT hello"]).not_aa(),
+        ),
+        case(
+            "class ANY: NXDOMAIN from the class IN data, not authoritative",
+            wire(&class(query("nope.example.com", A), DNSClass::ANY)),
+            nxdomain(SOA_COM_NEG).not_aa(),
+        ),
+        case(
+            "class ANY outside our zones: REFUSED",
+            wire(&class(query("www.example.net", A), DNSClass::ANY)),
+            error(Refused),
+        ),
+        case(
+            "class NONE: REFUSED",
+            wire(&class(query("txt.example.com", TXT), DNSClass::NONE)),
+            error(Refused),
+        ),
+        case(
             "referral below a delegation: NS in authority, glue in additional",
             q("host.lab.example.com", A),
             reply(NoError)
@@ -488,6 +526,32 @@ fn cases() -> Vec<Case> {
             error(FormErr),
         ),
         case("FORMERR: QDCOUNT=0", raw(0, 0, &[]), error(FormErr)),
+        case(
+            "FORMERR: QDCOUNT=0 with an OPT gets ours (RFC 6891 §6.1.1), as Knot",
+            raw(0, 1, &[0, 0, 41, 0x10, 0, 0, 0, 0, 0, 0, 0]),
+            error(FormErr).opt(),
+        ),
+        case(
+            "NOTIMP: another opcode without a question, with an OPT, gets ours",
+            {
+                let mut m = raw(0, 1, &[0, 0, 41, 0x10, 0, 0, 0, 0, 0, 0, 0]);
+                m[2] = 15 << 3;
+                m
+            },
+            error(NotImp).opt(),
+        ),
+        case(
+            "AXFR over UDP: NOTIMP, AXFR being defined over TCP only (RFC 5936 §4.2), as NSD \
+             and Knot",
+            q("example.com", AXFR),
+            error(NotImp),
+        ),
+        case(
+            "AXFR over TCP: REFUSED, no zone is transferred",
+            q("example.com", AXFR),
+            error(Refused),
+        )
+        .tcp(),
         case(
             "FORMERR: bytes after a complete query",
             [q("www.example.com", A), vec![0; 4]].concat(),
@@ -648,7 +712,10 @@ fn mismatch(case: &Case, bytes: &[u8], want: &Reply) -> Option<String> {
     if case.transport == Transport::Udp && bytes.len() > OUR_SIZE as usize {
         wrong.push(format!("{} bytes over UDP", bytes.len()));
     }
+    // A request without a question has none to echo (QDCOUNT=0: what follows is its OPT).
+    let asks = case.request.get(4..6) != Some(&[0, 0]);
     if m.response_code != ResponseCode::FormErr
+        && asks
         && question_bytes(bytes) != question_bytes(&case.request)
     {
         wrong.push("the question is not echoed byte for byte".into());
@@ -685,6 +752,46 @@ fn handler_table() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// An authoritative answer's additional records (the hosts' addresses beside an NS or MX
+/// answer) are optional: dropped when the reply would not fit, rather than truncating it (RFC 2181
+/// §9). A referral's glue is not, so a referral that does not fit is truncated.
+#[test]
+fn the_addresses_beside_an_ns_answer_are_dropped_before_it_would_be_truncated() {
+    let servers: Vec<String> = (0..8).map(|i| format!("name-server-{i}")).collect();
+    let mut text = format!(
+        "[server]\nlisten = [\"192.0.2.53\"]\n[[zone]]\nname = \"example.com\"\nns = [{}]\n\
+         soa.rname = \"hostmaster.example.com\"\n",
+        servers
+            .iter()
+            .map(|s| format!("\"{s}.example.com\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    for (i, s) in servers.iter().enumerate() {
+        text.push_str(&format!(
+            "[[zone.record]]\nname = \"{s}\"\ntype = \"A\"\nvalue = \"192.0.2.{i}\"\n\
+             [[zone.record]]\nname = \"{s}\"\ntype = \"AAAA\"\nvalue = \"2001:db8::{i}\"\n"
+        ));
+    }
+    let config = Config::parse(&text, Path::new("ns.toml")).unwrap();
+    let r = Responder::new(&config, &Snapshot::from_config(&config));
+    let request = wire(&query("example.com", RecordType::NS));
+    let over = |transport| {
+        let reply = r.respond(&request, OUTSIDE, transport).unwrap();
+        (reply.len(), Message::from_vec(&reply).unwrap())
+    };
+    let (len, tcp) = over(Transport::Tcp);
+    assert!(len > 512, "the whole answer ({len} bytes) must not fit 512");
+    assert_eq!((tcp.answers.len(), tcp.additionals.len()), (8, 16));
+    let (len, udp) = over(Transport::Udp);
+    assert!(
+        len <= 512 && !udp.truncation,
+        "{len} bytes, TC {}",
+        udp.truncation
+    );
+    assert_eq!((udp.answers.len(), udp.additionals.len()), (8, 0));
 }
 
 // ---- The request-path fuzz test ----

@@ -148,7 +148,7 @@ pub(super) fn answer(
             names
         };
     if let Some(opt) = query.opt {
-        write_opt(out, data.edns_udp_size, opt, ecs, 0);
+        write_opt(out, data.edns_udp_size, opt.dnssec_ok, ecs, 0);
     }
     // A reply that does not fit 512 bytes (long names) is the general path's to truncate.
     if !written || out.len() - start > MAX_REPLY {

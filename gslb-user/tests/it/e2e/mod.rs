@@ -1,5 +1,6 @@
 //! The end-to-end tests: gslbd (the binary) in network namespaces of a [`gslb_tests::Lab`].
 
+mod differential;
 mod ecs_unbound_netns;
 mod mep_sites;
 mod privilege_netns;

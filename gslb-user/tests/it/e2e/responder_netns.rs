@@ -178,13 +178,19 @@ fn cases() -> Vec<Case> {
         // Static data.
         case("SOA at the apex", V4, &["example.com", "SOA"], ok(&[SOA])),
         case(
-            "NS at the apex",
+            "NS at the apex, with the in-zone server's addresses",
             V6,
             &["example.com", "NS"],
-            ok(&[
-                "example.com. 3600 NS ns1.example.com.",
-                "example.com. 3600 NS ns2.example.net.",
-            ]),
+            DigReply {
+                additional: rrs(&[
+                    "ns1.example.com. 3600 A 192.0.2.53",
+                    "ns1.example.com. 3600 AAAA 2001:db8::53",
+                ]),
+                ..ok(&[
+                    "example.com. 3600 NS ns1.example.com.",
+                    "example.com. 3600 NS ns2.example.net.",
+                ])
+            },
         ),
         case(
             "static A",
@@ -205,16 +211,22 @@ fn cases() -> Vec<Case> {
             ok(&["txt.example.com. 3600 TXT \"hello\""]),
         ),
         case(
-            "static MX",
+            "static MX, with the exchange's address",
             V4,
             &["example.com", "MX"],
-            ok(&["example.com. 3600 MX 10 mail.example.com."]),
+            DigReply {
+                additional: rrs(&["mail.example.com. 300 A 192.0.2.25"]),
+                ..ok(&["example.com. 3600 MX 10 mail.example.com."])
+            },
         ),
         case(
-            "static SRV",
+            "static SRV, with the target's address",
             V4,
             &["_sip._tcp.example.com", "SRV"],
-            ok(&["_sip._tcp.example.com. 3600 SRV 10 60 5060 sip.example.com."]),
+            DigReply {
+                additional: rrs(&["sip.example.com. 3600 A 192.0.2.60"]),
+                ..ok(&["_sip._tcp.example.com. 3600 SRV 10 60 5060 sip.example.com."])
+            },
         ),
         case(
             "static CNAME",
