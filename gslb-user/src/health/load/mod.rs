@@ -329,19 +329,23 @@ impl LoadProbe {
 
     async fn read(&self) -> Result<u64, ProbeError> {
         let body = self.http.fetch(PAGE_LIMIT).await?;
-        let page =
-            std::str::from_utf8(&body).map_err(|source| LoadReadError::NotUtf8 { source })?;
-        let value = match &self.source {
-            LoadSource::Prometheus(selector) => prometheus::select(page, selector),
-            LoadSource::StubStatus => stub_status_active(page),
-        };
-        value.map_err(ProbeError::Load)
+        read_page(&self.source, &body).map_err(ProbeError::Load)
     }
 
     async fn read_within(&self, timeout: Duration) -> Result<u64, ProbeError> {
         tokio::time::timeout(timeout, self.read())
             .await
             .unwrap_or(Err(ProbeError::Timeout(timeout)))
+    }
+}
+
+/// The value `source` reads from a fetched page (`body`, as the server sent it): what a load
+/// monitor does with each page it fetches, also for the `prometheus` fuzz target.
+pub fn read_page(source: &LoadSource, body: &[u8]) -> Result<u64, LoadReadError> {
+    let page = std::str::from_utf8(body).map_err(|source| LoadReadError::NotUtf8 { source })?;
+    match source {
+        LoadSource::Prometheus(selector) => prometheus::select(page, selector),
+        LoadSource::StubStatus => stub_status_active(page),
     }
 }
 
@@ -623,6 +627,29 @@ mod tests {
         assert_eq!(r.last_error, None);
         let mut first = LoadReading::new(Measure::Connections);
         assert_eq!(first.record(Ok(0), 3, at), Moved::Value);
+    }
+
+    #[test]
+    fn a_page_is_read_as_its_source_says() {
+        let prometheus = LoadSource::Prometheus(PromSelector {
+            metric: "conns".into(),
+            labels: vec![],
+            aggregate: Aggregate::One,
+        });
+        assert_eq!(
+            read_page(&prometheus, b"# TYPE conns gauge\nconns 7\n"),
+            Ok(7)
+        );
+        let stub = b"Active connections: 3\n";
+        assert_eq!(read_page(&LoadSource::StubStatus, stub), Ok(3));
+        assert!(matches!(
+            read_page(&prometheus, stub),
+            Err(LoadReadError::Syntax { line: 1, .. })
+        ));
+        assert!(matches!(
+            read_page(&LoadSource::StubStatus, b"Active connections: \xff"),
+            Err(LoadReadError::NotUtf8 { .. })
+        ));
     }
 
     #[test]
