@@ -8,6 +8,7 @@
 
 use std::{net::IpAddr, path::Path, sync::LazyLock};
 
+use gslb_tests::xdp::opt_record;
 use gslb_user::{
     compile::Snapshot,
     config::Config,
@@ -34,35 +35,6 @@ static FIXTURE: LazyLock<Fixture> = LazyLock::new(|| {
     }
 });
 
-/// The UDP payload size of the first OPT record anywhere in `m` (walking every section by its
-/// count), if there is one. More lenient than the responder (any section, any owner), so the
-/// limit it gives is never below the one the responder must keep.
-fn opt_size(m: &[u8]) -> Option<u16> {
-    let u16_at = |at: usize| Some(u16::from_be_bytes(m.get(at..at + 2)?.try_into().ok()?));
-    let skip_name = |mut at: usize| -> Option<usize> {
-        loop {
-            match *m.get(at)? {
-                0 => return Some(at + 1),
-                l if l & 0xc0 != 0 => return Some(at + 2),
-                l => at += 1 + usize::from(l),
-            }
-        }
-    };
-    let mut at = 12;
-    for _ in 0..u16_at(4)? {
-        at = skip_name(at)? + 4;
-    }
-    let records = u32::from(u16_at(6)?) + u32::from(u16_at(8)?) + u32::from(u16_at(10)?);
-    for _ in 0..records {
-        at = skip_name(at)?;
-        if u16_at(at)? == 41 {
-            return u16_at(at + 2);
-        }
-        at += 10 + usize::from(u16_at(at + 8)?);
-    }
-    None
-}
-
 fuzz_target!(|data: &[u8]| {
     let fixture = &*FIXTURE;
     // The first byte picks the client, so views and ECS-less paths both get exercised.
@@ -71,7 +43,9 @@ fuzz_target!(|data: &[u8]| {
     } else {
         [0x2001, 0xdb8, 0, 0, 0, 0, 0, 0x10].into()
     };
-    let udp_limit = opt_size(data).map_or(512, |theirs| theirs.min(fixture.ours).max(512));
+    // The first OPT anywhere (more lenient than the responder, which takes one in the
+    // additional section only): the limit is never below the one the responder must keep.
+    let udp_limit = opt_record(data).map_or(512, |(theirs, _)| theirs.min(fixture.ours).max(512));
     for transport in [Transport::Udp, Transport::Tcp] {
         let Some(reply) = fixture.responder.respond(data, client, transport) else {
             continue;

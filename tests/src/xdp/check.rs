@@ -196,6 +196,12 @@ pub fn check_reply(query: &[u8], reply: &[u8], respond: &mut Respond<'_>) -> Res
 /// The RDATA of the OPT record of `dns` (its options as on the wire), walking the sections;
 /// `None` without an OPT or when the message does not walk.
 pub fn opt_rdata(dns: &[u8]) -> Option<&[u8]> {
+    opt_record(dns).map(|(_, rdata)| rdata)
+}
+
+/// The first OPT record of `dns`, in any section: its CLASS (the UDP payload size its sender
+/// takes) and its RDATA; `None` without an OPT or when the message does not walk.
+pub fn opt_record(dns: &[u8]) -> Option<(u16, &[u8])> {
     let u16_at = |at: usize| -> Option<u16> {
         Some(u16::from_be_bytes(dns.get(at..at + 2)?.try_into().ok()?))
     };
@@ -218,7 +224,7 @@ pub fn opt_rdata(dns: &[u8]) -> Option<&[u8]> {
         let rdlen = usize::from(u16_at(at + 8)?);
         let rdata = dns.get(at + 10..at + 10 + rdlen)?;
         if u16_at(at)? == 41 {
-            return Some(rdata);
+            return Some((u16_at(at + 2)?, rdata));
         }
         at += 10 + rdlen;
     }

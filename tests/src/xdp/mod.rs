@@ -12,7 +12,7 @@ pub mod frame;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-pub use check::{check_reply, ecs_options, opt_rdata};
+pub use check::{check_reply, ecs_options, opt_rdata, opt_record};
 pub use frame::*;
 
 /// XDP actions as the program returns them.
