@@ -21,6 +21,7 @@ use tracing::{debug, warn};
 
 mod batch;
 mod conns;
+pub mod tcp_frame;
 mod udp;
 #[cfg(test)]
 pub(crate) use udp::pin_thread_to_cpu;
@@ -154,6 +155,9 @@ pub async fn run_tcp(
     run_tcp_recording(listener, responder, limits, None, shutdown).await;
 }
 
+/// The room a TCP connection reads into at a time, at least.
+const READ_CHUNK: usize = 4096;
+
 /// At most one line per this long about failing accepts (retried every 50 ms).
 const ACCEPT_WARN_EVERY: Duration = Duration::from_secs(10);
 
@@ -212,33 +216,59 @@ async fn serve_connection(
     ticket: &Ticket,
 ) -> std::io::Result<()> {
     let timed_out = |what| std::io::Error::new(std::io::ErrorKind::TimedOut, what);
+    // Bytes read and not answered yet: pipelined queries are answered from here, in order.
+    // Read only while it holds no whole query, so it stays under a query and a read's room.
+    let mut pending: Vec<u8> = Vec::new();
+    // When the query begun in `pending` must be whole: `message_timeout` after its first byte.
+    let mut deadline = Instant::now();
     loop {
-        ticket.set(Phase::Idle);
-        let first = match tokio::time::timeout(limits.idle_timeout, stream.read_u8()).await {
-            Err(_) => return Ok(()), // idle
-            Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
-            Ok(r) => r?,
-        };
-        // From the first byte on, the whole query has `message_timeout`, however it trickles.
-        ticket.set(Phase::Reading);
-        let read = async {
-            let len = u16::from_be_bytes([first, stream.read_u8().await?]) as usize;
-            let mut message = vec![0u8; len];
-            stream.read_exact(&mut message).await?;
-            Ok::<_, std::io::Error>(message)
-        };
-        let message = tokio::time::timeout(limits.message_timeout, read)
-            .await
-            .map_err(|_| timed_out("query not complete within the message timeout"))??;
-        ticket.set(Phase::Answering);
-        if let Some(response) = responder.respond(&message, peer.ip(), Transport::Tcp) {
-            sources.answered(peer.ip(), &response, Instant::now());
-            let mut framed = Vec::with_capacity(response.len() + 2);
-            framed.extend_from_slice(&(response.len() as u16).to_be_bytes());
-            framed.extend_from_slice(&response);
-            tokio::time::timeout(limits.message_timeout, stream.write_all(&framed))
+        while let Some((message, used)) = tcp_frame::split(&pending) {
+            ticket.set(Phase::Answering);
+            if let Some(response) = responder.respond(message, peer.ip(), Transport::Tcp) {
+                sources.answered(peer.ip(), &response, Instant::now());
+                let framed = tcp_frame::frame(&response).ok_or_else(|| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        "an answer longer than a TCP length prefix can say",
+                    )
+                })?;
+                tokio::time::timeout(limits.message_timeout, stream.write_all(&framed))
+                    .await
+                    .map_err(|_| timed_out("answer not taken within the message timeout"))??;
+            }
+            pending.drain(..used);
+            // The next query's first byte is already here: its time runs from now.
+            deadline = Instant::now() + limits.message_timeout;
+        }
+        if pending.is_empty() {
+            // A large query's room is not kept while the connection waits.
+            pending.shrink_to(READ_CHUNK);
+        }
+        pending.reserve(READ_CHUNK);
+        let read = if pending.is_empty() {
+            ticket.set(Phase::Idle);
+            match tokio::time::timeout(limits.idle_timeout, stream.read_buf(&mut pending)).await {
+                Err(_) => return Ok(()), // idle
+                Ok(read) => {
+                    // From the first byte on, the whole query has `message_timeout`, however
+                    // it trickles.
+                    deadline = Instant::now() + limits.message_timeout;
+                    read?
+                }
+            }
+        } else {
+            ticket.set(Phase::Reading);
+            tokio::time::timeout_at(deadline, stream.read_buf(&mut pending))
                 .await
-                .map_err(|_| timed_out("answer not taken within the message timeout"))??;
+                .map_err(|_| timed_out("query not complete within the message timeout"))??
+        };
+        if read == 0 {
+            // Closed by the client: the end between queries, an error within one.
+            return if pending.is_empty() {
+                Ok(())
+            } else {
+                Err(std::io::ErrorKind::UnexpectedEof.into())
+            };
         }
     }
 }

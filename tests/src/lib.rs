@@ -14,6 +14,7 @@ use std::{
 pub mod hostile;
 pub mod peers;
 pub mod spoof;
+pub mod xdp;
 
 pub const SERVER_V4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 53);
 pub const CLIENT_V4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 10);

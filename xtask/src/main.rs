@@ -4,6 +4,7 @@
 
 mod bench;
 mod demo;
+mod fuzz;
 mod install;
 mod profile_xdp;
 mod run;
@@ -32,11 +33,28 @@ enum Cmd {
         release: bool,
     },
     /// Setup, then run the tests with privileged tests required; without extra arguments,
-    /// `cargo fmt --check` and clippy with `-D warnings` first, then the fuzz targets and the demo.
+    /// `cargo fmt --check` and clippy with `-D warnings` first, then every fuzz target for a
+    /// minute (`fuzz`) and the demo.
     Test {
         /// Extra arguments for `cargo test` (after `--`).
         #[arg(last = true)]
         args: Vec<String>,
+    },
+    /// Setup, then run every fuzz target (fuzz/, libFuzzer) for MINUTES each, starting from its
+    /// seed corpus (fuzz/corpus/<target>/, left unchanged); a failing input is kept in
+    /// target/fuzz/artifacts/<target>/. The xdp target needs root and BPF, and is skipped
+    /// without them.
+    Fuzz {
+        /// Minutes each target runs.
+        #[arg(long, default_value_t = 1)]
+        minutes: u64,
+        /// Rewrite the seed corpora instead (fuzz/examples/seeds/: real queries captured from
+        /// dig, kdig and delv, hostile messages, examples/, encoded MEP frames).
+        #[arg(long)]
+        seeds: bool,
+        /// Only these targets [default: all].
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(fuzz::TARGETS))]
+        targets: Vec<String>,
     },
     /// Setup, then run a benchmark; without a name, list them.
     Bench { name: Option<bench::Bench> },
@@ -98,6 +116,22 @@ fn main() -> Result<()> {
         Cmd::Setup => setup::run().map(drop),
         Cmd::Build { release } => build(release),
         Cmd::Test { args } => test(&args),
+        Cmd::Fuzz {
+            minutes,
+            seeds,
+            targets,
+        } => {
+            let env = setup::run()?;
+            if seeds {
+                return fuzz::seeds(&env);
+            }
+            let targets = if targets.is_empty() {
+                fuzz::TARGETS.map(String::from).to_vec()
+            } else {
+                targets
+            };
+            fuzz::run(&env, minutes * 60, &targets, false)
+        }
         Cmd::Bench { name } => bench::run(name),
         Cmd::ProfileXdp { case, rounds, top } => profile_xdp::run(&case, rounds, top),
         Cmd::Demo { once } => demo::run(once),
@@ -136,7 +170,8 @@ fn test(args: &[String]) -> Result<()> {
         .env("GSLB_REQUIRE_PRIVILEGED", "1");
     util::run_inherit("test", &mut cmd)?;
     if args.is_empty() {
-        fuzz(&env)?;
+        // Each target a minute from its seeds (one build for all); the xdp target must run.
+        fuzz::run(&env, 60, &fuzz::TARGETS.map(String::from), true)?;
         // The README's first command, end to end: it fails if a step of the demo does.
         demo::run(true)?;
     }
@@ -153,21 +188,4 @@ fn lint(env: &setup::Env) -> Result<()> {
     let mut clippy = env.cargo();
     clippy.args(["clippy", "--all-targets", "--", "-D", "warnings"]);
     util::run_inherit("clippy", &mut clippy)
-}
-
-/// A bounded libFuzzer run of every fuzz target (fuzz/). The pinned toolchain is a stable
-/// release: RUSTC_BOOTSTRAP lets cargo-fuzz pass its -Z flags; no sanitizer, whose runtime only
-/// nightly toolchains ship (a panic is what the targets look for).
-fn fuzz(env: &setup::Env) -> Result<()> {
-    const SECONDS: &str = "30";
-    for target in ["responder", "mep_frame"] {
-        let mut cmd = env.cargo();
-        cmd.current_dir(env.root.join("fuzz"))
-            .env("RUSTC_BOOTSTRAP", "1")
-            .args(["fuzz", "run", target, "--sanitizer", "none", "--"])
-            .arg(format!("-max_total_time={SECONDS}"));
-        util::run_inherit(&format!("fuzz {target}"), &mut cmd)?;
-        println!("fuzz {target}: {SECONDS} s without a crash");
-    }
-    Ok(())
 }

@@ -96,6 +96,10 @@ pub(super) fn domain_name(raw: &str) -> Result<String, String> {
         if label == "*" {
             return Err("wildcard names are not supported".into());
         }
+        // RFC 952/1123 host names; the responder's names (hickory's) refuse it too.
+        if label.starts_with('-') {
+            return Err(format!("label {label:?} starts with '-'"));
+        }
         if label.len() > 63 {
             return Err(format!(
                 "label {label:?} is {} bytes, at most 63",

@@ -212,6 +212,22 @@ impl HttpProbe {
     }
 }
 
+/// The check of an HTTP monitor (`check`: status and `body_contains`) over `stream`, already
+/// connected to the server at `addr` (which names the default `Host`), in plain HTTP: what
+/// each check does once connected, also for the `http_body` fuzz target, which plays the
+/// server with bytes of its own.
+pub async fn http_check_over<S>(
+    addr: SocketAddr,
+    stream: S,
+    check: &HttpCheck,
+) -> Result<(), ProbeError>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let probe = HttpProbe::new(addr, check, None)?;
+    probe.exchange(stream, Read::Check).await.map(drop)
+}
+
 /// What [`HttpProbe::get`] reads of the body.
 #[derive(Clone, Copy)]
 enum Read {
@@ -403,5 +419,44 @@ mod tests {
             )
             .is_ok()
         );
+    }
+
+    /// The check over a stream whose server's side the test plays: a needle cut across
+    /// chunks is found, an absent one and a refused status are each their own error.
+    #[tokio::test]
+    async fn a_check_over_a_stream_reads_status_and_body() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        async fn check(response: &str, needle: &str) -> Result<(), ProbeError> {
+            let (client, mut server) = tokio::io::duplex(1 << 16);
+            let serve = async {
+                // The request first (hyper refuses a response before its request), then the
+                // response and the end of the stream.
+                let mut request = Vec::new();
+                while !request.ends_with(b"\r\n\r\n") {
+                    request.push(server.read_u8().await.unwrap());
+                }
+                server.write_all(response.as_bytes()).await.unwrap();
+                server.shutdown().await.unwrap();
+            };
+            let check = HttpCheck {
+                body_contains: Some(needle.into()),
+                ..HttpCheck::get("/")
+            };
+            let addr = "192.0.2.1:80".parse().unwrap();
+            tokio::join!(serve, http_check_over(addr, client, &check)).1
+        }
+        let chunked = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\
+                       3\r\nsta\r\n4\r\ntus:\r\n3\r\n OK\r\n0\r\n\r\n";
+        let found = check(chunked, "status: OK").await;
+        assert!(found.is_ok(), "{found:?}");
+        assert!(matches!(
+            check(chunked, "down").await,
+            Err(ProbeError::Body(_))
+        ));
+        let refused = "HTTP/1.1 503 Unavailable\r\nContent-Length: 2\r\n\r\nOK";
+        assert!(matches!(
+            check(refused, "OK").await,
+            Err(ProbeError::Status { got: 503, .. })
+        ));
     }
 }

@@ -70,6 +70,7 @@ use tokio::sync::broadcast;
 use tracing::{debug, info, warn};
 
 pub use dns::DnsCheckError;
+pub use http::http_check_over;
 pub(crate) use icmp::{Echo, echo};
 pub use icmp::{IcmpMode, icmp_mode};
 use state::{MonitorTracker, service_up};

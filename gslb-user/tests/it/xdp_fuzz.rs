@@ -15,24 +15,19 @@
 use crate::common;
 use crate::fuzz_frames;
 
-use std::{
-    collections::{BTreeMap, BTreeSet},
-    net::{IpAddr, Ipv4Addr, Ipv6Addr},
-    path::Path,
-    time::Instant,
-};
+use std::{collections::BTreeMap, net::IpAddr, path::Path, time::Instant};
 
 use aya::programs::{TestRun, TestRunOptions};
 use common::*;
 use fuzz_frames::{Generator, Population};
 use gslb_common::Counter;
+use gslb_tests::xdp::check::{hex, parse};
 use gslb_user::{
     compile::Snapshot,
     config::Config,
     dataplane::{Counters, Dataplane},
     responder::{Responder, Transport},
 };
-use hickory_proto::op::Message;
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().map_or(default, |v| {
@@ -46,185 +41,11 @@ fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
-/// The parts of a frame built as `Frame` builds them (the program only answers such frames).
-struct Parsed<'a> {
-    dst_mac: &'a [u8],
-    src_mac: &'a [u8],
-    vlan: Option<&'a [u8]>,
-    src: IpAddr,
-    dst: IpAddr,
-    ttl: u8,
-    sport: u16,
-    dport: u16,
-    /// The UDP header and payload, by the UDP length.
-    segment: &'a [u8],
-    /// Bytes after the datagram.
-    trailer: usize,
-}
-
-fn parse(frame: &[u8]) -> Result<Parsed<'_>, String> {
-    let l4 = fuzz_frames::udp_offset(frame).ok_or("not plain UDP")?;
-    let vlan = (l4 == 18 + 20 || l4 == 18 + 40).then(|| &frame[12..16]);
-    let l3 = if vlan.is_some() { 18 } else { 14 };
-    let (src, dst, ttl, ip_payload) = if l4 - l3 == 20 {
-        let h = &frame[l3..l4];
-        if internet_checksum(h) != 0 {
-            return Err("IPv4 header checksum".into());
-        }
-        let a = |o: usize| IpAddr::V4(Ipv4Addr::from(<[u8; 4]>::try_from(&h[o..o + 4]).unwrap()));
-        let total = u16::from_be_bytes([h[2], h[3]]) as usize;
-        (
-            a(12),
-            a(16),
-            h[8],
-            total.checked_sub(20).ok_or("IPv4 length")?,
-        )
-    } else {
-        let h = &frame[l3..l4];
-        let a = |o: usize| IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(&h[o..o + 16]).unwrap()));
-        (a(8), a(24), h[7], u16::from_be_bytes([h[4], h[5]]) as usize)
-    };
-    let udp_len = u16::from_be_bytes([frame[l4 + 4], frame[l4 + 5]]) as usize;
-    if udp_len != ip_payload || udp_len < 8 || l4 + udp_len > frame.len() {
-        return Err(format!("lengths: UDP {udp_len}, IP payload {ip_payload}"));
-    }
-    let segment = &frame[l4..l4 + udp_len];
-    Ok(Parsed {
-        dst_mac: &frame[0..6],
-        src_mac: &frame[6..12],
-        vlan,
-        src,
-        dst,
-        ttl,
-        sport: u16::from_be_bytes([segment[0], segment[1]]),
-        dport: u16::from_be_bytes([segment[2], segment[3]]),
-        segment,
-        trailer: frame.len() - l4 - udp_len,
-    })
-}
-
-type Rr = (String, u16, u32, Vec<u8>);
-
-fn records(m: &Message) -> Vec<Rr> {
-    m.answers
-        .iter()
-        .map(|r| {
-            let data = r.data.to_string().into_bytes();
-            (
-                r.name.to_lowercase().to_ascii(),
-                u16::from(r.record_type()),
-                r.ttl,
-                data,
-            )
-        })
-        .collect()
-}
-
-fn edns_summary(m: &Message) -> Option<(u16, bool, u8, usize)> {
-    m.edns.as_ref().map(|e| {
-        (
-            e.max_payload(),
-            e.flags().dnssec_ok,
-            e.version(),
-            e.options().as_ref().len(),
-        )
-    })
-}
-
-/// Why the fast path's reply to `query` is wrong, if it is.
+/// [`check_reply`](gslb_tests::xdp::check_reply) against `responder`.
 fn check_reply(query: &[u8], reply: &[u8], responder: &Responder) -> Result<(), String> {
-    let q = parse(query).map_err(|e| format!("the query: {e}"))?;
-    let r = parse(reply).map_err(|e| format!("the reply: {e}"))?;
-    if (r.dst_mac, r.src_mac) != (q.src_mac, q.dst_mac) || r.vlan != q.vlan {
-        return Err("MACs or VLAN tag".into());
-    }
-    if (r.src, r.dst, r.sport, r.dport) != (q.dst, q.src, q.dport, q.sport) {
-        return Err("addresses or ports not swapped".into());
-    }
-    if r.ttl != 64 || r.trailer != 0 {
-        return Err(format!("TTL {} or trailer {}", r.ttl, r.trailer));
-    }
-    if transport_checksum(r.src, r.dst, IPPROTO_UDP, r.segment) != 0 {
-        return Err("UDP checksum".into());
-    }
-    let dns = &q.segment[8..];
-    let ours = &r.segment[8..];
-    let theirs = responder
-        .respond(dns, q.src, Transport::Udp)
-        .ok_or("the responder sends nothing")?;
-    if ours[..4] != theirs[..4] {
-        return Err(format!(
-            "ID/flags/RCODE: XDP {:02x?}, responder {:02x?}",
-            &ours[..4],
-            &theirs[..4]
-        ));
-    }
-    let question = |m: &[u8]| -> Result<Vec<u8>, String> {
-        let mut at = 12;
-        while *m.get(at).ok_or("question cut")? != 0 {
-            at += 1 + m[at] as usize;
-        }
-        m.get(12..at + 5)
-            .map(<[u8]>::to_vec)
-            .ok_or("question cut".into())
-    };
-    if question(ours)? != question(&theirs)? {
-        return Err("question bytes".into());
-    }
-    let ours_m = Message::from_vec(ours).map_err(|e| format!("XDP reply: {e}"))?;
-    let theirs_m = Message::from_vec(&theirs).map_err(|e| format!("responder reply: {e}"))?;
-    if edns_summary(&ours_m) != edns_summary(&theirs_m) {
-        return Err(format!(
-            "OPT: XDP {:?}, responder {:?}",
-            edns_summary(&ours_m),
-            edns_summary(&theirs_m)
-        ));
-    }
-    // The options as on the wire: the ECS option echoed byte for byte, with the same scope.
-    if opt_rdata(ours) != opt_rdata(&theirs) {
-        return Err(format!(
-            "OPT options: XDP {:02x?}, responder {:02x?}",
-            opt_rdata(ours),
-            opt_rdata(&theirs)
-        ));
-    }
-    if !ours_m.authorities.is_empty() || !ours_m.additionals.is_empty() {
-        return Err("XDP sent authority or additional records".into());
-    }
-    let (ours_rr, theirs_rr) = (records(&ours_m), records(&theirs_m));
-    if ours_rr.len() != theirs_rr.len() {
-        return Err(format!("answers: XDP {ours_rr:?}, responder {theirs_rr:?}"));
-    }
-    // A rotating set answers one record per query: asked round the whole set, the responder
-    // must have given XDP's. Otherwise the sets are equal.
-    let mut every: BTreeSet<Rr> = theirs_rr.iter().cloned().collect();
-    if theirs_rr.len() == 1 {
-        for _ in 0..gslb_common::MAX_ADDRS {
-            if let Some(more) = responder.respond(dns, q.src, Transport::Udp) {
-                every.extend(records(
-                    &Message::from_vec(&more).map_err(|e| e.to_string())?,
-                ));
-            }
-        }
-    }
-    if !ours_rr.iter().all(|rr| every.contains(rr)) {
-        return Err(format!("answers: XDP {ours_rr:?}, responder {every:?}"));
-    }
-    if theirs_rr.len() > 1 && ours_rr.iter().collect::<BTreeSet<_>>() != theirs_rr.iter().collect()
-    {
-        return Err(format!(
-            "answer sets: XDP {ours_rr:?}, responder {theirs_rr:?}"
-        ));
-    }
-    // With the same records (every reply but a rotation's other turn), the same bytes.
-    if ours_rr == theirs_rr && ours != theirs.as_slice() {
-        return Err(format!(
-            "bytes: XDP {}, responder {}",
-            hex(ours),
-            hex(&theirs)
-        ));
-    }
-    Ok(())
+    gslb_tests::xdp::check_reply(query, reply, &mut |dns, src| {
+        responder.respond(dns, src, Transport::Udp)
+    })
 }
 
 fn run_once(dp: &Dataplane, frame: &[u8], out: &mut [u8]) -> (u32, usize) {
@@ -237,10 +58,6 @@ fn run_once(dp: &Dataplane, frame: &[u8], out: &mut [u8]) -> (u32, usize) {
         })
         .expect("BPF_PROG_TEST_RUN");
     (result.return_value, result.data_size_out as usize)
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 #[test]
@@ -326,8 +143,7 @@ fn differential(text: &str, frames: u64, allow_list: bool) {
                 tx += 1;
                 batch_tx += 1;
                 let echoes = |f: &[u8]| {
-                    fuzz_frames::udp_offset(f)
-                        .is_some_and(|l4| !ecs_options(&f[l4 + 8..]).is_empty())
+                    udp_offset(f).is_some_and(|l4| !ecs_options(&f[l4 + 8..]).is_empty())
                 };
                 if echoes(reply) {
                     ecs_tx += 1;
@@ -433,7 +249,7 @@ fn check_sums(now: &Counters, then: &Counters, tx: u64, passes: u64) {
 
 /// Rewrites the UDP checksum of a reply built as `Frame` builds frames (after an edit).
 fn refresh_udp_checksum(frame: &mut [u8]) {
-    let l4 = fuzz_frames::udp_offset(frame).unwrap();
+    let l4 = udp_offset(frame).unwrap();
     let (src, dst) = {
         let p = parse(frame).unwrap();
         (p.src, p.dst)
@@ -462,7 +278,7 @@ fn the_checker_rejects_wrong_replies() {
     let reply = out[..len].to_vec();
     check_reply(&query, &reply, &responder).expect("a real reply");
 
-    let l4 = fuzz_frames::udp_offset(&reply).unwrap();
+    let l4 = udp_offset(&reply).unwrap();
     let dns = l4 + 8;
     type Edit<'a> = Box<dyn Fn(&mut Vec<u8>) + 'a>;
     let edits: [(&str, Edit<'_>, &str); 5] = [

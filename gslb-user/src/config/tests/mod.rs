@@ -226,6 +226,32 @@ fn locations() {
     }
 }
 
+/// Every name the configuration accepts is one the responder can build (it makes hickory
+/// names of them, and would panic on one refused there), and the other way round.
+#[test]
+fn domain_names_are_what_the_responder_can_name() {
+    for label in [
+        "www",
+        "-www",
+        "www-",
+        "w-w",
+        "_sip",
+        "s_1",
+        "0day",
+        "xn--bcher-kva",
+        "a*",
+        "-",
+        "_",
+    ] {
+        let name = format!("{label}.example.com");
+        assert_eq!(
+            names::domain_name(&name).is_ok(),
+            hickory_proto::rr::Name::from_ascii(&name).is_ok(),
+            "{name}"
+        );
+    }
+}
+
 #[test]
 fn txt_splits_on_character_boundaries() {
     assert_eq!(txt_strings(""), [""]);

@@ -358,6 +358,27 @@ fn rejected_records_sites_services_domains() {
             ),
             "empty label",
         ),
+        // A label may not start with '-' (RFC 952/1123 host names; the responder's DNS names,
+        // hickory's, refuse it: the fuzz target `config` found one that loaded and then
+        // panicked the responder's build).
+        (
+            format!(
+                "{SERVER}{ZONE}[[gslb_domain]]\nname = \"-www.example.com\" #<\nservices = [\"x\"]"
+            ),
+            "gslb_domain name \"-www.example.com\": label \"-www\" starts with '-'",
+        ),
+        (
+            format!(
+                "{SERVER}{ZONE}[[zone.record]]\nname = \"-s1\" #<\ntype = \"AAAA\"\nvalue = \"2001:db8::53\""
+            ),
+            "starts with '-'",
+        ),
+        (
+            format!(
+                "{SERVER}{ZONE}[[zone.record]]\nname = \"ftp\"\ntype = \"CNAME\"\nvalue = \"www.-x.example.com.\" #<"
+            ),
+            "starts with '-'",
+        ),
         (
             format!("{SERVER}{ZONE}[[gslb_domain]] #<\nname = \"www.example.com\""),
             "missing field `services`",

@@ -346,7 +346,7 @@ impl LoadProbe {
 /// a large page, so it runs on a blocking thread: on a runtime worker it would hold up the
 /// other tasks there, and the check's own timeout could not fire until it ended.
 async fn page_value(body: Vec<u8>, source: LoadSource) -> Result<u64, LoadReadError> {
-    match tokio::task::spawn_blocking(move || value_of(&body, &source)).await {
+    match tokio::task::spawn_blocking(move || read_page(&source, &body)).await {
         Ok(value) => value,
         // A panic in the parse is the monitor task's (supervised: a failed check).
         Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
@@ -355,7 +355,9 @@ async fn page_value(body: Vec<u8>, source: LoadSource) -> Result<u64, LoadReadEr
     }
 }
 
-fn value_of(body: &[u8], source: &LoadSource) -> Result<u64, LoadReadError> {
+/// The value `source` reads from a fetched page (`body`, as the server sent it): what a load
+/// monitor does with each page it fetches, also for the `prometheus` fuzz target.
+pub fn read_page(source: &LoadSource, body: &[u8]) -> Result<u64, LoadReadError> {
     let page = std::str::from_utf8(body).map_err(|source| LoadReadError::NotUtf8 { source })?;
     match source {
         LoadSource::Prometheus(selector) => prometheus::select(page, selector),
@@ -675,6 +677,29 @@ mod tests {
             ran_meanwhile > 0,
             "the other task never ran while {i} samples were parsed"
         );
+    }
+
+    #[test]
+    fn a_page_is_read_as_its_source_says() {
+        let prometheus = LoadSource::Prometheus(PromSelector {
+            metric: "conns".into(),
+            labels: vec![],
+            aggregate: Aggregate::One,
+        });
+        assert_eq!(
+            read_page(&prometheus, b"# TYPE conns gauge\nconns 7\n"),
+            Ok(7)
+        );
+        let stub = b"Active connections: 3\n";
+        assert_eq!(read_page(&LoadSource::StubStatus, stub), Ok(3));
+        assert!(matches!(
+            read_page(&prometheus, stub),
+            Err(LoadReadError::Syntax { line: 1, .. })
+        ));
+        assert!(matches!(
+            read_page(&LoadSource::StubStatus, b"Active connections: \xff"),
+            Err(LoadReadError::NotUtf8 { .. })
+        ));
     }
 
     #[test]

@@ -7,8 +7,8 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::common::{
-    ETH_P_8021Q, Frame, IPPROTO_TCP, IPPROTO_UDP, hop_by_hop_padding, internet_checksum,
-    ipv6_first_fragment, transport_checksum,
+    Frame, IPPROTO_TCP, IPPROTO_UDP, hop_by_hop_padding, internet_checksum, ipv6_first_fragment,
+    transport_checksum, udp_offset,
 };
 
 /// splitmix64: small, seedable, good enough to spread test cases.
@@ -359,23 +359,6 @@ fn dns_message(r: &mut Rng, names: &[String], hostile: bool) -> Vec<u8> {
         m.extend_from_slice(&[0; 3][..=r.below(3)]);
     }
     m
-}
-
-/// Offset of the UDP header of a frame built by `Frame` (untagged or one tag, no IPv4
-/// options, no IPv6 extension headers), if it is UDP.
-pub(crate) fn udp_offset(frame: &[u8]) -> Option<usize> {
-    let mut l3 = 14;
-    let mut ethertype = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
-    if ethertype == ETH_P_8021Q {
-        ethertype = u16::from_be_bytes([*frame.get(16)?, *frame.get(17)?]);
-        l3 = 18;
-    }
-    match ethertype {
-        0x0800 if frame.get(l3)? & 0x0f == 5 && *frame.get(l3 + 9)? == IPPROTO_UDP => Some(l3 + 20),
-        0x86dd if *frame.get(l3 + 6)? == IPPROTO_UDP => Some(l3 + 40),
-        _ => None,
-    }
-    .filter(|&l4| l4 + 8 <= frame.len())
 }
 
 /// Byte-level mutations: flips, interesting values, cuts and insertions, anywhere or in the
