@@ -1,8 +1,9 @@
-//! Shared by the dnsperf and kxdpgun benches (each includes it with `mod dns_peers;`); not a
-//! bench itself: the benches' generated gslbd configuration ([`gslbd_config`], [`DOMAINS`]
-//! GSLB domains) and its questions, a gslb configuration's zones as zone files with its GSLB
-//! names as static records, NSD and Knot DNS serving them from directories of their own,
-//! dnsperf query files, dnsperf's figures, and the CPU time of a server's processes.
+//! Shared by the dnsperf, kxdpgun, peers, hostile and soak benches (each includes it with
+//! `mod dns_peers;`); not a bench itself: the benches' generated gslbd configuration
+//! ([`gslbd_config`], [`DOMAINS`] GSLB domains) and its questions, gslbd with the responder
+//! alone in a lab, a gslb configuration's zones as zone files with its GSLB names as static
+//! records, NSD and Knot DNS serving them from directories of their own, dnsperf query files,
+//! dnsperf's figures, and the CPU time of a server's processes.
 
 use std::{
     fmt::Write as _,
@@ -12,7 +13,7 @@ use std::{
     time::Duration,
 };
 
-use gslb_tests::{SERVER_V4, run};
+use gslb_tests::{Lab, SERVER_V4, run, skip};
 use gslb_user::{
     compile::Snapshot,
     config::{Config, RecordData},
@@ -239,6 +240,37 @@ pub(crate) fn query_file(
     let path = dir.join(format!("{name}.txt"));
     std::fs::write(&path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     path
+}
+
+/// True when dnsperf runs here; else `bench` skips (`gslb_tests::skip`), saying why.
+pub(crate) fn have_dnsperf(bench: &str) -> bool {
+    if Command::new("dnsperf").arg("-h").output().is_ok() {
+        return true;
+    }
+    skip(&format!(
+        "{bench}: dnsperf is not installed (`cargo xtask setup` installs it)"
+    ));
+    false
+}
+
+/// gslbd (`binary`) in `lab`'s server namespace with the responder alone (`--no-xdp`) on
+/// `config`, its control socket at `control` (not the system's /run/gslbd.sock), logging
+/// `log` (a `RUST_LOG` filter) on stderr; start it with `Lab::spawn_until(.., "ready", ..)`.
+pub(crate) fn responder_command(
+    lab: &Lab,
+    binary: &Path,
+    config: &Path,
+    control: &Path,
+    log: &str,
+) -> Command {
+    let mut cmd = lab.nsenter(&lab.server_ns, binary);
+    cmd.env("RUST_LOG", log)
+        .arg("--config")
+        .arg(config)
+        .arg("--no-xdp")
+        .arg("--control")
+        .arg(control);
+    cmd
 }
 
 /// What dnsperf reports at the end of a run.
