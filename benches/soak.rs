@@ -14,8 +14,8 @@
 //! - every second, the configuration file is replaced by the other of two valid ones (every
 //!   domain's TTL 30 or 31) and `gslbctl reload` asks gslbd to load it; the replies that are
 //!   not `ok` are counted;
-//! - every 2 s, the monitored listener is closed or opened again (a health flip); just before
-//!   each flip, `dig flip.example.com A` says whether the answers followed the last one;
+//! - every 2 s, the monitored listener is closed or opened again (a health flip); 1.7 s after
+//!   each flip, `dig flip.example.com A` says whether the answers followed it;
 //! - every [`MEP_RESTART_EVERY`], the MEP peer is killed (SIGKILL) and started again;
 //! - every second, gslbd's resident memory (`VmRSS`) and open file descriptors are recorded.
 //!
@@ -51,8 +51,8 @@ const QPS: &str = "3000";
 const RELOAD_EVERY: Duration = Duration::from_secs(1);
 const FLIP_EVERY: Duration = Duration::from_secs(2);
 const MEP_RESTART_EVERY: Duration = Duration::from_secs(15);
-/// How long before each flip the answers are checked for the last one.
-const CHECK_LEAD: Duration = Duration::from_millis(300);
+/// How long after each flip the answers are checked for it (the monitor needs ~0.4 s).
+const CHECK_AFTER: Duration = Duration::from_millis(1700);
 /// Samples (one a second) in each median of the growth figures.
 const WINDOW: usize = 10;
 
@@ -137,7 +137,7 @@ fn main() {
         let a = flip_answer();
         a.contains(WEB_P2) && a.contains(WEB_DC)
     });
-    let figures = std::thread::scope(|s| {
+    let (figures, first_minute) = std::thread::scope(|s| {
         let lab = &lab;
         s.spawn(move || {
             let mut next = Instant::now() + MEP_RESTART_EVERY;
@@ -171,10 +171,11 @@ fn main() {
             }
         });
         s.spawn(move || {
-            let mut next = Instant::now() + FLIP_EVERY;
+            // The listener is open from the start; each flip is checked CHECK_AFTER after it
+            // (just before the next), so a late turn of this thread delays the next flip
+            // rather than shortening the check's wait.
             let mut last = Instant::now();
-            // Checked just before the next flip: the answers followed the last one.
-            while sleep_until(next.checked_sub(CHECK_LEAD).unwrap_or(next), stop) {
+            while sleep_until(last + CHECK_AFTER, stop) {
                 let up = backend.is_some();
                 if flip_answer().contains(WEB_DC) == up {
                     counts.flips_seen.fetch_add(1, Ordering::Relaxed);
@@ -186,7 +187,7 @@ fn main() {
                         if up { "up" } else { "down" }
                     );
                 }
-                if !sleep_until(next, stop) {
+                if !sleep_until(last + FLIP_EVERY, stop) {
                     break;
                 }
                 backend = if up {
@@ -196,15 +197,20 @@ fn main() {
                 };
                 last = Instant::now();
                 counts.flips.fetch_add(1, Ordering::Relaxed);
-                next += FLIP_EVERY;
             }
         });
-        s.spawn(move || {
+        // Returns gslbd's mappings after the first minute, to tell where memory grew.
+        let sampler = s.spawn(move || {
             let start = Instant::now();
             let mut next = start;
+            let mut first_minute = Vec::new();
             while sleep_until(next, stop) {
                 let sample = Sample::of(pid);
                 let t = start.elapsed().as_secs();
+                // With the first sample of the window the growth is measured from.
+                if samples.lock().unwrap().len() == 60 {
+                    first_minute = mappings(pid);
+                }
                 if t.is_multiple_of(60) {
                     println!(
                         "# {t} s: rss {} KiB, {} fds; reloads {}, flips {}, restarts {}",
@@ -218,6 +224,7 @@ fn main() {
                 samples.lock().unwrap().push(sample);
                 next += Duration::from_secs(1);
             }
+            first_minute
         });
         let figures = dnsperf(
             lab.exec(&lab.server_ns, "dnsperf")
@@ -227,8 +234,9 @@ fn main() {
                 .args(["-c", "4", "-t", "2"]),
         );
         stop.store(true, Ordering::Relaxed);
-        figures
+        (figures, sampler.join().expect("the sampler"))
     });
+    let at_end = mappings(pid);
     lab.stop(pid);
 
     let samples = samples.lock().unwrap();
@@ -244,6 +252,7 @@ fn main() {
         100.0 * (last as f64 - first as f64) / first as f64
     };
     let rss = growth("rss KiB", |s| s.rss_kib);
+    mapping_growth(&first_minute, &at_end);
     let fds = growth("fds", |s| s.fds);
     println!(
         "# dnsperf: {} completed, {:.0} qps, {:.0} us average",
@@ -323,6 +332,63 @@ impl Sample {
             .count() as u64;
         Sample { rss_kib, fds }
     }
+}
+
+/// gslbd's memory mappings (/proc/PID/smaps): each one's start address, permissions and name
+/// (the key that stays the same while a heap grows in place), its size and its resident KiB.
+fn mappings(pid: u32) -> Vec<(String, u64, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps")).expect("/proc/PID/smaps");
+    let mut out: Vec<(String, u64, u64)> = Vec::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let range = f
+            .first()
+            .and_then(|r| r.split_once('-'))
+            .and_then(|(a, b)| {
+                Some((
+                    u64::from_str_radix(a, 16).ok()?,
+                    u64::from_str_radix(b, 16).ok()?,
+                ))
+            });
+        if let Some((start, end)) = range {
+            // A mapping's header: start-end perms offset dev inode [name].
+            let name = f.get(5).copied().unwrap_or("[anon]");
+            out.push((
+                format!("{start:x} {} {name}", f[1]),
+                (end - start) / 1024,
+                0,
+            ));
+        } else if let (Some(&"Rss:"), Some(kib), Some(last)) = (f.first(), f.get(1), out.last_mut())
+        {
+            last.2 = kib.parse().expect("Rss in KiB");
+        }
+    }
+    out
+}
+
+/// Prints the mappings whose resident memory grew or shrank by 64 KiB or more between the two
+/// looks (a new mapping grew from 0), largest first, and the rest's sum.
+fn mapping_growth(first: &[(String, u64, u64)], last: &[(String, u64, u64)]) {
+    let mut deltas: Vec<(i64, &str, u64)> = last
+        .iter()
+        .map(|(key, size, rss)| {
+            let before = first.iter().find(|m| &m.0 == key).map_or(0, |m| m.2);
+            (*rss as i64 - before as i64, key.as_str(), *size)
+        })
+        .chain(
+            first
+                .iter()
+                .filter(|m| !last.iter().any(|l| l.0 == m.0))
+                .map(|(key, size, rss)| (-(*rss as i64), key.as_str(), *size)),
+        )
+        .collect();
+    deltas.sort_by_key(|d| std::cmp::Reverse(d.0.abs()));
+    let (big, small): (Vec<_>, Vec<_>) = deltas.iter().partition(|d| d.0.abs() >= 64);
+    for (delta, key, size) in big {
+        println!("# rss growth by mapping: {delta:+} KiB in {key} ({size} KiB mapped)");
+    }
+    let rest: i64 = small.iter().map(|d| d.0).sum();
+    println!("# rss growth by mapping: {rest:+} KiB in the others");
 }
 
 /// The configuration of site `site` (`dc` at 127.0.0.1, `p2` at 127.0.0.2: both list both,
