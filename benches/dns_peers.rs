@@ -1,7 +1,8 @@
-//! Shared by the dnsperf, kxdpgun and peers benches (each includes it with `mod dns_peers;`);
-//! not a bench itself: the benches' generated gslbd configuration ([`gslbd_config`],
-//! [`DOMAINS`] GSLB domains) and its questions, dnsperf query files, dnsperf's figures, and
-//! the CPU time of a server's processes. NSD and Knot themselves are run by
+//! Shared by the dnsperf, kxdpgun, peers, hostile and soak benches (each includes it with
+//! `mod dns_peers;`); not a bench itself: the benches' generated gslbd configuration
+//! ([`gslbd_config`], [`DOMAINS`] GSLB domains) and its questions, gslbd with the responder
+//! alone in a lab, dnsperf query files, dnsperf's figures, and the CPU time of a server's
+//! processes. NSD and Knot themselves are run by
 //! `gslb_tests::peers`, on the zone files `zone_files::write_zones` makes.
 
 use std::{
@@ -11,7 +12,7 @@ use std::{
     process::Command,
 };
 
-use gslb_tests::{SERVER_V4, run};
+use gslb_tests::{Lab, SERVER_V4, run, skip};
 
 /// A dnsperf data file `dir/{name}.txt` of `lines` lines: `questions` ("name TYPE") over and
 /// over, with `nx_percent` of the lines (the first of every hundred) replaced by names that do
@@ -34,6 +35,37 @@ pub(crate) fn query_file(
     let path = dir.join(format!("{name}.txt"));
     std::fs::write(&path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     path
+}
+
+/// True when dnsperf runs here; else `bench` skips (`gslb_tests::skip`), saying why.
+pub(crate) fn have_dnsperf(bench: &str) -> bool {
+    if Command::new("dnsperf").arg("-h").output().is_ok() {
+        return true;
+    }
+    skip(&format!(
+        "{bench}: dnsperf is not installed (`cargo xtask setup` installs it)"
+    ));
+    false
+}
+
+/// gslbd (`binary`) in `lab`'s server namespace with the responder alone (`--no-xdp`) on
+/// `config`, its control socket at `control` (not the system's /run/gslbd.sock), logging
+/// `log` (a `RUST_LOG` filter) on stderr; start it with `Lab::spawn_until(.., "ready", ..)`.
+pub(crate) fn responder_command(
+    lab: &Lab,
+    binary: &Path,
+    config: &Path,
+    control: &Path,
+    log: &str,
+) -> Command {
+    let mut cmd = lab.nsenter(&lab.server_ns, binary);
+    cmd.env("RUST_LOG", log)
+        .arg("--config")
+        .arg(config)
+        .arg("--no-xdp")
+        .arg("--control")
+        .arg(control);
+    cmd
 }
 
 /// What dnsperf reports at the end of a run.

@@ -49,7 +49,8 @@ use std::{
 };
 
 use dns_peers::{
-    clock_ticks_per_second, dnsperf, gslbd_config, machine_ticks, query_file, questions, tree_ticks,
+    clock_ticks_per_second, dnsperf, gslbd_config, have_dnsperf, machine_ticks, query_file,
+    questions, responder_command, tree_ticks,
 };
 use gslb_tests::{
     DigReply, Lab, SERVER_IF, SERVER_V4, TempDir,
@@ -150,8 +151,7 @@ fn main() {
     if !privileged("bench peers") {
         return;
     }
-    if Command::new("dnsperf").arg("-h").output().is_err() {
-        skip("bench peers: dnsperf is not installed (`cargo xtask setup` installs it)");
+    if !have_dnsperf("bench peers") {
         return;
     }
     let tmp = TempDir::new("peers");
@@ -277,14 +277,13 @@ fn start(
     config: &Config,
     affinity: bool,
 ) -> Vec<Server> {
-    let mut gslbd = lab.nsenter(&lab.server_ns, env!("CARGO_BIN_EXE_gslbd").as_ref());
-    gslbd
-        .env("RUST_LOG", "warn")
-        .arg("--config")
-        .arg(config_path)
-        .arg("--no-xdp")
-        .arg("--control")
-        .arg(dir.join("gslbd.sock"));
+    let gslbd = responder_command(
+        lab,
+        env!("CARGO_BIN_EXE_gslbd").as_ref(),
+        config_path,
+        &dir.join("gslbd.sock"),
+        "warn",
+    );
     let pid = lab.spawn_until(gslbd, "ready", Duration::from_secs(30));
     let mut servers = vec![Server { pid, ..RESPONDER }];
     if let Some(binary) = std::env::var_os("GSLB_PEERS_BASELINE") {
@@ -293,13 +292,13 @@ fn start(
         std::fs::create_dir_all(&baseline_dir).unwrap();
         let path = baseline_dir.join("gslbd.toml");
         std::fs::write(&path, gslbd_config(&baseline_dir, &listen)).unwrap();
-        let mut cmd = lab.nsenter(&lab.server_ns, binary.as_ref());
-        cmd.env("RUST_LOG", "warn")
-            .arg("--config")
-            .arg(&path)
-            .arg("--no-xdp")
-            .arg("--control")
-            .arg(baseline_dir.join("gslbd.sock"));
+        let cmd = responder_command(
+            lab,
+            binary.as_ref(),
+            &path,
+            &baseline_dir.join("gslbd.sock"),
+            "warn",
+        );
         let pid = lab.spawn_until(cmd, "ready", Duration::from_secs(30));
         servers.push(Server { pid, ..BASELINE });
     }

@@ -1,4 +1,4 @@
-use anyhow::Result;
+use anyhow::{Result, bail};
 use clap::ValueEnum;
 
 use crate::{setup, util};
@@ -34,12 +34,27 @@ pub(crate) enum Bench {
     /// The responder alone (gslbd --no-xdp) beside NSD and Knot on the same zone, with dnsperf
     /// on loopback and in a namespace lab: qps, lost, responder/NSD ratio (needs root)
     Peers,
+    /// The costliest message of each hostile class against a plain query (gslbd's CPU per
+    /// message, UDP and TCP), and ordinary queries beside 1,000 hostile messages a second
+    /// (needs root)
+    Hostile,
+    /// dnsperf load for --minutes with a reload a second, a health flip every 2 s and a MEP
+    /// peer restarted every 15 s: lost queries, RSS and fd growth (needs root)
+    Soak,
 }
+
+/// `bench soak`'s minutes of load when `--minutes` is not given.
+const SOAK_MINUTES: u32 = 10;
 
 /// Frames `cargo xtask bench fuzz-xdp` sends (`cargo xtask test` runs the test's 200,000).
 const FUZZ_XDP_FRAMES: &str = "10000000";
 
-pub(crate) fn run(name: Option<Bench>) -> Result<()> {
+/// Runs `name` (without one, lists the benches). `minutes` is `bench soak`'s length, refused
+/// for the others.
+pub(crate) fn run(name: Option<Bench>, minutes: Option<u32>) -> Result<()> {
+    if minutes.is_some() && !matches!(name, Some(Bench::Soak)) {
+        bail!("--minutes is for `cargo xtask bench soak` only");
+    }
     let Some(bench) = name else {
         println!("available benches (cargo xtask bench <name>):");
         for b in Bench::value_variants() {
@@ -78,5 +93,14 @@ pub(crate) fn run(name: Option<Bench>) -> Result<()> {
         "--bench",
         &name.replace('-', "_"),
     ]);
+    if let Bench::Soak = bench {
+        // A bench target takes no arguments of ours through cargo bench; the environment
+        // reaches it.
+        let minutes = minutes.unwrap_or(SOAK_MINUTES);
+        if minutes < 2 {
+            bail!("--minutes: at least 2 (growth is measured from the end of the first minute)");
+        }
+        cmd.env("GSLB_SOAK_MINUTES", minutes.to_string());
+    }
     util::run_inherit(&format!("bench {name}"), &mut cmd)
 }

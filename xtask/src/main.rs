@@ -57,7 +57,12 @@ enum Cmd {
         targets: Vec<String>,
     },
     /// Setup, then run a benchmark; without a name, list them.
-    Bench { name: Option<bench::Bench> },
+    Bench {
+        name: Option<bench::Bench>,
+        /// `bench soak` only: minutes of load [default: 10, at least 2].
+        #[arg(long, value_name = "N")]
+        minutes: Option<u32>,
+    },
     /// Setup, then profile one case of `bench xdp` by source line of the XDP program: perf
     /// samples the CPU clock while the bench runs only CASE; prints each program's lines by
     /// samples, with their source (needs root and perf).
@@ -132,7 +137,7 @@ fn main() -> Result<()> {
             };
             fuzz::run(&env, minutes * 60, &targets, false)
         }
-        Cmd::Bench { name } => bench::run(name),
+        Cmd::Bench { name, minutes } => bench::run(name, minutes),
         Cmd::ProfileXdp { case, rounds, top } => profile_xdp::run(&case, rounds, top),
         Cmd::Demo { once } => demo::run(once),
         Cmd::Install { prefix } => install::run_install(prefix.as_deref()),
