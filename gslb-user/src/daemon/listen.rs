@@ -223,9 +223,52 @@ fn reuseport_udp(addr: SocketAddr, cpu: Option<usize>) -> std::io::Result<std::n
     if let Some(cpu) = cpu {
         socket.set_cpu_affinity(cpu)?;
     }
+    receive_buffer(&socket, UDP_RECEIVE_BUFFER)?;
     socket.set_nonblocking(true)?;
     socket.bind(&addr.into())?;
     Ok(socket.into())
+}
+
+/// The receive buffer each UDP socket asks for. The kernel's default (`rmem_default`, 208 KiB
+/// on a stock kernel) holds only three datagrams of 64 KiB: a few hostile ones sent while the
+/// socket's thread waits for a CPU fill it, and every ordinary query hashed to that socket is
+/// dropped until the thread runs again (issue 27's flood, measured in `bench hostile`). 4 MiB
+/// holds over 60 of them, or some 25,000 ordinary queries; memory is only taken while
+/// datagrams wait (NSD suggests the same `so-rcvbuf: 4m` for busy servers).
+const UDP_RECEIVE_BUFFER: usize = 4 << 20;
+
+/// Gives `socket` a receive buffer of `bytes`: SO_RCVBUFFORCE while gslbd may (root, or
+/// CAP_NET_ADMIN: sockets are opened before the privilege drop), else SO_RCVBUF, which the
+/// kernel caps at `net.core.rmem_max`; that cap is logged, not an error, since the socket works.
+fn receive_buffer(socket: &socket2::Socket, bytes: usize) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: a valid socket, an int option of the size given.
+    let forced = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            std::ptr::from_ref(&value).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    } == 0;
+    if forced {
+        return Ok(());
+    }
+    socket.set_recv_buffer_size(bytes)?;
+    // The kernel reports twice what it keeps for data (the rest is its bookkeeping).
+    let got = socket.recv_buffer_size()? / 2;
+    if got < bytes {
+        tracing::info!(
+            wanted = bytes,
+            got,
+            "UDP receive buffer capped by net.core.rmem_max (gslbd was not allowed \
+             SO_RCVBUFFORCE); raise rmem_max to keep floods of large datagrams from \
+             dropping queries"
+        );
+    }
+    Ok(())
 }
 
 fn bind_error(addr: SocketAddr, transport: &'static str, source: std::io::Error) -> DaemonError {
@@ -308,6 +351,31 @@ mod tests {
         let untied = vec![None; tied.len()];
         assert_eq!(sockets_cpus(""), untied);
         assert_eq!(sockets_cpus("socket_affinity = false\n"), untied);
+    }
+
+    /// Each UDP socket queues many datagrams of the largest size while its thread is busy: with
+    /// the kernel's default buffer only three fit, and the queries behind them were dropped.
+    #[test]
+    fn a_udp_socket_holds_many_maximum_size_datagrams_unread() {
+        if !gslb_tests::privileged("the UDP receive buffer (SO_RCVBUFFORCE)") {
+            return;
+        }
+        let listeners = Listeners::bind_addrs(&["127.0.0.1:0".parse().unwrap()]).unwrap();
+        let dns = &listeners.dns[0];
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let big = vec![0u8; 65_507];
+        // The kernel picks the group's socket by the sender's hash: one client's datagrams
+        // all wait in the same socket, whichever it is.
+        for _ in 0..32 {
+            client.send_to(&big, dns.addr).unwrap();
+        }
+        let mut buf = vec![0u8; 65_535];
+        let queued: usize = dns
+            .udp
+            .iter()
+            .map(|socket| std::iter::from_fn(|| socket.recv_from(&mut buf).ok()).count())
+            .sum();
+        assert_eq!(queued, 32, "datagrams of 65,507 bytes queued unread");
     }
 
     /// Runs `f` on a thread that may run on `cpu` only.
