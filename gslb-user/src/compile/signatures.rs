@@ -174,7 +174,7 @@ impl Job<'_> {
         // A domain disabled by the operator decides as if its services were down (the engine
         // skips it), so it shares that signature.
         let disabled = self.domain_disabled(d);
-        let own = spec.backup_domain.is_some()
+        let own = spec.backup.is_some()
             || self
                 .config
                 .policies
@@ -194,7 +194,7 @@ impl Job<'_> {
                 .map(|&i| {
                     let s = engine.service(i);
                     (
-                        s.site,
+                        s.site.index(),
                         s.ip.is_ipv6(),
                         s.weight,
                         s.location.clone(),
@@ -214,7 +214,7 @@ impl Job<'_> {
                     .iter()
                     .map(|(view, list)| {
                         at += list.len();
-                        (*view, at - list.len(), at)
+                        (view.number(), at - list.len(), at)
                     })
                     .collect()
             },

@@ -255,7 +255,7 @@ impl Job<'_> {
         let family = |ip: &IpAddr| ip.is_ipv6() == (qtype == QTYPE_AAAA);
         // A signature shared by several domains has no backup domain: the asked domain
         // answered. Otherwise the outcome is the domain's own.
-        let answering = if outcome.domain == d || engine.domain(d).backup_domain.is_none() {
+        let answering = if outcome.domain == d || engine.domain(d).backup.is_none() {
             d
         } else {
             outcome.domain
