@@ -164,3 +164,13 @@ impl Config {
         }
     }
 }
+
+/// What the compiler takes of this configuration: its model and the fast path's RRL settings.
+impl From<&Config> for crate::compile::Source {
+    fn from(config: &Config) -> crate::compile::Source {
+        crate::compile::Source {
+            model: Arc::new(config.model()),
+            rrl: config.rrl,
+        }
+    }
+}
