@@ -17,9 +17,10 @@ use std::net::IpAddr;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use gslb_user::location::Location;
+use gslb_user::model::{Domain, Model, Service, ServiceId, Site, SiteId};
 use gslb_user::policy::{
-    Action, Bandwidth, Client, DomainSpec, Engine, Expr, Ldns, Method, Policy, Query, ServiceSpec,
-    ServiceState, Spec, State, TopologyRecord,
+    Action, Bandwidth, Client, Engine, Expr, Ldns, Method, Policy, Query, ServiceState, State,
+    TopologyRecord,
 };
 use rng::Rng;
 
@@ -32,20 +33,27 @@ fn loc(s: &str) -> Location {
 }
 
 fn engine() -> Engine {
-    let sites: Vec<String> = (0..SITES).map(|i| format!("site{i}")).collect();
-    // Service i is at site i / 4, in country C(i % 16): each preferred country has 4 services.
-    let services: Vec<ServiceSpec> = (0..SERVICES)
-        .map(|i| ServiceSpec {
-            name: format!("svc{i}"),
-            ip: IpAddr::V4([192, 0, 2, i as u8 + 1].into()),
-            site: i / 4,
-            location: Some(loc(&format!("Asia.C{}.City{i}", i % 16))),
-            weight: 1,
-            max_connections: Some(10_000),
-            max_bandwidth_kbps: None,
+    let sites: Vec<Site> = (0..SITES)
+        .map(|i| Site {
+            name: format!("site{i}"),
         })
         .collect();
-    let mut domain = DomainSpec::new("www.example.com", (0..SERVICES).collect());
+    // Service i is at site i / 4, in country C(i % 16): each preferred country has 4 services.
+    let services: Vec<Service> = (0..SERVICES)
+        .map(|i| Service {
+            location: Some(loc(&format!("Asia.C{}.City{i}", i % 16))),
+            max_connections: Some(10_000),
+            ..Service::new(
+                format!("svc{i}"),
+                IpAddr::V4([192, 0, 2, i as u8 + 1].into()),
+                SiteId::of(i / 4),
+            )
+        })
+        .collect();
+    let mut domain = Domain::new(
+        "www.example.com",
+        (0..SERVICES).map(ServiceId::of).collect(),
+    );
     domain.chain = vec![Method::Rtt, Method::Topology, Method::GlobalAvailability];
     domain.tolerance_us = 2_000;
 
@@ -65,7 +73,11 @@ fn engine() -> Engine {
                 let net = ipnet::Ipv4Net::new(addr.into(), len).unwrap().trunc();
                 Ldns::Prefix(net.into())
             };
-            TopologyRecord { site, ldns, score }
+            TopologyRecord {
+                site: SiteId::of(site),
+                ldns,
+                score,
+            }
         })
         .collect();
     let policies = vec![
@@ -91,14 +103,14 @@ fn engine() -> Engine {
             },
         },
     ];
-    Engine::new(Spec {
+    Engine::new(std::sync::Arc::new(Model {
         sites,
         services,
         domains: vec![domain],
         topology,
         policies,
-        ..Spec::default()
-    })
+        ..Model::default()
+    }))
     .unwrap()
 }
 

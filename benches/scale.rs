@@ -263,8 +263,9 @@ fn main() {
     // configuration is shared as the daemon's world shares it, so a flip costs what it
     // costs there (the spec is known by identity, not by comparing configurations).
     let config = Arc::new(config);
+    let source = gslb_user::compile::Source::from(&*config);
     let mut compiler = Compiler::default();
-    let _ = compiler.compile_shared(&config, &inputs(&services));
+    let _ = compiler.compile(&source, &inputs(&services));
     let mut dataplane = (unsafe { libc::geteuid() } == 0)
         .then(|| Dataplane::load(None).expect("loading the XDP object"));
     if dataplane.is_none() {
@@ -272,7 +273,7 @@ fn main() {
     }
     if let Some(dp) = dataplane.as_mut() {
         let t = Instant::now();
-        let first = compiler.compile_shared(&config, &inputs(&services));
+        let first = compiler.compile(&source, &inputs(&services));
         let stats = dp.table.publish(&first).expect("publishing");
         println!(
             "bench scale_publish_full {:.3} s ({} prefixes, {} answer sets, {} RTT choice pages)",
@@ -293,7 +294,7 @@ fn main() {
             ServiceState::UP
         };
         let t = Instant::now();
-        let snapshot = compiler.compile_shared(&config, &inputs(&services));
+        let snapshot = compiler.compile(&source, &inputs(&services));
         let compiled = t.elapsed();
         compiles.push(compiled);
         if let Some(dp) = dataplane.as_mut() {
@@ -346,8 +347,8 @@ fn main() {
             dp.table.choice_only_publishes(now);
         }
         let t = Instant::now();
-        let snapshot = compiler.compile_shared(
-            &config,
+        let snapshot = compiler.compile(
+            &source,
             &Inputs {
                 locations: Some(&*db),
                 services: services.clone(),
@@ -481,7 +482,6 @@ fn rtt_change_daemon(
         median(maps).as_secs_f64() * 1e3
     );
     let mut world = World::new((**config).clone(), HealthSupervisor::new());
-    world.config = config.clone();
     world.locations = Some(db.clone());
     world.rtt = Some(handle.clone());
     let t = Instant::now();

@@ -10,6 +10,7 @@ pub mod health;
 pub mod location;
 pub mod log_limit;
 pub mod mep;
+pub mod model;
 pub mod persist;
 pub mod policy;
 pub mod privilege;

@@ -15,7 +15,7 @@ use std::fmt;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::config::{Config, Service};
+use crate::model::Model;
 
 /// What a steering command names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -40,13 +40,13 @@ impl Target {
         Target::ALL.into_iter().find(|t| t.name() == word)
     }
 
-    /// Whether `config` has a `self` named `name`.
-    pub fn exists(self, config: &Config, name: &str) -> bool {
+    /// Whether `model` has a `self` named `name`.
+    pub fn exists(self, model: &Model, name: &str) -> bool {
         match self {
-            Target::Service => config.services.iter().any(|s| s.name == name),
-            Target::Site => config.sites.iter().any(|s| s.name == name),
-            Target::Domain => config
-                .gslb_domains
+            Target::Service => model.services.iter().any(|s| s.name == name),
+            Target::Site => model.sites.iter().any(|s| s.name == name),
+            Target::Domain => model
+                .domains
                 .iter()
                 .any(|d| d.name.eq_ignore_ascii_case(name.trim_end_matches('.'))),
         }
@@ -94,10 +94,10 @@ pub struct AdminState {
 }
 
 impl AdminState {
-    /// Whether `service` takes part in the decisions: neither it nor its site is disabled.
-    pub fn service_enabled(&self, service: &Service) -> bool {
-        !self.is_disabled(Target::Service, &service.name)
-            && !self.is_disabled(Target::Site, &service.site)
+    /// Whether the service `name` at `site` takes part in the decisions: neither it nor its
+    /// site is disabled.
+    pub fn service_enabled(&self, name: &str, site: &str) -> bool {
+        !self.is_disabled(Target::Service, name) && !self.is_disabled(Target::Site, site)
     }
 
     /// Whether the domain `name` (as configured) answers with its services.
@@ -135,11 +135,11 @@ impl AdminState {
         self.disabled.is_empty()
     }
 
-    /// Drops the names `config` does not have; returns them (for a warning).
-    pub fn retain_known(&mut self, config: &Config) -> Vec<(Target, String)> {
+    /// Drops the names `model` does not have; returns them (for a warning).
+    pub fn retain_known(&mut self, model: &Model) -> Vec<(Target, String)> {
         let (kept, dropped) = std::mem::take(&mut self.disabled)
             .into_iter()
-            .partition(|(t, n)| t.exists(config, n));
+            .partition(|(t, n)| t.exists(model, n));
         self.disabled = kept;
         dropped.into_iter().collect()
     }

@@ -9,23 +9,27 @@ mod rtt_rows;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::compile::{Compiler, Inputs, Snapshot};
-use crate::config::{Config, Service};
+use crate::compile::{Compiler, Inputs, Snapshot, Source};
+use crate::config::Config;
 use crate::health::HealthSupervisor;
 use crate::health::link::LinkLoad;
 use crate::health::load::{LoadReadings, MAX_LOAD, Measure, UNKNOWN_LOAD};
 use crate::health::state::Bandwidth;
 use crate::location::db::LocationDb;
 use crate::mep::MepView;
+use crate::model::{Model, Service};
 use crate::policy::ServiceState;
 use crate::probe::RttHandle;
 use crate::steering::AdminState;
 
 /// Everything the answers are computed from.
 pub struct World {
-    /// Shared, so that the compiler knows its configuration by identity: a reload puts a new
-    /// `Arc` here, and an unchanged one costs no comparison of the whole configuration.
+    /// The configuration gslbd runs (its monitors, MEP, links, files): the daemon's. Replaced
+    /// with [`World::set_config`], which makes its model too.
     pub config: Arc<Config>,
+    /// What the answers are compiled from: `config`'s model (shared, so that the compiler
+    /// knows it by identity: an unchanged one costs no comparison) and RRL settings.
+    source: Source,
     pub locations: Option<Arc<LocationDb>>,
     pub health: HealthSupervisor,
     /// The RTT table, when this site probes (issue 6).
@@ -59,6 +63,7 @@ struct Compiling {
 impl World {
     pub fn new(config: Config, health: HealthSupervisor) -> World {
         World {
+            source: Source::from(&config),
             config: Arc::new(config),
             locations: None,
             health,
@@ -72,6 +77,17 @@ impl World {
         }
     }
 
+    /// Runs `config` from now on (its model is made here, once); returns the one it replaces.
+    pub fn set_config(&mut self, config: Arc<Config>) -> Arc<Config> {
+        self.source = Source::from(&*config);
+        std::mem::replace(&mut self.config, config)
+    }
+
+    /// The configuration resolved into ids.
+    pub fn model(&self) -> &Arc<Model> {
+        &self.source.model
+    }
+
     /// The answers of the current state.
     pub fn snapshot(&self) -> Snapshot {
         let mut compiling = self
@@ -79,20 +95,20 @@ impl World {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let Compiling { compiler, rtt } = &mut *compiling;
-        let (rtt, rtt_changes) = rtt_rows::RttRows::next(rtt, &self.config, self.rtt.as_ref());
+        let model = self.model();
+        let (rtt, rtt_changes) = rtt_rows::RttRows::next(rtt, model, self.rtt.as_ref());
         let inputs = Inputs {
             locations: self.locations.as_deref(),
             services: self.service_states(),
-            disabled_domains: self
-                .config
-                .gslb_domains
+            disabled_domains: model
+                .domains
                 .iter()
                 .map(|d| !self.admin.domain_enabled(&d.name))
                 .collect(),
             rtt,
             rtt_changes,
         };
-        compiler.compile_shared(&self.config, &inputs)
+        compiler.compile(&self.source, &inputs)
     }
 
     /// The next snapshot reads the whole RTT table into new rows, which the compiler compares
@@ -123,25 +139,24 @@ impl World {
     /// limit". The engine's spillover then answers other services while any has room, and the
     /// full ones anyway when none has (spec §5: new answers shift to the other links).
     pub fn service_states(&self) -> Vec<ServiceState> {
-        self.config
+        let model = self.model();
+        model
             .services
             .iter()
             .map(|s| {
+                let site = &model.site(s.site).name;
                 let local = self.health.is_up(&s.name);
-                let remote = self
-                    .local_site
-                    .as_deref()
-                    .is_some_and(|here| here != s.site);
+                let remote = self.local_site.as_ref().is_some_and(|here| here != site);
                 let state = match (&self.mep, remote) {
                     (Some(view), true) => {
-                        let up = view.service_up(&s.site, &s.name, local);
+                        let up = view.service_up(site, &s.name, local);
                         let reported = view
                             .sites
-                            .get(&s.site)
+                            .get(site)
                             .filter(|r| r.reachable)
                             .and_then(|r| r.services.iter().find(|x| x.name == s.name));
                         let unreported = |measure| {
-                            if self.config.load_monitor_of(s, measure).is_some() {
+                            if has_monitor(s, measure) {
                                 UNKNOWN_LOAD
                             } else {
                                 0
@@ -167,7 +182,7 @@ impl World {
                         bandwidth: self.local_bandwidth(s),
                     },
                 };
-                if state.up && self.admin.service_enabled(s) {
+                if state.up && self.admin.service_enabled(&s.name, site) {
                     state
                 } else {
                     ServiceState::DOWN
@@ -186,10 +201,9 @@ impl World {
     /// else its bandwidth monitor's value (kbit/s; [`Bandwidth::UNKNOWN`] while unknown); else
     /// its link's inbound rate (0 before the link's first rate); 0 without either.
     pub fn local_bandwidth(&self, s: &Service) -> Bandwidth {
-        let link = self
-            .config
-            .link_of(&s.name)
-            .and_then(|l| self.links.get(&l.name));
+        let link = s
+            .link
+            .and_then(|l| self.links.get(&self.model().links[l.index()].name));
         if link.is_some_and(|l| l.over) {
             return Bandwidth::FULL;
         }
@@ -204,13 +218,23 @@ impl World {
 
     /// The value of `s`'s load monitor of `measure`, if it has one.
     fn monitored(&self, s: &Service, measure: Measure) -> Option<u64> {
-        self.config.load_monitor_of(s, measure)?;
+        if !has_monitor(s, measure) {
+            return None;
+        }
         Some(
             self.loads
                 .value(&s.name, measure)
                 .flatten()
                 .unwrap_or(UNKNOWN_LOAD),
         )
+    }
+}
+
+/// Whether `s` has a load monitor of `measure`.
+fn has_monitor(s: &Service, measure: Measure) -> bool {
+    match measure {
+        Measure::Connections => s.load.connections,
+        Measure::BandwidthKbps => s.load.bandwidth_kbps,
     }
 }
 

@@ -157,8 +157,8 @@ pub struct ServiceStatus {
 /// Why a service is up or down, in the order [`World::service_states`] decides: the operator,
 /// then this site's monitors (the first one down, with its last error), then the service's
 /// site over MEP, else nothing (no monitor: up).
-fn why(world: &World, service: &crate::config::Service, health: Option<&ServiceHealth>) -> String {
-    if !world.admin.service_enabled(service) {
+fn why(world: &World, service: &str, site: &str, health: Option<&ServiceHealth>) -> String {
+    if !world.admin.service_enabled(service, site) {
         return "disabled by the operator".to_owned();
     }
     if let Some(h) = health.filter(|h| !h.monitors.is_empty()) {
@@ -173,14 +173,11 @@ fn why(world: &World, service: &crate::config::Service, health: Option<&ServiceH
             None => "monitors down".to_owned(),
         };
     }
-    let remote = world
-        .local_site
-        .as_deref()
-        .is_some_and(|here| here != service.site);
+    let remote = world.local_site.as_deref().is_some_and(|here| here != site);
     match (&world.mep, remote) {
-        (Some(view), true) => match view.sites.get(&service.site) {
-            Some(site) if site.reachable => format!("reported by site {}", service.site),
-            _ => format!("site {} unreachable over MEP", service.site),
+        (Some(view), true) => match view.sites.get(site) {
+            Some(s) if s.reachable => format!("reported by site {site}"),
+            _ => format!("site {site} unreachable over MEP"),
         },
         _ => "no monitor".to_owned(),
     }
@@ -246,25 +243,28 @@ impl WorldStatus {
     pub fn of(world: &World) -> WorldStatus {
         let load = |v: u64| (v != UNKNOWN_LOAD).then_some(v);
         let health = world.health.snapshot();
-        let services: Vec<ServiceStatus> = world
-            .config
+        let model = world.model();
+        let services: Vec<ServiceStatus> = model
             .services
             .iter()
             .zip(world.service_states())
-            .map(|(s, state)| ServiceStatus {
-                name: s.name.clone(),
-                site: s.site.clone(),
-                up: state.up,
-                admin_state: admin_state(world.admin.service_enabled(s)),
-                weight: s.weight,
-                connections: load(state.connections),
-                bandwidth_kbps: load(state.bandwidth.kbps()),
-                why: why(world, s, health.get(&s.name)),
-                last_change_unix_s: health
-                    .get(&s.name)
-                    .and_then(|h| h.last_change)
-                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                    .map(|d| d.as_secs()),
+            .map(|(s, state)| {
+                let site = &model.site(s.site).name;
+                ServiceStatus {
+                    name: s.name.clone(),
+                    site: site.clone(),
+                    up: state.up,
+                    admin_state: admin_state(world.admin.service_enabled(&s.name, site)),
+                    weight: s.weight,
+                    connections: load(state.connections),
+                    bandwidth_kbps: load(state.bandwidth.kbps()),
+                    why: why(world, &s.name, site, health.get(&s.name)),
+                    last_change_unix_s: health
+                        .get(&s.name)
+                        .and_then(|h| h.last_change)
+                        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                        .map(|d| d.as_secs()),
+                }
             })
             .collect();
         let mep = world.mep.as_ref().map(|view| MepStatus {
@@ -290,20 +290,22 @@ impl WorldStatus {
                 .collect(),
             adopted: view.adopted.clone(),
         });
-        let up = |name: &str| services.iter().any(|s| s.name == name && s.up);
-        let domains = world
-            .config
-            .gslb_domains
+        let domains = model
+            .domains
             .iter()
             .map(|d| {
                 let enabled = world.admin.domain_enabled(&d.name);
-                let up_of = |names: &[String]| -> Vec<String> {
-                    names.iter().filter(|n| enabled && up(n)).cloned().collect()
+                let up_of = |ids: &[crate::model::ServiceId]| -> Vec<String> {
+                    ids.iter()
+                        .map(|&id| &services[id.index()])
+                        .filter(|s| enabled && s.up)
+                        .map(|s| s.name.clone())
+                        .collect()
                 };
                 let own = up_of(&d.services);
-                let fallback = if d.backup_domain.is_some() {
+                let fallback = if d.backup.is_some() {
                     "backup domain"
-                } else if d.down_response == crate::policy::DownResponse::Backup {
+                } else if d.down == crate::model::Fallback::BackupIp {
                     "backup_ip"
                 } else {
                     "nodata"
@@ -314,10 +316,10 @@ impl WorldStatus {
                     services,
                 };
                 let mut views = vec![answers("default", own.clone())];
-                for (view, names) in &d.views {
-                    let mine = up_of(names);
+                for (view, ids) in &d.views {
+                    let mine = up_of(ids);
                     views.push(answers(
-                        view,
+                        &model.views[view.index()].name,
                         if mine.is_empty() { own.clone() } else { mine },
                     ));
                 }
@@ -328,8 +330,7 @@ impl WorldStatus {
                 }
             })
             .collect();
-        let sites = world
-            .config
+        let sites = model
             .sites
             .iter()
             .map(|site| {

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use super::Job;
 use super::partition::{AddressSteps, Segments, V4_FIRST, V4_LAST, addr_of};
 use super::views::merge;
-use crate::config::Config;
 use crate::location::Location;
 use crate::location::db::LocationDb;
+use crate::model::Model;
 use crate::policy::topology::Ldns;
 
 /// The client address space cut into segments, and their classes.
@@ -64,13 +64,13 @@ impl ClassKey {
 impl Job<'_> {
     /// Cuts the address space at every boundary and finds each segment's class.
     pub(super) fn client_classes(&self) -> ClientClasses {
-        let config = self.config;
+        let model = self.model;
         // Per-query domains' inputs cut the space too, though no view differs by them: the ECS
         // scope of their answers is the class's (`Snapshot::classes`).
         let place = self.kinds.iter().any(|k| k.reads().0);
         let rtt = self.kinds.iter().any(|k| k.reads().1);
         let views = Arc::new(AddressSteps::longest_match(
-            config
+            model
                 .views
                 .iter()
                 .enumerate()
@@ -79,10 +79,10 @@ impl Job<'_> {
         ));
         let mut subnets = Vec::new();
         if place {
-            for p in &config.policies {
-                p.expression.subnets(&mut subnets);
+            for p in &model.policies {
+                p.expr.subnets(&mut subnets);
             }
-            for r in &config.topology {
+            for r in &model.topology {
                 if let Ldns::Prefix(net) = &r.ldns {
                     subnets.push(*net);
                 }
@@ -106,7 +106,7 @@ impl Job<'_> {
         // and action locations, topology records) and stop at the first wildcard of a
         // pattern: qualifiers deeper than every pattern's last value never matter. Clients
         // whose locations agree down to that depth share a class.
-        let depth = location_depth(config);
+        let depth = location_depth(model);
         let mut truncated: HashMap<Location, u64> = HashMap::new();
         let mut by_class: HashMap<u64, u64> = HashMap::new();
         let mut location_key = |db: &LocationDb, addr: IpAddr| {
@@ -208,21 +208,21 @@ impl Job<'_> {
 
 /// How many leading location qualifiers any decision can read: one past the deepest value
 /// in a service location, a policy's or an action's location, or a topology record.
-fn location_depth(config: &Config) -> usize {
+fn location_depth(model: &Model) -> usize {
     let mut patterns: Vec<Location> = Vec::new();
-    patterns.extend(config.services.iter().filter_map(|s| s.location.clone()));
-    for p in &config.policies {
+    patterns.extend(model.services.iter().filter_map(|s| s.location.clone()));
+    for p in &model.policies {
         let mut found = Vec::new();
-        p.expression.locations(&mut found);
+        p.expr.locations(&mut found);
         patterns.extend(found.into_iter().cloned());
     }
     patterns.extend(
-        config
+        model
             .actions
             .iter()
-            .flat_map(|a| a.preferred_locations.iter().cloned()),
+            .flat_map(|a| a.preferred.iter().cloned()),
     );
-    patterns.extend(config.topology.iter().filter_map(|r| match &r.ldns {
+    patterns.extend(model.topology.iter().filter_map(|r| match &r.ldns {
         Ldns::Location(l) => Some(l.clone()),
         Ldns::Prefix(_) => None,
     }));

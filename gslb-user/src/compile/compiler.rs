@@ -11,10 +11,9 @@ use super::signatures::{Outcome, Signature};
 use super::snapshot::EntryMemo;
 use super::views::Columns;
 use super::{
-    Answer, Inputs, Job, LdnsRtt, OverBudget, RTT_ENTRY_BUDGET, Segments, Snapshot, Spec,
+    Answer, Inputs, Job, LdnsRtt, OverBudget, RTT_ENTRY_BUDGET, Segments, Snapshot, Source, Spec,
     ViewPrefixes,
 };
-use crate::config::Config;
 use crate::location::db::LocationDb;
 use crate::policy::ServiceState;
 
@@ -161,22 +160,11 @@ impl Compiler {
         }
     }
 
-    /// The answers of `config` under `inputs`, reusing what the previous compilation left when
-    /// only service states changed.
-    pub fn compile(&mut self, config: &Config, inputs: &Inputs<'_>) -> Snapshot {
-        let spec = self.spec(config, None);
-        self.compile_with(config, inputs, &spec)
-    }
-
-    /// [`Compiler::compile`] of a shared configuration (the world's): while it is the same
-    /// `Arc`, the spec is known to hold without comparing the configurations.
-    pub fn compile_shared(&mut self, config: &Arc<Config>, inputs: &Inputs<'_>) -> Snapshot {
-        let spec = self.spec(config, Some(config));
-        self.compile_with(config, inputs, &spec)
-    }
-
-    fn compile_with(&mut self, config: &Config, inputs: &Inputs<'_>, spec: &Arc<Spec>) -> Snapshot {
-        let spec = spec.clone();
+    /// The answers of `source` (a configuration's) under `inputs`, reusing what the previous
+    /// compilation left when only service states changed. While `source` holds the same model
+    /// `Arc` (the world's), the spec is known to hold without comparing the models.
+    pub fn compile(&mut self, source: impl Into<Source>, inputs: &Inputs<'_>) -> Snapshot {
+        let spec = self.spec(source.into());
         let locations = inputs
             .locations
             .map_or(0, |db| std::ptr::from_ref::<LocationDb>(db) as usize);
@@ -201,7 +189,7 @@ impl Compiler {
             changed_rows = c.rtt_changed(&inputs.rtt, hinted);
         }
         loop {
-            let mut job = Job::new(config, inputs, rtt_to_responder, &spec);
+            let mut job = Job::new(inputs, rtt_to_responder, &spec);
             job.rtt_budget = self.rtt_budget;
             job.rtt_rule = self.rtt_rule;
             job.changed_rows = std::mem::take(&mut changed_rows);
@@ -248,16 +236,13 @@ impl Compiler {
         }
     }
 
-    /// The spec of `config`: the last one while the configuration stays, else a new one (and
+    /// The spec of `source`: the last one while the configuration stays, else a new one (and
     /// the cache, made for another configuration, is dropped).
-    fn spec(&mut self, config: &Config, shared: Option<&Arc<Config>>) -> Arc<Spec> {
+    fn spec(&mut self, source: Source) -> Arc<Spec> {
         match &self.spec {
-            Some(spec) if spec.is_of(config) => spec.clone(),
+            Some(spec) if spec.is_of(&source) => spec.clone(),
             _ => {
-                let spec = Arc::new(match shared {
-                    Some(shared) => Spec::of_shared(shared.clone()),
-                    None => Spec::new(config),
-                });
+                let spec = Arc::new(Spec::new(source));
                 self.spec = Some(spec.clone());
                 self.cache = None;
                 spec

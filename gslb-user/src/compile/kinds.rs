@@ -2,9 +2,7 @@
 //! its static view's services, by the engine per class of clients, or by the engine per query
 //! (left to the responder).
 
-use ahash::AHashMap as HashMap;
-
-use crate::config::{Config, GslbDomain, Service};
+use crate::model::Model;
 use crate::policy::{Engine, Method};
 
 /// How a domain is decided, and from what. Besides the client's static view, a decision
@@ -33,47 +31,29 @@ impl Kind {
     }
 }
 
-/// Whether `domain`'s answer can differ between two clients of one static view: then the
+/// Whether domain `d`'s answer can differ between two clients of one static view: then the
 /// engine decides it.
-pub(super) fn needs_engine(
-    config: &Config,
-    domain: &GslbDomain,
-    services: &HashMap<&str, (usize, &Service)>,
-) -> bool {
+pub(super) fn needs_engine(model: &Model, d: usize) -> bool {
+    let domain = &model.domains[d];
     // A service on a `[[link]]` is full while its link is over (`World::service_states`):
     // spillover, which only the engine honours. So is another site's service whose site
     // reports it full over MEP (its link is declared at that site only).
-    let remote = |s: &Service| {
-        config.mep_enabled().is_some() && config.server.site.as_deref() != Some(s.site.as_str())
-    };
-    let limited = domain
-        .services
-        .iter()
-        .chain(domain.views.iter().flat_map(|(_, names)| names))
-        .filter_map(|n| services.get(n.as_str()))
-        .any(|(_, s)| {
-            s.max_connections.is_some()
-                || s.max_bandwidth_kbps.is_some()
-                || config.link_of(&s.name).is_some()
-                || remote(s)
-        });
-    domain.method != Method::RoundRobin
-        || domain.alternate.is_some()
-        || domain.fallback.is_some()
+    let limited = domain.members().map(|s| model.service(s)).any(|s| {
+        s.max_connections.is_some()
+            || s.max_bandwidth_kbps.is_some()
+            || s.link.is_some()
+            || model.remote(s)
+    });
+    domain.chain != [Method::RoundRobin]
         || domain.persistence.is_some()
-        || domain.backup_domain.is_some()
-        || !config.policies.is_empty()
+        || domain.backup.is_some()
+        || !model.policies.is_empty()
         || limited
 }
 
-/// How `domain` is decided: what its chain and its backup domains' chains read.
-pub(super) fn kind(
-    config: &Config,
-    domain: &GslbDomain,
-    services: &HashMap<&str, (usize, &Service)>,
-    engine: Option<&Engine>,
-) -> Kind {
-    if !needs_engine(config, domain, services) {
+/// How domain `d` is decided: what its chain and its backup domains' chains read.
+pub(super) fn kind(model: &Model, d: usize, engine: Option<&Engine>) -> Kind {
+    if !needs_engine(model, d) {
         return Kind::Static;
     }
     let Some(engine) = engine else {
@@ -82,12 +62,8 @@ pub(super) fn kind(
             rtt: true,
         };
     };
-    let (mut place, mut rtt, mut per_query) = (!config.policies.is_empty(), false, false);
-    for d in engine
-        .domain_index(&domain.name)
-        .into_iter()
-        .flat_map(|d| engine.chain(d))
-    {
+    let (mut place, mut rtt, mut per_query) = (!model.policies.is_empty(), false, false);
+    for d in engine.chain(d) {
         let spec = engine.domain(d);
         per_query |= spec.persistence.is_some() || spec.chain.contains(&Method::SourceIpHash);
         place |= spec
@@ -101,14 +77,4 @@ pub(super) fn kind(
     } else {
         Kind::Decided { place, rtt }
     }
-}
-
-/// The configuration's services by name, with their index.
-pub(super) fn service_index(config: &Config) -> HashMap<&str, (usize, &Service)> {
-    config
-        .services
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.name.as_str(), (i, s)))
-        .collect()
 }

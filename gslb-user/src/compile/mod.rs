@@ -65,7 +65,6 @@ mod spec;
 mod tests;
 mod views;
 
-use ahash::AHashMap as HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -75,13 +74,13 @@ use ipnet::IpNet;
 pub use self::choices::RttChoices;
 use self::compiler::Cache;
 pub use self::compiler::Compiler;
-use self::kinds::{Kind, service_index};
+use self::kinds::Kind;
 use self::partition::{AddressSteps, Segments};
 use self::signatures::CacheParts;
 pub use self::spec::Spec;
 use self::views::{merged_views, number_views};
-use crate::config::{Config, Service};
 use crate::location::db::LocationDb;
+use crate::model::Model;
 use crate::policy::AnswerMode;
 use crate::policy::{Engine, ServiceState};
 
@@ -130,6 +129,22 @@ pub struct Snapshot {
     /// only in [`Snapshot::default`].
     pub spec: Option<Arc<Spec>>,
     pub stats: CompileStats,
+}
+
+/// What a compilation takes of a configuration: its model and the fast path's RRL settings.
+/// `config` makes it (`From<&Config>`); a caller that keeps one (the world) compiles from the
+/// same `Arc` every time, so the compiler knows it by identity.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Source {
+    pub model: Arc<Model>,
+    /// `[rrl]`, for the fast path's `RRL_CONFIG`.
+    pub rrl: crate::config::RrlSettings,
+}
+
+impl From<&Source> for Source {
+    fn from(source: &Source) -> Source {
+        source.clone()
+    }
 }
 
 /// One (name, qtype) the fast path answers, with its answer for each view that has one.
@@ -234,13 +249,15 @@ pub struct CompileStats {
 
 impl Snapshot {
     /// Every service up, no location database, no RTT.
-    pub fn from_config(config: &Config) -> Snapshot {
-        Snapshot::with_health(config, |_| true)
+    pub fn from_config(source: impl Into<Source>) -> Snapshot {
+        Snapshot::with_health(source, |_| true)
     }
 
     /// The answers while only the services for which `up` says so are up.
-    pub fn with_health(config: &Config, up: impl Fn(&str) -> bool) -> Snapshot {
-        let services = config
+    pub fn with_health(source: impl Into<Source>, up: impl Fn(&str) -> bool) -> Snapshot {
+        let source = source.into();
+        let services = source
+            .model
             .services
             .iter()
             .map(|s| {
@@ -252,7 +269,7 @@ impl Snapshot {
             })
             .collect();
         Snapshot::compile(
-            config,
+            source,
             &Inputs {
                 services,
                 ..Inputs::default()
@@ -264,8 +281,8 @@ impl Snapshot {
     /// static view left without services of a family falls back to the default view; a domain
     /// with none up answers its backup addresses of that family (down_response = "backup") or
     /// nothing (NODATA).
-    pub fn compile(config: &Config, inputs: &Inputs<'_>) -> Snapshot {
-        Compiler::default().compile(config, inputs)
+    pub fn compile(source: impl Into<Source>, inputs: &Inputs<'_>) -> Snapshot {
+        Compiler::default().compile(source, inputs)
     }
 }
 
@@ -287,11 +304,11 @@ struct OverBudget {
 
 /// One compilation.
 struct Job<'a> {
-    config: &'a Config,
+    /// The configuration compiled (`spec`'s).
+    model: &'a Model,
     inputs: &'a Inputs<'a>,
     spec: &'a Arc<Spec>,
     engine: Option<Arc<Engine>>,
-    services: HashMap<&'a str, (usize, &'a Service)>,
     kinds: Vec<Kind>,
     /// (domain index, qtype), every domain but the per-query ones.
     entries: Vec<(usize, u16)>,
@@ -309,14 +326,7 @@ struct Job<'a> {
 impl<'a> Job<'a> {
     /// `rtt_to_responder`: domains answered by RTT are left to the responder (their LDNS
     /// views would not fit the maps).
-    /// `spec`: `config`'s.
-    fn new(
-        config: &'a Config,
-        inputs: &'a Inputs<'a>,
-        rtt_to_responder: bool,
-        spec: &'a Arc<Spec>,
-    ) -> Self {
-        let services = service_index(config);
+    fn new(inputs: &'a Inputs<'a>, rtt_to_responder: bool, spec: &'a Arc<Spec>) -> Self {
         let engine = spec.engine.clone();
         let kinds: Vec<Kind> = spec
             .kinds
@@ -335,11 +345,10 @@ impl<'a> Job<'a> {
             .flat_map(|(d, _)| [(d, QTYPE_A), (d, QTYPE_AAAA)])
             .collect();
         Job {
-            config,
+            model: spec.model(),
             inputs,
             spec,
             engine,
-            services,
             kinds,
             entries,
             decisions: 0,

@@ -8,6 +8,7 @@ use std::path::Path;
 use gslb_common::DEFAULT_VIEW;
 
 use super::*;
+use crate::config::Config;
 
 const SITES: usize = 16;
 const ROWS: usize = 200;

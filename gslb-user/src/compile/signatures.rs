@@ -174,12 +174,7 @@ impl Job<'_> {
         // A domain disabled by the operator decides as if its services were down (the engine
         // skips it), so it shares that signature.
         let disabled = self.domain_disabled(d);
-        let own = spec.backup_domain.is_some()
-            || self
-                .config
-                .policies
-                .iter()
-                .any(|p| p.expression.reads_name());
+        let own = spec.backup.is_some() || self.model.policies.iter().any(|p| p.expr.reads_name());
         Signature {
             domain: own.then_some(d),
             qtype,
@@ -194,7 +189,7 @@ impl Job<'_> {
                 .map(|&i| {
                     let s = engine.service(i);
                     (
-                        s.site,
+                        s.site.index(),
                         s.ip.is_ipv6(),
                         s.weight,
                         s.location.clone(),
@@ -214,7 +209,7 @@ impl Job<'_> {
                     .iter()
                     .map(|(view, list)| {
                         at += list.len();
-                        (*view, at - list.len(), at)
+                        (view.number(), at - list.len(), at)
                     })
                     .collect()
             },
@@ -348,7 +343,7 @@ impl Job<'_> {
         // matter, and the outcome holds for every class with this row.
         let placeless = row != 0
             && signature.place
-            && self.config.policies.is_empty()
+            && self.model.policies.is_empty()
             && decision.tier
                 == (Tier::Method {
                     step: 0,
@@ -406,7 +401,7 @@ impl Job<'_> {
             0 => &[][..],
             row => &self.inputs.rtt[row as usize - 1].rtt_us[..],
         };
-        let domain = &self.config.gslb_domains[d];
+        let domain = &self.model.domains[d];
         engine.decide(
             d,
             &Query {

@@ -24,9 +24,7 @@ impl DomainEntry {
         self.rtt_answers.is_empty() && self.answers.iter().all(|(v, _)| *v == DEFAULT_VIEW)
     }
 }
-use crate::config::Config;
-use crate::policy::Fallback;
-use crate::policy::{AnswerMode, DownResponse};
+use crate::model::{AnswerMode, Fallback, Model, ServiceId};
 use gslb_common::{RttChoice, RttChoiceKey};
 
 /// Map entries cost more than their key and value: the kernel's element header, the trie's
@@ -55,7 +53,7 @@ impl Job<'_> {
         choices: &ChoiceCache,
         entry_memo: &mut EntryMemo,
     ) -> Vec<DomainEntry> {
-        let config = self.config;
+        let model = self.model;
         let Columns {
             columns,
             rtt_columns,
@@ -141,7 +139,7 @@ impl Job<'_> {
                 }
                 answers.push((
                     v as u32,
-                    a.unwrap_or_else(|| empty(base.as_ref(), config, d)),
+                    a.unwrap_or_else(|| empty(base.as_ref(), model, d)),
                 ));
             }
             let mut rtt_answers = Vec::with_capacity(rtt_outcomes.len());
@@ -149,12 +147,12 @@ impl Job<'_> {
                 let a = answer(self, e, outcome);
                 rtt_answers.push((
                     i as u32,
-                    a.unwrap_or_else(|| empty(base.as_ref(), config, d)),
+                    a.unwrap_or_else(|| empty(base.as_ref(), model, d)),
                 ));
             }
             let any = |list: &[(u32, Answer)]| list.iter().any(|(_, a)| !a.addrs.is_empty());
             let entry = (any(&answers) || any(&rtt_answers)).then(|| DomainEntry {
-                name: config.gslb_domains[d].name.clone(),
+                name: model.domains[d].name.clone(),
                 qtype,
                 id: domains.len() as u32,
                 answers,
@@ -183,7 +181,7 @@ impl Job<'_> {
         views_out: Arc<ViewPrefixes>,
         incremental: bool,
     ) -> Snapshot {
-        let config = self.config;
+        let model = self.model;
         let (views, rtt_views) = (numbers.views, numbers.rtt_views);
         let entries: usize = domains
             .iter()
@@ -215,30 +213,30 @@ impl Job<'_> {
                     * (size_of::<RttChoiceKey>() + size_of::<RttChoice>() + MAP_OVERHEAD),
         };
         Snapshot {
-            dns_port: config.server.dns_port,
-            edns_udp_size: config.server.edns_udp_size,
-            rrl: config.rrl,
-            ecs_allow: config.server.ecs_allow.clone(),
-            listen: config.server.listen.clone(),
+            dns_port: model.dns.port,
+            edns_udp_size: model.dns.edns_udp_size,
+            rrl: self.spec.source().rrl,
+            ecs_allow: model.dns.ecs_allow.clone(),
+            listen: model.dns.listen.clone(),
             views: views_out,
             segments,
             domains,
             rtt_choices,
-            engine_domains: config
-                .gslb_domains
+            engine_domains: model
+                .domains
                 .iter()
                 .zip(&self.kinds)
                 .filter(|(_, k)| k.per_query())
                 .map(|(d, _)| d.name.clone())
                 .collect(),
-            down_services: config
+            down_services: model
                 .services
                 .iter()
                 .enumerate()
                 .filter(|(i, _)| !self.up(*i))
                 .map(|(_, s)| s.name.clone())
                 .collect(),
-            services: (0..config.services.len()).map(|i| self.state(i)).collect(),
+            services: (0..model.services.len()).map(|i| self.state(i)).collect(),
             disabled_domains: self.inputs.disabled_domains.clone(),
             rtt: self.inputs.rtt.clone(),
             rtt_rows: partition.rtt_rows.clone(),
@@ -255,18 +253,18 @@ impl Job<'_> {
         let family = |ip: &IpAddr| ip.is_ipv6() == (qtype == QTYPE_AAAA);
         // A signature shared by several domains has no backup domain: the asked domain
         // answered. Otherwise the outcome is the domain's own.
-        let answering = if outcome.domain == d || engine.domain(d).backup_domain.is_none() {
+        let answering = if outcome.domain == d || engine.domain(d).backup.is_none() {
             d
         } else {
             outcome.domain
         };
-        let asked = &self.config.gslb_domains[answering];
+        let asked = &self.model.domains[answering];
         let services = engine.members(answering);
         let ip = |pos: u32| engine.service(services[pos as usize]).ip;
         let (mode, addrs): (AnswerMode, Vec<IpAddr>) = match outcome.fallback {
             Some(Fallback::Empty) => return None,
             Some(Fallback::BackupIp) => {
-                let asked = &self.config.gslb_domains[d];
+                let asked = &self.model.domains[d];
                 (
                     asked.answer,
                     asked.backup_ip.iter().copied().filter(family).collect(),
@@ -303,21 +301,20 @@ impl Job<'_> {
     /// A round-robin domain's answer for a static view (0: the default view): the view's up
     /// services of the family, else the domain's, else its backup addresses.
     pub(super) fn static_answer(&self, d: usize, qtype: u16, view: u32) -> Option<Answer> {
-        let domain = &self.config.gslb_domains[d];
+        let domain = &self.model.domains[d];
         let family = |ip: &IpAddr| ip.is_ipv6() == (qtype == QTYPE_AAAA);
-        // The answer addresses of `names` of this family, in order, each once (two services
+        // The answer addresses of `services` of this family, in order, each once (two services
         // may share an address on different ports).
         let disabled = self.domain_disabled(d);
-        let answer = |names: &[String]| {
+        let answer = |services: &[ServiceId]| {
             if disabled {
                 return None;
             }
             let addrs = distinct(
-                names
+                services
                     .iter()
-                    .filter_map(|n| self.services.get(n.as_str()))
-                    .filter(|(i, _)| self.up(*i))
-                    .map(|(_, s)| s.answer_ip())
+                    .filter(|s| self.up(s.index()))
+                    .map(|&s| self.model.service(s).ip)
                     .filter(family),
             );
             (!addrs.is_empty()).then_some(Answer {
@@ -326,34 +323,26 @@ impl Job<'_> {
                 addrs,
             })
         };
-        if view != 0 {
-            let name = &self.config.views[view as usize - 1].name;
-            if let Some(a) = domain
-                .views
-                .iter()
-                .find(|(v, _)| v == name)
-                .and_then(|(_, n)| answer(n))
-            {
-                return Some(a);
-            }
+        // View 0 (the default) is no domain view's number.
+        if let Some(a) = domain
+            .views
+            .iter()
+            .find(|(v, _)| v.number() == view)
+            .and_then(|(_, n)| answer(n))
+        {
+            return Some(a);
         }
         if let Some(a) = answer(&domain.services) {
             return Some(a);
         }
         // Every service of the family is down: the backup addresses, if any.
-        let configured = domain
-            .services
-            .iter()
-            .chain(domain.views.iter().flat_map(|(_, names)| names))
-            .filter_map(|n| self.services.get(n.as_str()))
-            .any(|(_, s)| family(&s.answer_ip()));
+        let configured = domain.members().any(|s| family(&self.model.service(s).ip));
         let backup: Vec<IpAddr> = domain.backup_ip.iter().copied().filter(family).collect();
-        (configured && domain.down_response == DownResponse::Backup && !backup.is_empty())
-            .then_some(Answer {
-                ttl: domain.ttl,
-                mode: domain.answer,
-                addrs: backup,
-            })
+        (configured && domain.down == Fallback::BackupIp && !backup.is_empty()).then_some(Answer {
+            ttl: domain.ttl,
+            mode: domain.answer,
+            addrs: backup,
+        })
     }
 }
 
@@ -369,8 +358,8 @@ fn distinct(addrs: impl Iterator<Item = IpAddr>) -> Vec<IpAddr> {
 }
 
 /// NODATA in a view whose default view answers: an answer without addresses.
-fn empty(base: Option<&Answer>, config: &Config, d: usize) -> Answer {
-    let domain = &config.gslb_domains[d];
+fn empty(base: Option<&Answer>, model: &Model, d: usize) -> Answer {
+    let domain = &model.domains[d];
     Answer {
         ttl: base.map_or(domain.ttl, |b| b.ttl),
         mode: domain.answer,

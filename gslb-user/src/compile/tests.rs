@@ -6,6 +6,7 @@ use std::path::Path;
 use gslb_common::DEFAULT_VIEW;
 
 use super::*;
+use crate::config::Config;
 
 fn snapshot(toml: &str) -> Snapshot {
     Snapshot::from_config(&Config::parse(toml, Path::new("test.toml")).unwrap())

@@ -31,6 +31,7 @@ mod link;
 mod load;
 mod locations;
 mod mep;
+mod model;
 mod monitor;
 mod names;
 mod record;

@@ -68,19 +68,7 @@ pub(super) fn family(ip: IpAddr) -> &'static str {
     if ip.is_ipv4() { "IPv4" } else { "IPv6" }
 }
 
-/// Whether `name` (any case, trailing dot optional) is `apex` (lower-case, no trailing dot) or
-/// below it.
-pub(super) fn in_zone(name: &str, apex: &str) -> bool {
-    let name = name.strip_suffix('.').unwrap_or(name).as_bytes();
-    let apex = apex.as_bytes();
-    if apex.is_empty() {
-        return true;
-    }
-    let Some(cut) = name.len().checked_sub(apex.len()) else {
-        return false;
-    };
-    name[cut..].eq_ignore_ascii_case(apex) && (cut == 0 || name[cut - 1] == b'.')
-}
+pub(super) use crate::model::in_zone;
 
 /// Checks a domain name and returns it lower-cased without trailing dot.
 pub(super) fn domain_name(raw: &str) -> Result<String, String> {

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 
 use serde::Deserialize;
 
@@ -11,70 +11,7 @@ use super::names::{Seen, owner_name, target_name};
 use super::validate::{Int, Str, Validator};
 use super::zone::ZoneFacts;
 
-/// Longest character-string in a TXT record (RFC 1035 §3.3); longer text is split.
-pub const MAX_TXT_STRING: usize = 255;
-
-/// `[[zone.record]]`: one static resource record.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct StaticRecord {
-    /// Owner: absolute, lower-case, without the trailing dot.
-    pub name: String,
-    pub ttl: u32,
-    pub data: RecordData,
-}
-
-/// The data of a static record. Names are absolute, lower-case, without trailing dot.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum RecordData {
-    A(Ipv4Addr),
-    Aaaa(Ipv6Addr),
-    Cname(String),
-    /// The character-strings, each at most [`MAX_TXT_STRING`] bytes (a longer text is split on
-    /// character boundaries); at least one, possibly empty.
-    Txt(Vec<String>),
-    /// `exchange` is `""` for a null MX (RFC 7505, "this domain accepts no mail").
-    Mx {
-        preference: u16,
-        exchange: String,
-    },
-    /// A delegation (below the apex only).
-    Ns(String),
-    /// `target` is `""` when the service is decidedly not available (RFC 2782).
-    Srv {
-        priority: u16,
-        weight: u16,
-        port: u16,
-        target: String,
-    },
-}
-
-impl RecordData {
-    /// The RR TYPE number (RFC 1035, 2782, 3596).
-    pub fn rtype(&self) -> u16 {
-        match self {
-            RecordData::A(_) => 1,
-            RecordData::Ns(_) => 2,
-            RecordData::Cname(_) => 5,
-            RecordData::Mx { .. } => 15,
-            RecordData::Txt(_) => 16,
-            RecordData::Aaaa(_) => 28,
-            RecordData::Srv { .. } => 33,
-        }
-    }
-
-    /// The type's mnemonic, as written in the configuration ("A", "AAAA", …).
-    pub fn type_name(&self) -> &'static str {
-        match self {
-            RecordData::A(_) => "A",
-            RecordData::Ns(_) => "NS",
-            RecordData::Cname(_) => "CNAME",
-            RecordData::Mx { .. } => "MX",
-            RecordData::Txt(_) => "TXT",
-            RecordData::Aaaa(_) => "AAAA",
-            RecordData::Srv { .. } => "SRV",
-        }
-    }
-}
+pub use crate::model::{MAX_TXT_STRING, RecordData, StaticRecord};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

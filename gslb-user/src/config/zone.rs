@@ -8,7 +8,7 @@ use serde::Deserialize;
 use super::error::ConfigError;
 use super::gslb_domain::GslbDomain;
 use super::names::{Seen, domain_name, host_name, in_zone};
-use super::record::{RawRecord, RecordData, StaticRecord};
+use super::record::{RawRecord, RecordData};
 use super::validate::{Int, List, Str, TTL_RANGE, Validator};
 
 const DEFAULT_ZONE_TTL: u32 = 3600;
@@ -19,47 +19,7 @@ const DEFAULT_SOA_EXPIRE: u32 = 604_800;
 const DEFAULT_SOA_MINIMUM: u32 = 60;
 const SERIAL_RANGE: RangeInclusive<i64> = 0..=u32::MAX as i64;
 
-/// `[[zone]]`: a zone we are authoritative for.
-///
-/// Every name in it (apex, record owners and targets, NS, SOA names) is absolute, lower-case and
-/// without the trailing dot; the root is `""` (only as an MX exchange or SRV target, "none").
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Zone {
-    /// The apex; unique, neither inside nor above another zone.
-    pub name: String,
-    /// Default TTL of the zone's records, and the TTL of its SOA and apex NS records.
-    pub ttl: u32,
-    /// The apex NS records' targets; non-empty, no duplicates. A target inside a configured zone
-    /// has an address (a static A/AAAA record or a GSLB domain).
-    pub ns: Vec<String>,
-    pub soa: Soa,
-    /// Static records, in file order; all inside the zone, none at a GSLB domain's name, no apex
-    /// NS (that is [`Zone::ns`]), a CNAME alone at its name and never at the apex, one TTL per
-    /// RRset, at and below a delegation (an NS record below the apex) only NS and glue A/AAAA.
-    pub records: Vec<StaticRecord>,
-}
-
-impl Zone {
-    /// Whether `name` (any case, trailing dot optional) is the apex or below it.
-    pub fn contains(&self, name: &str) -> bool {
-        in_zone(name, &self.name)
-    }
-}
-
-/// `[zone.soa]`: the zone's SOA record (RFC 1035 §3.3.13).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Soa {
-    /// Primary name server; defaults to the first of [`Zone::ns`].
-    pub mname: String,
-    /// Mailbox of the person responsible, as a name (`hostmaster.example.com`).
-    pub rname: String,
-    pub serial: u32,
-    pub refresh: u32,
-    pub retry: u32,
-    pub expire: u32,
-    /// Negative-caching TTL (RFC 2308).
-    pub minimum: u32,
-}
+pub use crate::model::{Soa, Zone};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

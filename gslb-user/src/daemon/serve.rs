@@ -144,7 +144,7 @@ pub(super) async fn serve(
                         republish_stats.events.fetch_add(waiting.len() as u64 - 1, Relaxed);
                         let previous = Previous {
                             local_site: std::mem::replace(&mut world.local_site, config.server.site.clone()),
-                            config: std::mem::replace(&mut world.config, Arc::new(config)),
+                            config: world.set_config(Arc::new(config)),
                             locations: std::mem::replace(&mut world.locations, locations),
                         };
                         switch = Some(Switch { previous, stamps, waiting });
@@ -313,7 +313,7 @@ pub(super) async fn serve(
                 info!(config = %config_path.display(), "configuration reloaded");
                 Ok(())
             } else {
-                world.config = previous.config;
+                world.set_config(previous.config);
                 world.locations = previous.locations;
                 world.local_site = previous.local_site;
                 republish_stats.reloads_failed.fetch_add(1, Relaxed);

@@ -49,7 +49,7 @@ impl Pending {
 pub(super) fn apply(world: &mut World, request: Steer) -> Option<Pending> {
     let Steer { command, reply } = request;
     let c = &command;
-    if !c.target.exists(&world.config, &c.name) {
+    if !c.target.exists(world.model(), &c.name) {
         let _ = reply.send(Err(ControlRequestError::UnknownName {
             target: c.target,
             name: c.name.clone(),
@@ -87,7 +87,8 @@ fn save(world: &World) -> Result<(), String> {
 /// After a reload (or at start): drops the disabled names `world`'s configuration no longer
 /// has, with a warning, and writes the state file if any went.
 pub(super) fn retain_known(world: &mut World) {
-    let dropped = world.admin.retain_known(&world.config);
+    let model = world.model().clone();
+    let dropped = world.admin.retain_known(&model);
     for (target, name) in &dropped {
         warn!(kind = %target, name, "was disabled, but the configuration has it no longer: dropped from the admin state");
     }

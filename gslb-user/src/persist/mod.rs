@@ -46,7 +46,7 @@ use tokio::sync::Notify;
 pub use self::table::{Counters, Export, Key, Merged, Recorded, Settings, Table};
 use crate::{
     mep::PersistEntry,
-    policy::{Engine, ServiceId, ServiceState, SourceMask},
+    policy::{Engine, ServiceKey, ServiceState, SourceMask},
 };
 
 /// Most entries sent to the other parents per export (gslbd exports once a second): a burst of
@@ -128,7 +128,7 @@ pub struct Tables {
     /// By engine service index.
     services: Vec<ServiceInfo>,
     by_service: HashMap<String, usize>,
-    by_id: HashMap<ServiceId, usize>,
+    by_id: HashMap<ServiceKey, usize>,
 }
 
 struct DomainTable {
@@ -141,7 +141,7 @@ struct DomainTable {
 
 struct ServiceInfo {
     name: String,
-    id: ServiceId,
+    id: ServiceKey,
     v6: bool,
     down: bool,
 }
@@ -152,7 +152,7 @@ pub struct Sticky {
     domain: usize,
     key: Key,
     /// The entry's service, when the client has a live entry.
-    pub service: Option<ServiceId>,
+    pub service: Option<ServiceKey>,
 }
 
 /// What gslbctl stats shows.
@@ -312,8 +312,8 @@ impl Tables {
                 // Backup chains are acyclic (the engine checks); the bound is only a guard.
                 for _ in 0..=engine.domain_count() {
                     let Some(b) = next else { break };
-                    reach.extend(engine.domain(b).services.iter().copied());
-                    next = engine.domain(b).backup_domain;
+                    reach.extend(engine.domain(b).services.iter().map(|s| s.index()));
+                    next = engine.domain(b).backup.map(crate::model::DomainId::index);
                 }
                 reach.sort_unstable();
                 reach.dedup();
@@ -474,7 +474,7 @@ impl Tables {
         self.counters.ignored.fetch_add(ignored, Ordering::Relaxed);
     }
 
-    fn check(&self, row: &PersistEntry) -> Result<(&DomainTable, Key, ServiceId), Refused> {
+    fn check(&self, row: &PersistEntry) -> Result<(&DomainTable, Key, ServiceKey), Refused> {
         let d = self
             .by_name
             .get(row.domain.to_ascii_lowercase().as_str())

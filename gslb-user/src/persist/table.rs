@@ -18,7 +18,7 @@ use std::{
 
 use ahash::AHashMap as HashMap;
 
-use crate::policy::ServiceId;
+use crate::policy::ServiceKey;
 
 /// Tables smaller than this have one shard.
 const SHARD_MIN_ENTRIES: usize = 4096;
@@ -96,14 +96,14 @@ pub enum Merged {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Export {
     pub key: Key,
-    pub service: ServiceId,
+    pub service: ServiceKey,
     /// How long the entry still lives.
     pub remaining_ms: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
 struct Entry {
-    service: ServiceId,
+    service: ServiceKey,
     last_used: u64,
     /// Its place in the shard's queue.
     seq: u64,
@@ -114,7 +114,7 @@ struct Entry {
 #[derive(Clone, Copy, Debug)]
 struct Sent {
     at: u64,
-    service: ServiceId,
+    service: ServiceKey,
     last_used: u64,
 }
 
@@ -235,7 +235,7 @@ impl Table {
     }
 
     /// The service of `key`'s entry, unless it expired (then it is dropped).
-    pub fn get(&self, key: &Key, now: u64, counters: &Counters) -> Option<ServiceId> {
+    pub fn get(&self, key: &Key, now: u64, counters: &Counters) -> Option<ServiceKey> {
         let mut shard = self.lock(self.shard_of(key));
         let e = *shard.map.get(key)?;
         if expired(e.last_used, now, self.settings.timeout_ms) {
@@ -249,7 +249,7 @@ impl Table {
     /// `key` was answered `service`: makes or refreshes its entry (the timeout counts from the
     /// last answer, as NetScaler's idle timeout does), or points it at `service` when it held
     /// another.
-    pub fn record(&self, key: Key, service: ServiceId, now: u64, counters: &Counters) -> Recorded {
+    pub fn record(&self, key: Key, service: ServiceKey, now: u64, counters: &Counters) -> Recorded {
         let timeout = self.settings.timeout_ms;
         let i = self.shard_of(&key);
         let mut shard = self.lock(i);
@@ -314,7 +314,7 @@ impl Table {
     pub fn merge(
         &self,
         key: Key,
-        service: ServiceId,
+        service: ServiceKey,
         last_used: u64,
         now: u64,
         counters: &Counters,

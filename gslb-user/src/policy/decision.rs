@@ -3,9 +3,10 @@
 
 use std::net::IpAddr;
 
-use super::spec::{Fallback, Method, ServiceId, SourceMask};
+use super::spec::ServiceKey;
 pub use crate::health::state::{Bandwidth, ServiceState};
 use crate::location::Location;
+use crate::model::{Fallback, Method, SourceMask};
 
 /// The dynamic inputs of a decision.
 #[derive(Clone, Copy, Debug, Default)]
@@ -38,7 +39,7 @@ pub struct Client<'a> {
     pub view: u32,
     /// The service of the client's persistence entry, if the caller holds one that has not
     /// timed out.
-    pub sticky: Option<ServiceId>,
+    pub sticky: Option<ServiceKey>,
 }
 
 impl Client<'_> {

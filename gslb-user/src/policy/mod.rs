@@ -26,7 +26,6 @@
 //!    over their limits and no backup domain has room, they answer anyway, marked overloaded.
 
 mod decision;
-pub mod expr;
 mod pick;
 mod rtt;
 mod spec;
@@ -36,25 +35,24 @@ pub mod topology;
 mod tests;
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 pub use self::decision::{
     Bandwidth, Client, Decision, Pick, Preference, Query, ServiceState, State, Tier,
 };
-pub use self::expr::{Expr, ExprError, ExprErrorKind, Request};
 pub use self::pick::stable_hash;
 use self::rtt::RTT_PICK;
 pub use self::rtt::RttFirst;
-pub use self::spec::{
-    Action, AnswerMode, DomainSpec, DownResponse, Fallback, Method, Persistence, Policy,
-    PolicyError, ServiceId, ServiceSpec, SourceMask, Spec,
-};
+pub use self::spec::{PolicyError, ServiceKey};
 pub use self::topology::{Ldns, Topology, TopologyRecord};
 use crate::location::{Context, Location, Match, Qualifier, WildcardMode};
-
-/// Most entries of a preferred-location list (NetScaler's limit).
-pub const MAX_PREFERRED_LOCATIONS: usize = 8;
-/// Most methods in a domain's chain: preferred, alternate, fallback.
-pub const MAX_CHAIN: usize = 3;
+/// The configuration's vocabulary, which the engine decides by (owned by the model).
+pub use crate::model::expr;
+pub use crate::model::{
+    Action, AnswerMode, DownResponse, Expr, ExprError, ExprErrorKind, Fallback, MAX_CHAIN,
+    MAX_PREFERRED_LOCATIONS, Method, Persistence, Policy, Request, SourceMask,
+};
+use crate::model::{Domain as DomainSpec, Model, Service as ServiceSpec};
 
 const QTYPE_A: u16 = 1;
 const QTYPE_AAAA: u16 = 28;
@@ -76,7 +74,8 @@ struct Slot {
 /// order (global availability) and a decision's pool is one bit set whatever list it uses.
 #[derive(Clone, Debug)]
 struct Domain {
-    spec: DomainSpec,
+    /// Its index in the model.
+    index: usize,
     /// Service index by position.
     members: Vec<usize>,
     /// One per position.
@@ -92,10 +91,9 @@ struct Domain {
 /// The engine for one configuration.
 #[derive(Clone, Debug)]
 pub struct Engine {
-    mode: WildcardMode,
-    sites: Vec<String>,
-    services: Vec<ServiceSpec>,
-    ids: Vec<ServiceId>,
+    /// The configuration it decides for: services, sites and domain settings.
+    model: Arc<Model>,
+    ids: Vec<ServiceKey>,
     domains: Vec<Domain>,
     /// Sorted by priority.
     policies: Vec<Policy>,
@@ -103,23 +101,24 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Checks `spec` and builds the indexes.
-    pub fn new(mut spec: Spec) -> Result<Engine, PolicyError> {
+    /// Checks `model` and builds the indexes.
+    pub fn new(model: Arc<Model>) -> Result<Engine, PolicyError> {
+        let spec = &*model;
         let sites = spec.sites.len();
         for s in &spec.services {
-            if s.site >= sites {
+            if s.site.index() >= sites {
                 return Err(PolicyError::UnknownSite {
                     service: s.name.clone(),
-                    site: s.site,
+                    site: s.site.index(),
                     sites,
                 });
             }
         }
         for (record, r) in spec.topology.iter().enumerate() {
-            if r.site >= sites {
+            if r.site.index() >= sites {
                 return Err(PolicyError::UnknownTopologySite {
                     record,
-                    site: r.site,
+                    site: r.site.index(),
                     sites,
                 });
             }
@@ -133,12 +132,9 @@ impl Engine {
                 });
             }
         }
-        spec.policies.sort_by_key(|p| p.priority);
-        if let Some(w) = spec
-            .policies
-            .windows(2)
-            .find(|w| w[0].priority == w[1].priority)
-        {
+        let mut policies = spec.policies.clone();
+        policies.sort_by_key(|p| p.priority);
+        if let Some(w) = policies.windows(2).find(|w| w[0].priority == w[1].priority) {
             return Err(PolicyError::DuplicatePriority {
                 first: w[0].name.clone(),
                 second: w[1].name.clone(),
@@ -156,7 +152,7 @@ impl Engine {
             let lists = std::iter::once(&d.services).chain(d.views.iter().map(|(_, l)| l));
             for list in lists {
                 let mut seen = vec![false; spec.services.len()];
-                for &s in list {
+                for s in list.iter().map(|s| s.index()) {
                     match seen.get_mut(s) {
                         None => {
                             let services = spec.services.len();
@@ -190,16 +186,16 @@ impl Engine {
                 }
             }
             // Follow the backup chain; a cycle would make a down domain loop.
-            let mut next = d.backup_domain;
+            let mut next = d.backup;
             for _ in 0..=spec.domains.len() {
                 let Some(b) = next else { break };
-                let Some(backup) = spec.domains.get(b) else {
+                let Some(backup) = spec.domains.get(b.index()) else {
                     return Err(PolicyError::UnknownBackup {
                         domain: domain(),
-                        backup: b,
+                        backup: b.index(),
                     });
                 };
-                next = backup.backup_domain;
+                next = backup.backup;
             }
             if next.is_some() {
                 return Err(PolicyError::BackupCycle { domain: domain() });
@@ -208,17 +204,17 @@ impl Engine {
 
         let domains = spec
             .domains
-            .into_iter()
-            .map(|d| {
-                let mut members = d.services.clone();
+            .iter()
+            .enumerate()
+            .map(|(index, d)| {
+                let mut members: Vec<usize> = d.services.iter().map(|s| s.index()).collect();
                 let mut lists = Vec::with_capacity(d.views.len());
                 for (view, services) in &d.views {
                     let start = members.len();
-                    members.extend_from_slice(services);
-                    lists.push((*view, start..members.len()));
+                    members.extend(services.iter().map(|s| s.index()));
+                    lists.push((view.number(), start..members.len()));
                 }
-                let preferred = spec
-                    .policies
+                let preferred = policies
                     .iter()
                     .map(|p| {
                         p.action
@@ -253,7 +249,7 @@ impl Engine {
                         let svc = &spec.services[s];
                         Slot {
                             service: s,
-                            site: svc.site,
+                            site: svc.site.index(),
                             v6: svc.ip.is_ipv6(),
                             max_connections: svc.max_connections.unwrap_or(u64::MAX),
                             max_bandwidth_kbps: svc.max_bandwidth_kbps.unwrap_or(u64::MAX),
@@ -261,7 +257,7 @@ impl Engine {
                     })
                     .collect();
                 Domain {
-                    spec: d,
+                    index,
                     members,
                     slots,
                     lists,
@@ -272,37 +268,41 @@ impl Engine {
         let ids = spec
             .services
             .iter()
-            .map(|s| ServiceId::from_name(&s.name))
+            .map(|s| ServiceKey::from_name(&s.name))
             .collect();
+        let topology = Topology::new(spec.topology.clone());
         Ok(Engine {
-            mode: spec.mode,
-            sites: spec.sites,
-            services: spec.services,
+            model,
             ids,
             domains,
-            policies: spec.policies,
-            topology: Topology::new(spec.topology),
+            policies,
+            topology,
         })
     }
 
-    pub fn service(&self, index: usize) -> &ServiceSpec {
-        &self.services[index]
+    /// The model it decides for.
+    pub fn model(&self) -> &Arc<Model> {
+        &self.model
     }
 
-    pub fn service_id(&self, index: usize) -> ServiceId {
+    pub fn service(&self, index: usize) -> &ServiceSpec {
+        &self.model.services[index]
+    }
+
+    pub fn service_id(&self, index: usize) -> ServiceKey {
         self.ids[index]
     }
 
     pub fn services(&self) -> &[ServiceSpec] {
-        &self.services
+        &self.model.services
     }
 
-    pub fn sites(&self) -> &[String] {
-        &self.sites
+    pub fn sites(&self) -> &[crate::model::Site] {
+        &self.model.sites
     }
 
     pub fn domain(&self, index: usize) -> &DomainSpec {
-        &self.domains[index].spec
+        &self.model.domains[index]
     }
 
     /// Every service a decision of domain `index` can name, by position: its services, then
@@ -314,8 +314,12 @@ impl Engine {
     /// `domain`, then its backup domains in chain order.
     pub fn chain(&self, domain: usize) -> impl Iterator<Item = usize> + '_ {
         // Validation forbids cycles; the bound keeps a bug from looping.
-        std::iter::successors(Some(domain), |&d| self.domains[d].spec.backup_domain)
-            .take(self.domains.len() + 1)
+        std::iter::successors(Some(domain), |&d| {
+            self.model.domains[d]
+                .backup
+                .map(crate::model::DomainId::index)
+        })
+        .take(self.domains.len() + 1)
     }
 
     /// How many domains there are (indexes `0..domain_count()`).
@@ -327,7 +331,7 @@ impl Engine {
         let name = name.strip_suffix('.').unwrap_or(name);
         self.domains
             .iter()
-            .position(|d| d.spec.name.eq_ignore_ascii_case(name))
+            .position(|d| self.model.domains[d.index].name.eq_ignore_ascii_case(name))
     }
 
     /// Policies in the order they are evaluated.
@@ -340,7 +344,7 @@ impl Engine {
     }
 
     pub fn mode(&self) -> WildcardMode {
-        self.mode
+        self.model.mode
     }
 
     /// Decides which services of `domain` may answer `query` from `client`.
@@ -390,7 +394,7 @@ impl Engine {
             // the chain has is NODATA, as it is with every service up (and as a round-robin
             // domain answers it).
             fallback: Some(if family_served {
-                self.domains[domain].spec.down
+                self.model.domains[domain].down
             } else {
                 Fallback::Empty
             }),
@@ -399,7 +403,13 @@ impl Engine {
 
     /// Whether the service `id` is in the pool of domain `index`: UP, of the query's family,
     /// under its limits.
-    fn available(&self, index: usize, id: ServiceId, query: &Query<'_>, state: &State<'_>) -> bool {
+    fn available(
+        &self,
+        index: usize,
+        id: ServiceKey,
+        query: &Query<'_>,
+        state: &State<'_>,
+    ) -> bool {
         let family = query_family(query.qtype);
         !state.domain_disabled(index)
             && self.domains[index]
@@ -431,7 +441,7 @@ impl Engine {
             return None;
         }
         let domain = &self.domains[index];
-        let spec = &domain.spec;
+        let spec = &self.model.domains[domain.index];
         let (mut pool, overloaded) = self.pool(index, query.qtype, client.view, state, overload);
         if pool.is_empty() {
             return None;
@@ -459,7 +469,7 @@ impl Engine {
             if let Some(p) = self
                 .policies
                 .iter()
-                .position(|p| p.expr.eval(&req, self.mode))
+                .position(|p| p.expr.eval(&req, self.model.mode))
             {
                 let entries = &domain.preferred[p];
                 let perfect = entries
@@ -522,7 +532,7 @@ impl Engine {
             .find(|(v, _)| view != 0 && *v == view)
             .map(|(_, positions)| positions.clone())
             .filter(|positions| domain.slots[positions.clone()].iter().any(available))
-            .unwrap_or(0..domain.spec.services.len());
+            .unwrap_or(0..self.model.domains[index].services.len());
 
         let mut pool = Bits::new(domain.members.len());
         let mut overloaded = false;
@@ -557,7 +567,7 @@ impl Engine {
         let domain = &self.domains[index];
         let positions: Vec<usize> = chosen.iter().collect();
         let candidates: Vec<usize> = positions.iter().map(|&pos| domain.members[pos]).collect();
-        let pick = self.finish_pick(&domain.spec, &candidates, pick);
+        let pick = self.finish_pick(&self.model.domains[index], &candidates, pick);
         Decision {
             domain: index,
             candidates,
@@ -576,7 +586,7 @@ impl Engine {
         let weights = || {
             candidates
                 .iter()
-                .map(|&s| self.services[s].weight)
+                .map(|&s| self.model.services[s].weight)
                 .collect()
         };
         match pick {
@@ -596,8 +606,8 @@ impl Engine {
         client: &Client<'_>,
         state: &State<'_>,
     ) -> Option<(Bits, Pick)> {
-        let spec = &domain.spec;
-        let service = |pos: usize| &self.services[domain.members[pos]];
+        let spec = &self.model.domains[domain.index];
+        let service = |pos: usize| &self.model.services[domain.members[pos]];
         let site = |pos: usize| domain.slots[pos].site;
         // The positions of `pool` with the best key (max), if any position has a key.
         let best_by = |key: &dyn Fn(usize) -> Option<i128>| {
@@ -646,7 +656,7 @@ impl Engine {
                 let client = client.location?;
                 let score = |pos: usize| {
                     let l = service(pos).location.as_ref()?;
-                    Some(proximity(l, client, self.mode) as i128)
+                    Some(proximity(l, client, self.model.mode) as i128)
                 };
                 match best_by(&score) {
                     Some((chosen, best)) if best > 0 => Some((chosen, Pick::Rotate)),
@@ -674,7 +684,7 @@ impl Engine {
                     &mut heap[..]
                 };
                 self.topology
-                    .scores(client.addr, client.location, self.mode, best);
+                    .scores(client.addr, client.location, self.model.mode, best);
                 let score = |pos: usize| best[site(pos)].map(|(_, s)| i128::from(s));
                 best_by(&score).map(|(chosen, _)| (chosen, Pick::Rotate))
             }
@@ -700,7 +710,7 @@ impl Engine {
             Pick::Rotate => vec![c[(turn % c.len() as u64) as usize]],
             Pick::Weighted(w) => vec![c[pick::weighted(w, turn)]],
             Pick::Hash { mask, weights } => {
-                let ids: Vec<ServiceId> = c.iter().map(|&s| self.ids[s]).collect();
+                let ids: Vec<ServiceKey> = c.iter().map(|&s| self.ids[s]).collect();
                 vec![c[pick::rendezvous(mask.apply(client), &ids, weights.as_deref())]]
             }
         }

@@ -6,7 +6,7 @@
 
 use std::net::IpAddr;
 
-use super::ServiceId;
+use super::ServiceKey;
 
 /// FNV-1a, finished with a mixer so that nearby inputs spread over all 64 bits.
 pub fn stable_hash(bytes: &[u8]) -> u64 {
@@ -48,7 +48,7 @@ pub(super) fn weighted(weights: &[u32], turn: u64) -> usize {
 /// is highest. Removing a candidate moves only the prefixes that were on it, and the result
 /// does not depend on the candidates' order. With weights, each candidate wins in proportion
 /// to its weight (score w / -ln(u)).
-pub(super) fn rendezvous(prefix: IpAddr, ids: &[ServiceId], weights: Option<&[u32]>) -> usize {
+pub(super) fn rendezvous(prefix: IpAddr, ids: &[ServiceKey], weights: Option<&[u32]>) -> usize {
     let key = match prefix {
         IpAddr::V4(a) => stable_hash(&a.octets()),
         IpAddr::V6(a) => stable_hash(&a.octets()) ^ 0x6,
@@ -78,9 +78,9 @@ pub(super) fn rendezvous(prefix: IpAddr, ids: &[ServiceId], weights: Option<&[u3
 mod tests {
     use super::*;
 
-    fn ids(n: u64) -> Vec<ServiceId> {
+    fn ids(n: u64) -> Vec<ServiceKey> {
         (0..n)
-            .map(|i| ServiceId::from_name(&format!("s{i}")))
+            .map(|i| ServiceKey::from_name(&format!("s{i}")))
             .collect()
     }
 
@@ -88,8 +88,8 @@ mod tests {
     fn stable_values() {
         // Pinned: a change here changes which service every client prefix gets.
         assert_eq!(stable_hash(b""), mix(0xcbf2_9ce4_8422_2325));
-        assert_eq!(ServiceId::from_name("web1"), ServiceId::from_name("web1"));
-        assert_ne!(ServiceId::from_name("web1"), ServiceId::from_name("web2"));
+        assert_eq!(ServiceKey::from_name("web1"), ServiceKey::from_name("web1"));
+        assert_ne!(ServiceKey::from_name("web1"), ServiceKey::from_name("web2"));
         assert_eq!(
             stable_hash(b"web1"),
             0x289f_74a5_44c5_8cff,
@@ -115,7 +115,7 @@ mod tests {
         let clients: Vec<IpAddr> = (0..4000u32)
             .map(|i| IpAddr::V4((0xc633_0000 + (i << 8)).into()))
             .collect();
-        let before: Vec<ServiceId> = clients
+        let before: Vec<ServiceKey> = clients
             .iter()
             .map(|&c| all[rendezvous(c, &all, None)])
             .collect();
@@ -123,7 +123,7 @@ mod tests {
             let n = before.iter().filter(|b| *b == id).count();
             assert!((800..1200).contains(&n), "{n} of 4000 on one of 4");
         }
-        let without: Vec<ServiceId> = all[1..].to_vec();
+        let without: Vec<ServiceKey> = all[1..].to_vec();
         for (c, b) in clients.iter().zip(&before) {
             let after = without[rendezvous(*c, &without, None)];
             if *b != all[0] {
@@ -131,7 +131,7 @@ mod tests {
             }
         }
         // Order does not matter.
-        let reversed: Vec<ServiceId> = all.iter().rev().copied().collect();
+        let reversed: Vec<ServiceKey> = all.iter().rev().copied().collect();
         for (c, b) in clients.iter().zip(&before) {
             assert_eq!(reversed[rendezvous(*c, &reversed, None)], *b);
         }

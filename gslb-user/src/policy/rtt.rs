@@ -47,7 +47,7 @@ impl Engine {
         let d = &self.domains[domain];
         if !self.policies.is_empty()
             || !d.lists.is_empty()
-            || d.spec.chain.first() != Some(&Method::Rtt)
+            || self.model.domains[domain].chain.first() != Some(&Method::Rtt)
             || state.domain_disabled(domain)
         {
             return None;
@@ -57,7 +57,7 @@ impl Engine {
         (!pool.is_empty() && pool.len() <= MAX_POOL).then_some(RttFirst {
             domain,
             pool,
-            tolerance_us: d.spec.tolerance_us,
+            tolerance_us: self.model.domains[domain].tolerance_us,
         })
     }
 }

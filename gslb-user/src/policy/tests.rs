@@ -2,10 +2,14 @@
 //! seed examples, and property tests.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use proptest::prelude::*;
 
 use super::*;
+use crate::model::{
+    Domain as DomainSpec, DomainId, Model as Spec, Service as ServiceSpec, ServiceId, Site, SiteId,
+};
 
 const A: u16 = 1;
 const AAAA: u16 = 28;
@@ -23,37 +27,41 @@ struct Lab {
 impl Lab {
     fn new(sites: &[&str]) -> Lab {
         let mut lab = Lab::default();
-        lab.spec.sites = sites.iter().map(ToString::to_string).collect();
+        lab.spec.sites = sites
+            .iter()
+            .map(|name| Site {
+                name: (*name).to_string(),
+            })
+            .collect();
         lab
     }
 
-    fn site(&self, name: &str) -> usize {
-        self.spec
-            .sites
-            .iter()
-            .position(|s| s == name)
-            .unwrap_or_else(|| panic!("site {name}"))
+    fn site(&self, name: &str) -> SiteId {
+        SiteId::of(
+            self.spec
+                .sites
+                .iter()
+                .position(|s| s.name == name)
+                .unwrap_or_else(|| panic!("site {name}")),
+        )
     }
 
-    fn service_index(&self, name: &str) -> usize {
-        self.spec
-            .services
-            .iter()
-            .position(|s| s.name == name)
-            .unwrap_or_else(|| panic!("service {name}"))
+    fn service_index(&self, name: &str) -> ServiceId {
+        ServiceId::of(
+            self.spec
+                .services
+                .iter()
+                .position(|s| s.name == name)
+                .unwrap_or_else(|| panic!("service {name}")),
+        )
     }
 
     /// A service at `site`; `location` "" for none; IPv6 when `ip` says so.
     fn svc_ip(mut self, name: &str, ip: &str, site: &str, location: &str) -> Lab {
         let site = self.site(site);
         self.spec.services.push(ServiceSpec {
-            name: name.into(),
-            ip: ip.parse().unwrap(),
-            site,
             location: (!location.is_empty()).then(|| loc(location)),
-            weight: 1,
-            max_connections: None,
-            max_bandwidth_kbps: None,
+            ..ServiceSpec::new(name, ip.parse().unwrap(), site)
         });
         self
     }
@@ -108,7 +116,7 @@ impl Lab {
     }
 
     fn build(self) -> Engine {
-        Engine::new(self.spec).unwrap()
+        Engine::new(Arc::new(self.spec)).unwrap()
     }
 }
 
@@ -121,7 +129,7 @@ struct Ask<'a> {
     states: Vec<ServiceState>,
     rtt: Vec<Option<u32>>,
     qtype: u16,
-    sticky: Option<ServiceId>,
+    sticky: Option<ServiceKey>,
 }
 
 impl<'a> Ask<'a> {
@@ -173,7 +181,12 @@ impl<'a> Ask<'a> {
 
     /// RTT in milliseconds (fractions allowed) from `site`.
     fn rtt(mut self, site: &str, ms: f64) -> Self {
-        let i = self.engine.sites().iter().position(|s| s == site).unwrap();
+        let i = self
+            .engine
+            .sites()
+            .iter()
+            .position(|s| s.name == site)
+            .unwrap();
         self.rtt[i] = Some((ms * 1000.0).round() as u32);
         self
     }
@@ -184,7 +197,7 @@ impl<'a> Ask<'a> {
     }
 
     fn sticky(mut self, service: &str) -> Self {
-        self.sticky = Some(ServiceId::from_name(service));
+        self.sticky = Some(ServiceKey::from_name(service));
         self
     }
 
@@ -570,7 +583,7 @@ fn chain_transitions() {
         })
         .domain("www.example.com", &["eu1", "us1"], |d| {
             d.chain = vec![Method::Rtt, Method::StaticProximity, Method::Ratio];
-            d.backup_domain = Some(0);
+            d.backup = Some(DomainId(0));
             d.down = Fallback::BackupIp;
         })
         .domain("nobackup.example.com", &["eu1", "us1"], |d| {
@@ -970,7 +983,7 @@ fn a_persistence_entry_on_a_backup_domain_holds_when_the_domain_is_back() {
         .domain("dr", &["dr1", "dr2"], |_| {})
         .domain("p", &["a"], |d| {
             d.persistence = persistence;
-            d.backup_domain = Some(0);
+            d.backup = Some(DomainId(0));
         })
         .build();
     // a is back, but the client was sent to the backup domain's dr2: it stays there.
@@ -1008,7 +1021,7 @@ fn spillover() {
             d.chain = vec![Method::GlobalAvailability];
         })
         .domain("with-backup", &["a", "b"], |d| {
-            d.backup_domain = Some(0);
+            d.backup = Some(DomainId(0));
             d.down = Fallback::BackupIp;
         })
         .domain("lc", &["a", "b", "c"], |d| {
@@ -1097,15 +1110,15 @@ fn engine_rejects_inconsistent_specs() {
             .svc("b", "s", "")
             .domain("d", &["a", "b"], |_| {})
     };
-    let err = |lab: Lab| Engine::new(lab.spec).unwrap_err().to_string();
+    let err = |lab: Lab| Engine::new(Arc::new(lab.spec)).unwrap_err().to_string();
     let mut lab = base();
-    lab.spec.services[0].site = 3;
+    lab.spec.services[0].site = SiteId(3);
     assert_eq!(err(lab), "service \"a\": site 3 does not exist (1 sites)");
     let mut lab = base();
-    lab.spec.domains[0].services.push(7);
+    lab.spec.domains[0].services.push(ServiceId(7));
     assert!(err(lab).contains("service 7 does not exist"));
     let mut lab = base();
-    lab.spec.domains[0].services.push(0);
+    lab.spec.domains[0].services.push(ServiceId(0));
     assert!(err(lab).contains("\"a\" is bound twice"));
     let mut lab = base();
     lab.spec.domains[0].chain = vec![Method::Rtt; 4];
@@ -1129,19 +1142,19 @@ fn engine_rejects_inconsistent_specs() {
         .policy("p", 1, "TRUE", &["a"])
         .policy("q", 1, "FALSE", &["b"]);
     assert!(err(lab).contains("same priority 1"));
-    let lab = base().domain("e", &["a"], |d| d.backup_domain = Some(0));
+    let lab = base().domain("e", &["a"], |d| d.backup = Some(DomainId(0)));
     let mut lab = lab;
-    lab.spec.domains[0].backup_domain = Some(1);
+    lab.spec.domains[0].backup = Some(DomainId(1));
     assert!(err(lab).contains("lead back to it"));
-    let lab = base().domain("e", &["a"], |d| d.backup_domain = Some(5));
+    let lab = base().domain("e", &["a"], |d| d.backup = Some(DomainId(5)));
     assert!(err(lab).contains("backup domain 5 does not exist"));
     let lab = base().domain("e", &["a"], |d| d.sourceip_mask.v4 = 33);
     assert!(err(lab).contains("/33"));
     let mut lab = base().topo("s", "10.0.0.0/8", 1);
-    lab.spec.topology[0].site = 1;
+    lab.spec.topology[0].site = SiteId(1);
     assert!(err(lab).contains("topology record 0: site 1"));
     // A self-reference is a cycle too.
-    let lab = base().domain("e", &["a"], |d| d.backup_domain = Some(1));
+    let lab = base().domain("e", &["a"], |d| d.backup = Some(DomainId(1)));
     assert!(err(lab).contains("lead back to it"));
 }
 
@@ -1438,9 +1451,9 @@ proptest! {
         } else {
             // Global availability answers the first available in the domain's order.
             let first = d3.candidates[0];
-            let pos = e3.domain(0).services.iter().position(|&s| s == first).unwrap();
+            let pos = e3.domain(0).services.iter().position(|s| s.index() == first).unwrap();
             for &earlier in &e3.domain(0).services[..pos] {
-                let name = &e3.service(earlier).name;
+                let name = &e3.service(earlier.index()).name;
                 let i: usize = name[3..].parse().unwrap();
                 let (_, _, _, down, connections, max, v6) = w.services[i];
                 let family_skip = (w.qtype == A && v6) || (w.qtype == AAAA && !v6);

@@ -12,21 +12,7 @@ use ipnet::IpNet;
 use super::expr::canonical;
 use crate::location::{Location, Qualifier, WildcardMode};
 
-/// What a record matches the client (its LDNS or ECS subnet) by.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Ldns {
-    Prefix(IpNet),
-    /// A location pattern; all wildcards (`*`) matches every client, even one with no location.
-    Location(Location),
-}
-
-/// One record: clients matching `ldns` give `site` this `score`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TopologyRecord {
-    pub site: usize,
-    pub ldns: Ldns,
-    pub score: u32,
-}
+pub use crate::model::{Ldns, TopologyRecord};
 
 /// Whether `client` matches `pattern` perfectly in static proximity, as
 /// `client.matches(pattern, mode, Context::Proximity) == Match::Perfect`, but stopping at the
@@ -138,11 +124,11 @@ impl Topology {
                     } else {
                         &mut v6
                     };
-                    list.push((first, last, r.site, rank, r.score));
+                    list.push((first, last, r.site.index(), rank, r.score));
                 }
                 Ldns::Location(l) => {
                     let rank = l.0.iter().filter(|q| !q.is_any()).count() as Rank;
-                    t.locations.push((l, r.site, r.score, rank));
+                    t.locations.push((l, r.site.index(), r.score, rank));
                 }
             }
         }
@@ -203,7 +189,11 @@ mod tests {
             Ok(net) => Ldns::Prefix(net),
             Err(_) => Ldns::Location(Location::parse(ldns).unwrap()),
         };
-        TopologyRecord { site, ldns, score }
+        TopologyRecord {
+            site: crate::model::SiteId::of(site),
+            ldns,
+            score,
+        }
     }
 
     fn scores(
@@ -284,7 +274,7 @@ mod tests {
                 .into_iter()
                 .map(|(site, len, addr, score)| {
                     let net = ipnet::Ipv4Net::new((addr & 0xc0c0_0000).into(), len).unwrap().trunc();
-                    TopologyRecord { site, ldns: Ldns::Prefix(net.into()), score }
+                    TopologyRecord { site: crate::model::SiteId::of(site), ldns: Ldns::Prefix(net.into()), score }
                 })
                 .collect();
             let t = Topology::new(records.clone());
@@ -295,8 +285,8 @@ mod tests {
                     let Ldns::Prefix(net) = &r.ldns else { unreachable!() };
                     if net.contains(&client) {
                         let key = (PREFIX_RANK + Rank::from(net.prefix_len()), r.score);
-                        if want[r.site].is_none_or(|w| key > w) {
-                            want[r.site] = Some(key);
+                        if want[r.site.index()].is_none_or(|w| key > w) {
+                            want[r.site.index()] = Some(key);
                         }
                     }
                 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use ipnet::IpNet;
 
 use crate::compile::{LdnsRtt, RttChanges};
-use crate::config::Config;
+use crate::model::Model;
 use crate::probe::{LdnsMask, RttHandle, RttTable, RttVersion};
 
 /// Rows as the last snapshot was given them.
@@ -35,8 +35,8 @@ struct Columns<'a> {
 }
 
 impl<'a> Columns<'a> {
-    fn of(config: &'a Config) -> Self {
-        let mut by_name: Vec<(&str, usize)> = config
+    fn of(model: &'a Model) -> Self {
+        let mut by_name: Vec<(&str, usize)> = model
             .sites
             .iter()
             .enumerate()
@@ -89,17 +89,17 @@ impl RttRows {
     /// rows in `last` for the next call.
     pub(super) fn next(
         last: &mut Option<RttRows>,
-        config: &Config,
+        model: &Model,
         rtt: Option<&RttHandle>,
     ) -> (Arc<Vec<LdnsRtt>>, Option<RttChanges>) {
         let Some(handle) = rtt else {
             *last = None;
             return (Arc::default(), None);
         };
-        let columns = Columns::of(config);
+        let columns = Columns::of(model);
         let prev = last.take().filter(|p| {
-            p.sites.len() == config.sites.len()
-                && p.sites.iter().zip(&config.sites).all(|(a, b)| *a == b.name)
+            p.sites.len() == model.sites.len()
+                && p.sites.iter().zip(&model.sites).all(|(a, b)| *a == b.name)
         });
         // Under the table's lock, only the changed entries are read; the rows are copied after.
         let changed = prev.as_ref().and_then(|p| {
@@ -120,7 +120,7 @@ impl RttRows {
                 handle.read(|table| (table.version(), all_rows(table, mask, &columns)));
             let rows = RttRows {
                 version,
-                sites: config.sites.iter().map(|s| s.name.clone()).collect(),
+                sites: model.sites.iter().map(|s| s.name.clone()).collect(),
                 rows: Arc::new(rows),
                 named: None,
             };
@@ -190,6 +190,7 @@ mod tests {
 
     use super::*;
     use crate::compile::{Compiler, Inputs};
+    use crate::config::Config;
     use crate::health::HealthSupervisor;
     use crate::probe::{NetProber, ProbeKind, ProbeSettings, ProbeSupervisor, RttRow, Sample};
     use crate::world::World;
@@ -284,7 +285,7 @@ ldns_mask_v4 = 24
             let snapshot = world.snapshot();
             assert_eq!(named(world), want, "{case}: rows named");
             let by_comparing = compared.compile(
-                &world.config,
+                &*world.config,
                 &Inputs {
                     services: world.service_states(),
                     disabled_domains: vec![false],

@@ -238,8 +238,8 @@ fn rtt_changes(steps: &[[bool; 2]]) -> Vec<Snapshot> {
     steps
         .iter()
         .map(|near| {
-            compiler.compile_shared(
-                &config,
+            compiler.compile(
+                &*config,
                 &Inputs {
                     rtt: Arc::new(three_rows(*near)),
                     ..Inputs::default()
@@ -392,8 +392,8 @@ fn an_ldns_view_split_is_seen_by_a_source_the_program_cached() {
     let snapshots: Vec<Snapshot> = [true, false]
         .into_iter()
         .map(|near| {
-            compiler.compile_shared(
-                &config,
+            compiler.compile(
+                &*config,
                 &Inputs {
                     rtt: rows(near),
                     ..Inputs::default()

@@ -174,7 +174,7 @@ fn load_balancing_sections() {
     // And the engine takes it as it is.
     let engine = config.engine().unwrap();
     assert_eq!(engine.policies()[0].name, "lab");
-    assert_eq!(engine.domain(0).backup_domain, Some(1));
+    assert_eq!(engine.domain(0).backup, Some(crate::model::DomainId(1)));
     assert_eq!(engine.domain(0).tolerance_us, 5000);
     assert_eq!(engine.topology().len(), 3);
 }

@@ -1,4 +1,5 @@
 mod load_balancing;
+mod model;
 mod rejected;
 mod rejected_domains;
 mod server_site_rtt;

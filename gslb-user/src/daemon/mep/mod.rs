@@ -635,7 +635,8 @@ services = ["a", "b", "c"]
         };
         for (over, sent) in [(false, 400_000), (true, u64::MAX)] {
             at_p2.links.insert("uplink".into(), load(over));
-            let service = |name| at_p2.config.service(name).unwrap();
+            let model = at_p2.model().clone();
+            let service = |name| model.services.iter().find(|s| s.name == name).unwrap();
             assert_eq!(
                 local_load(&at_p2, service("b")),
                 (0, Bandwidth::from_bps(sent)),

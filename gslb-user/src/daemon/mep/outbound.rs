@@ -17,18 +17,18 @@ impl Mep {
     /// unmonitored; DOWN when the operator disabled them or this site, `steering`), and its RTT column when it probes. Cheap when nothing changed (the node
     /// sends only changed parts).
     pub fn publish_local(&self, world: &World) {
-        let services = world
-            .config
+        let model = world.model();
+        let services = model
             .services
             .iter()
-            .filter(|s| s.site == self.site)
+            .filter(|s| model.site(s.site).name == self.site)
             .map(|s| {
                 let (connections, bandwidth) = local_load(world, s);
                 ServiceReport {
                     name: s.name.clone(),
                     state: ServiceState {
                         up: world.health.is_up(&s.name) != Some(false)
-                            && world.admin.service_enabled(s),
+                            && world.admin.service_enabled(&s.name, &self.site),
                         connections,
                         bandwidth,
                     },
@@ -81,7 +81,7 @@ pub(super) fn local_rtt(site: &str, rtt: &RttHandle) -> Vec<RttRow> {
 /// (docs/mep.md): they do not know this site's links; and
 /// [`UNKNOWN_LOAD`](crate::health::load::UNKNOWN_LOAD) in either field while the load monitor's
 /// value is unknown.
-pub(crate) fn local_load(world: &World, service: &crate::config::Service) -> (u64, Bandwidth) {
+pub(crate) fn local_load(world: &World, service: &crate::model::Service) -> (u64, Bandwidth) {
     (
         world.local_connections(service),
         world.local_bandwidth(service),

@@ -11,8 +11,8 @@ fn key(client: &str) -> Key {
     }
 }
 
-fn svc(name: &str) -> ServiceId {
-    ServiceId::from_name(name)
+fn svc(name: &str) -> ServiceKey {
+    ServiceKey::from_name(name)
 }
 
 fn table(timeout_s: u64, max: usize) -> Table {
