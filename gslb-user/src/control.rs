@@ -129,7 +129,7 @@ pub struct ControlState {
     /// The RTT table while this gslbd probes.
     pub rtt: watch::Receiver<Option<RttHandle>>,
     /// The controller's republish counters.
-    pub republish: Arc<crate::world::RepublishStats>,
+    pub republish: Arc<crate::admin::metrics::RepublishStats>,
     /// The responder's persistence entries (their count and counters).
     pub persistence: Arc<crate::persist::Store>,
     /// The load monitors' readings.

@@ -4,9 +4,9 @@ use std::{path::PathBuf, process::ExitCode};
 
 use clap::Parser;
 use gslb_user::{
-    config::XdpMode,
     control::{ControlPath, DEFAULT_CONTROL_PATH},
     daemon::{self, Overrides},
+    dataplane::XdpMode,
 };
 
 #[derive(Parser)]

@@ -42,8 +42,9 @@ use tracing::{debug, info, warn};
 
 use crate::{
     dataplane::CounterReader, log_limit::LogLimiter, probe::RttHandle, responder::Responder,
-    supervise, world::RepublishStats,
+    supervise,
 };
+use metrics::RepublishStats;
 use status::{
     Answers, ConfigStatus, RepublishStatus, ResponderStatus, RttStatus, Status, TaskStatus,
     WorldStatus, XdpStatus,

@@ -33,9 +33,9 @@ use tracing::{error, info, warn};
 use crate::{
     admin,
     compile::Snapshot,
-    config::{Config, ConfigError, XdpMode},
+    config::{Config, ConfigError},
     control::{ControlPath, ControlSocket, ControlState, Reload},
-    dataplane::{Dataplane, DataplaneError},
+    dataplane::{Dataplane, DataplaneError, XdpMode},
     health::HealthSupervisor,
     responder::Responder,
     supervise,
@@ -337,7 +337,7 @@ async fn run_opened(
         server.tcp,
         &stopped,
     );
-    let republish_stats = Arc::new(crate::world::RepublishStats::default());
+    let republish_stats = Arc::new(admin::metrics::RepublishStats::default());
     let world_feed = admin::status::WorldFeed::default();
     if let Some(control) = control {
         let state = ControlState {

@@ -18,11 +18,11 @@ use gslb_common::{
 };
 use tracing::{info, warn};
 
+use super::XdpMode;
 use super::{
     CounterReader, Counters, DataplaneError, HeartbeatMap, LdnsMap, Result,
     counters::read_counters, interface_mac, mac_word, map_err, pin_dir, publish::AnswerTable,
 };
-use crate::config::XdpMode;
 
 /// The maps shared between the program and the controller, pinned and adopted across restarts.
 const PINNED_MAPS: [&str; 9] = maps::PINNED;
