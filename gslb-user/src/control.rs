@@ -86,10 +86,10 @@ pub struct Reload {
 #[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ReloadRefused {
-    /// The new configuration does not load or cannot run. Display shows the error with its
-    /// causes: the text gslbctl prints.
-    #[error("{}", crate::daemon::anyhow_like(.0.as_ref()))]
-    Invalid(#[source] Arc<crate::daemon::ReloadError>),
+    /// The new configuration does not load or cannot run (gslbd's `daemon::ReloadError`).
+    /// Display shows the error with its causes: the text gslbctl prints.
+    #[error("{}", crate::error_text::anyhow_like(.0.as_ref()))]
+    Invalid(#[source] Arc<dyn std::error::Error + Send + Sync>),
     #[error(
         "the configuration loaded, but publishing its answers failed; the running configuration and its answers stay in force"
     )]

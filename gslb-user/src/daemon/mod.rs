@@ -30,6 +30,7 @@ use tokio::{
 };
 use tracing::{error, info, warn};
 
+use crate::error_text::anyhow_like;
 use crate::{
     admin,
     compile::Snapshot,
@@ -425,19 +426,6 @@ fn admin_listener(
         info!(%addr, "admin endpoint (/metrics, /status, /healthz, /readyz)");
     }
     Ok(Some(listener))
-}
-
-/// `error` with its causes, as `{:#}` prints an anyhow error (thiserror enums print only their
-/// own context).
-pub(crate) fn anyhow_like(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cause = c.source();
-    }
-    text
 }
 
 /// gslbd loads XDP programs unless `--no-xdp`: it needs root then. Checked by [`run`], and by

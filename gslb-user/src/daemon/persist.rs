@@ -18,8 +18,8 @@ use tokio::time::Instant;
 use tracing::warn;
 
 use crate::{
-    mep::{MepNode, MepView, PersistEntry, session::Audience},
-    persist::{MAX_EXPORT_ROWS, Store},
+    mep::{MepNode, MepView, session::Audience},
+    persist::{MAX_EXPORT_ROWS, PersistEntry, Store},
     supervise::{self, Supervised},
 };
 

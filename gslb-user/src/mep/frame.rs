@@ -28,6 +28,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use ipnet::IpNet;
 
 use crate::health::state::{Bandwidth, ServiceState};
+use crate::persist::PersistEntry;
 
 /// The first two bytes of every frame.
 pub const MAGIC: [u8; 2] = *b"MP";
@@ -224,19 +225,6 @@ pub struct RttRow {
     pub protocol: RttProtocol,
     /// Seconds since it was measured, when sent.
     pub age_s: u32,
-}
-
-/// One source-IP persistence entry.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PersistEntry {
-    /// Client address or prefix (NetScaler's persistence mask).
-    pub client: IpNet,
-    /// The GSLB domain (vserver).
-    pub domain: String,
-    /// The service the client sticks to.
-    pub service: String,
-    /// Seconds the entry still lives.
-    pub ttl_s: u32,
 }
 
 /// A chunk of a table that may need several frames: `first` starts a new table (the receiver

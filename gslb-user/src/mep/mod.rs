@@ -19,7 +19,7 @@ pub mod session;
 pub mod topology;
 
 pub use auth::{KeyError, PublicKey, SiteKey};
-pub use frame::{PersistEntry, Role, RttProtocol, RttRow, ServiceReport, SiteStatus};
+pub use frame::{Role, RttProtocol, RttRow, ServiceReport, SiteStatus};
 pub use node::{
     LinkInfo, LocalState, MepConfig, MepConfigError, MepError, MepNode, MepStateError, MepStats,
     MepTls, MepView, RemoteSite, SUPPORTED_VERSIONS, TlsInput,

@@ -17,12 +17,13 @@ use std::{
 use gslb_tests::{ProxyMode, TcpProxy};
 use gslb_user::health::state::{Bandwidth, ServiceState};
 use gslb_user::mep::{
-    CloseReason, LocalState, MepConfig, MepNode, MepTls, MepView, PersistEntry, Role, RttProtocol,
-    RttRow, ServiceReport, SiteKey, SiteSpec, SiteStatus, SiteTree, TopologyTiming,
+    CloseReason, LocalState, MepConfig, MepNode, MepTls, MepView, Role, RttProtocol, RttRow,
+    ServiceReport, SiteKey, SiteSpec, SiteStatus, SiteTree, TopologyTiming,
     auth::{Opener, SessionKeys},
     frame::{self, Message, ServiceStates},
     session::{self, Identity, LocalHello},
 };
+use gslb_user::persist::PersistEntry;
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},

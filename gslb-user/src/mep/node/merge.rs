@@ -25,7 +25,8 @@ use std::{
 };
 
 use super::RemoteSite;
-use crate::mep::frame::{PersistEntry, RttRow, ServiceReport, SiteStatus};
+use crate::mep::frame::{RttRow, ServiceReport, SiteStatus};
+use crate::persist::PersistEntry;
 
 /// What one link brought about one site.
 #[derive(Clone, Debug, Default)]

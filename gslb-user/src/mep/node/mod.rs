@@ -28,11 +28,10 @@ use tokio::{
 };
 use tracing::info;
 
+use crate::persist::PersistEntry;
+
 use super::{
-    frame::{
-        self, FrameError, Message, PersistEntry, Role, RttRow, ServiceReport, ServiceStates,
-        SiteStatus,
-    },
+    frame::{self, FrameError, Message, Role, RttRow, ServiceReport, ServiceStates, SiteStatus},
     session::{Audience, CloseReason, Counters, LocalHello, Outbound},
     topology::{SiteView, TopologyError, remote_service_up},
 };

@@ -16,9 +16,10 @@ use tokio::{
 use super::{CloseReason, Counters, LinkError, read_sealed, seal};
 use crate::mep::{
     auth::SessionKeys,
-    frame::{self, Message, PersistEntry, RttRow, ServiceStates, SiteStatus},
+    frame::{self, Message, RttRow, ServiceStates, SiteStatus},
     node::Event,
 };
+use crate::persist::PersistEntry;
 
 /// What a link sends to its peer, chosen by the controller from the topology.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

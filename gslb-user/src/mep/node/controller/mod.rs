@@ -22,10 +22,11 @@ use super::{
     transport::{AbortOnDrop, Ctx, Event, dial_loop},
 };
 use crate::mep::{
-    frame::{Message, PersistEntry, Role, RttRow},
+    frame::{Message, Role, RttRow},
     session::{Audience, CloseReason, LinkCmd, Outbound},
     topology::{Action, Purpose, SiteView},
 };
+use crate::persist::PersistEntry;
 
 mod outbound;
 use outbound::same_versions;
