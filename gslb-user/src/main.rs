@@ -102,7 +102,7 @@ fn serve(args: Args) -> anyhow::Result<()> {
         // Tests and scripts wait for this line on stdout.
         let ready = || println!("gslbd: ready");
         let reloads = daemon::reload_signals()?;
-        Box::pin(daemon::run_started(
+        Box::pin(daemon::run(
             args.config,
             config,
             overrides,
