@@ -245,7 +245,7 @@ pub async fn run(
         }));
     }
     let admin = admin_listener.map(|listener| {
-        let state = Arc::new(admin::AdminState::new(
+        let state = Arc::new(admin::EndpointState::new(
             republish_stats.clone(),
             responder.clone(),
             dataplane.as_mut().and_then(Dataplane::take_counter_reader),

@@ -1,6 +1,6 @@
 //! Service health monitors: TCP connect, HTTP and HTTPS GET, DNS query, ICMP echo.
 //!
-//! The configuration is plain data: a [`ServiceMonitors`] per service (its probe address and
+//! The configuration is plain data: a [`ServiceMonitors`] per service (its checked address and
 //! its [`MonitorSpec`]s, NetScaler monitor bindings with weights and a `monThreshold`). A
 //! [`HealthSupervisor`] is handed the whole desired set with
 //! [`set_services`](HealthSupervisor::set_services); it starts the monitors of new services,
@@ -86,7 +86,7 @@ pub struct MonitorSpec {
     /// Name for logs and the snapshot (a NetScaler monitor name); need not be unique.
     pub name: String,
     pub kind: MonitorKind,
-    /// Destination port; `None` probes the service's port. Ignored by ICMP.
+    /// Destination port; `None` checkers the service's port. Ignored by ICMP.
     pub port: Option<u16>,
     /// Time from the start of one check to the start of the next.
     pub interval: Duration,
@@ -151,7 +151,7 @@ impl MonitorKind {
 pub struct HttpCheck {
     /// Request target, starting with `/` (may carry a query).
     pub path: String,
-    /// `Host` header; `None` sends the probed address (`ip:port`).
+    /// `Host` header; `None` sends the checked address (`ip:port`).
     pub host: Option<String>,
     /// Accepted status codes; empty accepts any 2xx.
     pub expect_status: Vec<u16>,
@@ -178,7 +178,7 @@ pub struct TlsCheck {
     /// work, not who answers. The handshake signature is still verified.
     pub insecure: bool,
     /// Server name sent as SNI and verified; `None` uses the `Host` (without port) when set,
-    /// else the probed IP address (verified against the certificate's IP names, no SNI sent).
+    /// else the checked IP address (verified against the certificate's IP names, no SNI sent).
     pub sni: Option<String>,
     /// PEM file of further trusted certificates, beside the system's roots.
     pub ca_file: Option<PathBuf>,
@@ -212,7 +212,7 @@ impl DnsCheck {
 pub struct ServiceMonitors {
     /// The service id (key of the snapshot and of the events).
     pub service: String,
-    /// The address probed: the private address of a service behind NAT.
+    /// The address checked: the private address of a service behind NAT.
     pub target: IpAddr,
     pub port: u16,
     pub monitors: Vec<MonitorSpec>,
@@ -298,7 +298,7 @@ pub struct CheckResult {
 /// Why a check failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum ProbeError {
+pub enum CheckError {
     #[error("no answer within {0:?}")]
     Timeout(Duration),
     #[error("connect: {0}")]
@@ -388,19 +388,19 @@ pub enum HealthError {
 }
 
 /// A monitor's check, ready to run: everything parsed and loaded once.
-enum Probe {
+enum Checker {
     Tcp(SocketAddr),
-    Http(http::HttpProbe),
-    Dns(dns::DnsProbe),
+    Http(http::HttpChecker),
+    Dns(dns::DnsChecker),
     Icmp(IpAddr),
 }
 
-impl Probe {
+impl Checker {
     fn new(
         target: IpAddr,
         service_port: u16,
         spec: &MonitorSpec,
-    ) -> Result<Probe, MonitorSpecError> {
+    ) -> Result<Checker, MonitorSpecError> {
         let addr = SocketAddr::new(target, spec.port.unwrap_or(service_port));
         if spec.interval.is_zero() {
             return Err(MonitorSpecError::ZeroInterval);
@@ -409,39 +409,39 @@ impl Probe {
             return Err(MonitorSpecError::ZeroTimeout);
         }
         Ok(match &spec.kind {
-            MonitorKind::Tcp => Probe::Tcp(addr),
-            MonitorKind::Http(check) => Probe::Http(http::HttpProbe::new(addr, check, None)?),
+            MonitorKind::Tcp => Checker::Tcp(addr),
+            MonitorKind::Http(check) => Checker::Http(http::HttpChecker::new(addr, check, None)?),
             MonitorKind::Https(check, tls) => {
-                Probe::Http(http::HttpProbe::new(addr, check, Some(tls))?)
+                Checker::Http(http::HttpChecker::new(addr, check, Some(tls))?)
             }
-            MonitorKind::Dns(check) => Probe::Dns(dns::DnsProbe::new(addr, check)?),
-            MonitorKind::Icmp => Probe::Icmp(target),
+            MonitorKind::Dns(check) => Checker::Dns(dns::DnsChecker::new(addr, check)?),
+            MonitorKind::Icmp => Checker::Icmp(target),
         })
     }
 
     /// One check, without a timeout of its own.
-    async fn check(&self) -> Result<(), ProbeError> {
+    async fn check(&self) -> Result<(), CheckError> {
         match self {
-            Probe::Tcp(addr) => tcp::connect(*addr).await,
-            Probe::Http(probe) => probe.check().await,
-            Probe::Dns(probe) => probe.check().await,
-            Probe::Icmp(target) => icmp::ping(*target).await,
+            Checker::Tcp(addr) => tcp::connect(*addr).await,
+            Checker::Http(checker) => checker.check().await,
+            Checker::Dns(checker) => checker.check().await,
+            Checker::Icmp(target) => icmp::ping(*target).await,
         }
     }
 
     /// One check within `timeout`.
-    async fn check_within(&self, timeout: Duration) -> Result<(), ProbeError> {
+    async fn check_within(&self, timeout: Duration) -> Result<(), CheckError> {
         tokio::time::timeout(timeout, self.check())
             .await
-            .unwrap_or(Err(ProbeError::Timeout(timeout)))
+            .unwrap_or(Err(CheckError::Timeout(timeout)))
     }
 }
 
 /// Runs one check of `spec` against `target` (`port` unless the spec has its own) within the
 /// spec's timeout, outside any supervisor: for tools and tests.
-pub async fn check_once(target: IpAddr, port: u16, spec: &MonitorSpec) -> Result<(), ProbeError> {
-    let probe = Probe::new(target, port, spec).map_err(ProbeError::Invalid)?;
-    probe.check_within(spec.timeout).await
+pub async fn check_once(target: IpAddr, port: u16, spec: &MonitorSpec) -> Result<(), CheckError> {
+    let checker = Checker::new(target, port, spec).map_err(CheckError::Invalid)?;
+    checker.check_within(spec.timeout).await
 }
 
 /// A random number, without a random number crate: std's hasher keys are random per process
@@ -589,7 +589,7 @@ impl HealthSupervisor {
         self.shared.events.subscribe()
     }
 
-    /// Whether `services` can be monitored: no service twice, every probe builds. Changes
+    /// Whether `services` can be monitored: no service twice, every checker builds. Changes
     /// nothing (a reload checks before anything switches).
     pub fn check(services: &[ServiceMonitors]) -> Result<(), HealthError> {
         let mut seen = HashSet::new();
@@ -598,7 +598,7 @@ impl HealthSupervisor {
                 return Err(HealthError::DuplicateService(spec.service.clone()));
             }
             for m in &spec.monitors {
-                Probe::new(spec.target, spec.port, m).map_err(|reason| {
+                Checker::new(spec.target, spec.port, m).map_err(|reason| {
                     HealthError::InvalidMonitor {
                         service: spec.service.clone(),
                         monitor: m.name.clone(),
@@ -615,7 +615,7 @@ impl HealthSupervisor {
     /// running. Stopped monitors are aborted mid-check (their connections closed) and have
     /// ended when this returns. On an error nothing changes. Needs a tokio runtime.
     pub async fn set_services(&self, services: Vec<ServiceMonitors>) -> Result<(), HealthError> {
-        // Validate and build every probe first, so that an error changes nothing.
+        // Validate and build every checker first, so that an error changes nothing.
         let mut seen = HashSet::new();
         let mut wanted = Vec::with_capacity(services.len());
         for spec in services {
@@ -636,11 +636,11 @@ impl HealthSupervisor {
                 if running.get(&spec.service).is_some_and(|r| r.spec == *spec) {
                     continue;
                 }
-                let probes = spec
+                let checkers = spec
                     .monitors
                     .iter()
                     .map(|m| {
-                        Probe::new(spec.target, spec.port, m).map_err(|reason| {
+                        Checker::new(spec.target, spec.port, m).map_err(|reason| {
                             HealthError::InvalidMonitor {
                                 service: spec.service.clone(),
                                 monitor: m.name.clone(),
@@ -649,7 +649,7 @@ impl HealthSupervisor {
                         })
                     })
                     .collect::<Result<Vec<_>, _>>()?;
-                to_start.push((spec.clone(), probes));
+                to_start.push((spec.clone(), checkers));
             }
 
             let keep: HashSet<&str> = wanted.iter().map(|s| s.service.as_str()).collect();
@@ -672,7 +672,7 @@ impl HealthSupervisor {
                 services.remove(&service);
             }
             // New and changed services.
-            for (spec, probes) in to_start {
+            for (spec, checkers) in to_start {
                 let epoch = self.next_epoch.fetch_add(1, Ordering::Relaxed);
                 let previous = services.remove(&spec.service);
                 if let Some(r) = running.remove(&spec.service) {
@@ -715,16 +715,16 @@ impl HealthSupervisor {
                 let tasks = spec
                     .monitors
                     .iter()
-                    .zip(probes)
+                    .zip(checkers)
                     .enumerate()
-                    .map(|(index, (m, probe))| {
+                    .map(|(index, (m, checker))| {
                         supervise_monitor(
                             self.shared.clone(),
                             spec.service.clone(),
                             epoch,
                             index,
                             m,
-                            probe,
+                            checker,
                         )
                     })
                     .collect();
@@ -813,10 +813,10 @@ fn supervise_monitor(
     epoch: u64,
     index: usize,
     spec: &MonitorSpec,
-    probe: Probe,
+    checker: Checker,
 ) -> Supervised {
     let (interval, timeout) = (spec.interval, spec.timeout);
-    let probe = Arc::new(probe);
+    let checker = Arc::new(checker);
     let name = format!("monitor/{service}/{}", spec.name);
     supervise::spawn(name, move |run: Run| {
         // Recorded here, before the new run is first polled: a run that dies again at once
@@ -829,10 +829,10 @@ fn supervise_monitor(
             };
             shared.record(&service, epoch, index, result)
         });
-        let (shared, service, probe) = (shared.clone(), service.clone(), probe.clone());
+        let (shared, service, checker) = (shared.clone(), service.clone(), checker.clone());
         async move {
             if live {
-                run_monitor(shared, service, epoch, index, probe, interval, timeout).await;
+                run_monitor(shared, service, epoch, index, checker, interval, timeout).await;
             }
         }
     })
@@ -845,7 +845,7 @@ async fn run_monitor(
     service: String,
     epoch: u64,
     index: usize,
-    probe: Arc<Probe>,
+    checker: Arc<Checker>,
     interval: Duration,
     timeout: Duration,
 ) {
@@ -854,7 +854,7 @@ async fn run_monitor(
     loop {
         ticker.tick().await;
         let (at, started) = (SystemTime::now(), Instant::now());
-        let outcome = probe.check_within(timeout).await;
+        let outcome = checker.check_within(timeout).await;
         let result = CheckResult {
             at,
             elapsed: started.elapsed(),

@@ -36,7 +36,7 @@ use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 pub use self::error::{BadLoadValue, LoadReadError};
-use super::{HealthError, HttpCheck, MonitorSpecError, ProbeError, TlsCheck, http::HttpProbe};
+use super::{CheckError, HealthError, HttpCheck, MonitorSpecError, TlsCheck, http::HttpChecker};
 use crate::supervise::{self, Supervised};
 
 /// The largest real load value; larger readings are clamped to it, so that they stay apart
@@ -128,7 +128,7 @@ pub struct LoadMonitorSpec {
     pub port: Option<u16>,
     /// Request target, starting with `/`.
     pub path: String,
-    /// `Host` header; `None`: the probed `ip:port`.
+    /// `Host` header; `None`: the monitored `ip:port`.
     pub host: Option<String>,
     /// HTTPS with these settings; `None`: plain HTTP.
     pub tls: Option<TlsCheck>,
@@ -157,7 +157,7 @@ impl LoadMonitorSpec {
     }
 }
 
-/// The load monitors of one service, probed at its own address.
+/// The load monitors of one service, read at its own address.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServiceLoadMonitors {
     pub service: String,
@@ -293,13 +293,13 @@ impl LoadReadings {
     }
 }
 
-/// A monitor's check, ready to run.
-struct LoadProbe {
-    http: HttpProbe,
+/// A load monitor's reading, ready to run.
+struct LoadReader {
+    http: HttpChecker,
     source: LoadSource,
 }
 
-impl LoadProbe {
+impl LoadReader {
     fn new(
         target: IpAddr,
         service_port: u16,
@@ -321,23 +321,23 @@ impl LoadProbe {
             expect_status: Vec::new(),
             body_contains: None,
         };
-        Ok(LoadProbe {
-            http: HttpProbe::new(addr, &check, spec.tls.as_ref())?,
+        Ok(LoadReader {
+            http: HttpChecker::new(addr, &check, spec.tls.as_ref())?,
             source: spec.source.clone(),
         })
     }
 
-    async fn read(&self) -> Result<u64, ProbeError> {
+    async fn read(&self) -> Result<u64, CheckError> {
         let body = self.http.fetch(PAGE_LIMIT).await?;
         page_value(body, self.source.clone())
             .await
-            .map_err(ProbeError::Load)
+            .map_err(CheckError::Load)
     }
 
-    async fn read_within(&self, timeout: Duration) -> Result<u64, ProbeError> {
+    async fn read_within(&self, timeout: Duration) -> Result<u64, CheckError> {
         tokio::time::timeout(timeout, self.read())
             .await
-            .unwrap_or(Err(ProbeError::Timeout(timeout)))
+            .unwrap_or(Err(CheckError::Timeout(timeout)))
     }
 }
 
@@ -392,9 +392,9 @@ pub async fn read_once(
     target: IpAddr,
     port: u16,
     spec: &LoadMonitorSpec,
-) -> Result<u64, ProbeError> {
-    let probe = LoadProbe::new(target, port, spec).map_err(ProbeError::Invalid)?;
-    probe.read_within(spec.timeout).await
+) -> Result<u64, CheckError> {
+    let reader = LoadReader::new(target, port, spec).map_err(CheckError::Invalid)?;
+    reader.read_within(spec.timeout).await
 }
 
 type Key = (String, String);
@@ -441,11 +441,11 @@ impl LoadMonitor {
         self.sender.subscribe()
     }
 
-    /// Whether `services` can run: every probe builds (a path, a host header, a CA file).
+    /// Whether `services` can run: every reader builds (a path, a host header, a CA file).
     pub fn check(services: &[ServiceLoadMonitors]) -> Result<(), HealthError> {
         for s in services {
             for m in &s.monitors {
-                LoadProbe::new(s.target, s.port, m).map_err(|reason| {
+                LoadReader::new(s.target, s.port, m).map_err(|reason| {
                     HealthError::InvalidMonitor {
                         service: s.service.clone(),
                         monitor: m.name.clone(),
@@ -493,7 +493,7 @@ impl LoadMonitor {
                 continue;
             }
             let (target, port, spec) = &runs;
-            let probe = LoadProbe::new(*target, *port, spec).expect("checked above");
+            let reader = LoadReader::new(*target, *port, spec).expect("checked above");
             info!(service = %key.0, monitor = %key.1, source = spec.source.label(),
                 measure = spec.measure.name(), interval_ms = spec.interval.as_millis() as u64,
                 "load monitor started");
@@ -501,7 +501,7 @@ impl LoadMonitor {
                 r.0.insert(key.clone(), LoadReading::new(spec.measure));
             });
             let stopped = Arc::new(AtomicBool::new(false));
-            let (probe, interval, timeout) = (Arc::new(probe), spec.interval, spec.timeout);
+            let (reader, interval, timeout) = (Arc::new(reader), spec.interval, spec.timeout);
             let (unknown_after, sender, flag) =
                 (spec.unknown_after, self.sender.clone(), stopped.clone());
             let task_key = key.clone();
@@ -514,7 +514,7 @@ impl LoadMonitor {
                 }
                 run_monitor(
                     task_key.clone(),
-                    probe.clone(),
+                    reader.clone(),
                     interval,
                     timeout,
                     unknown_after,
@@ -555,7 +555,7 @@ impl Drop for LoadMonitor {
 
 async fn run_monitor(
     key: Key,
-    probe: Arc<LoadProbe>,
+    reader: Arc<LoadReader>,
     interval: Duration,
     timeout: Duration,
     unknown_after: u32,
@@ -567,7 +567,7 @@ async fn run_monitor(
     let (service, monitor) = (&key.0, &key.1);
     loop {
         ticker.tick().await;
-        let outcome = probe.read_within(timeout).await.map_err(|e| e.to_string());
+        let outcome = reader.read_within(timeout).await.map_err(|e| e.to_string());
         if let Err(error) = &outcome {
             debug!(service, monitor, %error, "load check failed");
         }
