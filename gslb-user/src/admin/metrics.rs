@@ -322,7 +322,7 @@ pub fn render(status: &Status) -> String {
             "gauge",
             "1 while the MEP link to the peer is up.",
         );
-        for l in &m.links {
+        for l in &m.sessions {
             out.sample("gslb_mep_link_up", &[("peer", &l.peer)], u64::from(l.up));
         }
         out.family(
@@ -330,7 +330,7 @@ pub fn render(status: &Status) -> String {
             "gauge",
             "1 for the kind of error the MEP link to the peer last went down or failed to come up with (the text is in /status).",
         );
-        for l in &m.links {
+        for l in &m.sessions {
             if let Some(reason) = l.last_reason {
                 out.sample(
                     "gslb_mep_link_last_error_info",

@@ -121,7 +121,7 @@ impl RttProtocol {
     }
 }
 
-/// Why a link is refused or closed, as sent in [`Message::Reject`] (and counted locally under
+/// Why a session is refused or closed, as sent in [`Message::Reject`] (and counted locally under
 /// the same name, see `CloseReason`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RejectCode {
@@ -131,11 +131,11 @@ pub enum RejectCode {
     NoCommonVersion,
     /// The Hello named a site we do not know, or not us, or a role that disagrees with ours.
     UnknownSite,
-    /// The topology does not let this site open this link (e.g. it should be accepting).
+    /// The topology does not let this site open this session (e.g. it should be accepting).
     NotAllowed,
     /// A frame could not be decoded.
     Malformed,
-    /// The other end is shutting down or replacing the link.
+    /// The other end is shutting down or replacing the session.
     Closing,
     /// A code this build does not know (kept so that a newer peer's reason is still logged).
     Other(u8),
@@ -183,7 +183,7 @@ pub struct Hello {
     /// The RTT tolerance the sender is configured with (must agree on every site).
     pub rtt_tolerance_ms: Option<u32>,
     pub nonce: [u8; NONCE_LEN],
-    /// The sender's ephemeral X25519 public key for this link (session keys, `auth`).
+    /// The sender's ephemeral X25519 public key for this session (session keys, `auth`).
     pub kx: [u8; KX_LEN],
 }
 
@@ -195,7 +195,7 @@ pub struct SiteStatus {
     /// For a child: the parent it is attached to now (its own or an adopter).
     pub parent: Option<String>,
     /// The site is up as seen by the sender (always true for the sender itself; for a relayed
-    /// child, whether its link to the sender is up).
+    /// child, whether its session to the sender is up).
     pub up: bool,
 }
 
@@ -242,7 +242,7 @@ pub enum Message {
     Hello(Hello),
     /// The sender's Ed25519 signature, with its site key, over the handshake transcript.
     Auth([u8; SIG_LEN]),
-    /// The link is refused or being closed, and why.
+    /// The session is refused or being closed, and why.
     Reject {
         code: RejectCode,
         detail: String,

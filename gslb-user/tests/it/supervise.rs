@@ -552,7 +552,7 @@ async fn killed_mep_node(me: &str, me_ip: &str) {
     let link = || {
         peer.node
             .view()
-            .links
+            .sessions
             .get(me)
             .filter(|l| l.up)
             .map(|l| l.since)
