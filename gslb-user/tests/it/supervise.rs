@@ -15,8 +15,8 @@
 //! Every wait is bounded by [`WAIT`].
 
 use crate::common;
+use crate::mep::peer::{self as mep_peer, Peer};
 use crate::mep_keys;
-use crate::mep_peer::{self, Peer};
 
 use std::{
     net::{IpAddr, Ipv4Addr, SocketAddr},

@@ -8,7 +8,9 @@ use std::{
 
 use crate::health::{CheckError, HttpCheck, MonitorSpecError, http::HttpChecker};
 
-use super::{LoadMonitorSpec, LoadReadError, LoadSource, MAX_LOAD, Measure, PAGE_LIMIT, prometheus};
+use super::{
+    LoadMonitorSpec, LoadReadError, LoadSource, MAX_LOAD, Measure, PAGE_LIMIT, prometheus,
+};
 
 /// A load monitor's reading, ready to run.
 pub(super) struct LoadReader {

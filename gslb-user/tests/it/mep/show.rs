@@ -1,11 +1,11 @@
 //! `gslbctl show mep` and `gslbctl show rtt` against an in-process gslbd (parent p1, as in
-//! [`crate::mep_daemon`]) connected to a bare MEP peer p2 ([`Peer`]): the session's state, protocol
+//! [`crate::mep::daemon`]) connected to a bare MEP peer p2 ([`Peer`]): the session's state, protocol
 //! version and last error follow the peer's start and stop, and `show rtt` is the RTT table
 //! `ldns` prints, with the peer's row.
 
 use crate::common::{self, Backend, Gslbd, WEB1, WEB2, answer_set_becomes, until};
-use crate::mep_daemon::{fast_topology, parent_config};
-use crate::mep_peer::{self, Peer};
+use crate::mep::daemon::{fast_topology, parent_config};
+use crate::mep::peer::{self as mep_peer, Peer};
 use crate::steering::gslbctl;
 
 use std::time::Duration;
