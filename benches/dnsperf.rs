@@ -24,10 +24,7 @@ use gslb_tests::{
     peers::{Peer, wait_for_answers},
     privileged, run,
 };
-use gslb_user::{
-    config::{Config, XdpMode},
-    dataplane::Dataplane,
-};
+use gslb_user::{config::Config, dataplane::Dataplane, dataplane::XdpMode};
 
 const SECONDS: &str = "8";
 const CLIENTS: &str = "8";

@@ -38,11 +38,7 @@ use dns_peers::{
 use gslb_tests::{
     CLIENT_IF, Lab, SERVER_IF, SERVER_V4, TempDir, peers::Peer, privileged, run, skip,
 };
-use gslb_user::{
-    compile::Snapshot,
-    config::{Config, XdpMode},
-    dataplane::Dataplane,
-};
+use gslb_user::{compile::Snapshot, config::Config, dataplane::Dataplane, dataplane::XdpMode};
 
 const SECONDS: u64 = 5;
 /// kxdpgun's `-Q` for its maximum: more than one core can send.

@@ -1,5 +1,5 @@
 //! `cargo bench -p gslb-user --bench mep`: MEP at scale, simulated in one process on loopback
-//! (every site a real `MepNode` with its own 127.0.x.y address, real TCP links, default timers:
+//! (every site a real `MepNode` with its own 127.0.x.y address, real TCP sessions, default timers:
 //! heartbeat 500 ms, dead after 2 s, adopt after 1 s).
 //!
 //! - **Parent/child**: 32 parents (a full mesh) and 1,024 children (32 per parent); each parent
@@ -12,7 +12,7 @@
 //!   restarted parent.
 //! - **Flat mesh**: N sites, all parents, same load, for N = 8, 16, 32 (32 is the most parents
 //!   a deployment may have), to show the N² growth; a flat mesh of 1,056 sites is extrapolated
-//!   from the measured cost per link.
+//!   from the measured cost per session.
 //!
 //! Targets (issue 7): converge ≤ 5 s, adoption ≤ 3 s. `MEP_BENCH_CHILDREN` lowers the number
 //! of children (default 1,024) on small machines; `MEP_BENCH_LOG=info` (an env-filter) prints the
@@ -211,7 +211,7 @@ fn converged(sites: &[Site]) -> bool {
 struct Totals {
     frames: u64,
     bytes: u64,
-    links: usize,
+    sessions: usize,
 }
 
 fn totals(sites: &[Site]) -> Totals {
@@ -221,10 +221,10 @@ fn totals(sites: &[Site]) -> Totals {
             let st = r.node.stats();
             t.frames += st.frames_out;
             t.bytes += st.bytes_out;
-            t.links += r.node.view().links.values().filter(|l| l.up).count();
+            t.sessions += r.node.view().sessions.values().filter(|l| l.up).count();
         }
     }
-    t.links /= 2;
+    t.sessions /= 2;
     t
 }
 
@@ -297,7 +297,7 @@ async fn parent_child(parents: usize, children: usize) {
     );
     println!(
         "  connections: {} (parent mesh {} + one per child {})",
-        idle.links,
+        idle.sessions,
         parents * (parents - 1) / 2,
         children
     );
@@ -307,8 +307,8 @@ async fn parent_child(parents: usize, children: usize) {
     );
     println!(
         "  per link: {:.1} frames/s, {:.1} kB/s",
-        fps / idle.links as f64,
-        bps / idle.links as f64 / 1e3
+        fps / idle.sessions as f64,
+        bps / idle.sessions as f64 / 1e3
     );
     println!("  simulation host: {cores:.2} CPU cores busy (all sites of the simulation together)");
 
@@ -328,7 +328,7 @@ async fn parent_child(parents: usize, children: usize) {
     let mut seen: Vec<Option<Duration>> = vec![None; parents];
     let detected = until(|| {
         for (i, p) in sites[1..parents].iter().enumerate() {
-            if seen[i].is_none() && !view(p).link_up("P1") {
+            if seen[i].is_none() && !view(p).session_up("P1") {
                 seen[i] = Some(killed.elapsed());
             }
         }
@@ -399,7 +399,7 @@ async fn parent_child(parents: usize, children: usize) {
     stop_all(&mut sites).await;
 }
 
-/// Stops every site at once (one by one, each would wait for its links' goodbyes).
+/// Stops every site at once (one by one, each would wait for its sessions' goodbyes).
 async fn stop_all(sites: &mut [Site]) {
     let running: Vec<Running> = sites.iter_mut().filter_map(|s| s.node.take()).collect();
     let tasks: Vec<JoinHandle<()>> = running
@@ -429,15 +429,15 @@ async fn flat(n: usize) -> (usize, f64, f64) {
     println!(
         "flat mesh of {n}: converged in {}, {} connections, {fps:.0} frames/s, {:.2} MB/s, {cores:.2} cores",
         secs(converge),
-        idle.links,
+        idle.sessions,
         bps / 1e6
     );
     stop_all(&mut sites).await;
-    (idle.links, fps, bps)
+    (idle.sessions, fps, bps)
 }
 
 fn main() {
-    // Every link is two sockets in this one process.
+    // Every session is two sockets in this one process.
     // SAFETY: plain getrlimit/setrlimit on this process with a valid struct.
     unsafe {
         let mut l = libc::rlimit {
@@ -469,17 +469,17 @@ fn main() {
             last = flat(n).await;
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
-        // Extrapolated: the same cost per link over a full mesh of the same number of sites.
+        // Extrapolated: the same cost per session over a full mesh of the same number of sites.
         let total = 32 + children;
-        let links = total * (total - 1) / 2;
-        // Per link, a flat mesh carries the same: heartbeats, one site's services and RTT table
-        // each way; so the total grows with the number of links.
+        let sessions = total * (total - 1) / 2;
+        // Per session, a flat mesh carries the same: heartbeats, one site's services and RTT table
+        // each way; so the total grows with the number of sessions.
         let (l32, f32_, b32) = last;
         println!(
-            "flat mesh of {total} (extrapolated at the cost per link measured with 32): {links} connections, \
+            "flat mesh of {total} (extrapolated at the cost per link measured with 32): {sessions} connections, \
              {:.0} frames/s, {:.0} MB/s",
-            f32_ / l32 as f64 * links as f64,
-            b32 / l32 as f64 * links as f64 / 1e6
+            f32_ / l32 as f64 * sessions as f64,
+            b32 / l32 as f64 * sessions as f64 / 1e6
         );
     });
 }

@@ -11,7 +11,7 @@
 
 use std::{net::SocketAddr, sync::LazyLock};
 
-use gslb_user::health::{HttpCheck, ProbeError, http_check_over};
+use gslb_user::health::{HttpCheck, CheckError, http_check_over};
 use libfuzzer_sys::{Corpus, fuzz_target};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -97,7 +97,7 @@ fuzz_target!(|data: &[u8]| -> Corpus {
     if let Some(body) = body {
         let found = body.windows(needle.len()).any(|w| w == needle.as_bytes());
         match (&result, found) {
-            (Ok(()), true) | (Err(ProbeError::Body(_)), false) => {}
+            (Ok(()), true) | (Err(CheckError::Body(_)), false) => {}
             _ => panic!("needle {needle:?} found {found}, check gave {result:?}"),
         }
     }

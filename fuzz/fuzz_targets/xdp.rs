@@ -1,5 +1,5 @@
 //! The XDP program under BPF_PROG_TEST_RUN against the responder: the differential check of
-//! the `xdp_fuzz` test (gslb-user/tests/it/xdp_fuzz.rs), driven by libFuzzer. The program is
+//! the `xdp::fuzz` test (gslb-user/tests/it/xdp/fuzz.rs), driven by libFuzzer. The program is
 //! loaded and the XDP tests' configuration published once; for each input frame, an XDP_TX
 //! reply must be the responder's answer to the same query from the same client in a valid
 //! envelope (`gslb_tests::xdp::check_reply`), an XDP_PASS must leave the frame as it was, no

@@ -86,10 +86,10 @@ pub struct Reload {
 #[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ReloadRefused {
-    /// The new configuration does not load or cannot run. Display shows the error with its
-    /// causes: the text gslbctl prints.
-    #[error("{}", crate::daemon::anyhow_like(.0.as_ref()))]
-    Invalid(#[source] Arc<crate::daemon::ReloadError>),
+    /// The new configuration does not load or cannot run (gslbd's `daemon::ReloadError`).
+    /// Display shows the error with its causes: the text gslbctl prints.
+    #[error("{}", crate::error_text::anyhow_like(.0.as_ref()))]
+    Invalid(#[source] Arc<dyn std::error::Error + Send + Sync>),
     #[error(
         "the configuration loaded, but publishing its answers failed; the running configuration and its answers stay in force"
     )]
@@ -129,7 +129,7 @@ pub struct ControlState {
     /// The RTT table while this gslbd probes.
     pub rtt: watch::Receiver<Option<RttHandle>>,
     /// The controller's republish counters.
-    pub republish: Arc<crate::world::RepublishStats>,
+    pub republish: Arc<crate::admin::metrics::RepublishStats>,
     /// The responder's persistence entries (their count and counters).
     pub persistence: Arc<crate::persist::Store>,
     /// The load monitors' readings.

@@ -6,6 +6,7 @@ pub mod config;
 pub mod control;
 pub mod daemon;
 pub mod dataplane;
+mod error_text;
 pub mod health;
 pub mod location;
 pub mod log_limit;

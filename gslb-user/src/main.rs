@@ -4,9 +4,9 @@ use std::{path::PathBuf, process::ExitCode};
 
 use clap::Parser;
 use gslb_user::{
-    config::XdpMode,
     control::{ControlPath, DEFAULT_CONTROL_PATH},
     daemon::{self, Overrides},
+    dataplane::XdpMode,
 };
 
 #[derive(Parser)]
@@ -102,7 +102,7 @@ fn serve(args: Args) -> anyhow::Result<()> {
         // Tests and scripts wait for this line on stdout.
         let ready = || println!("gslbd: ready");
         let reloads = daemon::reload_signals()?;
-        Box::pin(daemon::run_started(
+        Box::pin(daemon::run(
             args.config,
             config,
             overrides,

@@ -237,37 +237,3 @@ fn has_monitor(s: &Service, measure: Measure) -> bool {
         Measure::BandwidthKbps => s.load.bandwidth_kbps,
     }
 }
-
-/// What the controller's republishing did, for `gslbctl stats`: how many trigger events came in
-/// (a burst counts each event it drained) against how many republishes they cost, and how long
-/// the last one took from its trigger to the maps.
-#[derive(Debug, Default)]
-pub struct RepublishStats {
-    pub events: std::sync::atomic::AtomicU64,
-    pub republishes: std::sync::atomic::AtomicU64,
-    pub last_compile_us: std::sync::atomic::AtomicU64,
-    pub last_total_us: std::sync::atomic::AtomicU64,
-    /// Reloads whose configuration was refused (it does not load, or needs a restart).
-    pub reloads_refused: std::sync::atomic::AtomicU64,
-    /// Reloads whose configuration loaded but whose answers could not be published: everything
-    /// stayed as before (daemon/serve.rs).
-    pub reloads_failed: std::sync::atomic::AtomicU64,
-    /// Republishes by trigger with their latency, and reloads applied (`/metrics`).
-    pub recorded: crate::admin::metrics::Republishes,
-}
-
-impl RepublishStats {
-    /// `name value` lines.
-    pub fn lines(&self) -> String {
-        use std::sync::atomic::Ordering::Relaxed;
-        format!(
-            "trigger_events {}\nrepublishes {}\nlast_compile_us {}\nlast_republish_us {}\nreloads_refused {}\nreloads_failed {}\n",
-            self.events.load(Relaxed),
-            self.republishes.load(Relaxed),
-            self.last_compile_us.load(Relaxed),
-            self.last_total_us.load(Relaxed),
-            self.reloads_refused.load(Relaxed),
-            self.reloads_failed.load(Relaxed),
-        )
-    }
-}

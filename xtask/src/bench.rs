@@ -77,9 +77,9 @@ pub(crate) fn run(name: Option<Bench>, minutes: Option<u32>) -> Result<()> {
     if let Bench::FuzzXdp = bench {
         // A test, not a bench target: the harness is the test's, run longer. The counters are
         // summed per 1,000 frames (reading them per frame would dominate the run). The test is
-        // the module xdp_fuzz of gslb-user's one test binary, `it`.
+        // the module xdp::fuzz of gslb-user's one test binary, `it`.
         cmd.args(["test", "--release", "-p", "gslb-user", "--test", "it"])
-            .args(["--", "xdp_fuzz::", "--nocapture"])
+            .args(["--", "xdp::fuzz::", "--nocapture"])
             .env("GSLB_FUZZ_FRAMES", FUZZ_XDP_FRAMES)
             .env("GSLB_FUZZ_COUNTERS_EVERY", "1000")
             .env("GSLB_REQUIRE_PRIVILEGED", "1");

@@ -5,10 +5,11 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use gslb_user::{
     health::state::{Bandwidth, ServiceState},
     mep::frame::{
-        Chunk, DEFAULT_MAX_PAYLOAD, HELLO_VERSION, Hello, KX_LEN, Message, NONCE_LEN, PersistEntry,
-        RejectCode, Role, RttProtocol, RttRow, SIG_LEN, ServiceReport, ServiceStates, SiteStatus,
-        chunks, encode, persist_entry_len, rtt_row_len,
+        Chunk, DEFAULT_MAX_PAYLOAD, HELLO_VERSION, Hello, KX_LEN, Message, NONCE_LEN, RejectCode,
+        Role, RttProtocol, RttRow, SIG_LEN, ServiceReport, ServiceStates, SiteStatus, chunks,
+        encode, persist_entry_len, rtt_row_len,
     },
+    persist::PersistEntry,
 };
 
 use crate::{Corpus, MAX_LEN};

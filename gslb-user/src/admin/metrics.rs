@@ -1,6 +1,7 @@
 //! `/metrics`: a [`Status`] in Prometheus's text exposition format 0.0.4, every name
 //! `gslb_`-prefixed with its HELP and TYPE; and [`Republishes`], the republish loop's counts
-//! by trigger and its latency histogram (atomics: the loop never waits for a scrape).
+//! by trigger and its latency histogram (atomics: the loop never waits for a scrape), inside
+//! [`RepublishStats`], the republish loop's counters that `gslbctl stats` prints too.
 
 use std::{
     fmt::Write as _,
@@ -29,6 +30,39 @@ const TRIGGERS: [(&str, &str); 9] = [
 const BOUNDS: [f64; 12] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
 ];
+
+/// What the controller's republishing did, for `gslbctl stats`: how many trigger events came in
+/// (a burst counts each event it drained) against how many republishes they cost, and how long
+/// the last one took from its trigger to the maps.
+#[derive(Debug, Default)]
+pub struct RepublishStats {
+    pub events: AtomicU64,
+    pub republishes: AtomicU64,
+    pub last_compile_us: AtomicU64,
+    pub last_total_us: AtomicU64,
+    /// Reloads whose configuration was refused (it does not load, or needs a restart).
+    pub reloads_refused: AtomicU64,
+    /// Reloads whose configuration loaded but whose answers could not be published: everything
+    /// stayed as before (daemon/serve.rs).
+    pub reloads_failed: AtomicU64,
+    /// Republishes by trigger with their latency, and reloads applied (`/metrics`).
+    pub recorded: Republishes,
+}
+
+impl RepublishStats {
+    /// `name value` lines.
+    pub fn lines(&self) -> String {
+        format!(
+            "trigger_events {}\nrepublishes {}\nlast_compile_us {}\nlast_republish_us {}\nreloads_refused {}\nreloads_failed {}\n",
+            self.events.load(Relaxed),
+            self.republishes.load(Relaxed),
+            self.last_compile_us.load(Relaxed),
+            self.last_total_us.load(Relaxed),
+            self.reloads_refused.load(Relaxed),
+            self.reloads_failed.load(Relaxed),
+        )
+    }
+}
 
 /// Republishes by trigger, and how long each took.
 #[derive(Debug, Default)]
@@ -288,7 +322,7 @@ pub fn render(status: &Status) -> String {
             "gauge",
             "1 while the MEP link to the peer is up.",
         );
-        for l in &m.links {
+        for l in &m.sessions {
             out.sample("gslb_mep_link_up", &[("peer", &l.peer)], u64::from(l.up));
         }
         out.family(
@@ -296,7 +330,7 @@ pub fn render(status: &Status) -> String {
             "gauge",
             "1 for the kind of error the MEP link to the peer last went down or failed to come up with (the text is in /status).",
         );
-        for l in &m.links {
+        for l in &m.sessions {
             if let Some(reason) = l.last_reason {
                 out.sample(
                     "gslb_mep_link_last_error_info",

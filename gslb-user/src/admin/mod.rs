@@ -42,8 +42,9 @@ use tracing::{debug, info, warn};
 
 use crate::{
     dataplane::CounterReader, log_limit::LogLimiter, probe::RttHandle, responder::Responder,
-    supervise, world::RepublishStats,
+    supervise,
 };
+use metrics::RepublishStats;
 use status::{
     Answers, ConfigStatus, RepublishStatus, ResponderStatus, RttStatus, Status, TaskStatus,
     WorldStatus, XdpStatus,
@@ -72,7 +73,7 @@ const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
 const EVICTION_LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// What the endpoint reads: shared with the daemon, which sets readiness and feeds the rest.
-pub struct AdminState {
+pub struct EndpointState {
     ready: AtomicBool,
     republish: Arc<RepublishStats>,
     responder: Arc<Responder>,
@@ -82,15 +83,15 @@ pub struct AdminState {
     rtt: watch::Receiver<Option<RttHandle>>,
 }
 
-impl AdminState {
+impl EndpointState {
     pub fn new(
         republish: Arc<RepublishStats>,
         responder: Arc<Responder>,
         xdp: Option<CounterReader>,
         world: watch::Receiver<Arc<WorldStatus>>,
         rtt: watch::Receiver<Option<RttHandle>>,
-    ) -> AdminState {
-        AdminState {
+    ) -> EndpointState {
+        EndpointState {
             ready: AtomicBool::new(false),
             republish,
             responder,
@@ -203,7 +204,7 @@ impl AdminState {
 /// connection (the listener itself failing) ends the run with it, for the supervisor.
 pub async fn run(
     listener: TcpListener,
-    state: Arc<AdminState>,
+    state: Arc<EndpointState>,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     tokio::pin!(shutdown);
@@ -296,7 +297,7 @@ impl Served {
         }
     }
 
-    fn spawn(&mut self, stream: TcpStream, state: Arc<AdminState>) {
+    fn spawn(&mut self, stream: TcpStream, state: Arc<EndpointState>) {
         let epoch = self.epoch;
         let last_request = Arc::new(AtomicU64::new(Served::now(epoch)));
         let seen = last_request.clone();
@@ -327,7 +328,7 @@ fn per_connection(error: &std::io::Error) -> bool {
 }
 
 /// The response to one request.
-fn respond<B>(state: &AdminState, request: &Request<B>) -> Response<Full<Bytes>> {
+fn respond<B>(state: &EndpointState, request: &Request<B>) -> Response<Full<Bytes>> {
     let path = request.uri().path();
     let known = matches!(path, "/metrics" | "/status" | "/healthz" | "/readyz");
     if !known {
@@ -384,7 +385,7 @@ fn with_type(
 /// restarted on a duplicate of it); it ends once `stopped` is true.
 pub fn spawn(
     listener: std::net::TcpListener,
-    state: Arc<AdminState>,
+    state: Arc<EndpointState>,
     stopped: &watch::Receiver<bool>,
 ) -> supervise::Supervised {
     let name = match listener.local_addr() {
@@ -409,14 +410,14 @@ mod tests {
     use super::*;
     use crate::{compile::Snapshot, config::Config};
 
-    fn state() -> AdminState {
+    fn state() -> EndpointState {
         let config = Config::parse(
             "[server]\nlisten = [\"192.0.2.53\"]\n",
             std::path::Path::new("t.toml"),
         )
         .unwrap();
         let responder = Arc::new(Responder::new(&config, &Snapshot::from_config(&config)));
-        AdminState::new(
+        EndpointState::new(
             Arc::default(),
             responder,
             None,
@@ -425,7 +426,7 @@ mod tests {
         )
     }
 
-    fn ask(state: &AdminState, method: Method, path: &str) -> Response<Full<Bytes>> {
+    fn ask(state: &EndpointState, method: Method, path: &str) -> Response<Full<Bytes>> {
         let request = Request::builder()
             .method(method)
             .uri(path)

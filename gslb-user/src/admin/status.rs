@@ -185,14 +185,15 @@ fn why(world: &World, service: &str, site: &str, health: Option<&ServiceHealth>)
 
 #[derive(Clone, Debug, Serialize)]
 pub struct MepStatus {
-    pub links: Vec<MepLink>,
+    #[serde(rename = "links")]
+    pub sessions: Vec<MepSession>,
     pub sites: Vec<MepSite>,
     /// A parent's adopted children, with their original parents.
     pub adopted: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
-pub struct MepLink {
+pub struct MepSession {
     pub peer: String,
     pub up: bool,
     /// The negotiated protocol version while up.
@@ -207,7 +208,7 @@ pub struct MepLink {
 pub struct MepSite {
     pub name: String,
     pub reachable: bool,
-    /// The link its state came through: itself when linked directly, else the parent that
+    /// The session its state came through: itself when connected directly, else the parent that
     /// holds it.
     pub via: Option<String>,
 }
@@ -268,10 +269,10 @@ impl WorldStatus {
             })
             .collect();
         let mep = world.mep.as_ref().map(|view| MepStatus {
-            links: view
-                .links
+            sessions: view
+                .sessions
                 .iter()
-                .map(|(peer, l)| MepLink {
+                .map(|(peer, l)| MepSession {
                     peer: peer.clone(),
                     up: l.up,
                     version: l.version,

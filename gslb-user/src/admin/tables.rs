@@ -84,15 +84,15 @@ pub fn table(what: &str, status: &WorldStatus) -> Option<String> {
     Some(align(&rows))
 }
 
-/// The MEP links (state, negotiated version, last error), then each site's reachability, the
-/// link its state comes through (`direct`, or the parent holding it) and, for the children
+/// The MEP sessions (state, negotiated version, last error), then each site's reachability, the
+/// session its state comes through (`direct`, or the parent holding it) and, for the children
 /// this parent adopted, the parent they came from.
 fn mep(mep: Option<&MepStatus>) -> String {
     let Some(mep) = mep else {
         return "MEP is off (it needs [mep] and server.site)\n".to_owned();
     };
-    let mut links = vec![cells(&["PEER", "LINK", "VERSION", "LAST_ERROR"])];
-    links.extend(mep.links.iter().map(|l| {
+    let mut sessions = vec![cells(&["PEER", "LINK", "VERSION", "LAST_ERROR"])];
+    sessions.extend(mep.sessions.iter().map(|l| {
         vec![
             l.peer.clone(),
             if l.up { "up" } else { "down" }.to_owned(),
@@ -124,7 +124,7 @@ fn mep(mep: Option<&MepStatus>) -> String {
                 .unwrap_or_else(|| "-".to_owned()),
         ]
     }));
-    format!("{}\n{}", align(&links), align(&sites))
+    format!("{}\n{}", align(&sessions), align(&sites))
 }
 
 /// `unix_s` as `YYYY-MM-DDTHH:MM:SSZ` (UTC; the civil-from-days algorithm of
@@ -177,7 +177,7 @@ fn align(rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admin::status::{MepLink, MepSite, ServiceStatus, SiteStatus};
+    use crate::admin::status::{MepSession, MepSite, ServiceStatus, SiteStatus};
 
     #[test]
     fn columns_align_and_unknown_tables_are_none() {
@@ -231,15 +231,15 @@ mod tests {
     fn the_mep_table_shows_links_and_adopted_children() {
         let status = WorldStatus {
             mep: Some(MepStatus {
-                links: vec![
-                    MepLink {
+                sessions: vec![
+                    MepSession {
                         peer: "p2".into(),
                         up: true,
                         version: Some(2),
                         last_error: None,
                         last_reason: None,
                     },
-                    MepLink {
+                    MepSession {
                         peer: "c1".into(),
                         up: false,
                         version: None,

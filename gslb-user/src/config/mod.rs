@@ -78,16 +78,15 @@ pub use self::link::Link;
 pub use self::mep::{MepSettings, MepTlsFiles, Secret};
 pub use self::record::{MAX_TXT_STRING, RecordData, StaticRecord};
 pub use self::rtt::RttSettings;
-pub use self::server::{
-    DEFAULT_STALE_AFTER_S, DEFAULT_STATE_FILE, ParseXdpModeError, Server, XdpMode,
-};
+pub use self::server::{DEFAULT_STALE_AFTER_S, DEFAULT_STATE_FILE, Server};
 pub use self::service::Service;
 pub use self::site::Site;
 pub use self::topology::TopologyRecordConfig;
 pub use self::view::View;
 pub use self::zone::{Soa, Zone};
+/// The responder's settings, named here too for `compile::Inputs` until it takes the model.
+pub use crate::responder::rrl::RrlSettings;
 pub use admin::AdminSettings;
-pub use clients::RrlSettings;
 
 /// Most addresses per family in one answer set; keeps "all" responses small
 /// enough for the XDP fast path to build in place.

@@ -1,10 +1,8 @@
 //! `[server]`: listening addresses, the XDP fast path, EDNS and the local site.
 
-use std::fmt;
 use std::net::IpAddr;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::time::Duration;
 
 use ipnet::IpNet;
@@ -14,6 +12,7 @@ use toml::Spanned;
 use super::error::ConfigError;
 use super::names::Seen;
 use super::validate::{Int, List, Str, Validator};
+use crate::dataplane::XdpMode;
 
 const DEFAULT_DNS_PORT: u16 = 53;
 const DEFAULT_EDNS_UDP_SIZE: u16 = 1232;
@@ -79,54 +78,6 @@ pub const DEFAULT_STALE_AFTER_S: i64 = 60;
 /// Values of `server.stale_after_s` other than 0: a second (the heartbeat beats four times
 /// within it) to a day.
 const STALE_AFTER_RANGE: RangeInclusive<i64> = 1..=86_400;
-
-/// How the XDP program is attached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum XdpMode {
-    /// Native (driver) mode, falling back to skb (generic) mode if the driver refuses.
-    #[default]
-    Auto,
-    /// Native (driver) mode only.
-    Native,
-    /// Generic (skb) mode only.
-    Skb,
-}
-
-impl XdpMode {
-    const NAMES: [(&str, XdpMode); 3] = [
-        ("auto", XdpMode::Auto),
-        ("native", XdpMode::Native),
-        ("skb", XdpMode::Skb),
-    ];
-}
-
-impl fmt::Display for XdpMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (name, _) = Self::NAMES
-            .iter()
-            .find(|(_, m)| m == self)
-            .expect("all modes named");
-        f.write_str(name)
-    }
-}
-
-/// Error from parsing an [`XdpMode`] that is not "auto", "native" or "skb".
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid XDP mode {0:?} (expected auto, native or skb)")]
-pub struct ParseXdpModeError(pub String);
-
-impl FromStr for XdpMode {
-    type Err = ParseXdpModeError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::NAMES
-            .iter()
-            .find(|(name, _)| *name == s)
-            .map(|&(_, mode)| mode)
-            .ok_or_else(|| ParseXdpModeError(s.to_owned()))
-    }
-}
 
 // Integers are read as i64 (TOML's integer type) so out-of-range values get our
 // message rather than a generic serde one.

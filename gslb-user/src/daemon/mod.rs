@@ -1,8 +1,8 @@
 //! gslbd's life cycle: load the configuration, load and pin the fast path, publish the answers,
 //! attach, serve until told to stop, then detach and unpin.
 //!
-//! This file starts gslbd on sockets bound by the caller ([`run`]); `listen` binds them and
-//! runs the DNS loops, `reload` reads and checks a configuration, `serve` is the republish loop
+//! This file is gslbd's one entry point, [`run`], on what `start` opened ([`Started`]); `listen`
+//! binds the DNS sockets and runs the DNS loops, `reload` reads and checks a configuration, `serve` is the republish loop
 //! and the stop; the other files are the inputs the loop follows (`mep`, `link` for uplinks,
 //! `load`, `rtt`, `persist`, `heartbeat`).
 
@@ -28,14 +28,15 @@ use tokio::{
     sync::{mpsc, watch},
     task::JoinSet,
 };
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 
+use crate::error_text::anyhow_like;
 use crate::{
     admin,
     compile::Snapshot,
-    config::{Config, ConfigError, XdpMode},
-    control::{ControlPath, ControlSocket, ControlState, Reload},
-    dataplane::{Dataplane, DataplaneError},
+    config::{Config, ConfigError},
+    control::{ControlPath, ControlState, Reload},
+    dataplane::{Dataplane, DataplaneError, XdpMode},
     health::HealthSupervisor,
     responder::Responder,
     supervise,
@@ -126,63 +127,12 @@ pub struct Overrides {
     pub control: Option<ControlPath>,
 }
 
-/// Runs gslbd on `listeners` until `shutdown` resolves. `ready` is called once the fast path
-/// answers. `listeners` are the configured addresses (`server.listen` on `server.dns_port`,
-/// after `overrides`), bound by the caller ([`Listeners::bind`]); other addresses are refused.
-/// The MEP listener is bound here unless the caller gave one (`listeners.mep`).
+/// Runs gslbd on what was opened for `config` (`config_path` loaded with `overrides`,
+/// [`load_config`]) until `shutdown` resolves: `main` opens it as root ([`Started::open`]) and
+/// drops its privileges first, then the fast path is published and attached with the
+/// capabilities kept; tests give the sockets they bound ([`Started::with_listeners`]). `ready`
+/// is called once the fast path answers.
 pub async fn run(
-    config_path: PathBuf,
-    overrides: Overrides,
-    mut listeners: Listeners,
-    ready: impl FnOnce(),
-    shutdown: impl Future<Output = ()>,
-    reloads: mpsc::Receiver<impl Into<Reload>>,
-) -> Result<(), DaemonError> {
-    let config = load_config(&config_path, &overrides)?;
-    check_privileges(&overrides)?;
-    check_listeners(&config, &listeners)?;
-    let mep_listener = match listeners.mep.take() {
-        Some(given) => Some(mep::adopt(&config, given)?),
-        None => mep::bind(&config)?,
-    };
-    let control = match &overrides.control {
-        Some(control) => match ControlSocket::bind(&control.path).await {
-            Ok(socket) => Some(socket),
-            Err(error) if !control.required => {
-                error!(
-                    error = anyhow_like(&error),
-                    "running without a control socket (gslbctl reload and ldns will not reach this gslbd)"
-                );
-                None
-            }
-            Err(error) => return Err(error.into()),
-        },
-        None => None,
-    };
-    let started = Opened {
-        pin_path: start::pin_path(&config, &overrides),
-        listeners,
-        mep_listener,
-        control,
-        dataplane: FreshPins::none(),
-        admin: None,
-    };
-    Box::pin(run_opened(
-        config_path,
-        config,
-        overrides,
-        started,
-        ready,
-        shutdown,
-        reloads,
-    ))
-    .await
-}
-
-/// [`run`] on what `main` opened as root ([`Started::open`]) with `config` (the one it was
-/// opened for), after it dropped privileges: the fast path is published and attached with the
-/// capabilities kept.
-pub async fn run_started(
     config_path: PathBuf,
     config: Config,
     overrides: Overrides,
@@ -191,77 +141,20 @@ pub async fn run_started(
     shutdown: impl Future<Output = ()>,
     reloads: mpsc::Receiver<impl Into<Reload>>,
 ) -> Result<(), DaemonError> {
-    check_listeners(&config, &started.listeners)?;
-    let control = started.control.map(start::serve_control).transpose()?;
-    let opened = Opened {
-        pin_path: started.pin_path,
-        listeners: started.listeners,
-        mep_listener: started.mep,
-        control,
-        dataplane: started.dataplane,
-        admin: Some(started.admin),
-    };
-    Box::pin(run_opened(
-        config_path,
-        config,
-        overrides,
-        opened,
-        ready,
-        shutdown,
-        reloads,
-    ))
-    .await
-}
-
-/// The sockets were bound first (a port in use is the most common start-up failure, and
-/// nothing has been loaded into the kernel yet when it happens): they must be the configured
-/// ones, which the fast path answers on too.
-fn check_listeners(config: &Config, listeners: &Listeners) -> Result<(), DaemonError> {
-    let server = &config.server;
-    let mut want: Vec<SocketAddr> = server
-        .listen
-        .iter()
-        .map(|ip| SocketAddr::new(*ip, server.dns_port))
-        .collect();
-    let mut got = listeners.addrs();
-    want.sort();
-    got.sort();
-    if want != got {
-        return Err(DaemonError::Listeners { want, got });
-    }
-    Ok(())
-}
-
-/// What [`run_opened`] starts on: bound sockets, and the fast path if it is loaded already.
-struct Opened {
-    pin_path: PathBuf,
-    listeners: Listeners,
-    mep_listener: Option<std::net::TcpListener>,
-    control: Option<ControlSocket>,
-    dataplane: FreshPins,
-    /// The admin state, if read already (as root, [`Started::open`]); else read here.
-    admin: Option<crate::steering::AdminState>,
-}
-
-async fn run_opened(
-    config_path: PathBuf,
-    config: Config,
-    overrides: Overrides,
-    opened: Opened,
-    ready: impl FnOnce(),
-    shutdown: impl Future<Output = ()>,
-    reloads: mpsc::Receiver<impl Into<Reload>>,
-) -> Result<(), DaemonError> {
     let server = config.server.clone();
     let server = &server;
-    let Opened {
+    let Started {
         pin_path,
         mut listeners,
-        mep_listener,
+        mep: mep_listener,
         control,
         dataplane: mut loaded,
         admin,
-    } = opened;
+        state_file: _,
+    } = started;
+    // Served first: if the sockets are not the configured ones, dropping it removes its file.
+    let control = control.map(start::serve_control).transpose()?;
+    check_listeners(&config, &listeners)?;
 
     let admin_listener = admin_listener(&config, listeners.admin.take())?;
     let health = HealthSupervisor::new();
@@ -269,10 +162,7 @@ async fn run_opened(
     let health_events = health.subscribe();
     let mut world = World::new(config, health);
     // What the operator disabled before this start (less what this configuration lacks).
-    world.admin = match admin {
-        Some(admin) => admin,
-        None => crate::steering::AdminState::load(&world.config.server.state_file)?,
-    };
+    world.admin = admin;
     steer::retain_known(&mut world);
     if !world.admin.is_empty() {
         let disabled: Vec<String> = world
@@ -337,7 +227,7 @@ async fn run_opened(
         server.tcp,
         &stopped,
     );
-    let republish_stats = Arc::new(crate::world::RepublishStats::default());
+    let republish_stats = Arc::new(admin::metrics::RepublishStats::default());
     let world_feed = admin::status::WorldFeed::default();
     if let Some(control) = control {
         let state = ControlState {
@@ -355,7 +245,7 @@ async fn run_opened(
         }));
     }
     let admin = admin_listener.map(|listener| {
-        let state = Arc::new(admin::AdminState::new(
+        let state = Arc::new(admin::EndpointState::new(
             republish_stats.clone(),
             responder.clone(),
             dataplane.as_mut().and_then(Dataplane::take_counter_reader),
@@ -397,6 +287,25 @@ async fn run_opened(
     serve::serve(running, shutdown, reloads).await
 }
 
+/// The sockets were bound first (a port in use is the most common start-up failure, and
+/// nothing has been loaded into the kernel yet when it happens): they must be the configured
+/// ones, which the fast path answers on too.
+fn check_listeners(config: &Config, listeners: &Listeners) -> Result<(), DaemonError> {
+    let server = &config.server;
+    let mut want: Vec<SocketAddr> = server
+        .listen
+        .iter()
+        .map(|ip| SocketAddr::new(*ip, server.dns_port))
+        .collect();
+    let mut got = listeners.addrs();
+    want.sort();
+    got.sort();
+    if want != got {
+        return Err(DaemonError::Listeners { want, got });
+    }
+    Ok(())
+}
+
 /// The admin endpoint's listener: `given` (bound by the caller, on `[admin] listen`'s address;
 /// any port when that is 0), else bound here; `None` without `[admin]`.
 fn admin_listener(
@@ -425,19 +334,6 @@ fn admin_listener(
         info!(%addr, "admin endpoint (/metrics, /status, /healthz, /readyz)");
     }
     Ok(Some(listener))
-}
-
-/// `error` with its causes, as `{:#}` prints an anyhow error (thiserror enums print only their
-/// own context).
-pub(crate) fn anyhow_like(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cause = c.source();
-    }
-    text
 }
 
 /// gslbd loads XDP programs unless `--no-xdp`: it needs root then. Checked by [`run`], and by

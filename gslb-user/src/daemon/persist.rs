@@ -7,7 +7,7 @@
 //!   its entry there. Every [`SYNC_INTERVAL`], the entries in use whose last copy sent is
 //!   getting old are sent again (and whatever a batch had no room for). A batch holds at most
 //!   `persist::MAX_EXPORT_ROWS`.
-//!   When a link to another parent comes up, every entry is sent again, batch by batch: the
+//!   When a session to another parent comes up, every entry is sent again, batch by batch: the
 //!   peer may have started since.
 //! - In: each batch a parent sent, as the node's view shows it, is merged into the responder's
 //!   tables once (validated there: `persist::Tables::merge`).
@@ -18,8 +18,8 @@ use tokio::time::Instant;
 use tracing::warn;
 
 use crate::{
-    mep::{MepNode, MepView, PersistEntry, session::Audience},
-    persist::{MAX_EXPORT_ROWS, Store},
+    mep::{MepNode, MepView, session::Audience},
+    persist::{MAX_EXPORT_ROWS, PersistEntry, Store},
     supervise::{self, Supervised},
 };
 
@@ -54,7 +54,7 @@ async fn run(node: MepNode, store: Arc<Store>) {
     let mut tick = tokio::time::interval(SYNC_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut inbound = Inbound::default();
-    // An empty batch replaces a sent one once, so that a link coming up later is not sent a
+    // An empty batch replaces a sent one once, so that a session coming up later is not sent a
     // stale batch (its times left would be old).
     let mut sent_empty = true;
     let mut fresh_at: Option<Instant> = None;
@@ -103,22 +103,22 @@ async fn run(node: MepNode, store: Arc<Store>) {
 struct Inbound {
     /// Per peer, the batch last merged (the view shows it until the next one arrives).
     merged: HashMap<String, Arc<Vec<PersistEntry>>>,
-    /// Links to other parents that are up, by when they came up.
-    links: HashMap<String, std::time::Instant>,
+    /// Sessions to other parents that are up, by when they came up.
+    sessions: HashMap<String, std::time::Instant>,
 }
 
 impl Inbound {
     fn absorb(&mut self, view: &MepView, store: &Store) {
         let tables = store.tables();
         let parents = view
-            .links
+            .sessions
             .iter()
             .filter(|(_, l)| l.up && l.audience == Audience::PeerParent);
         let mut resync = false;
-        for (peer, link) in parents.clone() {
-            resync |= self.links.insert(peer.clone(), link.since) != Some(link.since);
+        for (peer, session) in parents.clone() {
+            resync |= self.sessions.insert(peer.clone(), session.since) != Some(session.since);
         }
-        self.links
+        self.sessions
             .retain(|peer, _| parents.clone().any(|(p, _)| p == peer));
         if resync {
             tables.resync();

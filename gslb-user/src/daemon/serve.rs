@@ -24,7 +24,7 @@ use super::{
     rtt, steer, uplink,
 };
 use crate::{
-    admin::status::WorldFeed,
+    admin::{metrics::RepublishStats, status::WorldFeed},
     compile::Snapshot,
     config::Config,
     control::{Reload, ReloadRefused},
@@ -34,7 +34,7 @@ use crate::{
     probe::RttHandle,
     responder::Responder,
     supervise,
-    world::{RepublishStats, World},
+    world::World,
 };
 
 /// Everything a started gslbd runs, handed from start-up ([`super::run`]) to [`serve`].

@@ -1,6 +1,7 @@
-//! What gslbd opens as root before it drops its privileges (`server.user`): the DNS, MEP and
-//! control sockets and the loaded, pinned fast path. `main` opens them on its one thread, then
-//! drops privileges ([`crate::privilege`]), then starts the runtime and [`super::run_started`].
+//! What gslbd starts on: the DNS, MEP and control sockets, the admin state and, as root, the
+//! loaded, pinned fast path. `main` opens them on its one thread before it drops its privileges
+//! (`server.user`, [`crate::privilege`]), then starts the runtime and [`super::run`]; tests
+//! give the sockets they bound ([`Started::with_listeners`]).
 
 use std::path::PathBuf;
 
@@ -62,42 +63,47 @@ impl Drop for FreshPins {
 }
 
 impl Started {
-    /// Binds the sockets and loads the fast path for `config` (after `overrides`).
+    /// Binds the sockets and loads the fast path for `config` (after `overrides`): what `main`
+    /// does as root, before it drops privileges.
     pub fn open(config: &Config, overrides: &Overrides) -> Result<Started, DaemonError> {
         super::check_privileges(overrides)?;
         let listeners = Listeners::bind(config)?;
-        let mep = mep::bind(config)?;
-        let control = match &overrides.control {
-            Some(control) => match ControlSocket::bind_std(&control.path) {
-                Ok(listener) => Some(BoundControl {
-                    listener,
-                    path: control.path.clone(),
-                }),
-                Err(error) if !control.required => {
-                    error!(
-                        error = anyhow_like(&error),
-                        "running without a control socket (gslbctl reload and ldns will not reach this gslbd)"
-                    );
-                    None
-                }
-                Err(error) => return Err(error.into()),
-            },
-            None => None,
+        let mut started = Started::opened(config, overrides, listeners)?;
+        if !overrides.no_xdp {
+            started.dataplane = FreshPins(Some(Dataplane::load(Some(&started.pin_path))?));
+        }
+        Ok(started)
+    }
+
+    /// What [`super::run`] starts on, with the DNS sockets `listeners` the caller bound (tests
+    /// bind port 0; `run` checks they are the configured ones); the MEP and admin listeners when the caller bound them, else the
+    /// configured ones are bound (MEP here, admin by `run`). The fast path is loaded by `run`.
+    pub fn with_listeners(
+        config: &Config,
+        overrides: &Overrides,
+        listeners: Listeners,
+    ) -> Result<Started, DaemonError> {
+        super::check_privileges(overrides)?;
+        Started::opened(config, overrides, listeners)
+    }
+
+    fn opened(
+        config: &Config,
+        overrides: &Overrides,
+        mut listeners: Listeners,
+    ) -> Result<Started, DaemonError> {
+        let mep = match listeners.mep.take() {
+            Some(given) => Some(mep::adopt(config, given)?),
+            None => mep::bind(config)?,
         };
-        let admin = crate::steering::AdminState::load(&config.server.state_file)?;
-        let pin_path = pin_path(config, overrides);
-        let dataplane = if overrides.no_xdp {
-            None
-        } else {
-            Some(Dataplane::load(Some(&pin_path))?)
-        };
+        let control = bind_control(overrides)?;
         Ok(Started {
             listeners,
             mep,
             control,
-            dataplane: FreshPins(dataplane),
-            pin_path,
-            admin,
+            dataplane: FreshPins::none(),
+            pin_path: pin_path(config, overrides),
+            admin: crate::steering::AdminState::load(&config.server.state_file)?,
             state_file: config.server.state_file.clone(),
         })
     }
@@ -127,13 +133,35 @@ impl Started {
     }
 }
 
+/// The control socket at the command line's path, bound (not yet served): `None` without one,
+/// or when the default path cannot be bound (another gslbd answers there, say).
+fn bind_control(overrides: &Overrides) -> Result<Option<BoundControl>, DaemonError> {
+    let Some(control) = &overrides.control else {
+        return Ok(None);
+    };
+    match ControlSocket::bind_std(&control.path) {
+        Ok(listener) => Ok(Some(BoundControl {
+            listener,
+            path: control.path.clone(),
+        })),
+        Err(error) if !control.required => {
+            error!(
+                error = anyhow_like(&error),
+                "running without a control socket (gslbctl reload and ldns will not reach this gslbd)"
+            );
+            Ok(None)
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
 /// The bound control socket, served from now on (needs the runtime).
 pub(super) fn serve_control(bound: BoundControl) -> Result<ControlSocket, ControlError> {
     ControlSocket::from_std(bound.listener, &bound.path)
 }
 
 /// `server.pin_path`, or the command line's.
-pub(super) fn pin_path(config: &Config, overrides: &Overrides) -> PathBuf {
+fn pin_path(config: &Config, overrides: &Overrides) -> PathBuf {
     overrides
         .pin_path
         .clone()

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use aya::{EbpfError, maps::MapError, pin::PinError, programs::ProgramError};
 
-use crate::config::XdpMode;
+use super::XdpMode;
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

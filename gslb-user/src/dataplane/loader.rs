@@ -18,11 +18,11 @@ use gslb_common::{
 };
 use tracing::{info, warn};
 
+use super::XdpMode;
 use super::{
     CounterReader, Counters, DataplaneError, HeartbeatMap, LdnsMap, Result,
     counters::read_counters, interface_mac, mac_word, map_err, pin_dir, publish::AnswerTable,
 };
-use crate::config::XdpMode;
 
 /// The maps shared between the program and the controller, pinned and adopted across restarts.
 const PINNED_MAPS: [&str; 9] = maps::PINNED;
@@ -504,7 +504,7 @@ mod tests {
         match Dataplane::load(Some(&planted.0)) {
             Ok(dp) => panic!("adopted through a link (adopted: {})", dp.adopted()),
             Err(error) => {
-                let error = crate::daemon::anyhow_like(&error);
+                let error = crate::error_text::anyhow_like(&error);
                 assert!(error.contains("symbolic link"), "{error}");
                 assert!(
                     error.contains(&planted.join(maps::CONFIG).display().to_string()),
@@ -527,7 +527,7 @@ mod tests {
                 dp.adopted()
             ),
             Err(error) => {
-                let error = crate::daemon::anyhow_like(&error);
+                let error = crate::error_text::anyhow_like(&error);
                 assert!(error.contains("symbolic link"), "{error}");
             }
         }
@@ -536,7 +536,7 @@ mod tests {
         let error = Dataplane::load(Some(&elsewhere.0))
             .err()
             .expect("pins need a bpffs");
-        let error = crate::daemon::anyhow_like(&error);
+        let error = crate::error_text::anyhow_like(&error);
         assert!(error.contains("not on a bpf file system"), "{error}");
 
         // The user's directory is taken back before it is read, so nothing in it changes

@@ -33,6 +33,7 @@ mod refine;
 mod rotors;
 mod shortcuts;
 mod syscall;
+mod xdp_mode;
 
 pub use self::counters::{CounterReader, Counters, pinned_counters};
 pub use self::ecs_allow::ecs_allow_key;
@@ -48,6 +49,7 @@ pub use self::loader::{Dataplane, OBJECT};
 pub use self::local_mac::{interface_mac, mac_word};
 pub use self::pin_dir::{Entry as PinEntry, PinDir};
 pub use self::publish::{AnswerTable, PublishStats};
+pub use self::xdp_mode::{ParseXdpModeError, XdpMode};
 
 use self::error::{Result, map_err};
 

@@ -10,7 +10,7 @@ use hickory_proto::{
 };
 use tokio::net::UdpSocket;
 
-use super::{DnsCheck, ProbeError, random_u64};
+use super::{CheckError, DnsCheck, random_u64};
 
 /// One query as sent on the wire, RD clear: the DNS monitor's, and the RTT prober's (a
 /// resolver then answers from its cache or refuses, and does not recurse, which would add the
@@ -36,14 +36,14 @@ pub enum DnsCheckError {
     AnswerNeedsAddressType { qtype: RecordType },
 }
 
-pub(super) struct DnsProbe {
+pub(super) struct DnsChecker {
     addr: SocketAddr,
     query: Query,
     expect_rcode: ResponseCode,
     expect_answer: Option<IpAddr>,
 }
 
-impl DnsProbe {
+impl DnsChecker {
     pub(super) fn new(addr: SocketAddr, check: &DnsCheck) -> Result<Self, DnsCheckError> {
         let mut name = Name::from_utf8(&check.qname).map_err(|source| DnsCheckError::Name {
             name: check.qname.clone(),
@@ -54,7 +54,7 @@ impl DnsProbe {
         {
             return Err(DnsCheckError::AnswerNeedsAddressType { qtype: check.qtype });
         }
-        Ok(DnsProbe {
+        Ok(DnsChecker {
             addr,
             query: Query::query(name, check.qtype),
             expect_rcode: check.expect_rcode,
@@ -62,17 +62,17 @@ impl DnsProbe {
         })
     }
 
-    pub(super) async fn check(&self) -> Result<(), ProbeError> {
+    pub(super) async fn check(&self) -> Result<(), CheckError> {
         let id = random_u64() as u16;
         let query =
-            query_wire(id, self.query.clone()).map_err(|e| ProbeError::Dns(e.to_string()))?;
+            query_wire(id, self.query.clone()).map_err(|e| CheckError::Dns(e.to_string()))?;
 
         let local: IpAddr = if self.addr.is_ipv4() {
             Ipv4Addr::UNSPECIFIED.into()
         } else {
             Ipv6Addr::UNSPECIFIED.into()
         };
-        let io = |e: std::io::Error| ProbeError::Dns(e.to_string());
+        let io = |e: std::io::Error| CheckError::Dns(e.to_string());
         let socket = UdpSocket::bind((local, 0)).await.map_err(io)?;
         // Connected: only the target's datagrams are received, and a closed port is reported
         // (ECONNREFUSED) instead of waited out.
@@ -88,7 +88,7 @@ impl DnsProbe {
             }
         };
         if response.response_code != self.expect_rcode {
-            return Err(ProbeError::Rcode {
+            return Err(CheckError::Rcode {
                 got: response.response_code,
                 expected: self.expect_rcode,
             });
@@ -100,7 +100,7 @@ impl DnsProbe {
                 _ => false,
             });
             if !found {
-                return Err(ProbeError::Answer(want));
+                return Err(CheckError::Answer(want));
             }
         }
         Ok(())

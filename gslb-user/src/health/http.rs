@@ -31,12 +31,12 @@ use tokio_rustls::{
 };
 use tracing::debug;
 
-use super::{HttpCheck, MonitorSpecError, ProbeError, TlsCheck, needle::Needle};
+use super::{CheckError, HttpCheck, MonitorSpecError, TlsCheck, needle::Needle};
 
 /// Body bytes searched for `body_contains`; the rest is not read.
 const BODY_LIMIT: usize = 64 * 1024;
 
-pub(super) struct HttpProbe {
+pub(super) struct HttpChecker {
     addr: SocketAddr,
     path: Uri,
     host: HeaderValue,
@@ -45,7 +45,7 @@ pub(super) struct HttpProbe {
     tls: Option<(TlsConnector, ServerName<'static>)>,
 }
 
-impl HttpProbe {
+impl HttpChecker {
     pub(super) fn new(
         addr: SocketAddr,
         check: &HttpCheck,
@@ -81,7 +81,7 @@ impl HttpProbe {
                 Some((TlsConnector::from(client_config(tls)?), name))
             }
         };
-        Ok(HttpProbe {
+        Ok(HttpChecker {
             addr,
             path,
             host: host_header,
@@ -94,20 +94,20 @@ impl HttpProbe {
         })
     }
 
-    pub(super) async fn check(&self) -> Result<(), ProbeError> {
+    pub(super) async fn check(&self) -> Result<(), CheckError> {
         self.get(Read::Check).await.map(drop)
     }
 
     /// `GET path`: the whole body of a response with an accepted status, at most `limit` bytes
     /// (a longer one is an error, not cut: a cut metrics page could lose the sample wanted).
-    pub(super) async fn fetch(&self, limit: usize) -> Result<Vec<u8>, ProbeError> {
+    pub(super) async fn fetch(&self, limit: usize) -> Result<Vec<u8>, CheckError> {
         self.get(Read::Whole(limit)).await
     }
 
-    async fn get(&self, read: Read) -> Result<Vec<u8>, ProbeError> {
+    async fn get(&self, read: Read) -> Result<Vec<u8>, CheckError> {
         let tcp = TcpStream::connect(self.addr)
             .await
-            .map_err(ProbeError::Connect)?;
+            .map_err(CheckError::Connect)?;
         let _ = tcp.set_nodelay(true);
         match &self.tls {
             None => self.exchange(tcp, read).await,
@@ -115,18 +115,18 @@ impl HttpProbe {
                 let stream = connector
                     .connect(name.clone(), tcp)
                     .await
-                    .map_err(ProbeError::Tls)?;
+                    .map_err(CheckError::Tls)?;
                 self.exchange(stream, read).await
             }
         }
     }
 
     /// Sends the request over `stream`, checks the response and reads its body as `read` says.
-    async fn exchange<S>(&self, stream: S, read: Read) -> Result<Vec<u8>, ProbeError>
+    async fn exchange<S>(&self, stream: S, read: Read) -> Result<Vec<u8>, CheckError>
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let http_error = |e: hyper::Error| ProbeError::Http(e.to_string());
+        let http_error = |e: hyper::Error| CheckError::Http(e.to_string());
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(http_error)?;
@@ -136,7 +136,7 @@ impl HttpProbe {
             .header(header::ACCEPT, "*/*")
             .header(header::CONNECTION, "close")
             .body(Empty::<Bytes>::new())
-            .map_err(|e| ProbeError::Http(e.to_string()))?;
+            .map_err(|e| CheckError::Http(e.to_string()))?;
         let work = async {
             let response = sender.send_request(request).await.map_err(http_error)?;
             let status = response.status().as_u16();
@@ -151,7 +151,7 @@ impl HttpProbe {
                 } else {
                     format!("{:?}", self.expect_status)
                 };
-                return Err(ProbeError::Status {
+                return Err(CheckError::Status {
                     got: status,
                     expected,
                 });
@@ -187,10 +187,10 @@ impl HttpProbe {
                 }
             }
             match needle {
-                Some(needle) => Err(ProbeError::Body(
+                Some(needle) => Err(CheckError::Body(
                     String::from_utf8_lossy(needle.bytes()).into_owned(),
                 )),
-                None if read > limit => Err(ProbeError::Http(format!(
+                None if read > limit => Err(CheckError::Http(format!(
                     "response body longer than {limit} bytes"
                 ))),
                 None => Ok(seen),
@@ -220,15 +220,15 @@ pub async fn http_check_over<S>(
     addr: SocketAddr,
     stream: S,
     check: &HttpCheck,
-) -> Result<(), ProbeError>
+) -> Result<(), CheckError>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let probe = HttpProbe::new(addr, check, None)?;
-    probe.exchange(stream, Read::Check).await.map(drop)
+    let checker = HttpChecker::new(addr, check, None)?;
+    checker.exchange(stream, Read::Check).await.map(drop)
 }
 
-/// What [`HttpProbe::get`] reads of the body.
+/// What [`HttpChecker::get`] reads of the body.
 #[derive(Clone, Copy)]
 enum Read {
     /// As far as needed for `body_contains` (at most [`BODY_LIMIT`] bytes), else nothing.
@@ -395,24 +395,24 @@ mod tests {
     #[test]
     fn invalid_checks_are_refused() {
         let addr: SocketAddr = "192.0.2.1:80".parse().unwrap();
-        assert!(HttpProbe::new(addr, &HttpCheck::get("health"), None).is_err());
+        assert!(HttpChecker::new(addr, &HttpCheck::get("health"), None).is_err());
         let bad_host = HttpCheck {
             host: Some("a\nb".into()),
             ..HttpCheck::get("/")
         };
-        assert!(HttpProbe::new(addr, &bad_host, None).is_err());
+        assert!(HttpChecker::new(addr, &bad_host, None).is_err());
         let tls = TlsCheck {
             sni: Some("not a name".into()),
             ..TlsCheck::default()
         };
-        assert!(HttpProbe::new(addr, &HttpCheck::get("/"), Some(&tls)).is_err());
+        assert!(HttpChecker::new(addr, &HttpCheck::get("/"), Some(&tls)).is_err());
         let missing_ca = TlsCheck {
             ca_file: Some("/nonexistent/ca.pem".into()),
             ..TlsCheck::default()
         };
-        assert!(HttpProbe::new(addr, &HttpCheck::get("/"), Some(&missing_ca)).is_err());
+        assert!(HttpChecker::new(addr, &HttpCheck::get("/"), Some(&missing_ca)).is_err());
         assert!(
-            HttpProbe::new(
+            HttpChecker::new(
                 addr,
                 &HttpCheck::get("/healthz?full=1"),
                 Some(&TlsCheck::default())
@@ -426,7 +426,7 @@ mod tests {
     #[tokio::test]
     async fn a_check_over_a_stream_reads_status_and_body() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        async fn check(response: &str, needle: &str) -> Result<(), ProbeError> {
+        async fn check(response: &str, needle: &str) -> Result<(), CheckError> {
             let (client, mut server) = tokio::io::duplex(1 << 16);
             let serve = async {
                 // The request first (hyper refuses a response before its request), then the
@@ -451,12 +451,12 @@ mod tests {
         assert!(found.is_ok(), "{found:?}");
         assert!(matches!(
             check(chunked, "down").await,
-            Err(ProbeError::Body(_))
+            Err(CheckError::Body(_))
         ));
         let refused = "HTTP/1.1 503 Unavailable\r\nContent-Length: 2\r\n\r\nOK";
         assert!(matches!(
             check(refused, "OK").await,
-            Err(ProbeError::Status { got: 503, .. })
+            Err(CheckError::Status { got: 503, .. })
         ));
     }
 }

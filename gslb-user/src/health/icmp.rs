@@ -17,7 +17,7 @@ use std::{
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::{
-    ProbeError,
+    CheckError,
     icmp_error::{self, Queued},
     random_u64,
 };
@@ -60,10 +60,10 @@ fn open(ipv6: bool) -> io::Result<(Socket, IcmpMode)> {
 
 /// Sends one echo request to `target` and waits (without a limit: the caller has one) for its
 /// reply.
-pub(super) async fn ping(target: IpAddr) -> Result<(), ProbeError> {
+pub(super) async fn ping(target: IpAddr) -> Result<(), CheckError> {
     match echo(target).await {
         Ok((Echo::Reply, _)) => Ok(()),
-        Ok((Echo::Error { error, .. }, _)) | Err(error) => Err(ProbeError::Icmp(error)),
+        Ok((Echo::Error { error, .. }, _)) | Err(error) => Err(CheckError::Icmp(error)),
     }
 }
 

@@ -4,13 +4,13 @@ use std::net::SocketAddr;
 
 use tokio::net::TcpStream;
 
-use super::ProbeError;
+use super::CheckError;
 
 /// Connects to `addr` and closes the connection at once.
-pub(super) async fn connect(addr: SocketAddr) -> Result<(), ProbeError> {
+pub(super) async fn connect(addr: SocketAddr) -> Result<(), CheckError> {
     let stream = TcpStream::connect(addr)
         .await
-        .map_err(ProbeError::Connect)?;
+        .map_err(CheckError::Connect)?;
     drop(stream);
     Ok(())
 }

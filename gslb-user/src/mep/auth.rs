@@ -1,4 +1,4 @@
-//! Site identity and link integrity (MEP 2, docs/mep.md "Handshake").
+//! Site identity and session integrity (MEP 2, docs/mep.md "Handshake").
 //!
 //! - **Identity.** Every site has its own Ed25519 key pair ([`SiteKey`]); a site's configuration
 //!   holds its own private key and the other sites' public keys ([`PublicKey`]), nothing that
@@ -8,7 +8,7 @@
 //! - **Freshness.** Each Hello carries a fresh 32-byte nonce and an ephemeral X25519 key share;
 //!   the transcript hash covers both whole Hellos (nonces, key shares, names, roles, version
 //!   lists), and each signature carries a label saying which end made it, so a proof can be
-//!   neither replayed on another link nor reflected to the other side.
+//!   neither replayed on another session nor reflected to the other side.
 //! - **Session keys.** HKDF-SHA256 over the X25519 shared secret, salted with both nonces, with
 //!   the transcript hash in the info, gives one HMAC-SHA256 key per direction ([`SessionKeys`]).
 //! - **Frames.** Every frame after the Hellos is sealed: a 32-byte HMAC-SHA256 tag over an
@@ -242,7 +242,7 @@ impl Default for Ephemeral {
     }
 }
 
-/// The two directions' frame keys of one link.
+/// The two directions' frame keys of one session.
 pub struct SessionKeys {
     pub send: Sealer,
     pub recv: Opener,
@@ -254,7 +254,7 @@ impl fmt::Debug for SessionKeys {
     }
 }
 
-/// Derives the link's keys: `None` when the peer's key share is not a usable X25519 key.
+/// Derives the session's keys: `None` when the peer's key share is not a usable X25519 key.
 pub fn session_keys(
     mine: Ephemeral,
     peer_kx: &[u8; KX_LEN],

@@ -44,10 +44,21 @@ use ipnet::IpNet;
 use tokio::sync::Notify;
 
 pub use self::table::{Counters, Export, Key, Merged, Recorded, Settings, Table};
-use crate::{
-    mep::PersistEntry,
-    policy::{Engine, ServiceKey, ServiceState, SourceMask},
-};
+use crate::policy::{Engine, ServiceKey, ServiceState, SourceMask};
+
+/// One source-IP persistence entry as the parents exchange it ([`Store::export`],
+/// [`Store::merge`]; MEP carries it, `mep/frame.rs`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PersistEntry {
+    /// Client address or prefix (NetScaler's persistence mask).
+    pub client: IpNet,
+    /// The GSLB domain (vserver).
+    pub domain: String,
+    /// The service the client sticks to.
+    pub service: String,
+    /// Seconds the entry still lives.
+    pub ttl_s: u32,
+}
 
 /// Most entries sent to the other parents per export (gslbd exports once a second): a burst of
 /// new clients reaches the peers over a few seconds rather than in one huge table.

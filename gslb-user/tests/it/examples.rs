@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use gslb_common::{DEFAULT_VIEW, QTYPE_A, QTYPE_AAAA};
 use gslb_user::compile::Snapshot;
-use gslb_user::config::{Config, RecordData, XdpMode};
+use gslb_user::config::{Config, RecordData};
+use gslb_user::dataplane::XdpMode;
 use gslb_user::location::db::LocationDb;
 use gslb_user::policy::AnswerMode;
 
@@ -202,7 +203,7 @@ fn rrl_example_sets_what_it_says() {
     );
     assert_eq!(
         rrl,
-        gslb_user::config::RrlSettings {
+        gslb_user::responder::rrl::RrlSettings {
             enabled: true,
             ..Default::default()
         }

@@ -18,8 +18,8 @@ use std::{
 };
 
 use gslb_user::health::{
-    DnsCheck, HealthError, HealthEvent, HealthSupervisor, HttpCheck, IcmpMode, MonitorKind,
-    MonitorSpec, ProbeError, ServiceMonitors, TlsCheck, check_once, icmp_mode,
+    CheckError, DnsCheck, HealthError, HealthEvent, HealthSupervisor, HttpCheck, IcmpMode,
+    MonitorKind, MonitorSpec, ServiceMonitors, TlsCheck, check_once, icmp_mode,
     link::{LinkMonitor, LinkSpec, SYS_CLASS_NET, rx_bytes},
 };
 use hickory_proto::{
@@ -428,7 +428,7 @@ async fn http_expected_status_and_body() {
     check.body_contains = Some("status: ok".into());
     let spec = monitor("body", MonitorKind::Http(check.clone()), 15, 1, 1);
     match check_once(ip, port, &spec).await {
-        Err(ProbeError::Body(needle)) => assert_eq!(needle, "status: ok"),
+        Err(CheckError::Body(needle)) => assert_eq!(needle, "status: ok"),
         other => panic!("{other:?}"),
     }
     server.set(Reply::Status(200, "build 7, status: ok, 3 workers"));
@@ -439,7 +439,7 @@ async fn http_expected_status_and_body() {
     let any_2xx = monitor("s", http("/"), 15, 1, 1);
     assert!(matches!(
         check_once(ip, port, &any_2xx).await,
-        Err(ProbeError::Status { got: 302, .. })
+        Err(CheckError::Status { got: 302, .. })
     ));
     let mut redirect_ok = HttpCheck::get("/");
     redirect_ok.expect_status = vec![200, 302];
@@ -582,7 +582,7 @@ async fn https_self_signed() {
 
     // Verified: the system's roots do not know this certificate.
     match check_once(ip, port, &https(TlsCheck::default())).await {
-        Err(ProbeError::Tls(error)) => {
+        Err(CheckError::Tls(error)) => {
             assert!(error.to_string().contains("certificate"), "{error}");
         }
         other => panic!("{other:?}"),
@@ -617,7 +617,7 @@ async fn https_self_signed() {
     by_ip.unwrap();
     by_name.unwrap();
     assert!(
-        matches!(other_name, Err(ProbeError::Tls(_))),
+        matches!(other_name, Err(CheckError::Tls(_))),
         "{other_name:?}"
     );
 
@@ -648,11 +648,11 @@ async fn dns_rcode_and_answer() {
     www.expect_answer = Some(Ipv4Addr::new(192, 0, 2, 99).into());
     assert!(matches!(
         check_once(ip, port, &dns(www)).await,
-        Err(ProbeError::Answer(_))
+        Err(CheckError::Answer(_))
     ));
     let other = DnsCheck::new("nope.example.com", RecordType::A);
     match check_once(ip, port, &dns(other.clone())).await {
-        Err(ProbeError::Rcode { got, expected }) => {
+        Err(CheckError::Rcode { got, expected }) => {
             assert_eq!(
                 (got, expected),
                 (ResponseCode::NXDomain, ResponseCode::NoError)
@@ -670,7 +670,7 @@ async fn dns_rcode_and_answer() {
     mx.expect_answer = Some(LOCALHOST);
     assert!(matches!(
         check_once(ip, port, &dns(mx)).await,
-        Err(ProbeError::Invalid(_))
+        Err(CheckError::Invalid(_))
     ));
 
     // A closed port is reported at once, not waited out.
@@ -686,7 +686,7 @@ async fn dns_rcode_and_answer() {
         &dns(DnsCheck::new("www.example.com", RecordType::A)),
     )
     .await;
-    assert!(matches!(refused, Err(ProbeError::Dns(_))), "{refused:?}");
+    assert!(matches!(refused, Err(CheckError::Dns(_))), "{refused:?}");
     assert!(
         started.elapsed() < Duration::from_millis(150),
         "{:?}",

@@ -4,7 +4,7 @@
 //! enabled, it is back; an unknown name is refused.
 
 use crate::common;
-use crate::mep_peer::{self, Peer};
+use crate::mep::peer::{self as mep_peer, Peer};
 
 use std::path::{Path, PathBuf};
 

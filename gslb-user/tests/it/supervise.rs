@@ -15,8 +15,8 @@
 //! Every wait is bounded by [`WAIT`].
 
 use crate::common;
+use crate::mep::peer::{self as mep_peer, Peer};
 use crate::mep_keys;
-use crate::mep_peer::{self, Peer};
 
 use std::{
     net::{IpAddr, Ipv4Addr, SocketAddr},
@@ -552,7 +552,7 @@ async fn killed_mep_node(me: &str, me_ip: &str) {
     let link = || {
         peer.node
             .view()
-            .links
+            .sessions
             .get(me)
             .filter(|l| l.up)
             .map(|l| l.since)

@@ -11,6 +11,7 @@ use std::time::Duration;
 use super::*;
 use crate::config::record::txt_strings;
 use crate::config::validate::line_col;
+use crate::dataplane::XdpMode;
 use crate::location::parse_location;
 use crate::policy::{AnswerMode, DownResponse, Method, SourceMask};
 

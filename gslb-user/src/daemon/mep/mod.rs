@@ -207,7 +207,7 @@ pub fn initial_view(config: &Config) -> Option<Arc<MepView>> {
         answers_dns: topology.answers_dns(&site),
         site,
         role,
-        links: BTreeMap::new(),
+        sessions: BTreeMap::new(),
         sites: BTreeMap::new(),
         current_parent: None,
         adopted: BTreeMap::new(),
@@ -428,7 +428,7 @@ mod tests {
     use crate::probe::ProbeKind;
     use crate::{
         health::HealthSupervisor,
-        mep::{LinkInfo, RemoteSite, session::Audience},
+        mep::{RemoteSite, SessionInfo, session::Audience},
     };
 
     /// Parent p1 (this server unless `site` says otherwise), parent p2, p1's child c1; a GSLB
@@ -538,8 +538,8 @@ services = ["a", "b", "c"]
         }
     }
 
-    fn link(since: Instant) -> LinkInfo {
-        LinkInfo {
+    fn link(since: Instant) -> SessionInfo {
+        SessionInfo {
             up: true,
             since,
             version: Some(1),
@@ -556,11 +556,11 @@ services = ["a", "b", "c"]
         let mut view = (*initial_view(&config("p1", MEP)).unwrap()).clone();
         view.sites
             .insert("p2".into(), remote(true, vec![state("b", true)]));
-        view.links.insert("p2".into(), link(Instant::now()));
+        view.sessions.insert("p2".into(), link(Instant::now()));
         let facts = Facts::of(&view);
         // A view rebuilt on a heartbeat, or with other link details: the same facts.
         let mut same = view.clone();
-        same.links
+        same.sessions
             .insert("p2".into(), link(Instant::now() + Duration::from_secs(1)));
         same.holders.insert("c1".into(), "p1".into());
         assert_eq!(Facts::of(&same), facts);

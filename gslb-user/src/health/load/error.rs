@@ -1,4 +1,4 @@
-//! Why a load monitor's page gave no load: what [`ProbeError::Load`](super::super::ProbeError)
+//! Why a load monitor's page gave no load: what [`CheckError::Load`](super::super::CheckError)
 //! carries, and the text a reading's `last_error` and the logs show.
 
 /// A page was fetched but holds no load value.

@@ -20,24 +20,20 @@
 //!   ones (their readings leave at once).
 
 mod error;
+mod monitor;
 mod prometheus;
+mod reader;
 
 use std::{
-    collections::{BTreeMap, HashMap},
-    net::{IpAddr, SocketAddr},
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
+    collections::BTreeMap,
+    net::IpAddr,
     time::{Duration, SystemTime},
 };
 
-use tokio::sync::watch;
-use tracing::{debug, info, warn};
-
 pub use self::error::{BadLoadValue, LoadReadError};
-use super::{HealthError, HttpCheck, MonitorSpecError, ProbeError, TlsCheck, http::HttpProbe};
-use crate::supervise::{self, Supervised};
+pub use self::monitor::LoadMonitor;
+pub use self::reader::{read_once, read_page};
+use super::TlsCheck;
 
 /// The largest real load value; larger readings are clamped to it, so that they stay apart
 /// from [`UNKNOWN_LOAD`] and the engine's "no limit".
@@ -128,7 +124,7 @@ pub struct LoadMonitorSpec {
     pub port: Option<u16>,
     /// Request target, starting with `/`.
     pub path: String,
-    /// `Host` header; `None`: the probed `ip:port`.
+    /// `Host` header; `None`: the monitored `ip:port`.
     pub host: Option<String>,
     /// HTTPS with these settings; `None`: plain HTTP.
     pub tls: Option<TlsCheck>,
@@ -157,7 +153,7 @@ impl LoadMonitorSpec {
     }
 }
 
-/// The load monitors of one service, probed at its own address.
+/// The load monitors of one service, read at its own address.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServiceLoadMonitors {
     pub service: String,
@@ -293,325 +289,6 @@ impl LoadReadings {
     }
 }
 
-/// A monitor's check, ready to run.
-struct LoadProbe {
-    http: HttpProbe,
-    source: LoadSource,
-}
-
-impl LoadProbe {
-    fn new(
-        target: IpAddr,
-        service_port: u16,
-        spec: &LoadMonitorSpec,
-    ) -> Result<Self, MonitorSpecError> {
-        if spec.interval.is_zero() {
-            return Err(MonitorSpecError::ZeroInterval);
-        }
-        if spec.timeout.is_zero() {
-            return Err(MonitorSpecError::ZeroTimeout);
-        }
-        if spec.source == LoadSource::StubStatus && spec.measure != Measure::Connections {
-            return Err(MonitorSpecError::StubStatusMeasure);
-        }
-        let addr = SocketAddr::new(target, spec.port.unwrap_or(service_port));
-        let check = HttpCheck {
-            path: spec.path.clone(),
-            host: spec.host.clone(),
-            expect_status: Vec::new(),
-            body_contains: None,
-        };
-        Ok(LoadProbe {
-            http: HttpProbe::new(addr, &check, spec.tls.as_ref())?,
-            source: spec.source.clone(),
-        })
-    }
-
-    async fn read(&self) -> Result<u64, ProbeError> {
-        let body = self.http.fetch(PAGE_LIMIT).await?;
-        page_value(body, self.source.clone())
-            .await
-            .map_err(ProbeError::Load)
-    }
-
-    async fn read_within(&self, timeout: Duration) -> Result<u64, ProbeError> {
-        tokio::time::timeout(timeout, self.read())
-            .await
-            .unwrap_or(Err(ProbeError::Timeout(timeout)))
-    }
-}
-
-/// The value `source` picks from a fetched page. The parse is linear in the page (at most
-/// [`PAGE_LIMIT`] bytes, [`prometheus::MAX_LABELS`] labels a line) but takes milliseconds for
-/// a large page, so it runs on a blocking thread: on a runtime worker it would hold up the
-/// other tasks there, and the check's own timeout could not fire until it ended.
-async fn page_value(body: Vec<u8>, source: LoadSource) -> Result<u64, LoadReadError> {
-    match tokio::task::spawn_blocking(move || read_page(&source, &body)).await {
-        Ok(value) => value,
-        // A panic in the parse is the monitor task's (supervised: a failed check).
-        Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
-        // Cancelled: the runtime is shutting down, and this check with it.
-        Err(_) => std::future::pending().await,
-    }
-}
-
-/// The value `source` reads from a fetched page (`body`, as the server sent it): what a load
-/// monitor does with each page it fetches, also for the `prometheus` fuzz target.
-pub fn read_page(source: &LoadSource, body: &[u8]) -> Result<u64, LoadReadError> {
-    let page = std::str::from_utf8(body).map_err(|source| LoadReadError::NotUtf8 { source })?;
-    match source {
-        LoadSource::Prometheus(selector) => prometheus::select(page, selector),
-        LoadSource::StubStatus => stub_status_active(page),
-    }
-}
-
-/// nginx `stub_status`'s first line, `Active connections: N` (the connection asking included).
-fn stub_status_active(page: &str) -> Result<u64, LoadReadError> {
-    let first = page
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .ok_or(LoadReadError::EmptyStubStatus)?;
-    let Some(count) = first.strip_prefix("Active connections:") else {
-        return Err(LoadReadError::NotStubStatus {
-            start: first.chars().take(40).collect(),
-        });
-    };
-    let count = count.trim();
-    count
-        .parse::<u64>()
-        .map(|n| n.min(MAX_LOAD))
-        .map_err(|_| LoadReadError::StubStatusCount {
-            count: count.to_owned(),
-        })
-}
-
-/// Reads one value of `spec` against `target` (`port` unless the spec has its own) within the
-/// spec's timeout, outside any monitor: for tools and tests.
-pub async fn read_once(
-    target: IpAddr,
-    port: u16,
-    spec: &LoadMonitorSpec,
-) -> Result<u64, ProbeError> {
-    let probe = LoadProbe::new(target, port, spec).map_err(ProbeError::Invalid)?;
-    probe.read_within(spec.timeout).await
-}
-
-type Key = (String, String);
-
-/// One monitor's task.
-struct Task {
-    /// What it runs: a change restarts it.
-    runs: (IpAddr, u16, LoadMonitorSpec),
-    handle: Supervised,
-    /// Set before the abort: a task sending on another worker meanwhile must not put its
-    /// reading back.
-    stopped: Arc<AtomicBool>,
-}
-
-impl Task {
-    fn stop(&self) {
-        self.stopped.store(true, Ordering::Release);
-        self.handle.abort();
-    }
-}
-
-/// Runs the load monitors of the services it is given, until dropped.
-pub struct LoadMonitor {
-    sender: Arc<watch::Sender<LoadReadings>>,
-    tasks: HashMap<Key, Task>,
-}
-
-impl Default for LoadMonitor {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl LoadMonitor {
-    pub fn new() -> Self {
-        LoadMonitor {
-            sender: Arc::new(watch::channel(LoadReadings::default()).0),
-            tasks: HashMap::new(),
-        }
-    }
-
-    /// The readings, notified as the module documentation says.
-    pub fn readings(&self) -> watch::Receiver<LoadReadings> {
-        self.sender.subscribe()
-    }
-
-    /// Whether `services` can run: every probe builds (a path, a host header, a CA file).
-    pub fn check(services: &[ServiceLoadMonitors]) -> Result<(), HealthError> {
-        for s in services {
-            for m in &s.monitors {
-                LoadProbe::new(s.target, s.port, m).map_err(|reason| {
-                    HealthError::InvalidMonitor {
-                        service: s.service.clone(),
-                        monitor: m.name.clone(),
-                        reason,
-                    }
-                })?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Runs exactly the monitors of `services` from now on (see the module documentation). On
-    /// an error nothing changes. Needs a tokio runtime.
-    pub fn set_services(&mut self, services: &[ServiceLoadMonitors]) -> Result<(), HealthError> {
-        Self::check(services)?;
-        let mut wanted: HashMap<Key, (IpAddr, u16, LoadMonitorSpec)> = HashMap::new();
-        for s in services {
-            for m in &s.monitors {
-                let key = (s.service.clone(), m.name.clone());
-                if wanted.insert(key, (s.target, s.port, m.clone())).is_some() {
-                    return Err(HealthError::DuplicateService(s.service.clone()));
-                }
-            }
-        }
-        let stale: Vec<Key> = self
-            .tasks
-            .iter()
-            .filter(|(key, task)| wanted.get(*key) != Some(&task.runs))
-            .map(|(key, _)| key.clone())
-            .collect();
-        for key in &stale {
-            if let Some(task) = self.tasks.remove(key) {
-                task.stop();
-                info!(service = %key.0, monitor = %key.1, "load monitor stopped");
-            }
-        }
-        // Under the channel's lock, after every `stopped` flag is set (see Task::stopped).
-        self.sender.send_if_modified(|r| {
-            let before = r.0.len();
-            r.0.retain(|key, _| self.tasks.contains_key(key));
-            r.0.len() != before
-        });
-        for (key, runs) in wanted {
-            if self.tasks.contains_key(&key) {
-                continue;
-            }
-            let (target, port, spec) = &runs;
-            let probe = LoadProbe::new(*target, *port, spec).expect("checked above");
-            info!(service = %key.0, monitor = %key.1, source = spec.source.label(),
-                measure = spec.measure.name(), interval_ms = spec.interval.as_millis() as u64,
-                "load monitor started");
-            self.sender.send_modify(|r| {
-                r.0.insert(key.clone(), LoadReading::new(spec.measure));
-            });
-            let stopped = Arc::new(AtomicBool::new(false));
-            let (probe, interval, timeout) = (Arc::new(probe), spec.interval, spec.timeout);
-            let (unknown_after, sender, flag) =
-                (spec.unknown_after, self.sender.clone(), stopped.clone());
-            let task_key = key.clone();
-            let handle = supervise::spawn(format!("load/{}/{}", key.0, key.1), move |run| {
-                // A run that died is a failed check (recorded before the next run starts), so
-                // a load monitor that cannot run ages its value out as one that cannot read.
-                if let Some(why) = run.last_failure {
-                    let error = format!("the load monitor could not check: its task {why}");
-                    record(&sender, &task_key, &Err(error), unknown_after, &flag);
-                }
-                run_monitor(
-                    task_key.clone(),
-                    probe.clone(),
-                    interval,
-                    timeout,
-                    unknown_after,
-                    sender.clone(),
-                    flag.clone(),
-                )
-            });
-            self.tasks.insert(
-                key,
-                Task {
-                    runs,
-                    handle,
-                    stopped,
-                },
-            );
-        }
-        Ok(())
-    }
-
-    /// Waits until every monitor has made its first check, for at most `within`.
-    pub async fn first_readings(&self, within: Duration) {
-        let mut rx = self.readings();
-        let _ = tokio::time::timeout(
-            within,
-            rx.wait_for(|r| r.0.values().all(|reading| reading.checks > 0)),
-        )
-        .await;
-    }
-}
-
-impl Drop for LoadMonitor {
-    fn drop(&mut self) {
-        for task in self.tasks.values() {
-            task.stop();
-        }
-    }
-}
-
-async fn run_monitor(
-    key: Key,
-    probe: Arc<LoadProbe>,
-    interval: Duration,
-    timeout: Duration,
-    unknown_after: u32,
-    readings: Arc<watch::Sender<LoadReadings>>,
-    stopped: Arc<AtomicBool>,
-) {
-    let mut ticker = tokio::time::interval(interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let (service, monitor) = (&key.0, &key.1);
-    loop {
-        ticker.tick().await;
-        let outcome = probe.read_within(timeout).await.map_err(|e| e.to_string());
-        if let Err(error) = &outcome {
-            debug!(service, monitor, %error, "load check failed");
-        }
-        record(&readings, &key, &outcome, unknown_after, &stopped);
-    }
-}
-
-/// Takes one check's outcome into `key`'s reading (unless the monitor was stopped).
-fn record(
-    readings: &watch::Sender<LoadReadings>,
-    key: &Key,
-    outcome: &Result<u64, String>,
-    unknown_after: u32,
-    stopped: &AtomicBool,
-) {
-    let (service, monitor) = (&key.0, &key.1);
-    readings.send_if_modified(|r| {
-        if stopped.load(Ordering::Acquire) {
-            return false;
-        }
-        let Some(reading) = r.0.get_mut(key) else {
-            return false;
-        };
-        match reading.record(outcome.clone(), unknown_after, SystemTime::now()) {
-            Moved::No => false,
-            Moved::Value => true,
-            Moved::AgedOut => {
-                warn!(
-                    service,
-                    monitor,
-                    failed = reading.fail_run,
-                    error = reading.last_error.as_deref().unwrap_or(""),
-                    "load unknown: the last value aged out"
-                );
-                true
-            }
-            Moved::Back => {
-                info!(service, monitor, value = reading.value, "load known again");
-                true
-            }
-        }
-    });
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -643,85 +320,6 @@ mod tests {
         assert_eq!(r.last_error, None);
         let mut first = LoadReading::new(Measure::Connections);
         assert_eq!(first.record(Ok(0), 3, at), Moved::Value);
-    }
-
-    /// A page as large as a check may fetch is read on a blocking thread, not on the
-    /// runtime's: on a one-thread runtime, another task runs while it is parsed (so a check's
-    /// timeout can fire, and the other monitors keep their schedule).
-    #[tokio::test]
-    async fn a_page_is_parsed_off_the_runtime_thread() {
-        let mut page = String::from("# TYPE conns gauge\n");
-        let mut i = 0;
-        while page.len() < PAGE_LIMIT - 64 {
-            page.push_str(&format!("conns{{pool=\"p{i}\",site=\"eu\"}} {}\n", i % 7));
-            i += 1;
-        }
-        let source = LoadSource::Prometheus(PromSelector {
-            metric: "conns".into(),
-            labels: vec![("pool".into(), "p3".into())],
-            aggregate: Aggregate::One,
-        });
-        let ran = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let counter = ran.clone();
-        let other = tokio::spawn(async move {
-            loop {
-                counter.fetch_add(1, Ordering::Relaxed);
-                tokio::task::yield_now().await;
-            }
-        });
-        let value = page_value(page.into_bytes(), source).await;
-        let ran_meanwhile = ran.load(Ordering::Relaxed);
-        other.abort();
-        assert_eq!(value, Ok(3));
-        assert!(
-            ran_meanwhile > 0,
-            "the other task never ran while {i} samples were parsed"
-        );
-    }
-
-    #[test]
-    fn a_page_is_read_as_its_source_says() {
-        let prometheus = LoadSource::Prometheus(PromSelector {
-            metric: "conns".into(),
-            labels: vec![],
-            aggregate: Aggregate::One,
-        });
-        assert_eq!(
-            read_page(&prometheus, b"# TYPE conns gauge\nconns 7\n"),
-            Ok(7)
-        );
-        let stub = b"Active connections: 3\n";
-        assert_eq!(read_page(&LoadSource::StubStatus, stub), Ok(3));
-        assert!(matches!(
-            read_page(&prometheus, stub),
-            Err(LoadReadError::Syntax { line: 1, .. })
-        ));
-        assert!(matches!(
-            read_page(&LoadSource::StubStatus, b"Active connections: \xff"),
-            Err(LoadReadError::NotUtf8 { .. })
-        ));
-    }
-
-    #[test]
-    fn stub_status_pages() {
-        let page = "Active connections: 291 \nserver accepts handled requests\n 16630948 16630948 31070465 \nReading: 6 Writing: 179 Waiting: 106 \n";
-        assert_eq!(stub_status_active(page), Ok(291));
-        assert_eq!(stub_status_active("\n  Active connections:1\n"), Ok(1));
-        for (bad, want) in [
-            ("", "an empty page"),
-            (
-                "<html>Welcome to nginx!</html>",
-                "not an nginx stub_status page",
-            ),
-            ("Active connections: many\n", "\"many\" is not a number"),
-            ("Active connections: -1\n", "is not a number"),
-        ] {
-            let got = stub_status_active(bad);
-            assert!(
-                got.as_ref().is_err_and(|e| e.to_string().contains(want)),
-                "{bad:?}: {got:?}"
-            );
-        }
     }
 
     #[test]

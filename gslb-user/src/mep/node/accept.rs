@@ -1,9 +1,9 @@
-//! Inbound links before authentication: who may even start a handshake, how many may be in
+//! Inbound sessions before authentication: who may even start a handshake, how many may be in
 //! progress, and what the acceptor checks before it believes a Hello.
 //!
 //! - **Source address.** A connection from an address that is no configured site's (its `ip`,
 //!   or the address others connect to it at) is closed at once (`wrong_source`), unless some
-//!   site is marked `nat` (its links may come from anywhere); after the Hello, the address must
+//!   site is marked `nat` (its sessions may come from anywhere); after the Hello, the address must
 //!   be the claimed site's own, unless that site is `nat`.
 //! - **Limits.** At most `max_pending_per_source` handshakes in progress per source address
 //!   (more are closed at once, `preauth_limit`) and `max_pending_handshakes` in all; when the
@@ -33,11 +33,11 @@ use super::transport::{BoxStream, Ctx, established};
 use crate::mep::{
     auth::PublicKey,
     frame::{Hello, RejectCode},
-    session::{self, CloseReason, Identity, LinkError},
+    session::{self, CloseReason, Identity, SessionError},
     topology::{SiteSpec, SiteTree},
 };
 
-/// Whether `addr` may be the source of `site`'s links: its `ip`, or the address others connect
+/// Whether `addr` may be the source of `site`'s sessions: its `ip`, or the address others connect
 /// to it at (a NAT's public address), or anything for a `nat` site.
 pub(super) fn source_allowed(site: &SiteSpec, addr: IpAddr) -> bool {
     let addr = addr.to_canonical();
@@ -56,29 +56,30 @@ pub(super) fn vet(
     me: &str,
     from: SocketAddr,
     h: &Hello,
-) -> Result<PublicKey, LinkError> {
+) -> Result<PublicKey, SessionError> {
     topology
         .inbound_allowed(me, &h.site, h.role)
         .map_err(|(code, why)| match code {
-            RejectCode::UnknownSite => LinkError::UnknownSite(why),
-            _ => LinkError::NotAllowed(why),
+            RejectCode::UnknownSite => SessionError::UnknownSite(why),
+            _ => SessionError::NotAllowed(why),
         })?;
     let Some(spec) = topology.site(&h.site) else {
-        return Err(LinkError::UnknownSite(format!(
+        return Err(SessionError::UnknownSite(format!(
             "site {:?} is not configured here",
             h.site
         )));
     };
     if !source_allowed(spec, from.ip()) {
-        return Err(LinkError::WrongSource(format!(
+        return Err(SessionError::WrongSource(format!(
             "{:?} connected from {}, not its address {} (set nat = true on its [[site]] if it is behind NAT)",
             h.site,
             from.ip(),
             spec.ip
         )));
     }
-    spec.key
-        .ok_or_else(|| LinkError::UnknownSite(format!("site {:?} has no public key here", h.site)))
+    spec.key.ok_or_else(|| {
+        SessionError::UnknownSite(format!("site {:?} has no public key here", h.site))
+    })
 }
 
 /// At most one warning a second per reason; the others are counted and reported with the next.
@@ -148,7 +149,7 @@ impl Drop for Slot {
     }
 }
 
-fn refused(ctx: &Ctx, addr: SocketAddr, error: &LinkError) {
+fn refused(ctx: &Ctx, addr: SocketAddr, error: &SessionError) {
     let reason = error.reason();
     ctx.counters.closed(reason);
     if let Some(quiet) = ctx.log_gate.admit(reason) {
@@ -181,7 +182,7 @@ pub(super) async fn accept_loop(listener: TcpListener, ctx: Arc<Ctx>) {
             refused(
                 &ctx,
                 addr,
-                &LinkError::WrongSource(format!("{source} is no configured site's address")),
+                &SessionError::WrongSource(format!("{source} is no configured site's address")),
             );
             continue;
         }
@@ -193,7 +194,7 @@ pub(super) async fn accept_loop(listener: TcpListener, ctx: Arc<Ctx>) {
                 refused(
                     &ctx,
                     addr,
-                    &LinkError::Local {
+                    &SessionError::Local {
                         reason: CloseReason::PreauthLimit,
                         detail: format!(
                             "{n} handshakes in progress from {source} already (max_pending_per_source)"
@@ -241,11 +242,11 @@ pub(super) async fn accept_loop(listener: TcpListener, ctx: Arc<Ctx>) {
                     |h| vet(&cfg.topology, &cfg.site, addr, h),
                 )
                 .await?;
-                Ok::<_, LinkError>((stream, est))
+                Ok::<_, SessionError>((stream, est))
             };
             let result = tokio::select! {
                 r = handshake => r,
-                _ = cancel => Err(LinkError::Local {
+                _ = cancel => Err(SessionError::Local {
                     reason: CloseReason::PreauthLimit,
                     detail: format!(
                         "closed in its handshake for a newer connection ({} in progress, max_pending_handshakes)",
@@ -268,14 +269,14 @@ pub(super) async fn accept_loop(listener: TcpListener, ctx: Arc<Ctx>) {
 async fn tls_accept(
     stream: TcpStream,
     cfg: &crate::mep::MepConfig,
-) -> Result<BoxStream, LinkError> {
+) -> Result<BoxStream, SessionError> {
     let Some(tls) = &cfg.tls else {
         return Ok(Box::new(stream));
     };
     let accept = tokio_rustls::TlsAcceptor::from(tls.server.clone()).accept(stream);
     match tokio::time::timeout(cfg.handshake_timeout, accept).await {
-        Err(_) => Err(LinkError::HandshakeTimeout(cfg.handshake_timeout)),
-        Ok(Err(e)) => Err(LinkError::Tls(e.to_string())),
+        Err(_) => Err(SessionError::HandshakeTimeout(cfg.handshake_timeout)),
+        Ok(Err(e)) => Err(SessionError::Tls(e.to_string())),
         Ok(Ok(s)) => Ok(Box::new(s)),
     }
 }

@@ -1,13 +1,13 @@
-//! The merged view's site table: what each link brought about each site, which of it stands
+//! The merged view's site table: what each session brought about each site, which of it stands
 //! for the site, and the handover grace (docs/mep.md, "Merged view" and "Handover").
 //!
 //! Pure (time passed in), driven by the node's controller and by the tests directly.
 //!
-//! Which link's data stands for a site: one that has it reachable (our own link to it, or a
+//! Which session's data stands for a site: one that has it reachable (our own session to it, or a
 //! peer parent relaying it as attached) before one that does not; among those, one that has
-//! delivered the site's services before one that has only announced it (a link's status
-//! frame and its services frame may be handled a moment apart); then our own link before a
-//! relay. So a child moving to a parent that is linked to us keeps its services while the new
+//! delivered the site's services before one that has only announced it (a session's status
+//! frame and its services frame may be handled a moment apart); then our own session before a
+//! relay. So a child moving to a parent that is connected to us keeps its services while the new
 //! path's first frames are in flight.
 //!
 //! Handover: a child that leaves a parent for another one says so before closing (its status,
@@ -15,7 +15,7 @@
 //! parent. Either way the site's last delivered state is kept, as reachable, until some path
 //! delivers it again or `grace` (the dead-peer timeout) has passed. Without that, every other
 //! parent would count the child's services DOWN for the moment the new parent takes to relay
-//! them, although nothing is down. A link that just goes down, with no such word, drops what
+//! them, although nothing is down. A session that just goes down, with no such word, drops what
 //! it brought at once, as before.
 
 use std::{
@@ -25,13 +25,14 @@ use std::{
 };
 
 use super::RemoteSite;
-use crate::mep::frame::{PersistEntry, RttRow, ServiceReport, SiteStatus};
+use crate::mep::frame::{RttRow, ServiceReport, SiteStatus};
+use crate::persist::PersistEntry;
 
-/// What one link brought about one site.
+/// What one session brought about one site.
 #[derive(Clone, Debug, Default)]
 pub(super) struct SiteData {
     pub status: Option<SiteStatus>,
-    /// `None` until the site's services came over this link (a relayed child's again after
+    /// `None` until the site's services came over this session (a relayed child's again after
     /// each time it was relayed as not attached).
     pub services: Option<Arc<Vec<ServiceReport>>>,
     pub rtt: Arc<Vec<RttRow>>,
@@ -40,7 +41,7 @@ pub(super) struct SiteData {
 }
 
 impl SiteData {
-    /// This data has the site reachable through the link `via` it came by.
+    /// This data has the site reachable through the session `via` it came by.
     fn reachable(&self, via: &str, site: &str) -> bool {
         via == site || self.status.as_ref().is_some_and(|s| s.up)
     }
@@ -50,7 +51,7 @@ impl SiteData {
 /// it again or `until`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Handover {
-    /// The link the kept state came through.
+    /// The session the kept state came through.
     pub via: String,
     /// The parent the site said it moved to.
     pub to: String,
@@ -59,7 +60,7 @@ pub(super) struct Handover {
     pub until: Instant,
 }
 
-/// How well a link's data stands for a site: (reachable, delivered, our own link).
+/// How well a session's data stands for a site: (reachable, delivered, our own session).
 type Rank = (bool, bool, bool);
 
 /// How a handover ended.
@@ -72,8 +73,8 @@ pub(super) enum HandoverEnd {
 }
 
 pub(super) struct SiteTable {
-    /// The site it is about → the link it came through → data. By site first: what stands for
-    /// a site, and whether a handover is over, look at that site's few links only.
+    /// The site it is about → the session it came through → data. By site first: what stands for
+    /// a site, and whether a handover is over, look at that site's few sessions only.
     data: HashMap<String, BTreeMap<String, SiteData>>,
     handovers: BTreeMap<String, Handover>,
     grace: Duration,
@@ -106,7 +107,7 @@ impl SiteTable {
     }
 
     /// Drops everything `peer` brought; returns what it brought about itself.
-    fn drop_link(&mut self, peer: &str) -> Option<SiteData> {
+    fn drop_session(&mut self, peer: &str) -> Option<SiteData> {
         let mut own = None;
         self.data.retain(|site, vias| {
             if let Some(d) = vias.remove(peer)
@@ -119,21 +120,21 @@ impl SiteTable {
         own
     }
 
-    /// A link to `peer` came up: whatever an older link of the peer left goes.
-    pub(super) fn link_up(&mut self, peer: &str) {
-        self.drop_link(peer);
+    /// A session to `peer` came up: whatever an older session of the peer left goes.
+    pub(super) fn session_up(&mut self, peer: &str) {
+        self.drop_session(peer);
     }
 
-    /// The link to `peer` went down: what it brought goes. When the peer had said it was
+    /// The session to `peer` went down: what it brought goes. When the peer had said it was
     /// moving to the parent `moved_to`, its last delivered state is kept for the grace; the
     /// handover is returned then.
-    pub(super) fn link_down(
+    pub(super) fn session_down(
         &mut self,
         peer: &str,
         moved_to: Option<&str>,
         now: Instant,
     ) -> Option<Handover> {
-        let own = self.drop_link(peer);
+        let own = self.drop_session(peer);
         let (to, own) = (moved_to?, own?);
         self.start_handover(peer, peer, to, own.status, own.services?, now)
     }
@@ -225,16 +226,16 @@ impl SiteTable {
     }
 
     /// The remote sites as the view shows them: every name in `sites`, plus any other site a
-    /// link brought. `link_up(peer)`: our link to `peer` is up (a site linked directly is
+    /// session brought. `session_up(peer)`: our session to `peer` is up (a site connected directly is
     /// reachable even before its first frame).
     pub(super) fn sites<'a>(
         &self,
         sites: impl IntoIterator<Item = &'a str>,
-        link_up: impl Fn(&str) -> bool,
+        session_up: impl Fn(&str) -> bool,
         now: Instant,
     ) -> BTreeMap<String, RemoteSite> {
         // Per site, the data that stands for it; the rank orders (reachable, delivered, ours),
-        // ties going to the first link by name (`max_by_key` keeps the last of equal ones).
+        // ties going to the first session by name (`max_by_key` keeps the last of equal ones).
         let mut best: BTreeMap<&str, (Rank, &str, &SiteData)> = BTreeMap::new();
         for (site, vias) in &self.data {
             let rank = |(via, d): &(&String, &SiteData)| {
@@ -286,7 +287,7 @@ impl SiteTable {
                     handover: Some(h.to.clone()),
                     ..unknown.clone()
                 };
-            } else if !entry.reachable && link_up(site) {
+            } else if !entry.reachable && session_up(site) {
                 *entry = RemoteSite {
                     reachable: true,
                     via: Some(site.clone()),
@@ -322,8 +323,8 @@ mod tests {
         }
     }
 
-    fn view(t: &SiteTable, links: &[&str], now: Instant) -> BTreeMap<String, RemoteSite> {
-        t.sites(["A", "B", "C"], |p| links.contains(&p), now)
+    fn view(t: &SiteTable, sessions: &[&str], now: Instant) -> BTreeMap<String, RemoteSite> {
+        t.sites(["A", "B", "C"], |p| sessions.contains(&p), now)
     }
 
     /// The site as the answers read it: reachable, and its services.
@@ -340,7 +341,7 @@ mod tests {
     }
 
     /// B's side of step 6 of tests/e2e/mep_sites.rs: B had adopted C; C goes back to A and
-    /// closes B's link, having said so; A's relay reaches B a moment later. C must stay UP at
+    /// closes B's session, having said so; A's relay reaches B a moment later. C must stay UP at
     /// B all along.
     #[test]
     fn the_parent_a_child_leaves_keeps_it_until_the_new_parent_relays_it() {
@@ -355,7 +356,7 @@ mod tests {
             t.status("C", relayed("C", true, Some("A")), t0).is_none(),
             "a child's own word starts nothing"
         );
-        let h = t.link_down("C", Some("A"), t0).expect("a handover");
+        let h = t.session_down("C", Some("A"), t0).expect("a handover");
         assert_eq!(
             (h.via.as_str(), h.to.as_str(), h.until),
             ("C", "A", t0 + GRACE)
@@ -389,7 +390,7 @@ mod tests {
         assert!(t.settle(t0).is_empty(), "ended once");
     }
 
-    /// A's side of step 6: C's state came through B (its adopter); A's own link to C comes up
+    /// A's side of step 6: C's state came through B (its adopter); A's own session to C comes up
     /// and, before C's services arrive over it, B relays that C left for A. C must stay UP at A.
     #[test]
     fn the_parent_a_child_returns_to_keeps_it_until_its_own_link_delivers() {
@@ -397,7 +398,7 @@ mod tests {
         let mut t = SiteTable::new(GRACE);
         t.status("B", relayed("C", true, Some("B")), t0);
         t.services("B", "C", svc("c1"));
-        // A's link to C is up, C's status came, its services not yet: B's relay still stands.
+        // A's session to C is up, C's status came, its services not yet: B's relay still stands.
         t.status("C", relayed("C", true, Some("A")), t0);
         let v = view(&t, &["B", "C"], t0);
         assert_eq!(
@@ -417,7 +418,7 @@ mod tests {
     }
 
     /// A handover that never completes ends with the grace: the site is unreachable then, as a
-    /// silent link would be after the dead-peer timeout.
+    /// silent session would be after the dead-peer timeout.
     #[test]
     fn a_handover_not_completed_within_the_grace_leaves_the_site_unreachable() {
         let t0 = Instant::now();
@@ -425,7 +426,7 @@ mod tests {
         t.status("C", relayed("C", true, Some("B")), t0);
         t.services("C", "C", svc("c1"));
         t.status("C", relayed("C", true, Some("A")), t0);
-        t.link_down("C", Some("A"), t0);
+        t.session_down("C", Some("A"), t0);
         let almost = (t0 + GRACE).checked_sub(Duration::from_millis(1)).unwrap();
         assert_eq!(seen(&view(&t, &["A"], almost), "C"), up("c1"));
         assert!(t.settle(almost).is_empty());
@@ -449,16 +450,16 @@ mod tests {
         assert_eq!(seen(&view(&t, &["A"], t0 + GRACE), "C"), up("c1"));
     }
 
-    /// Without a word of a move, a lost path is lost at once: a link down, a relaying parent
-    /// saying its child is gone (parent none), a relaying parent's own link down.
+    /// Without a word of a move, a lost path is lost at once: a session down, a relaying parent
+    /// saying its child is gone (parent none), a relaying parent's own session down.
     #[test]
     fn a_path_lost_without_a_handover_drops_the_site_at_once() {
         let t0 = Instant::now();
-        // Our link to the child goes down; it had named no other parent.
+        // Our session to the child goes down; it had named no other parent.
         let mut t = SiteTable::new(GRACE);
         t.status("C", relayed("C", true, Some("B")), t0);
         t.services("C", "C", svc("c1"));
-        assert!(t.link_down("C", None, t0).is_none());
+        assert!(t.session_down("C", None, t0).is_none());
         assert!(!view(&t, &[], t0)["C"].reachable);
         // The relaying parent lost its child.
         let mut t = SiteTable::new(GRACE);
@@ -474,12 +475,12 @@ mod tests {
         // The relaying parent itself went.
         t.status("A", relayed("C", true, Some("A")), t0);
         t.services("A", "C", svc("c1"));
-        assert!(t.link_down("A", None, t0).is_none());
+        assert!(t.session_down("A", None, t0).is_none());
         assert!(!view(&t, &[], t0)["C"].reachable);
         // A move announced by a child whose state never arrived: nothing to keep.
         let mut t = SiteTable::new(GRACE);
         t.status("C", relayed("C", true, Some("A")), t0);
-        assert!(t.link_down("C", Some("A"), t0).is_none());
+        assert!(t.session_down("C", Some("A"), t0).is_none());
     }
 
     /// A relayed child attached again counts as delivered only once its services came again,
@@ -502,7 +503,7 @@ mod tests {
         assert_eq!(seen(&view(&t, &["A"], t0), "C"), up("new"));
     }
 
-    /// Our own link before a relay once both have delivered; a site linked directly is
+    /// Our own session before a relay once both have delivered; a site connected directly is
     /// reachable before its first frame.
     #[test]
     fn precedence_between_paths() {
@@ -517,7 +518,7 @@ mod tests {
         t.services("B", "C", svc("relayed"));
         t.services("C", "C", svc("direct"));
         assert_eq!(seen(&view(&t, &["B", "C"], t0), "C"), up("direct"));
-        t.link_down("C", None, t0);
+        t.session_down("C", None, t0);
         assert_eq!(seen(&view(&t, &["B"], t0), "C"), up("relayed"));
     }
 }

@@ -1,16 +1,16 @@
 //! [`MepNode`]: one site's MEP endpoint. A controller task owns the topology view
-//! ([`SiteView`]), the links and the state received; every link runs in its own task; dialers
-//! (one per link this site opens) reconnect with bounded exponential backoff.
+//! ([`SiteView`]), the sessions and the state received; every session runs in its own task; dialers
+//! (one per session this site opens) reconnect with bounded exponential backoff.
 //!
-//! The controller never waits on a peer: it hands links commands through bounded queues with
-//! `try_send` (a full queue closes that link, `queue_full`), and publishes what links send
-//! through a `watch` (a slow link skips intermediate states and sends only the latest).
+//! The controller never waits on a peer: it hands sessions commands through bounded queues with
+//! `try_send` (a full queue closes that session, `queue_full`), and publishes what sessions send
+//! through a `watch` (a slow session skips intermediate states and sends only the latest).
 //!
 //! - `settings`: [`MepConfig`] and [`MepTls`], what a site runs with, checked before it starts.
-//! - `transport`: the byte streams (TCP, TLS), the dial loop and an established link's task.
+//! - `transport`: the byte streams (TCP, TLS), the dial loop and an established session's task.
 //! - `accept`: the accept loop and its handshake admission.
-//! - `controller`: the state machine that owns the links, the topology view and the merge.
-//! - `merge`: what each link brought about each site, merged into the [`MepView`]'s sites.
+//! - `controller`: the state machine that owns the sessions, the topology view and the merge.
+//! - `merge`: what each session brought about each site, merged into the [`MepView`]'s sites.
 
 use std::{
     collections::BTreeMap,
@@ -28,11 +28,10 @@ use tokio::{
 };
 use tracing::info;
 
+use crate::persist::PersistEntry;
+
 use super::{
-    frame::{
-        self, FrameError, Message, PersistEntry, Role, RttRow, ServiceReport, ServiceStates,
-        SiteStatus,
-    },
+    frame::{self, FrameError, Message, Role, RttRow, ServiceReport, ServiceStates, SiteStatus},
     session::{Audience, CloseReason, Counters, LocalHello, Outbound},
     topology::{SiteView, TopologyError, remote_service_up},
 };
@@ -149,9 +148,9 @@ pub struct LocalState {
     pub persistence: Vec<PersistEntry>,
 }
 
-/// One link as the node sees it.
+/// One session as the node sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LinkInfo {
+pub struct SessionInfo {
     pub up: bool,
     /// When it last came up or went down.
     pub since: Instant,
@@ -167,14 +166,14 @@ pub struct LinkInfo {
     pub audience: Audience,
 }
 
-/// What is known of a remote site, merged over the links it came through.
+/// What is known of a remote site, merged over the sessions it came through.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RemoteSite {
-    /// We have a live MEP path to it: our link to it, or a parent we are linked to that has it
+    /// We have a live MEP path to it: our session to it, or a parent we are connected to that has it
     /// attached; or it is a child moving between parents, within the handover grace
     /// (`handover`).
     pub reachable: bool,
-    /// The link its state came through (itself when direct).
+    /// The session its state came through (itself when direct).
     pub via: Option<String>,
     pub status: Option<SiteStatus>,
     /// As reported; see [`RemoteSite::service_up`] for the effective state.
@@ -218,13 +217,13 @@ impl RemoteSite {
     }
 }
 
-/// The node's merged view: its links, the remote sites, its place in the topology.
+/// The node's merged view: its sessions, the remote sites, its place in the topology.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MepView {
     pub site: String,
     pub role: Role,
     pub answers_dns: bool,
-    pub links: BTreeMap<String, LinkInfo>,
+    pub sessions: BTreeMap<String, SessionInfo>,
     pub sites: BTreeMap<String, RemoteSite>,
     /// A child's current parent (own or adopter).
     pub current_parent: Option<String>,
@@ -240,7 +239,7 @@ impl MepView {
             site: String::new(),
             role: Role::Parent,
             answers_dns: false,
-            links: BTreeMap::new(),
+            sessions: BTreeMap::new(),
             sites: BTreeMap::new(),
             current_parent: None,
             adopted: BTreeMap::new(),
@@ -248,8 +247,8 @@ impl MepView {
         }
     }
 
-    pub fn link_up(&self, peer: &str) -> bool {
-        self.links.get(peer).is_some_and(|l| l.up)
+    pub fn session_up(&self, peer: &str) -> bool {
+        self.sessions.get(peer).is_some_and(|l| l.up)
     }
 
     /// A remote service's effective state: `local_monitor` when a local monitor watches it,
@@ -266,7 +265,7 @@ impl MepView {
 /// Counters of a node.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MepStats {
-    /// Links closed (or refused) by reason.
+    /// Sessions closed (or refused) by reason.
     pub closes: BTreeMap<&'static str, u64>,
     pub frames_in: u64,
     pub frames_out: u64,
@@ -320,7 +319,7 @@ impl MepNode {
         }
     }
 
-    /// Publishes this site's state; links send it (the latest only) to the peers whose
+    /// Publishes this site's state; sessions send it (the latest only) to the peers whose
     /// audience gets it. Refused when the service list does not fit one frame or a name is
     /// too long.
     pub fn publish_local(&self, state: LocalState) -> Result<(), MepError> {
@@ -384,8 +383,8 @@ impl MepNode {
         }
     }
 
-    /// Runs the site's MEP on `listener` with `config` until `shutdown`: accepts links, opens
-    /// the links the topology asks for, exchanges state. Every link is closed on return.
+    /// Runs the site's MEP on `listener` with `config` until `shutdown`: accepts sessions, opens
+    /// the sessions the topology asks for, exchanges state. Every session is closed on return.
     pub async fn run(
         &self,
         listener: TcpListener,

@@ -28,20 +28,20 @@ pub struct MepConfig {
     /// Must be the same on every site; a peer with another value is logged and counted.
     pub rtt_tolerance_ms: Option<u32>,
     pub max_payload: usize,
-    /// A heartbeat every this long on every link.
+    /// A heartbeat every this long on every session.
     pub heartbeat: Duration,
-    /// A link with no frame for this long is dead.
+    /// A session with no frame for this long is dead.
     pub dead_after: Duration,
     pub handshake_timeout: Duration,
     pub connect_timeout: Duration,
-    /// A frame not written within this long closes the link (a peer that stopped reading).
+    /// A frame not written within this long closes the session (a peer that stopped reading).
     pub write_timeout: Duration,
     /// Reconnect backoff: starts at `reconnect_min`, doubles up to `reconnect_max`.
     pub reconnect_min: Duration,
     pub reconnect_max: Duration,
     pub timing: TopologyTiming,
-    /// Commands queued per link before it counts as stuck.
-    pub link_queue: usize,
+    /// Commands queued per session before it counts as stuck.
+    pub session_queue: usize,
     /// Inbound connections in their handshake at once; when full, a new connection closes the
     /// oldest one still in its handshake (a flood cannot lock a real site out).
     pub max_pending_handshakes: usize,
@@ -50,7 +50,7 @@ pub struct MepConfig {
     pub max_pending_per_source: usize,
     /// The merged view is republished at most this often (it is rebuilt whole, O(sites)).
     pub view_interval: Duration,
-    /// TLS on every link (NetScaler's secured MEP); `None`: plain TCP. The MEP handshake with
+    /// TLS on every session (NetScaler's secured MEP); `None`: plain TCP. The MEP handshake with
     /// the site keys still runs inside TLS, and frames are sealed either way.
     pub tls: Option<MepTls>,
 }
@@ -137,7 +137,7 @@ impl MepConfig {
             reconnect_min: Duration::from_millis(100),
             reconnect_max: Duration::from_secs(5),
             timing: TopologyTiming::default(),
-            link_queue: 64,
+            session_queue: 64,
             max_pending_handshakes: 64,
             max_pending_per_source: 4,
             view_interval: Duration::from_millis(100),
@@ -184,7 +184,7 @@ impl MepConfig {
             return Err(MepConfigError::Reconnect.into());
         }
         if self.max_payload < 1024
-            || self.link_queue == 0
+            || self.session_queue == 0
             || self.max_pending_handshakes == 0
             || self.max_pending_per_source == 0
         {

@@ -1,5 +1,5 @@
-//! The links' byte streams and tasks: TCP (or TLS over it) to a peer, the dial loop that keeps
-//! an outbound link open with backoff, and the task of an established link (inbound or
+//! The sessions' byte streams and tasks: TCP (or TLS over it) to a peer, the dial loop that keeps
+//! an outbound session open with backoff, and the task of an established session (inbound or
 //! outbound) that runs the session and reports to the controller by [`Event`].
 
 use std::{
@@ -23,8 +23,8 @@ use super::{MepConfig, accept};
 use crate::mep::{
     frame::{Hello, Message},
     session::{
-        self, Audience, CloseReason, Counters, LinkChannels, LinkCmd, LinkError, LinkParams,
-        LocalHello, Outbound,
+        self, Audience, CloseReason, Counters, LocalHello, Outbound, SessionChannels, SessionCmd,
+        SessionError, SessionParams,
     },
     topology::SiteSpec,
 };
@@ -38,7 +38,7 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Everything link tasks share.
+/// Everything session tasks share.
 pub(super) struct Ctx {
     pub(super) cfg: Arc<MepConfig>,
     pub(super) hello: LocalHello,
@@ -46,28 +46,28 @@ pub(super) struct Ctx {
     pub(super) events: mpsc::Sender<Event>,
     pub(super) outbound: watch::Sender<Arc<Outbound>>,
     pub(super) next_id: AtomicU64,
-    /// Rate-limits the warnings of refused links and statements.
+    /// Rate-limits the warnings of refused sessions and statements.
     pub(super) log_gate: accept::LogGate,
 }
 
-/// What link tasks tell the controller.
+/// What session tasks tell the controller.
 #[derive(Debug)]
 pub enum Event {
     Up {
-        link: u64,
+        session: u64,
         hello: Box<Hello>,
         version: u8,
         initiated: bool,
-        cmds: mpsc::Sender<LinkCmd>,
+        cmds: mpsc::Sender<SessionCmd>,
         kill: oneshot::Sender<(CloseReason, String)>,
         audience: watch::Sender<Audience>,
     },
     Frame {
-        link: u64,
+        session: u64,
         message: Message,
     },
     Down {
-        link: u64,
+        session: u64,
         peer: String,
         reason: CloseReason,
         error: String,
@@ -80,7 +80,7 @@ pub enum Event {
     },
 }
 
-/// A link's byte stream: plain TCP or TLS over it.
+/// A session's byte stream: plain TCP or TLS over it.
 pub(super) trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
 pub(super) type BoxStream = Box<dyn Stream>;
@@ -91,16 +91,17 @@ async fn tls_connect(
     stream: TcpStream,
     site: &str,
     cfg: &MepConfig,
-) -> Result<BoxStream, LinkError> {
+) -> Result<BoxStream, SessionError> {
     let Some(tls) = &cfg.tls else {
         return Ok(Box::new(stream));
     };
-    let name = ServerName::try_from(site.to_owned())
-        .map_err(|e| LinkError::Tls(format!("site name {site:?} is not a TLS server name: {e}")))?;
+    let name = ServerName::try_from(site.to_owned()).map_err(|e| {
+        SessionError::Tls(format!("site name {site:?} is not a TLS server name: {e}"))
+    })?;
     let connect = tokio_rustls::TlsConnector::from(tls.client.clone()).connect(name, stream);
     match tokio::time::timeout(cfg.handshake_timeout, connect).await {
-        Err(_) => Err(LinkError::HandshakeTimeout(cfg.handshake_timeout)),
-        Ok(Err(e)) => Err(LinkError::Tls(e.to_string())),
+        Err(_) => Err(SessionError::HandshakeTimeout(cfg.handshake_timeout)),
+        Ok(Err(e)) => Err(SessionError::Tls(e.to_string())),
         Ok(Ok(s)) => Ok(Box::new(s)),
     }
 }
@@ -113,7 +114,7 @@ pub(super) async fn established(
 ) -> Option<Duration> {
     let cfg = &ctx.cfg;
     ctx.counters.handshakes.fetch_add(1, Ordering::Relaxed);
-    let link = ctx.next_id.fetch_add(1, Ordering::Relaxed);
+    let session = ctx.next_id.fetch_add(1, Ordering::Relaxed);
     let peer = est.peer.site.clone();
     if let (Some(ours), Some(theirs)) = (cfg.rtt_tolerance_ms, est.peer.rtt_tolerance_ms)
         && ours != theirs
@@ -124,11 +125,11 @@ pub(super) async fn established(
         warn!(site = %cfg.site, %peer, ours, theirs,
             "RTT TOLERANCE DIFFERS between sites: RTT answers will disagree; configure the same value everywhere");
     }
-    let (cmds_tx, cmds) = mpsc::channel(cfg.link_queue);
+    let (cmds_tx, cmds) = mpsc::channel(cfg.session_queue);
     let (kill_tx, kill) = oneshot::channel();
     let (audience_tx, audience) = watch::channel(Audience::None);
     let up = Event::Up {
-        link,
+        session,
         hello: Box::new(est.peer.clone()),
         version: est.version,
         initiated,
@@ -141,8 +142,8 @@ pub(super) async fn established(
     }
     info!(site = %cfg.site, %peer, version = est.version, initiated, software = %est.peer.software, "MEP link up");
     let started = Instant::now();
-    let params = LinkParams {
-        id: link,
+    let params = SessionParams {
+        id: session,
         peer: peer.clone(),
         version: est.version,
         max_payload: cfg.max_payload,
@@ -150,12 +151,12 @@ pub(super) async fn established(
         dead_after: cfg.dead_after,
         write_timeout: cfg.write_timeout,
     };
-    let error = session::run_link(
+    let error = session::run_session(
         stream,
         est.keys,
         params,
         ctx.counters.clone(),
-        LinkChannels {
+        SessionChannels {
             cmds,
             kill,
             outbound: ctx.outbound.subscribe(),
@@ -175,7 +176,7 @@ pub(super) async fn established(
     let _ = ctx
         .events
         .send(Event::Down {
-            link,
+            session,
             peer,
             reason,
             error: format!("{}: {error}", reason.as_str()),
@@ -184,11 +185,11 @@ pub(super) async fn established(
     Some(started.elapsed())
 }
 
-/// Opens the link to `spec` and keeps it open (reconnecting with backoff) until `stop`.
+/// Opens the session to `spec` and keeps it open (reconnecting with backoff) until `stop`.
 pub(super) async fn dial_loop(spec: SiteSpec, ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
     let cfg = &ctx.cfg;
     let addr = spec.mep_addr();
-    // Links leave from this site's own address where it has it, so that the peer's source
+    // Sessions leave from this site's own address where it has it, so that the peer's source
     // check sees the configured `ip` (loopback tests, hosts with several addresses).
     let source = cfg.topology.site(&cfg.site).map(|s| s.ip);
     let mut backoff = cfg.reconnect_min;
@@ -202,12 +203,12 @@ pub(super) async fn dial_loop(spec: SiteSpec, ctx: Arc<Ctx>, mut stop: watch::Re
             let stream =
                 match tokio::time::timeout(cfg.connect_timeout, connect(addr, source)).await {
                     Err(_) => {
-                        return Err(LinkError::Connect {
+                        return Err(SessionError::Connect {
                             addr,
                             source: std::io::ErrorKind::TimedOut.into(),
                         });
                     }
-                    Ok(Err(source)) => return Err(LinkError::Connect { addr, source }),
+                    Ok(Err(source)) => return Err(SessionError::Connect { addr, source }),
                     Ok(Ok(s)) => s,
                 };
             let _ = stream.set_nodelay(true);
@@ -217,7 +218,7 @@ pub(super) async fn dial_loop(spec: SiteSpec, ctx: Arc<Ctx>, mut stop: watch::Re
                 key: &cfg.key,
             };
             let peer_key = spec.key.ok_or_else(|| {
-                LinkError::UnknownSite(format!("site {:?} has no public key here", spec.name))
+                SessionError::UnknownSite(format!("site {:?} has no public key here", spec.name))
             })?;
             let est = session::handshake_initiator(
                 &mut stream,
@@ -236,7 +237,7 @@ pub(super) async fn dial_loop(spec: SiteSpec, ctx: Arc<Ctx>, mut stop: watch::Re
         };
         match outcome {
             Ok((stream, est)) => {
-                // Established links end only by failing or by the controller's kill.
+                // Established sessions end only by failing or by the controller's kill.
                 failures = 0;
                 if let Some(lasted) = established(stream, est, true, &ctx).await
                     && lasted >= cfg.dead_after

@@ -1,14 +1,14 @@
-//! The handshake of a link: the two Hellos (version negotiation, ephemeral key exchange) and
+//! The handshake of a session: the two Hellos (version negotiation, ephemeral key exchange) and
 //! the signed proofs of both site keys, bounded by `handshake_timeout`. Every frame read here
 //! comes from a peer not authenticated yet, so it is capped at
-//! [`frame::MAX_HANDSHAKE_PAYLOAD`] (4 KiB), not at the link's `max_payload`: a peer must prove
+//! [`frame::MAX_HANDSHAKE_PAYLOAD`] (4 KiB), not at the session's `max_payload`: a peer must prove
 //! its name before it may make us reserve and wait for a large frame.
 
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
-use super::{LinkError, read_frame, read_sealed, seal};
+use super::{SessionError, read_frame, read_sealed, seal};
 use crate::mep::{
     auth::{self, Ephemeral, PublicKey, Sealer, SessionKeys, Side, SiteKey},
     frame::{self, HELLO_VERSION, Hello, KX_LEN, MAX_HANDSHAKE_PAYLOAD, Message, RejectCode},
@@ -41,14 +41,14 @@ impl LocalHello {
     }
 }
 
-/// A link whose handshake succeeded: the peer proved the name its Hello claims.
+/// A session whose handshake succeeded: the peer proved the name its Hello claims.
 #[derive(Debug)]
 pub struct Established {
     /// The peer's Hello.
     pub peer: Hello,
     /// The negotiated protocol version (the highest both speak).
     pub version: u8,
-    /// The link's frame keys (every later frame is sealed with them).
+    /// The session's frame keys (every later frame is sealed with them).
     pub keys: SessionKeys,
 }
 
@@ -62,7 +62,7 @@ pub(super) async fn send<W: AsyncWrite + Unpin>(
     version: u8,
     m: &Message,
     max: usize,
-) -> Result<Vec<u8>, LinkError> {
+) -> Result<Vec<u8>, SessionError> {
     let bytes = frame::encode(version, m, max)?;
     w.write_all(&bytes).await?;
     w.flush().await?;
@@ -75,7 +75,7 @@ pub(super) async fn send_sealed<W: AsyncWrite + Unpin>(
     m: &Message,
     max: usize,
     sealer: &mut Sealer,
-) -> Result<(), LinkError> {
+) -> Result<(), SessionError> {
     let bytes = seal(version, m, max, sealer)?;
     w.write_all(&bytes).await?;
     w.flush().await?;
@@ -83,7 +83,7 @@ pub(super) async fn send_sealed<W: AsyncWrite + Unpin>(
 }
 
 /// Reads the peer's sealed Auth frame and checks its signature (made as `side`) with the key
-/// of the site it claims to be; a wrong one is rejected with a reason before the link closes.
+/// of the site it claims to be; a wrong one is rejected with a reason before the session closes.
 /// `max_payload` caps what is sent; what is read is capped by [`MAX_HANDSHAKE_PAYLOAD`].
 pub(super) async fn expect_proof<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
@@ -93,12 +93,12 @@ pub(super) async fn expect_proof<S: AsyncRead + AsyncWrite + Unpin>(
     peer_key: &PublicKey,
     side: Side,
     th: &[u8; 32],
-) -> Result<(), LinkError> {
+) -> Result<(), SessionError> {
     let (v, m, _) = read_sealed(stream, MAX_HANDSHAKE_PAYLOAD, &mut keys.recv).await?;
     match m {
         Message::Auth(sig) if v == version => {
             if !peer_key.verify(side, th, &sig) {
-                let e = LinkError::BadAuth(match side {
+                let e = SessionError::BadAuth(match side {
                     Side::Acceptor => "the acceptor's signature does not match its site's key",
                     Side::Initiator => "the initiator's signature does not match its site's key",
                 });
@@ -111,16 +111,16 @@ pub(super) async fn expect_proof<S: AsyncRead + AsyncWrite + Unpin>(
             }
             Ok(())
         }
-        Message::Reject { code, detail } => Err(LinkError::PeerRejected { code, detail }),
-        Message::Auth(_) => Err(LinkError::WrongFrameVersion {
+        Message::Reject { code, detail } => Err(SessionError::PeerRejected { code, detail }),
+        Message::Auth(_) => Err(SessionError::WrongFrameVersion {
             got: v,
             expected: version,
         }),
-        other => Err(LinkError::Unexpected(other.kind())),
+        other => Err(SessionError::Unexpected(other.kind())),
     }
 }
 
-pub(super) fn reject_of(error: &LinkError) -> Message {
+pub(super) fn reject_of(error: &SessionError) -> Message {
     Message::Reject {
         code: error.reason().reject_code(),
         detail: error.to_string(),
@@ -128,8 +128,8 @@ pub(super) fn reject_of(error: &LinkError) -> Message {
 }
 
 /// Sends an unsealed Reject answering a Hello (version 0: any build reads it), ignoring
-/// failures (the link is being closed anyway).
-pub(super) async fn reject<W: AsyncWrite + Unpin>(w: &mut W, error: &LinkError) {
+/// failures (the session is being closed anyway).
+pub(super) async fn reject<W: AsyncWrite + Unpin>(w: &mut W, error: &SessionError) {
     let _ = tokio::time::timeout(
         Duration::from_secs(1),
         send(w, 0, &reject_of(error), frame::DEFAULT_MAX_PAYLOAD),
@@ -154,7 +154,7 @@ pub async fn handshake_initiator<S: AsyncRead + AsyncWrite + Unpin>(
     peer_key: &PublicKey,
     max_payload: usize,
     timeout: Duration,
-) -> Result<Established, LinkError> {
+) -> Result<Established, SessionError> {
     let local = me.hello;
     let steps = async {
         let eph = Ephemeral::new();
@@ -168,8 +168,8 @@ pub async fn handshake_initiator<S: AsyncRead + AsyncWrite + Unpin>(
         .await?;
         let (version, m, their_hello) = match read_frame(stream, MAX_HANDSHAKE_PAYLOAD).await {
             // A MEP 1 acceptor closes on a Hello it cannot read, without a word.
-            Err(LinkError::Closed) => {
-                return Err(LinkError::PeerRejected {
+            Err(SessionError::Closed) => {
+                return Err(SessionError::PeerRejected {
                     code: RejectCode::Closing,
                     detail: format!(
                         "closed without an answer to our MEP {HELLO_VERSION} Hello (a MEP 1 site does so: upgrade it)"
@@ -181,26 +181,28 @@ pub async fn handshake_initiator<S: AsyncRead + AsyncWrite + Unpin>(
         let peer = match m {
             Message::Hello(h) if version == HELLO_VERSION => h,
             Message::Reject { code, detail } => {
-                return Err(LinkError::PeerRejected { code, detail });
+                return Err(SessionError::PeerRejected { code, detail });
             }
             Message::Hello(_) => {
-                return Err(LinkError::WrongFrameVersion {
+                return Err(SessionError::WrongFrameVersion {
                     got: version,
                     expected: HELLO_VERSION,
                 });
             }
-            other => return Err(LinkError::Unexpected(other.kind())),
+            other => return Err(SessionError::Unexpected(other.kind())),
         };
         let checked = (|| {
             if peer.site != expect_peer || peer.peer != local.site {
-                return Err(LinkError::UnknownSite(format!(
+                return Err(SessionError::UnknownSite(format!(
                     "we called {expect_peer:?}, {:?} answered (and thinks it talks to {:?})",
                     peer.site, peer.peer
                 )));
             }
-            negotiate(&local.versions, &peer.versions).ok_or_else(|| LinkError::NoCommonVersion {
-                ours: local.versions.clone(),
-                theirs: peer.versions.clone(),
+            negotiate(&local.versions, &peer.versions).ok_or_else(|| {
+                SessionError::NoCommonVersion {
+                    ours: local.versions.clone(),
+                    theirs: peer.versions.clone(),
+                }
             })
         })();
         let version = match checked {
@@ -219,7 +221,7 @@ pub async fn handshake_initiator<S: AsyncRead + AsyncWrite + Unpin>(
             &peer.nonce,
             &th,
         )
-        .ok_or(LinkError::BadKeyShare)?;
+        .ok_or(SessionError::BadKeyShare)?;
         let sig = me.key.sign(Side::Initiator, &th);
         send_sealed(
             stream,
@@ -247,7 +249,7 @@ pub async fn handshake_initiator<S: AsyncRead + AsyncWrite + Unpin>(
     };
     tokio::time::timeout(timeout, steps)
         .await
-        .unwrap_or(Err(LinkError::HandshakeTimeout(timeout)))
+        .unwrap_or(Err(SessionError::HandshakeTimeout(timeout)))
 }
 
 /// Runs the acceptor's side of the handshake on `stream` within `timeout`. `check` vets the
@@ -259,12 +261,12 @@ pub async fn handshake_acceptor<S: AsyncRead + AsyncWrite + Unpin>(
     me: Identity<'_>,
     max_payload: usize,
     timeout: Duration,
-    check: impl FnOnce(&Hello) -> Result<PublicKey, LinkError>,
-) -> Result<Established, LinkError> {
+    check: impl FnOnce(&Hello) -> Result<PublicKey, SessionError>,
+) -> Result<Established, SessionError> {
     let local = me.hello;
     let steps = async {
         let (version, m, their_hello) = match read_frame(stream, MAX_HANDSHAKE_PAYLOAD).await {
-            Err(e @ LinkError::OldPeer) => {
+            Err(e @ SessionError::OldPeer) => {
                 reject(stream, &e).await;
                 return Err(e);
             }
@@ -273,24 +275,24 @@ pub async fn handshake_acceptor<S: AsyncRead + AsyncWrite + Unpin>(
         let peer = match m {
             Message::Hello(h) if version == HELLO_VERSION => h,
             Message::Hello(_) => {
-                return Err(LinkError::WrongFrameVersion {
+                return Err(SessionError::WrongFrameVersion {
                     got: version,
                     expected: HELLO_VERSION,
                 });
             }
-            other => return Err(LinkError::Unexpected(other.kind())),
+            other => return Err(SessionError::Unexpected(other.kind())),
         };
         let checked = if peer.peer == local.site {
             check(&peer).and_then(|key| {
                 negotiate(&local.versions, &peer.versions)
                     .map(|v| (v, key))
-                    .ok_or_else(|| LinkError::NoCommonVersion {
+                    .ok_or_else(|| SessionError::NoCommonVersion {
                         ours: local.versions.clone(),
                         theirs: peer.versions.clone(),
                     })
             })
         } else {
-            Err(LinkError::UnknownSite(format!(
+            Err(SessionError::UnknownSite(format!(
                 "{:?} called {:?}, we are {:?}",
                 peer.site, peer.peer, local.site
             )))
@@ -314,7 +316,7 @@ pub async fn handshake_acceptor<S: AsyncRead + AsyncWrite + Unpin>(
         let th = auth::transcript(&their_hello, &my_hello);
         let mut keys =
             auth::session_keys(eph, &peer.kx, Side::Acceptor, &peer.nonce, &mine.nonce, &th)
-                .ok_or(LinkError::BadKeyShare)?;
+                .ok_or(SessionError::BadKeyShare)?;
         expect_proof(
             stream,
             version,
@@ -342,7 +344,7 @@ pub async fn handshake_acceptor<S: AsyncRead + AsyncWrite + Unpin>(
     };
     tokio::time::timeout(timeout, steps)
         .await
-        .unwrap_or(Err(LinkError::HandshakeTimeout(timeout)))
+        .unwrap_or(Err(SessionError::HandshakeTimeout(timeout)))
 }
 
 #[cfg(test)]
@@ -407,7 +409,7 @@ mod tests {
         );
     }
 
-    /// An acceptor that is not authenticated yet announces a 1 MiB Hello (under the link's
+    /// An acceptor that is not authenticated yet announces a 1 MiB Hello (under the session's
     /// `max_payload`) and sends a few KiB of it: the initiator refuses it on its header, at once,
     /// rather than reserve the megabyte and wait for it until the handshake deadline.
     #[tokio::test(start_paused = true)]
@@ -452,7 +454,7 @@ mod tests {
         assert!(
             matches!(
                 result,
-                Err(LinkError::Frame(FrameError::Oversized { len, max }))
+                Err(SessionError::Frame(FrameError::Oversized { len, max }))
                     if len == 1 << 20 && max == MAX_HANDSHAKE_PAYLOAD
             ),
             "{result:?}"

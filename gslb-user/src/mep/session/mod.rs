@@ -1,9 +1,9 @@
-//! One MEP link: the handshake (version negotiation and mutual authentication), then a reader
-//! and a writer over the same stream, until either fails or the controller closes the link.
+//! One MEP session: the handshake (version negotiation and mutual authentication), then a reader
+//! and a writer over the same stream, until either fails or the controller closes the session.
 //!
 //! Everything here is generic over the stream (plain TCP or TLS). After the two Hellos every
-//! frame is sealed with the link's session keys (`auth`): a frame that fails its tag (replayed,
-//! reordered, changed, injected) closes the link (`integrity`).
+//! frame is sealed with the session keys (`auth`): a frame that fails its tag (replayed,
+//! reordered, changed, injected) closes the session (`integrity`).
 //! Every read and write is bounded in time: the handshake by `handshake_timeout`, each frame
 //! written by `write_timeout`, and the reader declares the peer dead when no frame at all (the
 //! peer sends a heartbeat every `heartbeat` even when idle) arrived for `dead_after`.
@@ -23,13 +23,15 @@ use super::{
 };
 
 mod handshake;
-mod link;
+mod run;
 pub use handshake::{
     Established, Identity, LocalHello, handshake_acceptor, handshake_initiator, negotiate,
 };
-pub use link::{Audience, LinkChannels, LinkCmd, LinkParams, Outbound, Part, Relay, run_link};
+pub use run::{
+    Audience, Outbound, Part, Relay, SessionChannels, SessionCmd, SessionParams, run_session,
+};
 
-/// Why a link ended (or never came up); each has a counter.
+/// Why a session ended (or never came up); each has a counter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum CloseReason {
     BadAuth,
@@ -177,10 +179,10 @@ impl Counters {
     }
 }
 
-/// Why a link failed, with the details for the log; [`LinkError::reason`] names its counter.
+/// Why a session failed, with the details for the log; [`SessionError::reason`] names its counter.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum LinkError {
+pub enum SessionError {
     #[error("connect to {addr}: {source}")]
     Connect {
         addr: std::net::SocketAddr,
@@ -228,50 +230,52 @@ pub enum LinkError {
     BadKeyShare,
 }
 
-impl LinkError {
+impl SessionError {
     pub fn reason(&self) -> CloseReason {
         match self {
-            LinkError::Connect { .. } => CloseReason::ConnectFailed,
-            LinkError::Io(_) => CloseReason::Io,
-            LinkError::Closed => CloseReason::PeerClosed,
-            LinkError::Frame(FrameError::Oversized { .. }) => CloseReason::Oversized,
-            LinkError::Frame(FrameError::UnknownType(_)) => CloseReason::UnknownType,
-            LinkError::Frame(FrameError::Truncated { .. }) => CloseReason::Truncated,
-            LinkError::Frame(_) | LinkError::WrongFrameVersion { .. } => CloseReason::Malformed,
-            LinkError::Unexpected(_) => CloseReason::Unexpected,
-            LinkError::BadAuth(_) => CloseReason::BadAuth,
-            LinkError::NoCommonVersion { .. } => CloseReason::NoCommonVersion,
-            LinkError::UnknownSite(_) => CloseReason::UnknownSite,
-            LinkError::NotAllowed(_) => CloseReason::NotAllowed,
-            LinkError::HandshakeTimeout(_) => CloseReason::HandshakeTimeout,
-            LinkError::DeadPeer(_) => CloseReason::DeadPeer,
-            LinkError::WriteTimeout(_) => CloseReason::WriteTimeout,
-            LinkError::PeerRejected { .. } => CloseReason::PeerRejected,
-            LinkError::Local { reason, .. } => *reason,
-            LinkError::Tls(_) => CloseReason::Tls,
-            LinkError::Integrity { .. } => CloseReason::Integrity,
-            LinkError::WrongSource(_) => CloseReason::WrongSource,
-            LinkError::OldPeer => CloseReason::NoCommonVersion,
-            LinkError::BadKeyShare => CloseReason::BadAuth,
+            SessionError::Connect { .. } => CloseReason::ConnectFailed,
+            SessionError::Io(_) => CloseReason::Io,
+            SessionError::Closed => CloseReason::PeerClosed,
+            SessionError::Frame(FrameError::Oversized { .. }) => CloseReason::Oversized,
+            SessionError::Frame(FrameError::UnknownType(_)) => CloseReason::UnknownType,
+            SessionError::Frame(FrameError::Truncated { .. }) => CloseReason::Truncated,
+            SessionError::Frame(_) | SessionError::WrongFrameVersion { .. } => {
+                CloseReason::Malformed
+            }
+            SessionError::Unexpected(_) => CloseReason::Unexpected,
+            SessionError::BadAuth(_) => CloseReason::BadAuth,
+            SessionError::NoCommonVersion { .. } => CloseReason::NoCommonVersion,
+            SessionError::UnknownSite(_) => CloseReason::UnknownSite,
+            SessionError::NotAllowed(_) => CloseReason::NotAllowed,
+            SessionError::HandshakeTimeout(_) => CloseReason::HandshakeTimeout,
+            SessionError::DeadPeer(_) => CloseReason::DeadPeer,
+            SessionError::WriteTimeout(_) => CloseReason::WriteTimeout,
+            SessionError::PeerRejected { .. } => CloseReason::PeerRejected,
+            SessionError::Local { reason, .. } => *reason,
+            SessionError::Tls(_) => CloseReason::Tls,
+            SessionError::Integrity { .. } => CloseReason::Integrity,
+            SessionError::WrongSource(_) => CloseReason::WrongSource,
+            SessionError::OldPeer => CloseReason::NoCommonVersion,
+            SessionError::BadKeyShare => CloseReason::BadAuth,
         }
     }
 }
 
 /// Reads the bytes of one frame and `trailer` bytes after it (its MAC tag), the header's length
 /// checked against `max_payload` before the payload is read. End of stream before a frame is
-/// [`LinkError::Closed`]; inside a frame, a truncated frame.
+/// [`SessionError::Closed`]; inside a frame, a truncated frame.
 pub(super) async fn read_raw<R: AsyncRead + Unpin>(
     r: &mut R,
     max_payload: usize,
     trailer: usize,
-) -> Result<(frame::Header, Vec<u8>), LinkError> {
+) -> Result<(frame::Header, Vec<u8>), SessionError> {
     let mut header = [0u8; HEADER_LEN];
     let mut got = 0;
     while got < HEADER_LEN {
         let n = r.read(&mut header[got..]).await?;
         if n == 0 {
             return Err(if got == 0 {
-                LinkError::Closed
+                SessionError::Closed
             } else {
                 FrameError::Truncated {
                     needed: HEADER_LEN,
@@ -301,14 +305,14 @@ pub(super) async fn read_raw<R: AsyncRead + Unpin>(
 }
 
 /// Reads one unsealed handshake frame (a Hello, or a Reject answering one): its version, its
-/// message and its bytes (the transcript needs them). A MEP 1 Hello is [`LinkError::OldPeer`].
+/// message and its bytes (the transcript needs them). A MEP 1 Hello is [`SessionError::OldPeer`].
 pub async fn read_frame<R: AsyncRead + Unpin>(
     r: &mut R,
     max_payload: usize,
-) -> Result<(u8, Message, Vec<u8>), LinkError> {
+) -> Result<(u8, Message, Vec<u8>), SessionError> {
     let (h, bytes) = read_raw(r, max_payload, 0).await?;
     if h.kind == MessageType::Hello && h.version == 0 {
-        return Err(LinkError::OldPeer);
+        return Err(SessionError::OldPeer);
     }
     let message = frame::decode_payload(h.kind, &bytes[HEADER_LEN..])?;
     Ok((h.version, message, bytes))
@@ -320,12 +324,12 @@ pub async fn read_sealed<R: AsyncRead + Unpin>(
     r: &mut R,
     max_payload: usize,
     opener: &mut Opener,
-) -> Result<(u8, Message, usize), LinkError> {
+) -> Result<(u8, Message, usize), SessionError> {
     let (h, bytes) = read_raw(r, max_payload, TAG_LEN).await?;
     let (frame_bytes, tag) = bytes.split_at(bytes.len() - TAG_LEN);
     let seq = opener.next_seq();
     if !opener.open(frame_bytes, tag) {
-        return Err(LinkError::Integrity { seq });
+        return Err(SessionError::Integrity { seq });
     }
     let message = frame::decode_payload(h.kind, &frame_bytes[HEADER_LEN..])?;
     Ok((h.version, message, bytes.len()))

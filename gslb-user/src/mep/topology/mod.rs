@@ -3,16 +3,16 @@
 //!
 //! - [`SiteTree`]: the configured sites (validated: ≤ 32 parents, ≤ 1024 children, a child's
 //!   parent exists and is a parent, backup lists of ≤ 5 existing other parents) and the static
-//!   rules: who initiates a link ([`SiteTree::initiator`]), who answers DNS, who exchanges
+//!   rules: who initiates a session ([`SiteTree::initiator`]), who answers DNS, who exchanges
 //!   network metrics, who may call whom.
-//! - [`SiteView`]: one site's changing view: its links up or down and since when, the backup
+//! - [`SiteView`]: one site's changing view: its sessions up or down and since when, the backup
 //!   lists it knows, the children it adopted (a parent) or the parent it is attached to (a
-//!   child). Events in ([`SiteView::link_up`], [`SiteView::link_down`],
-//!   [`SiteView::adopt_request`], …), [`Action`]s out, and the links it wants to open
+//!   child). Events in ([`SiteView::session_up`], [`SiteView::session_down`],
+//!   [`SiteView::adopt_request`], …), [`Action`]s out, and the sessions it wants to open
 //!   ([`SiteView::desired_outbound`]).
 //!
-//! A site is DOWN in a view when the view's own MEP link to it is down; a parent is taken as
-//! DOWN for adoption only after `adopt_after` (a link never up counts from `startup_grace` after
+//! A site is DOWN in a view when the view's own MEP session to it is down; a parent is taken as
+//! DOWN for adoption only after `adopt_after` (a session never up counts from `startup_grace` after
 //! the view's start, so a cold start adopts nothing while the real parents are still connecting).
 
 mod tree;

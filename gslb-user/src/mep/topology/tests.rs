@@ -1,5 +1,5 @@
 //! Table tests of the topology rules, and the seed scenarios step by step on a simulated
-//! network of [`SiteView`]s (links opened as the views ask, cut and restored by the test, time
+//! network of [`SiteView`]s (sessions opened as the views ask, cut and restored by the test, time
 //! advanced by the test).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -250,7 +250,7 @@ fn remote_service_rule() {
 fn who_adopts() {
     let t0 = Instant::now();
     let later = t0 + T.adopt_after;
-    // P3's view; links to P1 and P2 as given; P1's backups are [P2, P3].
+    // P3's view; sessions to P1 and P2 as given; P1's backups are [P2, P3].
     // (P1 up, P2 up, time, P3 adopts child1)
     let table = [
         (true, true, later, false),
@@ -261,9 +261,9 @@ fn who_adopts() {
     for (p1, p2, now, adopts) in table {
         let mut v = SiteView::new(seed(), "P3", T, t0).unwrap();
         for (peer, up) in [("P1", p1), ("P2", p2)] {
-            v.link_up(peer, t0);
+            v.session_up(peer, t0);
             if !up {
-                v.link_down(peer, t0);
+                v.session_down(peer, t0);
             }
         }
         assert_eq!(v.should_adopt_from("P1", now), adopts, "{p1} {p2}");
@@ -275,11 +275,11 @@ fn who_adopts() {
                 }),
             adopts
         );
-        // Always: the configured links.
+        // Always: the configured sessions.
         assert_eq!(wants.get("child3"), Some(&Purpose::Child));
         assert_eq!(wants.get("P1"), None, "P1 has the lower IP and calls us");
     }
-    // Links never up: down only from the end of the startup grace (a cold start adopts nothing).
+    // Sessions never up: down only from the end of the startup grace (a cold start adopts nothing).
     let v = SiteView::new(seed(), "P3", T, t0).unwrap();
     assert!(!v.should_adopt_from("P1", later));
     assert!(
@@ -299,7 +299,7 @@ fn who_adopts() {
     t.set_backups("P1", vec!["P2".into()]).unwrap();
     let v = SiteView::new(t, "P3", T, t0).unwrap();
     assert!(!v.should_adopt_from("P1", later));
-    // A child wants no links of its own.
+    // A child wants no sessions of its own.
     let v = SiteView::new(child_config(&seed(), "child1"), "child1", T, t0).unwrap();
     assert!(v.desired_outbound(later).is_empty());
 }
@@ -319,7 +319,7 @@ fn child_decides() {
             )
         })
     };
-    // (parent link up, since, request from, known list, current adopter, accepted)
+    // (parent session up, since, request from, known list, current adopter, accepted)
     type Row<'a> = (
         bool,
         Instant,
@@ -347,15 +347,15 @@ fn child_decides() {
     ];
     for (i, &(parent_up, down_since, from, list, current, want)) in table.iter().enumerate() {
         let mut v = SiteView::new(child_config(&seed(), "child1"), "child1", T, t0).unwrap();
-        v.link_up("P1", t0);
+        v.session_up("P1", t0);
         if let Some(list) = list {
             v.backup_list("P1", "P1", list.iter().map(ToString::to_string).collect());
         }
         if !parent_up {
-            v.link_down("P1", down_since.min(t0 + Duration::from_millis(1)));
+            v.session_down("P1", down_since.min(t0 + Duration::from_millis(1)));
         }
         if let Some(c) = current {
-            v.link_up(c, t0);
+            v.session_up(c, t0);
             let a = v.adopt_request(c, "P1", &[], late);
             assert!(
                 accepted(&a),
@@ -385,8 +385,8 @@ fn child_decides() {
     }
     // Down only a moment: rejected.
     let mut v = SiteView::new(child_config(&seed(), "child1"), "child1", T, t0).unwrap();
-    v.link_up("P1", t0);
-    v.link_down("P1", late);
+    v.session_up("P1", t0);
+    v.session_down("P1", late);
     assert!(!accepted(&v.adopt_request(
         "P2",
         "P1",
@@ -409,8 +409,8 @@ struct Sim {
     views: BTreeMap<String, SiteView>,
     alive: BTreeSet<String>,
     cut: BTreeSet<(String, String)>,
-    /// Established links → who opened them.
-    links: BTreeMap<(String, String), String>,
+    /// Established sessions → who opened them.
+    sessions: BTreeMap<(String, String), String>,
     /// Dial attempts made at this instant (a real dialer backs off before retrying).
     tried: BTreeSet<(String, String)>,
 }
@@ -433,7 +433,7 @@ impl Sim {
             views: BTreeMap::new(),
             alive: BTreeSet::new(),
             cut: BTreeSet::new(),
-            links: BTreeMap::new(),
+            sessions: BTreeMap::new(),
             tried: BTreeSet::new(),
         };
         for name in &names {
@@ -482,8 +482,8 @@ impl Sim {
         self.settle();
     }
 
-    fn linked(&self, a: &str, b: &str) -> bool {
-        self.links.contains_key(&pair(a, b))
+    fn connected(&self, a: &str, b: &str) -> bool {
+        self.sessions.contains_key(&pair(a, b))
     }
 
     fn view(&self, site: &str) -> &SiteView {
@@ -491,13 +491,13 @@ impl Sim {
     }
 
     fn close(&mut self, a: &str, b: &str) {
-        if self.links.remove(&pair(a, b)).is_none() {
+        if self.sessions.remove(&pair(a, b)).is_none() {
             return;
         }
         for (x, y) in [(a, b), (b, a)] {
             if self.alive.contains(x) {
                 let now = self.now;
-                let actions = self.views.get_mut(x).unwrap().link_down(y, now);
+                let actions = self.views.get_mut(x).unwrap().session_down(y, now);
                 self.run(x, actions);
             }
         }
@@ -507,7 +507,7 @@ impl Sim {
         for action in actions {
             match action {
                 Action::Send { to, message } => {
-                    if self.linked(from, &to) {
+                    if self.connected(from, &to) {
                         self.deliver(from, &to, message);
                     }
                 }
@@ -539,14 +539,14 @@ impl Sim {
         self.run(to, actions);
     }
 
-    /// Runs the network until nothing changes: links break where cut or dead, sites open
-    /// the links they want, parents send their backup lists to their children and relay
+    /// Runs the network until nothing changes: sessions break where cut or dead, sites open
+    /// the sessions they want, parents send their backup lists to their children and relay
     /// their children's status to the other parents.
     fn settle(&mut self) {
         for _ in 0..100 {
-            let before = (self.links.clone(), self.snapshot());
+            let before = (self.sessions.clone(), self.snapshot());
             let broken: Vec<_> = self
-                .links
+                .sessions
                 .keys()
                 .filter(|(a, b)| {
                     self.cut.contains(&pair(a, b))
@@ -558,9 +558,9 @@ impl Sim {
             for (a, b) in broken {
                 self.close(&a, &b);
             }
-            // Links the opener no longer wants.
+            // Sessions the opener no longer wants.
             let unwanted: Vec<_> = self
-                .links
+                .sessions
                 .iter()
                 .filter(|((a, b), opener)| {
                     let other = if *opener == a { b } else { a };
@@ -577,7 +577,7 @@ impl Sim {
             for a in self.alive.clone() {
                 for (b, _) in self.view(&a).desired_outbound(self.now) {
                     let p = pair(&a, &b);
-                    if self.links.contains_key(&p)
+                    if self.sessions.contains_key(&p)
                         || self.cut.contains(&p)
                         || !self.alive.contains(&b)
                         || !self.tried.insert((a.clone(), b.clone()))
@@ -593,18 +593,18 @@ impl Sim {
                     {
                         continue;
                     }
-                    self.links.insert(p, a.clone());
+                    self.sessions.insert(p, a.clone());
                     let now = self.now;
-                    let acts = self.views.get_mut(&a).unwrap().link_up(&b, now);
-                    let bcts = self.views.get_mut(&b).unwrap().link_up(&a, now);
+                    let acts = self.views.get_mut(&a).unwrap().session_up(&b, now);
+                    let bcts = self.views.get_mut(&b).unwrap().session_up(&a, now);
                     self.run(&a, acts);
                     self.run(&b, bcts);
                 }
             }
-            // What links carry: backup lists to children, children's status to parents.
-            for ((a, b), _) in self.links.clone() {
+            // What sessions carry: backup lists to children, children's status to parents.
+            for ((a, b), _) in self.sessions.clone() {
                 for (x, y) in [(&a, &b), (&b, &a)] {
-                    if !self.linked(x, y) {
+                    if !self.connected(x, y) {
                         continue;
                     }
                     let vx = self.view(x);
@@ -632,7 +632,7 @@ impl Sim {
                     }
                 }
             }
-            if (self.links.clone(), self.snapshot()) == before {
+            if (self.sessions.clone(), self.snapshot()) == before {
                 return;
             }
         }
@@ -663,10 +663,14 @@ fn cold_start_connects_the_configured_links_and_adopts_nothing() {
         ("P2", "child2"),
         ("P3", "child3"),
     ] {
-        assert!(sim.linked(a, b), "{a}-{b}");
+        assert!(sim.connected(a, b), "{a}-{b}");
     }
-    assert_eq!(sim.links.len(), 6);
-    assert_eq!(sim.links[&pair("P1", "P2")], "P1", "the lower IP opened it");
+    assert_eq!(sim.sessions.len(), 6);
+    assert_eq!(
+        sim.sessions[&pair("P1", "P2")],
+        "P1",
+        "the lower IP opened it"
+    );
     sim.advance(T.adopt_after * 2);
     for (c, p) in [("child1", "P1"), ("child2", "P2"), ("child3", "P3")] {
         assert_eq!(sim.parent_of(c), Some(p));
@@ -686,15 +690,15 @@ fn scenario_1_parent_down_adopted_by_first_backup_and_back() {
     // Detected at once, but nobody adopts before `adopt_after`.
     assert!(!sim.view("P2").is_up("P1") && !sim.view("P3").is_up("P1"));
     assert_eq!(sim.parent_of("child1"), None);
-    assert!(!sim.linked("P2", "child1"));
+    assert!(!sim.connected("P2", "child1"));
     sim.advance(T.adopt_after);
-    assert!(sim.linked("P2", "child1"), "P2 adopts");
+    assert!(sim.connected("P2", "child1"), "P2 adopts");
     assert_eq!(sim.parent_of("child1"), Some("P2"));
     assert_eq!(
         sim.view("P2").adopted().get("child1").map(String::as_str),
         Some("P1")
     );
-    assert!(!sim.linked("P3", "child1"), "P3 leaves it to P2");
+    assert!(!sim.connected("P3", "child1"), "P3 leaves it to P2");
     assert!(
         !sim.view("P3")
             .desired_outbound(sim.now)
@@ -711,14 +715,14 @@ fn scenario_1_parent_down_adopted_by_first_backup_and_back() {
     // P1 returns: it calls child1, which goes back to it; P2 lets go.
     sim.revive("P1");
     assert_eq!(sim.parent_of("child1"), Some("P1"));
-    assert!(sim.linked("P1", "child1") && !sim.linked("P2", "child1"));
+    assert!(sim.connected("P1", "child1") && !sim.connected("P2", "child1"));
     assert!(sim.view("P2").adopted().is_empty());
     assert_eq!(sim.view("P3").holder("child1"), Some("P1"));
     sim.advance(T.adopt_after * 3);
     assert_eq!(sim.parent_of("child1"), Some("P1"), "and stays");
 }
 
-/// Scenario 2: only the P1–P2 link is down; P2 offers to adopt child1, which refuses since
+/// Scenario 2: only the P1–P2 session is down; P2 offers to adopt child1, which refuses since
 /// its parent P1 is up.
 #[test]
 fn scenario_2_only_the_parent_link_down_child_rejects() {
@@ -729,9 +733,9 @@ fn scenario_2_only_the_parent_link_down_child_rejects() {
         sim.view("P2").should_adopt_from("P1", sim.now),
         "P2 sees P1 down and is first in its list"
     );
-    // P2 called child1 and was refused (the link is closed again).
+    // P2 called child1 and was refused (the session is closed again).
     assert!(sim.tried.contains(&("P2".to_owned(), "child1".to_owned())));
-    assert!(!sim.linked("P2", "child1"));
+    assert!(!sim.connected("P2", "child1"));
     assert_eq!(sim.parent_of("child1"), Some("P1"));
     assert!(sim.view("P2").adopted().is_empty());
     // Retries (after backoff) are refused the same way.
@@ -740,7 +744,7 @@ fn scenario_2_only_the_parent_link_down_child_rejects() {
     // P3 sees P1 up and does nothing.
     assert!(!sim.view("P3").should_adopt_from("P1", sim.now));
     sim.restore("P1", "P2");
-    assert!(sim.linked("P1", "P2"));
+    assert!(sim.connected("P1", "P2"));
     assert!(
         !sim.view("P2")
             .desired_outbound(sim.now)
@@ -776,7 +780,7 @@ fn scenario_3_split_views_then_the_higher_backup_takes_over() {
         sim.view("P3").adopted().get("child1").map(String::as_str),
         Some("P1")
     );
-    // The P1–P2 link drops.
+    // The P1–P2 session drops.
     sim.cut("P1", "P2");
     assert_eq!(
         sim.parent_of("child1"),
@@ -789,7 +793,7 @@ fn scenario_3_split_views_then_the_higher_backup_takes_over() {
         Some("P2"),
         "child1 prefers P2 by P1's list"
     );
-    assert!(sim.linked("P2", "child1") && !sim.linked("P3", "child1"));
+    assert!(sim.connected("P2", "child1") && !sim.connected("P3", "child1"));
     assert!(sim.view("P3").adopted().is_empty());
     // P3 keeps offering (it still sees P1 and P2 down) and child1 keeps refusing.
     sim.advance(T.adopt_after);
@@ -821,7 +825,7 @@ fn no_backup_up_leaves_the_children_orphaned_and_a_cleared_list_adopts_nothing()
     sim.kill("P1");
     sim.advance(T.adopt_after * 2);
     assert_eq!(sim.parent_of("child1"), None);
-    assert!(!sim.linked("P2", "child1") && !sim.linked("P3", "child1"));
+    assert!(!sim.connected("P2", "child1") && !sim.connected("P3", "child1"));
 }
 
 #[test]
@@ -832,13 +836,13 @@ fn flat_mesh_is_full_and_opened_by_the_lower_ip() {
     let t = SiteTree::new(sites).unwrap();
     assert!(t.is_flat());
     let sim = Sim::new(t);
-    assert_eq!(sim.links.len(), 15);
-    for ((a, b), opener) in &sim.links {
+    assert_eq!(sim.sessions.len(), 15);
+    for ((a, b), opener) in &sim.sessions {
         assert_eq!(opener, a.min(b));
     }
 }
 
-/// A child leaving a parent for another says where it goes on the link it is closing, before
+/// A child leaving a parent for another says where it goes on the session it is closing, before
 /// the close; the parent it left relays it as not attached, naming the new parent, so that
 /// the other parents keep its state across the move (node::merge) instead of dropping it.
 #[test]
@@ -854,11 +858,11 @@ fn a_child_leaving_a_parent_says_where_it_goes() {
     };
     let t0 = Instant::now();
     let late = t0 + T.accept_after * 3;
-    // Back from its adopter P2 to P1: the word, then the close, on P2's link.
+    // Back from its adopter P2 to P1: the word, then the close, on P2's session.
     let mut c = SiteView::new(child_config(&seed(), "child1"), "child1", T, t0).unwrap();
-    c.link_up("P1", t0);
-    c.link_down("P1", t0);
-    c.link_up("P2", late);
+    c.session_up("P1", t0);
+    c.session_down("P1", t0);
+    c.session_up("P2", late);
     assert!(
         c.adopt_request("P2", "P1", &["P2".into(), "P3".into()], late)
             .iter()
@@ -870,16 +874,16 @@ fn a_child_leaving_a_parent_says_where_it_goes() {
                 }
             ))
     );
-    let actions = c.link_up("P1", late);
+    let actions = c.session_up("P1", late);
     assert_eq!(actions.len(), 2, "{actions:?}");
     assert_eq!(actions[0], moving("P2", "P1"));
     assert!(matches!(&actions[1], Action::Close { peer, .. } if peer == "P2"));
     // From the adopter P3 to the higher-ranked P2: the same to P3.
     let mut c = SiteView::new(child_config(&seed(), "child1"), "child1", T, t0).unwrap();
-    c.link_up("P1", t0);
-    c.link_down("P1", t0);
+    c.session_up("P1", t0);
+    c.session_down("P1", t0);
     for p in ["P3", "P2"] {
-        c.link_up(p, late);
+        c.session_up(p, late);
     }
     c.adopt_request("P3", "P1", &["P2".into(), "P3".into()], late);
     let actions = c.adopt_request("P2", "P1", &["P2".into(), "P3".into()], late);

@@ -1,4 +1,4 @@
-//! [`SiteTree`]: the configured sites, validated, and the static rules (who initiates a link,
+//! [`SiteTree`]: the configured sites, validated, and the static rules (who initiates a session,
 //! who answers DNS, who exchanges metrics, who may call whom).
 
 use std::{
@@ -27,10 +27,10 @@ pub struct SiteSpec {
     pub parent: Option<String>,
     /// A parent's ordered backup-parent list.
     pub backups: Vec<String>,
-    /// Its public key: a link claiming this site's name is believed only once it proves the
+    /// Its public key: a session claiming this site's name is believed only once it proves the
     /// name with the matching private key (`auth`). Required for every site but one's own.
     pub key: Option<PublicKey>,
-    /// Its links may come from any source address (it is behind a NAT whose outbound address is
+    /// Its sessions may come from any source address (it is behind a NAT whose outbound address is
     /// not `ip` nor `connect`); the key still proves who it is.
     pub nat: bool,
 }
@@ -258,9 +258,9 @@ impl SiteTree {
         self.sites.iter().all(|s| s.role == Role::Parent)
     }
 
-    /// Which of `a` and `b` opens their configured link: between parents the lower IP (then
+    /// Which of `a` and `b` opens their configured session: between parents the lower IP (then
     /// port, then name, for sites sharing an address in tests); a parent to its own child.
-    /// `None` when the two have no configured link (two children, a parent and another
+    /// `None` when the two have no configured session (two children, a parent and another
     /// parent's child).
     pub fn initiator<'a>(&'a self, a: &'a str, b: &'a str) -> Option<&'a str> {
         let (sa, sb) = (self.site(a)?, self.site(b)?);
@@ -288,7 +288,7 @@ impl SiteTree {
         self.answers_dns(a) && self.answers_dns(b)
     }
 
-    /// Whether `me` lets `from` (who says it is a `role`) open a link to it; the reason if not.
+    /// Whether `me` lets `from` (who says it is a `role`) open a session to it; the reason if not.
     pub fn inbound_allowed(
         &self,
         me: &str,

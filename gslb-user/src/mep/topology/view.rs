@@ -1,4 +1,4 @@
-//! [`SiteView`]: one site's changing view of its links, backup lists and adoptions, as a pure
+//! [`SiteView`]: one site's changing view of its sessions, backup lists and adoptions, as a pure
 //! state machine (events in, [`Action`]s out).
 
 use std::{
@@ -14,11 +14,11 @@ use crate::mep::session::Audience;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TopologyTiming {
     /// A parent adopts the children of a parent (and skips a higher-priority backup) only when
-    /// its link to it has been down for this long.
+    /// its session to it has been down for this long.
     pub adopt_after: Duration,
-    /// A child accepts an adoption only when its link to its parent has been down this long.
+    /// A child accepts an adoption only when its session to its parent has been down this long.
     pub accept_after: Duration,
-    /// A link that has never been up counts as down only from this long after the view's start:
+    /// A session that has never been up counts as down only from this long after the view's start:
     /// during a cold start of many sites, parents still connecting are not taken for dead (their
     /// children would be adopted and handed back at once).
     pub startup_grace: Duration,
@@ -34,12 +34,12 @@ impl Default for TopologyTiming {
     }
 }
 
-/// Why a link should be open.
+/// Why a session should be open.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Purpose {
-    /// A configured link to another parent (we have the lower IP).
+    /// A configured session to another parent (we have the lower IP).
     Peer,
-    /// A configured link to our own child.
+    /// A configured session to our own child.
     Child,
     /// An adoption of `original_parent`'s child.
     Adopt { original_parent: String },
@@ -60,7 +60,7 @@ pub enum Action {
 }
 
 #[derive(Clone, Copy, Debug)]
-struct LinkState {
+struct SessionState {
     up: bool,
     since: Instant,
 }
@@ -73,7 +73,7 @@ pub struct SiteView {
     role: Role,
     timing: TopologyTiming,
     started: Instant,
-    links: HashMap<String, LinkState>,
+    sessions: HashMap<String, SessionState>,
     /// Backup lists by parent: from the configuration, then as each parent sends its own.
     backups: HashMap<String, Vec<String>>,
     /// A parent's adopted children → their original parent.
@@ -83,7 +83,7 @@ pub struct SiteView {
     /// Which parent holds which child, as the other parents report.
     holders: BTreeMap<String, String>,
     /// A parent's children that left it for another parent, as they said before closing the
-    /// link (child → the parent it went to): relayed to the other parents so that they keep
+    /// session (child → the parent it went to): relayed to the other parents so that they keep
     /// the child's state until its new parent delivers it (docs/mep.md, "Handover").
     departed: BTreeMap<String, String>,
     /// A child's current parent (its own or an adopter).
@@ -91,7 +91,7 @@ pub struct SiteView {
 }
 
 impl SiteView {
-    /// The view of `me` (which must be in `topo`), starting at `now` with every link down.
+    /// The view of `me` (which must be in `topo`), starting at `now` with every session down.
     pub fn new(
         topo: SiteTree,
         me: &str,
@@ -115,7 +115,7 @@ impl SiteView {
             role,
             timing,
             started: now,
-            links: HashMap::new(),
+            sessions: HashMap::new(),
             backups,
             adopted: BTreeMap::new(),
             offered: BTreeSet::new(),
@@ -177,19 +177,19 @@ impl SiteView {
         self.backups(&self.me)
     }
 
-    /// Whether my link to `site` is up (I am always up to myself).
+    /// Whether my session to `site` is up (I am always up to myself).
     pub fn is_up(&self, site: &str) -> bool {
-        site == self.me || self.links.get(site).is_some_and(|l| l.up)
+        site == self.me || self.sessions.get(site).is_some_and(|l| l.up)
     }
 
-    /// How long my link to `site` has been down (if it never came up: since `startup_grace`
+    /// How long my session to `site` has been down (if it never came up: since `startup_grace`
     /// after my start).
     pub fn down_for(&self, site: &str, now: Instant) -> Option<Duration> {
         if self.is_up(site) {
             return None;
         }
         let since = self
-            .links
+            .sessions
             .get(site)
             .map_or(self.started + self.timing.startup_grace, |l| l.since);
         Some(now.saturating_duration_since(since))
@@ -199,7 +199,7 @@ impl SiteView {
         self.down_for(site, now).is_some_and(|d| d >= after)
     }
 
-    /// A child linked to me as my child (own, or adopted and accepted).
+    /// A child connected to me as my child (own, or adopted and accepted).
     pub fn is_attached(&self, child: &str) -> bool {
         self.role == Role::Parent
             && self.is_up(child)
@@ -236,7 +236,7 @@ impl SiteView {
         false
     }
 
-    /// The links I should have open, and why.
+    /// The sessions I should have open, and why.
     pub fn desired_outbound(&self, now: Instant) -> BTreeMap<String, Purpose> {
         let mut out = BTreeMap::new();
         if self.role != Role::Parent {
@@ -273,7 +273,7 @@ impl SiteView {
         out
     }
 
-    /// What my link to `peer` carries.
+    /// What my session to `peer` carries.
     pub fn audience(&self, peer: &str) -> Audience {
         match self.role {
             Role::Parent if self.is_peer_parent(peer) => Audience::PeerParent,
@@ -286,11 +286,11 @@ impl SiteView {
         }
     }
 
-    /// My link to `peer` is up (handshake done).
-    pub fn link_up(&mut self, peer: &str, now: Instant) -> Vec<Action> {
-        self.links.insert(
+    /// My session to `peer` is up (handshake done).
+    pub fn session_up(&mut self, peer: &str, now: Instant) -> Vec<Action> {
+        self.sessions.insert(
             peer.to_owned(),
-            LinkState {
+            SessionState {
                 up: true,
                 since: now,
             },
@@ -343,13 +343,13 @@ impl SiteView {
         actions
     }
 
-    /// My link to `peer` is down.
-    pub fn link_down(&mut self, peer: &str, now: Instant) -> Vec<Action> {
+    /// My session to `peer` is down.
+    pub fn session_down(&mut self, peer: &str, now: Instant) -> Vec<Action> {
         let was_up = self.is_up(peer);
-        if was_up || !self.links.contains_key(peer) {
-            self.links.insert(
+        if was_up || !self.sessions.contains_key(peer) {
+            self.sessions.insert(
                 peer.to_owned(),
-                LinkState {
+                SessionState {
                     up: false,
                     since: now,
                 },
@@ -531,8 +531,8 @@ impl SiteView {
         }
     }
 
-    /// What a child tells the parent it is leaving, just before closing the link: its new
-    /// parent. Sent ahead of the close on the same link, so the old parent knows the child is
+    /// What a child tells the parent it is leaving, just before closing the session: its new
+    /// parent. Sent ahead of the close on the same session, so the old parent knows the child is
     /// moving, not gone.
     fn moving_to(&self, old: &str, new: &str) -> Action {
         Action::Send {

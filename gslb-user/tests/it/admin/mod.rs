@@ -468,7 +468,7 @@ fn every_section_of_the_exposition_is_valid() {
         }],
         sites: vec![],
         mep: Some(MepStatus {
-            links: vec![MepLink {
+            sessions: vec![MepSession {
                 peer: "dc2".into(),
                 up: false,
                 version: None,

@@ -11,7 +11,7 @@ use std::{
 };
 
 use gslb_user::{
-    admin::{self, AdminState, status::WorldFeed},
+    admin::{self, EndpointState, status::WorldFeed},
     compile::Snapshot,
     config::Config,
     responder::Responder,
@@ -41,7 +41,7 @@ impl Endpoint {
         )
         .unwrap();
         let responder = Arc::new(Responder::new(&config, &Snapshot::from_config(&config)));
-        let state = Arc::new(AdminState::new(
+        let state = Arc::new(EndpointState::new(
             Arc::default(),
             responder,
             None,

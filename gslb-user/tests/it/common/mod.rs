@@ -19,7 +19,7 @@ use gslb_user::{
     compile::Snapshot,
     config::{Config, ConfigError},
     control::{self, ControlPath, Reload},
-    daemon::{self, DaemonError, Listeners, Overrides},
+    daemon::{self, DaemonError, Listeners, Overrides, Started},
     dataplane::Dataplane,
 };
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
@@ -760,18 +760,21 @@ impl Gslbd {
         let (ready_tx, ready_rx) = oneshot::channel();
         let (stop, stop_rx) = oneshot::channel::<()>();
         let (reloads, reload_rx) = mpsc::channel::<Reload>(4);
-        let task = tokio::spawn(daemon::run(
-            path.to_owned(),
-            overrides,
-            dns,
-            move || {
+        let path = path.to_owned();
+        let task = tokio::spawn(async move {
+            let config = daemon::load_config(&path, &overrides)?;
+            let started = Started::with_listeners(&config, &overrides, dns)?;
+            let ready = move || {
                 let _ = ready_tx.send(());
-            },
-            async move {
+            };
+            let shutdown = async move {
                 let _ = stop_rx.await;
-            },
-            reload_rx,
-        ));
+            };
+            Box::pin(daemon::run(
+                path, config, overrides, started, ready, shutdown, reload_rx,
+            ))
+            .await
+        });
         let ready = tokio::time::timeout(wait, ready_rx)
             .await
             .expect("gslbd ready (or failed) in time");

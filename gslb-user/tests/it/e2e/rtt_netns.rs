@@ -28,8 +28,9 @@ use std::{
 use gslb_tests::{Direction, Netns, TapWire, ipv4_packet, ipv4_ports, privileged};
 use gslb_user::{
     compile::Snapshot,
-    config::{Config, XdpMode},
+    config::Config,
     dataplane::Dataplane,
+    dataplane::XdpMode,
     probe::{
         LdnsRecorder, NetProber, ProbeKind, ProbeSettings, ProbeSupervisor, RttHandle,
         format_report,

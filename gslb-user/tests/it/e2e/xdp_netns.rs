@@ -8,7 +8,7 @@ use gslb_common::Counter;
 use gslb_tests::{
     CLIENT_IF, Lab, SERVER_IF, SERVER_V4, SERVER_V6, dig_answers, dig_flags, privileged, run,
 };
-use gslb_user::{config::XdpMode, dataplane};
+use gslb_user::dataplane::{self, XdpMode};
 
 const CONFIG: &str = r#"
 [server]

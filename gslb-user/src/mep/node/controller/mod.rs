@@ -1,5 +1,5 @@
-//! The node's state machine: one task owns the links, the dialers, the topology view and what
-//! links brought; link tasks talk to it by [`Event`]s, it answers through bounded queues and
+//! The node's state machine: one task owns the sessions, the dialers, the topology view and what
+//! sessions brought; session tasks talk to it by [`Event`]s, it answers through bounded queues and
 //! the outbound `watch`. `outbound` builds what this site sends, `statements` handles what
 //! peers say.
 
@@ -17,29 +17,30 @@ use tokio::{
 use tracing::{debug, info};
 
 use super::{
-    LinkInfo, LocalState, MepView, NodeState,
+    LocalState, MepView, NodeState, SessionInfo,
     merge::SiteTable,
     transport::{AbortOnDrop, Ctx, Event, dial_loop},
 };
 use crate::mep::{
-    frame::{Message, PersistEntry, Role, RttRow},
-    session::{Audience, CloseReason, LinkCmd, Outbound},
+    frame::{Message, Role, RttRow},
+    session::{Audience, CloseReason, Outbound, SessionCmd},
     topology::{Action, Purpose, SiteView},
 };
+use crate::persist::PersistEntry;
 
 mod outbound;
 use outbound::same_versions;
 mod statements;
 
-struct LinkHandle {
+struct SessionHandle {
     id: u64,
     initiated: bool,
-    cmds: mpsc::Sender<LinkCmd>,
+    cmds: mpsc::Sender<SessionCmd>,
     kill: Option<oneshot::Sender<(CloseReason, String)>>,
     audience: watch::Sender<Audience>,
 }
 
-impl LinkHandle {
+impl SessionHandle {
     fn kill(&mut self, reason: CloseReason, detail: String) {
         if let Some(k) = self.kill.take() {
             let _ = k.send((reason, detail));
@@ -57,18 +58,18 @@ pub(super) struct Controller {
     view: SiteView,
     shared: Arc<NodeState>,
     local: watch::Receiver<Arc<LocalState>>,
-    links: HashMap<String, LinkHandle>,
+    sessions: HashMap<String, SessionHandle>,
     by_id: HashMap<u64, String>,
-    info: BTreeMap<String, LinkInfo>,
+    info: BTreeMap<String, SessionInfo>,
     dialers: HashMap<String, Dialer>,
-    /// What each link brought about each site, and the handovers in progress.
+    /// What each session brought about each site, and the handovers in progress.
     table: SiteTable,
     pending_rtt: HashMap<String, Vec<RttRow>>,
     pending_persist: HashMap<String, Vec<PersistEntry>>,
     out: Outbound,
     version: u64,
     tasks: JoinSet<()>,
-    /// Something the topology or what links send depends on changed.
+    /// Something the topology or what sessions send depends on changed.
     topo_dirty: bool,
     /// Something the published view shows changed.
     view_dirty: bool,
@@ -82,7 +83,7 @@ impl Controller {
             view,
             local: shared.local.subscribe(),
             shared,
-            links: HashMap::new(),
+            sessions: HashMap::new(),
             by_id: HashMap::new(),
             info: BTreeMap::new(),
             dialers: HashMap::new(),
@@ -151,21 +152,21 @@ impl Controller {
                 self.publish();
             }
         }
-        info!(site = %self.view.me(), links = self.links.len(), "MEP stopping");
+        info!(site = %self.view.me(), links = self.sessions.len(), "MEP stopping");
         for d in self.dialers.values() {
             let _ = d.stop.send(true);
         }
-        for l in self.links.values_mut() {
+        for l in self.sessions.values_mut() {
             l.kill(CloseReason::Shutdown, "site shutting down".into());
         }
-        // Give links a moment to send their Reject, then abort whatever is left.
-        let links = &mut self.links;
+        // Give sessions a moment to send their Reject, then abort whatever is left.
+        let sessions = &mut self.sessions;
         let _ = tokio::time::timeout(Duration::from_millis(100), async {
-            while !links.is_empty() {
+            while !sessions.is_empty() {
                 match events.recv().await {
-                    Some(Event::Down { link, peer, .. }) => {
-                        if links.get(&peer).is_some_and(|l| l.id == link) {
-                            links.remove(&peer);
+                    Some(Event::Down { session, peer, .. }) => {
+                        if sessions.get(&peer).is_some_and(|l| l.id == session) {
+                            sessions.remove(&peer);
                         }
                     }
                     Some(_) => {}
@@ -182,11 +183,11 @@ impl Controller {
         let now = Instant::now();
         self.view_dirty = true;
         self.topo_dirty |= match &event {
-            Event::Frame { link, message } => match message {
+            Event::Frame { session, message } => match message {
                 // Services and tables matter to the topology only as a child's, relayed.
                 Message::ServiceStates(_) => self
                     .by_id
-                    .get(link)
+                    .get(session)
                     .is_some_and(|peer| self.view.is_attached(peer)),
                 Message::RttRows(_) | Message::Persistence(_) => false,
                 _ => true,
@@ -195,7 +196,7 @@ impl Controller {
         };
         match event {
             Event::Up {
-                link,
+                session,
                 hello,
                 version,
                 initiated,
@@ -204,18 +205,18 @@ impl Controller {
                 audience,
             } => {
                 let peer = hello.site.clone();
-                if let Some(mut old) = self.links.remove(&peer) {
-                    // One link per pair. This one proved the peer's name with its key (a
+                if let Some(mut old) = self.sessions.remove(&peer) {
+                    // One session per pair. This one proved the peer's name with its key (a
                     // newcomer that cannot never gets here), so it is the peer itself,
-                    // reconnected before we saw the old link die: the newer one wins.
+                    // reconnected before we saw the old session die: the newer one wins.
                     old.kill(CloseReason::Replaced, "replaced by a newer link".into());
                     self.by_id.remove(&old.id);
                 }
-                self.by_id.insert(link, peer.clone());
-                self.links.insert(
+                self.by_id.insert(session, peer.clone());
+                self.sessions.insert(
                     peer.clone(),
-                    LinkHandle {
-                        id: link,
+                    SessionHandle {
+                        id: session,
                         initiated,
                         cmds,
                         kill: Some(kill),
@@ -224,7 +225,7 @@ impl Controller {
                 );
                 self.info.insert(
                     peer.clone(),
-                    LinkInfo {
+                    SessionInfo {
                         up: true,
                         since: now,
                         version: Some(version),
@@ -235,22 +236,22 @@ impl Controller {
                         audience: Audience::None,
                     },
                 );
-                // Drop what an older link of this peer left.
-                self.table.link_up(&peer);
-                let actions = self.view.link_up(&peer, now);
+                // Drop what an older session of this peer left.
+                self.table.session_up(&peer);
+                let actions = self.view.session_up(&peer, now);
                 self.apply(actions);
             }
             Event::Down {
-                link,
+                session,
                 peer,
                 reason,
                 error,
             } => {
-                if self.by_id.remove(&link).is_none() {
+                if self.by_id.remove(&session).is_none() {
                     return;
                 }
-                if self.links.get(&peer).is_some_and(|l| l.id == link) {
-                    self.links.remove(&peer);
+                if self.sessions.get(&peer).is_some_and(|l| l.id == session) {
+                    self.sessions.remove(&peer);
                 }
                 if let Some(i) = self.info.get_mut(&peer) {
                     i.up = false;
@@ -261,14 +262,14 @@ impl Controller {
                     i.audience = Audience::None;
                 }
                 // A child that said it is moving to another parent is kept (as it last was)
-                // until that parent delivers it; anything else the link brought goes now.
+                // until that parent delivers it; anything else the session brought goes now.
                 let moved_to = self.view.departed_to(&peer).map(str::to_owned);
-                if let Some(h) = self.table.link_down(&peer, moved_to.as_deref(), now) {
+                if let Some(h) = self.table.session_down(&peer, moved_to.as_deref(), now) {
                     self.handover_started(&peer, &h);
                 }
                 self.pending_rtt.remove(&peer);
                 self.pending_persist.remove(&peer);
-                let actions = self.view.link_down(&peer, now);
+                let actions = self.view.session_down(&peer, now);
                 self.apply(actions);
             }
             Event::Failed {
@@ -276,8 +277,8 @@ impl Controller {
                 reason,
                 error,
             } => {
-                if !self.links.contains_key(&peer) {
-                    let i = self.info.entry(peer).or_insert(LinkInfo {
+                if !self.sessions.contains_key(&peer) {
+                    let i = self.info.entry(peer).or_insert(SessionInfo {
                         up: false,
                         since: now,
                         version: None,
@@ -291,8 +292,8 @@ impl Controller {
                     i.last_reason = Some(reason);
                 }
             }
-            Event::Frame { link, message } => {
-                let Some(peer) = self.by_id.get(&link).cloned() else {
+            Event::Frame { session, message } => {
+                let Some(peer) = self.by_id.get(&session).cloned() else {
                     return;
                 };
                 self.frame(&peer, message, now);
@@ -305,11 +306,11 @@ impl Controller {
         for action in actions {
             match action {
                 Action::Send { to, message } => {
-                    let Some(link) = self.links.get_mut(&to) else {
+                    let Some(session) = self.sessions.get_mut(&to) else {
                         continue;
                     };
-                    if link.cmds.try_send(LinkCmd::Send(message)).is_err() {
-                        link.kill(
+                    if session.cmds.try_send(SessionCmd::Send(message)).is_err() {
+                        session.kill(
                             CloseReason::QueueFull,
                             "the link's queue is full (peer too slow)".into(),
                         );
@@ -320,20 +321,20 @@ impl Controller {
                     code: _,
                     reason,
                 } => {
-                    if let Some(link) = self.links.get_mut(&peer) {
+                    if let Some(session) = self.sessions.get_mut(&peer) {
                         let why = if reason.starts_with("adoption rejected") {
                             CloseReason::AdoptRejected
                         } else {
                             CloseReason::Unwanted
                         };
-                        link.kill(why, reason);
+                        session.kill(why, reason);
                     }
                 }
             }
         }
     }
 
-    /// Starts and stops dialers to match the view; updates what each link carries.
+    /// Starts and stops dialers to match the view; updates what each session carries.
     fn reconcile(&mut self) {
         let now = Instant::now();
         let desired = self.view.desired_outbound(now);
@@ -348,10 +349,10 @@ impl Controller {
                 let _ = d.stop.send(true);
                 debug!(site = %self.view.me(), %peer, "MEP link no longer wanted");
             }
-            if let Some(link) = self.links.get_mut(&peer)
-                && link.initiated
+            if let Some(session) = self.sessions.get_mut(&peer)
+                && session.initiated
             {
-                link.kill(
+                session.kill(
                     CloseReason::Unwanted,
                     "the topology no longer wants this link".into(),
                 );
@@ -371,9 +372,10 @@ impl Controller {
             self.tasks.spawn(dial_loop(spec, self.ctx.clone(), stop_rx));
             self.dialers.insert(peer, Dialer { purpose, stop });
         }
-        for (peer, link) in &self.links {
+        for (peer, session) in &self.sessions {
             let audience = self.view.audience(peer);
-            link.audience
+            session
+                .audience
                 .send_if_modified(|a| std::mem::replace(a, audience) != audience);
             if let Some(i) = self.info.get_mut(peer)
                 && i.audience != audience
@@ -423,7 +425,7 @@ impl Controller {
             site: self.view.me().to_owned(),
             role: self.view.role(),
             answers_dns: self.view.topology().answers_dns(self.view.me()),
-            links: self.info.clone(),
+            sessions: self.info.clone(),
             sites,
             current_parent: self.view.current_parent().map(str::to_owned),
             adopted: self.view.adopted().clone(),

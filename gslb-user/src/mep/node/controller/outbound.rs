@@ -86,7 +86,7 @@ impl Controller {
             // The children attached now, and those relayed before (to say they left).
             let mut children: BTreeSet<String> = self.out.children.keys().cloned().collect();
             children.extend(
-                self.links
+                self.sessions
                     .keys()
                     .filter(|p| self.view.is_attached(p))
                     .cloned(),

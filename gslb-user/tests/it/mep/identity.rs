@@ -1,7 +1,7 @@
 //! MEP identity and integrity over real loopback sessions (issue 12): each site proves its
-//! name with its own key, from its own address; a site speaks only for itself; a live link is
+//! name with its own key, from its own address; a site speaks only for itself; a live session is
 //! never replaced by a newcomer that cannot prove the same name; every frame after the
-//! handshake is sealed (a replayed or changed frame closes the link); a flood of silent
+//! handshake is sealed (a replayed or changed frame closes the session); a flood of silent
 //! connections delays no real handshake; and an unauthenticated peer cannot make a node wait
 //! for a large frame. Attackers are played by hand with real sockets, each
 //! from the source address it would have.
@@ -17,7 +17,7 @@ use gslb_user::mep::{
     CloseReason, LocalState, MepConfig, MepNode, MepView, Role, ServiceReport, SiteKey, SiteSpec,
     SiteStatus, SiteTree, TopologyTiming,
     frame::{self, Message, ServiceStates},
-    session::{self, Identity, LinkError, LocalHello},
+    session::{self, Identity, LocalHello, SessionError},
 };
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
@@ -190,8 +190,8 @@ async fn call(
     me: &LocalHello,
     with: &SiteKey,
     peer: &str,
-) -> Result<(TcpStream, session::Established), LinkError> {
-    let mut s = connect_from(from, to).await.map_err(LinkError::Io)?;
+) -> Result<(TcpStream, session::Established), SessionError> {
+    let mut s = connect_from(from, to).await.map_err(SessionError::Io)?;
     let est = session::handshake_initiator(
         &mut s,
         Identity {
@@ -217,8 +217,8 @@ async fn a_child_with_its_own_key_cannot_pose_as_a_parent_or_another_child() {
     ]);
     let p1 = d.start("P1", |_| {});
     let p2 = d.start("P2", |_| {});
-    wait_view(&p2, "P1–P2", |v| v.link_up("P1")).await;
-    let since = p2.view().links["P1"].since;
+    wait_view(&p2, "P1–P2", |v| v.session_up("P1")).await;
+    let since = p2.view().sessions["P1"].since;
     let c1_key = key("c1");
 
     // c1 calls P2 as parent P1 (from P1's own address, even), signing with its own key.
@@ -234,7 +234,7 @@ async fn a_child_with_its_own_key_cannot_pose_as_a_parent_or_another_child() {
     assert!(
         matches!(
             &e,
-            LinkError::PeerRejected {
+            SessionError::PeerRejected {
                 code: frame::RejectCode::BadAuth,
                 ..
             }
@@ -265,7 +265,7 @@ async fn a_child_with_its_own_key_cannot_pose_as_a_parent_or_another_child() {
         p1.stats().closed(CloseReason::BadAuth) >= 1
     })
     .await;
-    assert!(!p1.view().link_up("c2"), "P1 believes no c2");
+    assert!(!p1.view().session_up("c2"), "P1 believes no c2");
 
     // c1 as itself (its own key, its own address) speaks for c2: dropped and counted; what it
     // says of itself is taken.
@@ -328,7 +328,7 @@ async fn a_child_with_its_own_key_cannot_pose_as_a_parent_or_another_child() {
     l.set_nonblocking(true).unwrap();
     d.listeners[i] = Some(l);
     let c2 = d.start("c2", |_| {});
-    wait_view(&c2, "c2 attached to P1", |v| v.link_up("P1")).await;
+    wait_view(&c2, "c2 attached to P1", |v| v.session_up("P1")).await;
     let e = call(
         ip(0, 21),
         d.addr("c2"),
@@ -340,8 +340,8 @@ async fn a_child_with_its_own_key_cannot_pose_as_a_parent_or_another_child() {
     .unwrap_err();
     assert!(e.to_string().contains("BadAuth"), "{e}");
     assert!(c2.stats().closed(CloseReason::BadAuth) >= 1);
-    assert!(c2.view().link_up("P1"), "c2's real parent link stays");
-    assert!(p2.view().link_up("P1") && p2.view().links["P1"].since == since);
+    assert!(c2.view().session_up("P1"), "c2's real parent link stays");
+    assert!(p2.view().session_up("P1") && p2.view().sessions["P1"].since == since);
 }
 
 /// A proxy between A and B that forwards A's frames to B and, on command, sends a captured
@@ -444,7 +444,7 @@ async fn a_replayed_or_modified_frame_closes_the_link_and_is_not_taken() {
             .collect();
         c.topology = SiteTree::new(sites).unwrap();
     });
-    wait_view(&b, "A up", |v| v.link_up("A")).await;
+    wait_view(&b, "A up", |v| v.session_up("A")).await;
     let publish = |web: ServiceReport| {
         a.publish_local(LocalState {
             services: vec![web],
@@ -464,7 +464,7 @@ async fn a_replayed_or_modified_frame_closes_the_link_and_is_not_taken() {
     .await;
     assert_eq!(*mode.lock().unwrap(), Tamper::None, "the replay was sent");
     wait_view(&b, "A back, web DOWN as A says", |v| {
-        v.link_up("A") && v.sites["A"].services == Arc::new(vec![service("web", false)])
+        v.session_up("A") && v.sites["A"].services == Arc::new(vec![service("web", false)])
     })
     .await;
 
@@ -477,7 +477,7 @@ async fn a_replayed_or_modified_frame_closes_the_link_and_is_not_taken() {
     .await;
     assert_eq!(*mode.lock().unwrap(), Tamper::None, "the change was made");
     wait_view(&b, "A back with what A sent", |v| {
-        v.link_up("A") && v.sites["A"].services.first().map(|s| s.state.connections) == Some(6)
+        v.session_up("A") && v.sites["A"].services.first().map(|s| s.state.connections) == Some(6)
     })
     .await;
     assert!(
@@ -503,7 +503,7 @@ async fn a_newcomer_without_the_key_does_not_evict_the_live_link() {
     })
     .unwrap();
     wait_view(&b, "A's web", |v| v.service_up("A", "web", None)).await;
-    let since = b.view().links["A"].since;
+    let since = b.view().sessions["A"].since;
 
     // Someone at A's address claims A without A's key.
     let e = call(
@@ -519,14 +519,14 @@ async fn a_newcomer_without_the_key_does_not_evict_the_live_link() {
     sleep(Duration::from_millis(300)).await;
     let v = b.view();
     assert!(
-        v.link_up("A") && v.links["A"].since == since,
+        v.session_up("A") && v.sessions["A"].since == since,
         "the live link stays"
     );
     assert!(v.service_up("A", "web", None));
     assert_eq!(b.stats().closed(CloseReason::Replaced), 0);
 
-    // A itself reconnecting (it restarted before B saw the old link die) proves the name: the
-    // newer link replaces the older one.
+    // A itself reconnecting (it restarted before B saw the old session die) proves the name: the
+    // newer session replaces the older one.
     let (_s, _est) = call(
         ip(0, 31),
         d.addr("B"),
@@ -559,7 +559,7 @@ async fn a_wrong_source_address_is_refused_and_nat_allows_it() {
     assert!(
         matches!(
             e,
-            LinkError::PeerRejected { .. } | LinkError::Io(_) | LinkError::Closed
+            SessionError::PeerRejected { .. } | SessionError::Io(_) | SessionError::Closed
         ),
         "{e}"
     );

@@ -6,7 +6,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use super::common::{
+use crate::common::{
     Frame, IPPROTO_TCP, IPPROTO_UDP, hop_by_hop_padding, internet_checksum, ipv6_first_fragment,
     transport_checksum, udp_offset,
 };

@@ -1,11 +1,11 @@
 //! `gslbctl show mep` and `gslbctl show rtt` against an in-process gslbd (parent p1, as in
-//! [`crate::mep_daemon`]) linked to a bare MEP peer p2 ([`Peer`]): the link's state, protocol
+//! [`crate::mep::daemon`]) connected to a bare MEP peer p2 ([`Peer`]): the session's state, protocol
 //! version and last error follow the peer's start and stop, and `show rtt` is the RTT table
 //! `ldns` prints, with the peer's row.
 
 use crate::common::{self, Backend, Gslbd, WEB1, WEB2, answer_set_becomes, until};
-use crate::mep_daemon::{fast_topology, parent_config};
-use crate::mep_peer::{self, Peer};
+use crate::mep::daemon::{fast_topology, parent_config};
+use crate::mep::peer::{self as mep_peer, Peer};
 use crate::steering::gslbctl;
 
 use std::time::Duration;
@@ -19,15 +19,15 @@ use tokio::net::TcpListener;
 
 const WAIT: Duration = Duration::from_secs(15);
 
-/// The cells of `peer`'s row in `show mep`'s link table: LINK, VERSION, LAST_ERROR.
+/// The cells of `peer`'s row in `show mep`'s session table: LINK, VERSION, LAST_ERROR.
 fn link_row(table: &str, peer: &str) -> Option<(String, String, String)> {
-    let links = table.split("\n\n").next()?;
-    let line = links
+    let sessions = table.split("\n\n").next()?;
+    let line = sessions
         .lines()
         .find(|l| l.split_whitespace().next() == Some(peer))?;
     let mut cells = line.split_whitespace().skip(1);
-    let (link, version) = (cells.next()?.to_owned(), cells.next()?.to_owned());
-    Some((link, version, cells.collect::<Vec<_>>().join(" ")))
+    let (session, version) = (cells.next()?.to_owned(), cells.next()?.to_owned());
+    Some((session, version, cells.collect::<Vec<_>>().join(" ")))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -53,7 +53,7 @@ async fn show_mep_and_rtt_follow_the_peer() {
         async move { gslbctl(&socket, &["show", what]).await.unwrap() }
     };
 
-    // p2 not running yet: no link up (no row until a first attempt ends), none negotiated.
+    // p2 not running yet: no session up (no row until a first attempt ends), none negotiated.
     answer_set_becomes(dns, &[WEB1], "p2 unreachable").await;
     let table = show("mep").await;
     assert!(
@@ -88,7 +88,7 @@ async fn show_mep_and_rtt_follow_the_peer() {
         .unwrap();
     answer_set_becomes(dns, &[WEB1, WEB2], "p2's web2 UP over MEP").await;
 
-    // Up, with the negotiated version; p2 reachable, linked directly, adopted by nobody.
+    // Up, with the negotiated version; p2 reachable, connected directly, adopted by nobody.
     until("p2's link up in show mep", async || {
         link_row(&show("mep").await, "p2")
             .is_some_and(|(l, v, _)| l == "up" && v.parse::<u8>().is_ok())
@@ -117,7 +117,7 @@ async fn show_mep_and_rtt_follow_the_peer() {
     let header = |t: &str| t.lines().next().map(str::to_owned);
     assert_eq!(header(&rtt), header(&ldns), "{rtt}\n---\n{ldns}");
 
-    // p2 goes: the link is down, with why.
+    // p2 goes: the session is down, with why.
     peer.stop().await;
     until("p2's link down with its last error", async || {
         link_row(&show("mep").await, "p2")

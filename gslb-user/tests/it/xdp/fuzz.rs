@@ -13,7 +13,7 @@
 //! Needs root (see `common::privileged`).
 
 use crate::common;
-use crate::fuzz_frames;
+use crate::xdp::fuzz_frames;
 
 use std::{collections::BTreeMap, net::IpAddr, path::Path, time::Instant};
 

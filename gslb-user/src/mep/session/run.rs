@@ -1,4 +1,4 @@
-//! An established link: what it carries (the controller's [`Outbound`], filtered by
+//! An established session: what it carries (the controller's [`Outbound`], filtered by
 //! [`Audience`]), its reader and writer, heartbeats and the dead-peer and write timeouts.
 
 use std::{
@@ -13,17 +13,18 @@ use tokio::{
     sync::{mpsc, oneshot, watch},
 };
 
-use super::{CloseReason, Counters, LinkError, read_sealed, seal};
+use super::{CloseReason, Counters, SessionError, read_sealed, seal};
 use crate::mep::{
     auth::SessionKeys,
-    frame::{self, Message, PersistEntry, RttRow, ServiceStates, SiteStatus},
+    frame::{self, Message, RttRow, ServiceStates, SiteStatus},
     node::Event,
 };
+use crate::persist::PersistEntry;
 
-/// What a link sends to its peer, chosen by the controller from the topology.
+/// What a session sends to its peer, chosen by the controller from the topology.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Audience {
-    /// Nothing but heartbeats (a link still being vetted, e.g. an adoption offer).
+    /// Nothing but heartbeats (a session still being vetted, e.g. an adoption offer).
     None,
     /// Another parent (or any site of a flat mesh): everything, network metrics and the
     /// relayed state of our children included.
@@ -61,7 +62,7 @@ pub struct Relay {
     pub services: Option<Arc<ServiceStates>>,
 }
 
-/// Everything this site may send, as last published; links send the parts their audience
+/// Everything this site may send, as last published; sessions send the parts their audience
 /// gets, and only the parts that changed since they last sent them.
 #[derive(Clone, Debug, Default)]
 pub struct Outbound {
@@ -74,16 +75,16 @@ pub struct Outbound {
     pub children: BTreeMap<String, Relay>,
 }
 
-/// A command from the controller to a link (closing goes through the link's kill channel,
+/// A command from the controller to a session (closing goes through the session's kill channel,
 /// which never fills up).
 #[derive(Debug)]
-pub enum LinkCmd {
+pub enum SessionCmd {
     Send(Message),
 }
 
-/// The link's fixed parameters.
+/// The session's fixed parameters.
 #[derive(Clone, Debug)]
-pub struct LinkParams {
+pub struct SessionParams {
     pub id: u64,
     pub peer: String,
     pub version: u8,
@@ -93,27 +94,27 @@ pub struct LinkParams {
     pub write_timeout: Duration,
 }
 
-/// The channels between a link and the controller.
-pub struct LinkChannels {
-    pub cmds: mpsc::Receiver<LinkCmd>,
-    /// Closes the link, with the reason (sent to the peer in a Reject).
+/// The channels between a session and the controller.
+pub struct SessionChannels {
+    pub cmds: mpsc::Receiver<SessionCmd>,
+    /// Closes the session, with the reason (sent to the peer in a Reject).
     pub kill: oneshot::Receiver<(CloseReason, String)>,
     pub outbound: watch::Receiver<Arc<Outbound>>,
     pub audience: watch::Receiver<Audience>,
     pub events: mpsc::Sender<Event>,
 }
 
-/// Runs an established link until it fails or is closed: frames received go to `events`
-/// (tagged with the link id), `outbound` is sent as the `audience` allows, `cmds` are obeyed.
+/// Runs an established session until it fails or is closed: frames received go to `events`
+/// (tagged with the session id), `outbound` is sent as the `audience` allows, `cmds` are obeyed.
 /// Returns why it ended.
-pub async fn run_link<S: AsyncRead + AsyncWrite + Send + 'static>(
+pub async fn run_session<S: AsyncRead + AsyncWrite + Send + 'static>(
     stream: S,
     keys: SessionKeys,
-    params: LinkParams,
+    params: SessionParams,
     counters: Arc<Counters>,
-    channels: LinkChannels,
-) -> LinkError {
-    let LinkChannels {
+    channels: SessionChannels,
+) -> SessionError {
+    let SessionChannels {
         mut cmds,
         mut kill,
         mut outbound,
@@ -132,13 +133,13 @@ pub async fn run_link<S: AsyncRead + AsyncWrite + Send + 'static>(
             loop {
                 let read = read_sealed(&mut rd, p.max_payload, &mut opener);
                 let (version, message, len) = match tokio::time::timeout(p.dead_after, read).await {
-                    Err(_) => return LinkError::DeadPeer(p.dead_after),
+                    Err(_) => return SessionError::DeadPeer(p.dead_after),
                     Ok(Err(e)) => return e,
                     Ok(Ok(f)) => f,
                 };
                 counters.received(len);
                 if version != p.version {
-                    return LinkError::WrongFrameVersion {
+                    return SessionError::WrongFrameVersion {
                         got: version,
                         expected: p.version,
                     };
@@ -146,21 +147,21 @@ pub async fn run_link<S: AsyncRead + AsyncWrite + Send + 'static>(
                 match message {
                     Message::Heartbeat { .. } => {}
                     Message::Reject { code, detail } => {
-                        return LinkError::PeerRejected { code, detail };
+                        return SessionError::PeerRejected { code, detail };
                     }
                     Message::Hello(_) | Message::Auth(_) => {
-                        return LinkError::Unexpected(message.kind());
+                        return SessionError::Unexpected(message.kind());
                     }
                     message => {
                         if events
                             .send(Event::Frame {
-                                link: p.id,
+                                session: p.id,
                                 message,
                             })
                             .await
                             .is_err()
                         {
-                            return LinkError::Local {
+                            return SessionError::Local {
                                 reason: CloseReason::Shutdown,
                                 detail: "node stopped".into(),
                             };
@@ -177,10 +178,10 @@ pub async fn run_link<S: AsyncRead + AsyncWrite + Send + 'static>(
         let mut ticker = tokio::time::interval(p.heartbeat);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut write =
-            async |wr: &mut tokio::io::WriteHalf<S>, m: &Message| -> Result<(), LinkError> {
+            async |wr: &mut tokio::io::WriteHalf<S>, m: &Message| -> Result<(), SessionError> {
                 let bytes = seal(p.version, m, p.max_payload, &mut sealer)?;
                 match tokio::time::timeout(p.write_timeout, wr.write_all(&bytes)).await {
-                    Err(_) => return Err(LinkError::WriteTimeout(p.write_timeout)),
+                    Err(_) => return Err(SessionError::WriteTimeout(p.write_timeout)),
                     Ok(r) => r?,
                 }
                 counters.sent(bytes.len());
@@ -191,10 +192,10 @@ pub async fn run_link<S: AsyncRead + AsyncWrite + Send + 'static>(
                 biased;
                 k = &mut kill => {
                     let Ok((reason, detail)) = k else {
-                        return LinkError::Local { reason: CloseReason::Shutdown, detail: "node stopped".into() };
+                        return SessionError::Local { reason: CloseReason::Shutdown, detail: "node stopped".into() };
                     };
                     // What was queued before the close goes first (an AdoptReject, say).
-                    while let Ok(LinkCmd::Send(m)) = cmds.try_recv() {
+                    while let Ok(SessionCmd::Send(m)) = cmds.try_recv() {
                         if write(&mut wr, &m).await.is_err() {
                             break;
                         }
@@ -202,9 +203,9 @@ pub async fn run_link<S: AsyncRead + AsyncWrite + Send + 'static>(
                     let m = Message::Reject { code: reason.reject_code(), detail: detail.clone() };
                     let _ = write(&mut wr, &m).await;
                     let _ = tokio::time::timeout(p.write_timeout, wr.shutdown()).await;
-                    return LinkError::Local { reason, detail };
+                    return SessionError::Local { reason, detail };
                 }
-                // Before the state: a link that always has state to send still heartbeats.
+                // Before the state: a session that always has state to send still heartbeats.
                 _ = ticker.tick() => {
                     seq += 1;
                     if let Err(e) = write(&mut wr, &Message::Heartbeat { seq }).await {
@@ -213,26 +214,26 @@ pub async fn run_link<S: AsyncRead + AsyncWrite + Send + 'static>(
                     continue;
                 }
                 cmd = cmds.recv() => match cmd {
-                    Some(LinkCmd::Send(m)) => {
+                    Some(SessionCmd::Send(m)) => {
                         if let Err(e) = write(&mut wr, &m).await {
                             return e;
                         }
                     }
-                    None => return LinkError::Local { reason: CloseReason::Shutdown, detail: "node stopped".into() },
+                    None => return SessionError::Local { reason: CloseReason::Shutdown, detail: "node stopped".into() },
                 },
                 r = audience.changed() => {
                     if r.is_err() {
-                        return LinkError::Local { reason: CloseReason::Shutdown, detail: "node stopped".into() };
+                        return SessionError::Local { reason: CloseReason::Shutdown, detail: "node stopped".into() };
                     }
                     sent = Sent::default();
                 }
                 r = outbound.changed() => {
                     if r.is_err() {
-                        return LinkError::Local { reason: CloseReason::Shutdown, detail: "node stopped".into() };
+                        return SessionError::Local { reason: CloseReason::Shutdown, detail: "node stopped".into() };
                     }
                 }
             }
-            // Send whatever changed for this audience (the latest version only: a slow link
+            // Send whatever changed for this audience (the latest version only: a slow session
             // skips intermediate states instead of queueing them).
             let out = outbound.borrow_and_update().clone();
             let who = *audience.borrow_and_update();
@@ -255,7 +256,7 @@ pub async fn run_link<S: AsyncRead + AsyncWrite + Send + 'static>(
     }
 }
 
-/// The versions of the parts a link has sent.
+/// The versions of the parts a session has sent.
 #[derive(Default)]
 struct Sent {
     status: u64,

@@ -2,7 +2,7 @@
 //! XDP, no privileges): gslbd runs one site, and the test runs the other as a bare
 //! MEP node ([`Peer`]), so that it can publish states and read what gslbd sends.
 //!
-//! - A parent: remote services are DOWN until their site's link is up, then follow what the
+//! - A parent: remote services are DOWN until their site's session is up, then follow what the
 //!   site reports; its own services (by its monitors) and RTT column reach the peer; the peer's
 //!   RTT rows reach its RTT table; a reload that changes the MEP settings restarts the node in
 //!   place without dropping remote services from the answers; one that changes the listen
@@ -14,8 +14,8 @@
 //! Every wait is bounded by [`WAIT`].
 
 use crate::common;
+use crate::mep::peer::{self as mep_peer, Peer};
 use crate::mep_keys;
-use crate::mep_peer::{self, Peer};
 
 use std::{
     net::IpAddr,
@@ -43,7 +43,7 @@ use tokio::{net::TcpListener, sync::oneshot};
 
 const WAIT: Duration = Duration::from_secs(15);
 
-/// `config` with topology timers fast enough for the tests' links to settle in time.
+/// `config` with topology timers fast enough for the tests' sessions to settle in time.
 pub(crate) fn fast_topology(mut config: MepConfig) -> MepConfig {
     config.timing = TopologyTiming {
         adopt_after: Duration::from_millis(400),
@@ -83,7 +83,7 @@ fn ips(list: &[&str]) -> Vec<IpAddr> {
 // ---- The parent ----
 
 /// gslbd is parent p1 at 127.0.0.1; the peer is parent p2 at 127.0.0.2 (p1 has the lower IP,
-/// so it opens the link). web1 is p1's, monitored here; web2 is p2's.
+/// so it opens the session). web1 is p1's, monitored here; web2 is p2's.
 pub(crate) fn parent_config(
     dns: u16,
     p1_mep: u16,
@@ -216,7 +216,7 @@ async fn a_parent_exchanges_state_with_its_peer_and_reloads_mep_in_place() {
     answer_set_becomes(dns, &[WEB1, WEB2], "p2 reports web2 UP").await;
 
     // A new backup list restarts p1's node in place: p2 gets the list, and web2 never leaves
-    // the answers while the link reconnects (the last view is kept until it is back).
+    // the answers while the session reconnects (the last view is kept until it is back).
     std::fs::write(&path, config("", "backup_parents = [\"p2\"]")).unwrap();
     let reloaded = tokio::spawn({
         let reloads = gslbd.reloads.clone();
@@ -243,7 +243,7 @@ async fn a_parent_exchanges_state_with_its_peer_and_reloads_mep_in_place() {
     }
     assert_eq!(reloaded.await.unwrap(), Ok(()));
     peer.wait("p1's new backup list", |v| {
-        v.sites["p1"].backups.as_deref() == Some(&["p2".to_owned()][..]) && v.link_up("p1")
+        v.sites["p1"].backups.as_deref() == Some(&["p2".to_owned()][..]) && v.session_up("p1")
     })
     .await;
     assert!(
@@ -266,7 +266,7 @@ async fn a_parent_exchanges_state_with_its_peer_and_reloads_mep_in_place() {
         refused.contains("mep.listen") && refused.contains("needs a restart"),
         "{refused}"
     );
-    assert!(peer.node.view().link_up("p1"));
+    assert!(peer.node.view().session_up("p1"));
     assert_eq!(www(dns).await, ips(&[WEB1, WEB2]));
 
     // p2 goes: its service is DOWN, and its RTT rows leave p1's table.
@@ -385,7 +385,7 @@ async fn a_child_refuses_gslb_names_serves_static_data_and_reports_to_its_parent
         ResponseCode::NXDomain
     );
 
-    // Its parent opens the link and gets its services' states.
+    // Its parent opens the session and gets its services' states.
     let sites = vec![
         SiteSpec::parent("p1", "127.0.0.1".parse().unwrap()).with_port(p1_mep),
         SiteSpec::child("c1", "127.0.0.3".parse().unwrap(), "p1").with_port(c1_mep),
@@ -398,7 +398,7 @@ async fn a_child_refuses_gslb_names_serves_static_data_and_reports_to_its_parent
         v.sites["c1"].reachable && !v.service_up("c1", "web-c1", None)
     })
     .await;
-    // Still refused with the parent linked (the role, not the link, decides).
+    // Still refused with the parent connected (the role, not the session, decides).
     assert_eq!(
         ask(dns, "www.example.com.", RecordType::A)
             .await

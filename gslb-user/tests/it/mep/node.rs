@@ -1,5 +1,5 @@
 //! MEP over real TCP on loopback: several nodes in one process, each site on its own
-//! 127.0.0.x address (port 0), every link that may exist going through a small proxy the test
+//! 127.0.0.x address (port 0), every session that may exist going through a small proxy the test
 //! can cut (connections closed, new ones refused), stall (nothing forwarded: a silent peer) and
 //! restore ([`gslb_tests::TcpProxy`], which the multi-gslbd test uses too). Also raw peers speaking the protocol by hand: a wrong secret, an impostor, garbage,
 //! oversized frames, a peer that never reads.
@@ -17,12 +17,13 @@ use std::{
 use gslb_tests::{ProxyMode, TcpProxy};
 use gslb_user::health::state::{Bandwidth, ServiceState};
 use gslb_user::mep::{
-    CloseReason, LocalState, MepConfig, MepNode, MepTls, MepView, PersistEntry, Role, RttProtocol,
-    RttRow, ServiceReport, SiteKey, SiteSpec, SiteStatus, SiteTree, TopologyTiming,
+    CloseReason, LocalState, MepConfig, MepNode, MepTls, MepView, Role, RttProtocol, RttRow,
+    ServiceReport, SiteKey, SiteSpec, SiteStatus, SiteTree, TopologyTiming,
     auth::{Opener, SessionKeys},
     frame::{self, Message, ServiceStates},
     session::{self, Identity, LocalHello},
 };
+use gslb_user::persist::PersistEntry;
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},
@@ -310,12 +311,12 @@ fn two_parents() -> Vec<SiteSpec> {
 async fn two_sites_handshake_and_exchange_state() {
     let mut lab = Lab::new(two_parents()).await;
     lab.start_all().await;
-    lab.wait("A", "link to B", |v| v.link_up("B")).await;
-    lab.wait("B", "link to A", |v| v.link_up("A")).await;
+    lab.wait("A", "link to B", |v| v.session_up("B")).await;
+    lab.wait("B", "link to A", |v| v.session_up("A")).await;
     let a = lab.node("A").view();
-    assert_eq!(a.links["B"].version, Some(2));
-    assert!(a.links["B"].initiated, "A has the lower IP");
-    assert!(!lab.node("B").view().links["A"].initiated);
+    assert_eq!(a.sessions["B"].version, Some(2));
+    assert!(a.sessions["B"].initiated, "A has the lower IP");
+    assert!(!lab.node("B").view().sessions["A"].initiated);
     assert!(a.answers_dns);
 
     let persistence = vec![PersistEntry {
@@ -429,21 +430,21 @@ async fn wrong_key_is_rejected_both_ways() {
     })
     .await;
     assert!(lab.node("A").stats().closed(CloseReason::PeerRejected) >= 1);
-    assert!(!lab.node("A").view().link_up("B") && !lab.node("B").view().link_up("A"));
+    assert!(!lab.node("A").view().session_up("B") && !lab.node("B").view().session_up("A"));
     assert!(
-        lab.node("A").view().links["B"]
+        lab.node("A").view().sessions["B"]
             .last_error
             .as_deref()
             .unwrap()
             .contains("BadAuth")
     );
     // Its kind, typed (the metric's label), is the one the text starts with.
-    let link = &lab.node("A").view().links["B"];
-    let reason = link.last_reason.expect("a typed reason").as_str();
+    let session = &lab.node("A").view().sessions["B"];
+    let reason = session.last_reason.expect("a typed reason").as_str();
     assert!(
-        link.last_error.as_deref().unwrap().starts_with(reason),
+        session.last_error.as_deref().unwrap().starts_with(reason),
         "{reason} vs {:?}",
-        link.last_error
+        session.last_error
     );
 
     // The acceptor (B) signs with another key: A refuses it, from the other side.
@@ -455,7 +456,7 @@ async fn wrong_key_is_rejected_both_ways() {
         lab.node("A").stats().closed(CloseReason::BadAuth) >= 2
     })
     .await;
-    assert!(!lab.node("A").view().link_up("B"));
+    assert!(!lab.node("A").view().session_up("B"));
 
     // An impostor acceptor that does not have B's key runs the handshake with its own: the
     // opener refuses it (mutual authentication), never sending state.
@@ -495,12 +496,12 @@ async fn wrong_key_is_rejected_both_ways() {
         a.stats().closed(CloseReason::BadAuth) >= 1
     })
     .await;
-    assert!(!a.view().link_up("B"));
+    assert!(!a.view().session_up("B"));
 }
 
 #[tokio::test]
 async fn versions_are_negotiated() {
-    // (A's versions, B's versions, the version used or None for no link)
+    // (A's versions, B's versions, the version used or None for no session)
     let cases: [(&[u8], &[u8], Option<u8>); 4] = [
         (&[1, 2], &[1], Some(1)),
         (&[1, 2], &[1, 2, 3], Some(2)),
@@ -522,11 +523,11 @@ async fn versions_are_negotiated() {
         match want {
             Some(v) => {
                 lab.wait("A", "link at the common version", |view| {
-                    view.links.get("B").and_then(|l| l.version) == Some(v)
+                    view.sessions.get("B").and_then(|l| l.version) == Some(v)
                 })
                 .await;
                 lab.wait("B", "link at the common version", |view| {
-                    view.links.get("A").and_then(|l| l.version) == Some(v)
+                    view.sessions.get("A").and_then(|l| l.version) == Some(v)
                 })
                 .await;
                 // And it carries state at that version.
@@ -545,7 +546,7 @@ async fn versions_are_negotiated() {
                 })
                 .await;
                 assert!(lab.node("A").stats().closed(CloseReason::PeerRejected) >= 1);
-                assert!(!lab.node("A").view().link_up("B"));
+                assert!(!lab.node("A").view().session_up("B"));
             }
         }
     }
@@ -563,8 +564,8 @@ fn parent_hello(site: &str) -> LocalHello {
     }
 }
 
-/// Opens a link to `to` as parent `me` (with its key) by hand and returns the stream and the
-/// link's frame keys.
+/// Opens a session to `to` as parent `me` (with its key) by hand and returns the stream and the
+/// session's frame keys.
 async fn raw_link(to: SocketAddr, me: &str, peer: &str) -> (TcpStream, SessionKeys) {
     let mut s = TcpStream::connect(to).await.unwrap();
     let est = session::handshake_initiator(
@@ -583,7 +584,7 @@ async fn raw_link(to: SocketAddr, me: &str, peer: &str) -> (TcpStream, SessionKe
     (s, est.keys)
 }
 
-/// `frame` with its MAC tag, as the link's next frame.
+/// `frame` with its MAC tag, as the session's next frame.
 fn sealed(keys: &mut SessionKeys, frame: &[u8]) -> Vec<u8> {
     [frame, &keys.send.seal(frame)[..]].concat()
 }
@@ -599,7 +600,7 @@ async fn bad_frames_close_the_link_with_a_reason_and_the_node_goes_on() {
     .await;
     lab.start("B").await;
     lab.start("C").await;
-    lab.wait("B", "link to C", |v| v.link_up("C")).await;
+    lab.wait("B", "link to C", |v| v.session_up("C")).await;
     let b_addr = lab.listen["B"];
     let b = lab.node("B").clone();
     let count = |r: CloseReason| b.stats().closed(r);
@@ -665,8 +666,8 @@ async fn bad_frames_close_the_link_with_a_reason_and_the_node_goes_on() {
     assert!(e.to_string().contains("initiates"), "{e}");
     assert!(count(CloseReason::NotAllowed) >= 1);
 
-    // Through all of it B's link to C stayed up, and B still serves a good F.
-    assert!(b.view().link_up("C"));
+    // Through all of it B's session to C stayed up, and B still serves a good F.
+    assert!(b.view().session_up("C"));
     let (mut s, mut k) = raw_link(b_addr, "F", "B").await;
     let (_, m, _) = session::read_sealed(&mut s, 1 << 20, &mut k.recv)
         .await
@@ -675,7 +676,7 @@ async fn bad_frames_close_the_link_with_a_reason_and_the_node_goes_on() {
         matches!(m, Message::SiteStatus(_) | Message::Heartbeat { .. }),
         "{m:?}"
     );
-    lab.wait("B", "F up", |v| v.link_up("F")).await;
+    lab.wait("B", "F up", |v| v.session_up("F")).await;
 }
 
 // ---- TLS ----
@@ -720,7 +721,7 @@ async fn tls_links_carry_state_and_refuse_plain_peers() {
         );
     }
     lab.start_all().await;
-    lab.wait("A", "TLS link to B", |v| v.link_up("B")).await;
+    lab.wait("A", "TLS link to B", |v| v.session_up("B")).await;
     lab.node("A")
         .publish_local(LocalState {
             services: vec![service("a", true, 1)],
@@ -749,11 +750,11 @@ async fn tls_links_carry_state_and_refuse_plain_peers() {
     })
     .await;
     assert!(
-        lab.node("B").view().link_up("A"),
+        lab.node("B").view().session_up("A"),
         "the real link is untouched"
     );
 
-    // A TLS site calling a plain one: no link, a reason on both sides.
+    // A TLS site calling a plain one: no session, a reason on both sides.
     let mut lab = Lab::new(two_parents()).await;
     let t2 = t.clone();
     lab.tweaks.insert(
@@ -769,7 +770,7 @@ async fn tls_links_carry_state_and_refuse_plain_peers() {
         lab.node("B").stats().closed(CloseReason::Malformed) >= 1
     })
     .await;
-    assert!(!lab.node("A").view().link_up("B"));
+    assert!(!lab.node("A").view().session_up("B"));
 }
 
 // ---- Liveness ----
@@ -778,8 +779,8 @@ async fn tls_links_carry_state_and_refuse_plain_peers() {
 async fn dead_peer_detected_within_the_timeout_and_reconnected() {
     let mut lab = Lab::new(two_parents()).await;
     lab.start_all().await;
-    lab.wait("A", "link", |v| v.link_up("B")).await;
-    lab.wait("B", "link", |v| v.link_up("A")).await;
+    lab.wait("A", "link", |v| v.session_up("B")).await;
+    lab.wait("B", "link", |v| v.session_up("A")).await;
     lab.node("A")
         .publish_local(LocalState {
             services: vec![service("a", true, 1)],
@@ -792,8 +793,8 @@ async fn dead_peer_detected_within_the_timeout_and_reconnected() {
     // Silent: nothing crosses any more, no connection closes.
     let stalled = Instant::now();
     lab.proxy("A", "B").set(ProxyMode::Stall);
-    lab.wait("B", "A dead", |v| !v.link_up("A")).await;
-    lab.wait("A", "B dead", |v| !v.link_up("B")).await;
+    lab.wait("B", "A dead", |v| !v.session_up("A")).await;
+    lab.wait("A", "B dead", |v| !v.session_up("B")).await;
     let took = stalled.elapsed();
     let dead_after = Duration::from_millis(400);
     assert!(
@@ -801,31 +802,34 @@ async fn dead_peer_detected_within_the_timeout_and_reconnected() {
         "{took:?}"
     );
     assert!(lab.node("B").stats().closed(CloseReason::DeadPeer) >= 1);
-    // A's services are DOWN for B while the link is down.
+    // A's services are DOWN for B while the session is down.
     let v = lab.node("B").view();
     assert!(!v.sites["A"].reachable && !v.service_up("A", "a", None));
 
     // Back: A reconnects (backoff ≤ 200 ms here) and the state flows again.
     lab.proxy("A", "B").set(ProxyMode::Open);
     lab.wait("B", "A back", |v| {
-        v.link_up("A") && v.service_up("A", "a", None)
+        v.session_up("A") && v.service_up("A", "a", None)
     })
     .await;
 
     // Cut (connections reset): seen at once, not after the timeout.
     let cut = Instant::now();
     lab.proxy("A", "B").set(ProxyMode::Cut);
-    lab.wait("A", "B down", |v| !v.link_up("B")).await;
+    lab.wait("A", "B down", |v| !v.session_up("B")).await;
     assert!(cut.elapsed() < dead_after, "{:?}", cut.elapsed());
     sleep(Duration::from_millis(500)).await;
-    assert!(!lab.node("A").view().link_up("B"), "stays down while cut");
+    assert!(
+        !lab.node("A").view().session_up("B"),
+        "stays down while cut"
+    );
     lab.proxy("A", "B").set(ProxyMode::Open);
-    lab.wait("A", "B back", |v| v.link_up("B")).await;
+    lab.wait("A", "B back", |v| v.session_up("B")).await;
     // The peer itself restarting.
     lab.kill("B").await;
-    lab.wait("A", "B gone", |v| !v.link_up("B")).await;
+    lab.wait("A", "B gone", |v| !v.session_up("B")).await;
     lab.start("B").await;
-    lab.wait("A", "B back after restart", |v| v.link_up("B"))
+    lab.wait("A", "B back after restart", |v| v.session_up("B"))
         .await;
     lab.wait("B", "A's services after restart", |v| {
         v.service_up("A", "a", None)
@@ -845,7 +849,7 @@ async fn a_peer_that_stops_reading_blocks_nobody_else() {
     .await;
     lab.start("A").await;
     lab.start("B").await;
-    lab.wait("B", "link to A", |v| v.link_up("A")).await;
+    lab.wait("B", "link to A", |v| v.session_up("A")).await;
     let (mut f, mut k) = raw_link(lab.listen["A"], "F", "A").await;
     let hb = tokio::spawn(async move {
         for seq in 0.. {
@@ -856,7 +860,7 @@ async fn a_peer_that_stops_reading_blocks_nobody_else() {
             sleep(Duration::from_millis(50)).await;
         }
     });
-    lab.wait("A", "F up", |v| v.link_up("F")).await;
+    lab.wait("A", "F up", |v| v.session_up("F")).await;
     let a = lab.node("A").clone();
     let mut worst = Duration::ZERO;
     for round in 0..12u32 {
@@ -879,7 +883,7 @@ async fn a_peer_that_stops_reading_blocks_nobody_else() {
         .await;
         worst = worst.max(sent.elapsed());
     }
-    lab.wait("A", "F dropped", |v| !v.link_up("F")).await;
+    lab.wait("A", "F dropped", |v| !v.session_up("F")).await;
     assert!(
         a.stats().closed(CloseReason::WriteTimeout) >= 1,
         "{:?}",
@@ -915,7 +919,7 @@ async fn three_nodes_parent_child_metrics_and_relay() {
     assert_eq!(c1.role, Role::Child);
     assert!(!c1.answers_dns, "only parents answer DNS");
     assert!(
-        c1.links["P1"].version == Some(2) && !c1.links["P1"].initiated,
+        c1.sessions["P1"].version == Some(2) && !c1.sessions["P1"].initiated,
         "the parent calls its child"
     );
     lab.node("c1")
@@ -967,7 +971,7 @@ async fn three_nodes_parent_child_metrics_and_relay() {
         "a child talks only to its parent (it knows the adopters' keys, no state of theirs)"
     );
 
-    // c1's link to P1 drops: its services are DOWN for P2 (unless P2 monitors them itself).
+    // c1's session to P1 drops: its services are DOWN for P2 (unless P2 monitors them itself).
     lab.proxy("P1", "c1").set(ProxyMode::Cut);
     lab.wait("P2", "c1 unreachable", |v| !v.sites["c1"].reachable)
         .await;
@@ -1023,7 +1027,7 @@ impl DownWatch {
 }
 
 /// small_tree with `dead_after` everywhere, brought to: c1 adopted by P2 (P1 was cut off from
-/// both), then P1 linked to P2 again and seeing c1 through P2, the P1–c1 link still cut.
+/// both), then P1 connected to P2 again and seeing c1 through P2, the P1–c1 session still cut.
 async fn c1_adopted_by_p2(dead_after: Duration) -> Lab {
     let mut lab = Lab::new(small_tree()).await;
     for site in ["P1", "P2", "c1"] {
@@ -1053,26 +1057,26 @@ async fn c1_adopted_by_p2(dead_after: Duration) -> Lab {
     lab
 }
 
-/// c1 goes back from P2 to P1 while nothing crosses between P1 and P2 (their link stalled):
-/// P2 has no path to c1 until the stall ends. Returns when P2 has seen c1's link close.
+/// c1 goes back from P2 to P1 while nothing crosses between P1 and P2 (their session stalled):
+/// P2 has no path to c1 until the stall ends. Returns when P2 has seen c1's session close.
 async fn hand_c1_back_with_p1_p2_stalled(lab: &Lab) {
     lab.proxy("P1", "P2").set(ProxyMode::Stall);
     lab.proxy("P1", "c1").set(ProxyMode::Open);
     lab.wait("c1", "back with P1", parent_is("P1")).await;
     lab.wait("P2", "c1 gone from P2", |v| {
-        !v.link_up("c1") && v.adopted.is_empty()
+        !v.session_up("c1") && v.adopted.is_empty()
     })
     .await;
 }
 
 /// A child going back from its adopter to its own parent is a planned handover: neither parent
 /// may count its services DOWN meanwhile, even for a moment. Here the new parent's relay to
-/// the adopter is held up (the P1–P2 link stalled) while the child moves, so the adopter has
+/// the adopter is held up (the P1–P2 session stalled) while the child moves, so the adopter has
 /// no path to the child for that long and must keep the child's last state itself (the
 /// handover grace); the e2e test mep_sites saw the flap under load without the stall.
 #[tokio::test]
 async fn a_child_handed_back_to_its_parent_stays_up_at_both_parents() {
-    // The P1–P2 link must outlive the stall (the grace is this long too).
+    // The P1–P2 session must outlive the stall (the grace is this long too).
     let lab = c1_adopted_by_p2(Duration::from_secs(3)).await;
     let watches = [
         DownWatch::start(lab.node("P1"), "c1", "c1-web"),
@@ -1107,8 +1111,8 @@ async fn a_child_handed_back_to_its_parent_stays_up_at_both_parents() {
 }
 
 /// The grace is bounded: when the new parent does not deliver the child within `dead_after`
-/// (here its link to the old one stays stalled), the child is unreachable then, as it would
-/// be behind a silent link.
+/// (here its session to the old one stays stalled), the child is unreachable then, as it would
+/// be behind a silent session.
 #[tokio::test]
 async fn a_handover_not_completed_within_dead_after_makes_the_child_unreachable() {
     let dead_after = Duration::from_millis(800);
@@ -1135,7 +1139,7 @@ async fn a_handover_not_completed_within_dead_after_makes_the_child_unreachable(
         .await;
 }
 
-/// Plays `me` by hand on the listener the lab bound for it: accepts one link (from the site
+/// Plays `me` by hand on the listener the lab bound for it: accepts one session (from the site
 /// the topology has call it), and keeps it alive with heartbeats; frames to send go through the
 /// returned queue. The task ends with the queue.
 async fn raw_site(
@@ -1215,7 +1219,7 @@ async fn a_parent_relays_a_childs_services_only_once_the_child_sent_them() {
     c1_tx.send(Message::SiteStatus(status)).await.unwrap();
     lab.wait("P1", "c1's status", |v| v.sites["c1"].status.is_some())
         .await;
-    // Time for P1's link to P2 to send whatever that changed (a link sends the latest state
+    // Time for P1's session to P2 to send whatever that changed (a session sends the latest state
     // only, so an intermediate relay is seen only if it stays a moment).
     sleep(Duration::from_millis(300)).await;
     c1_tx
@@ -1266,7 +1270,7 @@ fn seed() -> Vec<SiteSpec> {
 /// 1,000 connections that never send a byte, against every site's listener, each reopened a
 /// second after the site closes it: from the sites' own addresses (so they pass the first
 /// source check and reach the handshake pool) and from addresses that are no site's. The
-/// lab's real links come through the proxies, from 127.0.0.1. Stops when dropped.
+/// lab's real sessions come through the proxies, from 127.0.0.1. Stops when dropped.
 struct Flood(Vec<JoinHandle<()>>);
 
 impl Drop for Flood {
@@ -1325,7 +1329,9 @@ async fn seed_lab(flooded: bool) -> Lab {
     }
     for p in ["P1", "P2", "P3"] {
         lab.wait(p, "mesh and children", |v| {
-            ["P1", "P2", "P3"].iter().all(|q| *q == p || v.link_up(q))
+            ["P1", "P2", "P3"]
+                .iter()
+                .all(|q| *q == p || v.session_up(q))
                 && ["child1", "child2", "child3"]
                     .iter()
                     .all(|c| v.service_up(c, &format!("{c}-web"), None))
@@ -1385,7 +1391,7 @@ async fn scenario_1(flooded: bool) {
     lab.start("P1").await;
     lab.wait("child1", "back to P1", parent_is("P1")).await;
     lab.wait("P2", "child1 released", |v| {
-        v.adopted.is_empty() && !v.link_up("child1")
+        v.adopted.is_empty() && !v.session_up("child1")
     })
     .await;
     lab.wait("P3", "child1 is P1's", |v| {
@@ -1413,7 +1419,7 @@ async fn scenario_2_over_mep_under_a_flood_of_half_open_connections() {
 async fn scenario_2(flooded: bool) {
     let lab = seed_lab(flooded).await;
     lab.proxy("P1", "P2").set(ProxyMode::Cut);
-    lab.wait("P2", "P1 down", |v| !v.link_up("P1")).await;
+    lab.wait("P2", "P1 down", |v| !v.session_up("P1")).await;
     // P2 tries to adopt child1, which refuses: its parent P1 is up.
     wait_until("child1 refuses P2", || {
         lab.node("child1")
@@ -1433,7 +1439,7 @@ async fn scenario_2(flooded: bool) {
     assert!(lab.node("P2").view().adopted.is_empty());
     assert!(lab.node("P3").view().adopted.is_empty());
     lab.proxy("P1", "P2").set(ProxyMode::Open);
-    lab.wait("P2", "P1 back", |v| v.link_up("P1")).await;
+    lab.wait("P2", "P1 back", |v| v.session_up("P1")).await;
     sleep(Duration::from_millis(500)).await;
     assert_eq!(
         lab.node("child1").view().current_parent.as_deref(),
@@ -1457,7 +1463,7 @@ async fn scenario_3(flooded: bool) {
         lab.proxy(a, b).set(ProxyMode::Cut);
     }
     lab.wait("child1", "adopted by P3", parent_is("P3")).await;
-    assert!(lab.node("P2").view().link_up("P1"), "P2 still sees P1");
+    assert!(lab.node("P2").view().session_up("P1"), "P2 still sees P1");
     assert!(lab.node("P2").view().adopted.is_empty(), "P2 does nothing");
     lab.proxy("P1", "P2").set(ProxyMode::Cut);
     lab.wait("child1", "moved to P2", parent_is("P2")).await;
