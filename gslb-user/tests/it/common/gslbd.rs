@@ -189,6 +189,17 @@ pub(crate) async fn control_stats(path: &Path) -> std::collections::HashMap<Stri
         .collect()
 }
 
+/// The TCP monitor "tcp" of the tests that take a service down by closing its backend: every
+/// 50 ms, DOWN after 2 failures (100 to 150 ms), UP after one success.
+pub(crate) const FAST_TCP_MONITOR: &str = r#"[[monitor]]
+name = "tcp"
+type = "tcp"
+interval_ms = 50
+timeout_ms = 200
+fall = 2
+rise = 1
+"#;
+
 /// The address web1 answers with in [`two_parents`].
 pub(crate) const WEB1: &str = "192.0.2.1";
 /// The address web2 answers with in [`two_parents`].
@@ -211,13 +222,7 @@ name = "p2"
 ip = "127.0.0.2"
 mep_port = {p2_mep}
 
-[[monitor]]
-name = "tcp"
-type = "tcp"
-interval_ms = 50
-timeout_ms = 200
-fall = 2
-rise = 1
+{FAST_TCP_MONITOR}
 
 [[service]]
 name = "web1"
