@@ -5,6 +5,7 @@
 //! test) goes over its threshold leaves the answers until the link is quiet again.
 
 use crate::common;
+use crate::common::FAST_TCP_MONITOR;
 
 use std::{
     net::{IpAddr, UdpSocket},
@@ -177,13 +178,7 @@ fn monitored_config(port: u16, backend_a: u16, backend_b: u16) -> String {
     let head = common::loopback_zone(port);
     format!(
         r#"{head}
-[[monitor]]
-name = "tcp"
-type = "tcp"
-interval_ms = 50
-timeout_ms = 200
-fall = 2
-rise = 1
+{FAST_TCP_MONITOR}
 
 [[site]]
 name = "dc"

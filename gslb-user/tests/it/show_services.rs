@@ -2,6 +2,7 @@
 //! service says which monitor failed and why, and since when (the time of its last change);
 //! an unmonitored one says so; a disabled one names the operator.
 
+use crate::common::FAST_TCP_MONITOR;
 use crate::common::{self, Backend, Gslbd, answer_set_becomes, until};
 use crate::steering::gslbctl;
 
@@ -26,13 +27,7 @@ fn config(dns: u16, backend: u16, state: &std::path::Path) -> String {
 name = "dc1"
 ip = "192.0.2.100"
 
-[[monitor]]
-name = "tcp"
-type = "tcp"
-interval_ms = 50
-timeout_ms = 200
-fall = 2
-rise = 1
+{FAST_TCP_MONITOR}
 
 [[service]]
 name = "web1"

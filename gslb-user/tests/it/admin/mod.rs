@@ -11,6 +11,7 @@ mod prometheus;
 mod slots;
 
 use crate::common;
+use crate::common::FAST_TCP_MONITOR;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -29,32 +30,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// interval), and the admin endpoint on 127.0.0.1 (any port: the test binds it). `backup` is
 /// the domain's backup address (a reload changes it).
 pub(super) fn config(dns_port: u16, backend_a: u16, backend_b: u16, backup: &str) -> String {
+    let zone = common::loopback_zone(dns_port);
     format!(
-        r#"
-[server]
-listen = ["127.0.0.1"]
-dns_port = {dns_port}
-
+        r#"{zone}
 [admin]
 listen = "127.0.0.1:0"
 
-[[zone]]
-name = "example.com"
-ns = ["ns1.example.com"]
-  [zone.soa]
-  rname = "hostmaster.example.com"
-  [[zone.record]]
-  name = "ns1"
-  type = "A"
-  value = "127.0.0.1"
-
-[[monitor]]
-name = "tcp"
-type = "tcp"
-interval_ms = 50
-timeout_ms = 200
-fall = 2
-rise = 1
+{FAST_TCP_MONITOR}
 
 [[site]]
 name = "dc"

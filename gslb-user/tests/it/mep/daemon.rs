@@ -14,6 +14,7 @@
 //! Every wait is bounded by [`WAIT`].
 
 use crate::common;
+use crate::common::FAST_TCP_MONITOR;
 use crate::mep::peer::{self as mep_peer, Peer};
 use crate::mep_keys;
 
@@ -321,13 +322,7 @@ mep_port = {c1_mep}
 role = "child"
 parent = "p1"
 
-[[monitor]]
-name = "tcp"
-type = "tcp"
-interval_ms = 50
-timeout_ms = 200
-fall = 2
-rise = 1
+{FAST_TCP_MONITOR}
 
 [[service]]
 name = "web-c1"

@@ -1,0 +1,236 @@
+//! The configuration shared by the responder's tests (the handler table, the loopback socket
+//! tests and the netns end-to-end test), served on the lab's server addresses.
+
+use crate::{SERVER_V4, SERVER_V6};
+
+/// Length of the text of `big.example.com` TXT: its response is over 512 bytes, the most a
+/// client without EDNS accepts, and under the 1232 the server advertises.
+pub const BIG_TXT_LEN: usize = 700;
+/// Length of the text of `huge.example.com` TXT: its response is over 1232 bytes, so it is
+/// truncated over UDP even for a client offering 4096.
+pub const HUGE_TXT_LEN: usize = 1500;
+
+/// The configuration shared by the responder's tests (the handler table, the loopback socket
+/// tests and the netns end-to-end test): one name for every case the responder treats
+/// differently, served on the lab's server addresses. The lab's IPv4 client (192.0.2.10) is
+/// in view "host" (longest prefix over "wide"), its IPv6 client in no view (the default view).
+pub fn responder_config() -> String {
+    let big = "b".repeat(BIG_TXT_LEN);
+    let huge = "h".repeat(HUGE_TXT_LEN);
+    format!(
+        r#"
+[server]
+listen = ["{SERVER_V4}", "{SERVER_V6}"]
+edns_udp_size = 1232
+
+[[view]]
+name = "wide"
+prefixes = ["192.0.2.0/24"]
+
+[[view]]
+name = "host"
+prefixes = ["192.0.2.10/32"]
+
+[[zone]]
+name = "example.com"
+ttl = 3600
+ns = ["ns1.example.com", "ns2.example.net"]
+  [zone.soa]
+  rname = "hostmaster.example.com"
+  serial = 7
+  minimum = 60
+
+  [[zone.record]]
+  name = "ns1"
+  type = "A"
+  value = "192.0.2.53"
+  [[zone.record]]
+  name = "ns1"
+  type = "AAAA"
+  value = "2001:db8::53"
+  [[zone.record]]
+  name = "@"
+  type = "MX"
+  value = "10 mail"
+  [[zone.record]]
+  name = "mail"
+  type = "A"
+  value = "192.0.2.25"
+  ttl = 300
+  [[zone.record]]
+  name = "txt"
+  type = "TXT"
+  value = "hello"
+  [[zone.record]]
+  name = "big"
+  type = "TXT"
+  value = "{big}"
+  [[zone.record]]
+  name = "huge"
+  type = "TXT"
+  value = "{huge}"
+  [[zone.record]]
+  name = "_sip._tcp"
+  type = "SRV"
+  value = "10 60 5060 sip"
+  [[zone.record]]
+  name = "sip"
+  type = "A"
+  value = "192.0.2.60"
+  [[zone.record]]
+  name = "host.dept"
+  type = "A"
+  value = "192.0.2.61"
+  [[zone.record]]
+  name = "host.dept"
+  type = "AAAA"
+  value = "2001:db8::61"
+  [[zone.record]]
+  name = "alias"
+  type = "CNAME"
+  value = "www"
+  [[zone.record]]
+  name = "chain"
+  type = "CNAME"
+  value = "alias"
+  [[zone.record]]
+  name = "to-org"
+  type = "CNAME"
+  value = "www.example.org."
+  [[zone.record]]
+  name = "cdn"
+  type = "CNAME"
+  value = "edge.cdn.example.net."
+  [[zone.record]]
+  name = "dangling"
+  type = "CNAME"
+  value = "nowhere"
+  [[zone.record]]
+  name = "loop1"
+  type = "CNAME"
+  value = "loop2"
+  [[zone.record]]
+  name = "loop2"
+  type = "CNAME"
+  value = "loop1"
+  [[zone.record]]
+  name = "into-lab"
+  type = "CNAME"
+  value = "host.lab"
+  [[zone.record]]
+  name = "lab"
+  type = "NS"
+  value = "ns.lab"
+  [[zone.record]]
+  name = "ns.lab"
+  type = "A"
+  value = "192.0.2.70"
+
+[[zone]]
+name = "example.org"
+ttl = 30
+ns = ["ns1.example.com"]
+  [zone.soa]
+  rname = "hostmaster.example.org"
+  minimum = 300
+
+  [[zone.record]]
+  name = "www"
+  type = "A"
+  value = "192.0.2.90"
+
+[[site]]
+name = "dc"
+ip = "198.51.100.1"
+
+[[service]]
+name = "web-1"
+ip = "198.51.100.10"
+site = "dc"
+[[service]]
+name = "web-2"
+ip = "198.51.100.11"
+site = "dc"
+[[service]]
+name = "web-1-v6"
+ip = "2001:db8:100::10"
+site = "dc"
+[[service]]
+name = "web-2-v6"
+ip = "2001:db8:100::11"
+site = "dc"
+[[service]]
+name = "wide-web"
+ip = "192.0.2.81"
+site = "dc"
+[[service]]
+name = "host-web"
+ip = "192.0.2.80"
+site = "dc"
+[[service]]
+name = "host-web-v6"
+ip = "2001:db8::80"
+site = "dc"
+{apps}
+# One address per answer, rotating; per-view services ("wide" has no IPv6 service, so its
+# AAAA answer is the default view's).
+[[gslb_domain]]
+name = "www.example.com"
+ttl = 30
+answer = "rotate"
+services = ["web-1", "web-2", "web-1-v6", "web-2-v6"]
+  [[gslb_domain.view]]
+  view = "wide"
+  services = ["wide-web"]
+  [[gslb_domain.view]]
+  view = "host"
+  services = ["host-web", "host-web-v6"]
+
+# Every address at once; no IPv6 service, so AAAA is NODATA.
+[[gslb_domain]]
+name = "all.example.com"
+ttl = 20
+answer = "all"
+services = ["app-1", "app-2", "app-3", "app-4", "app-5", "app-6", "app-7", "app-8"]
+"#,
+        apps = (1..=8)
+            .map(|i| format!(
+                "[[service]]\nname = \"app-{i}\"\nip = \"203.0.113.{}\"\nsite = \"dc\"\n",
+                20 + i
+            ))
+            .collect::<String>(),
+    )
+}
+
+/// A small file of the lib's unit tests (the compiler's, the responder's): gslbd on
+/// 192.0.2.53; zone example.com with `zone_extra` (its records) after its SOA; site "eu" with
+/// services "a" (192.0.2.10) and "b" (192.0.2.20); www.example.com over both, with
+/// `domain_extra` (its method, TTL, ...) after its services.
+pub fn two_services_config(zone_extra: &str, domain_extra: &str) -> String {
+    format!(
+        r#"
+[server]
+listen = ["192.0.2.53"]
+[[zone]]
+name = "example.com"
+ns = ["ns.example.net"]
+soa.rname = "hostmaster.example.com"
+{zone_extra}
+[[site]]
+name = "eu"
+ip = "192.0.2.1"
+[[service]]
+name = "a"
+ip = "192.0.2.10"
+site = "eu"
+[[service]]
+name = "b"
+ip = "192.0.2.20"
+site = "eu"
+[[gslb_domain]]
+name = "www.example.com"
+services = ["a", "b"]
+{domain_extra}
+"#
+    )
+}
