@@ -566,7 +566,7 @@ fn rtt_change_daemon(
 /// RTT row; prints how many XDP answers. Each reply is decoded and checked (envelope,
 /// checksums, TTL) against the responder's answer to the same client from the same snapshot.
 fn rtt_fast_path(dp: &Dataplane, config: &Config, snapshot: &Snapshot, rows: &[LdnsRtt]) {
-    let responder = Responder::new(config, snapshot);
+    let responder = Responder::new(snapshot);
     let (mut answered, mut asked) = (0, 0);
     for (d, domain) in config.gslb_domains.iter().enumerate() {
         if d % 5 != 2 {

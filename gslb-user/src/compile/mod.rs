@@ -248,6 +248,13 @@ pub struct CompileStats {
 }
 
 impl Snapshot {
+    /// The model the answers were compiled from (its spec's); an empty one for
+    /// [`Snapshot::default`].
+    pub fn model(&self) -> &Model {
+        static EMPTY: std::sync::LazyLock<Model> = std::sync::LazyLock::new(Model::default);
+        self.spec.as_ref().map_or(&EMPTY, |s| s.model())
+    }
+
     /// Every service up, no location database, no RTT.
     pub fn from_config(source: impl Into<Source>) -> Snapshot {
         Snapshot::with_health(source, |_| true)

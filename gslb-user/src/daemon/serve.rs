@@ -426,7 +426,7 @@ fn republish(
             }
         }
     }
-    responder.replace_with_locations(&world.config, snapshot, world.locations.clone());
+    responder.replace_with_locations(snapshot, world.locations.clone());
     true
 }
 

@@ -46,9 +46,7 @@ use hickory_proto::{
     },
 };
 
-use crate::{
-    compile::Snapshot, config::Config, location::db::LocationDb, persist::Store as PersistStore,
-};
+use crate::{compile::Snapshot, location::db::LocationDb, persist::Store as PersistStore};
 
 pub use self::answers::AnswerCounts;
 use self::authority::Authority;
@@ -97,22 +95,20 @@ fn canonical(addr: IpAddr) -> IpAddr {
 }
 
 impl Responder {
-    pub fn new(config: &Config, snapshot: &Snapshot) -> Self {
-        Responder::with_persistence(config, snapshot, PersistStore::new())
+    /// The responder of `snapshot`: its answers, and the zones, engine and DNS settings of the
+    /// model it was compiled from.
+    pub fn new(snapshot: &Snapshot) -> Self {
+        Responder::with_persistence(snapshot, PersistStore::new())
     }
 
     /// As [`Responder::new`], with persistence entries kept in `persistence` (tests give it a
     /// clock of their own).
-    pub fn with_persistence(
-        config: &Config,
-        snapshot: &Snapshot,
-        persistence: Arc<PersistStore>,
-    ) -> Self {
+    pub fn with_persistence(snapshot: &Snapshot, persistence: Arc<PersistStore>) -> Self {
         Responder {
-            data: ArcSwap::from_pointee(Authority::new(config, snapshot, None, &persistence, None)),
+            data: ArcSwap::from_pointee(Authority::new(snapshot, None, &persistence, None)),
             gslb_refused: AtomicBool::new(false),
             persistence,
-            rrl: rrl::Limiter::new(&config.rrl),
+            rrl: rrl::Limiter::new(&snapshot.rrl),
             answers: AnswerCounts::default(),
         }
     }
@@ -129,33 +125,28 @@ impl Responder {
         self.gslb_refused.store(refused, Ordering::Relaxed);
     }
 
-    /// Answers from `config` and `snapshot` (compiled from `config`) from now on, keeping the
+    /// Answers from `snapshot` (and the model it was compiled from) from now on, keeping the
     /// location database. A snapshot with the previous one's [`Spec`](crate::compile::Spec)
     /// (a republish after a health change) keeps the zones and the engine: only the answers
     /// and the states are new.
-    pub fn replace(&self, config: &Config, snapshot: &Snapshot) {
+    pub fn replace(&self, snapshot: &Snapshot) {
         let locations = self
             .data
             .load()
             .decisions
             .as_ref()
             .and_then(|d| d.locations.clone());
-        self.replace_with_locations(config, snapshot, locations);
+        self.replace_with_locations(snapshot, locations);
     }
 
     /// As [`Responder::replace`], with client locations from `locations` (static proximity,
     /// MATCHES_LOCATION policies).
-    pub fn replace_with_locations(
-        &self,
-        config: &Config,
-        snapshot: &Snapshot,
-        locations: Option<Arc<LocationDb>>,
-    ) {
+    pub fn replace_with_locations(&self, snapshot: &Snapshot, locations: Option<Arc<LocationDb>>) {
         let old = self.data.load();
-        let next = Authority::new(config, snapshot, locations, &self.persistence, Some(&old));
+        let next = Authority::new(snapshot, locations, &self.persistence, Some(&old));
         next.carry_turns(&old);
         self.data.store(Arc::new(next));
-        self.rrl.configure(&config.rrl);
+        self.rrl.configure(&snapshot.rrl);
     }
 
     /// The rate limiter of UDP responses (`[rrl]`), which the server loops ask before sending:

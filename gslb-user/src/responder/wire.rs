@@ -288,7 +288,7 @@ mod tests {
 
     fn responder_of(text: &str) -> Responder {
         let config = Config::parse(text, Path::new("wire.toml")).unwrap();
-        Responder::new(&config, &Snapshot::from_config(&config))
+        Responder::new(&Snapshot::from_config(&config))
     }
 
     /// The clients of `responder_config`'s views: "host", "wide", the default view (IPv4 and

@@ -63,7 +63,7 @@ fn global_availability_answers_the_first_service_up() {
                 .iter()
                 .any(|d| d == "hash.example.com")
         );
-        let responder = Responder::new(&config, &snapshot);
+        let responder = Responder::new(&snapshot);
         for _ in 0..3 {
             assert_eq!(
                 ask(&responder, "dr.example.com.", "192.0.2.7"),
@@ -90,8 +90,8 @@ fn static_proximity_answers_by_the_clients_location() {
             ..Inputs::default()
         },
     );
-    let responder = Responder::new(&config, &snapshot);
-    responder.replace_with_locations(&config, &snapshot, Some(Arc::new(db.clone())));
+    let responder = Responder::new(&snapshot);
+    responder.replace_with_locations(&snapshot, Some(Arc::new(db.clone())));
     // Without the database every client is nowhere, and the fast path's answer is the same
     // for all of them.
     let blind = Snapshot::from_config(&config);

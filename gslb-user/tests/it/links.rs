@@ -560,7 +560,7 @@ fn assert_answers(case: &str, world: &World, dataplane: Option<&mut Dataplane>, 
         "{case}: snapshot"
     );
 
-    let responder = Responder::new(&world.config, &snapshot);
+    let responder = Responder::new(&snapshot);
     assert_eq!(
         responder_addrs(&responder, WWW, RecordType::A, CLIENT_V4.into()),
         want,

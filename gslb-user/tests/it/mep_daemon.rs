@@ -477,7 +477,7 @@ async fn a_mep_listener_not_on_the_configured_address_fails_the_start() {
 fn the_responder_refuses_gslb_names_only_when_told() {
     let text = child_config(53, 3011, 3012, 80);
     let config = Config::parse(&text, Path::new("child.toml")).unwrap();
-    let responder = Arc::new(Responder::new(&config, &Snapshot::from_config(&config)));
+    let responder = Arc::new(Responder::new(&Snapshot::from_config(&config)));
     let rcode = |name: &str, rtype: RecordType| {
         let mut q = Message::query();
         q.metadata.id = 1;

@@ -153,7 +153,7 @@ async fn the_lowest_rtt_site_answers_its_ldns_prefix_in_the_responder_and_the_fa
             handle.merge_remote("west", &row(west));
         }
         let snapshot = world.snapshot();
-        let responder = Responder::new(&world.config, &snapshot);
+        let responder = Responder::new(&snapshot);
         if let Some(dp) = dataplane.as_mut() {
             dp.table.publish(&snapshot).expect("publishing");
         }
