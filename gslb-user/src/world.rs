@@ -105,10 +105,18 @@ impl World {
                 .iter()
                 .map(|d| !self.admin.domain_enabled(&d.name))
                 .collect(),
+            refuse_gslb: !self.answers_gslb(),
             rtt,
             rtt_changes,
         };
         compiler.compile(&self.source, &inputs)
+    }
+
+    /// Whether this site answers GSLB queries: only parents do (spec §6); without MEP, always.
+    /// A child's snapshot has no GSLB answers, and its responder REFUSES those names
+    /// ([`Inputs::refuse_gslb`]).
+    pub fn answers_gslb(&self) -> bool {
+        self.mep.as_ref().is_none_or(|v| v.answers_dns)
     }
 
     /// The next snapshot reads the whole RTT table into new rows, which the compiler compares

@@ -116,6 +116,9 @@ pub struct Snapshot {
     pub services: Vec<ServiceState>,
     /// By configuration domain index: disabled by the operator ([`Inputs::disabled_domains`]).
     pub disabled_domains: Vec<bool>,
+    /// This site answers no GSLB name ([`Inputs::refuse_gslb`]): `domains` and
+    /// `engine_domains` are empty, and the responder REFUSES those names.
+    pub refuse_gslb: bool,
     /// The RTT rows the answers were decided with, and the step function client → row + 1.
     pub rtt: Arc<Vec<LdnsRtt>>,
     pub rtt_rows: Arc<AddressSteps>,
@@ -186,6 +189,10 @@ pub struct Inputs<'a> {
     /// By configuration domain index: disabled by the operator (answers as if all its
     /// services were down); beyond the slice: enabled.
     pub disabled_domains: Vec<bool>,
+    /// This site is a MEP child: only parents answer GSLB names (spec §6). The snapshot then
+    /// carries no entry for them (the fast path passes those names) and the responder REFUSES
+    /// them, so that the resolver asks a parent; the zones' static data is answered as before.
+    pub refuse_gslb: bool,
     /// Measured RTTs, one row per LDNS entry (the rows do not overlap).
     pub rtt: Arc<Vec<LdnsRtt>>,
     /// What the caller knows of how `rtt` differs from earlier rows; `None`: the compiler

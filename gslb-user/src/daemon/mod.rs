@@ -291,11 +291,10 @@ async fn run_opened(
     let mut loads = load::Loads::start(&mut world)
         .await
         .map_err(DaemonError::Load)?;
-    let snapshot = mep::for_role(&world, world.snapshot());
+    let snapshot = world.snapshot();
     loads.published(&world, tokio::time::Instant::now());
     log_compiled(&snapshot);
     let responder = Arc::new(Responder::new(&snapshot));
-    responder.set_gslb_refused(!mep::answers_gslb(&world));
     responder.replace_with_locations(&snapshot, world.locations.clone());
     let mut dataplane = if overrides.no_xdp {
         info!("--no-xdp: the responder answers everything");

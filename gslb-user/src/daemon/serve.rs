@@ -260,13 +260,12 @@ pub(super) async fn serve(
             republish_stats.events.fetch_add(1, Relaxed);
         }
         let started = std::time::Instant::now();
-        let snapshot = mep::for_role(&world, world.snapshot());
+        let snapshot = world.snapshot();
         let compiled = started.elapsed();
-        if switch.is_none() {
-            responder.set_gslb_refused(!mep::answers_gslb(&world));
-            if let Some(m) = &mep_rt {
-                m.publish_local(&world);
-            }
+        if switch.is_none()
+            && let Some(m) = &mep_rt
+        {
+            m.publish_local(&world);
         }
         // This snapshot has the latest RTT table, whatever the trigger.
         rtt_pacer.republished(tokio::time::Instant::now());
@@ -280,7 +279,6 @@ pub(super) async fn serve(
         {
             let outcome = if published {
                 location_stamps = stamps;
-                responder.set_gslb_refused(!mep::answers_gslb(&world));
                 if let Err(error) = world
                     .health
                     .set_services(service_monitors(&world.config))

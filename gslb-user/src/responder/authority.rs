@@ -56,6 +56,10 @@ pub(super) struct Authority {
     pub(super) config: Arc<ConfigData>,
     pub(super) gslb: GslbIndex,
     pub(super) edns_udp_size: u16,
+    /// Only parent sites answer GSLB queries (spec §6): a MEP child's snapshot says so
+    /// ([`Snapshot::refuse_gslb`]), and GSLB names are REFUSED, so that the resolver asks
+    /// another name server (a parent), while the zones' static data is answered as before.
+    pub(super) gslb_refused: bool,
     pub(super) decisions: Option<Decisions>,
     /// The compiled entries a query can be answered from on the wire (`wire`).
     pub(super) wire: wire::Names,
@@ -80,6 +84,7 @@ impl Authority {
             wire: wire::Names::new(&config.zones, &gslb, decisions.as_ref()),
             gslb,
             edns_udp_size: snapshot.edns_udp_size,
+            gslb_refused: snapshot.refuse_gslb,
             decisions,
             config,
         }

@@ -31,11 +31,7 @@ mod turns;
 mod wire;
 mod zone;
 
-use std::{
-    net::IpAddr,
-    sync::Arc,
-    sync::atomic::{AtomicBool, Ordering},
-};
+use std::{net::IpAddr, sync::Arc};
 
 use arc_swap::ArcSwap;
 use hickory_proto::{
@@ -76,8 +72,6 @@ pub struct Responder {
     /// Replaced whole on a configuration reload; a query in flight keeps the data it started
     /// with.
     data: ArcSwap<Authority>,
-    /// This site is a MEP child: GSLB names are REFUSED (see [`Responder::set_gslb_refused`]).
-    gslb_refused: AtomicBool,
     /// Source-IP persistence entries, kept across reloads (`crate::persist`).
     persistence: Arc<PersistStore>,
     /// `[rrl]`: asked by the UDP loops, configured with every reload.
@@ -106,7 +100,6 @@ impl Responder {
     pub fn with_persistence(snapshot: &Snapshot, persistence: Arc<PersistStore>) -> Self {
         Responder {
             data: ArcSwap::from_pointee(Authority::new(snapshot, None, &persistence, None)),
-            gslb_refused: AtomicBool::new(false),
             persistence,
             rrl: rrl::Limiter::new(&snapshot.rrl),
             answers: AnswerCounts::default(),
@@ -116,13 +109,6 @@ impl Responder {
     /// The persistence entries (gslbd exchanges them with the other parents over MEP).
     pub fn persistence(&self) -> &Arc<PersistStore> {
         &self.persistence
-    }
-
-    /// Whether GSLB names are REFUSED. Only parent sites answer GSLB queries (spec §6): a child
-    /// refuses them, so that the resolver asks another name server (a parent), while the
-    /// zones' static data is answered as before.
-    pub fn set_gslb_refused(&self, refused: bool) {
-        self.gslb_refused.store(refused, Ordering::Relaxed);
     }
 
     /// Answers from `snapshot` (and the model it was compiled from) from now on, keeping the
@@ -204,9 +190,7 @@ impl Responder {
         };
         // A MEP child refuses GSLB names, which `wire` answers (and leaves its NXDOMAIN and
         // NODATA to the general path too, as before).
-        if !self.gslb_refused.load(Ordering::Relaxed)
-            && wire::answer(&data, request, &shape, client, transport, out)
-        {
+        if !data.gslb_refused && wire::answer(&data, request, &shape, client, transport, out) {
             self.answers.count(transport, u16::from(out[3] & 0x0f));
             return true;
         }
@@ -241,7 +225,7 @@ impl Responder {
             }
             None => {
                 let ecs = message::client_subnet(shape);
-                self.answer(data, &question, client, ecs, &mut response);
+                Self::answer(data, &question, client, ecs, &mut response);
             }
         }
         let reply = message::encode(&mut response, request, limit);
@@ -259,7 +243,6 @@ impl Responder {
     /// Fills `response` with the answer to `question` from `client`, and echoes the client
     /// subnet `ecs` with the answer's scope.
     fn answer(
-        &self,
         data: &Authority,
         question: &Query,
         client: IpAddr,
@@ -274,7 +257,7 @@ impl Responder {
         let client = ecs
             .filter(|ecs| ecs.source_prefix() > 0)
             .map_or(client, |ecs| ecs.addr());
-        let found = self.lookup(data, question, client);
+        let found = Self::lookup(data, question, client);
         if let (Some(ecs), Some(edns)) = (ecs, response.edns.as_mut()) {
             // Scope 0 (valid for every client) unless a GSLB name, whose answer may depend
             // on the client, took part.

@@ -280,7 +280,7 @@ mod tests {
 
     use super::*;
     use crate::{
-        compile::Snapshot,
+        compile::{Inputs, Snapshot},
         config::Config,
         responder::shape::scan,
         responder::{Responder, Transport},
@@ -568,7 +568,12 @@ mod tests {
             assert!(!takes(&r, &request, outside), "{what}");
         }
         // A MEP child refuses GSLB names: `respond` asks the general path.
-        r.set_gslb_refused(true);
+        let config = Config::parse(&responder_config(), Path::new("wire.toml")).unwrap();
+        let child = Inputs {
+            refuse_gslb: true,
+            ..Inputs::default()
+        };
+        r.replace(&Snapshot::compile(&config, &child));
         let refused = r
             .respond(
                 &query("www.example.com", QTYPE_A, None),

@@ -27,7 +27,7 @@ use std::{
 use common::{Backend, Gslbd, WEB1, WEB2, answer_addrs, answer_set_becomes, ask_loopback, until};
 use gslb_tests::TempDir;
 use gslb_user::{
-    compile::Snapshot,
+    compile::{Inputs, Snapshot},
     config::Config,
     control::{self, Reload},
     daemon::Listeners,
@@ -474,7 +474,7 @@ async fn a_mep_listener_not_on_the_configured_address_fails_the_start() {
 // ---- The responder's rule ----
 
 #[test]
-fn the_responder_refuses_gslb_names_only_when_told() {
+fn the_responder_refuses_gslb_names_only_in_a_childs_snapshot() {
     let text = child_config(53, 3011, 3012, 80);
     let config = Config::parse(&text, Path::new("child.toml")).unwrap();
     let responder = Arc::new(Responder::new(&Snapshot::from_config(&config)));
@@ -495,7 +495,12 @@ fn the_responder_refuses_gslb_names_only_when_told() {
         rcode(www, RecordType::A),
         (ResponseCode::NoError, ips(&["192.0.2.3"]))
     );
-    responder.set_gslb_refused(true);
+    // A MEP child's snapshot: no GSLB answers, and the names REFUSED.
+    let child = Inputs {
+        refuse_gslb: true,
+        ..Inputs::default()
+    };
+    responder.replace(&Snapshot::compile(&config, &child));
     for rtype in [
         RecordType::A,
         RecordType::AAAA,
@@ -526,7 +531,7 @@ fn the_responder_refuses_gslb_names_only_when_told() {
         rcode("example.com.", RecordType::SOA).0,
         ResponseCode::NoError
     );
-    responder.set_gslb_refused(false);
+    responder.replace(&Snapshot::from_config(&config));
     assert_eq!(
         rcode(www, RecordType::A),
         (ResponseCode::NoError, ips(&["192.0.2.3"]))

@@ -12,8 +12,9 @@
 //!   heartbeats too, and those must not cost a recompute each.
 //! - Persistence: the responder's entries are exchanged with the other parents by a task beside
 //!   the node (`daemon::persist`), restarted with it.
-//! - Role: only parents answer GSLB queries. A child's answers carry no GSLB entries (the fast
-//!   path passes those names) and its responder REFUSES them ([`for_role`]).
+//! - Role: only parents answer GSLB queries. The view's role is an input of the world's
+//!   snapshot (`World::answers_gslb`): a child's answers carry no GSLB entries (the fast path
+//!   passes those names) and its responder REFUSES them.
 //! - Reload: enabling or disabling MEP, or changing `server.site` or the listen address, needs a
 //!   restart ([`check_reload`]); any other MEP change (keys, TLS, timers, the topology) restarts
 //!   the node in place on the same listening socket ([`Mep::reconfigure`]), keeping the last view
@@ -31,7 +32,6 @@ use tokio::{net::TcpListener, sync::watch};
 use tracing::{error, info, warn};
 
 use crate::{
-    compile::Snapshot,
     config::{Config, MepSettings},
     mep::{MepConfig, MepConfigError, MepError, MepNode, MepView, SiteTree},
     persist::Store as PersistStore,
@@ -213,22 +213,6 @@ pub fn initial_view(config: &Config) -> Option<Arc<MepView>> {
         adopted: BTreeMap::new(),
         holders: BTreeMap::new(),
     }))
-}
-
-/// Whether this site answers GSLB queries: only parents do (spec §6); without MEP, always.
-pub fn answers_gslb(world: &World) -> bool {
-    world.mep.as_ref().is_none_or(|v| v.answers_dns)
-}
-
-/// The answers this site publishes: on a child, none for GSLB names. The fast path then has no
-/// entry for them and passes them to the responder, which REFUSES them
-/// ([`crate::responder::Responder::set_gslb_refused`]).
-pub fn for_role(world: &World, mut snapshot: Snapshot) -> Snapshot {
-    if !answers_gslb(world) {
-        snapshot.domains.clear();
-        snapshot.engine_domains.clear();
-    }
-    snapshot
 }
 
 /// The running node.
@@ -667,8 +651,9 @@ services = ["a", "b", "c"]
             let mut world = World::new(config(site, MEP), HealthSupervisor::new());
             world.local_site = Some(site.into());
             world.mep = initial_view(&world.config);
-            assert_eq!(answers_gslb(&world), answers, "{site}");
-            let snapshot = for_role(&world, world.snapshot());
+            assert_eq!(world.answers_gslb(), answers, "{site}");
+            let snapshot = world.snapshot();
+            assert_eq!(snapshot.refuse_gslb, !answers, "{site}");
             assert_eq!(
                 !snapshot.domains.is_empty(),
                 answers,
@@ -678,7 +663,7 @@ services = ["a", "b", "c"]
         }
         // Without MEP every site answers: a child role there would be a lie, so it is refused.
         let world = World::new(config("c1", ""), HealthSupervisor::new());
-        assert!(answers_gslb(&world) && !for_role(&world, world.snapshot()).domains.is_empty());
+        assert!(world.answers_gslb() && !world.snapshot().domains.is_empty());
         let text: String = config_text("c1", MEP)
             .lines()
             .filter(|l| {
