@@ -481,7 +481,7 @@ fn rtt_change_daemon(
         "bench scale_rtt_table_to_map {:.1} ms (median of 3: RttHandle::to_map made and dropped, as every snapshot did before)",
         median(maps).as_secs_f64() * 1e3
     );
-    let mut world = World::new((**config).clone(), HealthSupervisor::new());
+    let mut world = World::new(&**config, HealthSupervisor::new());
     world.locations = Some(db.clone());
     world.rtt = Some(handle.clone());
     let t = Instant::now();

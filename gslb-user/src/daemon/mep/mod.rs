@@ -33,7 +33,7 @@ use tracing::{error, info, warn};
 
 use crate::{
     config::{Config, MepSettings},
-    mep::{MepConfig, MepConfigError, MepError, MepNode, MepView, SiteTree},
+    mep::{MepConfig, MepConfigError, MepError, MepNode, MepView, Role, SiteTree},
     persist::Store as PersistStore,
     world::World,
 };
@@ -215,6 +215,16 @@ pub fn initial_view(config: &Config) -> Option<Arc<MepView>> {
     }))
 }
 
+/// The parent sites of `config` other than this one (`server.site`).
+fn other_parents(config: &Config) -> Vec<String> {
+    config
+        .sites
+        .iter()
+        .filter(|s| s.role == Role::Parent && config.server.site.as_ref() != Some(&s.name))
+        .map(|s| s.name.clone())
+        .collect()
+}
+
 /// The running node.
 struct Running {
     node: MepNode,
@@ -235,21 +245,26 @@ pub struct Mep {
     applied: Facts,
     hold: Option<Hold>,
     rtt: HashMap<String, MergedRtt>,
+    /// The other parent sites, whose RTT columns are merged into this site's table.
+    parents: Vec<String>,
     /// The responder's persistence entries, and their exchange with the running node.
     persistence: Arc<PersistStore>,
     persist_sync: Option<PersistSync>,
 }
 
 impl Mep {
-    /// Starts the node on `listener` (from [`bind`]) with the settings of `world.config`, and
-    /// publishes the local state; `persistence`'s entries are exchanged with the other parents.
-    /// `None` when the configuration has MEP off.
+    /// Starts the node on `listener` (from [`bind`]) with the settings of `config` (the
+    /// world's), and publishes the local state; `persistence`'s entries are exchanged with the
+    /// other parents. `None` when the configuration has MEP off.
     pub fn start(
         listener: std::net::TcpListener,
         world: &World,
+        config: &Config,
         persistence: Arc<PersistStore>,
     ) -> Result<Option<Mep>, MepStartError> {
-        let Some(config) = node_config(&world.config)? else {
+        let key = NodeKey::of(config);
+        let parents = other_parents(config);
+        let Some(config) = node_config(config)? else {
             return Ok(None);
         };
         let site = config.site.clone();
@@ -262,12 +277,13 @@ impl Mep {
         let mep = Mep {
             site,
             listener,
-            key: NodeKey::of(&world.config),
+            key,
             running,
             hold_min,
             applied: world.mep.as_deref().map(Facts::of).unwrap_or_default(),
             hold: None,
             rtt: HashMap::new(),
+            parents,
             persistence,
             persist_sync,
         };
@@ -279,10 +295,11 @@ impl Mep {
     /// settings changed, the node is restarted on the same socket, and the current view is kept
     /// until the sites reachable now are reachable again, for at most the dead-peer timeout
     /// (≥ 1 s). Then publishes the local state (services may have been added or removed).
-    pub async fn reconfigure(&mut self, world: &World) {
-        let key = NodeKey::of(&world.config);
+    pub async fn reconfigure(&mut self, world: &World, config: &Config) {
+        self.parents = other_parents(config);
+        let key = NodeKey::of(config);
         if key != self.key {
-            match node_config(&world.config) {
+            match node_config(config) {
                 Ok(Some(config)) => {
                     let want: BTreeSet<String> = world
                         .mep
@@ -331,7 +348,7 @@ impl Mep {
         self.rtt.clear();
         if let (Some(rtt), Some(view)) = (&world.rtt, &world.mep) {
             let view = view.clone();
-            self.merge_rtt(&world.config, rtt, &view);
+            self.merge_rtt(rtt, &view);
         }
         self.publish_local(world);
     }
@@ -605,7 +622,7 @@ services = ["a", "b", "c"]
         let links = "[[link]]\nname = \"uplink\"\ninterface = \"lo\"\nthreshold_kbps = 1000\nservices = [\"b\"]\n";
         // At p2, b's link: normal at 50 kB/s, then over.
         let mut at_p2 = World::new(
-            config("p2", &format!("{MEP}{links}")),
+            &config("p2", &format!("{MEP}{links}")),
             HealthSupervisor::new(),
         );
         at_p2.local_site = Some("p2".into());
@@ -632,9 +649,10 @@ services = ["a", "b", "c"]
                 "a has no link"
             );
             // At p1, which knows nothing of p2's links.
-            let mut at_p1 = World::new(config("p1", MEP), HealthSupervisor::new());
+            let p1 = config("p1", MEP);
+            let mut at_p1 = World::new(&p1, HealthSupervisor::new());
             at_p1.local_site = Some("p1".into());
-            let mut view = (*initial_view(&at_p1.config).unwrap()).clone();
+            let mut view = (*initial_view(&p1).unwrap()).clone();
             let mut b = state("b", true);
             b.state.bandwidth = Bandwidth::from_bps(sent);
             view.sites.insert("p2".into(), remote(true, vec![b]));
@@ -648,9 +666,10 @@ services = ["a", "b", "c"]
     #[tokio::test]
     async fn a_child_publishes_no_gslb_answers() {
         for (site, answers) in [("p1", true), ("c1", false)] {
-            let mut world = World::new(config(site, MEP), HealthSupervisor::new());
+            let config = config(site, MEP);
+            let mut world = World::new(&config, HealthSupervisor::new());
             world.local_site = Some(site.into());
-            world.mep = initial_view(&world.config);
+            world.mep = initial_view(&config);
             assert_eq!(world.answers_gslb(), answers, "{site}");
             let snapshot = world.snapshot();
             assert_eq!(snapshot.refuse_gslb, !answers, "{site}");
@@ -662,7 +681,7 @@ services = ["a", "b", "c"]
             );
         }
         // Without MEP every site answers: a child role there would be a lie, so it is refused.
-        let world = World::new(config("c1", ""), HealthSupervisor::new());
+        let world = World::new(&config("c1", ""), HealthSupervisor::new());
         assert!(world.answers_gslb() && !world.snapshot().domains.is_empty());
         let text: String = config_text("c1", MEP)
             .lines()
