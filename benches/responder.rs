@@ -114,7 +114,7 @@ fn request(name: &str, ecs: Option<(&str, u8)>, edns: bool) -> Vec<u8> {
 
 fn bench(c: &mut Criterion) {
     let config = config();
-    let responder = Responder::new(&config, &Snapshot::from_config(&config));
+    let responder = Responder::new(&Snapshot::from_config(&config));
     let resolver: IpAddr = "10.1.7.9".parse().unwrap();
     let cases = [
         ("plain", request("www.example.com.", None, false)),

@@ -481,7 +481,7 @@ fn rtt_change_daemon(
         "bench scale_rtt_table_to_map {:.1} ms (median of 3: RttHandle::to_map made and dropped, as every snapshot did before)",
         median(maps).as_secs_f64() * 1e3
     );
-    let mut world = World::new((**config).clone(), HealthSupervisor::new());
+    let mut world = World::new(&**config, HealthSupervisor::new());
     world.locations = Some(db.clone());
     world.rtt = Some(handle.clone());
     let t = Instant::now();
@@ -566,7 +566,7 @@ fn rtt_change_daemon(
 /// RTT row; prints how many XDP answers. Each reply is decoded and checked (envelope,
 /// checksums, TTL) against the responder's answer to the same client from the same snapshot.
 fn rtt_fast_path(dp: &Dataplane, config: &Config, snapshot: &Snapshot, rows: &[LdnsRtt]) {
-    let responder = Responder::new(config, snapshot);
+    let responder = Responder::new(snapshot);
     let (mut answered, mut asked) = (0, 0);
     for (d, domain) in config.gslb_domains.iter().enumerate() {
         if d % 5 != 2 {

@@ -24,7 +24,7 @@ fuzz_target!(|data: &[u8]| {
     match Config::parse(text, Path::new("/nonexistent/gslb-fuzz/gslbd.toml")) {
         Ok(config) => {
             let snapshot = Snapshot::from_config(&config);
-            let _ = Responder::new(&config, &snapshot);
+            let _ = Responder::new(&snapshot);
         }
         Err(ConfigError::Invalid {
             line,

@@ -30,7 +30,7 @@ static FIXTURE: LazyLock<Fixture> = LazyLock::new(|| {
     )
     .expect("demo config");
     Fixture {
-        responder: Responder::new(&config, &Snapshot::from_config(&config)),
+        responder: Responder::new(&Snapshot::from_config(&config)),
         ours: config.server.edns_udp_size,
     }
 });

@@ -21,7 +21,7 @@ static RESPONDER: LazyLock<Responder> = LazyLock::new(|| {
         Path::new("demo.toml"),
     )
     .expect("demo config");
-    Responder::new(&config, &Snapshot::from_config(&config))
+    Responder::new(&Snapshot::from_config(&config))
 });
 
 fuzz_target!(|data: &[u8]| {

@@ -61,7 +61,7 @@ static FIXTURE: LazyLock<Mutex<Fixture>> = LazyLock::new(|| {
         Dataplane::load(None).unwrap_or_else(|e| skip(format!("cannot load the XDP program: {e}")));
     dp.table.publish(&snapshot).expect("publishing");
     dp.add_local_mac(SERVER_MAC).expect("the server's MAC");
-    let responder = Responder::new(&config, &snapshot);
+    let responder = Responder::new(&snapshot);
     Mutex::new(Fixture { dp, responder })
 });
 

@@ -291,7 +291,7 @@ soa.rname = "hostmaster.example.com"
 
     fn responder() -> Arc<Responder> {
         let config = Config::parse(CONFIG, Path::new("server-test.toml")).unwrap();
-        Arc::new(Responder::new(&config, &Snapshot::from_config(&config)))
+        Arc::new(Responder::new(&Snapshot::from_config(&config)))
     }
 
     /// A query for the zone's SOA (answered), or the same bytes as a response (not answered).

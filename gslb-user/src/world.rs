@@ -1,4 +1,4 @@
-//! gslbd's world, what every answer is computed from: the configuration, the location
+//! gslbd's world, what every answer is computed from: the configuration's model, the location
 //! database, the local monitors' verdicts, the services' loads (this site's load monitors, the
 //! uplinks), the RTT table and what MEP says of the other sites.
 //! [`World::snapshot`] turns it into the answers; gslbd republishes them whenever any part
@@ -10,13 +10,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::compile::{Compiler, Inputs, Snapshot, Source};
-use crate::config::Config;
 use crate::health::HealthSupervisor;
 use crate::health::link::LinkLoad;
 use crate::health::load::{LoadReadings, MAX_LOAD, Measure, UNKNOWN_LOAD};
 use crate::health::state::Bandwidth;
 use crate::location::db::LocationDb;
-use crate::mep::MepView;
+use crate::mep::topology::remote_service_up;
+use crate::mep::{MepView, ServiceReport};
 use crate::model::{Model, Service};
 use crate::policy::ServiceState;
 use crate::probe::RttHandle;
@@ -24,11 +24,10 @@ use crate::steering::AdminState;
 
 /// Everything the answers are computed from.
 pub struct World {
-    /// The configuration gslbd runs (its monitors, MEP, links, files): the daemon's. Replaced
-    /// with [`World::set_config`], which makes its model too.
-    pub config: Arc<Config>,
-    /// What the answers are compiled from: `config`'s model (shared, so that the compiler
-    /// knows it by identity: an unchanged one costs no comparison) and RRL settings.
+    /// What the answers are compiled from: the configuration's model (shared, so that the
+    /// compiler knows it by identity: an unchanged one costs no comparison) and RRL settings.
+    /// The configuration itself (its monitors, MEP, links, files) is the daemon's; a reload
+    /// replaces this with [`World::set_source`].
     source: Source,
     pub locations: Option<Arc<LocationDb>>,
     pub health: HealthSupervisor,
@@ -61,10 +60,10 @@ struct Compiling {
 }
 
 impl World {
-    pub fn new(config: Config, health: HealthSupervisor) -> World {
+    /// The world of `source` (a configuration's: `Source::from(&config)` makes its model).
+    pub fn new(source: impl Into<Source>, health: HealthSupervisor) -> World {
         World {
-            source: Source::from(&config),
-            config: Arc::new(config),
+            source: source.into(),
             locations: None,
             health,
             rtt: None,
@@ -77,10 +76,10 @@ impl World {
         }
     }
 
-    /// Runs `config` from now on (its model is made here, once); returns the one it replaces.
-    pub fn set_config(&mut self, config: Arc<Config>) -> Arc<Config> {
-        self.source = Source::from(&*config);
-        std::mem::replace(&mut self.config, config)
+    /// Compiles from `source` (another configuration's) from now on; returns the one it
+    /// replaces.
+    pub fn set_source(&mut self, source: Source) -> Source {
+        std::mem::replace(&mut self.source, source)
     }
 
     /// The configuration resolved into ids.
@@ -105,10 +104,18 @@ impl World {
                 .iter()
                 .map(|d| !self.admin.domain_enabled(&d.name))
                 .collect(),
+            refuse_gslb: !self.answers_gslb(),
             rtt,
             rtt_changes,
         };
         compiler.compile(&self.source, &inputs)
+    }
+
+    /// Whether this site answers GSLB queries: only parents do (spec §6); without MEP, always.
+    /// A child's snapshot has no GSLB answers, and its responder REFUSES those names
+    /// ([`Inputs::refuse_gslb`]).
+    pub fn answers_gslb(&self) -> bool {
+        self.mep.as_ref().is_none_or(|v| v.answers_dns)
     }
 
     /// The next snapshot reads the whole RTT table into new rows, which the compiler compares
@@ -140,6 +147,31 @@ impl World {
     /// full ones anyway when none has (spec §5: new answers shift to the other links).
     pub fn service_states(&self) -> Vec<ServiceState> {
         let model = self.model();
+        // Each other site's report while it is reachable, by site id, its services by name:
+        // one look-up per site and per reported service, not a scan per service.
+        let reports: Vec<Option<HashMap<&str, &ServiceReport>>> = match &self.mep {
+            Some(view) => model
+                .sites
+                .iter()
+                .map(|site| {
+                    let here = self.local_site.as_ref().is_none_or(|h| *h == site.name);
+                    let report = view
+                        .sites
+                        .get(&site.name)
+                        .filter(|r| r.reachable && !here)?;
+                    // The first report of a name wins, as a scan would find it.
+                    Some(
+                        report
+                            .services
+                            .iter()
+                            .rev()
+                            .map(|x| (x.name.as_str(), x))
+                            .collect(),
+                    )
+                })
+                .collect(),
+            None => Vec::new(),
+        };
         model
             .services
             .iter()
@@ -148,13 +180,14 @@ impl World {
                 let local = self.health.is_up(&s.name);
                 let remote = self.local_site.as_ref().is_some_and(|here| here != site);
                 let state = match (&self.mep, remote) {
-                    (Some(view), true) => {
-                        let up = view.service_up(site, &s.name, local);
-                        let reported = view
-                            .sites
-                            .get(site)
-                            .filter(|r| r.reachable)
-                            .and_then(|r| r.services.iter().find(|x| x.name == s.name));
+                    (Some(_), true) => {
+                        let report = reports[s.site.index()].as_ref();
+                        let reported = report.and_then(|r| r.get(s.name.as_str()));
+                        let up = remote_service_up(
+                            local,
+                            report.is_some(),
+                            reported.map(|r| r.state.up),
+                        );
                         let unreported = |measure| {
                             if has_monitor(s, measure) {
                                 UNKNOWN_LOAD

@@ -119,7 +119,7 @@ fn invocations() -> Vec<(&'static str, &'static str, Vec<&'static str>)> {
 pub(crate) fn capture(root: &Path) -> Vec<(String, Received)> {
     let text = std::fs::read_to_string(root.join("examples/demo.toml")).expect("demo.toml");
     let config = Config::parse(&text, Path::new("demo.toml")).expect("demo config");
-    let responder = Arc::new(Responder::new(&config, &Snapshot::from_config(&config)));
+    let responder = Arc::new(Responder::new(&Snapshot::from_config(&config)));
     let tcp = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("a TCP port");
     let port = tcp.local_addr().expect("its address").port();
     let udp = UdpSocket::bind((Ipv4Addr::LOCALHOST, port)).expect("UDP on the same port");

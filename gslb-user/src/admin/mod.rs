@@ -416,7 +416,7 @@ mod tests {
             std::path::Path::new("t.toml"),
         )
         .unwrap();
-        let responder = Arc::new(Responder::new(&config, &Snapshot::from_config(&config)));
+        let responder = Arc::new(Responder::new(&Snapshot::from_config(&config)));
         EndpointState::new(
             Arc::default(),
             responder,

@@ -91,7 +91,7 @@ pub struct Snapshot {
     pub dns_port: u16,
     pub edns_udp_size: u16,
     /// `[rrl]`, for the fast path's `RRL_CONFIG` (publish writes it).
-    pub rrl: crate::config::RrlSettings,
+    pub rrl: crate::model::RrlSettings,
     /// `server.ecs_allow`: the resolvers whose ECS the fast path uses (`ECS_ALLOW`, written by
     /// `dataplane::ecs_allow`); `None`: every client's.
     pub ecs_allow: Option<Vec<IpNet>>,
@@ -116,6 +116,9 @@ pub struct Snapshot {
     pub services: Vec<ServiceState>,
     /// By configuration domain index: disabled by the operator ([`Inputs::disabled_domains`]).
     pub disabled_domains: Vec<bool>,
+    /// This site answers no GSLB name ([`Inputs::refuse_gslb`]): `domains` and
+    /// `engine_domains` are empty, and the responder REFUSES those names.
+    pub refuse_gslb: bool,
     /// The RTT rows the answers were decided with, and the step function client → row + 1.
     pub rtt: Arc<Vec<LdnsRtt>>,
     pub rtt_rows: Arc<AddressSteps>,
@@ -131,14 +134,12 @@ pub struct Snapshot {
     pub stats: CompileStats,
 }
 
-/// What a compilation takes of a configuration: its model and the fast path's RRL settings.
+/// What a compilation takes of a configuration: its model.
 /// `config` makes it (`From<&Config>`); a caller that keeps one (the world) compiles from the
 /// same `Arc` every time, so the compiler knows it by identity.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Source {
     pub model: Arc<Model>,
-    /// `[rrl]`, for the fast path's `RRL_CONFIG`.
-    pub rrl: crate::config::RrlSettings,
 }
 
 impl From<&Source> for Source {
@@ -186,6 +187,10 @@ pub struct Inputs<'a> {
     /// By configuration domain index: disabled by the operator (answers as if all its
     /// services were down); beyond the slice: enabled.
     pub disabled_domains: Vec<bool>,
+    /// This site is a MEP child: only parents answer GSLB names (spec §6). The snapshot then
+    /// carries no entry for them (the fast path passes those names) and the responder REFUSES
+    /// them, so that the resolver asks a parent; the zones' static data is answered as before.
+    pub refuse_gslb: bool,
     /// Measured RTTs, one row per LDNS entry (the rows do not overlap).
     pub rtt: Arc<Vec<LdnsRtt>>,
     /// What the caller knows of how `rtt` differs from earlier rows; `None`: the compiler
@@ -248,6 +253,13 @@ pub struct CompileStats {
 }
 
 impl Snapshot {
+    /// The model the answers were compiled from (its spec's); an empty one for
+    /// [`Snapshot::default`].
+    pub fn model(&self) -> &Model {
+        static EMPTY: std::sync::LazyLock<Model> = std::sync::LazyLock::new(Model::default);
+        self.spec.as_ref().map_or(&EMPTY, |s| s.model())
+    }
+
     /// Every service up, no location database, no RTT.
     pub fn from_config(source: impl Into<Source>) -> Snapshot {
         Snapshot::with_health(source, |_| true)

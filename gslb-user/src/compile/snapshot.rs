@@ -182,6 +182,10 @@ impl Job<'_> {
         incremental: bool,
     ) -> Snapshot {
         let model = self.model;
+        let refuse_gslb = self.inputs.refuse_gslb;
+        // A MEP child publishes no GSLB answers: decided as a parent's (the cache stays valid
+        // for either role), none of them kept.
+        let domains = if refuse_gslb { Vec::new() } else { domains };
         let (views, rtt_views) = (numbers.views, numbers.rtt_views);
         let entries: usize = domains
             .iter()
@@ -215,7 +219,7 @@ impl Job<'_> {
         Snapshot {
             dns_port: model.dns.port,
             edns_udp_size: model.dns.edns_udp_size,
-            rrl: self.spec.source().rrl,
+            rrl: model.dns.rrl,
             ecs_allow: model.dns.ecs_allow.clone(),
             listen: model.dns.listen.clone(),
             views: views_out,
@@ -226,7 +230,7 @@ impl Job<'_> {
                 .domains
                 .iter()
                 .zip(&self.kinds)
-                .filter(|(_, k)| k.per_query())
+                .filter(|(_, k)| !refuse_gslb && k.per_query())
                 .map(|(d, _)| d.name.clone())
                 .collect(),
             down_services: model
@@ -238,6 +242,7 @@ impl Job<'_> {
                 .collect(),
             services: (0..model.services.len()).map(|i| self.state(i)).collect(),
             disabled_domains: self.inputs.disabled_domains.clone(),
+            refuse_gslb,
             rtt: self.inputs.rtt.clone(),
             rtt_rows: partition.rtt_rows.clone(),
             static_views: partition.static_views.clone(),

@@ -67,8 +67,7 @@ impl Spec {
 
     /// Whether this is the spec of `source`.
     pub fn is_of(&self, source: &Source) -> bool {
-        (Arc::ptr_eq(&self.source.model, &source.model) && self.source.rrl == source.rrl)
-            || self.source == *source
+        Arc::ptr_eq(&self.source.model, &source.model) || self.source == *source
     }
 }
 

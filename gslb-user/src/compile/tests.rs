@@ -507,7 +507,7 @@ fn rtt_domains_over_the_budget_go_to_the_responder() {
             "budget {budget}"
         );
         // Either way the answer is by RTT: from the maps, or decided per query.
-        let responder = crate::responder::Responder::new(&config, &s);
+        let responder = crate::responder::Responder::new(&s);
         for (client, want) in [
             ("198.51.100.9", "192.0.2.10"),
             ("203.0.113.9", "192.0.2.20"),

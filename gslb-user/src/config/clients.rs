@@ -11,7 +11,7 @@ use toml::Spanned;
 
 use super::error::ConfigError;
 use super::validate::{Int, List, Validator};
-use crate::responder::rrl::RrlSettings;
+use crate::model::RrlSettings;
 use crate::server::TcpLimits;
 
 #[derive(Deserialize)]
@@ -175,7 +175,7 @@ mod tests {
     use std::path::Path;
 
     use crate::config::Config;
-    use crate::responder::rrl::RrlSettings;
+    use crate::model::RrlSettings;
     use crate::server::TcpLimits;
     use std::time::Duration;
 

@@ -85,7 +85,6 @@ pub use self::topology::TopologyRecordConfig;
 pub use self::view::View;
 pub use self::zone::{Soa, Zone};
 /// The responder's settings, named here too for `compile::Inputs` until it takes the model.
-pub use crate::responder::rrl::RrlSettings;
 pub use admin::AdminSettings;
 
 /// Most addresses per family in one answer set; keeps "all" responses small
@@ -126,7 +125,7 @@ pub struct Config {
     /// `[[link]]`s, in file order.
     pub links: Vec<Link>,
     /// `[rrl]`: response rate limiting (off without the section).
-    pub rrl: RrlSettings,
+    pub rrl: crate::model::RrlSettings,
     /// `[admin]`: the HTTP metrics and status endpoint (none without the section).
     pub admin: Option<AdminSettings>,
 }

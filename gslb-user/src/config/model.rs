@@ -160,17 +160,17 @@ impl Config {
                 edns_udp_size: self.server.edns_udp_size,
                 listen: self.server.listen.clone(),
                 ecs_allow: self.server.ecs_allow.clone(),
+                rrl: self.rrl,
             },
         }
     }
 }
 
-/// What the compiler takes of this configuration: its model and the fast path's RRL settings.
+/// What the compiler takes of this configuration: its model.
 impl From<&Config> for crate::compile::Source {
     fn from(config: &Config) -> crate::compile::Source {
         crate::compile::Source {
             model: Arc::new(config.model()),
-            rrl: config.rrl,
         }
     }
 }

@@ -16,8 +16,6 @@
 //! followed by `Mep::publish_local`), so the other sites decide on them too; MEP sends only
 //! what changed.
 
-use std::collections::HashMap;
-
 use tokio::{sync::watch, time::Instant};
 
 use crate::{
@@ -26,7 +24,8 @@ use crate::{
         HealthError,
         load::{LoadMonitor, LoadReadings, ServiceLoadMonitors},
     },
-    policy::{Method, ServiceState},
+    model::{Method, Model},
+    policy::ServiceState,
     world::World,
 };
 
@@ -77,9 +76,9 @@ pub struct LoadFacts {
 }
 
 impl LoadFacts {
-    pub fn of(config: &Config, states: &[ServiceState]) -> LoadFacts {
+    pub fn of(model: &Model, states: &[ServiceState]) -> LoadFacts {
         let state = |i: usize| states.get(i).copied().unwrap_or_default();
-        let full = config
+        let full = model
             .services
             .iter()
             .enumerate()
@@ -90,23 +89,15 @@ impl LoadFacts {
                         || st.bandwidth.kbps() >= s.max_bandwidth_kbps.unwrap_or(u64::MAX))
             })
             .collect();
-        let index: HashMap<&str, usize> = config
-            .services
+        let ranks = model
+            .domains
             .iter()
-            .enumerate()
-            .map(|(i, s)| (s.name.as_str(), i))
-            .collect();
-        let ranks = config
-            .gslb_domains
-            .iter()
-            .filter(|d| d.chain().contains(&Method::LeastConnection))
+            .filter(|d| d.chain.contains(&Method::LeastConnection))
             .map(|d| {
                 let counts: Vec<Option<u64>> = d
-                    .services
-                    .iter()
-                    .chain(d.views.iter().flat_map(|(_, v)| v))
-                    .map(|name| {
-                        let st = state(index[name.as_str()]);
+                    .members()
+                    .map(|id| {
+                        let st = state(id.index());
                         st.up.then_some(st.connections)
                     })
                     .collect();
@@ -143,12 +134,12 @@ impl Loads {
         LoadMonitor::check(&specs(config))
     }
 
-    /// Starts the monitors of `world.config` and takes their first readings into `world`,
+    /// Starts the monitors of `config` (the world's) and takes their first readings into `world`,
     /// waiting for them at most the longest monitor timeout: the first answers then read
     /// values rather than "unknown", which would make services with a limit full for the
     /// moment of the first check. Needs a tokio runtime.
-    pub async fn start(world: &mut World) -> Result<Loads, HealthError> {
-        let specs = specs(&world.config);
+    pub async fn start(world: &mut World, config: &Config) -> Result<Loads, HealthError> {
+        let specs = specs(config);
         let mut monitor = LoadMonitor::new();
         monitor.set_services(&specs)?;
         if let Some(within) = specs
@@ -174,10 +165,10 @@ impl Loads {
         self.monitor.readings()
     }
 
-    /// Follows a reloaded `world.config` (already [`Loads::check`]ed): unchanged monitors keep
-    /// running with their readings. The reload republishes anyway.
-    pub fn reconfigure(&mut self, world: &mut World) -> Result<(), HealthError> {
-        self.monitor.set_services(&specs(&world.config))?;
+    /// Follows a reloaded `config` (the world's, already [`Loads::check`]ed): unchanged
+    /// monitors keep running with their readings. The reload republishes anyway.
+    pub fn reconfigure(&mut self, world: &mut World, config: &Config) -> Result<(), HealthError> {
+        self.monitor.set_services(&specs(config))?;
         self.apply(world);
         Ok(())
     }
@@ -198,7 +189,7 @@ impl Loads {
     /// After `world`'s loads changed (a reading, a MEP view, a link sample): schedules a
     /// republish when the answers would read something else.
     pub fn note(&mut self, world: &World, now: Instant) {
-        if LoadFacts::of(&world.config, &world.service_states()) != self.applied {
+        if LoadFacts::of(world.model(), &world.service_states()) != self.applied {
             self.pacer.changed(now);
         }
     }
@@ -210,7 +201,7 @@ impl Loads {
 
     /// The answers were republished at `now` from `world` as it is.
     pub fn published(&mut self, world: &World, now: Instant) {
-        self.applied = LoadFacts::of(&world.config, &world.service_states());
+        self.applied = LoadFacts::of(world.model(), &world.service_states());
         self.pacer.republished(now);
     }
 }

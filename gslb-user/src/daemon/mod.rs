@@ -160,39 +160,41 @@ pub async fn run(
     let health = HealthSupervisor::new();
     health.set_services(service_monitors(&config)).await?;
     let health_events = health.subscribe();
-    let mut world = World::new(config, health);
+    // The daemon keeps the configuration (its monitors, MEP, links, files); the world
+    // compiles from its model.
+    let config = Arc::new(config);
+    let mut world = World::new(&*config, health);
     // What the operator disabled before this start (less what this configuration lacks).
     world.admin = admin;
-    steer::retain_known(&mut world);
+    steer::retain_known(&mut world, &config.server.state_file);
     if !world.admin.is_empty() {
         let disabled: Vec<String> = world
             .admin
             .disabled()
             .map(|(t, n)| format!("{t} {n}"))
             .collect();
-        warn!(?disabled, state_file = %world.config.server.state_file.display(), "disabled by the operator before this start");
+        warn!(?disabled, state_file = %config.server.state_file.display(), "disabled by the operator before this start");
     }
     // Stamped before reading: a change while the files are read is seen by the next poll.
-    let location_stamps = FileStamps::of(&location_files(&world.config));
-    world.locations = location_db(&world.config, &config_path)?;
-    world.local_site = world.config.server.site.clone();
-    world.mep = mep::initial_view(&world.config);
-    let links = uplink::Uplinks::start(&world.config);
-    let mut loads = load::Loads::start(&mut world)
+    let location_stamps = FileStamps::of(&location_files(&config));
+    world.locations = location_db(&config, &config_path)?;
+    world.local_site = config.server.site.clone();
+    world.mep = mep::initial_view(&config);
+    let links = uplink::Uplinks::start(&config);
+    let mut loads = load::Loads::start(&mut world, &config)
         .await
         .map_err(DaemonError::Load)?;
-    let snapshot = mep::for_role(&world, world.snapshot());
+    let snapshot = world.snapshot();
     loads.published(&world, tokio::time::Instant::now());
     log_compiled(&snapshot);
-    let responder = Arc::new(Responder::new(&world.config, &snapshot));
-    responder.set_gslb_refused(!mep::answers_gslb(&world));
-    responder.replace_with_locations(&world.config, &snapshot, world.locations.clone());
+    let responder = Arc::new(Responder::new(&snapshot));
+    responder.replace_with_locations(&snapshot, world.locations.clone());
     let mut dataplane = if overrides.no_xdp {
         info!("--no-xdp: the responder answers everything");
         None
     } else {
         Some(start_fast_path(
-            &world.config,
+            &config,
             &snapshot,
             &overrides,
             &pin_path,
@@ -203,15 +205,14 @@ pub async fn run(
     let heartbeat = dataplane
         .as_mut()
         .and_then(Dataplane::take_heartbeat)
-        .and_then(|map| heartbeat::start(map, world.config.server.stale_after));
-    let rtt = rtt::RttProbing::new(
-        &world.config,
-        dataplane.as_mut().and_then(Dataplane::take_ldns),
-    );
+        .and_then(|map| heartbeat::start(map, config.server.stale_after));
+    let rtt = rtt::RttProbing::new(&config, dataplane.as_mut().and_then(Dataplane::take_ldns));
     world.rtt = rtt.handle();
     let (rtt_handles, rtt_handle) = watch::channel(world.rtt.clone());
     let mep_rt = match mep_listener {
-        Some(listener) => mep::Mep::start(listener, &world, responder.persistence().clone())?,
+        Some(listener) => {
+            mep::Mep::start(listener, &world, &config, responder.persistence().clone())?
+        }
         None => None,
     };
     // The control socket's reloads; SIGHUP's come in `reloads`.
@@ -265,6 +266,7 @@ pub async fn run(
         config_path,
         overrides,
         pin_path,
+        config,
         world,
         location_stamps,
         health_events,

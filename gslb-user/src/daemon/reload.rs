@@ -117,6 +117,8 @@ pub async fn reload(
 /// What a reload replaced in the [`World`](crate::world::World), put back when its answers cannot be published.
 pub(super) struct Previous {
     pub(super) config: Arc<Config>,
+    /// What the world compiled from: `config`'s model, as it was.
+    pub(super) source: crate::compile::Source,
     pub(super) locations: Option<Arc<LocationDb>>,
     pub(super) local_site: Option<String>,
 }

@@ -25,7 +25,7 @@ use super::{
 };
 use crate::{
     admin::{metrics::RepublishStats, status::WorldFeed},
-    compile::Snapshot,
+    compile::{Snapshot, Source},
     config::Config,
     control::{Reload, ReloadRefused},
     dataplane::Dataplane,
@@ -42,6 +42,9 @@ pub(super) struct Running {
     pub(super) config_path: PathBuf,
     pub(super) overrides: Overrides,
     pub(super) pin_path: PathBuf,
+    /// The configuration gslbd runs (its monitors, MEP, links, files); `world` compiles from
+    /// its model, and a reload replaces both together.
+    pub(super) config: Arc<Config>,
     pub(super) world: World,
     /// The location files' stamps when they were last read.
     pub(super) location_stamps: FileStamps,
@@ -78,6 +81,7 @@ pub(super) async fn serve(
         config_path,
         overrides,
         pin_path,
+        mut config,
         mut world,
         mut location_stamps,
         mut health_events,
@@ -135,16 +139,17 @@ pub(super) async fn serve(
                 while let Ok(r) = control_reloads.try_recv() {
                     waiting.push(r);
                 }
-                match reload(&config_path, &overrides, &world.config).await {
-                    Ok((config, locations, stamps)) => {
+                match reload(&config_path, &overrides, &config).await {
+                    Ok((next, locations, stamps)) => {
                         // All or nothing: the new configuration's answers are published first
                         // (below); its monitors, MEP, links, load monitors and RTT settings
                         // switch only once they are in force, and a failed publish puts the
                         // old configuration back with everything it runs.
                         republish_stats.events.fetch_add(waiting.len() as u64 - 1, Relaxed);
                         let previous = Previous {
-                            local_site: std::mem::replace(&mut world.local_site, config.server.site.clone()),
-                            config: world.set_config(Arc::new(config)),
+                            local_site: std::mem::replace(&mut world.local_site, next.server.site.clone()),
+                            source: world.set_source(Source::from(&next)),
+                            config: std::mem::replace(&mut config, Arc::new(next)),
                             locations: std::mem::replace(&mut world.locations, locations),
                         };
                         switch = Some(Switch { previous, stamps, waiting });
@@ -162,9 +167,10 @@ pub(super) async fn serve(
             }
             Some(request) = steer_requests.recv() => {
                 // A burst of commands is one republish.
-                steered.extend(steer::apply(&mut world, request));
+                let state_file = &config.server.state_file;
+                steered.extend(steer::apply(&mut world, state_file, request));
                 while let Ok(request) = steer_requests.try_recv() {
-                    steered.extend(steer::apply(&mut world, request));
+                    steered.extend(steer::apply(&mut world, state_file, request));
                 }
                 if steered.is_empty() {
                     continue;
@@ -227,19 +233,19 @@ pub(super) async fn serve(
             }
             () = tokio::time::sleep_until(health_pacer.due().unwrap_or_else(tokio::time::Instant::now)), if health_pacer.due().is_some() => "health",
             _ = location_poll.tick(), if location_build.is_none() => {
-                let now = FileStamps::of(&location_files(&world.config));
+                let now = FileStamps::of(&location_files(&config));
                 if now == location_stamps {
                     continue;
                 }
                 location_stamps = now;
-                location_build = Some(LocationBuild::start(world.config.clone(), config_path.clone()));
+                location_build = Some(LocationBuild::start(config.clone(), config_path.clone()));
                 continue;
             }
             built = async { (&mut location_build.as_mut().expect("a build").task).await }, if location_build.is_some() => {
                 let build = location_build.take().expect("a build");
                 // A reload switched to another configuration meanwhile: its own database is
                 // in force.
-                if !Arc::ptr_eq(&build.config, &world.config) {
+                if !Arc::ptr_eq(&build.config, &config) {
                     continue;
                 }
                 match built {
@@ -260,13 +266,12 @@ pub(super) async fn serve(
             republish_stats.events.fetch_add(1, Relaxed);
         }
         let started = std::time::Instant::now();
-        let snapshot = mep::for_role(&world, world.snapshot());
+        let snapshot = world.snapshot();
         let compiled = started.elapsed();
-        if switch.is_none() {
-            responder.set_gslb_refused(!mep::answers_gslb(&world));
-            if let Some(m) = &mep_rt {
-                m.publish_local(&world);
-            }
+        if switch.is_none()
+            && let Some(m) = &mep_rt
+        {
+            m.publish_local(&world);
         }
         // This snapshot has the latest RTT table, whatever the trigger.
         rtt_pacer.republished(tokio::time::Instant::now());
@@ -280,28 +285,23 @@ pub(super) async fn serve(
         {
             let outcome = if published {
                 location_stamps = stamps;
-                responder.set_gslb_refused(!mep::answers_gslb(&world));
-                if let Err(error) = world
-                    .health
-                    .set_services(service_monitors(&world.config))
-                    .await
-                {
+                if let Err(error) = world.health.set_services(service_monitors(&config)).await {
                     // Not reached: `reload` checked the monitors.
                     error!(
                         error = anyhow_like(&error),
                         "health monitors not reconfigured"
                     );
                 }
-                if rtt.apply(&world.config).await {
+                if rtt.apply(&config).await {
                     world.rtt = rtt.handle();
                     rtt_handles.send_replace(world.rtt.clone());
                 }
                 if let Some(m) = &mut mep_rt {
-                    m.reconfigure(&world).await;
+                    m.reconfigure(&world, &config).await;
                 }
-                links.reconfigure(&mut world);
-                steer::retain_known(&mut world);
-                if let Err(error) = loads.reconfigure(&mut world) {
+                links.reconfigure(&mut world, &config);
+                steer::retain_known(&mut world, &config.server.state_file);
+                if let Err(error) = loads.reconfigure(&mut world, &config) {
                     // Not reached: `reload` checked the probes.
                     error!(
                         error = anyhow_like(&error),
@@ -313,7 +313,8 @@ pub(super) async fn serve(
                 info!(config = %config_path.display(), "configuration reloaded");
                 Ok(())
             } else {
-                world.set_config(previous.config);
+                config = previous.config;
+                world.set_source(previous.source);
                 world.locations = previous.locations;
                 world.local_site = previous.local_site;
                 republish_stats.reloads_failed.fetch_add(1, Relaxed);
@@ -404,7 +405,7 @@ fn republish(
     responder: &Responder,
 ) -> bool {
     #[cfg(feature = "fault-injection")]
-    if super::fault::publish_fails(world.config.server.dns_port) {
+    if super::fault::publish_fails(world.model().dns.port) {
         error!("publishing failed: fault injected");
         return false;
     }
@@ -426,7 +427,7 @@ fn republish(
             }
         }
     }
-    responder.replace_with_locations(&world.config, snapshot, world.locations.clone());
+    responder.replace_with_locations(snapshot, world.locations.clone());
     true
 }
 

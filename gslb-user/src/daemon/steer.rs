@@ -3,6 +3,8 @@
 //! reply waits for the republish it triggers. Every change is written to `server.state_file`
 //! at once; a reload drops what the new configuration no longer has.
 
+use std::path::Path;
+
 use tokio::sync::oneshot;
 use tracing::{error, info, warn};
 
@@ -44,9 +46,10 @@ impl Pending {
     }
 }
 
-/// Applies `request` to `world`: `Some` when the admin state changed (the caller republishes,
-/// then answers), `None` when it was answered already (an unknown name, or nothing to change).
-pub(super) fn apply(world: &mut World, request: Steer) -> Option<Pending> {
+/// Applies `request` to `world`, and writes the admin state to `state_file`: `Some` when the
+/// admin state changed (the caller republishes, then answers), `None` when it was answered
+/// already (an unknown name, or nothing to change).
+pub(super) fn apply(world: &mut World, state_file: &Path, request: Steer) -> Option<Pending> {
     let Steer { command, reply } = request;
     let c = &command;
     if !c.target.exists(world.model(), &c.name) {
@@ -66,7 +69,7 @@ pub(super) fn apply(world: &mut World, request: Steer) -> Option<Pending> {
     } else {
         warn!(kind = %c.target, name = c.name, "disabled by the operator: out of the answers");
     }
-    let not_saved = save(world).err();
+    let not_saved = save(world, state_file).err();
     Some(Pending {
         reply,
         command,
@@ -74,9 +77,8 @@ pub(super) fn apply(world: &mut World, request: Steer) -> Option<Pending> {
     })
 }
 
-/// Writes the admin state to the state file; the error's text (logged) if it cannot.
-fn save(world: &World) -> Result<(), String> {
-    let path = &world.config.server.state_file;
+/// Writes the admin state to `path`; the error's text (logged) if it cannot.
+fn save(world: &World, path: &Path) -> Result<(), String> {
     world.admin.save(path).map_err(|e| {
         let reason = super::anyhow_like(&e);
         error!(error = reason, "the admin state will not survive a restart");
@@ -85,14 +87,14 @@ fn save(world: &World) -> Result<(), String> {
 }
 
 /// After a reload (or at start): drops the disabled names `world`'s configuration no longer
-/// has, with a warning, and writes the state file if any went.
-pub(super) fn retain_known(world: &mut World) {
+/// has, with a warning, and writes it to `state_file` if any went.
+pub(super) fn retain_known(world: &mut World, state_file: &Path) {
     let model = world.model().clone();
     let dropped = world.admin.retain_known(&model);
     for (target, name) in &dropped {
         warn!(kind = %target, name, "was disabled, but the configuration has it no longer: dropped from the admin state");
     }
     if !dropped.is_empty() {
-        let _ = save(world);
+        let _ = save(world, state_file);
     }
 }

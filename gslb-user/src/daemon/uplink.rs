@@ -68,10 +68,10 @@ impl Uplinks {
         }
     }
 
-    /// Follows `world.config` after a reload and takes the loads as they are now into `world`
-    /// (a removed link's load leaves it). The reload recomputes the answers anyway.
-    pub fn reconfigure(&mut self, world: &mut World) {
-        self.monitor.set_links(specs(&world.config));
+    /// Follows a reloaded `config` (the world's) and takes the loads as they are now into
+    /// `world` (a removed link's load leaves it). The reload recomputes the answers anyway.
+    pub fn reconfigure(&mut self, world: &mut World, config: &Config) {
+        self.monitor.set_links(specs(config));
         self.apply(world);
     }
 

@@ -10,6 +10,7 @@
 
 pub mod expr;
 mod lb;
+mod rrl;
 mod zone;
 
 use std::net::IpAddr;
@@ -20,6 +21,7 @@ use crate::location::{Location, WildcardMode};
 
 pub use self::expr::{Expr, ExprError, ExprErrorKind, Request};
 pub use self::lb::{AnswerMode, DownResponse, Fallback, Method, Persistence, SourceMask};
+pub use self::rrl::RrlSettings;
 pub use self::zone::{MAX_TXT_STRING, RecordData, Soa, StaticRecord, Zone, in_zone};
 
 /// Most methods in a domain's chain: preferred, alternate, fallback.
@@ -122,6 +124,8 @@ pub struct Dns {
     pub listen: Vec<IpAddr>,
     /// `server.ecs_allow`: the resolvers whose client subnets are used; `None`: everyone's.
     pub ecs_allow: Option<Vec<IpNet>>,
+    /// `[rrl]`, for both limiters.
+    pub rrl: RrlSettings,
 }
 
 /// A GSLB site.

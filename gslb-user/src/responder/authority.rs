@@ -1,6 +1,6 @@
-//! What the responder answers from, built from one configuration and one snapshot: the zones,
-//! the compiled answers, the per-query decisions and the ECS allow list; a republish carries
-//! the rotation turns over to the next one.
+//! What the responder answers from, built from one snapshot and the model it was compiled from
+//! (its spec's): the zones, the compiled answers, the per-query decisions and the ECS allow
+//! list; a republish carries the rotation turns over to the next one.
 
 use std::{net::IpAddr, sync::Arc};
 
@@ -11,7 +11,6 @@ use super::wire;
 use super::zone::{ZoneData, zones_of};
 use crate::{
     compile::{Snapshot, Spec},
-    config::Config,
     location::db::LocationDb,
     persist::Store as PersistStore,
 };
@@ -31,14 +30,17 @@ pub(super) struct ConfigData {
 }
 
 impl ConfigData {
-    fn new(config: &Config, spec: Option<Arc<Spec>>) -> Self {
+    /// The data of `snapshot`'s configuration: its spec's model.
+    fn new(snapshot: &Snapshot) -> Self {
+        let model = snapshot.model();
+        let spec = snapshot.spec.clone();
         ConfigData {
-            zones: zones_of(config),
-            ecs_allow: ecs::Allow::new(config.server.ecs_allow.as_deref()),
-            engine: spec
-                .as_ref()
-                .and_then(|s| s.engine.clone())
-                .map(|engine| Arc::new(EngineData::new(config, engine))),
+            zones: zones_of(model),
+            ecs_allow: ecs::Allow::new(model.dns.ecs_allow.as_deref()),
+            engine: spec.as_ref().and_then(|s| {
+                let engine = s.engine.clone()?;
+                Some(Arc::new(EngineData::new(s.model(), engine)))
+            }),
             spec,
         }
     }
@@ -54,16 +56,19 @@ pub(super) struct Authority {
     pub(super) config: Arc<ConfigData>,
     pub(super) gslb: GslbIndex,
     pub(super) edns_udp_size: u16,
+    /// Only parent sites answer GSLB queries (spec §6): a MEP child's snapshot says so
+    /// ([`Snapshot::refuse_gslb`]), and GSLB names are REFUSED, so that the resolver asks
+    /// another name server (a parent), while the zones' static data is answered as before.
+    pub(super) gslb_refused: bool,
     pub(super) decisions: Option<Decisions>,
     /// The compiled entries a query can be answered from on the wire (`wire`).
     pub(super) wire: wire::Names,
 }
 
 impl Authority {
-    /// The authority of `snapshot` (compiled from `config`). The configuration's data is
-    /// `previous`'s when `snapshot` carries the same spec (a health change), else built.
+    /// The authority of `snapshot`. The configuration's data is `previous`'s when `snapshot`
+    /// carries the same spec (a health change), else built from the spec's model.
     pub(super) fn new(
-        config: &Config,
         snapshot: &Snapshot,
         locations: Option<Arc<LocationDb>>,
         persistence: &PersistStore,
@@ -71,7 +76,7 @@ impl Authority {
     ) -> Self {
         let config = match previous {
             Some(old) if old.config.is_of(snapshot.spec.as_ref()) => old.config.clone(),
-            _ => Arc::new(ConfigData::new(config, snapshot.spec.clone())),
+            _ => Arc::new(ConfigData::new(snapshot)),
         };
         let gslb = GslbIndex::new(snapshot);
         let decisions = Decisions::new(config.engine.as_ref(), snapshot, locations, persistence);
@@ -79,6 +84,7 @@ impl Authority {
             wire: wire::Names::new(&config.zones, &gslb, decisions.as_ref()),
             gslb,
             edns_udp_size: snapshot.edns_udp_size,
+            gslb_refused: snapshot.refuse_gslb,
             decisions,
             config,
         }

@@ -14,8 +14,8 @@ use crate::{
         LdnsRtt, Snapshot,
         partition::{AddressSteps, Segments, key_of},
     },
-    config::Config,
     location::db::LocationDb,
+    model::Model,
     persist::{Store as PersistStore, Tables as PersistTables},
     policy::{
         Client as EngineClient, Engine, Fallback, Query as EngineQuery, ServiceState,
@@ -32,29 +32,19 @@ pub(super) struct EngineData {
     /// read besides the class (source-IP hash and persistence masks along its backup chain),
     /// IPv4 and IPv6.
     address_bits: Vec<(u8, u8)>,
-    /// By configuration service index.
-    answer_ips: Vec<IpAddr>,
-    /// By engine domain index: (TTL, backup addresses).
-    domain_info: Vec<(u32, Vec<IpAddr>)>,
+    /// The model the engine decides from: its services' addresses, its domains' TTLs and
+    /// backup addresses (the compiler reads the same ones for the fast path's answers).
+    model: Arc<Model>,
     /// Static views in the configuration.
     pub(super) views: usize,
 }
 
 impl EngineData {
-    pub(super) fn new(config: &Config, engine: Arc<Engine>) -> Self {
+    pub(super) fn new(model: &Arc<Model>, engine: Arc<Engine>) -> Self {
         EngineData {
             address_bits: address_bits(&engine),
-            answer_ips: config
-                .services
-                .iter()
-                .map(crate::config::Service::answer_ip)
-                .collect(),
-            domain_info: config
-                .gslb_domains
-                .iter()
-                .map(|d| (d.ttl, d.backup_ip.clone()))
-                .collect(),
-            views: config.views.len(),
+            model: model.clone(),
+            views: model.views.len(),
             engine,
         }
     }
@@ -104,7 +94,7 @@ impl Decisions {
                 rtt_rows: snapshot.rtt_rows.clone(),
                 static_views: snapshot.static_views.clone(),
                 classes: snapshot.classes.clone(),
-                turns: Turns::new(2 * data.domain_info.len() * (data.views + 1)),
+                turns: Turns::new(2 * data.model.domains.len() * (data.views + 1)),
                 data: data.clone(),
                 locations,
             });
@@ -162,27 +152,29 @@ impl Decisions {
                 disabled_domains: &self.disabled_domains,
             },
         );
-        let (ttl, backup) =
-            &self.data.domain_info[decision.domain.min(self.data.domain_info.len() - 1)];
+        let domains = &self.data.model.domains;
+        let answering = &domains[decision.domain.min(domains.len() - 1)];
         let family = |ip: &IpAddr| ip.is_ipv6() == (qtype == QTYPE_AAAA);
         let turn = u64::from(
             self.turns
                 .next(self.turn_index(domain, qtype == QTYPE_AAAA, view)),
         );
         let addrs: Vec<IpAddr> = match decision.fallback {
-            Some(Fallback::BackupIp) => backup.iter().copied().filter(family).collect(),
+            Some(Fallback::BackupIp) => {
+                answering.backup_ip.iter().copied().filter(family).collect()
+            }
             Some(Fallback::Empty) => Vec::new(),
             None => {
                 let picked = self.data.engine.select(&decision, client, turn);
                 self.persist.note(sticky.as_ref(), &picked);
                 picked
                     .into_iter()
-                    .map(|i| self.data.answer_ips[i])
+                    .map(|i| self.data.model.services[i].ip)
                     .filter(family)
                     .collect()
             }
         };
-        address_records(name, *ttl, addrs)
+        address_records(name, answering.ttl, addrs)
     }
 }
 

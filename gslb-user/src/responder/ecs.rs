@@ -130,7 +130,7 @@ mod tests {
         let text =
             responder_config().replacen("[server]\n", &format!("[server]\n{server_extra}\n"), 1);
         let config = Config::parse(&text, Path::new("responder.toml")).unwrap();
-        Responder::new(&config, &Snapshot::from_config(&config))
+        Responder::new(&Snapshot::from_config(&config))
     }
 
     const RESOLVER: IpAddr = IpAddr::V4(Ipv4Addr::new(203, 0, 113, 5));

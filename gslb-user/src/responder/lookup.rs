@@ -32,7 +32,7 @@ pub(super) struct Lookup {
 }
 
 impl Responder {
-    pub(super) fn lookup(&self, data: &Authority, question: &Query, client: IpAddr) -> Lookup {
+    pub(super) fn lookup(data: &Authority, question: &Query, client: IpAddr) -> Lookup {
         let mut out = Lookup {
             rcode: ResponseCode::NoError,
             authoritative: true,
@@ -51,7 +51,7 @@ impl Responder {
             out.authoritative = false;
             return out;
         };
-        if zone.gslb.contains(&qname) && self.gslb_refused.load(Ordering::Relaxed) {
+        if zone.gslb.contains(&qname) && data.gslb_refused {
             out.rcode = ResponseCode::Refused;
             out.authoritative = false;
             return out;

@@ -31,11 +31,7 @@ mod turns;
 mod wire;
 mod zone;
 
-use std::{
-    net::IpAddr,
-    sync::Arc,
-    sync::atomic::{AtomicBool, Ordering},
-};
+use std::{net::IpAddr, sync::Arc};
 
 use arc_swap::ArcSwap;
 use hickory_proto::{
@@ -46,9 +42,7 @@ use hickory_proto::{
     },
 };
 
-use crate::{
-    compile::Snapshot, config::Config, location::db::LocationDb, persist::Store as PersistStore,
-};
+use crate::{compile::Snapshot, location::db::LocationDb, persist::Store as PersistStore};
 
 pub use self::answers::AnswerCounts;
 use self::authority::Authority;
@@ -78,8 +72,6 @@ pub struct Responder {
     /// Replaced whole on a configuration reload; a query in flight keeps the data it started
     /// with.
     data: ArcSwap<Authority>,
-    /// This site is a MEP child: GSLB names are REFUSED (see [`Responder::set_gslb_refused`]).
-    gslb_refused: AtomicBool,
     /// Source-IP persistence entries, kept across reloads (`crate::persist`).
     persistence: Arc<PersistStore>,
     /// `[rrl]`: asked by the UDP loops, configured with every reload.
@@ -97,22 +89,19 @@ fn canonical(addr: IpAddr) -> IpAddr {
 }
 
 impl Responder {
-    pub fn new(config: &Config, snapshot: &Snapshot) -> Self {
-        Responder::with_persistence(config, snapshot, PersistStore::new())
+    /// The responder of `snapshot`: its answers, and the zones, engine and DNS settings of the
+    /// model it was compiled from.
+    pub fn new(snapshot: &Snapshot) -> Self {
+        Responder::with_persistence(snapshot, PersistStore::new())
     }
 
     /// As [`Responder::new`], with persistence entries kept in `persistence` (tests give it a
     /// clock of their own).
-    pub fn with_persistence(
-        config: &Config,
-        snapshot: &Snapshot,
-        persistence: Arc<PersistStore>,
-    ) -> Self {
+    pub fn with_persistence(snapshot: &Snapshot, persistence: Arc<PersistStore>) -> Self {
         Responder {
-            data: ArcSwap::from_pointee(Authority::new(config, snapshot, None, &persistence, None)),
-            gslb_refused: AtomicBool::new(false),
+            data: ArcSwap::from_pointee(Authority::new(snapshot, None, &persistence, None)),
             persistence,
-            rrl: rrl::Limiter::new(&config.rrl),
+            rrl: rrl::Limiter::new(&snapshot.rrl),
             answers: AnswerCounts::default(),
         }
     }
@@ -122,40 +111,28 @@ impl Responder {
         &self.persistence
     }
 
-    /// Whether GSLB names are REFUSED. Only parent sites answer GSLB queries (spec §6): a child
-    /// refuses them, so that the resolver asks another name server (a parent), while the
-    /// zones' static data is answered as before.
-    pub fn set_gslb_refused(&self, refused: bool) {
-        self.gslb_refused.store(refused, Ordering::Relaxed);
-    }
-
-    /// Answers from `config` and `snapshot` (compiled from `config`) from now on, keeping the
+    /// Answers from `snapshot` (and the model it was compiled from) from now on, keeping the
     /// location database. A snapshot with the previous one's [`Spec`](crate::compile::Spec)
     /// (a republish after a health change) keeps the zones and the engine: only the answers
     /// and the states are new.
-    pub fn replace(&self, config: &Config, snapshot: &Snapshot) {
+    pub fn replace(&self, snapshot: &Snapshot) {
         let locations = self
             .data
             .load()
             .decisions
             .as_ref()
             .and_then(|d| d.locations.clone());
-        self.replace_with_locations(config, snapshot, locations);
+        self.replace_with_locations(snapshot, locations);
     }
 
     /// As [`Responder::replace`], with client locations from `locations` (static proximity,
     /// MATCHES_LOCATION policies).
-    pub fn replace_with_locations(
-        &self,
-        config: &Config,
-        snapshot: &Snapshot,
-        locations: Option<Arc<LocationDb>>,
-    ) {
+    pub fn replace_with_locations(&self, snapshot: &Snapshot, locations: Option<Arc<LocationDb>>) {
         let old = self.data.load();
-        let next = Authority::new(config, snapshot, locations, &self.persistence, Some(&old));
+        let next = Authority::new(snapshot, locations, &self.persistence, Some(&old));
         next.carry_turns(&old);
         self.data.store(Arc::new(next));
-        self.rrl.configure(&config.rrl);
+        self.rrl.configure(&snapshot.rrl);
     }
 
     /// The rate limiter of UDP responses (`[rrl]`), which the server loops ask before sending:
@@ -213,9 +190,7 @@ impl Responder {
         };
         // A MEP child refuses GSLB names, which `wire` answers (and leaves its NXDOMAIN and
         // NODATA to the general path too, as before).
-        if !self.gslb_refused.load(Ordering::Relaxed)
-            && wire::answer(&data, request, &shape, client, transport, out)
-        {
+        if !data.gslb_refused && wire::answer(&data, request, &shape, client, transport, out) {
             self.answers.count(transport, u16::from(out[3] & 0x0f));
             return true;
         }
@@ -250,7 +225,7 @@ impl Responder {
             }
             None => {
                 let ecs = message::client_subnet(shape);
-                self.answer(data, &question, client, ecs, &mut response);
+                Self::answer(data, &question, client, ecs, &mut response);
             }
         }
         let reply = message::encode(&mut response, request, limit);
@@ -268,7 +243,6 @@ impl Responder {
     /// Fills `response` with the answer to `question` from `client`, and echoes the client
     /// subnet `ecs` with the answer's scope.
     fn answer(
-        &self,
         data: &Authority,
         question: &Query,
         client: IpAddr,
@@ -283,7 +257,7 @@ impl Responder {
         let client = ecs
             .filter(|ecs| ecs.source_prefix() > 0)
             .map_or(client, |ecs| ecs.addr());
-        let found = self.lookup(data, question, client);
+        let found = Self::lookup(data, question, client);
         if let (Some(ecs), Some(edns)) = (ecs, response.edns.as_mut()) {
             // Scope 0 (valid for every client) unless a GSLB name, whose answer may depend
             // on the client, took part.

@@ -280,7 +280,7 @@ mod tests {
 
     use super::*;
     use crate::{
-        compile::Snapshot,
+        compile::{Inputs, Snapshot},
         config::Config,
         responder::shape::scan,
         responder::{Responder, Transport},
@@ -288,7 +288,7 @@ mod tests {
 
     fn responder_of(text: &str) -> Responder {
         let config = Config::parse(text, Path::new("wire.toml")).unwrap();
-        Responder::new(&config, &Snapshot::from_config(&config))
+        Responder::new(&Snapshot::from_config(&config))
     }
 
     /// The clients of `responder_config`'s views: "host", "wide", the default view (IPv4 and
@@ -568,7 +568,12 @@ mod tests {
             assert!(!takes(&r, &request, outside), "{what}");
         }
         // A MEP child refuses GSLB names: `respond` asks the general path.
-        r.set_gslb_refused(true);
+        let config = Config::parse(&responder_config(), Path::new("wire.toml")).unwrap();
+        let child = Inputs {
+            refuse_gslb: true,
+            ..Inputs::default()
+        };
+        r.replace(&Snapshot::compile(&config, &child));
         let refused = r
             .respond(
                 &query("www.example.com", QTYPE_A, None),

@@ -9,7 +9,7 @@ use hickory_proto::rr::{
     rdata::{A, AAAA, CNAME, MX, NS, SOA, SRV, TXT},
 };
 
-use crate::config::{Config, RecordData, Zone};
+use crate::model::{Model, RecordData, Zone};
 
 /// One zone, indexed for lookups. Keys are lower-case names without the trailing dot.
 pub(super) struct ZoneData {
@@ -40,7 +40,7 @@ pub(super) fn key(name: &Name) -> String {
 }
 
 impl ZoneData {
-    pub(super) fn new(zone: &Zone, config: &Config) -> Self {
+    pub(super) fn new(zone: &Zone, model: &Model) -> Self {
         let apex_name = name(&zone.name);
         let soa = Record::from_rdata(
             apex_name.clone(),
@@ -88,8 +88,8 @@ impl ZoneData {
                 .or_default()
                 .push(Record::from_rdata(name(&r.name), r.ttl, rdata));
         }
-        let gslb: HashSet<String> = config
-            .gslb_domains
+        let gslb: HashSet<String> = model
+            .domains
             .iter()
             .filter(|d| zone.contains(&d.name))
             .map(|d| d.name.clone())
@@ -148,12 +148,12 @@ impl ZoneData {
     }
 }
 
-/// Every zone of `config`, longest apex first: the first zone that contains a name is its zone.
-pub(super) fn zones_of(config: &Config) -> Vec<ZoneData> {
-    let mut zones: Vec<ZoneData> = config
+/// Every zone of `model`, longest apex first: the first zone that contains a name is its zone.
+pub(super) fn zones_of(model: &Model) -> Vec<ZoneData> {
+    let mut zones: Vec<ZoneData> = model
         .zones
         .iter()
-        .map(|z| ZoneData::new(z, config))
+        .map(|z| ZoneData::new(z, model))
         .collect();
     zones.sort_by_key(|z| std::cmp::Reverse(z.apex.len()));
     zones

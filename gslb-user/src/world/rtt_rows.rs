@@ -271,8 +271,8 @@ ldns_mask_v4 = 24
         )
         .unwrap();
         let handle = supervisor.handle();
-        let mut world = World::new(config, HealthSupervisor::new());
-        world.local_site = world.config.server.site.clone();
+        let mut world = World::new(&config, HealthSupervisor::new());
+        world.local_site = config.server.site.clone();
         world.rtt = Some(handle.clone());
         // East nearer than west to every entry; south measures none yet.
         handle.merge_remote("east", &rows(0..8, |i| 20 + u64::from(i)));
@@ -285,7 +285,7 @@ ldns_mask_v4 = 24
             let snapshot = world.snapshot();
             assert_eq!(named(world), want, "{case}: rows named");
             let by_comparing = compared.compile(
-                &*world.config,
+                &config,
                 &Inputs {
                     services: world.service_states(),
                     disabled_domains: vec![false],

@@ -8,14 +8,14 @@ use crate::common;
 
 use std::{net::IpAddr, path::Path, sync::Arc};
 
-use common::{ips, responder_addrs};
+use common::{answer_addrs, ips, responder_addrs};
 use gslb_user::{
     compile::{Inputs, Snapshot},
     config::Config,
     location::db::LocationDb,
-    responder::Responder,
+    responder::{Responder, Transport},
 };
-use hickory_proto::rr::RecordType;
+use hickory_proto::{op::Message, rr::RecordType};
 
 fn example(name: &str) -> Config {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -63,7 +63,7 @@ fn global_availability_answers_the_first_service_up() {
                 .iter()
                 .any(|d| d == "hash.example.com")
         );
-        let responder = Responder::new(&config, &snapshot);
+        let responder = Responder::new(&snapshot);
         for _ in 0..3 {
             assert_eq!(
                 ask(&responder, "dr.example.com.", "192.0.2.7"),
@@ -90,8 +90,8 @@ fn static_proximity_answers_by_the_clients_location() {
             ..Inputs::default()
         },
     );
-    let responder = Responder::new(&config, &snapshot);
-    responder.replace_with_locations(&config, &snapshot, Some(Arc::new(db.clone())));
+    let responder = Responder::new(&snapshot);
+    responder.replace_with_locations(&snapshot, Some(Arc::new(db.clone())));
     // Without the database every client is nowhere, and the fast path's answer is the same
     // for all of them.
     let blind = Snapshot::from_config(&config);
@@ -115,4 +115,102 @@ fn static_proximity_answers_by_the_clients_location() {
             "client {client}"
         );
     }
+}
+
+/// One road: a domain's TTL and backup addresses reach the fast path's maps (the compiled
+/// entries) and the responder's per-query decisions from the same model. A compiled domain and
+/// a per-query one (source IP hash) fall back to the same backup domain, which has a TTL of its
+/// own: both answer as the backup domain does, with its TTL, the maps and the responder alike;
+/// with the backup domain down too, each answers its backup addresses with its own TTL.
+#[test]
+fn the_maps_and_the_responder_agree_on_a_backup_domains_answer_and_ttl() {
+    const CONFIG: &str = r#"
+[server]
+listen = ["192.0.2.53"]
+
+[[zone]]
+name = "example.com"
+ns = ["ns1.example.net"]
+soa.rname = "hostmaster.example.com"
+
+[[site]]
+name = "a"
+ip = "198.51.100.1"
+
+[[service]]
+name = "web"
+ip = "198.51.100.10"
+site = "a"
+
+[[service]]
+name = "dr"
+ip = "192.0.2.200"
+site = "a"
+
+[[gslb_domain]]
+name = "www.example.com"
+services = ["web"]
+ttl = 30
+backup_domain = "dr.example.com"
+backup_ip = ["192.0.2.98"]
+
+[[gslb_domain]]
+name = "hash.example.com"
+services = ["web"]
+method = "sourceiphash"
+ttl = 30
+backup_domain = "dr.example.com"
+backup_ip = ["192.0.2.98"]
+
+[[gslb_domain]]
+name = "dr.example.com"
+services = ["dr"]
+ttl = 300
+"#;
+    let config = Config::parse(CONFIG, Path::new("backup.toml")).unwrap();
+    // (services down, the answer's TTL, its addresses)
+    let table: [(&[&str], u32, &[&str]); 3] = [
+        (&[], 30, &["198.51.100.10"]),
+        (&["web"], 300, &["192.0.2.200"]),
+        (&["web", "dr"], 30, &["192.0.2.98"]),
+    ];
+    let client: IpAddr = "203.0.113.7".parse().unwrap();
+    for (down, ttl, addrs) in table {
+        let want = (ttl, ips(addrs));
+        let snapshot = Snapshot::with_health(&config, |s| !down.contains(&s));
+        assert_eq!(snapshot.engine_domains, ["hash.example.com"]);
+        let entry = snapshot
+            .domains
+            .iter()
+            .find(|d| d.name == "www.example.com" && d.qtype == 1)
+            .expect("the fast path answers the compiled domain");
+        let [(_, answer)] = &entry.answers[..] else {
+            panic!("down {down:?}: one answer for every client: {entry:?}");
+        };
+        assert_eq!(
+            (answer.ttl, answer.addrs.clone()),
+            want,
+            "down {down:?}: maps"
+        );
+        let responder = Responder::new(&snapshot);
+        for name in ["www.example.com.", "hash.example.com."] {
+            assert_eq!(
+                ttl_and_addrs(&responder, name, client),
+                want,
+                "down {down:?}: the responder's {name}"
+            );
+        }
+    }
+}
+
+/// The TTL and the addresses of the responder's A answer (one TTL for the RRset).
+fn ttl_and_addrs(responder: &Responder, name: &str, client: IpAddr) -> (u32, Vec<IpAddr>) {
+    let request = common::wire(&common::query(1, name, RecordType::A));
+    let reply = responder
+        .respond(&request, client, Transport::Udp)
+        .expect("a reply");
+    let reply = Message::from_vec(&reply).expect("the reply parses");
+    let ttls: Vec<u32> = reply.answers.iter().map(|r| r.ttl).collect();
+    assert!(ttls.windows(2).all(|w| w[0] == w[1]), "{name}: {ttls:?}");
+    (ttls.first().copied().unwrap_or(0), answer_addrs(&reply))
 }

@@ -156,7 +156,7 @@ services = ["spare"]
 }
 
 fn responder(config: &Config) -> Responder {
-    Responder::new(config, &Snapshot::from_config(config))
+    Responder::new(&Snapshot::from_config(config))
 }
 
 /// The addresses `client` gets over 40 queries.
@@ -202,7 +202,7 @@ fn views_hold_whatever_decides_the_domain() {
 fn a_view_with_nothing_up_falls_back_to_the_domains_services_under_the_engine() {
     let config = config(r#"method = "ratio""#, "");
     let snapshot = Snapshot::with_health(&config, |s| !s.starts_with("corp-"));
-    let r = Responder::new(&config, &snapshot);
+    let r = Responder::new(&snapshot);
     let got = answers(&r, IN_CORP);
     let public: BTreeSet<IpAddr> = ips(&PUBLIC).into_iter().collect();
     assert_eq!(got, public, "corp clients fall back to the public services");
@@ -229,7 +229,7 @@ services = ["corp-2", "corp-1"]
         ips(&["203.0.113.21"]).into_iter().collect()
     );
     let snapshot = Snapshot::with_health(&config, |s| s != "corp-2");
-    let r = Responder::new(&config, &snapshot);
+    let r = Responder::new(&snapshot);
     assert_eq!(
         answers(&r, IN_CORP),
         ips(&["203.0.113.20"]).into_iter().collect()
@@ -431,7 +431,7 @@ services = ["spare"]
             .any(|d| d == "www.example.com"),
         "decided per query"
     );
-    let r = Responder::new(&config, &snapshot);
+    let r = Responder::new(&snapshot);
     let (mut corp, mut public) = (BTreeSet::new(), BTreeSet::new());
     for _ in 0..8 {
         corp.extend(responder_addrs(

@@ -361,7 +361,7 @@ fn assert_ratio(asker: &mut impl Asker, ratio: &Set, weights: &[u32], other: &Se
 fn new_responder() -> (Responder, Config, Snapshot) {
     let config = config();
     let snapshot = Snapshot::from_config(&config);
-    (Responder::new(&config, &snapshot), config, snapshot)
+    (Responder::new(&snapshot), config, snapshot)
 }
 
 #[test]
@@ -416,7 +416,7 @@ fn responder_per_query_ratio_keeps_its_proportions_between_other_queries() {
 #[test]
 fn responder_rotation_goes_on_across_a_republish() {
     let (mut responder, config, _) = new_responder();
-    assert_goes_on(&mut responder, |r| r.replace(&config, &degraded(&config)));
+    assert_goes_on(&mut responder, |r| r.replace(&degraded(&config)));
 }
 
 /// The snapshot with one service of rr3 down.

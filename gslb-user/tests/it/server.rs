@@ -50,7 +50,7 @@ async fn start(limits: TcpLimits) -> Server {
 
 async fn start_with(config: &str, limits: TcpLimits) -> Server {
     let config = Config::parse(config, Path::new("responder.toml")).unwrap();
-    let responder = Arc::new(Responder::new(&config, &Snapshot::from_config(&config)));
+    let responder = Arc::new(Responder::new(&Snapshot::from_config(&config)));
     let udp = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
     let tcp = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
     let (udp_addr, tcp_addr) = (udp.local_addr().unwrap(), tcp.local_addr().unwrap());

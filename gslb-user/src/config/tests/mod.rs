@@ -74,7 +74,7 @@ fn empty() -> Config {
         rtt: RttSettings::default(),
         mep: None,
         links: vec![],
-        rrl: RrlSettings::default(),
+        rrl: crate::model::RrlSettings::default(),
         admin: None,
     }
 }

@@ -65,7 +65,7 @@ answer = "all"
 
 fn world() -> World {
     let config = Config::parse(CONFIG, Path::new("load.toml")).unwrap_or_else(|e| panic!("{e}"));
-    World::new(config, HealthSupervisor::new())
+    World::new(&config, HealthSupervisor::new())
 }
 
 /// `a` and `b`'s readings; `None`: unknown.
@@ -175,7 +175,7 @@ fn only_loads_that_change_a_decision_are_facts() {
             connections,
             ..ServiceState::UP
         };
-        LoadFacts::of(&w.config, &[st(a), st(b), st(c), st(0)])
+        LoadFacts::of(w.model(), &[st(a), st(b), st(c), st(0)])
     };
     let base = facts(3, 7, 0);
     // Counts that move within the same order and under the limit: nothing to republish.
@@ -202,7 +202,7 @@ fn only_loads_that_change_a_decision_are_facts() {
             connections: 7,
             ..ServiceState::UP
         };
-        LoadFacts::of(&w.config, &[a, b, ServiceState::UP, ServiceState::UP])
+        LoadFacts::of(w.model(), &[a, b, ServiceState::UP, ServiceState::UP])
     };
     assert_eq!(down(1), down(100));
 }

@@ -14,8 +14,7 @@ use tracing::{info, warn};
 
 use super::Mep;
 use crate::{
-    config::Config,
-    mep::{MepView, Role, RttProtocol, RttRow},
+    mep::{MepView, RttProtocol, RttRow},
     probe::{ProbeKind, RttHandle},
     world::World,
 };
@@ -108,7 +107,7 @@ impl Mep {
             return false;
         }
         if let Some(rtt) = &world.rtt {
-            self.merge_rtt(&world.config, rtt, &view);
+            self.merge_rtt(rtt, &view);
         }
         let facts = Facts::of(&view);
         world.mep = Some(view);
@@ -137,24 +136,20 @@ impl Mep {
     /// Merges each other parent's RTT column, as its link brought it, into the RTT table: only
     /// what changed since the last merge, and removals for rows that went (or for the whole
     /// column when its link went down).
-    pub(super) fn merge_rtt(&mut self, config: &Config, rtt: &RttHandle, view: &MepView) {
-        let parents = config
-            .sites
-            .iter()
-            .filter(|s| s.role == Role::Parent && s.name != self.site);
-        for parent in parents {
+    pub(super) fn merge_rtt(&mut self, rtt: &RttHandle, view: &MepView) {
+        for parent in &self.parents {
             let table = view
                 .sites
-                .get(&parent.name)
+                .get(parent)
                 .map(|r| r.rtt.clone())
                 .unwrap_or_default();
-            let merged = self.rtt.entry(parent.name.clone()).or_default();
+            let merged = self.rtt.entry(parent.clone()).or_default();
             if Arc::ptr_eq(&merged.table, &table) || (table.is_empty() && merged.cells.is_empty()) {
                 continue;
             }
-            let (cells, rows) = rtt_changes(&parent.name, &merged.cells, &table);
+            let (cells, rows) = rtt_changes(parent, &merged.cells, &table);
             if !rows.is_empty() {
-                rtt.merge_remote(&parent.name, &rows);
+                rtt.merge_remote(parent, &rows);
             }
             *merged = MergedRtt { table, cells };
         }

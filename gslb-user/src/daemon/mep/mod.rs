@@ -12,8 +12,9 @@
 //!   heartbeats too, and those must not cost a recompute each.
 //! - Persistence: the responder's entries are exchanged with the other parents by a task beside
 //!   the node (`daemon::persist`), restarted with it.
-//! - Role: only parents answer GSLB queries. A child's answers carry no GSLB entries (the fast
-//!   path passes those names) and its responder REFUSES them ([`for_role`]).
+//! - Role: only parents answer GSLB queries. The view's role is an input of the world's
+//!   snapshot (`World::answers_gslb`): a child's answers carry no GSLB entries (the fast path
+//!   passes those names) and its responder REFUSES them.
 //! - Reload: enabling or disabling MEP, or changing `server.site` or the listen address, needs a
 //!   restart ([`check_reload`]); any other MEP change (keys, TLS, timers, the topology) restarts
 //!   the node in place on the same listening socket ([`Mep::reconfigure`]), keeping the last view
@@ -31,9 +32,8 @@ use tokio::{net::TcpListener, sync::watch};
 use tracing::{error, info, warn};
 
 use crate::{
-    compile::Snapshot,
     config::{Config, MepSettings},
-    mep::{MepConfig, MepConfigError, MepError, MepNode, MepView, SiteTree},
+    mep::{MepConfig, MepConfigError, MepError, MepNode, MepView, Role, SiteTree},
     persist::Store as PersistStore,
     world::World,
 };
@@ -215,20 +215,14 @@ pub fn initial_view(config: &Config) -> Option<Arc<MepView>> {
     }))
 }
 
-/// Whether this site answers GSLB queries: only parents do (spec §6); without MEP, always.
-pub fn answers_gslb(world: &World) -> bool {
-    world.mep.as_ref().is_none_or(|v| v.answers_dns)
-}
-
-/// The answers this site publishes: on a child, none for GSLB names. The fast path then has no
-/// entry for them and passes them to the responder, which REFUSES them
-/// ([`crate::responder::Responder::set_gslb_refused`]).
-pub fn for_role(world: &World, mut snapshot: Snapshot) -> Snapshot {
-    if !answers_gslb(world) {
-        snapshot.domains.clear();
-        snapshot.engine_domains.clear();
-    }
-    snapshot
+/// The parent sites of `config` other than this one (`server.site`).
+fn other_parents(config: &Config) -> Vec<String> {
+    config
+        .sites
+        .iter()
+        .filter(|s| s.role == Role::Parent && config.server.site.as_ref() != Some(&s.name))
+        .map(|s| s.name.clone())
+        .collect()
 }
 
 /// The running node.
@@ -251,21 +245,26 @@ pub struct Mep {
     applied: Facts,
     hold: Option<Hold>,
     rtt: HashMap<String, MergedRtt>,
+    /// The other parent sites, whose RTT columns are merged into this site's table.
+    parents: Vec<String>,
     /// The responder's persistence entries, and their exchange with the running node.
     persistence: Arc<PersistStore>,
     persist_sync: Option<PersistSync>,
 }
 
 impl Mep {
-    /// Starts the node on `listener` (from [`bind`]) with the settings of `world.config`, and
-    /// publishes the local state; `persistence`'s entries are exchanged with the other parents.
-    /// `None` when the configuration has MEP off.
+    /// Starts the node on `listener` (from [`bind`]) with the settings of `config` (the
+    /// world's), and publishes the local state; `persistence`'s entries are exchanged with the
+    /// other parents. `None` when the configuration has MEP off.
     pub fn start(
         listener: std::net::TcpListener,
         world: &World,
+        config: &Config,
         persistence: Arc<PersistStore>,
     ) -> Result<Option<Mep>, MepStartError> {
-        let Some(config) = node_config(&world.config)? else {
+        let key = NodeKey::of(config);
+        let parents = other_parents(config);
+        let Some(config) = node_config(config)? else {
             return Ok(None);
         };
         let site = config.site.clone();
@@ -278,12 +277,13 @@ impl Mep {
         let mep = Mep {
             site,
             listener,
-            key: NodeKey::of(&world.config),
+            key,
             running,
             hold_min,
             applied: world.mep.as_deref().map(Facts::of).unwrap_or_default(),
             hold: None,
             rtt: HashMap::new(),
+            parents,
             persistence,
             persist_sync,
         };
@@ -295,10 +295,11 @@ impl Mep {
     /// settings changed, the node is restarted on the same socket, and the current view is kept
     /// until the sites reachable now are reachable again, for at most the dead-peer timeout
     /// (≥ 1 s). Then publishes the local state (services may have been added or removed).
-    pub async fn reconfigure(&mut self, world: &World) {
-        let key = NodeKey::of(&world.config);
+    pub async fn reconfigure(&mut self, world: &World, config: &Config) {
+        self.parents = other_parents(config);
+        let key = NodeKey::of(config);
         if key != self.key {
-            match node_config(&world.config) {
+            match node_config(config) {
                 Ok(Some(config)) => {
                     let want: BTreeSet<String> = world
                         .mep
@@ -347,7 +348,7 @@ impl Mep {
         self.rtt.clear();
         if let (Some(rtt), Some(view)) = (&world.rtt, &world.mep) {
             let view = view.clone();
-            self.merge_rtt(&world.config, rtt, &view);
+            self.merge_rtt(rtt, &view);
         }
         self.publish_local(world);
     }
@@ -621,7 +622,7 @@ services = ["a", "b", "c"]
         let links = "[[link]]\nname = \"uplink\"\ninterface = \"lo\"\nthreshold_kbps = 1000\nservices = [\"b\"]\n";
         // At p2, b's link: normal at 50 kB/s, then over.
         let mut at_p2 = World::new(
-            config("p2", &format!("{MEP}{links}")),
+            &config("p2", &format!("{MEP}{links}")),
             HealthSupervisor::new(),
         );
         at_p2.local_site = Some("p2".into());
@@ -648,9 +649,10 @@ services = ["a", "b", "c"]
                 "a has no link"
             );
             // At p1, which knows nothing of p2's links.
-            let mut at_p1 = World::new(config("p1", MEP), HealthSupervisor::new());
+            let p1 = config("p1", MEP);
+            let mut at_p1 = World::new(&p1, HealthSupervisor::new());
             at_p1.local_site = Some("p1".into());
-            let mut view = (*initial_view(&at_p1.config).unwrap()).clone();
+            let mut view = (*initial_view(&p1).unwrap()).clone();
             let mut b = state("b", true);
             b.state.bandwidth = Bandwidth::from_bps(sent);
             view.sites.insert("p2".into(), remote(true, vec![b]));
@@ -664,11 +666,13 @@ services = ["a", "b", "c"]
     #[tokio::test]
     async fn a_child_publishes_no_gslb_answers() {
         for (site, answers) in [("p1", true), ("c1", false)] {
-            let mut world = World::new(config(site, MEP), HealthSupervisor::new());
+            let config = config(site, MEP);
+            let mut world = World::new(&config, HealthSupervisor::new());
             world.local_site = Some(site.into());
-            world.mep = initial_view(&world.config);
-            assert_eq!(answers_gslb(&world), answers, "{site}");
-            let snapshot = for_role(&world, world.snapshot());
+            world.mep = initial_view(&config);
+            assert_eq!(world.answers_gslb(), answers, "{site}");
+            let snapshot = world.snapshot();
+            assert_eq!(snapshot.refuse_gslb, !answers, "{site}");
             assert_eq!(
                 !snapshot.domains.is_empty(),
                 answers,
@@ -677,8 +681,8 @@ services = ["a", "b", "c"]
             );
         }
         // Without MEP every site answers: a child role there would be a lie, so it is refused.
-        let world = World::new(config("c1", ""), HealthSupervisor::new());
-        assert!(answers_gslb(&world) && !for_role(&world, world.snapshot()).domains.is_empty());
+        let world = World::new(&config("c1", ""), HealthSupervisor::new());
+        assert!(world.answers_gslb() && !world.snapshot().domains.is_empty());
         let text: String = config_text("c1", MEP)
             .lines()
             .filter(|l| {

@@ -8,6 +8,7 @@ use std::{
     path::Path,
 };
 
+use crate::config::Config;
 use gslb_tests::{BIG_TXT_LEN, HUGE_TXT_LEN, responder_config};
 use hickory_proto::{
     op::{Edns, Message, MessageType, OpCode, Query, ResponseCode},
@@ -21,7 +22,7 @@ mod hostile;
 fn responder() -> Responder {
     let config = Config::parse(&responder_config(), Path::new("responder.toml"))
         .expect("the shared test configuration is valid");
-    Responder::new(&config, &Snapshot::from_config(&config))
+    Responder::new(&Snapshot::from_config(&config))
 }
 
 // ---- Clients (see the views of `responder_config`) ----
@@ -776,7 +777,7 @@ fn the_addresses_beside_an_ns_answer_are_dropped_before_it_would_be_truncated() 
         ));
     }
     let config = Config::parse(&text, Path::new("ns.toml")).unwrap();
-    let r = Responder::new(&config, &Snapshot::from_config(&config));
+    let r = Responder::new(&Snapshot::from_config(&config));
     let request = wire(&query("example.com", RecordType::NS));
     let over = |transport| {
         let reply = r.respond(&request, OUTSIDE, transport).unwrap();
@@ -1147,12 +1148,12 @@ fn a_health_change_keeps_the_configurations_zones_and_engine() {
     let mut compiler = Compiler::default();
     let up = compiler.compile(&config, &states(&[]));
     assert_eq!(up.engine_domains, ["www.example.com"], "decided per query");
-    let r = Responder::new(&config, &up);
+    let r = Responder::new(&up);
     assert!(answers(&r).iter().any(|a| a.ends_with("192.0.2.10")));
     let before = r.data.load_full();
 
     let down = compiler.compile(&config, &states(&[0]));
-    r.replace(&config, &down);
+    r.replace(&down);
     let after = r.data.load_full();
     assert!(
         Arc::ptr_eq(&before.config, &after.config),
@@ -1167,6 +1168,6 @@ fn a_health_change_keeps_the_configurations_zones_and_engine() {
     assert!(answers(&r).iter().all(|a| a.ends_with("192.0.2.20")));
 
     // A reload (a new spec) builds the configuration's data again.
-    r.replace(&config, &Compiler::default().compile(&config, &states(&[])));
+    r.replace(&Compiler::default().compile(&config, &states(&[])));
     assert!(!Arc::ptr_eq(&after.config, &r.data.load().config));
 }

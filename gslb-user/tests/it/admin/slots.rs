@@ -40,7 +40,7 @@ impl Endpoint {
             Path::new("admin.toml"),
         )
         .unwrap();
-        let responder = Arc::new(Responder::new(&config, &Snapshot::from_config(&config)));
+        let responder = Arc::new(Responder::new(&Snapshot::from_config(&config)));
         let state = Arc::new(EndpointState::new(
             Arc::default(),
             responder,

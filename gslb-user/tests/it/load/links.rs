@@ -560,7 +560,7 @@ fn assert_answers(case: &str, world: &World, dataplane: Option<&mut Dataplane>, 
         "{case}: snapshot"
     );
 
-    let responder = Responder::new(&world.config, &snapshot);
+    let responder = Responder::new(&snapshot);
     assert_eq!(
         responder_addrs(&responder, WWW, RecordType::A, CLIENT_V4.into()),
         want,
@@ -588,9 +588,9 @@ async fn answers_leave_a_link_over_its_threshold_and_come_back() {
     let config =
         Config::parse(WORLD, Path::new("links-world.toml")).unwrap_or_else(|e| panic!("{e}"));
     let net = FakeNet::new("world", &["wan1", "wan2"]);
-    let mut world = World::new(config, HealthSupervisor::new());
-    world.local_site = world.config.server.site.clone();
-    let mut links = Uplinks::start_with_root(&world.config, net.root.clone());
+    let mut world = World::new(&config, HealthSupervisor::new());
+    world.local_site = config.server.site.clone();
+    let mut links = Uplinks::start_with_root(&config, net.root.clone());
     // Loaded once: every snapshot is published into the same maps, as gslbd does.
     let mut dataplane =
         common::privileged().then(|| Dataplane::load(None).expect("loading the XDP object"));

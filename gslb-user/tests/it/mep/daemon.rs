@@ -28,7 +28,7 @@ use std::{
 use common::{Backend, Gslbd, WEB1, WEB2, answer_addrs, answer_set_becomes, ask_loopback, until};
 use gslb_tests::TempDir;
 use gslb_user::{
-    compile::Snapshot,
+    compile::{Inputs, Snapshot},
     config::Config,
     control::{self, Reload},
     daemon::Listeners,
@@ -469,10 +469,10 @@ async fn a_mep_listener_not_on_the_configured_address_fails_the_start() {
 // ---- The responder's rule ----
 
 #[test]
-fn the_responder_refuses_gslb_names_only_when_told() {
+fn the_responder_refuses_gslb_names_only_in_a_childs_snapshot() {
     let text = child_config(53, 3011, 3012, 80);
     let config = Config::parse(&text, Path::new("child.toml")).unwrap();
-    let responder = Arc::new(Responder::new(&config, &Snapshot::from_config(&config)));
+    let responder = Arc::new(Responder::new(&Snapshot::from_config(&config)));
     let rcode = |name: &str, rtype: RecordType| {
         let mut q = Message::query();
         q.metadata.id = 1;
@@ -490,7 +490,12 @@ fn the_responder_refuses_gslb_names_only_when_told() {
         rcode(www, RecordType::A),
         (ResponseCode::NoError, ips(&["192.0.2.3"]))
     );
-    responder.set_gslb_refused(true);
+    // A MEP child's snapshot: no GSLB answers, and the names REFUSED.
+    let child = Inputs {
+        refuse_gslb: true,
+        ..Inputs::default()
+    };
+    responder.replace(&Snapshot::compile(&config, &child));
     for rtype in [
         RecordType::A,
         RecordType::AAAA,
@@ -521,7 +526,7 @@ fn the_responder_refuses_gslb_names_only_when_told() {
         rcode("example.com.", RecordType::SOA).0,
         ResponseCode::NoError
     );
-    responder.set_gslb_refused(false);
+    responder.replace(&Snapshot::from_config(&config));
     assert_eq!(
         rcode(www, RecordType::A),
         (ResponseCode::NoError, ips(&["192.0.2.3"]))

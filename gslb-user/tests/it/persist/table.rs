@@ -94,8 +94,7 @@ impl Lab {
         let config = Config::parse(CONFIG, Path::new("persistence.toml")).unwrap();
         let clock = Arc::new(ManualClock::default());
         let snapshot = Snapshot::with_health(&config, |_| true);
-        let responder =
-            Responder::with_persistence(&config, &snapshot, Store::with_clock(clock.clone()));
+        let responder = Responder::with_persistence(&snapshot, Store::with_clock(clock.clone()));
         Lab {
             config,
             clock,
@@ -106,7 +105,7 @@ impl Lab {
     /// The services in `down` go DOWN, every other one is UP (a health change republishes).
     fn down(&self, down: &[&str]) {
         let snapshot = Snapshot::with_health(&self.config, |s| !down.contains(&s));
-        self.responder.replace(&self.config, &snapshot);
+        self.responder.replace(&snapshot);
     }
 
     fn ask(&self, name: &str, client: &str) -> Vec<IpAddr> {
@@ -196,7 +195,7 @@ fn round_robin_gives_each_client_one_service_and_a_reload_keeps_it() {
         }
     }
     let snapshot = Snapshot::with_health(&lab.config, |_| true);
-    lab.responder.replace(&lab.config, &snapshot);
+    lab.responder.replace(&snapshot);
     for (c, want) in clients.iter().zip(&first) {
         assert_eq!(&lab.ask(rr, c), want, "{c} after a reload");
     }

@@ -117,8 +117,8 @@ async fn the_lowest_rtt_site_answers_its_ldns_prefix_in_the_responder_and_the_fa
     let supervisor = ProbeSupervisor::start("south", config.rtt.probe.clone(), Unreachable)
         .expect("valid settings");
     let handle = supervisor.handle();
-    let mut world = World::new(config, HealthSupervisor::new());
-    world.local_site = world.config.server.site.clone();
+    let mut world = World::new(&config, HealthSupervisor::new());
+    world.local_site = config.server.site.clone();
     world.rtt = Some(handle.clone());
     // Loaded once: every snapshot is published into the same maps, as gslbd does.
     let mut dataplane = if common::privileged() {
@@ -153,7 +153,7 @@ async fn the_lowest_rtt_site_answers_its_ldns_prefix_in_the_responder_and_the_fa
             handle.merge_remote("west", &row(west));
         }
         let snapshot = world.snapshot();
-        let responder = Responder::new(&world.config, &snapshot);
+        let responder = Responder::new(&snapshot);
         if let Some(dp) = dataplane.as_mut() {
             dp.table.publish(&snapshot).expect("publishing");
         }

@@ -41,7 +41,7 @@ fn config(list: Option<&str>) -> Config {
 fn publish(dp: &mut Dataplane, config: &Config) -> Responder {
     let snapshot = Snapshot::from_config(config);
     dp.table.publish(&snapshot).expect("publishing");
-    Responder::new(config, &snapshot)
+    Responder::new(&snapshot)
 }
 
 fn loaded(list: Option<&str>) -> Option<(Dataplane, Responder)> {

@@ -97,7 +97,7 @@ fn differential(text: &str, frames: u64, allow_list: bool) {
     let mut dp = Dataplane::load(None).expect("loading the XDP object");
     dp.table.publish(&snapshot).expect("publishing");
     dp.add_local_mac(SERVER_MAC).unwrap();
-    let responder = Responder::new(&config, &snapshot);
+    let responder = Responder::new(&snapshot);
 
     let pop = Population {
         names: vec![
@@ -270,7 +270,7 @@ fn the_checker_rejects_wrong_replies() {
     let snapshot = Snapshot::from_config(&config);
     let mut dp = Dataplane::load(None).expect("loading the XDP object");
     dp.table.publish(&snapshot).expect("publishing");
-    let responder = Responder::new(&config, &snapshot);
+    let responder = Responder::new(&snapshot);
     let query = Frame::v4(wire(&query(0x77, ALL, hickory_proto::rr::RecordType::A))).bytes();
     let mut out = vec![0u8; 4096];
     let (action, len) = run_once(&dp, &query, &mut out);

@@ -111,7 +111,7 @@ fn rtt_answers_come_from_the_ldns_view() {
 
     // Each query four times: a rotating answer would show its other address.
     let table: Vec<_> = table.iter().flat_map(|row| [*row; 4]).collect();
-    let responder = Responder::new(&config, &snapshot);
+    let responder = Responder::new(&snapshot);
     for &(client, rtype, want) in &table {
         let want: Vec<IpAddr> = want.iter().map(|a| ip(a)).collect();
         let got = responder_addrs(&responder, "www.example.com", rtype, ip(client));
@@ -172,7 +172,7 @@ fn the_choice_map_answers_as_the_responder() {
     if !common::privileged() {
         return;
     }
-    let responder = Responder::new(&config, &snapshot);
+    let responder = Responder::new(&snapshot);
     let mut dp = Dataplane::load(None).expect("loading the XDP object");
     let stats = dp.table.publish(&snapshot).expect("publishing");
     // The v4 and v6 rows nearest "near" share one LDNS view (the same choices), "far" another.
@@ -280,7 +280,6 @@ fn an_rtt_change_publishes_only_its_choice_pages() {
     if !common::privileged() {
         return;
     }
-    let config = Config::parse(CONFIG, Path::new("rtt.toml")).unwrap();
     let mut dp = Dataplane::load(None).expect("loading the XDP object");
     let first = dp.table.publish(&snapshots[0]).expect("publishing");
     assert!(!first.choices_only && first.answers > 0, "{first:?}");
@@ -298,7 +297,7 @@ fn an_rtt_change_publishes_only_its_choice_pages() {
                 && stats.choices == pages,
             "step {i}: {pages} pages: {stats:?}"
         );
-        let responder = Responder::new(&config, snapshot);
+        let responder = Responder::new(snapshot);
         // The rows that move (the third rotates over both sites).
         for (row, near) in three_rows(steps[i]).iter().zip(steps[i]) {
             let client = match row.ldns.network() {
@@ -422,7 +421,7 @@ fn an_ldns_view_split_is_seen_by_a_source_the_program_cached() {
                     if i > 0 {
                         assert!(!stats.choices_only, "a split is a full publish: {stats:?}");
                     }
-                    let responder = Responder::new(&config, snapshot);
+                    let responder = Responder::new(snapshot);
                     // The moved row's client, and the one of the row that stays (either may
                     // keep the shared view's number).
                     for (client, near) in [("198.51.100.7", i == 0), ("203.0.113.7", true)] {

@@ -149,7 +149,7 @@ fn a_view_without_its_own_set_answers_from_the_copy_in_the_defaults_rotation() {
         return;
     };
     assert!(copies > 0, "rr's default copied under v2");
-    let responder = Responder::new(&config(), &snapshot);
+    let responder = Responder::new(&snapshot);
     let order = [
         V2_CLIENT,
         DEFAULT_CLIENT,
