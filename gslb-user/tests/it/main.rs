@@ -22,6 +22,7 @@ mod engine_views;
 mod examples;
 mod health;
 mod hostile;
+mod imports;
 mod load;
 mod location_watch;
 mod logs;
