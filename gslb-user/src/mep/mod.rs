@@ -14,6 +14,7 @@
 
 pub mod auth;
 pub mod frame;
+pub mod intake;
 pub mod node;
 pub mod session;
 pub mod topology;
@@ -22,7 +23,7 @@ pub use auth::{KeyError, PublicKey, SiteKey};
 pub use frame::{Role, RttProtocol, RttRow, ServiceReport, SiteStatus};
 pub use node::{
     LocalState, MepConfig, MepConfigError, MepError, MepNode, MepStateError, MepStats, MepTls,
-    MepView, RemoteSite, SUPPORTED_VERSIONS, SessionInfo, TlsInput,
+    MepView, RemoteSite, RunningNode, SUPPORTED_VERSIONS, SessionInfo, TlsInput,
 };
 pub use session::{Audience, CloseReason};
 pub use topology::{DEFAULT_PORT, SiteSpec, SiteTree, SiteView, TopologyError, TopologyTiming};

@@ -38,6 +38,7 @@
 pub mod admit;
 pub mod ldns;
 pub mod prober;
+pub mod remote;
 pub mod report;
 pub mod rtt;
 mod run;
@@ -62,6 +63,7 @@ pub use prober::{
     DEFAULT_ORDER, NetProber, ProbeKind, ProbeOutcome, ProbeRound, Prober, Sample,
     UnknownProbeKind, probe_in_order,
 };
+pub use remote::RemoteColumns;
 pub use report::{LdnsReport, PathReport, format_report};
 pub use rtt::{DEFAULT_TOLERANCE, RttCell, RttChange, RttRow, RttTable, RttVersion};
 pub use table::{DEFAULT_MAX_LDNS, LdnsEntry, LdnsTable, TableStats, Tier};

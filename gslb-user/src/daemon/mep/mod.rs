@@ -6,10 +6,9 @@
 //!   ready ([`Mep::start`]).
 //! - Out: after every recompute, this site's services (as its own monitors see them) and its
 //!   RTT column go to the node ([`Mep::publish_local`]); the node sends the latest to its peers.
-//! - In: every view the node publishes becomes `world.mep`; other parents' RTT rows are merged
-//!   into `world.rtt`. The answers are recomputed only when what they read changed: which sites
-//!   are reachable and what they report ([`Mep::apply`]). The node republishes its view on
-//!   heartbeats too, and those must not cost a recompute each.
+//! - In: every view the node publishes becomes `world.mep` (taken as `mep::intake` says);
+//!   other parents' RTT rows are merged into `world.rtt` (`probe::RemoteColumns`). The answers
+//!   are recomputed only when what they read changed ([`Mep::apply`]).
 //! - Persistence: the responder's entries are exchanged with the other parents by a task beside
 //!   the node (`daemon::persist`), restarted with it.
 //! - Role: only parents answer GSLB queries. The view's role is an input of the world's
@@ -17,40 +16,34 @@
 //!   passes those names) and its responder REFUSES them.
 //! - Reload: enabling or disabling MEP, or changing `server.site` or the listen address, needs a
 //!   restart ([`check_reload`]); any other MEP change (keys, TLS, timers, the topology) restarts
-//!   the node in place on the same listening socket ([`Mep::reconfigure`]), keeping the last view
-//!   until the links are back (bounded), so that a reload does not drop remote services from the
-//!   answers for the moment the links take to reconnect.
+//!   the node in place on the same listening socket ([`Mep::reconfigure`], `mep::RunningNode`),
+//!   keeping the last view until the links are back (bounded: `mep::intake::Intake::hold`).
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap},
     net::SocketAddr,
     sync::Arc,
     time::{Duration, Instant},
 };
 
-use tokio::{net::TcpListener, sync::watch};
-use tracing::{error, info, warn};
+use tracing::{error, info};
 
 use crate::{
     config::{Config, MepSettings},
-    mep::{MepConfig, MepConfigError, MepError, MepNode, MepView, Role, SiteTree},
+    mep::{
+        MepConfig, MepConfigError, MepError, MepNode, MepView, Role, RunningNode, SiteTree,
+        intake::{Intake, reachable_sites},
+    },
     persist::Store as PersistStore,
+    probe::RemoteColumns,
     world::World,
 };
 
 use super::persist::PersistSync;
-use crate::supervise::Supervised;
 
 mod inbound;
 mod outbound;
 #[cfg(test)]
-use inbound::rtt_changes;
-use inbound::{Facts, Hold, MergedRtt};
-#[cfg(test)]
 use outbound::local_load;
-
-/// How long a node being stopped (reload) gets to close its links before it is aborted.
-const STOP_GRACE: Duration = Duration::from_secs(2);
 /// The least time the last view is kept after a restart of the node (reload) while the links
 /// come back; the dead-peer timeout when that is longer.
 const HOLD_MIN: Duration = Duration::from_secs(1);
@@ -200,19 +193,9 @@ pub enum MepReloadError {
 /// (unless monitored here) until their MEP links come up; the role is the configured one.
 pub fn initial_view(config: &Config) -> Option<Arc<MepView>> {
     let _ = config.mep_enabled()?;
-    let site = config.server.site.clone()?;
+    let site = config.server.site.as_ref()?;
     let topology = config.mep_topology().ok()?;
-    let role = topology.site(&site)?.role;
-    Some(Arc::new(MepView {
-        answers_dns: topology.answers_dns(&site),
-        site,
-        role,
-        sessions: BTreeMap::new(),
-        sites: BTreeMap::new(),
-        current_parent: None,
-        adopted: BTreeMap::new(),
-        holders: BTreeMap::new(),
-    }))
+    MepView::initial(site, &topology).map(Arc::new)
 }
 
 /// The parent sites of `config` other than this one (`server.site`).
@@ -225,14 +208,6 @@ fn other_parents(config: &Config) -> Vec<String> {
         .collect()
 }
 
-/// The running node.
-struct Running {
-    node: MepNode,
-    views: watch::Receiver<Arc<MepView>>,
-    stop: Option<watch::Sender<bool>>,
-    task: Option<Supervised>,
-}
-
 /// This site's MEP, as gslbd runs it.
 pub struct Mep {
     site: String,
@@ -240,11 +215,10 @@ pub struct Mep {
     /// keeps the port (and the connections waiting in its backlog).
     listener: std::net::TcpListener,
     key: NodeKey,
-    running: Running,
+    running: RunningNode,
     hold_min: Duration,
-    applied: Facts,
-    hold: Option<Hold>,
-    rtt: HashMap<String, MergedRtt>,
+    intake: Intake,
+    rtt: RemoteColumns,
     /// The other parent sites, whose RTT columns are merged into this site's table.
     parents: Vec<String>,
     /// The responder's persistence entries, and their exchange with the running node.
@@ -271,7 +245,7 @@ impl Mep {
         let hold_min = config.dead_after.max(HOLD_MIN);
         let running = spawn(&listener, config)?;
         let persist_sync = Some(PersistSync::start(
-            running.node.clone(),
+            running.node().clone(),
             persistence.clone(),
         ));
         let mep = Mep {
@@ -280,9 +254,8 @@ impl Mep {
             key,
             running,
             hold_min,
-            applied: world.mep.as_deref().map(Facts::of).unwrap_or_default(),
-            hold: None,
-            rtt: HashMap::new(),
+            intake: Intake::new(world.mep.as_deref()),
+            rtt: RemoteColumns::default(),
             parents,
             persistence,
             persist_sync,
@@ -301,34 +274,21 @@ impl Mep {
         if key != self.key {
             match node_config(config) {
                 Ok(Some(config)) => {
-                    let want: BTreeSet<String> = world
-                        .mep
-                        .as_ref()
-                        .map(|v| {
-                            v.sites
-                                .iter()
-                                .filter(|(_, r)| r.reachable)
-                                .map(|(s, _)| s.clone())
-                                .collect()
-                        })
-                        .unwrap_or_default();
+                    let want = reachable_sites(world.mep.as_deref());
                     info!(keep_view_of = ?want, "MEP settings changed: restarting the MEP node");
                     let hold_min = config.dead_after.max(HOLD_MIN);
                     self.persist_sync = None;
-                    stop(&mut self.running).await;
+                    self.running.stop().await;
                     match spawn(&self.listener, config) {
                         Ok(running) => {
                             self.persist_sync = Some(PersistSync::start(
-                                running.node.clone(),
+                                running.node().clone(),
                                 self.persistence.clone(),
                             ));
                             self.running = running;
                             self.key = key;
                             self.hold_min = hold_min;
-                            self.hold = Some(Hold {
-                                until: Instant::now() + self.hold_min,
-                                want,
-                            });
+                            self.intake.hold(want, Instant::now() + self.hold_min);
                         }
                         Err(error) => {
                             error!(
@@ -345,10 +305,9 @@ impl Mep {
         }
         // The reload may have replaced the RTT table: every parent's column is merged afresh
         // (cells it already holds cause no change).
-        self.rtt.clear();
+        self.rtt.forget();
         if let (Some(rtt), Some(view)) = (&world.rtt, &world.mep) {
-            let view = view.clone();
-            self.merge_rtt(rtt, &view);
+            self.rtt.merge(&self.parents, rtt, view);
         }
         self.publish_local(world);
     }
@@ -356,61 +315,26 @@ impl Mep {
     /// Stops the node, closing its links (peers see this site go at once).
     pub async fn shutdown(mut self) {
         self.persist_sync = None;
-        stop(&mut self.running).await;
+        self.running.stop().await;
     }
 
     /// The node (for its counters and view).
     pub fn node(&self) -> &MepNode {
-        &self.running.node
+        self.running.node()
     }
 }
 
 /// Runs a node on a duplicate of `listener`.
-fn spawn(listener: &std::net::TcpListener, config: MepConfig) -> Result<Running, MepStartError> {
-    let addr = listener
-        .local_addr()
-        .unwrap_or_else(|_| ([0, 0, 0, 0], 0).into());
-    let bind_error = |source| MepStartError::Bind { addr, source };
-    let listener = listener.try_clone().map_err(bind_error)?;
-    let node = MepNode::new();
-    let views = node.subscribe();
-    let (stop, stopped) = watch::channel(false);
-    // Supervised: a node that dies or fails is restarted (with backoff) on another duplicate.
-    let task = crate::supervise::spawn(format!("mep-node/{}", config.site), {
-        let node = node.clone();
-        move |_| {
-            let (node, config, mut stopped) = (node.clone(), config.clone(), stopped.clone());
-            let listener = listener.try_clone().and_then(TcpListener::from_std);
-            async move {
-                let stop = async move {
-                    let _ = stopped.wait_for(|s| *s).await;
-                };
-                node.run(listener?, config, stop)
-                    .await
-                    .map_err(std::io::Error::other)
-            }
-        }
-    });
-    Ok(Running {
-        node,
-        views,
-        stop: Some(stop),
-        task: Some(task),
+fn spawn(
+    listener: &std::net::TcpListener,
+    config: MepConfig,
+) -> Result<RunningNode, MepStartError> {
+    RunningNode::spawn(listener, config).map_err(|source| MepStartError::Bind {
+        addr: listener
+            .local_addr()
+            .unwrap_or_else(|_| ([0, 0, 0, 0], 0).into()),
+        source,
     })
-}
-
-/// Stops a node and waits for it (bounded: a node that does not stop in time is aborted).
-async fn stop(running: &mut Running) {
-    if let Some(stop) = running.stop.take() {
-        let _ = stop.send(true);
-    }
-    let Some(mut task) = running.task.take() else {
-        return;
-    };
-    if tokio::time::timeout(STOP_GRACE, &mut task).await.is_err() {
-        warn!("MEP node did not stop in time; aborted");
-        task.abort();
-    }
 }
 
 #[cfg(test)]
@@ -419,14 +343,14 @@ mod mep_keys;
 
 #[cfg(test)]
 mod tests {
-    use std::{net::IpAddr, path::Path};
+    use std::path::Path;
 
     use super::mep_keys;
 
     use super::*;
     use crate::health::state::{Bandwidth, ServiceState};
-    use crate::mep::{Role, RttProtocol, RttRow, ServiceReport};
-    use crate::probe::ProbeKind;
+    use crate::mep::intake::Facts;
+    use crate::mep::{Role, ServiceReport};
     use crate::{
         health::HealthSupervisor,
         mep::{RemoteSite, SessionInfo, session::Audience},
@@ -763,43 +687,5 @@ services = ["a", "b", "c"]
         let mut other = config("p1", MEP);
         other.services[0].weight = 7;
         assert_eq!(NodeKey::of(&other), base);
-    }
-
-    #[test]
-    fn rtt_rows_merge_as_changes() {
-        let row = |ldns: &str, site: &str, us: u32| RttRow {
-            ldns: ldns.parse().unwrap(),
-            site: site.into(),
-            rtt_us: us,
-            protocol: RttProtocol::Icmp,
-            age_s: 0,
-        };
-        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
-        let (cells, rows) = rtt_changes(
-            "p2",
-            &BTreeMap::new(),
-            &[
-                row("198.51.100.0/24", "p2", 1500),
-                row("203.0.113.7/32", "p2", 900),
-                row("192.0.2.0/24", "p3", 1),
-            ],
-        );
-        assert_eq!(cells.len(), 2, "p3's row is not p2's to send: {cells:?}");
-        assert_eq!(rows.len(), 2);
-        assert!(rows.iter().any(|r| r.ldns == ip("198.51.100.0")
-            && r.rtt == Some(Duration::from_micros(1500))
-            && r.kind == Some(ProbeKind::Icmp)));
-        // One changed, one unchanged, one gone.
-        let (after, rows) = rtt_changes("p2", &cells, &[row("198.51.100.0/24", "p2", 2500)]);
-        assert_eq!(after.len(), 1);
-        assert_eq!(rows.len(), 2, "{rows:?}");
-        assert!(rows.iter().any(|r| r.ldns == ip("198.51.100.0") && r.rtt == Some(Duration::from_micros(2500))));
-        assert!(
-            rows.iter()
-                .any(|r| r.ldns == ip("203.0.113.7") && r.rtt.is_none())
-        );
-        // The link went: everything goes.
-        let (none, rows) = rtt_changes("p2", &after, &[]);
-        assert!(none.is_empty() && rows.len() == 1 && rows[0].rtt.is_none());
     }
 }

@@ -41,7 +41,7 @@ impl Mep {
             .map(|r| local_rtt(&self.site, r))
             .unwrap_or_default();
         // The persistence entries are published on their own clock (`daemon::persist`).
-        if let Err(error) = self.running.node.publish_metrics(services, rtt) {
+        if let Err(error) = self.running.node().publish_metrics(services, rtt) {
             error!(%error, "MEP: the local state cannot be sent");
         }
     }

@@ -33,16 +33,18 @@ use crate::persist::PersistEntry;
 use super::{
     frame::{self, FrameError, Message, Role, RttRow, ServiceReport, ServiceStates, SiteStatus},
     session::{Audience, CloseReason, Counters, LocalHello, Outbound},
-    topology::{SiteView, TopologyError, remote_service_up},
+    topology::{SiteTree, SiteView, TopologyError, remote_service_up},
 };
 
 mod accept;
 mod controller;
 mod merge;
+mod running;
 mod settings;
 mod transport;
 
 use controller::Controller;
+pub use running::RunningNode;
 pub use settings::{MepConfig, MepTls};
 pub use transport::Event;
 use transport::{AbortOnDrop, Ctx};
@@ -245,6 +247,19 @@ impl MepView {
             adopted: BTreeMap::new(),
             holders: BTreeMap::new(),
         }
+    }
+
+    /// The view before a node's first one: no site reachable yet, so remote services are DOWN
+    /// (unless monitored here) until their MEP links come up; the role is `site`'s in
+    /// `topology`. `None` when `topology` lacks `site`.
+    pub fn initial(site: &str, topology: &SiteTree) -> Option<MepView> {
+        let role = topology.site(site)?.role;
+        Some(MepView {
+            answers_dns: topology.answers_dns(site),
+            site: site.to_owned(),
+            role,
+            ..MepView::empty()
+        })
     }
 
     pub fn session_up(&self, peer: &str) -> bool {
