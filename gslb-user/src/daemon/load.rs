@@ -29,7 +29,7 @@ use crate::{
     world::World,
 };
 
-use super::rtt::RepublishPacer;
+use super::serve::RepublishPacer;
 
 /// A load change republishes this long after it at the earliest, so that monitors sampling at
 /// about the same time share the republish.
