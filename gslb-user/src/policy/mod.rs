@@ -25,7 +25,10 @@
 //!    domain's down response (backup addresses or an empty answer). When services are UP but all
 //!    over their limits and no backup domain has room, they answer anyway, marked overloaded.
 
+mod bits;
+mod build;
 mod decision;
+mod method;
 mod pick;
 mod rtt;
 mod spec;
@@ -37,6 +40,7 @@ mod tests;
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use self::bits::Bits;
 pub use self::decision::{
     Bandwidth, Client, Decision, Pick, Preference, Query, ServiceState, State, Tier,
 };
@@ -45,7 +49,7 @@ use self::rtt::RTT_PICK;
 pub use self::rtt::RttFirst;
 pub use self::spec::{PolicyError, ServiceKey};
 pub use self::topology::{Ldns, Topology, TopologyRecord};
-use crate::location::{Context, Location, Match, Qualifier, WildcardMode};
+use crate::location::WildcardMode;
 /// The configuration's vocabulary, which the engine decides by (owned by the model).
 pub use crate::model::expr;
 pub use crate::model::{
@@ -101,185 +105,6 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Checks `model` and builds the indexes.
-    pub fn new(model: Arc<Model>) -> Result<Engine, PolicyError> {
-        let spec = &*model;
-        let sites = spec.sites.len();
-        for s in &spec.services {
-            if s.site.index() >= sites {
-                return Err(PolicyError::UnknownSite {
-                    service: s.name.clone(),
-                    site: s.site.index(),
-                    sites,
-                });
-            }
-        }
-        for (record, r) in spec.topology.iter().enumerate() {
-            if r.site.index() >= sites {
-                return Err(PolicyError::UnknownTopologySite {
-                    record,
-                    site: r.site.index(),
-                    sites,
-                });
-            }
-        }
-        for p in &spec.policies {
-            let len = p.action.preferred.len();
-            if !(1..=MAX_PREFERRED_LOCATIONS).contains(&len) {
-                return Err(PolicyError::PreferredLocations {
-                    action: p.action.name.clone(),
-                    len,
-                });
-            }
-        }
-        let mut policies = spec.policies.clone();
-        policies.sort_by_key(|p| p.priority);
-        if let Some(w) = policies.windows(2).find(|w| w[0].priority == w[1].priority) {
-            return Err(PolicyError::DuplicatePriority {
-                first: w[0].name.clone(),
-                second: w[1].name.clone(),
-                priority: w[0].priority,
-            });
-        }
-        for d in &spec.domains {
-            let domain = || d.name.clone();
-            if !(1..=MAX_CHAIN).contains(&d.chain.len()) {
-                return Err(PolicyError::ChainLength {
-                    domain: domain(),
-                    len: d.chain.len(),
-                });
-            }
-            let lists = std::iter::once(&d.services).chain(d.views.iter().map(|(_, l)| l));
-            for list in lists {
-                let mut seen = vec![false; spec.services.len()];
-                for s in list.iter().map(|s| s.index()) {
-                    match seen.get_mut(s) {
-                        None => {
-                            let services = spec.services.len();
-                            return Err(PolicyError::UnknownService {
-                                domain: domain(),
-                                service: s,
-                                services,
-                            });
-                        }
-                        Some(true) => {
-                            let service = spec.services[s].name.clone();
-                            return Err(PolicyError::DuplicateService {
-                                domain: domain(),
-                                service,
-                            });
-                        }
-                        Some(seen) => *seen = true,
-                    }
-                }
-            }
-            let masks = [d.sourceip_mask]
-                .into_iter()
-                .chain(d.persistence.map(|p| p.mask));
-            for m in masks {
-                if m.v4 > 32 || m.v6 > 128 {
-                    return Err(PolicyError::Mask {
-                        domain: domain(),
-                        v4: m.v4,
-                        v6: m.v6,
-                    });
-                }
-            }
-            // Follow the backup chain; a cycle would make a down domain loop.
-            let mut next = d.backup;
-            for _ in 0..=spec.domains.len() {
-                let Some(b) = next else { break };
-                let Some(backup) = spec.domains.get(b.index()) else {
-                    return Err(PolicyError::UnknownBackup {
-                        domain: domain(),
-                        backup: b.index(),
-                    });
-                };
-                next = backup.backup;
-            }
-            if next.is_some() {
-                return Err(PolicyError::BackupCycle { domain: domain() });
-            }
-        }
-
-        let domains = spec
-            .domains
-            .iter()
-            .enumerate()
-            .map(|(index, d)| {
-                let mut members: Vec<usize> = d.services.iter().map(|s| s.index()).collect();
-                let mut lists = Vec::with_capacity(d.views.len());
-                for (view, services) in &d.views {
-                    let start = members.len();
-                    members.extend(services.iter().map(|s| s.index()));
-                    lists.push((view.number(), start..members.len()));
-                }
-                let preferred = policies
-                    .iter()
-                    .map(|p| {
-                        p.action
-                            .preferred
-                            .iter()
-                            .map(|pattern| {
-                                let mut perfect = Bits::new(members.len());
-                                let mut partial = Bits::new(members.len());
-                                for (pos, &s) in members.iter().enumerate() {
-                                    // Which services an action picks is a proximity choice:
-                                    // matchWildcardtoany EXPRESSION does not widen it.
-                                    let m = spec.services[s]
-                                        .location
-                                        .as_ref()
-                                        .map_or(Match::None, |l| {
-                                            l.matches(pattern, spec.mode, Context::Proximity)
-                                        });
-                                    match m {
-                                        Match::Perfect => perfect.set(pos),
-                                        Match::Partial => partial.set(pos),
-                                        Match::None => {}
-                                    }
-                                }
-                                (perfect, partial)
-                            })
-                            .collect()
-                    })
-                    .collect();
-                let slots = members
-                    .iter()
-                    .map(|&s| {
-                        let svc = &spec.services[s];
-                        Slot {
-                            service: s,
-                            site: svc.site.index(),
-                            v6: svc.ip.is_ipv6(),
-                            max_connections: svc.max_connections.unwrap_or(u64::MAX),
-                            max_bandwidth_kbps: svc.max_bandwidth_kbps.unwrap_or(u64::MAX),
-                        }
-                    })
-                    .collect();
-                Domain {
-                    index,
-                    members,
-                    slots,
-                    lists,
-                    preferred,
-                }
-            })
-            .collect();
-        let ids = spec
-            .services
-            .iter()
-            .map(|s| ServiceKey::from_name(&s.name))
-            .collect();
-        let topology = Topology::new(spec.topology.clone());
-        Ok(Engine {
-            model,
-            ids,
-            domains,
-            policies,
-            topology,
-        })
-    }
-
     /// The model it decides for.
     pub fn model(&self) -> &Arc<Model> {
         &self.model
@@ -597,106 +422,6 @@ impl Engine {
         }
     }
 
-    /// One method over `pool`: the chosen positions and the pick, or `None` if it declines.
-    fn method(
-        &self,
-        method: Method,
-        domain: &Domain,
-        pool: &Bits,
-        client: &Client<'_>,
-        state: &State<'_>,
-    ) -> Option<(Bits, Pick)> {
-        let spec = &self.model.domains[domain.index];
-        let service = |pos: usize| &self.model.services[domain.members[pos]];
-        let site = |pos: usize| domain.slots[pos].site;
-        // The positions of `pool` with the best key (max), if any position has a key.
-        let best_by = |key: &dyn Fn(usize) -> Option<i128>| {
-            let mut best: Option<i128> = None;
-            let mut chosen = Bits::new(domain.members.len());
-            for pos in pool.iter() {
-                let Some(k) = key(pos) else { continue };
-                match best {
-                    Some(b) if k < b => {}
-                    Some(b) if k == b => chosen.set(pos),
-                    _ => {
-                        best = Some(k);
-                        chosen.clear();
-                        chosen.set(pos);
-                    }
-                }
-            }
-            best.map(|b| (chosen, b))
-        };
-        match method {
-            Method::RoundRobin => Some((pool.clone(), Pick::Rotate)),
-            // The weights are filled in by finish_pick, once the candidates are known.
-            Method::Ratio => Some((pool.clone(), Pick::Weighted(Vec::new()))),
-            Method::SourceIpHash => Some((
-                pool.clone(),
-                Pick::Hash {
-                    mask: spec.sourceip_mask,
-                    weights: None,
-                },
-            )),
-            Method::LeastConnection => {
-                let connections = |pos: usize| {
-                    let s = domain.members[pos];
-                    -i128::from(
-                        state
-                            .services
-                            .get(s)
-                            .copied()
-                            .unwrap_or_default()
-                            .connections,
-                    )
-                };
-                best_by(&|pos| Some(connections(pos))).map(|(chosen, _)| (chosen, Pick::Rotate))
-            }
-            Method::StaticProximity => {
-                let client = client.location?;
-                let score = |pos: usize| {
-                    let l = service(pos).location.as_ref()?;
-                    Some(proximity(l, client, self.model.mode) as i128)
-                };
-                match best_by(&score) {
-                    Some((chosen, best)) if best > 0 => Some((chosen, Pick::Rotate)),
-                    _ => None,
-                }
-            }
-            Method::Rtt => {
-                let rtt = |pos: usize| state.rtt.get(site(pos)).copied().flatten();
-                let limit = rtt::limit(pool.iter().map(rtt), spec.tolerance_us)?;
-                let mut chosen = Bits::new(domain.members.len());
-                for pos in pool.iter().filter(|&pos| rtt::within(rtt(pos), limit)) {
-                    chosen.set(pos);
-                }
-                Some((chosen, RTT_PICK))
-            }
-            Method::Topology => {
-                let sites = pool.iter().map(site).max()? + 1;
-                // Sites of a domain are few; keep their scores off the heap when they fit.
-                let mut inline = [None; 64];
-                let mut heap = Vec::new();
-                let best = if sites <= inline.len() {
-                    &mut inline[..sites]
-                } else {
-                    heap.resize(sites, None);
-                    &mut heap[..]
-                };
-                self.topology
-                    .scores(client.addr, client.location, self.model.mode, best);
-                let score = |pos: usize| best[site(pos)].map(|(_, s)| i128::from(s));
-                best_by(&score).map(|(chosen, _)| (chosen, Pick::Rotate))
-            }
-            Method::GlobalAvailability => {
-                let first = pool.iter().next()?;
-                let mut chosen = Bits::new(domain.members.len());
-                chosen.set(first);
-                Some((chosen, Pick::First))
-            }
-        }
-    }
-
     /// The services one answer carries under `decision`: `turn` counts the answers given so
     /// far (rotation and weights), `client` is hashed for hashed picks.
     pub fn select(&self, decision: &Decision, client: IpAddr, turn: u64) -> Vec<usize> {
@@ -723,98 +448,5 @@ fn query_family(qtype: u16) -> Option<bool> {
         QTYPE_A => Some(false),
         QTYPE_AAAA => Some(true),
         _ => None,
-    }
-}
-
-/// How many leading qualifiers of the client's location the service's location confirms
-/// (static proximity: most leading qualifiers equal wins). A wildcard in the service's location
-/// lets the walk go on under matchWildcardtoany YES but confirms nothing; the walk stops where
-/// the client's location has nothing more to say.
-fn proximity(service: &Location, client: &Location, mode: WildcardMode) -> usize {
-    let mut equal = 0;
-    for (c, s) in client.0.iter().zip(&service.0) {
-        match (c, s) {
-            (Qualifier::Any, _) => break,
-            (Qualifier::Is(a), Qualifier::Is(b)) if a == b => equal += 1,
-            (Qualifier::Is(_), Qualifier::Any) if mode == WildcardMode::Yes => {}
-            _ => break,
-        }
-    }
-    equal
-}
-
-/// A set of service positions within one domain; inline up to 128 positions, so a decision
-/// over a domain of that size allocates only its result.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Bits {
-    small: [u64; 2],
-    large: Vec<u64>,
-}
-
-impl Bits {
-    fn new(len: usize) -> Bits {
-        let large = if len <= 128 {
-            Vec::new()
-        } else {
-            vec![0; len.div_ceil(64)]
-        };
-        Bits {
-            small: [0; 2],
-            large,
-        }
-    }
-
-    fn words(&self) -> &[u64] {
-        if self.large.is_empty() {
-            &self.small
-        } else {
-            &self.large
-        }
-    }
-
-    fn words_mut(&mut self) -> &mut [u64] {
-        if self.large.is_empty() {
-            &mut self.small
-        } else {
-            &mut self.large
-        }
-    }
-
-    fn set(&mut self, i: usize) {
-        self.words_mut()[i / 64] |= 1 << (i % 64);
-    }
-
-    fn clear(&mut self) {
-        self.words_mut().fill(0);
-    }
-
-    fn is_empty(&self) -> bool {
-        self.words().iter().all(|&w| w == 0)
-    }
-
-    fn intersects(&self, other: &Bits) -> bool {
-        self.words()
-            .iter()
-            .zip(other.words())
-            .any(|(a, b)| a & b != 0)
-    }
-
-    fn intersect(&mut self, other: &Bits) {
-        for (a, b) in self.words_mut().iter_mut().zip(other.words()) {
-            *a &= b;
-        }
-    }
-
-    fn iter(&self) -> impl Iterator<Item = usize> + '_ {
-        self.words().iter().enumerate().flat_map(|(i, &w)| {
-            let mut w = w;
-            std::iter::from_fn(move || {
-                (w != 0).then(|| {
-                    let bit = w.trailing_zeros() as usize;
-                    w &= w - 1;
-                    i * 64 + bit
-                })
-            })
-        })
     }
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 
 use super::*;
+use crate::location::Location;
 use crate::model::{
     Domain as DomainSpec, DomainId, Model as Spec, Service as ServiceSpec, ServiceId, Site, SiteId,
 };
