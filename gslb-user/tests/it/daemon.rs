@@ -5,7 +5,6 @@
 //! test) goes over its threshold leaves the answers until the link is quiet again.
 
 use crate::common;
-use crate::common::FAST_TCP_MONITOR;
 
 use std::{
     net::{IpAddr, UdpSocket},
@@ -176,37 +175,13 @@ fn sighup_reloads_a_running_gslbd() {
 /// (answering their public addresses) and a backup address.
 fn monitored_config(port: u16, backend_a: u16, backend_b: u16) -> String {
     let head = common::loopback_zone(port);
-    format!(
-        r#"{head}
-{FAST_TCP_MONITOR}
-
-[[site]]
-name = "dc"
-ip = "192.0.2.1"
-
-[[service]]
-name = "a"
-ip = "127.0.0.1"
-port = {backend_a}
-public_ip = "198.51.100.1"
-site = "dc"
-monitors = ["tcp"]
-
-[[service]]
-name = "b"
-ip = "127.0.0.2"
-port = {backend_b}
-public_ip = "198.51.100.2"
-site = "dc"
-monitors = ["tcp"]
-
-[[gslb_domain]]
-name = "www.example.com"
-answer = "all"
-services = ["a", "b"]
-backup_ip = ["203.0.113.99"]
-"#
-    )
+    let pair = common::monitored_pair(
+        ("127.0.0.1", backend_a),
+        ("127.0.0.2", backend_b),
+        "",
+        "203.0.113.99",
+    );
+    format!("{head}{pair}")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -19,23 +19,12 @@ use common::{Answers, Expect, Frame, SERVER_V4, ask, ips, query, responder_addrs
 use gslb_user::{compile::Snapshot, config::Config, dataplane::Dataplane, responder::Responder};
 use hickory_proto::rr::RecordType;
 
-const CONFIG: &str = r#"
-[server]
-listen = ["192.0.2.53"]
+fn config_text() -> String {
+    common::site_s_config(&[("v1", "198.51.100.0/24")], BODY)
+}
 
-[[view]]
-name = "v1"
-prefixes = ["198.51.100.0/24"]
-
-[[zone]]
-name = "example.com"
-ns = ["ns.example.net"]
-soa.rname = "hostmaster.example.com"
-
-[[site]]
-name = "s"
-ip = "192.0.2.1"
-
+/// The domains and their services, at site "s".
+const BODY: &str = r#"
 [[service]]
 name = "rr1-a"
 ip = "192.0.2.11"
@@ -203,7 +192,7 @@ const RATIO_PQ: Set = Set {
 const RATIO_PQ_WEIGHTS: [u32; 2] = [1, 3];
 
 fn config() -> Config {
-    Config::parse(CONFIG, Path::new("rotation.toml")).expect("the test configuration")
+    Config::parse(&config_text(), Path::new("rotation.toml")).expect("the test configuration")
 }
 
 /// Whatever answers: the responder or the XDP program.

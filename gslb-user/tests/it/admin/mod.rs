@@ -11,7 +11,6 @@ mod prometheus;
 mod slots;
 
 use crate::common;
-use crate::common::FAST_TCP_MONITOR;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -31,41 +30,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// the domain's backup address (a reload changes it).
 pub(super) fn config(dns_port: u16, backend_a: u16, backend_b: u16, backup: &str) -> String {
     let zone = common::loopback_zone(dns_port);
-    format!(
-        r#"{zone}
-[admin]
-listen = "127.0.0.1:0"
-
-{FAST_TCP_MONITOR}
-
-[[site]]
-name = "dc"
-ip = "192.0.2.1"
-
-[[service]]
-name = "a"
-ip = "127.0.0.1"
-port = {backend_a}
-public_ip = "198.51.100.1"
-site = "dc"
-weight = 3
-monitors = ["tcp"]
-
-[[service]]
-name = "b"
-ip = "127.0.0.1"
-port = {backend_b}
-public_ip = "198.51.100.2"
-site = "dc"
-monitors = ["tcp"]
-
-[[gslb_domain]]
-name = "www.example.com"
-answer = "all"
-services = ["a", "b"]
-backup_ip = ["{backup}"]
-"#
-    )
+    let pair = common::monitored_pair(
+        ("127.0.0.1", backend_a),
+        ("127.0.0.1", backend_b),
+        "weight = 3",
+        backup,
+    );
+    format!("{zone}\n[admin]\nlisten = \"127.0.0.1:0\"\n{pair}")
 }
 
 /// A gslbd on `path` with `overrides`, on `listeners` (its DNS sockets, [`common::bound_dns`])

@@ -200,6 +200,51 @@ fall = 2
 rise = 1
 "#;
 
+/// www.example.com over the services "a" (answering 198.51.100.1) and "b" (198.51.100.2) of
+/// site "dc", each checked by [`FAST_TCP_MONITOR`] on its backend `(address, port)`, `a_extra`
+/// in a's table (a weight), and `backup` the domain's backup address. Follows a file's
+/// `[server]`, zones and other tables (it begins with the `[[monitor]]` array).
+pub(crate) fn monitored_pair(
+    a: (&str, u16),
+    b: (&str, u16),
+    a_extra: &str,
+    backup: &str,
+) -> String {
+    let ((a_ip, a_port), (b_ip, b_port)) = (a, b);
+    format!(
+        r#"
+{FAST_TCP_MONITOR}
+
+[[site]]
+name = "dc"
+ip = "192.0.2.1"
+
+[[service]]
+name = "a"
+ip = "{a_ip}"
+port = {a_port}
+public_ip = "198.51.100.1"
+site = "dc"
+{a_extra}
+monitors = ["tcp"]
+
+[[service]]
+name = "b"
+ip = "{b_ip}"
+port = {b_port}
+public_ip = "198.51.100.2"
+site = "dc"
+monitors = ["tcp"]
+
+[[gslb_domain]]
+name = "www.example.com"
+answer = "all"
+services = ["a", "b"]
+backup_ip = ["{backup}"]
+"#
+    )
+}
+
 /// The address web1 answers with in [`two_parents`].
 pub(crate) const WEB1: &str = "192.0.2.1";
 /// The address web2 answers with in [`two_parents`].

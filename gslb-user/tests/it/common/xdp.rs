@@ -177,3 +177,28 @@ pub(crate) fn hit_counter(v6: bool, rtype: RecordType) -> Counter {
         (true, _) => Counter::HitAaaaV6,
     }
 }
+
+/// A configuration served at 192.0.2.53 (the test frames' server), authoritative for
+/// example.com, with `views` (name, prefix) and the one site "s" of `body`'s services.
+pub(crate) fn site_s_config(views: &[(&str, &str)], body: &str) -> String {
+    let views: String = views
+        .iter()
+        .map(|(name, prefix)| format!("[[view]]\nname = \"{name}\"\nprefixes = [\"{prefix}\"]\n"))
+        .collect();
+    format!(
+        r#"
+[server]
+listen = ["192.0.2.53"]
+
+{views}
+[[zone]]
+name = "example.com"
+ns = ["ns.example.net"]
+soa.rname = "hostmaster.example.com"
+
+[[site]]
+name = "s"
+ip = "192.0.2.1"
+{body}"#
+    )
+}

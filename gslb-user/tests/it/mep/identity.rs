@@ -14,8 +14,8 @@ use std::{
 
 use gslb_user::health::state::ServiceState;
 use gslb_user::mep::{
-    CloseReason, LocalState, MepConfig, MepNode, MepView, Role, ServiceReport, SiteKey, SiteSpec,
-    SiteStatus, SiteTree, TopologyTiming,
+    CloseReason, LocalState, MepConfig, MepNode, Role, ServiceReport, SiteKey, SiteSpec,
+    SiteStatus, SiteTree,
     frame::{self, Message, ServiceStates},
     session::{self, Identity, LocalHello, SessionError},
 };
@@ -27,7 +27,7 @@ use tokio::{
     time::{sleep, timeout},
 };
 
-const WAIT: Duration = Duration::from_secs(10);
+use super::{WAIT, wait_until, wait_view};
 
 fn ip(a: u8, b: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, 0, a, b))
@@ -121,18 +121,11 @@ impl Deploy {
 
     fn start(&mut self, site: &str, tweak: impl FnOnce(&mut MepConfig)) -> MepNode {
         let listener = self.take_listener(site);
-        let mut c = MepConfig::new(site, key(site), SiteTree::new(self.specs.clone()).unwrap());
-        c.heartbeat = Duration::from_millis(50);
-        c.dead_after = Duration::from_millis(400);
-        c.handshake_timeout = Duration::from_secs(1);
-        c.reconnect_min = Duration::from_millis(20);
-        c.reconnect_max = Duration::from_millis(200);
-        c.view_interval = Duration::from_millis(20);
-        c.timing = TopologyTiming {
-            adopt_after: Duration::from_millis(400),
-            accept_after: Duration::from_millis(200),
-            startup_grace: Duration::from_secs(1),
-        };
+        let mut c = super::fast_timers(MepConfig::new(
+            site,
+            key(site),
+            SiteTree::new(self.specs.clone()).unwrap(),
+        ));
         tweak(&mut c);
         let node = MepNode::new();
         let (stop, stop_rx) = oneshot::channel::<()>();
@@ -149,37 +142,6 @@ impl Deploy {
         self.nodes.push((stop, task));
         node
     }
-}
-
-async fn wait_view(node: &MepNode, what: &str, f: impl Fn(&MepView) -> bool) {
-    let mut rx = node.subscribe();
-    let r = timeout(WAIT, async {
-        loop {
-            {
-                let v = rx.borrow_and_update();
-                if !v.site.is_empty() && f(&v) {
-                    return;
-                }
-            }
-            rx.changed().await.expect("node runs");
-        }
-    })
-    .await;
-    assert!(
-        r.is_ok(),
-        "timed out waiting for {what}: {:#?}",
-        node.view()
-    );
-}
-
-async fn wait_until(what: &str, f: impl Fn() -> bool) {
-    let r = timeout(WAIT, async {
-        while !f() {
-            sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
-    assert!(r.is_ok(), "timed out waiting for {what}");
 }
 
 /// The handshake `me` (signing with `with`) runs as the initiator towards `peer` at `to`, from

@@ -19,26 +19,15 @@ use hickory_proto::rr::RecordType;
 
 /// `rr` rotates three addresses, with an answer of its own in v1 only: a client of v2 gets the
 /// default's, from a copy. `other` gives v2 its view. `any` is the same for every client.
-const CONFIG: &str = r#"
-[server]
-listen = ["192.0.2.53"]
+fn config_text() -> String {
+    common::site_s_config(
+        &[("v1", "198.51.100.0/24"), ("v2", "198.51.101.0/24")],
+        BODY,
+    )
+}
 
-[[view]]
-name = "v1"
-prefixes = ["198.51.100.0/24"]
-[[view]]
-name = "v2"
-prefixes = ["198.51.101.0/24"]
-
-[[zone]]
-name = "example.com"
-ns = ["ns.example.net"]
-soa.rname = "hostmaster.example.com"
-
-[[site]]
-name = "s"
-ip = "192.0.2.1"
-
+/// The domains and their services, at site "s".
+const BODY: &str = r#"
 [[service]]
 name = "rr-a"
 ip = "192.0.2.11"
@@ -108,7 +97,7 @@ const V1_CLIENT: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 51, 100, 7));
 const V2_CLIENT: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 51, 101, 7));
 
 fn config() -> Config {
-    Config::parse(CONFIG, Path::new("shortcuts.toml")).expect("the configuration")
+    Config::parse(&config_text(), Path::new("shortcuts.toml")).expect("the configuration")
 }
 
 fn snapshot() -> Snapshot {

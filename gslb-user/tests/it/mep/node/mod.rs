@@ -10,6 +10,8 @@
 //! Timers are tens to hundreds of milliseconds; every wait is bounded by [`WAIT`], which only a
 //! broken node reaches.
 
+use super::{WAIT, wait_until, wait_view};
+
 mod handshake;
 mod liveness;
 mod scenarios;
@@ -19,14 +21,14 @@ mod tree;
 use std::{
     collections::{BTreeMap, HashMap},
     net::{IpAddr, Ipv4Addr, SocketAddr},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use gslb_tests::TcpProxy;
 use gslb_user::health::state::{Bandwidth, ServiceState};
 use gslb_user::mep::{
     MepConfig, MepNode, MepView, Role, RttProtocol, RttRow, ServiceReport, SiteKey, SiteSpec,
-    SiteTree, TopologyTiming,
+    SiteTree,
     auth::SessionKeys,
     frame::{self},
     session::{self, Identity, LocalHello},
@@ -35,10 +37,8 @@ use tokio::{
     net::{TcpListener, TcpStream},
     sync::oneshot,
     task::JoinHandle,
-    time::{sleep, timeout},
+    time::timeout,
 };
-
-const WAIT: Duration = Duration::from_secs(10);
 
 /// Each site's own key, derived from its name (every configuration of a test agrees).
 fn key(site: &str) -> SiteKey {
@@ -50,20 +50,11 @@ fn ip(i: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, 0, 0, i))
 }
 
-fn fast(mut c: MepConfig) -> MepConfig {
-    c.heartbeat = Duration::from_millis(50);
-    c.dead_after = Duration::from_millis(400);
-    c.handshake_timeout = Duration::from_secs(1);
+/// [`super::fast_timers`], and connections and writes that give up within a second.
+fn fast(c: MepConfig) -> MepConfig {
+    let mut c = super::fast_timers(c);
     c.connect_timeout = Duration::from_secs(1);
     c.write_timeout = Duration::from_millis(500);
-    c.reconnect_min = Duration::from_millis(20);
-    c.reconnect_max = Duration::from_millis(200);
-    c.view_interval = Duration::from_millis(20);
-    c.timing = TopologyTiming {
-        adopt_after: Duration::from_millis(400),
-        accept_after: Duration::from_millis(200),
-        startup_grace: Duration::from_secs(1),
-    };
     c
 }
 
@@ -246,36 +237,6 @@ impl Lab {
 
     async fn wait(&self, site: &str, what: &str, f: impl Fn(&MepView) -> bool) {
         wait_view(self.node(site), &format!("{site}: {what}"), f).await;
-    }
-}
-
-async fn wait_view(node: &MepNode, what: &str, f: impl Fn(&MepView) -> bool) {
-    let mut rx = node.subscribe();
-    let r = timeout(WAIT, async {
-        loop {
-            {
-                // Before its first publication a node's view is empty.
-                let v = rx.borrow_and_update();
-                if !v.site.is_empty() && f(&v) {
-                    return;
-                }
-            }
-            assert!(rx.changed().await.is_ok(), "node stopped");
-        }
-    })
-    .await;
-    assert!(
-        r.is_ok(),
-        "timed out waiting for {what}; view: {:#?}",
-        node.view()
-    );
-}
-
-async fn wait_until(what: &str, f: impl Fn() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(start.elapsed() < WAIT, "timed out waiting for {what}");
-        sleep(Duration::from_millis(10)).await;
     }
 }
 
