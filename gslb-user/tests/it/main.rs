@@ -1,6 +1,7 @@
 //! gslb-user's integration tests, one binary (as hickory-dns does): each module is what was a
 //! test binary of its own, and `cargo test -p gslb-user --test it MODULE::` runs one of them.
-//! A subject with several modules is a folder (`mep/`, `xdp/`, `rtt/`, `load/`, `persist/`);
+//! A subject with several modules is a folder (`mep/`, `xdp/`, `rtt/`, `load/`, `persist/`,
+//! `health/`, `compile_equivalence/`);
 //! `e2e` holds the network-namespace tests that run gslbd (`CARGO_BIN_EXE_gslbd`); `common` is
 //! the kit they share, above the lab of the `gslb-tests` crate.
 
