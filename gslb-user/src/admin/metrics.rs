@@ -11,7 +11,7 @@ use std::{
 
 use super::status::{Histogram, Status};
 
-/// The republish loop's triggers (`daemon/serve.rs`), as label values; anything else is
+/// The republish loop's triggers (`daemon/serve/`), as label values; anything else is
 /// counted as "other".
 const TRIGGERS: [(&str, &str); 9] = [
     ("reload", "reload"),
@@ -43,7 +43,7 @@ pub struct RepublishStats {
     /// Reloads whose configuration was refused (it does not load, or needs a restart).
     pub reloads_refused: AtomicU64,
     /// Reloads whose configuration loaded but whose answers could not be published: everything
-    /// stayed as before (daemon/serve.rs).
+    /// stayed as before (daemon/serve/).
     pub reloads_failed: AtomicU64,
     /// Republishes by trigger with their latency, and reloads applied (`/metrics`).
     pub recorded: Republishes,
