@@ -4,10 +4,15 @@
 //! [`World::snapshot`] turns it into the answers; gslbd republishes them whenever any part
 //! changes.
 
+mod by_id;
 mod rtt_rows;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use by_id::{ById, Reported, slot};
 
 use crate::compile::{Compiler, Inputs, Snapshot, Source};
 use crate::health::HealthSupervisor;
@@ -15,14 +20,18 @@ use crate::health::link::LinkLoad;
 use crate::health::load::{LoadReadings, MAX_LOAD, Measure, UNKNOWN_LOAD};
 use crate::health::state::Bandwidth;
 use crate::location::db::LocationDb;
+use crate::mep::MepView;
 use crate::mep::topology::remote_service_up;
-use crate::mep::{MepView, ServiceReport};
-use crate::model::{Model, Service};
+use crate::model::{Model, Service, ServiceId};
 use crate::policy::ServiceState;
 use crate::probe::RttHandle;
 use crate::steering::AdminState;
 
 /// Everything the answers are computed from.
+///
+/// The inputs that arrive by name (MEP's view, the links' and the load monitors' readings,
+/// the admin state) are set through methods, which resolve them to the model's ids once
+/// ([`by_id`]); the health monitors' verdicts are resolved when their version moves.
 pub struct World {
     /// What the answers are compiled from: the configuration's model (shared, so that the
     /// compiler knows it by identity: an unchanged one costs no comparison) and RRL settings.
@@ -34,20 +43,29 @@ pub struct World {
     /// The RTT table, when this site probes (issue 6).
     pub rtt: Option<RttHandle>,
     /// The latest MEP view, when this site exchanges metrics with others.
-    pub mep: Option<Arc<MepView>>,
-    /// This site's name: services of other sites take their state from MEP.
-    pub local_site: Option<String>,
+    mep: Option<Arc<MepView>>,
     /// The `[[link]]`s' latest loads, by link name (gslbd's link monitor).
-    pub links: HashMap<String, LinkLoad>,
+    links: HashMap<String, LinkLoad>,
     /// The latest readings of the load monitors run here: those of this site's services
     /// (gslbd's load monitor, daemon/load.rs).
-    pub loads: LoadReadings,
+    loads: LoadReadings,
     /// What the operator disabled (`gslbctl service|site|domain disable`): such services are
     /// DOWN here and in what this site reports over MEP.
-    pub admin: AdminState,
+    admin: AdminState,
+    /// The inputs above by id.
+    by_id: ById,
+    /// The health verdicts by service id, as last read.
+    verdicts: Mutex<Option<Verdicts>>,
     /// Keeps the partition and the decisions between snapshots: after a service state change
     /// only what it touches is decided again.
-    compiling: std::sync::Mutex<Compiling>,
+    compiling: Mutex<Compiling>,
+}
+
+/// The health monitors' verdicts by service id (`None`: no monitor), and the supervisor's
+/// version they were read at.
+struct Verdicts {
+    version: u64,
+    by_id: Arc<[Option<bool>]>,
 }
 
 /// What [`World::snapshot`] keeps between snapshots.
@@ -62,24 +80,45 @@ struct Compiling {
 impl World {
     /// The world of `source` (a configuration's: `Source::from(&config)` makes its model).
     pub fn new(source: impl Into<Source>, health: HealthSupervisor) -> World {
+        let source = source.into();
+        let by_id = ById::resolve(
+            &source.model,
+            &AdminState::default(),
+            &LoadReadings::default(),
+            &HashMap::new(),
+            None,
+        );
         World {
-            source: source.into(),
+            source,
             locations: None,
             health,
             rtt: None,
             mep: None,
-            local_site: None,
             links: HashMap::new(),
             loads: LoadReadings::default(),
             admin: AdminState::default(),
-            compiling: std::sync::Mutex::default(),
+            by_id,
+            verdicts: Mutex::default(),
+            compiling: Mutex::default(),
         }
     }
 
     /// Compiles from `source` (another configuration's) from now on; returns the one it
-    /// replaces.
+    /// replaces. Every input is resolved against its model.
     pub fn set_source(&mut self, source: Source) -> Source {
-        std::mem::replace(&mut self.source, source)
+        let previous = std::mem::replace(&mut self.source, source);
+        self.by_id = ById::resolve(
+            &self.source.model,
+            &self.admin,
+            &self.loads,
+            &self.links,
+            self.mep.as_deref(),
+        );
+        *self
+            .verdicts
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner) = None;
+        previous
     }
 
     /// The configuration resolved into ids.
@@ -87,22 +126,62 @@ impl World {
         &self.source.model
     }
 
+    /// The latest MEP view, when this site exchanges metrics with others.
+    pub fn mep(&self) -> Option<&Arc<MepView>> {
+        self.mep.as_ref()
+    }
+
+    pub fn set_mep(&mut self, view: Option<Arc<MepView>>) {
+        self.mep = view;
+        self.by_id.reported(&self.source.model, self.mep.as_deref());
+    }
+
+    /// The `[[link]]`s' latest loads, by link name.
+    pub fn links(&self) -> &HashMap<String, LinkLoad> {
+        &self.links
+    }
+
+    pub fn set_links(&mut self, links: HashMap<String, LinkLoad>) {
+        self.links = links;
+        self.by_id.links(&self.source.model, &self.links);
+    }
+
+    /// The load monitors' latest readings.
+    pub fn loads(&self) -> &LoadReadings {
+        &self.loads
+    }
+
+    pub fn set_loads(&mut self, loads: LoadReadings) {
+        self.loads = loads;
+        self.by_id.loads(&self.source.model, &self.loads);
+    }
+
+    /// What the operator disabled.
+    pub fn admin(&self) -> &AdminState {
+        &self.admin
+    }
+
+    /// Changes the admin state with `change`; returns what `change` does.
+    pub fn update_admin<R>(&mut self, change: impl FnOnce(&mut AdminState) -> R) -> R {
+        let out = change(&mut self.admin);
+        self.by_id.admin(&self.source.model, &self.admin);
+        out
+    }
+
     /// The answers of the current state.
     pub fn snapshot(&self) -> Snapshot {
         let mut compiling = self
             .compiling
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+            .unwrap_or_else(PoisonError::into_inner);
         let Compiling { compiler, rtt } = &mut *compiling;
         let model = self.model();
         let (rtt, rtt_changes) = rtt_rows::RttRows::next(rtt, model, self.rtt.as_ref());
         let inputs = Inputs {
             locations: self.locations.as_deref(),
             services: self.service_states(),
-            disabled_domains: model
-                .domains
-                .iter()
-                .map(|d| !self.admin.domain_enabled(&d.name))
+            disabled_domains: (0..model.domains.len())
+                .map(|d| !self.by_id.domain_enabled(d.into()))
                 .collect(),
             refuse_gslb: !self.answers_gslb(),
             rtt,
@@ -124,8 +203,30 @@ impl World {
     pub fn reread_rtt(&self) {
         self.compiling
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner)
             .rtt = None;
+    }
+
+    /// The health monitors' verdicts by service id (`None`: no monitor), read again only when
+    /// the supervisor's version moved since the last read.
+    fn verdicts(&self) -> Arc<[Option<bool>]> {
+        let mut cached = self.verdicts.lock().unwrap_or_else(PoisonError::into_inner);
+        let version = self.health.version();
+        match &*cached {
+            Some(v) if v.version == version => v.by_id.clone(),
+            _ => {
+                let model = self.model();
+                let by_id: Arc<[Option<bool>]> = self
+                    .health
+                    .verdicts(model.services.iter().map(|s| s.name.as_str()))
+                    .into();
+                *cached = Some(Verdicts {
+                    version,
+                    by_id: by_id.clone(),
+                });
+                by_id
+            }
+        }
     }
 
     /// Each configured service's state. A service the operator disabled (or of a disabled
@@ -146,76 +247,33 @@ impl World {
     /// limit". The engine's spillover then answers other services while any has room, and the
     /// full ones anyway when none has (spec §5: new answers shift to the other links).
     pub fn service_states(&self) -> Vec<ServiceState> {
-        let model = self.model();
-        // Each other site's report while it is reachable, by site id, its services by name:
-        // one look-up per site and per reported service, not a scan per service.
-        let reports: Vec<Option<HashMap<&str, &ServiceReport>>> = match &self.mep {
-            Some(view) => model
-                .sites
-                .iter()
-                .map(|site| {
-                    let here = self.local_site.as_ref().is_none_or(|h| *h == site.name);
-                    let report = view
-                        .sites
-                        .get(&site.name)
-                        .filter(|r| r.reachable && !here)?;
-                    // The first report of a name wins, as a scan would find it.
-                    Some(
-                        report
-                            .services
-                            .iter()
-                            .rev()
-                            .map(|x| (x.name.as_str(), x))
-                            .collect(),
-                    )
-                })
-                .collect(),
-            None => Vec::new(),
-        };
-        model
-            .services
-            .iter()
-            .map(|s| {
-                let site = &model.site(s.site).name;
-                let local = self.health.is_up(&s.name);
-                let remote = self.local_site.as_ref().is_some_and(|here| here != site);
-                let state = match (&self.mep, remote) {
-                    (Some(_), true) => {
-                        let report = reports[s.site.index()].as_ref();
-                        let reported = report.and_then(|r| r.get(s.name.as_str()));
-                        let up = remote_service_up(
-                            local,
-                            report.is_some(),
-                            reported.map(|r| r.state.up),
-                        );
-                        let unreported = |measure| {
-                            if has_monitor(s, measure) {
-                                UNKNOWN_LOAD
-                            } else {
-                                0
-                            }
-                        };
-                        ServiceState {
-                            up,
-                            connections: reported.map_or_else(
-                                || unreported(Measure::Connections),
-                                |r| r.state.connections,
-                            ),
-                            // FULL: the service's link is over at its site, so it is full
-                            // here too (daemon/mep/outbound.rs `local_load`).
-                            bandwidth: reported.map_or_else(
-                                || Bandwidth::from_kbps(unreported(Measure::BandwidthKbps)),
-                                |r| r.state.bandwidth,
-                            ),
-                        }
-                    }
-                    _ => ServiceState {
+        let verdicts = self.verdicts();
+        (0..self.model().services.len())
+            .map(|i| {
+                let id = ServiceId::of(i);
+                let local = verdicts[i];
+                let state = match self.by_id.reported[i] {
+                    Reported::Here => ServiceState {
                         up: local != Some(false),
-                        connections: self.local_connections(s),
-                        bandwidth: self.local_bandwidth(s),
+                        connections: self.local_connections(id),
+                        bandwidth: self.local_bandwidth(id),
+                    },
+                    Reported::Unreachable => ServiceState {
+                        up: remote_service_up(local, false, None),
+                        ..self.unreported(id)
+                    },
+                    Reported::Reachable(None) => ServiceState {
+                        up: remote_service_up(local, true, None),
+                        ..self.unreported(id)
+                    },
+                    // FULL bandwidth: the service's link is over at its site, so it is full
+                    // here too (daemon/mep/outbound.rs `local_load`).
+                    Reported::Reachable(Some(r)) => ServiceState {
+                        up: remote_service_up(local, true, Some(r.up)),
+                        ..r
                     },
                 };
-                if state.up && self.admin.service_enabled(&s.name, site) {
+                if state.up && self.by_id.enabled(id) {
                     state
                 } else {
                     ServiceState::DOWN
@@ -224,24 +282,61 @@ impl World {
             .collect()
     }
 
+    /// What this site reports over MEP of its own service `id`: UP unless a monitor here says
+    /// DOWN or the operator disabled it (or this site), with its load measured here, the
+    /// values this site's answers read ([`World::local_connections`],
+    /// [`World::local_bandwidth`]). Markers travel as they are: the bandwidth
+    /// [`Bandwidth::FULL`] while the service's link is over its threshold (hysteresis
+    /// included), which tells the other sites the service is full (docs/mep.md): they do not
+    /// know this site's links; and [`UNKNOWN_LOAD`] in either field while the load monitor's
+    /// value is unknown.
+    pub fn own_state(&self, id: ServiceId) -> ServiceState {
+        ServiceState {
+            up: self.verdicts()[id.index()] != Some(false) && self.by_id.enabled(id),
+            connections: self.local_connections(id),
+            bandwidth: self.local_bandwidth(id),
+        }
+    }
+
+    /// The load of another site's service that its site does not report (unreachable, or not
+    /// listed): [`UNKNOWN_LOAD`] of the measures it has a load monitor of, 0 of the others
+    /// (nothing reads them: validation allows no setting that would).
+    fn unreported(&self, id: ServiceId) -> ServiceState {
+        let s = self.model().service(id);
+        let unknown = |measure| {
+            if has_monitor(s, measure) {
+                UNKNOWN_LOAD
+            } else {
+                0
+            }
+        };
+        ServiceState {
+            up: false,
+            connections: unknown(Measure::Connections),
+            bandwidth: Bandwidth::from_kbps(unknown(Measure::BandwidthKbps)),
+        }
+    }
+
     /// The connections of a service measured here: its load monitor's value, [`UNKNOWN_LOAD`]
     /// while that is unknown (or has no reading yet), 0 without a connections monitor.
-    pub fn local_connections(&self, s: &Service) -> u64 {
-        self.monitored(s, Measure::Connections).unwrap_or(0)
+    pub fn local_connections(&self, id: ServiceId) -> u64 {
+        self.monitored(id, Measure::Connections).unwrap_or(0)
     }
 
     /// The bandwidth of a service measured here: [`Bandwidth::FULL`] while its link is over;
     /// else its bandwidth monitor's value (kbit/s; [`Bandwidth::UNKNOWN`] while unknown); else
     /// its link's inbound rate (0 before the link's first rate); 0 without either.
-    pub fn local_bandwidth(&self, s: &Service) -> Bandwidth {
-        let link = s
+    pub fn local_bandwidth(&self, id: ServiceId) -> Bandwidth {
+        let link = self
+            .model()
+            .service(id)
             .link
-            .and_then(|l| self.links.get(&self.model().links[l.index()].name));
+            .and_then(|l| self.by_id.link(l));
         if link.is_some_and(|l| l.over) {
             return Bandwidth::FULL;
         }
         Bandwidth::from_kbps(
-            self.monitored(s, Measure::BandwidthKbps)
+            self.monitored(id, Measure::BandwidthKbps)
                 .unwrap_or_else(|| {
                     link.and_then(|l| l.rx_bytes_per_sec)
                         .map_or(0, |bytes| (bytes.saturating_mul(8) / 1000).min(MAX_LOAD))
@@ -249,17 +344,13 @@ impl World {
         )
     }
 
-    /// The value of `s`'s load monitor of `measure`, if it has one.
-    fn monitored(&self, s: &Service, measure: Measure) -> Option<u64> {
-        if !has_monitor(s, measure) {
+    /// The value of `id`'s load monitor of `measure`, if it has one: [`UNKNOWN_LOAD`] while
+    /// unknown or before its first reading.
+    fn monitored(&self, id: ServiceId, measure: Measure) -> Option<u64> {
+        if !has_monitor(self.model().service(id), measure) {
             return None;
         }
-        Some(
-            self.loads
-                .value(&s.name, measure)
-                .flatten()
-                .unwrap_or(UNKNOWN_LOAD),
-        )
+        Some(self.by_id.loads[id.index()][slot(measure)].unwrap_or(UNKNOWN_LOAD))
     }
 }
 

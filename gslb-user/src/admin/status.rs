@@ -158,7 +158,7 @@ pub struct ServiceStatus {
 /// then this site's monitors (the first one down, with its last error), then the service's
 /// site over MEP, else nothing (no monitor: up).
 fn why(world: &World, service: &str, site: &str, health: Option<&ServiceHealth>) -> String {
-    if !world.admin.service_enabled(service, site) {
+    if !world.admin().service_enabled(service, site) {
         return "disabled by the operator".to_owned();
     }
     if let Some(h) = health.filter(|h| !h.monitors.is_empty()) {
@@ -173,8 +173,9 @@ fn why(world: &World, service: &str, site: &str, health: Option<&ServiceHealth>)
             None => "monitors down".to_owned(),
         };
     }
-    let remote = world.local_site.as_deref().is_some_and(|here| here != site);
-    match (&world.mep, remote) {
+    let model = world.model();
+    let remote = model.here.is_some_and(|here| model.site(here).name != site);
+    match (world.mep(), remote) {
         (Some(view), true) => match view.sites.get(site) {
             Some(s) if s.reachable => format!("reported by site {site}"),
             _ => format!("site {site} unreachable over MEP"),
@@ -255,7 +256,7 @@ impl WorldStatus {
                     name: s.name.clone(),
                     site: site.clone(),
                     up: state.up,
-                    admin_state: admin_state(world.admin.service_enabled(&s.name, site)),
+                    admin_state: admin_state(world.admin().service_enabled(&s.name, site)),
                     weight: s.weight,
                     connections: load(state.connections),
                     bandwidth_kbps: load(state.bandwidth.kbps()),
@@ -268,7 +269,7 @@ impl WorldStatus {
                 }
             })
             .collect();
-        let mep = world.mep.as_ref().map(|view| MepStatus {
+        let mep = world.mep().map(|view| MepStatus {
             sessions: view
                 .sessions
                 .iter()
@@ -295,7 +296,7 @@ impl WorldStatus {
             .domains
             .iter()
             .map(|d| {
-                let enabled = world.admin.domain_enabled(&d.name);
+                let enabled = world.admin().domain_enabled(&d.name);
                 let up_of = |ids: &[crate::model::ServiceId]| -> Vec<String> {
                     ids.iter()
                         .map(|&id| &services[id.index()])
@@ -340,15 +341,14 @@ impl WorldStatus {
                     name: site.name.clone(),
                     admin_state: admin_state(
                         !world
-                            .admin
+                            .admin()
                             .is_disabled(crate::steering::Target::Site, &site.name),
                     ),
                     services: of_site().count(),
                     services_up: of_site().filter(|s| s.up).count(),
                     reachable: world
-                        .mep
-                        .as_ref()
-                        .filter(|_| world.local_site.as_deref() != Some(site.name.as_str()))
+                        .mep()
+                        .filter(|_| model.here.map(|h| &model.site(h).name) != Some(&site.name))
                         .and_then(|v| v.sites.get(&site.name))
                         .map(|s| s.reachable),
                 }

@@ -15,7 +15,7 @@ use super::error::ConfigError;
 use super::server::Server;
 use super::site::{Site, SiteSpans};
 use super::validate::{Int, Str, Validator};
-use crate::mep::{MepError, TlsInput};
+use crate::mep::{MepConfig, MepConfigError, MepError, TlsInput};
 
 /// Stands in for the local site of a disabled `[mep]` without `server.site`.
 static DISABLED_SITE: Site = Site {
@@ -86,6 +86,27 @@ impl Config {
     /// `[mep]` when it is enabled.
     pub fn mep_enabled(&self) -> Option<&MepSettings> {
         self.mep.as_ref().filter(|m| m.enabled)
+    }
+
+    /// The MEP node's settings; `None` when MEP is off (or there is no local site, which
+    /// validation rules out for an enabled `[mep]`).
+    pub fn mep_node(&self) -> Result<Option<MepConfig>, MepError> {
+        let (Some(mep), Some(site)) = (self.mep_enabled(), &self.server.site) else {
+            return Ok(None);
+        };
+        let key = mep
+            .key
+            .clone()
+            .ok_or(MepError::Config(MepConfigError::MissingPrivateKey))?;
+        let mut c = MepConfig::new(site.clone(), key, self.mep_topology()?);
+        c.heartbeat = mep.heartbeat;
+        c.dead_after = mep.dead_after;
+        // Every site must agree on it; the node warns about a peer that does not.
+        c.rtt_tolerance_ms =
+            Some(u32::try_from(self.rtt.probe.tolerance.as_millis()).unwrap_or(u32::MAX));
+        c.tls = mep.tls.as_ref().map(MepTlsFiles::tls).transpose()?;
+        c.validate()?;
+        Ok(Some(c))
     }
 }
 

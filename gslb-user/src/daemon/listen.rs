@@ -102,6 +102,7 @@ impl Listeners {
                     reuseport_udp(addr, cpu).map_err(|source| bind_error(addr, "udp", source))?,
                 );
             }
+            log_capped_receive_buffer(addr, &udp);
             let tcp = match tcp {
                 Some(tcp) => tcp,
                 None => bind_tcp(addr)?,
@@ -239,7 +240,8 @@ const UDP_RECEIVE_BUFFER: usize = 4 << 20;
 
 /// Gives `socket` a receive buffer of `bytes`: SO_RCVBUFFORCE while gslbd may (root, or
 /// CAP_NET_ADMIN: sockets are opened before the privilege drop), else SO_RCVBUF, which the
-/// kernel caps at `net.core.rmem_max`; that cap is logged, not an error, since the socket works.
+/// kernel caps at `net.core.rmem_max`; that cap is logged, once per address
+/// ([`log_capped_receive_buffer`]), not an error, since the socket works.
 fn receive_buffer(socket: &socket2::Socket, bytes: usize) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
@@ -253,22 +255,33 @@ fn receive_buffer(socket: &socket2::Socket, bytes: usize) -> std::io::Result<()>
             size_of::<libc::c_int>() as libc::socklen_t,
         )
     } == 0;
-    if forced {
-        return Ok(());
+    if !forced {
+        socket.set_recv_buffer_size(bytes)?;
     }
-    socket.set_recv_buffer_size(bytes)?;
+    Ok(())
+}
+
+/// Logs that the UDP sockets of `addr` (one group, all asked for the same buffer) got less
+/// receive buffer than [`UDP_RECEIVE_BUFFER`]: one line per address, not one per socket.
+fn log_capped_receive_buffer(addr: SocketAddr, group: &[std::net::UdpSocket]) {
+    let Some(first) = group.first() else {
+        return;
+    };
     // The kernel reports twice what it keeps for data (the rest is its bookkeeping).
-    let got = socket.recv_buffer_size()? / 2;
-    if got < bytes {
+    let got = socket2::SockRef::from(first)
+        .recv_buffer_size()
+        .map_or(0, |b| b / 2);
+    if got < UDP_RECEIVE_BUFFER {
         tracing::info!(
-            wanted = bytes,
+            %addr,
+            sockets = group.len(),
+            wanted = UDP_RECEIVE_BUFFER,
             got,
             "UDP receive buffer capped by net.core.rmem_max (gslbd was not allowed \
              SO_RCVBUFFORCE); raise rmem_max to keep floods of large datagrams from \
              dropping queries"
         );
     }
-    Ok(())
 }
 
 fn bind_error(addr: SocketAddr, transport: &'static str, source: std::io::Error) -> DaemonError {

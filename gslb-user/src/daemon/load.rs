@@ -181,9 +181,9 @@ impl Loads {
         }
     }
 
-    /// Takes the latest readings into `world.loads`.
+    /// Takes the latest readings into the world's loads.
     pub fn apply(&mut self, world: &mut World) {
-        world.loads = self.readings.borrow_and_update().clone();
+        world.set_loads(self.readings.borrow_and_update().clone());
     }
 
     /// After `world`'s loads changed (a reading, a MEP view, a link sample): schedules a

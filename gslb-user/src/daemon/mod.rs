@@ -165,11 +165,11 @@ pub async fn run(
     let config = Arc::new(config);
     let mut world = World::new(&*config, health);
     // What the operator disabled before this start (less what this configuration lacks).
-    world.admin = admin;
+    world.update_admin(|a| *a = admin);
     steer::retain_known(&mut world, &config.server.state_file);
-    if !world.admin.is_empty() {
+    if !world.admin().is_empty() {
         let disabled: Vec<String> = world
-            .admin
+            .admin()
             .disabled()
             .map(|(t, n)| format!("{t} {n}"))
             .collect();
@@ -178,8 +178,7 @@ pub async fn run(
     // Stamped before reading: a change while the files are read is seen by the next poll.
     let location_stamps = FileStamps::of(&location_files(&config));
     world.locations = location_db(&config, &config_path)?;
-    world.local_site = config.server.site.clone();
-    world.mep = mep::initial_view(&config);
+    world.set_mep(mep::initial_view(&config));
     let links = uplink::Uplinks::start(&config);
     let mut loads = load::Loads::start(&mut world, &config)
         .await

@@ -120,7 +120,6 @@ pub(super) struct Previous {
     /// What the world compiled from: `config`'s model, as it was.
     pub(super) source: crate::compile::Source,
     pub(super) locations: Option<Arc<LocationDb>>,
-    pub(super) local_site: Option<String>,
 }
 
 /// A reloaded configuration in the [`World`](crate::world::World), waiting for its answers to be published.

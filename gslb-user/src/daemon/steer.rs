@@ -59,7 +59,7 @@ pub(super) fn apply(world: &mut World, state_file: &Path, request: Steer) -> Opt
         }));
         return None;
     }
-    if !world.admin.apply(c) {
+    if !world.update_admin(|a| a.apply(c)) {
         let state = if c.enable { "enabled" } else { "disabled" };
         let _ = reply.send(Ok(format!("{} {} {state} already\n", c.target, c.name)));
         return None;
@@ -79,7 +79,7 @@ pub(super) fn apply(world: &mut World, state_file: &Path, request: Steer) -> Opt
 
 /// Writes the admin state to `path`; the error's text (logged) if it cannot.
 fn save(world: &World, path: &Path) -> Result<(), String> {
-    world.admin.save(path).map_err(|e| {
+    world.admin().save(path).map_err(|e| {
         let reason = super::anyhow_like(&e);
         error!(error = reason, "the admin state will not survive a restart");
         reason
@@ -90,7 +90,7 @@ fn save(world: &World, path: &Path) -> Result<(), String> {
 /// has, with a warning, and writes it to `state_file` if any went.
 pub(super) fn retain_known(world: &mut World, state_file: &Path) {
     let model = world.model().clone();
-    let dropped = world.admin.retain_known(&model);
+    let dropped = world.update_admin(|a| a.retain_known(&model));
     for (target, name) in &dropped {
         warn!(kind = %target, name, "was disabled, but the configuration has it no longer: dropped from the admin state");
     }

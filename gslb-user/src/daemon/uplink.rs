@@ -84,7 +84,7 @@ impl Uplinks {
         }
     }
 
-    /// Takes the latest loads into `world.links`. True when a link went over its threshold or
+    /// Takes the latest loads into the world's links. True when a link went over its threshold or
     /// back since the last call (or appeared or left while over): what the answers read.
     pub fn apply(&mut self, world: &mut World) -> bool {
         let loads = self.loads.borrow_and_update().clone();
@@ -108,7 +108,7 @@ impl Uplinks {
             .filter(|(_, l)| l.over)
             .map(|(k, _)| k.clone())
             .collect();
-        world.links = loads;
+        world.set_links(loads);
         if over == self.applied {
             return false;
         }

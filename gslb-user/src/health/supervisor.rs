@@ -49,6 +49,9 @@ struct MonitorEntry {
 struct ServiceBoard {
     services: Mutex<HashMap<String, ServiceEntry>>,
     events: broadcast::Sender<HealthEvent>,
+    /// Bumped, under the `services` lock, whenever a verdict or the monitored set changes:
+    /// readers that keep the verdicts by id ([`crate::world::World`]) read them again only then.
+    version: AtomicU64,
 }
 
 impl ServiceBoard {
@@ -99,6 +102,7 @@ impl ServiceBoard {
         if up != entry.up {
             let at = SystemTime::now();
             entry.up = up;
+            self.version.fetch_add(1, Ordering::AcqRel);
             entry.transitions += 1;
             entry.last_change = Some(at);
             if up {
@@ -147,6 +151,7 @@ impl HealthSupervisor {
             shared: Arc::new(ServiceBoard {
                 services: Mutex::new(HashMap::new()),
                 events,
+                version: AtomicU64::new(0),
             }),
             running: Mutex::new(HashMap::new()),
             next_epoch: AtomicU64::new(1),
@@ -300,6 +305,7 @@ impl HealthSupervisor {
                 debug!(service = %spec.service, monitors = spec.monitors.len(), up, "monitors started");
                 running.insert(spec.service.clone(), Running { spec, tasks });
             }
+            self.shared.version.fetch_add(1, Ordering::AcqRel);
         }
         for task in stopped {
             task.stop().await;
@@ -342,6 +348,23 @@ impl HealthSupervisor {
                 (service.clone(), health)
             })
             .collect()
+    }
+
+    /// A number that changes whenever a verdict or the monitored set does. Read it before the
+    /// verdicts it stands for ([`HealthSupervisor::verdicts`]).
+    pub fn version(&self) -> u64 {
+        self.shared.version.load(Ordering::Acquire)
+    }
+
+    /// The verdicts of `services`, in their order ([`HealthSupervisor::is_up`] for each), read
+    /// under one lock.
+    pub fn verdicts<'a>(&self, services: impl Iterator<Item = &'a str>) -> Vec<Option<bool>> {
+        let board = self
+            .shared
+            .services
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        services.map(|s| board.get(s).map(|e| e.up)).collect()
     }
 
     /// Whether `service` is UP; `None` for a service not configured.

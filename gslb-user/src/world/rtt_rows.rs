@@ -272,7 +272,6 @@ ldns_mask_v4 = 24
         .unwrap();
         let handle = supervisor.handle();
         let mut world = World::new(&config, HealthSupervisor::new());
-        world.local_site = config.server.site.clone();
         world.rtt = Some(handle.clone());
         // East nearer than west to every entry; south measures none yet.
         handle.merge_remote("east", &rows(0..8, |i| 20 + u64::from(i)));

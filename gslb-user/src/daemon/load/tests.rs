@@ -70,8 +70,9 @@ fn world() -> World {
 
 /// `a` and `b`'s readings; `None`: unknown.
 fn set(world: &mut World, a: Option<u64>, b: Option<u64>) {
+    let mut loads = world.loads().clone();
     for (service, value) in [("a", a), ("b", b)] {
-        world.loads.0.insert(
+        loads.0.insert(
             (service.into(), "conns".into()),
             LoadReading {
                 measure: Measure::Connections,
@@ -85,6 +86,7 @@ fn set(world: &mut World, a: Option<u64>, b: Option<u64>) {
             },
         );
     }
+    world.set_loads(loads);
 }
 
 /// The default view's A answer of `name` in the compiled snapshot (what the fast path

@@ -37,7 +37,7 @@ impl Mep {
             self.rtt.merge(&self.parents, rtt, &view);
         }
         let changed = self.intake.take(&view);
-        world.mep = Some(view);
+        world.set_mep(Some(view));
         changed
     }
 }

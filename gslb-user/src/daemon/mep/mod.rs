@@ -30,7 +30,7 @@ use tracing::{error, info};
 use crate::{
     config::{Config, MepSettings},
     mep::{
-        MepConfig, MepConfigError, MepError, MepNode, MepView, Role, RunningNode, SiteTree,
+        MepConfig, MepError, MepNode, MepView, Role, RunningNode, SiteTree,
         intake::{Intake, reachable_sites},
     },
     persist::Store as PersistStore,
@@ -42,8 +42,6 @@ use super::persist::PersistSync;
 
 mod inbound;
 mod outbound;
-#[cfg(test)]
-use outbound::local_load;
 /// The least time the last view is kept after a restart of the node (reload) while the links
 /// come back; the dead-peer timeout when that is longer.
 const HOLD_MIN: Duration = Duration::from_secs(1);
@@ -129,31 +127,6 @@ impl NodeKey {
     }
 }
 
-/// The node's settings from the configuration; `None` when MEP is off (or there is no local
-/// site, which validation rules out for an enabled `[mep]`).
-fn node_config(config: &Config) -> Result<Option<MepConfig>, MepError> {
-    let (Some(mep), Some(site)) = (config.mep_enabled(), &config.server.site) else {
-        return Ok(None);
-    };
-    let key = mep
-        .key
-        .clone()
-        .ok_or(MepError::Config(MepConfigError::MissingPrivateKey))?;
-    let mut c = MepConfig::new(site.clone(), key, config.mep_topology()?);
-    c.heartbeat = mep.heartbeat;
-    c.dead_after = mep.dead_after;
-    // Every site must agree on it; the node warns about a peer that does not.
-    c.rtt_tolerance_ms =
-        Some(u32::try_from(config.rtt.probe.tolerance.as_millis()).unwrap_or(u32::MAX));
-    c.tls = mep
-        .tls
-        .as_ref()
-        .map(crate::config::MepTlsFiles::tls)
-        .transpose()?;
-    c.validate()?;
-    Ok(Some(c))
-}
-
 /// Why a reloaded configuration cannot be applied to the running MEP: the changes that need a
 /// restart (the listening socket and the site's identity are fixed at start), or settings the
 /// node refuses.
@@ -175,7 +148,7 @@ pub fn check_reload(running: &Config, new: &Config) -> Result<(), MepReloadError
     if !restart.is_empty() {
         return Err(MepReloadError::RestartOnly { fields: restart });
     }
-    node_config(new).map(|_| ()).map_err(MepReloadError::Node)
+    new.mep_node().map(|_| ()).map_err(MepReloadError::Node)
 }
 
 /// Why a reloaded configuration cannot be applied to the running MEP.
@@ -238,7 +211,7 @@ impl Mep {
     ) -> Result<Option<Mep>, MepStartError> {
         let key = NodeKey::of(config);
         let parents = other_parents(config);
-        let Some(config) = node_config(config)? else {
+        let Some(config) = config.mep_node()? else {
             return Ok(None);
         };
         let site = config.site.clone();
@@ -254,7 +227,7 @@ impl Mep {
             key,
             running,
             hold_min,
-            intake: Intake::new(world.mep.as_deref()),
+            intake: Intake::new(world.mep().map(|v| &**v)),
             rtt: RemoteColumns::default(),
             parents,
             persistence,
@@ -272,9 +245,9 @@ impl Mep {
         self.parents = other_parents(config);
         let key = NodeKey::of(config);
         if key != self.key {
-            match node_config(config) {
+            match config.mep_node() {
                 Ok(Some(config)) => {
-                    let want = reachable_sites(world.mep.as_deref());
+                    let want = reachable_sites(world.mep().map(|v| &**v));
                     info!(keep_view_of = ?want, "MEP settings changed: restarting the MEP node");
                     let hold_min = config.dead_after.max(HOLD_MIN);
                     self.persist_sync = None;
@@ -306,7 +279,7 @@ impl Mep {
         // The reload may have replaced the RTT table: every parent's column is merged afresh
         // (cells it already holds cause no change).
         self.rtt.forget();
-        if let (Some(rtt), Some(view)) = (&world.rtt, &world.mep) {
+        if let (Some(rtt), Some(view)) = (&world.rtt, world.mep()) {
             self.rtt.merge(&self.parents, rtt, view);
         }
         self.publish_local(world);
@@ -549,7 +522,6 @@ services = ["a", "b", "c"]
             &config("p2", &format!("{MEP}{links}")),
             HealthSupervisor::new(),
         );
-        at_p2.local_site = Some("p2".into());
         let load = |over| LinkLoad {
             interface: "lo".into(),
             rx_bytes_per_sec: Some(50_000),
@@ -559,28 +531,23 @@ services = ["a", "b", "c"]
             error: None,
         };
         for (over, sent) in [(false, 400_000), (true, u64::MAX)] {
-            at_p2.links.insert("uplink".into(), load(over));
+            at_p2.set_links([("uplink".into(), load(over))].into());
             let model = at_p2.model().clone();
-            let service = |name| model.services.iter().find(|s| s.name == name).unwrap();
-            assert_eq!(
-                local_load(&at_p2, service("b")),
-                (0, Bandwidth::from_bps(sent)),
-                "over {over}"
-            );
-            assert_eq!(
-                local_load(&at_p2, service("a")),
-                (0, Bandwidth::ZERO),
-                "a has no link"
-            );
+            let sent_of = |name| {
+                let id = model.services.iter().position(|s| s.name == name).unwrap();
+                let state = at_p2.own_state(id.into());
+                (state.connections, state.bandwidth)
+            };
+            assert_eq!(sent_of("b"), (0, Bandwidth::from_bps(sent)), "over {over}");
+            assert_eq!(sent_of("a"), (0, Bandwidth::ZERO), "a has no link");
             // At p1, which knows nothing of p2's links.
             let p1 = config("p1", MEP);
             let mut at_p1 = World::new(&p1, HealthSupervisor::new());
-            at_p1.local_site = Some("p1".into());
             let mut view = (*initial_view(&p1).unwrap()).clone();
             let mut b = state("b", true);
             b.state.bandwidth = Bandwidth::from_bps(sent);
             view.sites.insert("p2".into(), remote(true, vec![b]));
-            at_p1.mep = Some(Arc::new(view));
+            at_p1.set_mep(Some(Arc::new(view)));
             let b_state = at_p1.service_states()[1];
             let full = b_state.bandwidth.kbps() == u64::MAX;
             assert_eq!(full, over, "over {over}: {b_state:?}");
@@ -592,8 +559,7 @@ services = ["a", "b", "c"]
         for (site, answers) in [("p1", true), ("c1", false)] {
             let config = config(site, MEP);
             let mut world = World::new(&config, HealthSupervisor::new());
-            world.local_site = Some(site.into());
-            world.mep = initial_view(&config);
+            world.set_mep(initial_view(&config));
             assert_eq!(world.answers_gslb(), answers, "{site}");
             let snapshot = world.snapshot();
             assert_eq!(snapshot.refuse_gslb, !answers, "{site}");
@@ -659,7 +625,7 @@ services = ["a", "b", "c"]
 
     #[test]
     fn node_settings_follow_the_configuration() {
-        let c = node_config(&config(
+        let c = Config::mep_node(&config(
             "p1",
             &format!("{MEP}heartbeat_ms = 100\ndead_after_ms = 300\n"),
         ))
@@ -678,7 +644,7 @@ services = ["a", "b", "c"]
         );
         assert_eq!(c.rtt_tolerance_ms, Some(5));
         assert_eq!(c.topology.children_of("p1").count(), 1);
-        assert!(node_config(&config("p1", "")).unwrap().is_none());
+        assert!(config("p1", "").mep_node().unwrap().is_none());
         // A topology change is a node change; a change elsewhere is not.
         let base = NodeKey::of(&config("p1", MEP));
         let mut moved = config("p1", MEP);

@@ -6,7 +6,6 @@ use tracing::error;
 
 use super::Mep;
 use crate::{
-    health::state::{Bandwidth, ServiceState},
     mep::{RttProtocol, RttRow, ServiceReport},
     probe::{ProbeKind, RttHandle},
     world::World,
@@ -21,18 +20,11 @@ impl Mep {
         let services = model
             .services
             .iter()
-            .filter(|s| model.site(s.site).name == self.site)
-            .map(|s| {
-                let (connections, bandwidth) = local_load(world, s);
-                ServiceReport {
-                    name: s.name.clone(),
-                    state: ServiceState {
-                        up: world.health.is_up(&s.name) != Some(false)
-                            && world.admin.service_enabled(&s.name, &self.site),
-                        connections,
-                        bandwidth,
-                    },
-                }
+            .enumerate()
+            .filter(|(_, s)| model.site(s.site).name == self.site)
+            .map(|(id, s)| ServiceReport {
+                name: s.name.clone(),
+                state: world.own_state(id.into()),
             })
             .collect();
         let rtt = world
@@ -72,18 +64,4 @@ pub(super) fn local_rtt(site: &str, rtt: &RttHandle) -> Vec<RttRow> {
             })
         })
         .collect()
-}
-
-/// A service of this site's load as MEP carries it: (connections, bandwidth), the values this
-/// site's answers read ([`World::local_connections`], [`World::local_bandwidth`]). Markers
-/// travel as they are: the bandwidth [`Bandwidth::FULL`] while the service's link is over its
-/// threshold (hysteresis included), which tells the other sites the service is full
-/// (docs/mep.md): they do not know this site's links; and
-/// [`UNKNOWN_LOAD`](crate::health::load::UNKNOWN_LOAD) in either field while the load monitor's
-/// value is unknown.
-pub(crate) fn local_load(world: &World, service: &crate::model::Service) -> (u64, Bandwidth) {
-    (
-        world.local_connections(service),
-        world.local_bandwidth(service),
-    )
 }

@@ -52,7 +52,6 @@ impl Serving {
                     .fetch_add(waiting.len() as u64 - 1, Relaxed);
                 let world = &mut run.world;
                 let previous = Previous {
-                    local_site: std::mem::replace(&mut world.local_site, next.server.site.clone()),
                     source: world.set_source(Source::from(&next)),
                     config: std::mem::replace(&mut run.config, Arc::new(next)),
                     locations: std::mem::replace(&mut world.locations, locations),

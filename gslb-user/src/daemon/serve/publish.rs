@@ -117,7 +117,6 @@ impl Serving {
             run.config = previous.config;
             run.world.set_source(previous.source);
             run.world.locations = previous.locations;
-            run.world.local_site = previous.local_site;
             run.republish_stats.reloads_failed.fetch_add(1, Relaxed);
             error!(
                 "reload failed: its answers could not be published; the running configuration, its monitors, MEP, links and answers stay in force"

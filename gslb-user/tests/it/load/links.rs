@@ -519,16 +519,16 @@ async fn until_over(links: &mut Uplinks, world: &mut World, want: &[&str]) -> (u
     loop {
         tokio::time::timeout_at(deadline, links.changed())
             .await
-            .unwrap_or_else(|_| panic!("links over never became {want:?}: {:?}", world.links));
+            .unwrap_or_else(|_| panic!("links over never became {want:?}: {:?}", world.links()));
         samples += 1;
         triggers += usize::from(links.apply(world));
         let over: BTreeSet<&str> = world
-            .links
+            .links()
             .iter()
             .filter(|(_, l)| l.over)
             .map(|(k, _)| k.as_str())
             .collect();
-        if over == want && world.links.len() == 2 {
+        if over == want && world.links().len() == 2 {
             return (samples, triggers);
         }
     }
@@ -589,7 +589,6 @@ async fn answers_leave_a_link_over_its_threshold_and_come_back() {
         Config::parse(WORLD, Path::new("links-world.toml")).unwrap_or_else(|e| panic!("{e}"));
     let net = FakeNet::new("world", &["wan1", "wan2"]);
     let mut world = World::new(&config, HealthSupervisor::new());
-    world.local_site = config.server.site.clone();
     let mut links = Uplinks::start_with_root(&config, net.root.clone());
     // Loaded once: every snapshot is published into the same maps, as gslbd does.
     let mut dataplane =
@@ -606,7 +605,7 @@ async fn answers_leave_a_link_over_its_threshold_and_come_back() {
         assert!(
             !links.apply(&mut world),
             "a sample that moves no link is no trigger: {:?}",
-            world.links
+            world.links()
         );
     }
     assert_answers("quiet", &world, dataplane.as_mut(), &[L1_ADDR, L2_ADDR]);

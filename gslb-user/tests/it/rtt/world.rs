@@ -118,7 +118,6 @@ async fn the_lowest_rtt_site_answers_its_ldns_prefix_in_the_responder_and_the_fa
         .expect("valid settings");
     let handle = supervisor.handle();
     let mut world = World::new(&config, HealthSupervisor::new());
-    world.local_site = config.server.site.clone();
     world.rtt = Some(handle.clone());
     // Loaded once: every snapshot is published into the same maps, as gslbd does.
     let mut dataplane = if common::privileged() {
