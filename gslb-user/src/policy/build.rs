@@ -112,7 +112,7 @@ impl Engine {
             }
         }
 
-        let domains = spec
+        let domains: Vec<Domain> = spec
             .domains
             .iter()
             .enumerate()
@@ -181,12 +181,26 @@ impl Engine {
             .map(|s| ServiceKey::from_name(&s.name))
             .collect();
         let topology = Topology::new(spec.topology.clone());
+        // The first of two names that differ only in case wins, as a scan would find it.
+        let mut by_name: std::collections::HashMap<String, usize> =
+            std::collections::HashMap::with_capacity(domains.len());
+        for (i, d) in domains.iter().enumerate() {
+            by_name
+                .entry(
+                    model.domains[d.index]
+                        .name
+                        .trim_end_matches('.')
+                        .to_ascii_lowercase(),
+                )
+                .or_insert(i);
+        }
         Ok(Engine {
             model,
             ids,
             domains,
             policies,
             topology,
+            by_name,
         })
     }
 }

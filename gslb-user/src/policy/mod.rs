@@ -102,6 +102,8 @@ pub struct Engine {
     /// Sorted by priority.
     policies: Vec<Policy>,
     topology: Topology,
+    /// Engine domain index by name, lower case without the final dot.
+    by_name: std::collections::HashMap<String, usize>,
 }
 
 impl Engine {
@@ -152,11 +154,11 @@ impl Engine {
         self.domains.len()
     }
 
+    /// The engine domain index of `name` (any case, final dot or not). Callers resolve a name
+    /// once per configuration or snapshot, not per query.
     pub fn domain_index(&self, name: &str) -> Option<usize> {
         let name = name.strip_suffix('.').unwrap_or(name);
-        self.domains
-            .iter()
-            .position(|d| self.model.domains[d.index].name.eq_ignore_ascii_case(name))
+        self.by_name.get(&name.to_ascii_lowercase()).copied()
     }
 
     /// Policies in the order they are evaluated.

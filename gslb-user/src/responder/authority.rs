@@ -94,11 +94,8 @@ impl Authority {
     pub(super) fn carry_turns(&self, old: &Authority) {
         self.gslb.carry_turns(&old.gslb);
         if let (Some(new), Some(old)) = (&self.decisions, &old.decisions) {
-            for name in &new.domains {
-                if let (Some(i), Some(j)) = (
-                    new.data.engine.domain_index(name),
-                    old.data.engine.domain_index(name),
-                ) {
+            for (name, &i) in &new.domains {
+                if let Some(&j) = old.domains.get(name) {
                     // View numbers follow the configuration's order: carried while it has as
                     // many views (a reload that changes the views restarts these turns).
                     let views = if new.data.views == old.data.views {
@@ -126,8 +123,10 @@ impl Authority {
     /// client). It may be longer than `source` (RFC 7871 §7.2.1: the subnet was not specific
     /// enough, and the resolver asks again with more bits).
     pub(super) fn scope(&self, name: &str, qtype: u16, client: IpAddr, source: u8) -> Option<u8> {
-        if let Some(d) = self.decisions.as_ref().filter(|d| d.domains.contains(name)) {
-            return Some(d.scope(name, client, source));
+        if let Some(d) = &self.decisions
+            && let Some(&domain) = d.domains.get(name)
+        {
+            return Some(d.scope(domain, client, source));
         }
         self.gslb
             .is_gslb(name)

@@ -2,7 +2,7 @@
 //! (`Snapshot::engine_domains`: source-IP hash, persistence, RTT over the budget): the engine
 //! asked for each query, with the client's location, RTT row, static view and sticky entry.
 
-use std::{collections::HashSet, net::IpAddr, sync::Arc};
+use std::{collections::HashMap, net::IpAddr, sync::Arc};
 
 use gslb_common::QTYPE_AAAA;
 use hickory_proto::rr::Record;
@@ -54,7 +54,9 @@ impl EngineData {
 /// (`Snapshot::engine_domains`), under one snapshot's states.
 pub(super) struct Decisions {
     pub(super) data: Arc<EngineData>,
-    pub(super) domains: HashSet<String>,
+    /// The per-query domains by name as the snapshot names them, with their engine domain
+    /// index: resolved once per snapshot, so that a query looks up its name once.
+    pub(super) domains: HashMap<String, usize>,
     /// By configuration service index.
     states: Vec<ServiceState>,
     /// By configuration domain index: disabled by the operator.
@@ -87,7 +89,11 @@ impl Decisions {
             .filter(|_| !snapshot.engine_domains.is_empty())
             .map(|data| Decisions {
                 persist: persistence.configure(Some(&data.engine), &snapshot.services),
-                domains: snapshot.engine_domains.iter().cloned().collect(),
+                domains: snapshot
+                    .engine_domains
+                    .iter()
+                    .filter_map(|n| Some((n.clone(), data.engine.domain_index(n)?)))
+                    .collect(),
                 states: snapshot.services.clone(),
                 disabled_domains: snapshot.disabled_domains.clone(),
                 rtt: snapshot.rtt.clone(),
@@ -112,23 +118,26 @@ impl Decisions {
     /// The ECS scope of a per-query answer to a client subnet of `source` bits: its class's
     /// run, and at least the address bits the decision read, as far as the subnet has them
     /// (the rest of its address is zeros, read alike for every client in it).
-    pub(super) fn scope(&self, name: &str, client: IpAddr, source: u8) -> u8 {
+    pub(super) fn scope(&self, domain: usize, client: IpAddr, source: u8) -> u8 {
         let client = canonical(client);
         let class = self.classes.lookup(client).1;
         let bits = self
             .data
-            .engine
-            .domain_index(name)
-            .and_then(|d| self.data.address_bits.get(d))
+            .address_bits
+            .get(domain)
             .map_or(0, |&(v4, v6)| if client.is_ipv4() { v4 } else { v6 });
         class.max(bits.min(source))
     }
 
     /// The decision engine's answer for this client (its location from the database).
-    pub(super) fn records(&self, name: &str, qtype: u16, client: IpAddr) -> Vec<Record> {
-        let Some(domain) = self.data.engine.domain_index(name) else {
-            return Vec::new();
-        };
+    /// `domain` is `name`'s engine domain index ([`Decisions::domains`]).
+    pub(super) fn records(
+        &self,
+        name: &str,
+        domain: usize,
+        qtype: u16,
+        client: IpAddr,
+    ) -> Vec<Record> {
         let client = canonical(client);
         let location = self.locations.as_ref().and_then(|db| db.lookup(client));
         let rtt = match self.rtt_rows.get(key_of(client)) {

@@ -161,8 +161,10 @@ impl Responder {
 
     /// The GSLB answer, exactly as the fast path gives it: one rotating address or all of them.
     fn gslb_records(data: &Authority, name: &str, qtype: u16, client: IpAddr) -> Vec<Record> {
-        if let Some(d) = data.decisions.as_ref().filter(|d| d.domains.contains(name)) {
-            return d.records(name, qtype, client);
+        if let Some(d) = &data.decisions
+            && let Some(&domain) = d.domains.get(name)
+        {
+            return d.records(name, domain, qtype, client);
         }
         let Some((answer, turn)) = data.gslb.answer(name, qtype, client) else {
             return Vec::new();

@@ -67,7 +67,7 @@ impl Names {
             };
             if !zone.gslb.contains(name)
                 || zone.cut_above(name).is_some()
-                || decisions.is_some_and(|d| d.domains.contains(name))
+                || decisions.is_some_and(|d| d.domains.contains_key(name))
             {
                 continue;
             }

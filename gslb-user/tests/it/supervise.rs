@@ -134,6 +134,11 @@ async fn killed_dns_loops_restart_and_answer_again() {
         .collect();
     assert!(!udp.is_empty(), "the UDP loops are supervised");
     let tcp = format!("dns-tcp/127.0.0.1:{port}");
+    // The TCP loop may start after the first UDP answer on a loaded machine.
+    until(&format!("{tcp} running"), async || {
+        task_stats(&tcp).is_some_and(|s| s.running > 0)
+    })
+    .await;
     for task in udp.iter().chain([&tcp]) {
         kill(task, 1);
     }
