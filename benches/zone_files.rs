@@ -82,5 +82,11 @@ fn record_data(data: &RecordData) -> String {
             port,
             target,
         } => format!("SRV {priority} {weight} {port} {target}."),
+        // RFC 3597's generic form, which NSD and Knot read for any type: the same bytes.
+        RecordData::Generic { rtype, rdata } => format!(
+            "TYPE{rtype} \\# {} {}",
+            rdata.len(),
+            rdata.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        ),
     }
 }

@@ -609,10 +609,13 @@ pub enum Counter {
     /// needs, address bits beyond the prefix, a scope, or a second ECS option. The responder
     /// answers FORMERR.
     EcsInvalid,
+    /// The query asks for the server's identity (an EDNS NSID option, RFC 5001): the
+    /// responder answers it with `server.identity` beside the answer, when one is configured.
+    Nsid,
 }
 
 impl Counter {
-    pub const COUNT: u32 = Counter::EcsInvalid as u32 + 1;
+    pub const COUNT: u32 = Counter::Nsid as u32 + 1;
 
     /// Every counter, in slot order.
     pub const ALL: [Counter; Counter::COUNT as usize] = [
@@ -650,6 +653,7 @@ impl Counter {
         Counter::Stale,
         Counter::Ipv4Checksum,
         Counter::EcsInvalid,
+        Counter::Nsid,
     ];
 
     /// Stable snake_case name for logs, metrics and the CLI.
@@ -689,6 +693,7 @@ impl Counter {
             Counter::Stale => "stale",
             Counter::Ipv4Checksum => "ipv4_checksum",
             Counter::EcsInvalid => "ecs_invalid",
+            Counter::Nsid => "nsid",
         }
     }
 

@@ -13,8 +13,8 @@ use crate::{
     LISTEN, LISTEN_SET, LOCAL_MACS, Miss, Scratch, TrieKey, csum,
     hdr::{
         CLASS_IN, DnsHdr, ETH_P_8021Q, ETH_P_IPV4, ETH_P_IPV6, EcsHdr, EdnsOption, EthHdr,
-        IPPROTO_UDP, Ipv4Hdr, Ipv6Hdr, OPTION_ECS, OptHdr, QuestionTail, TYPE_OPT, UdpHdr, VlanHdr,
-        be16, ld, ld_addr6, ptr_at, st,
+        IPPROTO_UDP, Ipv4Hdr, Ipv6Hdr, OPTION_ECS, OPTION_NSID, OptHdr, QuestionTail, TYPE_OPT,
+        UdpHdr, VlanHdr, be16, ld, ld_addr6, ptr_at, st,
     },
 };
 
@@ -519,6 +519,11 @@ pub fn message(
             let option = ptr_at::<EdnsOption>(ctx, end, Miss::Malformed)?;
             // Code and length in one word, each big-endian.
             let option = unsafe { ld::<u32>(option) };
+            // The responder answers with the node's identity beside the answer, which the
+            // program does not carry.
+            if option as u16 == OPTION_NSID.to_be() {
+                return Err(Miss::Nsid);
+            }
             if option as u16 == OPTION_ECS.to_be() {
                 // Two: which subnet is the client would be ours to choose (FORMERR).
                 if ecs_at != 0 {

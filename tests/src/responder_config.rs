@@ -12,7 +12,8 @@ pub const HUGE_TXT_LEN: usize = 1500;
 
 /// The configuration shared by the responder's tests (the handler table, the loopback socket
 /// tests and the netns end-to-end test): one name for every case the responder treats
-/// differently, served on the lab's server addresses. The lab's IPv4 client (192.0.2.10) is
+/// differently (static records beside GSLB names: all.example.com's TXT and MX, the GSLB apex
+/// example.org's MX and TXT), served on the lab's server addresses. The lab's IPv4 client (192.0.2.10) is
 /// in view "host" (longest prefix over "wide"), its IPv6 client in no view (the default view).
 pub fn responder_config() -> String {
     let big = "b".repeat(BIG_TXT_LEN);
@@ -125,6 +126,48 @@ ns = ["ns1.example.com", "ns2.example.net"]
   name = "ns.lab"
   type = "A"
   value = "192.0.2.70"
+  # The other types (issue 29), in their presentation forms and RFC 3597's.
+  [[zone.record]]
+  name = "@"
+  type = "CAA"
+  value = '0 issue "letsencrypt.org"'
+  [[zone.record]]
+  name = "ptr"
+  type = "PTR"
+  value = "host.dept"
+  [[zone.record]]
+  name = "naptr"
+  type = "NAPTR"
+  value = '100 10 "S" "SIP+D2U" "" _sip._udp'
+  [[zone.record]]
+  name = "svc"
+  type = "SVCB"
+  value = "1 svc.example.net. alpn=h2 port=8443"
+  [[zone.record]]
+  name = "_443._tcp.host.dept"
+  type = "TLSA"
+  value = "3 1 1 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+  [[zone.record]]
+  name = "host.dept"
+  type = "SSHFP"
+  value = "4 2 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+  [[zone.record]]
+  name = "lab"
+  type = "DS"
+  value = "12345 13 2 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+  [[zone.record]]
+  name = "unknown"
+  type = "TYPE65534"
+  value = '\# 4 0a000001'
+  # Beside the GSLB domain all.example.com: its other types are static.
+  [[zone.record]]
+  name = "all"
+  type = "TXT"
+  value = "v=spf1 -all"
+  [[zone.record]]
+  name = "all"
+  type = "MX"
+  value = "10 mail"
 
 [[zone]]
 name = "example.org"
@@ -138,6 +181,19 @@ ns = ["ns1.example.com"]
   name = "www"
   type = "A"
   value = "192.0.2.90"
+  # Beside the apex GSLB domain example.org (and its SOA and NS).
+  [[zone.record]]
+  name = "@"
+  type = "MX"
+  value = "10 mail.example.com."
+  [[zone.record]]
+  name = "@"
+  type = "TXT"
+  value = "org"
+  [[zone.record]]
+  name = "@"
+  type = "HTTPS"
+  value = "1 . alpn=h2"
 
 [[site]]
 name = "dc"
@@ -192,6 +248,13 @@ name = "all.example.com"
 ttl = 20
 answer = "all"
 services = ["app-1", "app-2", "app-3", "app-4", "app-5", "app-6", "app-7", "app-8"]
+
+# A GSLB apex: A from its services, SOA, NS, MX and TXT from the zone.
+[[gslb_domain]]
+name = "example.org"
+ttl = 30
+answer = "all"
+services = ["app-1", "app-2"]
 "#,
         apps = (1..=8)
             .map(|i| format!(

@@ -135,11 +135,20 @@ impl Validator<'_> {
                 }));
             };
             let zone = &zones[z].name;
-            if let Some(line) = facts[z].owners.get(&name) {
-                return Err(err(format!(
-                    "zone {zone:?} has a static record of this name (line {line}); a name is either \
-                     static or GSLB"
-                )));
+            // The domain answers A and AAAA at its name; the zone's other types there (MX,
+            // TXT, CAA; SOA and NS at the apex) are answered beside them.
+            if let Some(&(line, rtype)) = facts[z].addresses.get(&name) {
+                return Err(err(if rtype == "CNAME" {
+                    format!(
+                        "zone {zone:?} has a CNAME of this name (line {line}); a CNAME must be \
+                         the only record at its name"
+                    )
+                } else {
+                    format!(
+                        "zone {zone:?} has a static {rtype} record of this name (line {line}); \
+                         the GSLB domain answers A and AAAA at its name (other types may be static)"
+                    )
+                }));
             }
             if let Some((cut, line)) = facts[z].delegation_of(&name) {
                 return Err(err(format!(

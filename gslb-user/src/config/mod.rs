@@ -26,6 +26,7 @@ mod dns_policy;
 mod engine;
 mod error;
 mod gslb_domain;
+mod identity;
 mod lb;
 mod link;
 mod load;

@@ -161,6 +161,7 @@ impl Config {
                 listen: self.server.listen.clone(),
                 ecs_allow: self.server.ecs_allow.clone(),
                 rrl: self.rrl,
+                identity: self.server.identity.clone(),
             },
         }
     }

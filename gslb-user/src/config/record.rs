@@ -11,6 +11,11 @@ use super::names::{Seen, owner_name, target_name};
 use super::validate::{Int, Str, Validator};
 use super::zone::ZoneFacts;
 
+mod generic;
+
+/// The DS type (RFC 4034): only at a delegation.
+const TYPE_DS: u16 = 43;
+
 pub use crate::model::{MAX_TXT_STRING, RecordData, StaticRecord};
 
 #[derive(Deserialize)]
@@ -81,7 +86,7 @@ impl Validator<'_> {
         // (owner, type) → (TTL, line): an RRset has one TTL (RFC 2181 §5.2).
         let mut rrsets: HashMap<(&str, u16), (u32, usize)> = HashMap::new();
         // Owner → (line, type) of its first record and of its CNAME.
-        let mut first_at: HashMap<&str, (usize, &str)> = HashMap::new();
+        let mut first_at: HashMap<&str, (usize, std::borrow::Cow<'static, str>)> = HashMap::new();
         let mut cname_at: HashMap<&str, usize> = HashMap::new();
         for (r, rr) in records.iter().zip(&written) {
             let (name, rtype) = (r.name.as_str(), r.data.type_name());
@@ -115,9 +120,9 @@ impl Validator<'_> {
                 ));
             }
             let is_cname = matches!(r.data, RecordData::Cname(_));
-            if let Some(&(first, first_type)) = first_at.get(name) {
+            if let Some((first, first_type)) = first_at.get(name) {
                 let clash = if is_cname {
-                    Some((first, first_type))
+                    Some((*first, first_type.as_ref()))
                 } else {
                     cname_at.get(name).map(|&l| (l, "CNAME"))
                 };
@@ -127,8 +132,16 @@ impl Validator<'_> {
                     )));
                 }
             }
-            first_at.entry(name).or_insert((line, rtype));
-            facts.owners.entry(name.to_owned()).or_insert(line);
+            let address_type = match r.data {
+                RecordData::A(_) => Some("A"),
+                RecordData::Aaaa(_) => Some("AAAA"),
+                RecordData::Cname(_) => Some("CNAME"),
+                _ => None,
+            };
+            if let Some(t) = address_type {
+                facts.addresses.entry(name.to_owned()).or_insert((line, t));
+            }
+            first_at.entry(name).or_insert((line, rtype.clone()));
             if is_cname {
                 cname_at.insert(name, line);
             }
@@ -150,18 +163,28 @@ impl Validator<'_> {
                     e.insert((r.ttl, line));
                 }
             }
+            let is_ds = r.data.rtype() == TYPE_DS;
             if let Some((cut, cut_line)) = facts.delegation_of(name) {
                 let allowed = match r.data {
                     RecordData::A(_) | RecordData::Aaaa(_) => true,
                     RecordData::Ns(_) => name == cut,
+                    // The parent's side of the delegation (RFC 4035 §2.4).
+                    _ if is_ds => name == cut,
                     _ => false,
                 };
                 if !allowed {
                     return Err(at_name(format!(
                         "{name} is at or below the delegation of {cut} (NS on line {cut_line}), \
-                         where only NS records and glue A/AAAA records belong"
+                         where only NS records, DS records at the cut and glue A/AAAA records \
+                         belong"
                     )));
                 }
+            } else if is_ds {
+                return Err(at_name(
+                    "a DS record belongs at a delegation (a name below the apex with NS records), \
+                     where the parent answers for it"
+                        .into(),
+                ));
             }
         }
         Ok(records)
@@ -248,15 +271,23 @@ impl Validator<'_> {
                     format!("{what}: the SOA record is [zone.soa]"),
                 ));
             }
-            _ => {
-                return Err(self.error(
-                    rr.rtype.span(),
-                    format!(
-                        "{owner}, record {name}: unknown type {:?} (supported: A, AAAA, CNAME, TXT, MX, NS, SRV)",
-                        rr.rtype.get_ref()
-                    ),
-                ));
-            }
+            other => match generic::type_code(other) {
+                Some(code) => RecordData::Generic {
+                    rtype: code,
+                    rdata: generic::rdata(code, value, apex).map_err(err)?,
+                },
+                None => {
+                    return Err(self.error(
+                        rr.rtype.span(),
+                        format!(
+                            "{owner}, record {name}: unknown type {:?} (supported: {}, and \
+                             TYPEnnn with RFC 3597 data)",
+                            rr.rtype.get_ref(),
+                            generic::SUPPORTED
+                        ),
+                    ));
+                }
+            },
         })
     }
 }

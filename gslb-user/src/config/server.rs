@@ -71,6 +71,8 @@ pub struct Server {
     /// every query (as Knot's `socket-affinity`, off by default for that reason). Changes need
     /// a restart.
     pub socket_affinity: bool,
+    /// `identity`, `nsid` and `version` (`identity.rs`).
+    pub identity: crate::model::Identity,
 }
 
 /// Default of `server.stale_after_s`.
@@ -101,6 +103,9 @@ pub(super) struct RawServer {
     pub(super) user: Option<Str>,
     pub(super) state_file: Option<Str>,
     pub(super) socket_affinity: Option<Spanned<bool>>,
+    pub(super) identity: Option<Str>,
+    pub(super) nsid: Option<Spanned<bool>>,
+    pub(super) version: Option<Str>,
 }
 
 impl Validator<'_> {
@@ -266,6 +271,7 @@ impl Validator<'_> {
             user,
             state_file,
             socket_affinity: raw.socket_affinity.is_some_and(Spanned::into_inner),
+            identity: self.identity(raw.identity, raw.nsid, raw.version)?,
         })
     }
 }

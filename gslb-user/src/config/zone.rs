@@ -47,8 +47,10 @@ pub(super) struct RawSoa {
 /// What later checks need to know about one zone's records.
 #[derive(Default)]
 pub(super) struct ZoneFacts {
-    /// Owner name → line of its first record.
-    pub(super) owners: HashMap<String, usize>,
+    /// Owner name → line and type of its first A, AAAA or CNAME record: the types a GSLB
+    /// domain of that name would answer itself (A and AAAA), or that must be alone at its
+    /// name (CNAME, RFC 1034 §3.6.2). Other types may sit beside a GSLB name.
+    pub(super) addresses: HashMap<String, (usize, &'static str)>,
     /// Delegation point (owner of an NS record below the apex) → line of its first NS record.
     pub(super) delegations: HashMap<String, usize>,
     /// Every name server (apex `ns` and NS records) and where it was written.

@@ -126,6 +126,21 @@ pub struct Dns {
     pub ecs_allow: Option<Vec<IpNet>>,
     /// `[rrl]`, for both limiters.
     pub rrl: RrlSettings,
+    /// What this node tells about itself.
+    pub identity: Identity,
+}
+
+/// What this node tells about itself (`server.identity`, `server.nsid`, `server.version`):
+/// nothing by default, since a node's name and version help an attacker more than a client.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Identity {
+    /// The TXT of CH `id.server` and `hostname.bind` (RFC 4892); `None`: those are REFUSED.
+    pub name: Option<String>,
+    /// The NSID option's payload (RFC 5001), given to queries that carry the option; `None`:
+    /// no option.
+    pub nsid: Option<Vec<u8>>,
+    /// The TXT of CH `version.bind` and `version.server`; `None`: those are REFUSED.
+    pub version: Option<String>,
 }
 
 /// A GSLB site.

@@ -80,6 +80,13 @@ pub enum RecordData {
         port: u16,
         target: String,
     },
+    /// Any other type (CAA, PTR, NAPTR, SVCB, HTTPS, TLSA, SSHFP, DS, or a type gslbd does not
+    /// know, RFC 3597), kept as its RDATA in wire form, checked and encoded once at load and
+    /// served as it is. None of these types' names is compressed (RFC 3597 §4).
+    Generic {
+        rtype: u16,
+        rdata: Vec<u8>,
+    },
 }
 
 impl RecordData {
@@ -93,12 +100,14 @@ impl RecordData {
             RecordData::Txt(_) => 16,
             RecordData::Aaaa(_) => 28,
             RecordData::Srv { .. } => 33,
+            RecordData::Generic { rtype, .. } => *rtype,
         }
     }
 
-    /// The type's mnemonic, as written in the configuration ("A", "AAAA", …).
-    pub fn type_name(&self) -> &'static str {
-        match self {
+    /// The type's mnemonic, as written in the configuration ("A", "AAAA", …; `TYPE65534` for a
+    /// type without one, RFC 3597 §5).
+    pub fn type_name(&self) -> std::borrow::Cow<'static, str> {
+        let name = match self {
             RecordData::A(_) => "A",
             RecordData::Ns(_) => "NS",
             RecordData::Cname(_) => "CNAME",
@@ -106,7 +115,17 @@ impl RecordData {
             RecordData::Txt(_) => "TXT",
             RecordData::Aaaa(_) => "AAAA",
             RecordData::Srv { .. } => "SRV",
-        }
+            RecordData::Generic { rtype, .. } => return type_label(*rtype),
+        };
+        name.into()
+    }
+}
+
+/// The mnemonic of RR type `code`, `TYPE{code}` when it has none (RFC 3597 §5).
+fn type_label(code: u16) -> std::borrow::Cow<'static, str> {
+    match hickory_proto::rr::RecordType::from(code) {
+        hickory_proto::rr::RecordType::Unknown(_) => format!("TYPE{code}").into(),
+        known => known.to_string().into(),
     }
 }
 

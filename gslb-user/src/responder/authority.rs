@@ -4,6 +4,9 @@
 
 use std::{net::IpAddr, sync::Arc};
 
+use gslb_common::{QTYPE_A, QTYPE_AAAA};
+use hickory_proto::rr::RecordType;
+
 use super::compiled::GslbIndex;
 use super::decisions::{Decisions, EngineData};
 use super::ecs;
@@ -27,6 +30,8 @@ pub(super) struct ConfigData {
     pub(super) ecs_allow: ecs::Allow,
     /// `None`: no domain needs the engine.
     engine: Option<Arc<EngineData>>,
+    /// What this node tells about itself (CH TXT, NSID).
+    pub(super) identity: crate::model::Identity,
 }
 
 impl ConfigData {
@@ -37,6 +42,7 @@ impl ConfigData {
         ConfigData {
             zones: zones_of(model),
             ecs_allow: ecs::Allow::new(model.dns.ecs_allow.as_deref()),
+            identity: model.dns.identity.clone(),
             engine: spec.as_ref().and_then(|s| {
                 let engine = s.engine.clone()?;
                 Some(Arc::new(EngineData::new(s.model(), engine)))
@@ -123,6 +129,10 @@ impl Authority {
     /// client). It may be longer than `source` (RFC 7871 §7.2.1: the subnet was not specific
     /// enough, and the resolver asks again with more bits).
     pub(super) fn scope(&self, name: &str, qtype: u16, client: IpAddr, source: u8) -> Option<u8> {
+        if ![QTYPE_A, QTYPE_AAAA, u16::from(RecordType::ANY)].contains(&qtype) {
+            // The zone's other types at a GSLB name are static.
+            return None;
+        }
         if let Some(d) = &self.decisions
             && let Some(&domain) = d.domains.get(name)
         {

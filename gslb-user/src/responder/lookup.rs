@@ -10,7 +10,7 @@ use hickory_proto::{
     op::{Query, ResponseCode},
     rr::{
         DNSClass, Name, RData, Record, RecordType,
-        rdata::{A, AAAA, CNAME, NS},
+        rdata::{A, AAAA, CNAME, NS, TXT},
     },
 };
 
@@ -21,6 +21,10 @@ use crate::policy::AnswerMode;
 /// CNAME chains longer than this are cut (loops are detected on their own; the configuration
 /// does not rule them out).
 const MAX_CNAME_CHAIN: usize = 8;
+
+/// The CH TXT names that say who answered (RFC 4892), and those that say which version.
+const IDENTITY_NAMES: [&str; 2] = ["id.server", "hostname.bind"];
+const VERSION_NAMES: [&str; 2] = ["version.bind", "version.server"];
 
 /// What the lookup found for the question.
 pub(super) struct Lookup {
@@ -41,6 +45,9 @@ impl Responder {
             additional: Vec::new(),
         };
         let qname = key(question.name());
+        if question.query_class() == DNSClass::CH {
+            return chaos(data, question, &qname);
+        }
         // QCLASS ANY (RFC 1035 §3.2.5) matches our data, all of it class IN; the answer is not
         // authoritative (`Responder::answer`).
         let Some(zone) = matches!(question.query_class(), DNSClass::IN | DNSClass::ANY)
@@ -51,14 +58,20 @@ impl Responder {
             out.authoritative = false;
             return out;
         };
-        if zone.gslb.contains(&qname) && data.gslb_refused {
+        let qtype = question.query_type();
+        // A MEP child answers no GSLB query (spec §6): the GSLB types of a GSLB name, and ANY,
+        // which would carry them. The zone's other types at that name are static, answered as
+        // everywhere.
+        if zone.gslb.contains(&qname)
+            && data.gslb_refused
+            && matches!(qtype, RecordType::A | RecordType::AAAA | RecordType::ANY)
+        {
             out.rcode = ResponseCode::Refused;
             out.authoritative = false;
             return out;
         }
-        let qtype = question.query_type();
 
-        if let Some(cut) = zone.cut_above(&qname) {
+        if let Some(cut) = zone.cut_for(&qname, qtype) {
             // A referral: not ours to answer, the delegated servers are.
             out.authoritative = false;
             referral(zone, cut, &mut out);
@@ -72,7 +85,7 @@ impl Responder {
             let Some(z) = data.config.zones.iter().find(|z| z.contains(&current)) else {
                 return out; // the chain left our zones: the resolver follows it
             };
-            if let Some(cut) = z.cut_above(&current) {
+            if let Some(cut) = z.cut_for(&current, qtype) {
                 // The chain entered a delegation: its servers answer for the target, and the
                 // referral to them follows our CNAMEs (RFC 1034 §4.3.2, step 3b after a
                 // restart; NSD and Knot give it too). The CNAMEs stay authoritative.
@@ -138,15 +151,17 @@ impl Responder {
                 rrs.extend(zone.ns.iter().cloned());
             }
         }
-        if let Some(static_rrs) = zone.records.get(name) {
-            rrs.extend(static_rrs.iter().filter(|r| want(r.record_type())).cloned());
-        }
+        // A GSLB name's addresses before the zone's other types there: the RRset a minimal ANY
+        // answers (below) is then the GSLB answer, as at a GSLB name without static records.
         if zone.gslb.contains(name) {
             for (t, code) in [(RecordType::A, QTYPE_A), (RecordType::AAAA, QTYPE_AAAA)] {
                 if want(t) {
                     rrs.extend(Self::gslb_records(data, name, code, client));
                 }
             }
+        }
+        if let Some(static_rrs) = zone.records.get(name) {
+            rrs.extend(static_rrs.iter().filter(|r| want(r.record_type())).cloned());
         }
         if qtype == RecordType::ANY && !rrs.is_empty() {
             // RFC 8482: a minimal answer to ANY instead of every RRset.
@@ -249,4 +264,45 @@ pub(super) fn address_records(name: &str, ttl: u32, addrs: Vec<IpAddr>) -> Vec<R
             Record::from_rdata(owner.clone(), ttl, rdata)
         })
         .collect()
+}
+
+/// A class CH question: `id.server` and `hostname.bind` are answered with `server.identity`,
+/// `version.bind` and `version.server` with `server.version`, each a TXT of TTL 0 when
+/// configured (other types: no record); everything else, and those when not configured, is
+/// REFUSED, as before they were.
+fn chaos(data: &Authority, question: &Query, qname: &str) -> Lookup {
+    let identity = &data.config.identity;
+    let text = if IDENTITY_NAMES.contains(&qname) {
+        identity.name.as_ref()
+    } else if VERSION_NAMES.contains(&qname) {
+        identity.version.as_ref()
+    } else {
+        None
+    };
+    let Some(text) = text else {
+        return Lookup {
+            rcode: ResponseCode::Refused,
+            authoritative: false,
+            answers: Vec::new(),
+            authority: Vec::new(),
+            additional: Vec::new(),
+        };
+    };
+    let mut answers = Vec::new();
+    if matches!(question.query_type(), RecordType::TXT | RecordType::ANY) {
+        let mut record = Record::from_rdata(
+            question.name().clone(),
+            0,
+            RData::TXT(TXT::new(vec![text.clone()])),
+        );
+        record.dns_class = DNSClass::CH;
+        answers.push(record);
+    }
+    Lookup {
+        rcode: ResponseCode::NoError,
+        authoritative: true,
+        answers,
+        authority: Vec::new(),
+        additional: Vec::new(),
+    }
 }

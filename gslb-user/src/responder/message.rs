@@ -6,7 +6,10 @@
 
 use hickory_proto::{
     op::{Edns, Message, MessageType, OpCode, Query, ResponseCode},
-    rr::{RecordType, rdata::opt::ClientSubnet},
+    rr::{
+        RecordType,
+        rdata::opt::{ClientSubnet, EdnsOption, NSIDPayload},
+    },
     serialize::binary::{BinDecodable, BinDecoder},
 };
 
@@ -50,6 +53,23 @@ pub(super) fn response_to(
         response.set_edns(ours);
     }
     response
+}
+
+/// The NSID option code (RFC 5001).
+const OPTION_NSID: u16 = 3;
+
+/// Gives `response` our NSID option (`nsid`, when configured) if the request (of `shape`)
+/// asks for it with one (RFC 5001 §2.1: the request's option is empty; we do not look at its
+/// data).
+pub(super) fn add_nsid(response: &mut Message, shape: &Shape<'_>, nsid: Option<&[u8]>) {
+    let (Some(nsid), Some(opt), Some(edns)) = (nsid, shape.opt, response.edns.as_mut()) else {
+        return;
+    };
+    if opt.options().any(|(code, _)| code == OPTION_NSID)
+        && let Ok(payload) = NSIDPayload::new(nsid)
+    {
+        edns.options_mut().insert(EdnsOption::NSID(payload));
+    }
 }
 
 /// The request's EDNS Client Subnet option (well formed: [`rejection`] answers the others):

@@ -217,6 +217,7 @@ impl Responder {
         };
         let mut response =
             message::response_to(request, shape, question.clone(), data.edns_udp_size);
+        message::add_nsid(&mut response, shape, data.config.identity.nsid.as_deref());
         let payload = shape.opt.map(|o| o.payload);
         let limit = message::size_limit(transport, payload, data.edns_udp_size);
         match message::rejection(shape, transport) {

@@ -51,7 +51,7 @@ type Slots = [Option<Arc<CompiledEntry>>; 2];
 impl Names {
     /// The entries of `gslb` whose A or AAAA answer is the GSLB answer alone: the name is a
     /// GSLB domain of the zone that holds it, not below a delegation, and not decided per
-    /// query (`decisions`). (The configuration refuses static records at a GSLB name.)
+    /// query (`decisions`). (The configuration refuses static A, AAAA and CNAME records at a GSLB name.)
     pub(super) fn new(zones: &[ZoneData], gslb: &GslbIndex, decisions: Option<&Decisions>) -> Self {
         let mut names: HashMap<Box<[u8]>, Slots, _> = HashMap::default();
         for entry in gslb.entries() {
@@ -582,6 +582,23 @@ mod tests {
             )
             .unwrap();
         assert_eq!(refused[3] & 0x0f, 5, "REFUSED");
+        // ... and ANY there, which would carry the GSLB answer; but the zone's other types at
+        // a GSLB name are static, answered as by a parent.
+        for (qtype, rcode, answers) in [(255, 5, 0), (15, 0, 1), (16, 0, 1)] {
+            let reply = r
+                .respond(
+                    &query("all.example.com", qtype, None),
+                    outside,
+                    Transport::Udp,
+                )
+                .unwrap();
+            assert_eq!(reply[3] & 0x0f, rcode, "qtype {qtype}: RCODE");
+            assert_eq!(
+                u16::from_be_bytes([reply[6], reply[7]]),
+                answers,
+                "qtype {qtype}: answers"
+            );
+        }
 
         // A domain decided per query (source IP hash) is the engine's, never the wire's.
         let hashed = responder_of(&two_services_config("", "method = \"sourceiphash\""));

@@ -5,8 +5,8 @@
 use std::collections::{HashMap, HashSet};
 
 use hickory_proto::rr::{
-    Name, RData, Record,
-    rdata::{A, AAAA, CNAME, MX, NS, SOA, SRV, TXT},
+    Name, RData, Record, RecordType,
+    rdata::{A, AAAA, CNAME, MX, NS, NULL, SOA, SRV, TXT},
 };
 
 use crate::model::{Model, RecordData, Zone};
@@ -82,6 +82,16 @@ impl ZoneData {
                     port,
                     target,
                 } => RData::SRV(SRV::new(*priority, *weight, *port, name(target))),
+                // Served as the bytes checked at load (RFC 3597 §4: no name in them is
+                // compressed).
+                RecordData::Generic { rtype, rdata } => RData::Unknown {
+                    code: RecordType::from(*rtype),
+                    rdata: if rdata.is_empty() {
+                        NULL::new()
+                    } else {
+                        NULL::with(rdata.clone())
+                    },
+                },
             };
             records
                 .entry(r.name.clone())
@@ -130,6 +140,14 @@ impl ZoneData {
     }
 
     /// The delegation point at or above `qname`, if any.
+    /// The delegation that answers for (`qname`, `qtype`): the one at or above `qname`
+    /// ([`ZoneData::cut_above`]), except for DS at the cut itself, which the parent's side
+    /// holds and answers (RFC 4035 §3.1.4.1, RFC 4034 §5).
+    pub(super) fn cut_for(&self, qname: &str, qtype: RecordType) -> Option<&str> {
+        self.cut_above(qname)
+            .filter(|&cut| !(qtype == RecordType::DS && cut == qname))
+    }
+
     pub(super) fn cut_above(&self, qname: &str) -> Option<&str> {
         let mut n = qname;
         while n != self.apex {

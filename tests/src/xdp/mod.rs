@@ -77,6 +77,26 @@ prefixes = ["198.51.100.0/24", "2001:db8:1::/48"]
 name = "example.com"
 ns = ["ns.example.net"]
 soa.rname = "hostmaster.example.com"
+  # Beside the GSLB domain all.example.com: the fast path answers its A and AAAA, and passes
+  # the other types to the responder.
+  [[zone.record]]
+  name = "all"
+  type = "TXT"
+  value = "v=spf1 -all"
+
+# A GSLB apex beside its zone's SOA, NS, MX and TXT.
+[[zone]]
+name = "example.org"
+ns = ["ns.example.net"]
+soa.rname = "hostmaster.example.org"
+  [[zone.record]]
+  name = "@"
+  type = "MX"
+  value = "10 mail.example.net."
+  [[zone.record]]
+  name = "@"
+  type = "TXT"
+  value = "org"
 
 [[zone]]
 name = "LONGEST_ZONE"
@@ -158,6 +178,12 @@ name = "all.example.com"
 ttl = 60
 answer = "all"
 services = ["all-1", "all-2", "all-3", "all-6a", "all-6b"]
+
+[[gslb_domain]]
+name = "example.org"
+ttl = 60
+answer = "all"
+services = ["all-1", "all-6a"]
 
 # Answers for view v1 only in A: a default-view client has no A answer here.
 [[service]]

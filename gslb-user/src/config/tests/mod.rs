@@ -53,6 +53,7 @@ fn server(listen: &[&str]) -> Server {
         user: None,
         state_file: "/var/lib/gslb/admin-state".into(),
         socket_affinity: false,
+        identity: crate::model::Identity::default(),
     }
 }
 

@@ -25,8 +25,23 @@ fn rejected_records_sites_services_domains() {
     let cases: Vec<(String, &str)> = vec![
         // ---- [[zone.record]] ----
         (
-            record("name = \"x\"\ntype = \"PTR\" #<\nvalue = \"x\""),
-            "record x.example.com: unknown type \"PTR\" (supported: A, AAAA, CNAME, TXT, MX, NS, SRV)",
+            record("name = \"x\"\ntype = \"HINFO\" #<\nvalue = \"x\""),
+            "record x.example.com: unknown type \"HINFO\" (supported: A, AAAA, CNAME, TXT, MX, NS, SRV, CAA, PTR, NAPTR, SVCB, HTTPS, TLSA, SSHFP, DS, and TYPEnnn with RFC 3597 data)",
+        ),
+        (
+            record("name = \"x\"\ntype = \"CAA\"\nvalue = \"0 issue\" #<"),
+            "record x.example.com CAA: not CAA data",
+        ),
+        (
+            record(&format!(
+                "name = \"x\" #<\ntype = \"DS\"\nvalue = \"1 13 2 {}\"",
+                "00".repeat(32)
+            )),
+            "record x.example.com DS: a DS record belongs at a delegation",
+        ),
+        (
+            record("name = \"x\"\ntype = \"TYPE65534\"\nvalue = \"10.0.0.1\" #<"),
+            "record x.example.com TYPE65534: TYPE65534 is a type gslbd does not know: write its data as RFC 3597",
         ),
         (
             record("name = \"@\"\ntype = \"soa\" #<\nvalue = \"x\""),
@@ -318,10 +333,18 @@ fn rejected_records_sites_services_domains() {
         ),
         (
             format!(
-                "{SERVER}{ZONE}[[zone.record]]\nname = \"www\"\ntype = \"TXT\"\nvalue = \"t\"\n{SITE}{SERVICES}\
+                "{SERVER}{ZONE}[[zone.record]]\nname = \"www\"\ntype = \"TXT\"\nvalue = \"t\"\n\
+                 [[zone.record]]\nname = \"www\"\ntype = \"AAAA\"\nvalue = \"2001:db8::1\"\n{SITE}{SERVICES}\
                  [[gslb_domain]]\nname = \"www.example.com\" #<\nservices = [\"web1\"]"
             ),
-            "zone \"example.com\" has a static record of this name (line 8); a name is either static or GSLB",
+            "zone \"example.com\" has a static AAAA record of this name (line 12); the GSLB domain answers A and AAAA at its name (other types may be static)",
+        ),
+        (
+            format!(
+                "{SERVER}{ZONE}[[zone.record]]\nname = \"www\"\ntype = \"CNAME\"\nvalue = \"web\"\n{SITE}{SERVICES}\
+                 [[gslb_domain]]\nname = \"www.example.com\" #<\nservices = [\"web1\"]"
+            ),
+            "zone \"example.com\" has a CNAME of this name (line 8); a CNAME must be the only record at its name",
         ),
         (
             format!(

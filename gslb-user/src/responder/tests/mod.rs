@@ -18,6 +18,7 @@ use hickory_proto::{
 use super::*;
 
 mod hostile;
+mod identity;
 
 fn responder() -> Responder {
     let config = Config::parse(&responder_config(), Path::new("responder.toml"))
@@ -324,6 +325,55 @@ fn cases() -> Vec<Case> {
             "static TXT",
             q("txt.example.com", TXT),
             noerror(&["txt.example.com. 3600 TXT hello"]),
+        ),
+        // Static records beside GSLB names (issue 29): the GSLB domain answers A and AAAA, the
+        // zone every other type at its name.
+        case(
+            "static TXT beside a GSLB name",
+            q("all.example.com", TXT),
+            noerror(&["all.example.com. 3600 TXT v=spf1 -all"]),
+        ),
+        case(
+            "static MX beside a GSLB name, the exchange's address in additional",
+            q("all.example.com", MX),
+            noerror(&["all.example.com. 3600 MX 10 mail.example.com."])
+                .additional(&["mail.example.com. 300 A 192.0.2.25"]),
+        ),
+        case(
+            "NODATA beside a GSLB name: a type neither has",
+            q("all.example.com", SRV),
+            nodata(),
+        ),
+        case(
+            "GSLB apex: A from its services",
+            q("example.org", A),
+            noerror(&[
+                "example.org. 30 A 203.0.113.21",
+                "example.org. 30 A 203.0.113.22",
+            ]),
+        ),
+        case(
+            "GSLB apex: MX from the zone",
+            q("example.org", MX),
+            noerror(&["example.org. 30 MX 10 mail.example.com."])
+                .additional(&["mail.example.com. 300 A 192.0.2.25"]),
+        ),
+        case(
+            "GSLB apex: TXT from the zone",
+            q("example.org", TXT),
+            noerror(&["example.org. 30 TXT org"]),
+        ),
+        case(
+            "GSLB apex: SOA from the zone",
+            q("example.org", SOA),
+            noerror(&[
+                "example.org. 30 SOA ns1.example.com. hostmaster.example.org. 1 3600 600 604800 300",
+            ]),
+        ),
+        case(
+            "GSLB apex without IPv6 services: NODATA with its zone's SOA",
+            q("example.org", AAAA),
+            reply(NoError).authority(&[SOA_ORG_NEG]),
         ),
         case(
             "static MX at the apex, the exchange's address in additional (RFC 1035 §3.3.9)",

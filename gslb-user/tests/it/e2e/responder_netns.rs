@@ -219,6 +219,69 @@ fn cases() -> Vec<Case> {
                 ..ok(&["example.com. 3600 MX 10 mail.example.com."])
             },
         ),
+        // The other record types (issue 29), as dig shows them (hex in groups of 56 digits).
+        case(
+            "static CAA",
+            V4,
+            &["example.com", "CAA"],
+            ok(&["example.com. 3600 CAA 0 issue \"letsencrypt.org\""]),
+        ),
+        case(
+            "static PTR",
+            V4,
+            &["ptr.example.com", "PTR"],
+            ok(&["ptr.example.com. 3600 PTR host.dept.example.com."]),
+        ),
+        case(
+            "static NAPTR",
+            V4,
+            &["naptr.example.com", "NAPTR"],
+            ok(&[
+                "naptr.example.com. 3600 NAPTR 100 10 \"S\" \"SIP+D2U\" \"\" _sip._udp.example.com.",
+            ]),
+        ),
+        case(
+            "static SVCB",
+            V4,
+            &["svc.example.com", "SVCB"],
+            ok(&["svc.example.com. 3600 SVCB 1 svc.example.net. alpn=\"h2\" port=8443"]),
+        ),
+        case(
+            "static HTTPS beside a GSLB apex",
+            V4,
+            &["example.org", "HTTPS"],
+            ok(&["example.org. 30 HTTPS 1 . alpn=\"h2\""]),
+        ),
+        case(
+            "static TLSA",
+            V4,
+            &["_443._tcp.host.dept.example.com", "TLSA"],
+            ok(&[
+                "_443._tcp.host.dept.example.com. 3600 TLSA 3 1 1 0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF01234567 89ABCDEF",
+            ]),
+        ),
+        case(
+            "static SSHFP",
+            V4,
+            &["host.dept.example.com", "SSHFP"],
+            ok(&[
+                "host.dept.example.com. 3600 SSHFP 4 2 0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF01234567 89ABCDEF",
+            ]),
+        ),
+        case(
+            "DS at a delegation, answered by the parent",
+            V4,
+            &["lab.example.com", "DS"],
+            ok(&[
+                "lab.example.com. 3600 DS 12345 13 2 0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF01234567 89ABCDEF",
+            ]),
+        ),
+        case(
+            "a type gslbd does not know (RFC 3597)",
+            V4,
+            &["unknown.example.com", "TYPE65534"],
+            ok(&["unknown.example.com. 3600 TYPE65534 \\# 4 0A000001"]),
+        ),
         case(
             "static SRV, with the target's address",
             V4,

@@ -356,12 +356,16 @@ async fn a_child_refuses_gslb_names_serves_static_data_and_reports_to_its_parent
     std::fs::write(&path, child_config(dns, p1_mep, c1_mep, backend.port())).unwrap();
     let gslbd = Gslbd::start_bound(&path, sockets, None, WAIT).await;
 
-    // GSLB names: REFUSED, not authoritative, whatever the type; static data as ever.
-    for rtype in [RecordType::A, RecordType::AAAA, RecordType::TXT] {
+    // GSLB names: REFUSED, not authoritative, for the GSLB types and ANY; static data as
+    // ever, also the other types at a GSLB name (here none: NODATA).
+    for rtype in [RecordType::A, RecordType::AAAA, RecordType::ANY] {
         let m = ask(dns, "www.example.com.", rtype).await;
         assert_eq!(m.response_code, ResponseCode::Refused, "{rtype}: {m:?}");
         assert!(!m.authoritative && m.answers.is_empty(), "{m:?}");
     }
+    let txt = ask(dns, "www.example.com.", RecordType::TXT).await;
+    assert_eq!(txt.response_code, ResponseCode::NoError, "{txt:?}");
+    assert!(txt.authoritative && txt.answers.is_empty(), "{txt:?}");
     let ns1 = ask(dns, "ns1.example.com.", RecordType::A).await;
     assert_eq!(
         (ns1.response_code, addrs(&ns1)),
@@ -496,18 +500,15 @@ fn the_responder_refuses_gslb_names_only_in_a_childs_snapshot() {
         ..Inputs::default()
     };
     responder.replace(&Snapshot::compile(&config, &child));
-    for rtype in [
-        RecordType::A,
-        RecordType::AAAA,
-        RecordType::ANY,
-        RecordType::TXT,
-    ] {
+    for rtype in [RecordType::A, RecordType::AAAA, RecordType::ANY] {
         assert_eq!(
             rcode(www, rtype),
             (ResponseCode::Refused, vec![]),
             "{rtype}"
         );
     }
+    // The other types at a GSLB name are the zone's static data (here none: NODATA).
+    assert_eq!(rcode(www, RecordType::TXT), (ResponseCode::NoError, vec![]));
     assert_eq!(
         rcode("WWW.Example.COM.", RecordType::A).0,
         ResponseCode::Refused,

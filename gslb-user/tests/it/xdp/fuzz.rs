@@ -106,6 +106,8 @@ fn differential(text: &str, frames: u64, allow_list: bool) {
             V1_ONLY.into(),
             longest_name(),
             "example.com".into(),
+            // A GSLB apex with static records beside it.
+            "example.org".into(),
         ],
         servers: vec![IpAddr::V4(SERVER_V4), IpAddr::V6(SERVER_V6)],
         clients: vec![

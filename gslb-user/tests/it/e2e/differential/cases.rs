@@ -346,6 +346,22 @@ pub(super) fn all() -> Vec<Case> {
         false,
     );
     add("gslb", Query::new("all.example.com", A), true);
+    // Static records beside GSLB names: all.example.com's TXT and MX, the GSLB apex
+    // example.org's A, SOA, NS, MX and TXT (NSD and Knot serve the GSLB answer as static A
+    // records at the same names).
+    add("gslb-sibling-txt", Query::new("all.example.com", TXT), true);
+    add("gslb-sibling-mx", Query::new("all.example.com", 15), false);
+    add(
+        "gslb-sibling-nodata",
+        Query::new("all.example.com", 33),
+        false,
+    );
+    add("gslb-apex-a", Query::new("example.org", A), true);
+    add("gslb-apex-aaaa", Query::new("example.org", AAAA), false);
+    add("gslb-apex-soa", Query::new("example.org", SOA), false);
+    add("gslb-apex-ns", Query::new("example.org", NS), false);
+    add("gslb-apex-mx", Query::new("example.org", 15), false);
+    add("gslb-apex-txt", Query::new("example.org", TXT), false);
     // CNAME chains: to a GSLB name's missing type, into another zone, to nothing, in a
     // loop, into a delegation.
     add("cname-chain", Query::new("chain.example.com", TXT), false);
@@ -368,6 +384,35 @@ pub(super) fn all() -> Vec<Case> {
     add("cname-out", Query::new("cdn.example.com", A), false);
     add("srv", Query::new("_sip._tcp.example.com", 33), false);
     add("mx", Query::new("example.com", 15), false);
+    // The other record types (issue 29), written as zone files give them to NSD and Knot.
+    add("caa", Query::new("example.com", 257), true);
+    add("ptr", Query::new("ptr.example.com", 12), false);
+    add("naptr", Query::new("naptr.example.com", 35), false);
+    add("svcb", Query::new("svc.example.com", 64), false);
+    add("https-gslb-apex", Query::new("example.org", 65), true);
+    add(
+        "tlsa",
+        Query::new("_443._tcp.host.dept.example.com", 52),
+        false,
+    );
+    add("sshfp", Query::new("host.dept.example.com", 44), false);
+    add("ds-at-delegation", Query::new("lab.example.com", 43), true);
+    add(
+        "ds-below-delegation",
+        Query::new("x.lab.example.com", 43),
+        false,
+    );
+    add("ds-nodata", Query::new("ns1.example.com", 43), false);
+    add(
+        "type-unknown",
+        Query::new("unknown.example.com", 65534),
+        false,
+    );
+    add(
+        "type-unknown-nodata",
+        Query::new("txt.example.com", 65534),
+        false,
+    );
     add("ns", Query::new("example.com", NS), false);
     add("referral", Query::new("host.lab.example.com", A), false);
     add("not-ours", Query::new("www.example.net", A), false);

@@ -139,7 +139,11 @@ const ALLOWED: &[(&[&str], Allowed)] = &[
         &["opt-in-authority", "two-opts"],
         Allowed::Follows(Peer::Nsd),
     ),
-    (&["mx", "srv"], Allowed::Follows(Peer::Knot)),
+    (
+        &["mx", "srv", "gslb-sibling-mx"],
+        Allowed::Follows(Peer::Knot),
+    ),
+    (&["gslb-apex-ns", "gslb-apex-mx"], Allowed::Own(NOERROR)),
     (&["cname-other-zone"], Allowed::Follows(Peer::Nsd)),
 ];
 

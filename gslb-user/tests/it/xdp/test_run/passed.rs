@@ -190,6 +190,23 @@ fn passes_ecs_it_cannot_answer_exactly() {
     assert_messages_passed(&dp, &cases);
 }
 
+/// A query that asks for the server's identity (NSID, RFC 5001) goes to the responder, which
+/// answers it beside the answer when `server.identity` is set; alone, after an ECS option, or
+/// with one.
+#[test]
+fn passes_queries_that_ask_for_the_nsid() {
+    let Some(dp) = dataplane() else { return };
+    let query = |options: Vec<EdnsOption>| wire(&with_options(options));
+    let nsid = || EdnsOption::Unknown(3, vec![]);
+    #[rustfmt::skip]
+    let cases = [
+        ("NSID", query(vec![nsid()]), Counter::Nsid),
+        ("NSID after ECS", query(vec![ecs_subnet("198.51.100.0/24"), nsid()]), Counter::Nsid),
+        ("NSID with data", query(vec![EdnsOption::Unknown(3, vec![1, 2])]), Counter::Nsid),
+    ];
+    assert_messages_passed(&dp, &cases);
+}
+
 /// With `server.ecs_allow`, the program holds the list (`ECS_ALLOW`): a listed resolver's
 /// subnet is answered from its view with the scope echoed, anyone else's option is ignored (its
 /// own view, no option echoed), and malformed ones stay `ecs_invalid` (xdp_ecs_allow.rs has
