@@ -102,19 +102,20 @@ fn generic_form(text: &str) -> Result<Vec<u8>, String> {
 
 /// Hex digits (either case) as bytes.
 fn hex(digits: &str) -> Result<Vec<u8>, String> {
-    if !digits.len().is_multiple_of(2) {
-        return Err(format!("{} hex digits: an odd number", digits.len()));
-    }
-    digits
-        .as_bytes()
-        .chunks(2)
-        .map(|pair| {
-            std::str::from_utf8(pair)
-                .ok()
-                .and_then(|p| u8::from_str_radix(p, 16).ok())
-                .ok_or_else(|| format!("{:?} is not hex", String::from_utf8_lossy(pair)))
+    data_encoding::HEXLOWER_PERMISSIVE
+        .decode(digits.as_bytes())
+        .map_err(|e| match e.kind {
+            data_encoding::DecodeKind::Length => {
+                format!("{} hex digits: an odd number", digits.len())
+            }
+            _ => format!(
+                "{:?} is not hex",
+                digits
+                    .get(e.position..)
+                    .and_then(|d| d.chars().next())
+                    .unwrap_or('?')
+            ),
         })
-        .collect()
 }
 
 /// DS (RFC 4034 §5.3): key tag, algorithm, digest type, digest in hex (may be split).

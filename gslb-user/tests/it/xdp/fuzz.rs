@@ -65,7 +65,10 @@ fn xdp_replies_agree_with_the_responder() {
     if !privileged() {
         return;
     }
-    differential(&config_text(), env_or("GSLB_FUZZ_FRAMES", 200_000), false);
+    // With an identity, so that a query asking for NSID is answered with it by the responder:
+    // the program must pass those (it does not carry the option).
+    let text = config_text().replacen("[server]\n", "[server]\nidentity = \"xdp-fuzz\"\n", 1);
+    differential(&text, env_or("GSLB_FUZZ_FRAMES", 200_000), false);
 }
 
 /// The same under `server.ecs_allow`: the population's clients are on both sides of the list
@@ -226,6 +229,13 @@ fn differential(text: &str, frames: u64, allow_list: bool) {
         assert_eq!(ecs_ignored_tx, 0, "ECS ignored without a list");
     }
     assert!(reasons.len() >= 15 || frames < 10_000, "{reasons:?}");
+    // NSID requests reach the program (and are passed: the responder's reply carries the
+    // identity in the plain run, which no reply of the program does).
+    let nsid = reasons.get("nsid").copied().unwrap_or(0);
+    assert!(
+        nsid > frames / 1000 || frames < 10_000,
+        "{nsid} NSID passes"
+    );
 }
 
 /// The hit counters rose by the replies and the pass counters by the passes.

@@ -268,12 +268,14 @@ fn valid_subnet(r: &mut Rng) -> Vec<u8> {
     data
 }
 
-/// An EDNS option: a cookie, padding or a valid ECS (answered), or, in a hostile message,
-/// invalid ECS variants and unknown codes.
+/// An EDNS option: a cookie, padding or a valid ECS (answered), an NSID request (passed: the
+/// responder answers with the node's identity), or, in a hostile message, invalid ECS variants
+/// and unknown codes.
 fn option(r: &mut Rng, hostile: bool) -> Vec<u8> {
     let (code, data): (u16, Vec<u8>) = match r.below(if hostile { 11 } else { 6 }) {
         0 | 1 => (10, (0..8).map(|_| r.byte()).collect()),
         2 => (10, (0..24).map(|_| r.byte()).collect()),
+        3 if r.one_in(2) => (3, Vec::new()),
         3 => (12, vec![0; r.below(40)]),
         4 | 5 => (8, valid_subnet(r)),
         // ECS: IPv4 /24, IPv6 /56, with surplus address bytes, family 3, scope set.
