@@ -30,11 +30,14 @@
 //! - the same through gslbd's own path: a peer's new reading for one entry into the prober's
 //!   RTT table, `World::snapshot` (the changed row patched and named) and the publish
 //!   (`scale_rtt_change_daemon_total`); interleaved, with the whole table read and every row
-//!   compared (`scale_rtt_change_daemon_total_full_read`).
+//!   compared (`scale_rtt_change_daemon_total_full_read`);
+//! - wide domains, 100 over the same 256 services of each family (`scale_wide.rs`): the full
+//!   compile, its map memory, a flip's compile.
 
 #[path = "../gslb-user/tests/it/common/mod.rs"]
 mod common;
 mod rng;
+mod scale_wide;
 
 use std::{
     fmt::Write as _,
@@ -416,6 +419,8 @@ fn main() {
     }
     drop(compiler);
     rtt_change_daemon(&config, &db, &rows, dataplane.as_mut());
+    drop((dataplane, config));
+    scale_wide::run(&db, &rows);
 }
 
 /// The daemon's own path of an RTT change: a prober's RTT table ([`gslb_user::probe::RttHandle`])

@@ -135,6 +135,33 @@ ns = ["ns1.example.com", "ns2.example.net"]
   name = "ptr"
   type = "PTR"
   value = "host.dept"
+  # Wildcards (RFC 4592 §2.2.1's example, under wild.example.com): synthesised at any name
+  # below wild.example.com but host, and below it; a wildcard CNAME.
+  [[zone.record]]
+  name = "*.wild"
+  type = "TXT"
+  value = "this is a wildcard"
+  [[zone.record]]
+  name = "*.wild"
+  type = "MX"
+  value = "10 host.wild"
+  [[zone.record]]
+  name = "host.wild"
+  type = "A"
+  value = "192.0.2.61"
+  [[zone.record]]
+  name = "_ssh._tcp.host.wild"
+  type = "SRV"
+  value = "0 0 22 host.wild"
+  [[zone.record]]
+  name = "*.cw"
+  type = "CNAME"
+  value = "host.wild"
+  # Beside the wildcard GSLB domain *.gw.example.com: its zone's other types.
+  [[zone.record]]
+  name = "*.gw"
+  type = "TXT"
+  value = "gslb wildcard"
   [[zone.record]]
   name = "naptr"
   type = "NAPTR"
@@ -248,6 +275,17 @@ name = "all.example.com"
 ttl = 20
 answer = "all"
 services = ["app-1", "app-2", "app-3", "app-4", "app-5", "app-6", "app-7", "app-8"]
+
+# A wildcard GSLB domain: every name below gw.example.com answered from its services, the
+# owner the name asked.
+[[gslb_domain]]
+name = "*.gw.example.com"
+ttl = 40
+answer = "all"
+services = ["app-3", "app-4"]
+  [[gslb_domain.view]]
+  view = "host"
+  services = ["host-web"]
 
 # A GSLB apex: A from its services, SOA, NS, MX and TXT from the zone.
 [[gslb_domain]]

@@ -65,6 +65,7 @@ mod spec;
 mod tests;
 mod views;
 
+use std::borrow::Cow;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -171,11 +172,32 @@ pub struct DomainEntry {
 pub struct Answer {
     pub ttl: u32,
     pub mode: AnswerMode,
+    /// The domain's `max_answers`: the most addresses one answer carries ([`Answer::carried`]).
+    pub max_answers: u16,
     /// All of one family, matching the entry's qtype, in rotation order (an address repeats
     /// in proportion to its weight under the ratio method). Empty: NODATA for this view, though
-    /// the default view has addresses. More than [`gslb_common::MAX_ADDRS`]: the fast path
-    /// leaves the query to the responder.
+    /// the default view has addresses. More than [`gslb_common::MAX_ADDRS`], or a window the
+    /// fast path does not rotate ([`Answer::fast`]): it leaves the query to the responder.
     pub addrs: Vec<IpAddr>,
+}
+
+impl Answer {
+    /// The addresses answer number `turn()` carries ([`crate::policy::carried`]); `turn` is
+    /// only taken when not every address goes.
+    pub fn carried(&self, turn: impl FnOnce() -> usize) -> Cow<'_, [IpAddr]> {
+        crate::policy::carried(&self.addrs, self.mode, self.max_answers, turn)
+    }
+
+    /// Whether the fast path gives what [`Answer::carried`] gives: every address of a set it
+    /// holds, or one of them in turn.
+    pub fn fast(&self) -> bool {
+        let n = self.addrs.len();
+        n <= gslb_common::MAX_ADDRS
+            && match self.mode {
+                AnswerMode::All => n <= usize::from(self.max_answers),
+                AnswerMode::Rotate => self.max_answers == 1 || n == 1,
+            }
+    }
 }
 
 /// Everything besides the configuration that the answers depend on.

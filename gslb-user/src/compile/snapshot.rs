@@ -266,26 +266,32 @@ impl Job<'_> {
         let asked = &self.model.domains[answering];
         let services = engine.members(answering);
         let ip = |pos: u32| engine.service(services[pos as usize]).ip;
-        let (mode, addrs): (AnswerMode, Vec<IpAddr>) = match outcome.fallback {
+        // The answer mode and its cap come from the domain whose addresses go: the answering
+        // domain's services, or the asked domain's backup addresses.
+        let (mode, max_answers, addrs): (AnswerMode, u16, Vec<IpAddr>) = match outcome.fallback {
             Some(Fallback::Empty) => return None,
             Some(Fallback::BackupIp) => {
                 let asked = &self.model.domains[d];
                 (
                     asked.answer,
+                    asked.max_answers,
                     asked.backup_ip.iter().copied().filter(family).collect(),
                 )
             }
             None => match &outcome.pick {
                 OutcomePick::All => (
                     AnswerMode::All,
+                    asked.max_answers,
                     distinct(outcome.positions.iter().map(|&p| ip(p)).filter(family)),
                 ),
                 OutcomePick::Rotate(weights) if weights.is_empty() => (
                     AnswerMode::Rotate,
+                    asked.max_answers,
                     distinct(outcome.positions.iter().map(|&p| ip(p)).filter(family)),
                 ),
                 OutcomePick::Rotate(weights) => (
                     AnswerMode::Rotate,
+                    asked.max_answers,
                     outcome
                         .positions
                         .iter()
@@ -299,6 +305,7 @@ impl Job<'_> {
         (!addrs.is_empty()).then_some(Answer {
             ttl: asked.ttl,
             mode,
+            max_answers,
             addrs,
         })
     }
@@ -325,6 +332,7 @@ impl Job<'_> {
             (!addrs.is_empty()).then_some(Answer {
                 ttl: domain.ttl,
                 mode: domain.answer,
+                max_answers: domain.max_answers,
                 addrs,
             })
         };
@@ -346,6 +354,7 @@ impl Job<'_> {
         (configured && domain.down == Fallback::BackupIp && !backup.is_empty()).then_some(Answer {
             ttl: domain.ttl,
             mode: domain.answer,
+            max_answers: domain.max_answers,
             addrs: backup,
         })
     }
@@ -368,6 +377,7 @@ fn empty(base: Option<&Answer>, model: &Model, d: usize) -> Answer {
     Answer {
         ttl: base.map_or(domain.ttl, |b| b.ttl),
         mode: domain.answer,
+        max_answers: domain.max_answers,
         addrs: Vec::new(),
     }
 }

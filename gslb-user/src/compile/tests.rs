@@ -108,9 +108,11 @@ fn views_and_answers_are_numbered_and_split_by_family() {
         ]
     );
     let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+    // The configuration's default max_answers: 8 with answer = "all", else 1.
     let answer = |ttl, mode, addrs: &[&str]| Answer {
         ttl,
         mode,
+        max_answers: if mode == AnswerMode::All { 8 } else { 1 },
         addrs: addrs.iter().map(|a| ip(a)).collect(),
     };
     let all = |addrs: &[&str]| answer(60, AnswerMode::All, addrs);

@@ -9,16 +9,20 @@ use toml::Spanned;
 
 use super::MAX_ADDRS;
 use super::error::ConfigError;
-use super::lb::{RawLb, RawMask, RawPersistence};
-use super::names::{Names, Seen, domain_name, family};
+use super::lb::{LbSettings, RawLb, RawMask, RawPersistence};
+use super::names::{Names, Seen, domain_name, family, wildcard_or};
 use super::service::Service;
 use super::topology::TopologyRecordConfig;
 use super::validate::{Int, List, Str, Validator};
 use super::view::{DEFAULT_VIEW, View};
 use super::zone::{Zone, ZoneFacts};
+use crate::model::MAX_ANSWERS;
 use crate::policy::{AnswerMode, DownResponse, Method, Persistence, SourceMask};
 
 const DEFAULT_GSLB_TTL: u32 = 30;
+/// `max_answers` with `answer = "all"` when not set: the fast path's answer set, so that every
+/// service goes in every answer as long as the fast path can give them.
+const DEFAULT_MAX_ANSWERS_ALL: u16 = MAX_ADDRS as u16;
 
 /// `[[gslb_domain]]`: a name answered from GSLB services.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,8 +33,12 @@ pub struct GslbDomain {
     pub name: String,
     pub ttl: u32,
     pub answer: AnswerMode,
+    /// The most addresses one answer carries, 1..=[`MAX_ANSWERS`]; default 1, or
+    /// [`MAX_ADDRS`] with `answer = "all"`. Over 1 only where it can act: not with persistence
+    /// or a chain that is global availability alone.
+    pub max_answers: u16,
     /// Services answered to clients in no view (the default view), in order; non-empty, no
-    /// duplicates, each exists, at most [`MAX_ADDRS`] per address family.
+    /// duplicates, each exists; any number of them.
     pub services: Vec<String>,
     /// Answered when every service is down; no duplicates, at most [`MAX_ADDRS`] per family.
     pub backup_ip: Vec<IpAddr>,
@@ -74,6 +82,7 @@ pub(super) struct RawGslbDomain {
     pub(super) ttl: Option<Int>,
     #[serde(default)]
     pub(super) answer: AnswerMode,
+    pub(super) max_answers: Option<Int>,
     pub(super) services: List,
     pub(super) backup_ip: Option<List>,
     pub(super) down_response: Option<Spanned<DownResponse>>,
@@ -114,7 +123,9 @@ impl Validator<'_> {
         // (domain index, written backup_domain) for the checks once every domain is known.
         let mut backups: Vec<(usize, Str)> = Vec::new();
         for rd in raw {
-            let name = self.dns_name(&rd.name, "gslb_domain name", domain_name)?;
+            let name = self.dns_name(&rd.name, "gslb_domain name", |n| {
+                wildcard_or(n, domain_name)
+            })?;
             let owner = format!("gslb_domain {name:?}");
             let err = |reason: String| self.error(rd.name.span(), format!("{owner}: {reason}"));
             if let Some(first) = names.first(name.clone(), self.line(rd.name.span())) {
@@ -233,6 +244,7 @@ impl Validator<'_> {
                     ),
                 ));
             }
+            let max_answers = self.max_answers(&owner, rd.answer, rd.max_answers, &lb)?;
             if let Some(b) = rd.backup_domain {
                 backups.push((domains.len(), b));
             }
@@ -240,6 +252,7 @@ impl Validator<'_> {
                 name,
                 ttl,
                 answer: rd.answer,
+                max_answers,
                 services: bound,
                 backup_ip,
                 down_response,
@@ -376,6 +389,44 @@ impl Validator<'_> {
         Ok((backup_ip, response))
     }
 
+    /// `max_answers`, refused where it could never carry more than one address: persistence
+    /// keeps a client on one service, and global availability alone picks one.
+    fn max_answers(
+        &self,
+        owner: &str,
+        answer: AnswerMode,
+        raw: Option<Int>,
+        lb: &LbSettings,
+    ) -> Result<u16, ConfigError> {
+        let default = match answer {
+            AnswerMode::Rotate => 1,
+            AnswerMode::All => DEFAULT_MAX_ANSWERS_ALL,
+        };
+        let range = 1..=i64::from(MAX_ANSWERS);
+        let span = raw.as_ref().map(Int::span);
+        let max = self.int(owner, "max_answers", raw, range, default)?;
+        let Some(span) = span.filter(|_| max > 1) else {
+            return Ok(max);
+        };
+        let why = if lb.persistence.is_some() {
+            Some("persistence keeps a client on one service".to_string())
+        } else if lb.method == Method::GlobalAvailability
+            && lb.alternate.is_none()
+            && lb.fallback.is_none()
+        {
+            Some("globalavailability alone answers the first available service only".to_string())
+        } else {
+            None
+        };
+        match why {
+            Some(why) => Err(self.error(
+                span,
+                format!("{owner}: max_answers {max} never acts: {why}; leave it at 1"),
+            )),
+            None => Ok(max),
+        }
+    }
+
     /// The services bound to a GSLB domain (or one of its views).
     fn bound_services(
         &self,
@@ -391,28 +442,16 @@ impl Validator<'_> {
             ));
         }
         let mut seen = Seen::new();
-        let mut per_family = [0; 2];
         let mut out = Vec::new();
         for s in raw.into_inner() {
             let name = s.get_ref();
             let err = |reason: String| self.error(s.span(), format!("{owner}: {reason}"));
-            let Some(service) = by_name.get(name.as_str()) else {
+            if !by_name.contains_key(name.as_str()) {
                 return Err(err(names.unknown(name)));
-            };
+            }
             if let Some(first) = seen.first(name.clone(), self.line(s.span())) {
                 return Err(err(format!(
                     "service {name:?} listed twice (first on line {first})"
-                )));
-            }
-            let ip = service.answer_ip();
-            let count = &mut per_family[usize::from(ip.is_ipv6())];
-            *count += 1;
-            if *count > MAX_ADDRS {
-                return Err(err(format!(
-                    "service {name:?} is the {}th {} service; at most {MAX_ADDRS} per address \
-                     family (the fast path's answer limit)",
-                    *count,
-                    family(ip)
                 )));
             }
             out.push(s.into_inner());

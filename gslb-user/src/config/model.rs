@@ -90,6 +90,7 @@ impl Config {
                     name: d.name.clone(),
                     ttl: d.ttl,
                     answer: d.answer,
+                    max_answers: d.max_answers,
                     services: services_of(&d.services),
                     views: d
                         .views

@@ -82,7 +82,11 @@ pub(super) fn domain_name(raw: &str) -> Result<String, String> {
             return Err("empty label".into());
         }
         if label == "*" {
-            return Err("wildcard names are not supported".into());
+            return Err(
+                "'*' is a wildcard (RFC 4592) only as the leftmost label of a record's owner or \
+                 a gslb_domain's name"
+                    .into(),
+            );
         }
         // RFC 952/1123 host names; the responder's names (hickory's) refuse it too.
         if label.starts_with('-') {
@@ -108,6 +112,18 @@ pub(super) fn domain_name(raw: &str) -> Result<String, String> {
         return Err(format!("{wire_len} bytes in wire format, at most 255"));
     }
     Ok(name.to_ascii_lowercase())
+}
+
+/// A name `check` accepts, or a wildcard (RFC 4592): `*` as the leftmost label of one.
+pub(super) fn wildcard_or(
+    raw: &str,
+    check: impl Fn(&str) -> Result<String, String>,
+) -> Result<String, String> {
+    match raw.strip_prefix("*.") {
+        // Checked with a one-byte label in the wildcard's place: the same length in wire form.
+        Some(rest) => Ok(format!("*{}", &check(&format!("x.{rest}"))?[1..])),
+        None => check(raw),
+    }
 }
 
 /// An absolute host or mailbox name (NS, SOA mname and rname): trailing dot optional, but never
@@ -148,9 +164,13 @@ fn zone_name(raw: &str, apex: &str) -> Result<String, String> {
     domain_name(&format!("{relative}.{apex}"))
 }
 
-/// A record's owner: a [`zone_name`] inside the zone.
+/// A record's owner: a [`zone_name`] inside the zone, or a wildcard (`*` alone: the apex's).
 pub(super) fn owner_name(raw: &str, apex: &str) -> Result<String, String> {
-    let name = zone_name(raw, apex)?;
+    let raw = if raw == "*" { "*.@" } else { raw };
+    let name = wildcard_or(raw, |n| {
+        // "*.@": the wildcard at the apex.
+        zone_name(if n == "x.@" { "x" } else { n }, apex)
+    })?;
     if !in_zone(&name, apex) {
         return Err(format!("{name} is outside the zone {apex}"));
     }

@@ -110,6 +110,13 @@ impl Validator<'_> {
                     _ => {}
                 }
             }
+            if name.starts_with("*.") && matches!(r.data, RecordData::Ns(_)) {
+                return Err(at_name(
+                    "a wildcard cannot delegate: NS at a wildcard name would answer no one as \
+                     a delegation (RFC 4592 §4.2); delegate the names themselves"
+                        .into(),
+                ));
+            }
             if let Some(first) = seen.first(r.clone(), line) {
                 return Err(self.error(
                     rr.value.span(),

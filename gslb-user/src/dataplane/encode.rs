@@ -142,9 +142,10 @@ pub fn answer_set(answer: &Answer, wire: &[u8]) -> AnswerSet {
         Some(IpAddr::V6(_)) => QTYPE_AAAA,
         _ => gslb_common::QTYPE_A,
     };
-    // No records (NODATA for this view) or more than the set holds: the program passes the
-    // query (count 0) and the responder answers it from the same snapshot.
-    let fits = answer.addrs.len() <= MAX_ADDRS;
+    // No records (NODATA for this view), more than the set holds, or a window of several
+    // that moves (`Answer::fast`): the program passes the query (count 0) and the responder
+    // answers it from the same snapshot.
+    let fits = answer.fast();
     let count = if fits { answer.addrs.len() as u8 } else { 0 };
     let mut set = AnswerSet {
         ttl: answer.ttl,
@@ -278,6 +279,7 @@ mod tests {
         let answer = Answer {
             ttl: 300,
             mode: AnswerMode::Rotate,
+            max_answers: 1,
             addrs: vec!["192.0.2.10".parse().unwrap(), "192.0.2.11".parse().unwrap()],
         };
         let wire = wire_name(WWW).unwrap();
@@ -310,5 +312,48 @@ mod tests {
             "records back to back, as on the wire"
         );
         assert!(set.records[32..].iter().all(|b| *b == 0));
+    }
+
+    #[test]
+    fn answer_sets_hold_what_the_program_gives_as_the_responder_does() {
+        let addrs = |n: u8| -> Vec<IpAddr> {
+            (1..=n)
+                .map(|i| IpAddr::V4(Ipv4Addr::new(192, 0, 2, i)))
+                .collect()
+        };
+        let wire = wire_name(WWW).unwrap();
+        #[rustfmt::skip]
+        let cases: &[(&str, AnswerMode, u16, u8, u8)] = &[
+            // (what, mode, max_answers, addresses, records stored: 0 passes the query)
+            ("one in turn of eight", AnswerMode::Rotate, 1, 8, 8),
+            ("one in turn of nine: more than the set holds", AnswerMode::Rotate, 1, 9, 0),
+            ("a window of two that moves", AnswerMode::Rotate, 2, 5, 0),
+            ("a window over one address is that address", AnswerMode::Rotate, 3, 1, 1),
+            ("all of eight", AnswerMode::All, 8, 8, 8),
+            ("all of three under a cap of four", AnswerMode::All, 4, 3, 3),
+            ("all of five over a cap of four: a window", AnswerMode::All, 4, 5, 0),
+            ("all of 256", AnswerMode::All, 256, 255, 0),
+        ];
+        for &(what, mode, max_answers, n, stored) in cases {
+            let answer = Answer {
+                ttl: 30,
+                mode,
+                max_answers,
+                addrs: addrs(n),
+            };
+            let set = answer_set(&answer, &wire);
+            assert_eq!(set.count, stored, "{what}");
+            // What the program answers from a set it holds is what the responder gives:
+            // every record, or one of them in turn.
+            if stored > 0 {
+                let given = answer.carried(|| 0);
+                let rotates = set.flags & ANSWER_ROTATE != 0;
+                assert_eq!(
+                    given.len(),
+                    if rotates { 1 } else { stored as usize },
+                    "{what}"
+                );
+            }
+        }
     }
 }

@@ -283,6 +283,7 @@ services = ["web"]
         let planted = Answer {
             ttl: 30,
             mode: AnswerMode::All,
+            max_answers: 8,
             addrs: vec!["192.0.2.99".parse().unwrap()],
         };
         let key = answer_key(name_hash(&wire), 1, generation, v1);

@@ -26,6 +26,10 @@ pub use self::zone::{MAX_TXT_STRING, RecordData, Soa, StaticRecord, Zone, in_zon
 
 /// Most methods in a domain's chain: preferred, alternate, fallback.
 pub const MAX_CHAIN: usize = 3;
+
+/// The most addresses one GSLB answer may carry ([`Domain::max_answers`]): bounded so that one
+/// query's work is; 256 AAAA records are 7 KB, which TCP carries and UDP truncates.
+pub const MAX_ANSWERS: u16 = 256;
 /// Most entries of a preferred-location list (NetScaler's limit).
 pub const MAX_PREFERRED_LOCATIONS: usize = 8;
 
@@ -212,6 +216,9 @@ pub struct Domain {
     /// The TTL of its answers, its backup addresses' included.
     pub ttl: u32,
     pub answer: AnswerMode,
+    /// The most addresses one answer carries, 1..=[`MAX_ANSWERS`] (BIG-IP "maximum answers
+    /// returned"); see [`crate::policy::carried`] for which.
+    pub max_answers: u16,
     /// Its services, in its order (global availability's order).
     pub services: Vec<ServiceId>,
     /// Per static view: the services that answer the view's clients instead of `services`, in
@@ -239,6 +246,7 @@ impl Domain {
             name: name.into(),
             ttl: 30,
             answer: AnswerMode::Rotate,
+            max_answers: 1,
             services,
             views: Vec::new(),
             chain: vec![Method::RoundRobin],

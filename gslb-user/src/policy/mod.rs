@@ -44,7 +44,7 @@ use self::bits::Bits;
 pub use self::decision::{
     Bandwidth, Client, Decision, Pick, Preference, Query, ServiceState, State, Tier,
 };
-pub use self::pick::stable_hash;
+pub use self::pick::{carried, stable_hash};
 use self::rtt::RTT_PICK;
 pub use self::rtt::RttFirst;
 pub use self::spec::{PolicyError, ServiceKey};
@@ -424,23 +424,29 @@ impl Engine {
         }
     }
 
-    /// The services one answer carries under `decision`: `turn` counts the answers given so
-    /// far (rotation and weights), `client` is hashed for hashed picks.
+    /// The services one answer carries under `decision` ([`carried`]: the pick, then the
+    /// candidates after it, up to the deciding domain's `max_answers`): `turn` counts the
+    /// answers given so far (rotation and weights), `client` is hashed for hashed picks.
     pub fn select(&self, decision: &Decision, client: IpAddr, turn: u64) -> Vec<usize> {
         let c = &decision.candidates;
-        if c.is_empty() {
+        let Some(spec) = self.model.domains.get(decision.domain) else {
             return Vec::new();
-        }
-        match &decision.pick {
-            Pick::First => vec![c[0]],
-            Pick::All => c.clone(),
-            Pick::Rotate => vec![c[(turn % c.len() as u64) as usize]],
-            Pick::Weighted(w) => vec![c[pick::weighted(w, turn)]],
+        };
+        let mode = if decision.pick == Pick::All {
+            AnswerMode::All
+        } else {
+            AnswerMode::Rotate
+        };
+        let start = || match &decision.pick {
+            Pick::First => 0,
+            Pick::All | Pick::Rotate => (turn % c.len() as u64) as usize,
+            Pick::Weighted(w) => pick::weighted(w, turn),
             Pick::Hash { mask, weights } => {
                 let ids: Vec<ServiceKey> = c.iter().map(|&s| self.ids[s]).collect();
-                vec![c[pick::rendezvous(mask.apply(client), &ids, weights.as_deref())]]
+                pick::rendezvous(mask.apply(client), &ids, weights.as_deref())
             }
-        }
+        };
+        carried(c, mode, spec.max_answers, start).into_owned()
     }
 }
 

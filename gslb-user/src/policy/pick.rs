@@ -4,9 +4,11 @@
 //! seeded per process), because the controller precomputes answers that the responder must
 //! agree with, and because a client prefix should keep its service across restarts.
 
+use std::borrow::Cow;
 use std::net::IpAddr;
 
 use super::ServiceKey;
+use crate::model::AnswerMode;
 
 /// FNV-1a, finished with a mixer so that nearby inputs spread over all 64 bits.
 pub fn stable_hash(bytes: &[u8]) -> u64 {
@@ -25,6 +27,43 @@ fn mix(mut x: u64) -> u64 {
     x ^= x >> 27;
     x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
     x ^ (x >> 31)
+}
+
+/// What one answer carries of `items` (a decision's candidates, or a compiled answer's
+/// addresses in rotation order, where an address repeats as often as its weight), at most
+/// `max` of them:
+/// - [`AnswerMode::All`] with at most `max` items: every one, in order;
+/// - otherwise the item `start()` names (an index, taken modulo the items' count: the
+///   method's pick, or the answer's turn for `All`), then the items after it in order,
+///   wrapping, each once, until `max`: one window that moves with the rotation.
+///
+/// `start` is only called when the items do not all go, so that a caller that must count a
+/// turn for it counts none for the rest.
+pub fn carried<T: Copy + PartialEq>(
+    items: &[T],
+    mode: AnswerMode,
+    max: u16,
+    start: impl FnOnce() -> usize,
+) -> Cow<'_, [T]> {
+    let max = usize::from(max.max(1));
+    if items.is_empty() || (mode == AnswerMode::All && items.len() <= max) {
+        return Cow::Borrowed(items);
+    }
+    let first = start() % items.len();
+    if max == 1 || items.len() == 1 {
+        return Cow::Borrowed(&items[first..=first]);
+    }
+    let mut out: Vec<T> = Vec::with_capacity(max.min(items.len()));
+    for &item in items[first..].iter().chain(&items[..first]) {
+        if out.len() == max {
+            break;
+        }
+        // Only a weighted rotation repeats items; `out` holds at most `max` of them.
+        if !out.contains(&item) {
+            out.push(item);
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// The candidate for answer number `turn` when answers follow `weights`: each candidate gets
@@ -77,6 +116,71 @@ pub(super) fn rendezvous(prefix: IpAddr, ids: &[ServiceKey], weights: Option<&[u
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn carried_is_a_window_from_the_pick() {
+        use AnswerMode::{All, Rotate};
+        let five = [1, 2, 3, 4, 5];
+        let weighted = [1, 1, 1, 2, 3];
+        #[rustfmt::skip]
+        type Case<'a> = (&'a str, &'a [u32], AnswerMode, u16, usize, &'a [u32]);
+        // (what, items, mode, max_answers, start, carried)
+        let cases: &[Case<'_>] = &[
+            ("rotate one", &five, Rotate, 1, 7, &[3]),
+            (
+                "rotate three from the pick",
+                &five,
+                Rotate,
+                3,
+                3,
+                &[4, 5, 1],
+            ),
+            ("rotate wraps", &five, Rotate, 3, 4, &[5, 1, 2]),
+            (
+                "rotate more than there are",
+                &five,
+                Rotate,
+                9,
+                2,
+                &[3, 4, 5, 1, 2],
+            ),
+            ("one item", &[9], Rotate, 4, 3, &[9]),
+            ("all that fit, in order", &five, All, 5, 3, &[1, 2, 3, 4, 5]),
+            ("all over the cap moves", &five, All, 2, 3, &[4, 5]),
+            ("all over the cap wraps", &five, All, 2, 9, &[5, 1]),
+            (
+                "a weighted rotation gives each once",
+                &weighted,
+                Rotate,
+                2,
+                1,
+                &[1, 2],
+            ),
+            (
+                "a weighted rotation, the whole set",
+                &weighted,
+                Rotate,
+                3,
+                2,
+                &[1, 2, 3],
+            ),
+            (
+                "a weighted rotation from the tail",
+                &weighted,
+                Rotate,
+                2,
+                4,
+                &[3, 1],
+            ),
+            ("nothing", &[], Rotate, 3, 0, &[]),
+        ];
+        for &(what, items, mode, max, start, want) in cases {
+            assert_eq!(&carried(items, mode, max, || start)[..], want, "{what}");
+        }
+        // Everything fits: the turn is not taken.
+        let _ = carried(&five, All, 8, || panic!("no turn when all go"));
+        let _ = carried(&[] as &[u32], Rotate, 1, || panic!("no turn for nothing"));
+    }
 
     fn ids(n: u64) -> Vec<ServiceKey> {
         (0..n)

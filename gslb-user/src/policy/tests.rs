@@ -536,7 +536,25 @@ fn picks_resolve_to_answers() {
             d.chain = vec![Method::SourceIpHash];
             d.sourceip_mask = SourceMask { v4: 24, v6: 56 };
         })
-        .domain("all", &["a", "b", "c"], |d| d.answer = AnswerMode::All)
+        .domain("all", &["a", "b", "c"], |d| {
+            d.answer = AnswerMode::All;
+            d.max_answers = 8;
+        })
+        // BIG-IP "maximum answers returned": the pick, then the candidates after it.
+        .domain("rr2", &["a", "b", "c"], |d| d.max_answers = 2)
+        .domain("ratio2", &["a", "b", "c"], |d| {
+            d.chain = vec![Method::Ratio];
+            d.max_answers = 2;
+        })
+        .domain("all2", &["a", "b", "c"], |d| {
+            d.answer = AnswerMode::All;
+            d.max_answers = 2;
+        })
+        .domain("hash2", &["a", "b", "c"], |d| {
+            d.chain = vec![Method::SourceIpHash];
+            d.sourceip_mask = SourceMask { v4: 24, v6: 56 };
+            d.max_answers = 2;
+        })
         .build();
     let turns = |ask: Ask<'_>, n| {
         (0..n)
@@ -548,6 +566,16 @@ fn picks_resolve_to_answers() {
     assert_eq!(turns(Ask::new(&e, "ratio"), 5), "a a b c a");
     assert_eq!(turns(Ask::new(&e, "all"), 2), "a,b,c a,b,c");
     assert_eq!(Ask::new(&e, "all").decide().pick, Pick::All);
+    assert_eq!(turns(Ask::new(&e, "rr2"), 4), "a,b b,c c,a a,b");
+    // a has weight 2: two answers start at it.
+    assert_eq!(turns(Ask::new(&e, "ratio2"), 5), "a,b a,b b,c c,a a,b");
+    // More candidates than the cap: a window that moves one a turn.
+    assert_eq!(turns(Ask::new(&e, "all2"), 4), "a,b b,c c,a a,b");
+    // A prefix keeps its hashed pick first, whatever the turn.
+    let hashed = turns(Ask::new(&e, "hash2"), 3);
+    let first = hashed.split(' ').next().unwrap();
+    assert_eq!(first.split(',').count(), 2, "{hashed}");
+    assert_eq!(hashed, [first; 3].join(" "), "{hashed}");
     // Hash: the same answer for every turn and every address of the /24 (or /56).
     for (one, other) in [
         ("198.51.100.7", "198.51.100.200"),
@@ -1268,10 +1296,10 @@ impl World {
                     timeout_s: 60,
                     max_entries: 1000,
                 });
-                d.answer = if self.answer_all {
-                    AnswerMode::All
+                (d.answer, d.max_answers) = if self.answer_all {
+                    (AnswerMode::All, 8)
                 } else {
-                    AnswerMode::Rotate
+                    (AnswerMode::Rotate, 1)
                 };
             })
             .topo("s0", "10.0.0.0/8", 10)

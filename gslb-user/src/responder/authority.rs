@@ -2,7 +2,7 @@
 //! (its spec's): the zones, the compiled answers, the per-query decisions and the ECS allow
 //! list; a republish carries the rotation turns over to the next one.
 
-use std::{net::IpAddr, sync::Arc};
+use std::{borrow::Cow, net::IpAddr, sync::Arc};
 
 use gslb_common::{QTYPE_A, QTYPE_AAAA};
 use hickory_proto::rr::RecordType;
@@ -133,6 +133,19 @@ impl Authority {
             // The zone's other types at a GSLB name are static.
             return None;
         }
+        if let Some(scope) = self.gslb_scope(name, qtype, client, source) {
+            return Some(scope);
+        }
+        // A name a wildcard GSLB domain answers has that domain's scope.
+        let zone = self.config.zones.iter().find(|z| z.contains(name))?;
+        match zone.source_of(name)? {
+            Cow::Owned(wildcard) => self.gslb_scope(&wildcard, qtype, client, source),
+            Cow::Borrowed(_) => None,
+        }
+    }
+
+    /// [`Authority::scope`] of a GSLB domain's own name, `None` for any other name.
+    fn gslb_scope(&self, name: &str, qtype: u16, client: IpAddr, source: u8) -> Option<u8> {
         if let Some(d) = &self.decisions
             && let Some(&domain) = d.domains.get(name)
         {

@@ -169,8 +169,14 @@ impl Decisions {
                 .next(self.turn_index(domain, qtype == QTYPE_AAAA, view)),
         );
         let addrs: Vec<IpAddr> = match decision.fallback {
+            // As the compiled answers give them: by the domain's answer mode and cap.
             Some(Fallback::BackupIp) => {
-                answering.backup_ip.iter().copied().filter(family).collect()
+                let backup: Vec<IpAddr> =
+                    answering.backup_ip.iter().copied().filter(family).collect();
+                crate::policy::carried(&backup, answering.answer, answering.max_answers, || {
+                    turn as usize
+                })
+                .into_owned()
             }
             Some(Fallback::Empty) => Vec::new(),
             None => {

@@ -16,7 +16,6 @@ use hickory_proto::{
 
 use super::zone::{ZoneData, key};
 use super::{Authority, Responder};
-use crate::policy::AnswerMode;
 
 /// CNAME chains longer than this are cut (loops are detected on their own; the configuration
 /// does not rule them out).
@@ -62,7 +61,9 @@ impl Responder {
         // A MEP child answers no GSLB query (spec §6): the GSLB types of a GSLB name, and ANY,
         // which would carry them. The zone's other types at that name are static, answered as
         // everywhere.
-        if zone.gslb.contains(&qname)
+        if zone
+            .source_of(&qname)
+            .is_some_and(|source| zone.gslb.contains(source.as_ref()))
             && data.gslb_refused
             && matches!(qtype, RecordType::A | RecordType::AAAA | RecordType::ANY)
         {
@@ -92,20 +93,21 @@ impl Responder {
                 referral(z, cut, &mut out);
                 return out;
             }
-            if !z.names.contains(&current) {
+            // The name's own data, or a wildcard's synthesised at it (RFC 4592 §3.3.1).
+            let Some(source) = z.source_of(&current) else {
                 // Also after a CNAME: the RCODE is that of the last name (RFC 6604 §2).
                 out.rcode = ResponseCode::NXDomain;
                 out.authority.push(z.negative_soa());
                 return out;
-            }
-            let rrs = Self::rrset(data, z, &current, &owner, qtype, client);
+            };
+            let rrs = Self::rrset(data, z, &source, &owner, qtype, client);
             if !rrs.is_empty() {
                 out.additional = server_addresses(data, &rrs);
                 out.answers.extend(rrs);
                 return out;
             }
             // A CNAME answers every type but CNAME itself (which `rrset` returned above).
-            let cname = z.records.get(&current).and_then(|rs| {
+            let cname = z.records.get(source.as_ref()).and_then(|rs| {
                 rs.iter().find_map(|r| match &r.data {
                     RData::CNAME(CNAME(target)) => Some((r, target.clone())),
                     _ => None,
@@ -174,7 +176,7 @@ impl Responder {
         rrs
     }
 
-    /// The GSLB answer, exactly as the fast path gives it: one rotating address or all of them.
+    /// The GSLB answer, exactly as the fast path gives it (`Answer::carried`).
     fn gslb_records(data: &Authority, name: &str, qtype: u16, client: IpAddr) -> Vec<Record> {
         if let Some(d) = &data.decisions
             && let Some(&domain) = d.domains.get(name)
@@ -184,14 +186,8 @@ impl Responder {
         let Some((answer, turn)) = data.gslb.answer(name, qtype, client) else {
             return Vec::new();
         };
-        let addrs: Vec<IpAddr> = match answer.mode {
-            AnswerMode::All => answer.addrs.clone(),
-            AnswerMode::Rotate => {
-                let turn = turn.fetch_add(1, Ordering::Relaxed) as usize;
-                vec![answer.addrs[turn % answer.addrs.len()]]
-            }
-        };
-        address_records(name, answer.ttl, addrs)
+        let addrs = answer.carried(|| turn.fetch_add(1, Ordering::Relaxed) as usize);
+        address_records(name, answer.ttl, addrs.iter().copied())
     }
 }
 
@@ -252,7 +248,11 @@ fn referral(zone: &ZoneData, cut: &str, out: &mut Lookup) {
 }
 
 /// A and AAAA records of `name` for `addrs`.
-pub(super) fn address_records(name: &str, ttl: u32, addrs: Vec<IpAddr>) -> Vec<Record> {
+pub(super) fn address_records(
+    name: &str,
+    ttl: u32,
+    addrs: impl IntoIterator<Item = IpAddr>,
+) -> Vec<Record> {
     let owner = super::zone::name(name);
     addrs
         .into_iter()

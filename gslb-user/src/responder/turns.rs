@@ -87,6 +87,7 @@ mod tests {
         let answer = Answer {
             ttl: 60,
             mode: AnswerMode::Rotate,
+            max_answers: 1,
             addrs: vec!["192.0.2.1".parse().unwrap(), "192.0.2.2".parse().unwrap()],
         };
         DomainEntry {

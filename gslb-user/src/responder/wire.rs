@@ -28,7 +28,6 @@ use super::message;
 use super::shape::{MAX_NAME, Shape, TYPE_OPT};
 use super::zone::ZoneData;
 use super::{Authority, Transport, canonical};
-use crate::policy::AnswerMode;
 
 mod negative;
 
@@ -187,18 +186,11 @@ pub(super) fn answer(
     let Some((answer, turn)) = data.gslb.answer_of(entry, client) else {
         return false;
     };
-    let addrs = match answer.mode {
-        AnswerMode::All => &answer.addrs[..],
-        AnswerMode::Rotate => {
-            let turn = turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed) as usize;
-            let i = turn % answer.addrs.len();
-            &answer.addrs[i..=i]
-        }
-    };
+    let addrs = answer.carried(|| turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed) as usize);
     let start = out.len();
     header(out, request, 0, addrs.len() as u16, 0, query.opt.is_some());
     out.extend_from_slice(query.question);
-    for addr in addrs {
+    for addr in addrs.iter() {
         let (rtype, rdlen): (u16, u16) = match addr {
             IpAddr::V4(_) => (QTYPE_A, 4),
             IpAddr::V6(_) => (QTYPE_AAAA, 16),
@@ -221,8 +213,8 @@ pub(super) fn answer(
             .unwrap_or(0);
         write_opt(out, data.edns_udp_size, opt.dnssec_ok, ecs, scope);
     }
-    // Never for a compiled answer (at most 8 AAAA after a 255-byte name); to be sure, the
-    // general path truncates what does not fit.
+    // A wide `max_answers` (up to 256 AAAA): the general path writes it within the client's
+    // size, truncated (TC) when it does not fit.
     if out.len() - start > MAX_REPLY {
         out.truncate(start);
         return false;

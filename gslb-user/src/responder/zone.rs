@@ -2,6 +2,7 @@
 //! NODATA), the apex NS, static records by owner, the names that exist and the delegation
 //! points. Built once per configuration ([`Zones`]).
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use hickory_proto::rr::{
@@ -26,6 +27,9 @@ pub(super) struct ZoneData {
     pub(super) cuts: HashSet<String>,
     /// GSLB domains in this zone.
     pub(super) gslb: HashSet<String>,
+    /// Some name of `names` is a wildcard (`*` leftmost): only then does a name that does not
+    /// exist look for one ([`ZoneData::source_of`]).
+    wildcards: bool,
 }
 
 pub(super) fn name(s: &str) -> Name {
@@ -125,6 +129,7 @@ impl ZoneData {
             soa,
             ns,
             records,
+            wildcards: names.iter().any(|n| n.starts_with("*.")),
             names,
             cuts,
             gslb,
@@ -139,7 +144,32 @@ impl ZoneData {
                 .is_some_and(|p| p.ends_with('.'))
     }
 
-    /// The delegation point at or above `qname`, if any.
+    /// The owner whose data answers `qname`, a name of this zone not below a delegation: the
+    /// name itself when it exists, else the wildcard `*.` + its closest encloser when that
+    /// exists (RFC 4592 §3.3.1: the closest encloser is the longest existing ancestor, so
+    /// `ghost.*.example` is not synthesised from `*.example`, nor a name below an existing
+    /// one from a wildcard above it); `None`: NXDOMAIN.
+    pub(super) fn source_of<'a>(&self, qname: &'a str) -> Option<Cow<'a, str>> {
+        if self.names.contains(qname) {
+            return Some(Cow::Borrowed(qname));
+        }
+        if !self.wildcards {
+            return None;
+        }
+        let mut n = qname;
+        loop {
+            let (_, parent) = n.split_once('.')?;
+            if self.names.contains(parent) {
+                let wildcard = format!("*.{parent}");
+                return self
+                    .names
+                    .contains(&wildcard)
+                    .then_some(Cow::Owned(wildcard));
+            }
+            n = parent;
+        }
+    }
+
     /// The delegation that answers for (`qname`, `qtype`): the one at or above `qname`
     /// ([`ZoneData::cut_above`]), except for DS at the cut itself, which the parent's side
     /// holds and answers (RFC 4035 §3.1.4.1, RFC 4034 §5).

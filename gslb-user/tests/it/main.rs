@@ -27,6 +27,7 @@ mod imports;
 mod load;
 mod location_watch;
 mod logs;
+mod max_answers;
 mod mep;
 mod persist;
 mod republish;

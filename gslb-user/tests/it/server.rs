@@ -12,6 +12,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::common::dig_loopback;
 use gslb_tests::responder_config;
 use gslb_user::{
     compile::Snapshot,
@@ -128,16 +129,6 @@ async fn ask_udp(
     Some(parse(&buf[..len]))
 }
 
-/// `dig @127.0.0.1 -p PORT ARGS…` (over UDP, no recursion asked), its output.
-async fn dig(port: u16, args: &[&str]) -> String {
-    let port = port.to_string();
-    let mut cmd = tokio::process::Command::new("dig");
-    cmd.args(["@127.0.0.1", "-p", &port, "+norec", "+time=2", "+tries=1"])
-        .args(args);
-    let out = cmd.output().await.expect("dig runs (bind9-dnsutils)");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// Node identity over the wire (issue 29): dig's `+nsid` gets the configured identity beside
 /// the answer, and CH TXT id.server and version.bind their TXT; without them, no NSID and
 /// REFUSED.
@@ -150,14 +141,14 @@ async fn dig_reads_the_node_identity_over_the_wire() {
     );
     let server = start_with(&text, TcpLimits::default()).await;
     let port = server.udp.port();
-    let nsid = dig(port, &["+nsid", "www.example.com", "A"]).await;
+    let nsid = dig_loopback(port, &["+nsid", "www.example.com", "A"]).await;
     assert!(
         nsid.contains("; NSID: 66 72 61 2d 31 (\"fra-1\")"),
         "{nsid}"
     );
     assert!(nsid.contains("status: NOERROR"), "{nsid}");
     for (name, text) in [("id.server", "\"fra-1\""), ("version.bind", "\"gslbd 1\"")] {
-        let out = dig(port, &["CH", "TXT", name]).await;
+        let out = dig_loopback(port, &["CH", "TXT", name]).await;
         assert_eq!(
             gslb_tests::dig_answers(&out),
             [(format!("{name}."), "TXT".to_owned(), text.to_owned())],
@@ -172,9 +163,9 @@ async fn dig_reads_the_node_identity_over_the_wire() {
 
     let quiet = start(TcpLimits::default()).await;
     let port = quiet.udp.port();
-    let nsid = dig(port, &["+nsid", "www.example.com", "A"]).await;
+    let nsid = dig_loopback(port, &["+nsid", "www.example.com", "A"]).await;
     assert!(!nsid.contains("NSID"), "{nsid}");
-    let id = dig(port, &["CH", "TXT", "id.server"]).await;
+    let id = dig_loopback(port, &["CH", "TXT", "id.server"]).await;
     assert!(id.contains("status: REFUSED"), "{id}");
     quiet.stop().await;
 }

@@ -56,6 +56,11 @@ pub const ALL_A: [&str; 3] = ["192.0.2.31", "192.0.2.32", "192.0.2.33"];
 pub const ALL_AAAA: [&str; 2] = ["2001:db8:30::1", "2001:db8:30::2"];
 
 pub const V1_ONLY: &str = "v1only.example.com";
+/// Two addresses an answer, a window that moves: the program leaves it to the responder.
+pub const WINDOW: &str = "window.example.com";
+/// Ten IPv4 services, one an answer: more than an answer set holds, so the responder's; in
+/// AAAA, its one IPv6 service, which the program answers.
+pub const MANY: &str = "many.example.com";
 
 /// Labels of 63 and 62 bytes: 1 + 63 + 1 + 62 + 1 = 128 wire bytes, exactly `QNAME_MAX`.
 pub fn longest_name() -> String {
@@ -184,6 +189,55 @@ name = "example.org"
 ttl = 60
 answer = "all"
 services = ["all-1", "all-6a"]
+
+[[gslb_domain]]
+name = "window.example.com"
+max_answers = 2
+services = ["all-1", "all-2", "all-3", "all-6a", "all-6b"]
+
+[[service]]
+name = "many-0"
+ip = "192.0.2.60"
+site = "s"
+[[service]]
+name = "many-1"
+ip = "192.0.2.61"
+site = "s"
+[[service]]
+name = "many-2"
+ip = "192.0.2.62"
+site = "s"
+[[service]]
+name = "many-3"
+ip = "192.0.2.63"
+site = "s"
+[[service]]
+name = "many-4"
+ip = "192.0.2.64"
+site = "s"
+[[service]]
+name = "many-5"
+ip = "192.0.2.65"
+site = "s"
+[[service]]
+name = "many-6"
+ip = "192.0.2.66"
+site = "s"
+[[service]]
+name = "many-7"
+ip = "192.0.2.67"
+site = "s"
+[[service]]
+name = "many-8"
+ip = "192.0.2.68"
+site = "s"
+[[service]]
+name = "many-9"
+ip = "192.0.2.69"
+site = "s"
+[[gslb_domain]]
+name = "many.example.com"
+services = ["many-0", "many-1", "many-2", "many-3", "many-4", "many-5", "many-6", "many-7", "many-8", "many-9", "all-6a"]
 
 # Answers for view v1 only in A: a default-view client has no A answer here.
 [[service]]

@@ -311,6 +311,23 @@ fn load_balancing_sections_rejected() {
             dom("answer = \"all\"\nmethod = \"sourceiphash\" #<"),
             "sourceiphash gives each client prefix one service, and answer = \"all\"",
         ),
+        // ---- max_answers ----
+        (
+            dom("max_answers = 0 #<"),
+            "gslb_domain \"www.example.com\": max_answers 0 out of range 1..=256",
+        ),
+        (
+            dom("max_answers = 257 #<"),
+            "gslb_domain \"www.example.com\": max_answers 257 out of range 1..=256",
+        ),
+        (
+            dom("persistence = { timeout_s = 60 }\nmax_answers = 2 #<"),
+            "max_answers 2 never acts: persistence keeps a client on one service; leave it at 1",
+        ),
+        (
+            dom("method = \"globalavailability\"\nmax_answers = 3 #<"),
+            "max_answers 3 never acts: globalavailability alone answers the first available service only",
+        ),
         // ---- backup_domain ----
         (
             dom("backup_domain = \"nope.example.com\" #<"),
@@ -444,4 +461,40 @@ fn load_balancing_sections_rejected() {
         (lb("[engine]\nbogus = 1 #<"), "unknown field `bogus`"),
     ];
     assert_rejected(&cases);
+}
+
+/// NetScaler binds any number of services to a GSLB virtual server, and BIG-IP pools have many
+/// members: candidates are unlimited; how many addresses an answer carries is `max_answers`.
+#[test]
+fn any_number_of_services_and_max_answers() {
+    let mut text = format!("{SERVER}{ZONE}{VIEW}{SITE}");
+    let mut names = Vec::new();
+    for i in 0..300u32 {
+        let (a, b) = (i / 250, i % 250);
+        text += &format!(
+            "[[service]]\nname = \"v4-{i}\"\nip = \"10.{a}.{b}.1\"\nsite = \"eu\"\n\
+             [[service]]\nname = \"v6-{i}\"\nip = \"2001:db8:{a}:{b}::1\"\nsite = \"eu\"\n"
+        );
+        names.push(format!("\"v4-{i}\", \"v6-{i}\""));
+    }
+    let all = names.join(", ");
+    let view: Vec<&str> = all.split(", ").take(512).collect();
+    text += &format!(
+        "[[gslb_domain]]\nname = \"rr.example.com\"\nservices = [{all}]\n\
+         [[gslb_domain.view]]\nview = \"europe\"\nservices = [{}]\n\
+         [[gslb_domain]]\nname = \"all.example.com\"\nanswer = \"all\"\nservices = [{all}]\n\
+         [[gslb_domain]]\nname = \"ratio.example.com\"\nmethod = \"ratio\"\nmax_answers = 16\nservices = [{all}]\n\
+         [[gslb_domain]]\nname = \"wide.example.com\"\nanswer = \"all\"\nmax_answers = 256\nservices = [{all}]\n",
+        view.join(", ")
+    );
+    let config = parse(&text).unwrap_or_else(|e| panic!("{e}"));
+    let domain = |n: &str| config.gslb_domain(n).unwrap();
+    let rr = domain("rr.example.com");
+    assert_eq!(rr.services.len(), 600);
+    assert_eq!(rr.views[0].1.len(), 512);
+    // The defaults: one address per answer, or the fast path's answer set with "all".
+    assert_eq!(rr.max_answers, 1);
+    assert_eq!(domain("all.example.com").max_answers, 8);
+    assert_eq!(domain("ratio.example.com").max_answers, 16);
+    assert_eq!(domain("wide.example.com").max_answers, 256);
 }

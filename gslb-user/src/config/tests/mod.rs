@@ -133,6 +133,7 @@ fn gslb(name: &str, services: &[&str]) -> GslbDomain {
         name: name.into(),
         ttl: 30,
         answer: AnswerMode::Rotate,
+        max_answers: 1,
         services: services.iter().map(ToString::to_string).collect(),
         backup_ip: vec![],
         down_response: DownResponse::Nodata,

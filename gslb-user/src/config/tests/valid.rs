@@ -341,6 +341,7 @@ fn valid() {
                     GslbDomain {
                         ttl: 0,
                         answer: AnswerMode::All,
+                        max_answers: 8,
                         backup_ip: vec![ip("192.0.2.99"), ip("2001:db8::99")],
                         down_response: DownResponse::Backup,
                         views: vec![("europe".into(), vec!["web-us-1".into()])],

@@ -19,6 +19,7 @@ use super::*;
 
 mod hostile;
 mod identity;
+mod wildcard;
 
 fn responder() -> Responder {
     let config = Config::parse(&responder_config(), Path::new("responder.toml"))
@@ -1074,7 +1075,7 @@ fn client_subnet_is_the_client_and_is_echoed_with_its_scope() {
         Option<&'a str>,
         u8,
     );
-    let table: [Case; 4] = [
+    let table: [Case; 5] = [
         (
             "host view by subnet",
             "www.example.com",
@@ -1082,6 +1083,16 @@ fn client_subnet_is_the_client_and_is_echoed_with_its_scope() {
             "192.0.2.10",
             32,
             Some(WWW_HOST_A),
+            32,
+        ),
+        // A name a wildcard GSLB domain answers: that domain's view and scope.
+        (
+            "wildcard GSLB name, host view",
+            "a.gw.example.com",
+            RecordType::A,
+            "192.0.2.10",
+            32,
+            Some("a.gw.example.com. 40 A 192.0.2.80"),
             32,
         ),
         // 192.0.2.0/29 is all "wide" and leaves out 192.0.2.10.

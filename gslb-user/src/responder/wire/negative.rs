@@ -91,7 +91,8 @@ fn decide(data: &Authority, query: &Plain<'_>) -> Option<(usize, u8)> {
         return None;
     }
     if !zone.names.contains(name) {
-        return Some((i, NXDOMAIN));
+        // A wildcard's synthesised answer is the general path's.
+        return zone.source_of(name).is_none().then_some((i, NXDOMAIN));
     }
     let qtype = query.qtype;
     let answered = qtype == TYPE_ANY

@@ -109,3 +109,14 @@ pub(crate) fn ecs_subnet(subnet: &str) -> EdnsOption {
         IpAddr::V6(a) => ecs_option(2, source, 0, &a.octets()[..bytes]),
     }
 }
+
+/// `dig @127.0.0.1 -p PORT ARGS…` (over UDP unless `args` say `+tcp`, no recursion asked), its
+/// output.
+pub(crate) async fn dig_loopback(port: u16, args: &[&str]) -> String {
+    let port = port.to_string();
+    let mut cmd = tokio::process::Command::new("dig");
+    cmd.args(["@127.0.0.1", "-p", &port, "+norec", "+time=2", "+tries=1"])
+        .args(args);
+    let out = cmd.output().await.expect("dig runs (bind9-dnsutils)");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

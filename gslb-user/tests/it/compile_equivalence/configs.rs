@@ -283,6 +283,28 @@ ttl = 45
 method = "ratio"
 services = ["eu-1", "eu-2", "us-1", "us-2", "ap-1", "ap-2", "eu-6", "us-6", "ap-6"]
 
+# max_answers: a window from the pick (ratio, hashed), and "all" over more than the cap.
+[[gslb_domain]]
+name = "ratio-window.example.com"
+method = "ratio"
+max_answers = 3
+services = ["eu-1", "eu-2", "us-1", "us-2", "ap-1", "ap-2", "eu-6", "us-6", "ap-6"]
+
+[[gslb_domain]]
+name = "all-window.example.com"
+answer = "all"
+max_answers = 2
+services = ["eu-1", "eu-2", "us-1", "us-2", "ap-1", "eu-6", "us-6", "ap-6"]
+[[gslb_domain.view]]
+view = "corp"
+services = ["us-1", "us-6"]
+
+[[gslb_domain]]
+name = "hash-window.example.com"
+method = "sourceiphash"
+max_answers = 2
+services = ["eu-1", "eu-2", "us-1", "ap-1", "eu-6", "us-6", "ap-6"]
+
 [[gslb_domain]]
 name = "least.example.com"
 method = "leastconnection"
@@ -422,6 +444,16 @@ services = ["eu-1-alt", "eu-2", "ap-1", "eu-6", "us-6"]
 [[gslb_domain.view]]
 view = "lab"
 services = ["ap-1", "ap-2", "ap-6"]
+
+# Round robin, two addresses an answer: the fast path leaves the window to the responder.
+[[gslb_domain]]
+name = "rr-window.example.com"
+max_answers = 2
+services = ["eu-2", "eu-1-alt", "ap-1", "eu-6", "ap-6"]
+backup_ip = ["192.0.2.93", "192.0.2.92", "192.0.2.91"]
+[[gslb_domain.view]]
+view = "lab"
+services = ["us-2"]
 
 [[gslb_domain]]
 name = "dead.example.com"

@@ -16,6 +16,14 @@ pub(super) enum Meaning {
     /// Every one of these addresses in each answer, in this order. A single address is this
     /// too, whether it rotates or not.
     All { ttl: u32, addrs: Vec<IpAddr> },
+    /// Up to `max` (2 or more) distinct addresses per answer, a window that moves along the
+    /// rotation `cycle` (runs of one address, lengths in lowest terms) one turn per answer
+    /// (`gslb_user::policy::carried`).
+    Window {
+        ttl: u32,
+        max: u16,
+        cycle: Vec<(IpAddr, u32)>,
+    },
 }
 
 impl Meaning {
@@ -57,6 +65,42 @@ impl Meaning {
         }
     }
 
+    /// At most `max` addresses per answer of `weighted` (in order; weights repeat an address)
+    /// under `mode`, as `gslb_user::policy::carried` gives them: all of them when they fit
+    /// under "all", one in turn under a cap of 1, else a moving window.
+    pub(super) fn carried(
+        ttl: u32,
+        mode: AnswerMode,
+        max: u16,
+        weighted: impl IntoIterator<Item = (IpAddr, u32)>,
+    ) -> Meaning {
+        let mut cycle: Vec<(IpAddr, u32)> = Vec::new();
+        for (a, w) in weighted.into_iter().filter(|(_, w)| *w > 0) {
+            match cycle.last_mut() {
+                Some((last, n)) if *last == a => *n += w,
+                _ => cycle.push((a, w)),
+            }
+        }
+        let mut distinct: Vec<IpAddr> = Vec::new();
+        for &(a, _) in &cycle {
+            if !distinct.contains(&a) {
+                distinct.push(a);
+            }
+        }
+        if mode == AnswerMode::All && distinct.len() <= usize::from(max) {
+            return Meaning::all(ttl, distinct);
+        }
+        if max <= 1 || distinct.len() <= 1 {
+            return Meaning::rotation(ttl, cycle);
+        }
+        let g = cycle.iter().fold(0, |g, &(_, w)| gcd(g, w));
+        Meaning::Window {
+            ttl,
+            max,
+            cycle: cycle.into_iter().map(|(a, w)| (a, w / g)).collect(),
+        }
+    }
+
     /// What a stored answer means: `None` (no answer for the client's view nor the default
     /// view) and an empty one are NODATA.
     pub(super) fn of_answer(answer: Option<&Answer>) -> Meaning {
@@ -65,11 +109,15 @@ impl Meaning {
             Some(a) if a.addrs.is_empty() => Meaning::Nodata,
             Some(a) => match a.mode {
                 // Kept as stored: a repeated address in an "all" answer is a wrong answer.
-                AnswerMode::All if a.addrs.len() > 1 => Meaning::All {
-                    ttl: a.ttl,
-                    addrs: a.addrs.clone(),
-                },
-                _ => Meaning::rotation(a.ttl, a.addrs.iter().map(|&x| (x, 1))),
+                AnswerMode::All if (2..=usize::from(a.max_answers)).contains(&a.addrs.len()) => {
+                    Meaning::All {
+                        ttl: a.ttl,
+                        addrs: a.addrs.clone(),
+                    }
+                }
+                mode => {
+                    Meaning::carried(a.ttl, mode, a.max_answers, a.addrs.iter().map(|&x| (x, 1)))
+                }
             },
         }
     }
@@ -80,13 +128,24 @@ impl Meaning {
             Meaning::Nodata => Vec::new(),
             Meaning::Rotation { shares, .. } => shares.iter().map(|s| s.0).collect(),
             Meaning::All { addrs, .. } => addrs.clone(),
+            Meaning::Window { cycle, .. } => {
+                let mut distinct: Vec<IpAddr> = Vec::new();
+                for &(a, _) in cycle {
+                    if !distinct.contains(&a) {
+                        distinct.push(a);
+                    }
+                }
+                distinct
+            }
         }
     }
 
     pub(super) fn ttl(&self) -> u32 {
         match self {
             Meaning::Nodata => 0,
-            Meaning::Rotation { ttl, .. } | Meaning::All { ttl, .. } => *ttl,
+            Meaning::Rotation { ttl, .. }
+            | Meaning::All { ttl, .. }
+            | Meaning::Window { ttl, .. } => *ttl,
         }
     }
 }
@@ -113,18 +172,21 @@ pub(super) fn decision_meaning(
         s.public_ip.unwrap_or(s.ip)
     };
     let c = &decision.candidates;
+    let max = domain.max_answers;
     Ok(match decision.fallback {
         Some(Fallback::Empty) => Meaning::Nodata,
         Some(Fallback::BackupIp) => {
             let backup = domain.backup_ip.iter().copied().filter(family);
-            match domain.answer {
-                AnswerMode::All => Meaning::all(ttl, backup),
-                AnswerMode::Rotate => Meaning::rotation(ttl, backup.map(|a| (a, 1))),
-            }
+            Meaning::carried(ttl, domain.answer, max, backup.map(|a| (a, 1)))
         }
         None => match &decision.pick {
             Pick::First => Meaning::all(ttl, c.first().map(|&s| ip(s)).filter(family)),
-            Pick::All => Meaning::all(ttl, c.iter().map(|&s| ip(s)).filter(family)),
+            Pick::All => Meaning::carried(
+                ttl,
+                AnswerMode::All,
+                max,
+                c.iter().map(|&s| (ip(s), 1)).filter(|(a, _)| family(a)),
+            ),
             // Each distinct address in turn: two services sharing an address (on two ports)
             // are one address to a client.
             Pick::Rotate => {
@@ -134,14 +196,21 @@ pub(super) fn decision_meaning(
                         distinct.push(a);
                     }
                 }
-                Meaning::rotation(ttl, distinct.into_iter().map(|a| (a, 1)))
+                Meaning::carried(
+                    ttl,
+                    AnswerMode::Rotate,
+                    max,
+                    distinct.into_iter().map(|a| (a, 1)),
+                )
             }
             Pick::Weighted(w) => {
                 if w.len() != c.len() {
                     return Err(format!("{} weights for {} candidates", w.len(), c.len()));
                 }
-                Meaning::rotation(
+                Meaning::carried(
                     ttl,
+                    AnswerMode::Rotate,
+                    max,
                     c.iter()
                         .zip(w)
                         .map(|(&s, &w)| (ip(s), w))

@@ -155,6 +155,11 @@ fn random_config(rng: &mut TestRng) -> (String, Vec<String>) {
         if pick(3) == 0 {
             text += "backup_ip = [\"192.0.2.250\", \"2001:db8::250\"]\n";
         }
+        // A window of 2 to 4 addresses an answer (refused where it never acts: global
+        // availability alone).
+        if pick(3) == 0 && chain != ["globalavailability"] {
+            text += &format!("max_answers = {}\n", 2 + pick(3));
+        }
         let mut limited = services.iter().any(|s| LIMITED.contains(s));
         for v in 0..views {
             if pick(3) == 0 {

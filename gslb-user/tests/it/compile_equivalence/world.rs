@@ -201,9 +201,11 @@ impl World {
         } else {
             addrs
         };
-        match d.answer {
-            AnswerMode::All => Meaning::all(d.ttl, addrs),
-            AnswerMode::Rotate => Meaning::rotation(d.ttl, addrs.into_iter().map(|a| (a, 1))),
-        }
+        Meaning::carried(
+            d.ttl,
+            d.answer,
+            d.max_answers,
+            addrs.into_iter().map(|a| (a, 1)),
+        )
     }
 }

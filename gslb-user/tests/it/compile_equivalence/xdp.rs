@@ -46,8 +46,7 @@ pub(super) fn ask_xdp(dp: &Dataplane, world: &World, clients: &[IpAddr]) -> (usi
                     continue;
                 }
                 let stored = tables.answer(&domain.name, qtype, view);
-                let Some(stored) = stored.filter(|a| (1..=MAX_ADDRS).contains(&a.addrs.len()))
-                else {
+                let Some(stored) = stored.filter(|a| !a.addrs.is_empty() && a.fast()) else {
                     let reason = if tables.known(&domain.name, qtype) {
                         Counter::NoAnswer
                     } else {

@@ -107,6 +107,8 @@ fn differential(text: &str, frames: u64, allow_list: bool) {
             WWW.into(),
             ALL.into(),
             V1_ONLY.into(),
+            WINDOW.into(),
+            MANY.into(),
             longest_name(),
             "example.com".into(),
             // A GSLB apex with static records beside it.

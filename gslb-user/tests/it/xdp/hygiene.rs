@@ -259,6 +259,30 @@ fn records_only_queries_for_names_it_serves() {
     assert_eq!(recorded(&mut dp), want);
 }
 
+/// Issue 29: a domain's answer set holds at most `MAX_ADDRS` records and gives all of them or
+/// one in turn; ten services one at a time, or a window of two that moves, are the
+/// responder's (no answer in the map), and the same domain's other family is the program's.
+#[test]
+fn leaves_answers_its_set_cannot_give_to_the_responder() {
+    let Some(dp) = dataplane() else { return };
+    let src = ip("198.51.100.7");
+    for (name, rtype) in [
+        (MANY, RecordType::A),
+        (WINDOW, RecordType::A),
+        (WINDOW, RecordType::AAAA),
+    ] {
+        let frame = Frame::udp(src, V4, wire(&query(5, name, rtype)));
+        assert_passed(
+            &format!("{name} {rtype}"),
+            &dp,
+            &frame.bytes(),
+            Counter::NoAnswer,
+        );
+    }
+    let frame = Frame::udp(src, V4, wire(&query(5, MANY, RecordType::AAAA)));
+    assert_answered(&dp, "many AAAA: one service", &frame.bytes());
+}
+
 #[test]
 fn passes_everything_once_the_heartbeat_is_stale() {
     let Some(mut dp) = dataplane() else { return };

@@ -413,6 +413,64 @@ pub(super) fn all() -> Vec<Case> {
         Query::new("txt.example.com", 65534),
         false,
     );
+    // Wildcards (RFC 4592 §2.2.1's examples under wild.example.com).
+    add(
+        "wildcard-mx",
+        Query::new("host3.wild.example.com", 15),
+        true,
+    );
+    add(
+        "wildcard-nodata",
+        Query::new("host3.wild.example.com", A),
+        false,
+    );
+    add(
+        "wildcard-deep",
+        Query::new("foo.bar.wild.example.com", TXT),
+        false,
+    );
+    add(
+        "wildcard-any",
+        Query::new("foo.wild.example.com", ANY),
+        false,
+    );
+    add(
+        "wildcard-existing-nodata",
+        Query::new("host.wild.example.com", 15),
+        false,
+    );
+    add(
+        "wildcard-not-below-existing",
+        Query::new("_telnet._tcp.host.wild.example.com", 33),
+        false,
+    );
+    add(
+        "wildcard-ghost",
+        Query::new("ghost.*.wild.example.com", 15),
+        false,
+    );
+    add(
+        "wildcard-literal",
+        Query::new("*.wild.example.com", TXT),
+        false,
+    );
+    add(
+        "wildcard-encloser",
+        Query::new("wild.example.com", TXT),
+        false,
+    );
+    add("wildcard-cname", Query::new("x.cw.example.com", A), false);
+    add("wildcard-gslb", Query::new("a.gw.example.com", A), true);
+    add(
+        "wildcard-gslb-sibling",
+        Query::new("a.b.gw.example.com", TXT),
+        false,
+    );
+    add(
+        "wildcard-gslb-nodata",
+        Query::new("a.gw.example.com", AAAA),
+        false,
+    );
     add("ns", Query::new("example.com", NS), false);
     add("referral", Query::new("host.lab.example.com", A), false);
     add("not-ours", Query::new("www.example.net", A), false);

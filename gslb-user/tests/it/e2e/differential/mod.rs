@@ -140,9 +140,16 @@ const ALLOWED: &[(&[&str], Allowed)] = &[
         Allowed::Follows(Peer::Nsd),
     ),
     (
-        &["mx", "srv", "gslb-sibling-mx"],
+        &[
+            "mx",
+            "srv",
+            "gslb-sibling-mx",
+            "wildcard-mx",
+            "wildcard-mx/tcp",
+        ],
         Allowed::Follows(Peer::Knot),
     ),
+    (&["wildcard-any"], Allowed::Own(NOERROR)),
     (&["gslb-apex-ns", "gslb-apex-mx"], Allowed::Own(NOERROR)),
     (&["cname-other-zone"], Allowed::Follows(Peer::Nsd)),
 ];
