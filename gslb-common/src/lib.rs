@@ -70,9 +70,16 @@ pub struct ProgramConfig {
     pub dns_port: u16,
     /// UDP payload size announced in our OPT record.
     pub edns_udp_size: u16,
-    /// 0. (`ECS_ALLOW_LIST` is in [`ListenSet::flags`]: per generation parity, not here.)
-    pub reserved: u32,
+    /// [`CONFIG_PASS_COOKIES`], or 0. (`ECS_ALLOW_LIST` is in [`ListenSet::flags`]: per
+    /// generation parity, not here.)
+    pub flags: u32,
 }
+
+/// [`ProgramConfig::flags`]: DNS cookies are configured (`server.cookie_secret`), so a query
+/// with a COOKIE option goes to the responder, which gives a server cookie beside the answer
+/// (the program carries no option in its replies). Without it, the option is ignored, as a
+/// server without cookies does (RFC 7873 §5.2).
+pub const CONFIG_PASS_COOKIES: u32 = 1;
 // The generations share the first word, which is one store and one load.
 const _: () = assert!(core::mem::offset_of!(ProgramConfig, generation) / 8 == 0);
 const _: () = assert!(core::mem::offset_of!(ProgramConfig, view_generation) / 8 == 0);
@@ -612,10 +619,13 @@ pub enum Counter {
     /// The query asks for the server's identity (an EDNS NSID option, RFC 5001): the
     /// responder answers it with `server.identity` beside the answer, when one is configured.
     Nsid,
+    /// The query carries a DNS cookie and cookies are configured ([`CONFIG_PASS_COOKIES`]):
+    /// the responder answers it with a server cookie.
+    Cookie,
 }
 
 impl Counter {
-    pub const COUNT: u32 = Counter::Nsid as u32 + 1;
+    pub const COUNT: u32 = Counter::Cookie as u32 + 1;
 
     /// Every counter, in slot order.
     pub const ALL: [Counter; Counter::COUNT as usize] = [
@@ -654,6 +664,7 @@ impl Counter {
         Counter::Ipv4Checksum,
         Counter::EcsInvalid,
         Counter::Nsid,
+        Counter::Cookie,
     ];
 
     /// Stable snake_case name for logs, metrics and the CLI.
@@ -694,6 +705,7 @@ impl Counter {
             Counter::Ipv4Checksum => "ipv4_checksum",
             Counter::EcsInvalid => "ecs_invalid",
             Counter::Nsid => "nsid",
+            Counter::Cookie => "cookie",
         }
     }
 
@@ -866,14 +878,14 @@ mod tests {
             view_generation: 3,
             dns_port: 53,
             edns_udp_size: 1232,
-            reserved: 0,
+            flags: 0,
         };
         let new = ProgramConfig {
             generation: 7 | CHOICE_FLIP,
             view_generation: 4,
             dns_port: 5353,
             edns_udp_size: 1400,
-            reserved: 0,
+            flags: CONFIG_PASS_COOKIES,
         };
         assert_eq!(ProgramConfig::from_words(new.to_words()), new);
         let torn = ProgramConfig::from_words([new.to_words()[0], old.to_words()[1]]);

@@ -52,7 +52,13 @@ fn floor<const GROW: bool>(ctx: &XdpContext) -> Result<u32, Miss> {
     // Written by the walk before anything reads it (nothing here does).
     let mut name = core::mem::MaybeUninit::<[u64; QNAME_WORDS]>::uninit();
     let mut len = 0u32;
-    let q = parse::message(ctx, &datagram, name.as_mut_ptr() as *mut u8, &mut len)?;
+    let q = parse::message(
+        ctx,
+        &datagram,
+        name.as_mut_ptr() as *mut u8,
+        &mut len,
+        false,
+    )?;
     if !GROW {
         let layout = reply::Layout::new(&q, 0);
         // Only a reply of the query's size (this floor never grows or shrinks the frame):

@@ -23,6 +23,8 @@ pub const TYPE_OPT: u16 = 41;
 pub const OPTION_ECS: u16 = 8;
 /// EDNS option code of NSID (RFC 5001).
 pub const OPTION_NSID: u16 = 3;
+/// EDNS option code of COOKIE (RFC 7873).
+pub const OPTION_COOKIE: u16 = 10;
 
 #[inline(always)]
 pub fn be16(b: [u8; 2]) -> u16 {

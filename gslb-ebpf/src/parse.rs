@@ -5,16 +5,17 @@
 
 use aya_ebpf::{maps::lpm_trie::Key, programs::XdpContext};
 use gslb_common::{
-    LISTEN_IN_TRIE, LISTEN_INLINE, LISTEN_PREFIX_LEN, LOCAL_MACS_MAX, ListenKey, NAME_HASH_SEED,
-    ProgramConfig, QNAME_MAX, QNAME_WORDS, QTYPE_A, QTYPE_AAAA, ViewKey, name_hash_step,
+    CONFIG_PASS_COOKIES, LISTEN_IN_TRIE, LISTEN_INLINE, LISTEN_PREFIX_LEN, LOCAL_MACS_MAX,
+    ListenKey, NAME_HASH_SEED, ProgramConfig, QNAME_MAX, QNAME_WORDS, QTYPE_A, QTYPE_AAAA, ViewKey,
+    name_hash_step,
 };
 
 use crate::{
     LISTEN, LISTEN_SET, LOCAL_MACS, Miss, Scratch, TrieKey, csum,
     hdr::{
         CLASS_IN, DnsHdr, ETH_P_8021Q, ETH_P_IPV4, ETH_P_IPV6, EcsHdr, EdnsOption, EthHdr,
-        IPPROTO_UDP, Ipv4Hdr, Ipv6Hdr, OPTION_ECS, OPTION_NSID, OptHdr, QuestionTail, TYPE_OPT,
-        UdpHdr, VlanHdr, be16, ld, ld_addr6, ptr_at, st,
+        IPPROTO_UDP, Ipv4Hdr, Ipv6Hdr, OPTION_COOKIE, OPTION_ECS, OPTION_NSID, OptHdr,
+        QuestionTail, TYPE_OPT, UdpHdr, VlanHdr, be16, ld, ld_addr6, ptr_at, st,
     },
 };
 
@@ -338,7 +339,14 @@ pub fn query(
     }
     // A DNS query to us: now whether it may be answered at all.
     check_macs(ctx)?;
-    message(ctx, &d, scratch.key.name.as_mut_ptr(), &mut scratch.len)
+    let pass_cookies = config.flags & CONFIG_PASS_COOKIES != 0;
+    message(
+        ctx,
+        &d,
+        scratch.key.name.as_mut_ptr(),
+        &mut scratch.len,
+        pass_cookies,
+    )
 }
 
 /// The frame down to the UDP header: Ethernet (one VLAN tag), IPv4 without options and not a
@@ -436,13 +444,15 @@ pub fn datagram(ctx: &XdpContext, config: &ProgramConfig) -> Result<Datagram, Mi
 /// checks to its end: one A/AAAA question, at most an OPT with at most one valid ECS option
 /// (see [`subnet`]). The question name's
 /// lower-cased words go to `name` (`QNAME_MAX` bytes, 8-byte aligned) and its length through
-/// `len_slot` (see [`launder`]). Reads no map.
+/// `len_slot` (see [`launder`]). Reads no map: `pass_cookies` is `CONFIG_PASS_COOKIES` of the
+/// caller's `CONFIG`.
 #[inline(always)]
 pub fn message(
     ctx: &XdpContext,
     d: &Datagram,
     name: *mut u8,
     len_slot: &mut u32,
+    pass_cookies: bool,
 ) -> Result<Query, Miss> {
     let (v6, l4, ip_payload_len) = (d.v6, d.l4, d.ip_payload_len);
     // SAFETY: bounds-checked by `datagram`'s `ptr_at`.
@@ -523,6 +533,10 @@ pub fn message(
             // program does not carry.
             if option as u16 == OPTION_NSID.to_be() {
                 return Err(Miss::Nsid);
+            }
+            // With cookies configured, the responder gives a server cookie beside the answer.
+            if pass_cookies && option as u16 == OPTION_COOKIE.to_be() {
+                return Err(Miss::Cookie);
             }
             if option as u16 == OPTION_ECS.to_be() {
                 // Two: which subnet is the client would be ours to choose (FORMERR).

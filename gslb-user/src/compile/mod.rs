@@ -91,6 +91,9 @@ use crate::policy::{Engine, ServiceState};
 pub struct Snapshot {
     pub dns_port: u16,
     pub edns_udp_size: u16,
+    /// DNS cookies are configured: the fast path passes queries that carry one
+    /// (`gslb_common::CONFIG_PASS_COOKIES`).
+    pub pass_cookies: bool,
     /// `[rrl]`, for the fast path's `RRL_CONFIG` (publish writes it).
     pub rrl: crate::model::RrlSettings,
     /// `server.ecs_allow`: the resolvers whose ECS the fast path uses (`ECS_ALLOW`, written by

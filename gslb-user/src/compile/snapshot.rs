@@ -219,6 +219,7 @@ impl Job<'_> {
         Snapshot {
             dns_port: model.dns.port,
             edns_udp_size: model.dns.edns_udp_size,
+            pass_cookies: model.dns.cookies.is_some(),
             rrl: model.dns.rrl,
             ecs_allow: model.dns.ecs_allow.clone(),
             listen: model.dns.listen.clone(),

@@ -1,12 +1,14 @@
 //! `server.identity`, `server.nsid` and `server.version`: what this node tells about itself.
 //! Anycast operators need to know which node answered (NSID, RFC 5001; CH TXT `id.server`,
-//! RFC 4892); nothing is told unless configured, as NSD and Knot do.
+//! RFC 4892); nothing is told unless configured, as NSD and Knot do. And the secrets of the
+//! server cookies it gives (RFC 7873, RFC 9018): `server.cookie_secret`,
+//! `server.cookie_previous_secret`.
 
 use toml::Spanned;
 
 use super::error::ConfigError;
 use super::validate::{Str, Validator};
-use crate::model::Identity;
+use crate::model::{CookieSecrets, Identity};
 
 /// `server.identity`'s value that stands for the host's name, read at load. `$` is in no host
 /// name, so no node is named this by accident.
@@ -66,6 +68,62 @@ impl Validator<'_> {
             nsid,
             version,
         })
+    }
+
+    /// `cookie_secret` (optional; 16 bytes as 32 hex digits, RFC 9018's SipHash-2-4 key) and
+    /// `cookie_previous_secret` (optional, only with a current one; still accepted while
+    /// clients move to the new one).
+    pub(super) fn cookies(
+        &self,
+        secret: Option<Str>,
+        previous: Option<Str>,
+    ) -> Result<Option<CookieSecrets>, ConfigError> {
+        let key = |raw: &Str, name: &str| -> Result<[u8; 16], ConfigError> {
+            let bytes = data_encoding::HEXLOWER_PERMISSIVE
+                .decode(raw.get_ref().as_bytes())
+                .ok()
+                .and_then(|b| <[u8; 16]>::try_from(b).ok())
+                .ok_or_else(|| {
+                    self.error(
+                        raw.span(),
+                        format!(
+                            "server.{name}: 32 hex digits (16 bytes) expected, as from \
+                             `openssl rand -hex 16`"
+                        ),
+                    )
+                })?;
+            if bytes == [0; 16] {
+                return Err(
+                    self.error(raw.span(), format!("server.{name}: all zeros is no secret"))
+                );
+            }
+            Ok(bytes)
+        };
+        let (secret, previous) = match (secret, previous) {
+            (None, None) => return Ok(None),
+            (None, Some(p)) => {
+                return Err(self.error(
+                    p.span(),
+                    "server.cookie_previous_secret: without server.cookie_secret there is no \
+                     rollover; set the new secret there",
+                ));
+            }
+            (Some(s), p) => (s, p),
+        };
+        let current = key(&secret, "cookie_secret")?;
+        let previous = previous
+            .map(|p| {
+                let old = key(&p, "cookie_previous_secret")?;
+                if old == current {
+                    return Err(self.error(
+                        p.span(),
+                        "server.cookie_previous_secret: the same as server.cookie_secret",
+                    ));
+                }
+                Ok(old)
+            })
+            .transpose()?;
+        Ok(Some(CookieSecrets { current, previous }))
     }
 
     /// `text`, written at `raw`, if it is printable ASCII of 1..=255 bytes.
@@ -149,5 +207,54 @@ mod tests {
         }
         let long = format!("identity = \"{}\"", "a".repeat(256));
         assert!(identity(&long).is_err_and(|e| e.contains("256 bytes")));
+    }
+
+    fn cookies(keys: &str) -> Result<Option<crate::model::CookieSecrets>, String> {
+        let text = format!("[server]\nlisten = [\"192.0.2.1\"]\n{keys}\n");
+        Config::parse(&text, Path::new("identity.toml"))
+            .map(|c| c.server.cookies)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn cookie_secrets_are_16_bytes_of_hex() {
+        assert_eq!(cookies(""), Ok(None));
+        let both = cookies(
+            "cookie_secret = \"E5E973E5A6B2A43F48E7DC849E37BFCF\"\n\
+             cookie_previous_secret = \"dd3bdf9344b678b185a6f5cb60fca715\"",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(both.current[..2], [0xe5, 0xe9]);
+        assert_eq!(both.previous.map(|p| p[15]), Some(0x15));
+        for (keys, why) in [
+            (
+                "cookie_secret = \"e5e973\"",
+                "identity.toml:3:17: server.cookie_secret: 32 hex digits (16 bytes) expected",
+            ),
+            (
+                "cookie_secret = \"zz e973e5a6b2a43f48e7dc849e37bfcf\"",
+                "server.cookie_secret: 32 hex digits",
+            ),
+            (
+                "cookie_secret = \"00000000000000000000000000000000\"",
+                "all zeros is no secret",
+            ),
+            (
+                "cookie_previous_secret = \"e5e973e5a6b2a43f48e7dc849e37bfcf\"",
+                "identity.toml:3:26: server.cookie_previous_secret: without server.cookie_secret",
+            ),
+            (
+                "cookie_secret = \"e5e973e5a6b2a43f48e7dc849e37bfcf\"\n\
+                 cookie_previous_secret = \"e5e973e5a6b2a43f48e7dc849e37bfcf\"",
+                "identity.toml:4:26: server.cookie_previous_secret: the same as",
+            ),
+        ] {
+            let got = cookies(keys);
+            assert!(
+                got.as_ref().is_err_and(|e| e.contains(why)),
+                "{keys}: {got:?}, not {why:?}"
+            );
+        }
     }
 }

@@ -163,6 +163,7 @@ impl Config {
                 ecs_allow: self.server.ecs_allow.clone(),
                 rrl: self.rrl,
                 identity: self.server.identity.clone(),
+                cookies: self.server.cookies.clone(),
             },
         }
     }

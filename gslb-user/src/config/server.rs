@@ -73,6 +73,8 @@ pub struct Server {
     pub socket_affinity: bool,
     /// `identity`, `nsid` and `version` (`identity.rs`).
     pub identity: crate::model::Identity,
+    /// `cookie_secret` and `cookie_previous_secret` (`identity.rs`).
+    pub cookies: Option<crate::model::CookieSecrets>,
 }
 
 /// Default of `server.stale_after_s`.
@@ -106,6 +108,8 @@ pub(super) struct RawServer {
     pub(super) identity: Option<Str>,
     pub(super) nsid: Option<Spanned<bool>>,
     pub(super) version: Option<Str>,
+    pub(super) cookie_secret: Option<Str>,
+    pub(super) cookie_previous_secret: Option<Str>,
 }
 
 impl Validator<'_> {
@@ -272,6 +276,7 @@ impl Validator<'_> {
             state_file,
             socket_affinity: raw.socket_affinity.is_some_and(Spanned::into_inner),
             identity: self.identity(raw.identity, raw.nsid, raw.version)?,
+            cookies: self.cookies(raw.cookie_secret, raw.cookie_previous_secret)?,
         })
     }
 }

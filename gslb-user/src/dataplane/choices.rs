@@ -99,6 +99,7 @@ fn without_domains(snapshot: &Snapshot, domains: Vec<crate::compile::DomainEntry
     let Snapshot {
         dns_port,
         edns_udp_size,
+        pass_cookies,
         rrl,
         ecs_allow,
         listen,
@@ -121,6 +122,7 @@ fn without_domains(snapshot: &Snapshot, domains: Vec<crate::compile::DomainEntry
     Snapshot {
         dns_port: *dns_port,
         edns_udp_size: *edns_udp_size,
+        pass_cookies: *pass_cookies,
         rrl: *rrl,
         ecs_allow: ecs_allow.clone(),
         listen: listen.clone(),

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use aya::maps::{Array, HashMap, LpmTrie, Map, MapData, lpm_trie::Key};
 use gslb_common::{
-    ANSWER_ANY_VIEW, ANSWER_BY_RTT, ANY_VIEW_MAP, AnswerKey, AnswerSet, CHOICE_FLIP, DomainKey,
-    DomainValue, ListenKey, ListenSet, ProgramConfig, QNAME_MAX, RRL_CONFIG_MAP, RTT_OUTCOME_BIT,
-    RrlConfig, ViewKey, ViewValue, maps, name_hash,
+    ANSWER_ANY_VIEW, ANSWER_BY_RTT, ANY_VIEW_MAP, AnswerKey, AnswerSet, CHOICE_FLIP,
+    CONFIG_PASS_COOKIES, DomainKey, DomainValue, ListenKey, ListenSet, ProgramConfig, QNAME_MAX,
+    RRL_CONFIG_MAP, RTT_OUTCOME_BIT, RrlConfig, ViewKey, ViewValue, maps, name_hash,
 };
 use tracing::warn;
 
@@ -399,7 +399,11 @@ impl AnswerTable {
             dns_port: snapshot.dns_port,
             edns_udp_size: snapshot.edns_udp_size,
             view_generation,
-            reserved: 0,
+            flags: if snapshot.pass_cookies {
+                CONFIG_PASS_COOKIES
+            } else {
+                0
+            },
         };
         // The choices of the new generation, in its parity (which no packet reads now).
         (stats.choices, stats.choices_removed) = self

@@ -132,6 +132,17 @@ pub struct Dns {
     pub rrl: RrlSettings,
     /// What this node tells about itself.
     pub identity: Identity,
+    /// DNS cookies (RFC 7873, RFC 9018); `None`: the option is ignored, as before.
+    pub cookies: Option<CookieSecrets>,
+}
+
+/// The secrets of DNS server cookies (`server.cookie_secret`, `server.cookie_previous_secret`):
+/// the nodes of a site share them, so that a cookie one gave is valid at the others (RFC 9018
+/// §4.1); a rollover puts the old secret in `previous`, still accepted, and gives the new one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CookieSecrets {
+    pub current: [u8; 16],
+    pub previous: Option<[u8; 16]>,
 }
 
 /// What this node tells about itself (`server.identity`, `server.nsid`, `server.version`):

@@ -32,6 +32,8 @@ pub(super) struct ConfigData {
     engine: Option<Arc<EngineData>>,
     /// What this node tells about itself (CH TXT, NSID).
     pub(super) identity: crate::model::Identity,
+    /// DNS cookies' secrets; `None`: the option is ignored.
+    pub(super) cookies: Option<crate::model::CookieSecrets>,
 }
 
 impl ConfigData {
@@ -43,6 +45,7 @@ impl ConfigData {
             zones: zones_of(model),
             ecs_allow: ecs::Allow::new(model.dns.ecs_allow.as_deref()),
             identity: model.dns.identity.clone(),
+            cookies: model.dns.cookies.clone(),
             engine: spec.as_ref().and_then(|s| {
                 let engine = s.engine.clone()?;
                 Some(Arc::new(EngineData::new(s.model(), engine)))

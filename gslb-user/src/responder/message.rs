@@ -4,6 +4,8 @@
 //! question is decoded: the header and the OPT record are read from the [`Shape`], which
 //! checked them, so no other record of the request is ever decoded.
 
+use std::net::IpAddr;
+
 use hickory_proto::{
     op::{Edns, Message, MessageType, OpCode, Query, ResponseCode},
     rr::{
@@ -14,10 +16,11 @@ use hickory_proto::{
 };
 
 use super::{
-    Transport,
+    Transport, cookies,
     ecs::{self, OPTION_SUBNET},
     shape::{self, Shape},
 };
+use crate::model::CookieSecrets;
 
 /// UDP responses without EDNS are limited to 512 bytes (RFC 1035 §4.2.1).
 const CLASSIC_UDP_SIZE: usize = 512;
@@ -53,6 +56,53 @@ pub(super) fn response_to(
         response.set_edns(ours);
     }
     response
+}
+
+/// What a query's COOKIE option was (RFC 7873), where cookies are configured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum CookieSeen {
+    /// No option, or cookies are not configured (the option is ignored).
+    None,
+    /// A length no cookie has: FORMERR.
+    Malformed,
+    /// A client cookie, and maybe a server cookie that is not ours or no longer fresh.
+    Client,
+    /// A fresh server cookie of ours, for this client's address.
+    Verified,
+}
+
+/// Gives `response` a COOKIE option with a new server cookie (`secrets`, when configured) if
+/// the request (of `shape`, from `client`) carries a well-formed one; what it carried.
+pub(super) fn add_cookie(
+    response: &mut Message,
+    shape: &Shape<'_>,
+    secrets: Option<&CookieSecrets>,
+    client: IpAddr,
+) -> CookieSeen {
+    let (Some(secrets), Some(opt)) = (secrets, shape.opt) else {
+        return CookieSeen::None;
+    };
+    let Some((_, data)) = opt
+        .options()
+        .find(|(code, _)| *code == cookies::OPTION_COOKIE)
+    else {
+        return CookieSeen::None;
+    };
+    let Some(cookie) = cookies::parse(data) else {
+        return CookieSeen::Malformed;
+    };
+    let now = cookies::now();
+    let seen = if cookies::verified(secrets, &cookie, client, now) {
+        CookieSeen::Verified
+    } else {
+        CookieSeen::Client
+    };
+    if let Some(edns) = response.edns.as_mut() {
+        let data = cookies::response(secrets, &cookie, client, now);
+        edns.options_mut()
+            .insert(EdnsOption::Unknown(cookies::OPTION_COOKIE, data));
+    }
+    seen
 }
 
 /// The NSID option code (RFC 5001).

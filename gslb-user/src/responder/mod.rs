@@ -19,6 +19,7 @@
 mod answers;
 mod authority;
 mod compiled;
+mod cookies;
 mod decisions;
 mod ecs;
 mod lookup;
@@ -35,7 +36,7 @@ use std::{net::IpAddr, sync::Arc};
 
 use arc_swap::ArcSwap;
 use hickory_proto::{
-    op::{Message, Query},
+    op::{Message, Query, ResponseCode},
     rr::{
         DNSClass,
         rdata::opt::{ClientSubnet, EdnsOption},
@@ -65,6 +66,18 @@ impl ResponseSink for Vec<Vec<u8>> {
     fn send(&mut self, response: &[u8]) {
         self.push(response.to_vec());
     }
+}
+
+/// What [`Responder::respond_into`] wrote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Written {
+    /// Nothing may be sent back (a response, a fragment of a header).
+    Nothing,
+    /// A response.
+    Response,
+    /// A response to a query that brought back a fresh server cookie of ours for its address
+    /// (RFC 7873 §5.2.3): it cannot be spoofed, so response rate limiting lets it through.
+    Verified,
 }
 
 /// The authoritative responder (see the module docs); shared by the UDP and TCP loops.
@@ -158,26 +171,25 @@ impl Responder {
     /// The response to `request`, or `None` when nothing may be sent back.
     pub fn respond(&self, request: &[u8], client: IpAddr, transport: Transport) -> Option<Vec<u8>> {
         let mut out = Vec::new();
-        self.respond_into(request, client, transport, &mut out)
-            .then_some(out)
+        (self.respond_into(request, client, transport, &mut out) != Written::Nothing).then_some(out)
     }
 
-    /// [`Responder::respond`] into `out` (cleared first), `false` when nothing may be sent
-    /// back: the server loops keep one buffer per socket instead of one per response.
+    /// [`Responder::respond`] into `out` (cleared first): the server loops keep one buffer
+    /// per socket instead of one per response.
     pub fn respond_into(
         &self,
         request: &[u8],
         client: IpAddr,
         transport: Transport,
         out: &mut Vec<u8>,
-    ) -> bool {
+    ) -> Written {
         out.clear();
         // Every request is held to a query's shape first: what is not is refused from its
         // header, and nothing after this sees more than one question and two small records.
         let data = self.data.load();
         let shape = match shape::scan(request) {
             Ok(shape) => shape,
-            Err(Refusal::Drop) => return false,
+            Err(Refusal::Drop) => return Written::Nothing,
             Err(Refusal::HeaderOnly { rcode, dnssec_ok }) => {
                 shape::header_only(request, rcode, out);
                 if let Some(dnssec_ok) = dnssec_ok {
@@ -185,22 +197,26 @@ impl Responder {
                     wire::write_opt(out, data.edns_udp_size, dnssec_ok, None, 0);
                 }
                 self.answers.count(transport, u16::from(rcode));
-                return true;
+                return Written::Response;
             }
         };
         // A MEP child refuses GSLB names, which `wire` answers (and leaves its NXDOMAIN and
         // NODATA to the general path too, as before).
         if !data.gslb_refused && wire::answer(&data, request, &shape, client, transport, out) {
             self.answers.count(transport, u16::from(out[3] & 0x0f));
-            return true;
+            return Written::Response;
         }
-        let reply = self.respond_message(&data, &shape, request, client, transport);
+        let (reply, verified) = self.respond_message(&data, &shape, request, client, transport);
         out.extend_from_slice(&reply);
-        true
+        if verified {
+            Written::Verified
+        } else {
+            Written::Response
+        }
     }
 
     /// The response to `request` (of `shape`) built as a message (every query `wire` does not
-    /// answer).
+    /// answer), and whether it brought back a server cookie of ours.
     fn respond_message(
         &self,
         data: &Authority,
@@ -208,21 +224,27 @@ impl Responder {
         request: &[u8],
         client: IpAddr,
         transport: Transport,
-    ) -> Vec<u8> {
+    ) -> (Vec<u8>, bool) {
         let Some(question) = message::question(shape) else {
             let mut reply = Vec::with_capacity(shape::HEADER);
             shape::header_only(request, shape::FORMERR, &mut reply);
             self.answers.count(transport, u16::from(shape::FORMERR));
-            return reply;
+            return (reply, false);
         };
         let mut response =
             message::response_to(request, shape, question.clone(), data.edns_udp_size);
         message::add_nsid(&mut response, shape, data.config.identity.nsid.as_deref());
+        let cookie =
+            message::add_cookie(&mut response, shape, data.config.cookies.as_ref(), client);
         let payload = shape.opt.map(|o| o.payload);
         let limit = message::size_limit(transport, payload, data.edns_udp_size);
         match message::rejection(shape, transport) {
             Some(rcode) => {
                 response.metadata.response_code = rcode;
+            }
+            // RFC 7873 §5.2.2: a COOKIE option of a length no cookie has.
+            None if cookie == message::CookieSeen::Malformed => {
+                response.metadata.response_code = ResponseCode::FormErr;
             }
             None => {
                 let ecs = message::client_subnet(shape);
@@ -232,7 +254,7 @@ impl Responder {
         let reply = message::encode(&mut response, request, limit);
         self.answers
             .count(transport, u16::from(response.response_code));
-        reply
+        (reply, cookie == message::CookieSeen::Verified)
     }
 
     /// The responses sent so far, by transport and RCODE (before the UDP loops' rate

@@ -437,9 +437,10 @@ mod tests {
     /// shape check, which both paths share).
     fn general(r: &Responder, request: &[u8], client: IpAddr) -> Option<Vec<u8>> {
         match scan(request) {
-            Ok(shape) => {
-                Some(r.respond_message(&r.data.load(), &shape, request, client, Transport::Udp))
-            }
+            Ok(shape) => Some(
+                r.respond_message(&r.data.load(), &shape, request, client, Transport::Udp)
+                    .0,
+            ),
             Err(_) => r.respond(request, client, Transport::Udp),
         }
     }

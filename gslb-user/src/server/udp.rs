@@ -22,7 +22,7 @@ use tracing::debug;
 
 use super::{Sources, batch::Batch};
 use crate::responder::{
-    Responder, Transport,
+    Responder, Transport, Written,
     rrl::{self, Verdict},
 };
 
@@ -113,12 +113,19 @@ fn run(socket: &UdpSocket, responder: &Responder, mut sources: Sources, stop: &A
         for i in 0..n {
             let (request, peer, reply) = batch.slot(i);
             let Some(peer) = peer else { continue };
-            if !responder.respond_into(request, peer, Transport::Udp, reply) {
+            let written = responder.respond_into(request, peer, Transport::Udp, reply);
+            if written == Written::Nothing {
                 continue;
             }
             // Response rate limiting (`[rrl]`): over the limit, nothing, or every slip-th one
-            // truncated so that a real client retries over TCP. TCP is never limited.
-            match responder.rrl().verdict(peer, now_ns) {
+            // truncated so that a real client retries over TCP. TCP is never limited, nor a
+            // client that brought back our server cookie (it proved its address).
+            let verdict = if written == Written::Verified {
+                Verdict::Send
+            } else {
+                responder.rrl().verdict(peer, now_ns)
+            };
+            match verdict {
                 Verdict::Send => sources.answered(peer, reply, now),
                 Verdict::Drop => continue,
                 Verdict::Slip => match rrl::truncated(reply) {

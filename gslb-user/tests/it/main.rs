@@ -17,6 +17,7 @@ mod e2e;
 
 mod admin;
 mod compile_equivalence;
+mod cookies;
 mod daemon;
 mod decisions;
 mod engine_views;

@@ -54,6 +54,7 @@ fn server(listen: &[&str]) -> Server {
         state_file: "/var/lib/gslb/admin-state".into(),
         socket_affinity: false,
         identity: crate::model::Identity::default(),
+        cookies: None,
     }
 }
 

@@ -65,9 +65,14 @@ fn xdp_replies_agree_with_the_responder() {
     if !privileged() {
         return;
     }
-    // With an identity, so that a query asking for NSID is answered with it by the responder:
-    // the program must pass those (it does not carry the option).
-    let text = config_text().replacen("[server]\n", "[server]\nidentity = \"xdp-fuzz\"\n", 1);
+    // With an identity and cookies, so that a query asking for NSID, or carrying a cookie, is
+    // answered with the option by the responder: the program must pass those (it carries no
+    // option). The ECS-allow run below keeps cookies off, so the program answers them there.
+    let text = config_text().replacen(
+        "[server]\n",
+        "[server]\nidentity = \"xdp-fuzz\"\ncookie_secret = \"e5e973e5a6b2a43f48e7dc849e37bfcf\"\n",
+        1,
+    );
     differential(&text, env_or("GSLB_FUZZ_FRAMES", 200_000), false);
 }
 
@@ -238,6 +243,16 @@ fn differential(text: &str, frames: u64, allow_list: bool) {
         nsid > frames / 1000 || frames < 10_000,
         "{nsid} NSID passes"
     );
+    // Cookies: passed where configured (the plain run), answered where not (the other).
+    let cookie = reasons.get("cookie").copied().unwrap_or(0);
+    if allow_list {
+        assert_eq!(cookie, 0, "cookie passes without cookies configured");
+    } else {
+        assert!(
+            cookie > frames / 1000 || frames < 10_000,
+            "{cookie} cookie passes"
+        );
+    }
 }
 
 /// The hit counters rose by the replies and the pass counters by the passes.

@@ -207,6 +207,40 @@ fn passes_queries_that_ask_for_the_nsid() {
     assert_messages_passed(&dp, &cases);
 }
 
+/// With `server.cookie_secret`, a query with a COOKIE option goes to the responder, which
+/// gives a server cookie beside the answer (the program carries no option): a client cookie
+/// alone, with a server cookie, after an ECS option. Without it the program answers them
+/// (`answered::answers_queries_with_cookies_or_padding_and_sends_no_options`).
+#[test]
+fn passes_cookies_when_cookies_are_configured() {
+    if !privileged() {
+        return;
+    }
+    let text = config_text().replacen(
+        "[server]\n",
+        "[server]\ncookie_secret = \"e5e973e5a6b2a43f48e7dc849e37bfcf\"\n",
+        1,
+    );
+    let config = gslb_user::config::Config::parse(&text, std::path::Path::new("cookies.toml"))
+        .expect("valid");
+    let mut dp = Dataplane::load(None).expect("loading the XDP object");
+    dp.table
+        .publish(&gslb_user::compile::Snapshot::from_config(&config))
+        .expect("publishing");
+    let query = |options: Vec<EdnsOption>| wire(&with_options(options));
+    let both = EdnsOption::Unknown(10, vec![7; 24]);
+    #[rustfmt::skip]
+    let cases = [
+        ("client cookie", query(vec![client_cookie()]), Counter::Cookie),
+        ("client and server cookie", query(vec![both]), Counter::Cookie),
+        ("cookie after ECS", query(vec![ecs_subnet("198.51.100.0/24"), client_cookie()]), Counter::Cookie),
+    ];
+    assert_messages_passed(&dp, &cases);
+    // The same query without a cookie is still answered (XDP_TX).
+    let plain = run(&dp, &Frame::query_to(V4, query(vec![])).bytes());
+    assert_eq!(plain.action, 3, "counted {:?}", plain.counted);
+}
+
 /// With `server.ecs_allow`, the program holds the list (`ECS_ALLOW`): a listed resolver's
 /// subnet is answered from its view with the scope echoed, anyone else's option is ignored (its
 /// own view, no option echoed), and malformed ones stay `ecs_invalid` (xdp_ecs_allow.rs has

@@ -1,0 +1,236 @@
+//! DNS cookies (RFC 7873), server cookies as RFC 9018 makes them: to a query that carries a
+//! client cookie, a server cookie of version 1, a timestamp and SipHash-2-4 under the site's
+//! secret of (client cookie, version, reserved, timestamp, client address). A query that
+//! brings back one of ours, fresh and made for its address, proves that address answers: the
+//! response rate limiter lets it through (as NSD and Knot do). Nothing is demanded: a query
+//! without a cookie, or with one that is not ours, is answered as before, with a new cookie.
+
+use std::hash::Hasher as _;
+use std::net::IpAddr;
+
+use siphasher::sip::SipHasher24;
+
+use super::canonical;
+use crate::model::CookieSecrets;
+
+/// The COOKIE option code (RFC 7873 §4).
+pub(super) const OPTION_COOKIE: u16 = 10;
+const CLIENT_LEN: usize = 8;
+/// The server cookie this server gives: version, reserved, timestamp, hash (RFC 9018 §4.2).
+const SERVER_LEN: usize = 16;
+const VERSION: u8 = 1;
+/// A server cookie is accepted up to an hour after its timestamp (RFC 9018 §4.3) ...
+const MAX_AGE_S: u32 = 3600;
+/// ... and up to five minutes before it, for the clocks of the site's nodes.
+const MAX_AHEAD_S: u32 = 300;
+
+/// A COOKIE option's data, checked for length (RFC 7873 §5.2.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Cookie<'a> {
+    pub(super) client: [u8; CLIENT_LEN],
+    /// Empty, or 8 to 32 bytes.
+    pub(super) server: &'a [u8],
+}
+
+/// The option's data is 8 bytes, or 16 to 40: anything else is malformed, answered FORMERR.
+pub(super) fn parse(data: &[u8]) -> Option<Cookie<'_>> {
+    if data.len() != CLIENT_LEN && !(16..=40).contains(&data.len()) {
+        return None;
+    }
+    let (client, server) = data.split_at(CLIENT_LEN);
+    Some(Cookie {
+        client: client.try_into().expect("8 bytes"),
+        server,
+    })
+}
+
+/// The server cookie for `client_cookie` from `client` at `timestamp` (seconds since the
+/// epoch, mod 2^32) with `reserved` as the client sent it back (zeros when made here).
+fn server_cookie(
+    secret: &[u8; 16],
+    client_cookie: [u8; CLIENT_LEN],
+    reserved: [u8; 3],
+    timestamp: u32,
+    client: IpAddr,
+) -> [u8; SERVER_LEN] {
+    let mut hasher = SipHasher24::new_with_key(secret);
+    hasher.write(&client_cookie);
+    hasher.write(&[VERSION]);
+    hasher.write(&reserved);
+    hasher.write(&timestamp.to_be_bytes());
+    match canonical(client) {
+        IpAddr::V4(a) => hasher.write(&a.octets()),
+        IpAddr::V6(a) => hasher.write(&a.octets()),
+    }
+    let mut out = [0u8; SERVER_LEN];
+    out[0] = VERSION;
+    out[4..8].copy_from_slice(&timestamp.to_be_bytes());
+    // The hash as RFC 9018's examples write it: SipHash's 64-bit result, little-endian.
+    out[8..].copy_from_slice(&hasher.finish().to_le_bytes());
+    out
+}
+
+/// The COOKIE option data of the response to `cookie` from `client` at `now`: the client
+/// cookie and a new server cookie under the current secret.
+pub(super) fn response(
+    secrets: &CookieSecrets,
+    cookie: &Cookie<'_>,
+    client: IpAddr,
+    now: u32,
+) -> Vec<u8> {
+    let mut data = Vec::with_capacity(CLIENT_LEN + SERVER_LEN);
+    data.extend_from_slice(&cookie.client);
+    data.extend_from_slice(&server_cookie(
+        &secrets.current,
+        cookie.client,
+        [0; 3],
+        now,
+        client,
+    ));
+    data
+}
+
+/// Whether `cookie`'s server part is one of ours for `client`: version 1, stamped at most an
+/// hour before `now` and at most five minutes after it (serial arithmetic, RFC 1982: the
+/// timestamp wraps in 2106), its hash that of the current or the previous secret.
+pub(super) fn verified(
+    secrets: &CookieSecrets,
+    cookie: &Cookie<'_>,
+    client: IpAddr,
+    now: u32,
+) -> bool {
+    let Ok(server) = <&[u8; SERVER_LEN]>::try_from(cookie.server) else {
+        return false;
+    };
+    if server[0] != VERSION {
+        return false;
+    }
+    let timestamp = u32::from_be_bytes(server[4..8].try_into().expect("4 bytes"));
+    let age = now.wrapping_sub(timestamp);
+    if age > MAX_AGE_S && timestamp.wrapping_sub(now) > MAX_AHEAD_S {
+        return false;
+    }
+    let reserved = [server[1], server[2], server[3]];
+    [Some(secrets.current), secrets.previous]
+        .into_iter()
+        .flatten()
+        .any(|secret| {
+            // The hash: the version and timestamp are in it, and were read from `server`.
+            server_cookie(&secret, cookie.client, reserved, timestamp, client)[8..] == server[8..]
+        })
+}
+
+/// Seconds since the epoch, mod 2^32, the cookies' clock.
+pub(super) fn now() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(s: &str) -> Vec<u8> {
+        data_encoding::HEXLOWER.decode(s.as_bytes()).unwrap()
+    }
+
+    fn secrets(current: &str, previous: Option<&str>) -> CookieSecrets {
+        CookieSecrets {
+            current: hex(current).try_into().unwrap(),
+            previous: previous.map(|p| hex(p).try_into().unwrap()),
+        }
+    }
+
+    const SECRET: &str = "e5e973e5a6b2a43f48e7dc849e37bfcf";
+
+    /// RFC 9018 Appendix A: the cookies a server with these secrets gives and takes.
+    #[test]
+    fn rfc_9018_appendix_a() {
+        let s = secrets(SECRET, None);
+        let ip = |a: &str| a.parse::<IpAddr>().unwrap();
+        // A.1: a new client learns a server cookie.
+        let client = hex("2464c4abcf10c957");
+        let a1 = parse(&client).unwrap();
+        let given = response(&s, &a1, ip("198.51.100.100"), 1_559_731_985);
+        assert_eq!(
+            given,
+            hex("2464c4abcf10c957010000005cf79f111f8130c3eee29480")
+        );
+        // A.2: it comes back 40 minutes later, valid; the renewed one is the RFC's.
+        let back = parse(&given).unwrap();
+        assert!(verified(&s, &back, ip("198.51.100.100"), 1_559_734_385));
+        assert_eq!(
+            response(&s, &back, ip("198.51.100.100"), 1_559_734_385),
+            hex("2464c4abcf10c957010000005cf7a871d4a564a1442aca77")
+        );
+        // From another address, or after more than an hour, it is not ours.
+        assert!(!verified(&s, &back, ip("198.51.100.101"), 1_559_734_385));
+        assert!(!verified(
+            &s,
+            &back,
+            ip("198.51.100.100"),
+            1_559_731_985 + 3601
+        ));
+        assert!(verified(
+            &s,
+            &back,
+            ip("198.51.100.100"),
+            1_559_731_985 + 3600
+        ));
+        // A.3: another client's cookie, reserved bytes set by another server of the site,
+        // is valid within its hour (they are hashed as sent); at the RFC's time, 1h52m after
+        // it was made, it is stale, and the renewal is the RFC's.
+        let a3 = hex("fc93fc62807ddb8601abcdef5cf78f71a314227b6679ebf5");
+        let a3 = parse(&a3).unwrap();
+        assert!(verified(&s, &a3, ip("203.0.113.203"), 1_559_727_985 + 60));
+        assert!(!verified(&s, &a3, ip("203.0.113.203"), 1_559_734_700));
+        assert_eq!(
+            response(&s, &a3, ip("203.0.113.203"), 1_559_734_700),
+            hex("fc93fc62807ddb86010000005cf7a9acf73a7810aca2381e")
+        );
+        // A.4: an IPv6 client's cookie made with the old secret is valid while that secret is
+        // the previous one, not under the new secret alone.
+        let a4 = hex("22681ab97d52c298010000005cf7c57926556bd0934c72f8");
+        let a4 = parse(&a4).unwrap();
+        let v6 = ip("2001:db8:220:1:59de:d0f4:8769:82b8");
+        let new = "445536bcd2513298075a5d379663c962";
+        let old = "dd3bdf9344b678b185a6f5cb60fca715";
+        assert!(verified(&secrets(new, Some(old)), &a4, v6, 1_559_741_961));
+        assert!(!verified(&secrets(new, None), &a4, v6, 1_559_741_961));
+    }
+
+    /// RFC 7873 §5.2.2: 8 bytes, or 16 to 40; the rest is FORMERR.
+    #[test]
+    fn lengths() {
+        for len in 0..=48 {
+            let ok = len == 8 || (16..=40).contains(&len);
+            assert_eq!(parse(&vec![1; len]).is_some(), ok, "{len}");
+        }
+        // A server part of another length, or another version, is never ours.
+        let s = secrets(SECRET, None);
+        let ip: IpAddr = "192.0.2.1".parse().unwrap();
+        let mut cookie = vec![1; 8];
+        cookie.extend(server_cookie(&s.current, [1; 8], [0; 3], 100, ip));
+        assert!(verified(&s, &parse(&cookie).unwrap(), ip, 100));
+        cookie[8] = 2;
+        assert!(!verified(&s, &parse(&cookie).unwrap(), ip, 100));
+        cookie.extend([0; 8]);
+        assert!(!verified(&s, &parse(&cookie).unwrap(), ip, 100));
+    }
+
+    /// The window: an hour back, five minutes ahead, across the wrap of the 32-bit clock.
+    #[test]
+    fn the_timestamp_window_wraps() {
+        let s = secrets(SECRET, None);
+        let ip: IpAddr = "2001:db8::1".parse().unwrap();
+        let at = |stamp: u32, now: u32| {
+            let mut cookie = vec![7; 8];
+            cookie.extend(server_cookie(&s.current, [7; 8], [0; 3], stamp, ip));
+            verified(&s, &parse(&cookie).unwrap(), ip, now)
+        };
+        assert!(at(1000, 1000) && at(1000, 4600) && !at(1000, 4601));
+        assert!(at(1300, 1000) && !at(1301, 1000));
+        assert!(at(u32::MAX - 100, 1000) && !at(u32::MAX - 3000, 1000));
+    }
+}
