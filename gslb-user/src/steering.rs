@@ -161,7 +161,7 @@ impl AdminState {
         let not_regular = || StateFileError::NotRegular {
             path: path.to_owned(),
         };
-        let mut file = match std::fs::OpenOptions::new()
+        let file = match std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(path)
@@ -176,8 +176,16 @@ impl AdminState {
         if !file.metadata().map_err(io)?.is_file() {
             return Err(not_regular());
         }
+        // Bounded: a file that grew past what gslbd ever writes is not read whole into memory.
         let mut text = String::new();
-        file.read_to_string(&mut text).map_err(io)?;
+        file.take(MAX_STATE_FILE + 1)
+            .read_to_string(&mut text)
+            .map_err(io)?;
+        if text.len() as u64 > MAX_STATE_FILE {
+            return Err(StateFileError::TooLarge {
+                path: path.to_owned(),
+            });
+        }
         let mut state = AdminState::default();
         for (i, line) in text.lines().enumerate() {
             let line = line.trim();
@@ -197,7 +205,7 @@ impl AdminState {
                 return Err(StateFileError::Line {
                     path: path.to_owned(),
                     line: i + 1,
-                    text: line.to_owned(),
+                    text: line.chars().take(MAX_QUOTED).collect(),
                 });
             };
             state.apply(&command);
@@ -276,6 +284,12 @@ fn domain_key(name: &str) -> String {
     name.trim_end_matches('.').to_ascii_lowercase()
 }
 
+/// The largest state file read: a line per disabled service, site or domain (names of at
+/// most 255 bytes) is far less for any configuration.
+const MAX_STATE_FILE: u64 = 16 << 20;
+/// The most characters of a bad line quoted in its error.
+const MAX_QUOTED: usize = 200;
+
 /// Why the state file cannot be read or written.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -292,6 +306,12 @@ pub enum StateFileError {
         path.display()
     )]
     NotRegular { path: PathBuf },
+    #[error(
+        "state file {}: over {} MiB, far more than gslbd writes; remove it",
+        path.display(),
+        MAX_STATE_FILE >> 20
+    )]
+    TooLarge { path: PathBuf },
     #[error("state file {}:{line}: {text:?} is not \"service|site|domain NAME\"", path.display())]
     Line {
         path: PathBuf,
@@ -391,6 +411,26 @@ mod tests {
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o7777, 0o600, "{mode:o}");
         assert_eq!(AdminState::load(&path).unwrap(), some_state());
+    }
+
+    /// A state file larger than gslbd ever writes is refused unread past the cap, and a bad
+    /// line is quoted in part: a hostile file costs bounded memory and a bounded message.
+    #[test]
+    fn a_huge_state_file_or_line_is_refused_in_bounded_memory() {
+        let dir = gslb_tests::TempDir::new("state-huge");
+        let path = dir.join("admin-state");
+        let mut big = "service a\n".repeat((MAX_STATE_FILE as usize) / 10);
+        big.push_str("service b\n");
+        std::fs::write(&path, &big).unwrap();
+        let error = AdminState::load(&path).unwrap_err();
+        assert!(matches!(error, StateFileError::TooLarge { .. }), "{error}");
+        assert!(error.to_string().contains("over 16 MiB"), "{error}");
+        std::fs::write(&path, format!("service {}\n", "x ".repeat(100_000))).unwrap();
+        let error = AdminState::load(&path).unwrap_err().to_string();
+        assert!(error.contains(":1:") && error.len() < 400, "{} bytes", error.len());
+        // A file of ordinary size is read.
+        std::fs::write(&path, "# a comment\nservice a\n").unwrap();
+        assert!(AdminState::load(&path).is_ok());
     }
 
     /// The state file's directory is the user's: a link planted at the temporary file's name
