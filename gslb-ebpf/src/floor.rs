@@ -57,7 +57,7 @@ fn floor<const GROW: bool>(ctx: &XdpContext) -> Result<u32, Miss> {
         &datagram,
         name.as_mut_ptr() as *mut u8,
         &mut len,
-        false,
+        config,
     )?;
     if !GROW {
         let layout = reply::Layout::new(&q, 0);

@@ -339,13 +339,12 @@ pub fn query(
     }
     // A DNS query to us: now whether it may be answered at all.
     check_macs(ctx)?;
-    let pass_cookies = config.flags & CONFIG_PASS_COOKIES != 0;
     message(
         ctx,
         &d,
         scratch.key.name.as_mut_ptr(),
         &mut scratch.len,
-        pass_cookies,
+        config,
     )
 }
 
@@ -444,15 +443,15 @@ pub fn datagram(ctx: &XdpContext, config: &ProgramConfig) -> Result<Datagram, Mi
 /// checks to its end: one A/AAAA question, at most an OPT with at most one valid ECS option
 /// (see [`subnet`]). The question name's
 /// lower-cased words go to `name` (`QNAME_MAX` bytes, 8-byte aligned) and its length through
-/// `len_slot` (see [`launder`]). Reads no map: `pass_cookies` is `CONFIG_PASS_COOKIES` of the
-/// caller's `CONFIG`.
+/// `len_slot` (see [`launder`]). Reads no map: `config` is the caller's copy of `CONFIG`, read
+/// only for a cookie ([`CONFIG_PASS_COOKIES`]).
 #[inline(always)]
 pub fn message(
     ctx: &XdpContext,
     d: &Datagram,
     name: *mut u8,
     len_slot: &mut u32,
-    pass_cookies: bool,
+    config: &ProgramConfig,
 ) -> Result<Query, Miss> {
     let (v6, l4, ip_payload_len) = (d.v6, d.l4, d.ip_payload_len);
     // SAFETY: bounds-checked by `datagram`'s `ptr_at`.
@@ -535,7 +534,7 @@ pub fn message(
                 return Err(Miss::Nsid);
             }
             // With cookies configured, the responder gives a server cookie beside the answer.
-            if pass_cookies && option as u16 == OPTION_COOKIE.to_be() {
+            if option as u16 == OPTION_COOKIE.to_be() && config.flags & CONFIG_PASS_COOKIES != 0 {
                 return Err(Miss::Cookie);
             }
             if option as u16 == OPTION_ECS.to_be() {

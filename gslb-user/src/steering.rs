@@ -427,7 +427,11 @@ mod tests {
         assert!(error.to_string().contains("over 16 MiB"), "{error}");
         std::fs::write(&path, format!("service {}\n", "x ".repeat(100_000))).unwrap();
         let error = AdminState::load(&path).unwrap_err().to_string();
-        assert!(error.contains(":1:") && error.len() < 400, "{} bytes", error.len());
+        assert!(
+            error.contains(":1:") && error.len() < 400,
+            "{} bytes",
+            error.len()
+        );
         // A file of ordinary size is read.
         std::fs::write(&path, "# a comment\nservice a\n").unwrap();
         assert!(AdminState::load(&path).is_ok());
