@@ -76,8 +76,10 @@ fn country(site: usize) -> String {
     format!("C{}.K{site}", site % CONTINENTS)
 }
 
-fn config_text() -> String {
-    let mut t = String::with_capacity(2 << 20);
+/// The server, zone example.com and sites s0..s63 of the bench's configurations, in a string
+/// of `capacity` bytes for the rest.
+fn server_zone_and_sites(capacity: usize) -> String {
+    let mut t = String::with_capacity(capacity);
     t.push_str(
         "[server]\nlisten = [\"192.0.2.53\"]\n[[zone]]\nname = \"example.com\"\nns = [\"ns.example.net\"]\nsoa.rname = \"hostmaster.example.com\"\n",
     );
@@ -88,6 +90,11 @@ fn config_text() -> String {
             s + 1
         );
     }
+    t
+}
+
+fn config_text() -> String {
+    let mut t = server_zone_and_sites(2 << 20);
     for d in 0..DOMAINS {
         let layout = d % SITES;
         for k in 0..SERVICES_PER_DOMAIN {

@@ -17,7 +17,7 @@ use gslb_user::{
     policy::ServiceState,
 };
 
-use super::{SITES, country, median};
+use super::{SITES, country, median, server_zone_and_sites};
 
 const DOMAINS: usize = 100;
 /// Per family.
@@ -25,17 +25,7 @@ const SERVICES: usize = 256;
 const FLIPS: usize = 10;
 
 fn config_text() -> String {
-    let mut t = String::with_capacity(4 << 20);
-    t.push_str(
-        "[server]\nlisten = [\"192.0.2.53\"]\n[[zone]]\nname = \"example.com\"\nns = [\"ns.example.net\"]\nsoa.rname = \"hostmaster.example.com\"\n",
-    );
-    for s in 0..SITES {
-        let _ = write!(
-            t,
-            "[[site]]\nname = \"s{s}\"\nip = \"198.18.0.{}\"\n",
-            s + 1
-        );
-    }
+    let mut t = server_zone_and_sites(4 << 20);
     for k in 0..SERVICES {
         let site = k % SITES;
         let location = country(site);
