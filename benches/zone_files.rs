@@ -28,7 +28,7 @@ pub(crate) fn write_zones(config: &Config, dir: &Path) -> Vec<String> {
         )
         .unwrap();
         for ns in &zone.ns {
-            writeln!(text, "@ NS {ns}.").unwrap();
+            writeln!(text, "@ {} NS {ns}.", zone.ns_ttl).unwrap();
         }
         for r in &zone.records {
             writeln!(text, "{}. {} {}", r.name, r.ttl, record_data(&r.data)).unwrap();

@@ -11,7 +11,7 @@
 
 use std::{net::SocketAddr, sync::LazyLock};
 
-use gslb_user::health::{HttpCheck, CheckError, http_check_over};
+use gslb_user::health::{CheckError, HttpCheck, http_check_over};
 use libfuzzer_sys::{Corpus, fuzz_target};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

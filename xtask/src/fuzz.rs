@@ -19,10 +19,11 @@ use anyhow::{Context, Result, bail};
 use crate::{setup, util};
 
 /// Every target, in the order they run (fuzz/fuzz_targets/<name>.rs).
-pub(crate) const TARGETS: [&str; 8] = [
+pub(crate) const TARGETS: [&str; 9] = [
     "responder",
     "responder_tcp",
     "config",
+    "zone_file",
     "location",
     "prometheus",
     "http_body",

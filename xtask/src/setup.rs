@@ -22,6 +22,9 @@ const APT_PACKAGES: &[&str] = &[
     // (Knot and NSD), on the same zone.
     "knot",
     "nsd",
+    // kzonecheck, which checks the zone files gslb-user/tests/it/e2e/differential reads
+    // (nsd-checkzone comes with nsd).
+    "knot-dnssecutils",
     // The resolver (send-client-subnet, subnet cache) of
     // gslb-user/tests/it/e2e/ecs_unbound_netns.rs.
     "unbound",

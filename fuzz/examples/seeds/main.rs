@@ -57,6 +57,7 @@ fn main() {
     let captured = capture::capture(&root);
     dns::seeds(&mut corpus, &captured);
     text::config_seeds(&mut corpus, &root);
+    text::zone_file_seeds(&mut corpus, &root);
     text::location_seeds(&mut corpus, &root);
     text::prometheus_seeds(&mut corpus);
     text::http_seeds(&mut corpus);

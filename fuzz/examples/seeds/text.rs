@@ -1,4 +1,4 @@
-//! The text targets' seeds: config, location, prometheus, http_body.
+//! The text targets' seeds: config, zone_file, location, prometheus, http_body.
 
 use std::path::Path;
 
@@ -29,6 +29,51 @@ fn examples(root: &Path, suffix: &str) -> Vec<(String, Vec<u8>)> {
 pub(crate) fn config_seeds(corpus: &mut Corpus, root: &Path) {
     for (name, text) in examples(root, ".toml") {
         corpus.add("config", format!("example-{name}"), text);
+    }
+}
+
+/// The zone files of examples/zones/, and what master files have that they lack: each
+/// directive, escapes, a multi-line TXT, an owner-less first line, a record per type.
+pub(crate) fn zone_file_seeds(corpus: &mut Corpus, root: &Path) {
+    let dir = root.join("examples/zones");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("examples/zones/")
+        .map(|e| e.expect("an entry").path())
+        .collect();
+    files.sort();
+    for path in files {
+        let name = path
+            .file_name()
+            .expect("a name")
+            .to_string_lossy()
+            .into_owned();
+        corpus.add(
+            "zone_file",
+            format!("example-{name}"),
+            std::fs::read(&path).expect("a zone"),
+        );
+    }
+    let written: [(&str, &str); 4] = [
+        (
+            "directives",
+            "$ORIGIN example.com.\n$TTL 1h30m\n@ SOA ns1 h ( 1 2 3 4 5 )\n NS ns1\nns1 A 192.0.2.1\n             $ORIGIN sub.example.com.\nx 60 IN AAAA 2001:db8::1\n$INCLUDE other.zone x.example.com.\n",
+        ),
+        (
+            "escapes",
+            "@ 300 SOA ns1 h 1 2 3 4 5\n@ 300 NS ns.example.net.\n             t TXT \"a;b\" \"\\\"q\\\"\" \"\\200\\255\" ( \"multi\"\n \"line\" )\n             weird\\.label A 192.0.2.2\n",
+        ),
+        (
+            "types",
+            "@ 300 SOA ns1 h 1 2 3 4 5\n@ 300 NS ns.example.net.\n             @ CAA 0 issue \"ca.example\"\n_443._tcp TLSA 3 1 1 00ff\nh SSHFP 4 2 00ff\n             s HTTPS 1 . alpn=h2\np PTR host.example.net.\nn NAPTR 1 1 \"S\" \"x\" \"\" _s\n             g TYPE65534 \\# 2 abcd\nw *.w A 192.0.2.3\n",
+        ),
+        ("no-soa", "   NS ns1\n; only a comment ( )\n"),
+    ];
+    for (name, text) in written {
+        corpus.add(
+            "zone_file",
+            format!("written-{name}"),
+            text.as_bytes().to_vec(),
+        );
     }
 }
 

@@ -148,22 +148,22 @@ impl Validator<'_> {
             let zone = &zones[z].name;
             // The domain answers A and AAAA at its name; the zone's other types there (MX,
             // TXT, CAA; SOA and NS at the apex) are answered beside them.
-            if let Some(&(line, rtype)) = facts[z].addresses.get(&name) {
-                return Err(err(if rtype == "CNAME" {
+            if let Some((at, rtype)) = facts[z].addresses.get(&name) {
+                return Err(err(if *rtype == "CNAME" {
                     format!(
-                        "zone {zone:?} has a CNAME of this name (line {line}); a CNAME must be \
+                        "zone {zone:?} has a CNAME of this name ({at}); a CNAME must be \
                          the only record at its name"
                     )
                 } else {
                     format!(
-                        "zone {zone:?} has a static {rtype} record of this name (line {line}); \
+                        "zone {zone:?} has a static {rtype} record of this name ({at}); \
                          the GSLB domain answers A and AAAA at its name (other types may be static)"
                     )
                 }));
             }
-            if let Some((cut, line)) = facts[z].delegation_of(&name) {
+            if let Some((cut, at)) = facts[z].delegation_of(&name) {
                 return Err(err(format!(
-                    "at or below the delegation of {cut} (NS on line {line}); it is not ours to answer"
+                    "at or below the delegation of {cut} (NS on {at}); it is not ours to answer"
                 )));
             }
 

@@ -46,6 +46,7 @@ mod topology;
 mod validate;
 mod view;
 mod zone;
+mod zone_file;
 
 use std::ops::Range;
 use std::path::Path;
@@ -85,6 +86,7 @@ pub use self::site::Site;
 pub use self::topology::TopologyRecordConfig;
 pub use self::view::View;
 pub use self::zone::{Soa, Zone};
+pub use self::zone_file::InputFile;
 /// The responder's settings, named here too for `compile::Inputs` until it takes the model.
 pub use admin::AdminSettings;
 
@@ -129,6 +131,9 @@ pub struct Config {
     pub rrl: crate::model::RrlSettings,
     /// `[admin]`: the HTTP metrics and status endpoint (none without the section).
     pub admin: Option<AdminSettings>,
+    /// The zone files read (and the files they include), as they were when read: a change
+    /// to one reloads the configuration.
+    pub zone_files: Vec<InputFile>,
 }
 
 impl Config {
@@ -229,7 +234,11 @@ impl Validator<'_> {
         let site_span = raw.server.site.as_ref().map(Spanned::span);
         let server = self.server(raw.server)?;
         let views = self.views(raw.views)?;
-        let (zones, facts) = self.zones(raw.zones)?;
+        let zone::Zones {
+            zones,
+            facts,
+            files: zone_files,
+        } = self.zones(raw.zones)?;
         let site_spans: Vec<SiteSpans> = raw.sites.iter().map(SiteSpans::of).collect();
         let mep_written = raw.mep.is_some()
             || raw
@@ -364,6 +373,7 @@ impl Validator<'_> {
             links,
             rrl,
             admin,
+            zone_files,
         })
     }
 }

@@ -7,11 +7,11 @@ use std::net::IpAddr;
 use serde::Deserialize;
 
 use super::error::ConfigError;
-use super::names::{Seen, owner_name, target_name};
-use super::validate::{Int, Str, Validator};
+use super::names::{owner_name, target_name};
+use super::validate::{Int, Place, Str, Validator};
 use super::zone::ZoneFacts;
 
-mod generic;
+pub(super) mod generic;
 
 /// The DS type (RFC 4034): only at a delegation.
 const TYPE_DS: u16 = 43;
@@ -43,18 +43,25 @@ pub(super) fn txt_strings(text: &str) -> Vec<String> {
     }
 }
 
+/// A record and where its parts were written (a zone file's record has one place).
+pub(super) struct Written {
+    pub(super) record: StaticRecord,
+    pub(super) name: Place,
+    pub(super) value: Place,
+    pub(super) ttl: Place,
+}
+
 impl Validator<'_> {
-    /// One zone's static records; fills `facts` (owners, delegations, NS targets).
-    pub(super) fn records(
+    /// One zone's `[[zone.record]]`s, each read on its own; [`Self::check_records`] checks
+    /// them together with the zone file's.
+    pub(super) fn toml_records(
         &self,
         owner: &str,
         apex: &str,
         default_ttl: u32,
         raw: Vec<RawRecord>,
-        facts: &mut ZoneFacts,
-    ) -> Result<Vec<StaticRecord>, ConfigError> {
-        let mut records = Vec::new();
-        let mut written = Vec::new();
+    ) -> Result<Vec<Written>, ConfigError> {
+        let mut out = Vec::with_capacity(raw.len());
         for rr in raw {
             let name = self.dns_name(&rr.name, &format!("{owner}: record name"), |n| {
                 owner_name(n, apex)
@@ -65,34 +72,54 @@ impl Validator<'_> {
                 rr.ttl.clone(),
                 default_ttl,
             )?;
-            records.push(StaticRecord { name, ttl, data });
-            written.push(rr);
+            out.push(Written {
+                record: StaticRecord { name, ttl, data },
+                name: rr.name.span().into(),
+                value: rr.value.span().into(),
+                ttl: rr
+                    .ttl
+                    .as_ref()
+                    .map_or(rr.name.span(), toml::Spanned::span)
+                    .into(),
+            });
         }
+        Ok(out)
+    }
 
+    /// One zone's static records, checked together; fills `facts` (owners, delegations, NS
+    /// targets).
+    pub(super) fn check_records(
+        &self,
+        owner: &str,
+        apex: &str,
+        written: Vec<Written>,
+        facts: &mut ZoneFacts,
+    ) -> Result<Vec<StaticRecord>, ConfigError> {
         // Delegations first: a record written before its delegation's NS is still below it.
-        for (r, rr) in records.iter().zip(&written) {
-            if let RecordData::Ns(target) = &r.data {
-                facts.ns_targets.push((target.clone(), rr.value.span()));
-                if r.name != apex {
+        for w in &written {
+            if let RecordData::Ns(target) = &w.record.data {
+                facts.ns_targets.push((target.clone(), w.value.clone()));
+                if w.record.name != apex {
                     facts
                         .delegations
-                        .entry(r.name.clone())
-                        .or_insert(self.line(rr.name.span()));
+                        .entry(w.record.name.clone())
+                        .or_insert_with(|| self.cite(&w.name));
                 }
             }
         }
 
-        let mut seen = Seen::new();
-        // (owner, type) → (TTL, line): an RRset has one TTL (RFC 2181 §5.2).
-        let mut rrsets: HashMap<(&str, u16), (u32, usize)> = HashMap::new();
-        // Owner → (line, type) of its first record and of its CNAME.
-        let mut first_at: HashMap<&str, (usize, std::borrow::Cow<'static, str>)> = HashMap::new();
-        let mut cname_at: HashMap<&str, usize> = HashMap::new();
-        for (r, rr) in records.iter().zip(&written) {
+        // Record → where it was first written.
+        let mut seen: HashMap<&StaticRecord, &Place> = HashMap::new();
+        // (owner, type) → (TTL, where): an RRset has one TTL (RFC 2181 §5.2).
+        let mut rrsets: HashMap<(&str, u16), (u32, &Place)> = HashMap::new();
+        // Owner → where and type of its first record, and where its CNAME is.
+        let mut first_at: HashMap<&str, (&Place, std::borrow::Cow<'static, str>)> = HashMap::new();
+        let mut cname_at: HashMap<&str, &Place> = HashMap::new();
+        for w in &written {
+            let r = &w.record;
             let (name, rtype) = (r.name.as_str(), r.data.type_name());
-            let line = self.line(rr.name.span());
             let what = format!("{owner}, record {name} {rtype}");
-            let at_name = |reason: String| self.error(rr.name.span(), format!("{what}: {reason}"));
+            let at_name = |reason: String| self.error_at(&w.name, format!("{what}: {reason}"));
 
             if name == apex {
                 match r.data {
@@ -117,25 +144,24 @@ impl Validator<'_> {
                         .into(),
                 ));
             }
-            if let Some(first) = seen.first(r.clone(), line) {
-                return Err(self.error(
-                    rr.value.span(),
-                    format!(
-                        "{what}: {:?} listed twice (first on line {first})",
-                        rr.value.get_ref()
-                    ),
+            if let Some(first) = seen.get(r) {
+                return Err(self.error_at(
+                    &w.value,
+                    format!("{what}: listed twice (first on {})", self.cite(first)),
                 ));
             }
+            seen.insert(r, &w.name);
             let is_cname = matches!(r.data, RecordData::Cname(_));
             if let Some((first, first_type)) = first_at.get(name) {
                 let clash = if is_cname {
                     Some((*first, first_type.as_ref()))
                 } else {
-                    cname_at.get(name).map(|&l| (l, "CNAME"))
+                    cname_at.get(name).map(|&p| (p, "CNAME"))
                 };
                 if let Some((other, other_type)) = clash {
                     return Err(at_name(format!(
-                        "a CNAME must be the only record at its name ({other_type} on line {other})"
+                        "a CNAME must be the only record at its name ({other_type} on {})",
+                        self.cite(other)
                     )));
                 }
             }
@@ -146,32 +172,35 @@ impl Validator<'_> {
                 _ => None,
             };
             if let Some(t) = address_type {
-                facts.addresses.entry(name.to_owned()).or_insert((line, t));
+                facts
+                    .addresses
+                    .entry(name.to_owned())
+                    .or_insert_with(|| (self.cite(&w.name), t));
             }
-            first_at.entry(name).or_insert((line, rtype.clone()));
+            first_at.entry(name).or_insert((&w.name, rtype.clone()));
             if is_cname {
-                cname_at.insert(name, line);
+                cname_at.insert(name, &w.name);
             }
             match rrsets.entry((name, r.data.rtype())) {
                 Entry::Occupied(e) if e.get().0 != r.ttl => {
                     let (ttl, first) = *e.get();
-                    let span = rr.ttl.as_ref().map_or(rr.name.span(), toml::Spanned::span);
-                    return Err(self.error(
-                        span,
+                    return Err(self.error_at(
+                        &w.ttl,
                         format!(
                             "{what}: TTL {} differs from TTL {ttl} of the {name} {rtype} record on \
-                             line {first}; the records of one name and type share one TTL",
-                            r.ttl
+                             {}; the records of one name and type share one TTL",
+                            r.ttl,
+                            self.cite(first)
                         ),
                     ));
                 }
                 Entry::Occupied(_) => {}
                 Entry::Vacant(e) => {
-                    e.insert((r.ttl, line));
+                    e.insert((r.ttl, &w.name));
                 }
             }
             let is_ds = r.data.rtype() == TYPE_DS;
-            if let Some((cut, cut_line)) = facts.delegation_of(name) {
+            if let Some((cut, cut_at)) = facts.delegation_of(name) {
                 let allowed = match r.data {
                     RecordData::A(_) | RecordData::Aaaa(_) => true,
                     RecordData::Ns(_) => name == cut,
@@ -181,7 +210,7 @@ impl Validator<'_> {
                 };
                 if !allowed {
                     return Err(at_name(format!(
-                        "{name} is at or below the delegation of {cut} (NS on line {cut_line}), \
+                        "{name} is at or below the delegation of {cut} (NS on {cut_at}), \
                          where only NS records, DS records at the cut and glue A/AAAA records \
                          belong"
                     )));
@@ -194,7 +223,7 @@ impl Validator<'_> {
                 ));
             }
         }
-        Ok(records)
+        Ok(written.into_iter().map(|w| w.record).collect())
     }
 
     /// The data of one record; errors point at its type or value.

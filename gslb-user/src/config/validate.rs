@@ -23,6 +23,24 @@ pub(super) type List = Spanned<Vec<Str>>;
 
 pub(super) type Int = Spanned<i64>;
 
+/// Where something was written: bytes of the configuration file, or a line of another file
+/// the configuration names (a zone file, which has no spans: its parser reports lines).
+#[derive(Clone, Debug)]
+pub(super) enum Place {
+    Config(Range<usize>),
+    File {
+        path: std::sync::Arc<Path>,
+        line: usize,
+        column: usize,
+    },
+}
+
+impl From<Range<usize>> for Place {
+    fn from(span: Range<usize>) -> Self {
+        Place::Config(span)
+    }
+}
+
 pub(super) struct Validator<'a> {
     pub(super) text: &'a str,
     pub(super) file: &'a Path,
@@ -83,6 +101,27 @@ impl<'a> Validator<'a> {
                 self.error(span, format!("duplicate key `{key}`"))
             }
             _ => self.error(span, reason),
+        }
+    }
+
+    /// The error at `place`: [`Self::error`] in the configuration, its own file otherwise.
+    pub(super) fn error_at(&self, place: &Place, reason: impl Into<String>) -> ConfigError {
+        match place {
+            Place::Config(span) => self.error(span.clone(), reason),
+            Place::File { path, line, column } => ConfigError::Invalid {
+                file: path.to_path_buf(),
+                line: *line,
+                column: *column,
+                reason: reason.into(),
+            },
+        }
+    }
+
+    /// `place` in another object's error: "line N" in the configuration, "FILE:N" elsewhere.
+    pub(super) fn cite(&self, place: &Place) -> String {
+        match place {
+            Place::Config(span) => format!("line {}", self.line(span.clone())),
+            Place::File { path, line, .. } => format!("{}:{line}", path.display()),
         }
     }
 

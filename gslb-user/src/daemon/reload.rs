@@ -189,15 +189,22 @@ pub(super) fn location_files(config: &Config) -> Vec<PathBuf> {
 pub struct FileStamps(Vec<Option<(std::time::SystemTime, u64)>>);
 
 impl FileStamps {
+    /// The stamps `files` had when the configuration read them.
+    pub(super) fn recorded(files: &[crate::config::InputFile]) -> FileStamps {
+        FileStamps(files.iter().map(|f| f.stamp).collect())
+    }
+
+    /// The stamps of the files `config` read (its zone files) as they are now.
+    pub(super) fn of_inputs(config: &Config) -> FileStamps {
+        let paths: Vec<PathBuf> = config.zone_files.iter().map(|f| f.path.clone()).collect();
+        FileStamps::of(&paths)
+    }
+
     pub(super) fn of(files: &[PathBuf]) -> FileStamps {
         FileStamps(
             files
                 .iter()
-                .map(|f| {
-                    std::fs::metadata(f)
-                        .ok()
-                        .and_then(|m| Some((m.modified().ok()?, m.len())))
-                })
+                .map(|f| crate::config::InputFile::stamp_of(f))
                 .collect(),
         )
     }

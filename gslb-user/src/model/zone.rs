@@ -11,8 +11,10 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 pub struct Zone {
     /// The apex; unique, neither inside nor above another zone.
     pub name: String,
-    /// Default TTL of the zone's records, and the TTL of its SOA and apex NS records.
+    /// The TTL of the SOA record (and the default of the `[[zone.record]]`s).
     pub ttl: u32,
+    /// The TTL of the apex NS records: `ttl` unless the zone file gives them their own.
+    pub ns_ttl: u32,
     /// The apex NS records' targets; non-empty, no duplicates. A target inside a configured zone
     /// has an address (a static A/AAAA record or a GSLB domain).
     pub ns: Vec<String>,

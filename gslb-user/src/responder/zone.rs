@@ -62,7 +62,7 @@ impl ZoneData {
         let ns = zone
             .ns
             .iter()
-            .map(|n| Record::from_rdata(apex_name.clone(), zone.ttl, RData::NS(NS(name(n)))))
+            .map(|n| Record::from_rdata(apex_name.clone(), zone.ns_ttl, RData::NS(NS(name(n)))))
             .collect();
         let mut records: HashMap<String, Vec<Record>> = HashMap::new();
         let mut cuts = HashSet::new();

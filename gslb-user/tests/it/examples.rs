@@ -41,6 +41,7 @@ fn every_example_is_valid() {
         "nat-public-ip.toml",
         "static-zone.toml",
         "views.toml",
+        "zone-file.toml",
     ] {
         assert!(
             names.iter().any(|n| n == expected),

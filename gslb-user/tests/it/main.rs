@@ -39,3 +39,4 @@ mod show_services;
 mod steering;
 mod supervise;
 mod xdp;
+mod zone_file_watch;

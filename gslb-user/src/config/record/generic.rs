@@ -63,7 +63,7 @@ pub(super) fn rdata(code: u16, value: &str, apex: &str) -> Result<Vec<u8>, Strin
 }
 
 /// Refuses the codes no static record may have.
-fn check_code(code: u16) -> Result<(), String> {
+pub(in crate::config) fn check_code(code: u16) -> Result<(), String> {
     let t = RecordType::from(code);
     if OWN_FORM.contains(&code) {
         return Err(format!(

@@ -4,6 +4,7 @@ mod rejected;
 mod rejected_domains;
 mod server_site_rtt;
 mod valid;
+mod zone_files;
 
 use std::net::{IpAddr, Ipv6Addr};
 use std::time::Duration;
@@ -78,6 +79,7 @@ fn empty() -> Config {
         links: vec![],
         rrl: crate::model::RrlSettings::default(),
         admin: None,
+        zone_files: vec![],
     }
 }
 
@@ -86,6 +88,7 @@ fn zone(name: &str) -> Zone {
     Zone {
         name: name.into(),
         ttl: 3600,
+        ns_ttl: 3600,
         ns: vec!["ns.example.net".into()],
         soa: Soa {
             mname: "ns.example.net".into(),

@@ -276,8 +276,12 @@ fn rejected() {
             "ns ns.example.net listed twice (first on line 5)",
         ),
         (
-            format!("{SERVER}[[zone]] #<\nname = \"example.com\"\nns = [\"ns.example.net\"]"),
-            "missing field `soa`",
+            format!("{SERVER}[[zone]]\nname = \"example.com\" #<\nsoa.rname = \"h.example.com\""),
+            "ns is missing; list the zone's name servers, or read the zone from a file",
+        ),
+        (
+            format!("{SERVER}[[zone]]\nname = \"example.com\" #<\nns = [\"ns.example.net\"]"),
+            "[zone.soa] is missing",
         ),
         (
             format!(

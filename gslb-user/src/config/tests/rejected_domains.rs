@@ -151,7 +151,7 @@ fn rejected_records_sites_services_domains() {
             record(
                 "name = \"x\"\ntype = \"A\"\nvalue = \"192.0.2.1\"\n[[zone.record]]\nname = \"x\"\ntype = \"A\"\nvalue = \"192.0.2.1\" #<",
             ),
-            "\"192.0.2.1\" listed twice (first on line 8)",
+            "record x.example.com A: listed twice (first on line 8)",
         ),
         (
             record(

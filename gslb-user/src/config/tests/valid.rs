@@ -157,6 +157,7 @@ fn valid() {
     let zones_want = {
         let mut com = zone("example.com");
         com.ttl = 600;
+        com.ns_ttl = 600;
         com.ns = vec!["ns1.example.com".into(), "ns2.example.net".into()];
         com.soa = Soa {
             mname: "ns0.example.com".into(),

@@ -61,6 +61,8 @@ impl Serving {
                     stamps,
                     waiting,
                 });
+                // As read: a write during the read is still a change.
+                self.zone_stamps = FileStamps::recorded(&run.config.zone_files);
                 Some("reload")
             }
             Err(error) => {
@@ -161,6 +163,18 @@ impl Serving {
         }
         self.health_pacer.changed(Instant::now());
         None
+    }
+
+    /// The zone files' poll: whether one changed since it was read (or since a reload of
+    /// the change was last tried: a refused one is not retried until the files change again).
+    pub(super) fn zone_files_changed(&mut self) -> bool {
+        let now = FileStamps::of_inputs(&self.run.config);
+        if now == self.zone_stamps {
+            return false;
+        }
+        self.zone_stamps = now;
+        info!("a zone file changed; reloading the configuration");
+        true
     }
 
     /// The location files' poll: a change starts a build off the loop.

@@ -1,5 +1,5 @@
 //! gslbd once it runs: the one loop where every trigger (a reload, a health flip, RTT, MEP, an
-//! uplink, a load reading, the location files) ends in one recompute and republish of the
+//! uplink, a load reading, the location files, the zone files) ends in one recompute and republish of the
 //! whole answer set, and the orderly stop. The loop is a list of events, one handler each
 //! (`events.rs`); the republish and a reload's switch are `publish.rs`; when paced triggers
 //! are due, `pacer.rs`.
@@ -83,6 +83,9 @@ struct Serving {
     /// time, and applied here when it is done.
     location_poll: tokio::time::Interval,
     location_build: Option<LocationBuild>,
+    /// The zone files' stamps (`Config::zone_files`) when they were read, or when a reload
+    /// of their change was last tried; polled with the location files, a change reloads.
+    zone_stamps: FileStamps,
     rtt_pacer: RepublishPacer,
     health_pacer: RepublishPacer,
     /// A reloaded configuration waiting for the republish of its answers, and whether one was
@@ -101,10 +104,12 @@ pub(super) async fn serve(
 ) -> Result<(), DaemonError> {
     let mut location_poll = tokio::time::interval(super::reload::LOCATION_POLL);
     location_poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let zone_stamps = FileStamps::recorded(&running.config.zone_files);
     let mut s = Serving {
         run: running,
         location_poll,
         location_build: None,
+        zone_stamps,
         rtt_pacer: RepublishPacer::rtt(Instant::now()),
         health_pacer: RepublishPacer::health(Instant::now()),
         switch: None,
@@ -131,7 +136,13 @@ pub(super) async fn serve(
             () = due(load_due), if load_due.is_some() => Some("load"),
             event = s.run.health_events.recv() => s.on_health_event(event),
             () = due(health_due), if health_due.is_some() => Some("health"),
-            _ = s.location_poll.tick(), if s.location_build.is_none() => s.on_location_poll(),
+            _ = s.location_poll.tick(), if s.location_build.is_none() => {
+                if s.zone_files_changed() {
+                    s.on_reload(Reload { reply: None }, &mut reloads).await
+                } else {
+                    s.on_location_poll()
+                }
+            }
             built = LocationBuild::done(&mut s.location_build), if s.location_build.is_some() => s.on_location_built(built),
         };
         if let Some(trigger) = trigger {

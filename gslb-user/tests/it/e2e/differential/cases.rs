@@ -168,6 +168,11 @@ impl Query {
     }
 }
 
+/// A resolver's plain query for `qname` `qtype` (class IN, EDNS0 with a 1232-byte payload).
+pub(super) fn plain(qname: &str, qtype: u16) -> Vec<u8> {
+    Query::new(qname, qtype).edns(&edns0()).wire()
+}
+
 /// An A record owned by the root, for the sections a query must not have.
 fn a_record() -> Vec<u8> {
     record(&[0], A, IN, [0; 4], &[192, 0, 2, 1])
