@@ -121,3 +121,71 @@ async fn cookies_are_given_and_let_their_clients_through_rrl() {
     assert_eq!(with, 40, "with our cookie every query is answered");
     gslbd.stop().await;
 }
+
+/// The rollover the configuration describes, through a running gslbd's reloads: with the old
+/// secret moved to `cookie_previous_secret`, a cookie made under it still lets its client
+/// through RRL (a forged one does not); once the previous secret is dropped, it no longer does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolled_over_secret_still_verifies_until_it_is_dropped() {
+    const NEW: &str = "dd3bdf9344b678b185a6f5cb60fca715";
+    let dir = TempDir::new("cookie-rollover");
+    let path = dir.0.join("gslb.toml");
+    let (port, dns) = common::bound_dns();
+    std::fs::write(&path, config(port)).unwrap();
+    let gslbd = Gslbd::start_bound(&path, dns, None, WAIT).await;
+
+    // Three clients, each of its own /24 (its own RRL bucket), learn a cookie under SECRET.
+    let clients: Vec<(UdpSocket, Vec<u8>)> = tokio::task::spawn_blocking(move || {
+        ["127.0.2.5", "127.0.3.5", "127.0.4.5"]
+            .map(|ip| {
+                let socket = UdpSocket::bind((ip, 0)).unwrap();
+                let (_, cookie) = ask_n(&socket, port, 1, Some(&[9; 8]));
+                (socket, cookie.expect("a server cookie"))
+            })
+            .into()
+    })
+    .await
+    .unwrap();
+    let [rolled, forged, dropped]: [(UdpSocket, Vec<u8>); 3] = clients.try_into().unwrap();
+
+    let with_secrets = |previous: Option<&str>| {
+        let mut text = config(port).replacen(SECRET, NEW, 1);
+        if let Some(previous) = previous {
+            text = text.replacen(
+                "[server]\n",
+                &format!("[server]\ncookie_previous_secret = \"{previous}\"\n"),
+                1,
+            );
+        }
+        text
+    };
+    std::fs::write(&path, with_secrets(Some(SECRET))).unwrap();
+    gslbd.reload().await.expect("the rollover loads");
+    let (rolled_answered, forged_answered) = tokio::task::spawn_blocking(move || {
+        let (rolled_answered, _) = ask_n(&rolled.0, port, 40, Some(&rolled.1));
+        let mut bad = forged.1.clone();
+        bad[20] ^= 1;
+        let (forged_answered, _) = ask_n(&forged.0, port, 40, Some(&bad));
+        (rolled_answered, forged_answered)
+    })
+    .await
+    .unwrap();
+    assert_eq!(rolled_answered, 40, "a cookie of the previous secret is verified");
+    assert!(
+        forged_answered <= 2 * RATE,
+        "a forged cookie: {forged_answered} of 40 answered"
+    );
+
+    std::fs::write(&path, with_secrets(None)).unwrap();
+    gslbd.reload().await.expect("the previous secret dropped");
+    let dropped_answered = tokio::task::spawn_blocking(move || {
+        ask_n(&dropped.0, port, 40, Some(&dropped.1)).0
+    })
+    .await
+    .unwrap();
+    assert!(
+        dropped_answered <= 2 * RATE,
+        "after the previous secret is dropped: {dropped_answered} of 40 answered"
+    );
+    gslbd.stop().await;
+}
