@@ -111,7 +111,12 @@ fn main() {
     dp_plain.table.without_shortcuts();
     for dp in [&mut dp, &mut dp_plain] {
         use gslb_user::compile::{Inputs, LdnsRtt, Snapshot};
-        let text = format!("{}{RTT_DOMAIN}{V2}", common::config_text());
+        // With an identity, as anycast nodes run: every hit reads its length (`NSID`).
+        let text = format!("{}{RTT_DOMAIN}{V2}", common::config_text()).replacen(
+            "[server]\n",
+            "[server]\nidentity = \"fra-1\"\n",
+            1,
+        );
         let config =
             gslb_user::config::Config::parse(&text, std::path::Path::new("xdp-bench.toml"))
                 .expect("bench configuration");
@@ -203,6 +208,15 @@ fn main() {
     if let Some(opt) = ecs_own_query.edns.as_mut() {
         opt.options_mut().insert(ecs_subnet("203.0.113.0/24"));
     }
+    // Asking for our NSID: the identity written beside the answer (one helper call).
+    let mut nsid_query = edns_query.clone();
+    if let Some(opt) = nsid_query.edns.as_mut() {
+        opt.options_mut()
+            .insert(hickory_proto::rr::rdata::opt::EdnsOption::Unknown(
+                3,
+                vec![],
+            ));
+    }
     // A /0 subnet: the option parsed and echoed (scope 0), no client named, so the source's
     // view answers, as for `edns_query`.
     let mut ecs_zero_query = edns_query.clone();
@@ -247,6 +261,12 @@ fn main() {
         case(
             "xdp_a_hit_v4_ecs",
             Frame::v4(wire(&ecs_query)).bytes(),
+            XDP_TX,
+            false,
+        ),
+        case(
+            "xdp_a_hit_v4_nsid",
+            Frame::v4(wire(&nsid_query)).bytes(),
             XDP_TX,
             false,
         ),
@@ -547,6 +567,11 @@ fn main() {
         ),
         ("xdp_ecs_over_plain", "xdp_a_hit_v4_ecs", "xdp_a_hit_v4"),
         ("xdp_ecs_over_edns", "xdp_a_hit_v4_ecs", "xdp_a_hit_v4_edns"),
+        (
+            "xdp_nsid_over_edns",
+            "xdp_a_hit_v4_nsid",
+            "xdp_a_hit_v4_edns",
+        ),
         // Its parts: the same view's EDNS hit, the /0 option, and the floor's share.
         (
             "xdp_ecs_over_v1_edns",

@@ -8,13 +8,12 @@ use std::{fmt::Write as _, net::IpAddr, path::Path};
 use gslb_user::{
     compile::Snapshot,
     config::{Config, RecordData},
-    policy::AnswerMode,
 };
 
 /// `config`'s zones written into `dir` as `{zone}.zone` files; returns the zone names. The
-/// GSLB names become static records of their default view's answer: one address for a
-/// rotating domain, every address for an "all" domain, so the answers are the same size as
-/// gslb's.
+/// GSLB names become static records of their default view's first answer (`Answer::carried`:
+/// one address for a rotating domain, every address of an "all" domain up to its
+/// `max_answers`), so the answers are the same size as gslb's.
 pub(crate) fn write_zones(config: &Config, dir: &Path) -> Vec<String> {
     let snapshot = Snapshot::from_config(config);
     let mut names = Vec::new();
@@ -37,12 +36,9 @@ pub(crate) fn write_zones(config: &Config, dir: &Path) -> Vec<String> {
             let Some((_, answer)) = d.answers.first() else {
                 continue;
             };
-            let n = if answer.mode == AnswerMode::All {
-                answer.addrs.len()
-            } else {
-                1
-            };
-            for addr in &answer.addrs[..n] {
+            // What the first answer carries: every address of an "all" set within
+            // max_answers, or the window of the first turn.
+            for addr in answer.carried(|| 0).iter() {
                 let rtype = if matches!(addr, IpAddr::V4(_)) {
                     "A"
                 } else {

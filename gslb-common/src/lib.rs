@@ -6,8 +6,10 @@
 #![no_std]
 
 mod ecs_allow;
+mod nsid;
 mod rrl;
 pub use ecs_allow::*;
+pub use nsid::*;
 pub use rrl::*;
 
 /// Longest query name, in wire bytes (length octets and the terminating root label included),
@@ -616,8 +618,9 @@ pub enum Counter {
     /// needs, address bits beyond the prefix, a scope, or a second ECS option. The responder
     /// answers FORMERR.
     EcsInvalid,
-    /// The query asks for the server's identity (an EDNS NSID option, RFC 5001): the
-    /// responder answers it with `server.identity` beside the answer, when one is configured.
+    /// The query asks for the server's identity (an EDNS NSID option, RFC 5001) and the
+    /// answer with it (`NSID`) would not fit the client's UDP size or ours: the responder
+    /// answers it, within the size.
     Nsid,
     /// The query carries a DNS cookie and cookies are configured ([`CONFIG_PASS_COOKIES`]):
     /// the responder answers it with a server cookie.
@@ -786,16 +789,17 @@ pub mod maps {
     pub const HEARTBEAT: &str = "HEARTBEAT";
     pub const RTT_CHOICE: &str = "RTT_CHOICE";
     pub const ECS_ALLOW: &str = "ECS_ALLOW";
+    pub const NSID: &str = "NSID";
 
     /// The maps shared between the program and the controller, pinned in `server.pin_path`
     /// and adopted across restarts (`ROTOR` and `SCRATCH` are the program's own working
     /// memory: a restarted gslbd's program starts its rotations afresh). `cargo xtask
     /// uninstall` removes these pins.
-    /// `ECS_ALLOW` is pinned too: a new gslbd's first publish switches the shared `CONFIG`
-    /// while the old program still runs, and that program must read the list of the
-    /// generation it switched to.
-    pub const PINNED: [&str; 9] = [
-        CONFIG, LISTEN, LISTEN_SET, VIEWS, DOMAINS, ANSWERS, COUNTERS, RTT_CHOICE, ECS_ALLOW,
+    /// `ECS_ALLOW` and `NSID` are pinned too: a new gslbd's first publish switches the
+    /// shared `CONFIG` while the old program still runs, and that program must read the list
+    /// and the identity of the generation it switched to.
+    pub const PINNED: [&str; 10] = [
+        CONFIG, LISTEN, LISTEN_SET, VIEWS, DOMAINS, ANSWERS, COUNTERS, RTT_CHOICE, ECS_ALLOW, NSID,
     ];
 }
 
@@ -828,8 +832,8 @@ pub const LDNS_MAX: u32 = 1 << 16;
 mod pod {
     use super::{
         AnswerKey, AnswerSet, DomainKey, DomainValue, EcsAllowKey, Heartbeat, LdnsCacheSlot,
-        LdnsConfig, LdnsKey, LdnsValue, ListenKey, ListenSet, LocalMacs, ProgramConfig, RttChoice,
-        RttChoiceKey, ViewKey, ViewValue,
+        LdnsConfig, LdnsKey, LdnsValue, ListenKey, ListenSet, LocalMacs, NsidOption, ProgramConfig,
+        RttChoice, RttChoiceKey, ViewKey, ViewValue,
     };
     // SAFETY: all of these are repr(C), Copy, without padding (sizes asserted above), and every
     // bit pattern is a valid value.
@@ -851,6 +855,7 @@ mod pod {
     unsafe impl aya::Pod for RttChoiceKey {}
     unsafe impl aya::Pod for RttChoice {}
     unsafe impl aya::Pod for EcsAllowKey {}
+    unsafe impl aya::Pod for NsidOption {}
 }
 
 #[cfg(test)]

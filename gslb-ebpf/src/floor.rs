@@ -60,19 +60,19 @@ fn floor<const GROW: bool>(ctx: &XdpContext) -> Result<u32, Miss> {
         config,
     )?;
     if !GROW {
-        let layout = reply::Layout::new(&q, 0);
+        let layout = reply::Layout::new(&q, 0, 0);
         // Only a reply of the query's size (this floor never grows or shrinks the frame):
         // every query without EDNS options or Ethernet padding.
         if layout.msg_end != ctx.data_end() - ctx.data() {
             return Err(Miss::Additional);
         }
-        reply::turn_around(ctx, &q, config, &layout, 0, 0, false, 0)?;
+        reply::turn_around(ctx, &q, config, &layout, 0, 0, false, 0, None)?;
         return Ok(xdp_action::XDP_TX);
     }
     if q.qtype != QTYPE_A {
         return Err(Miss::Qtype);
     }
-    let layout = reply::Layout::new(&q, RECORD.len());
+    let layout = reply::Layout::new(&q, RECORD.len(), 0);
     let delta = layout.msg_end as i32 - (ctx.data_end() - ctx.data()) as i32;
     // SAFETY: plain helper call on our own context; every pointer is re-derived afterwards.
     // (No growth at the head when the frame has no tailroom, as `reply` falls back to: the
@@ -87,6 +87,16 @@ fn floor<const GROW: bool>(ctx: &XdpContext) -> Result<u32, Miss> {
         // SAFETY: bounds-checked by `ptr_at`.
         unsafe { st(p, *word) };
     }
-    reply::turn_around(ctx, &q, config, &layout, 1, csum::bytes(&RECORD), false, 0)?;
+    reply::turn_around(
+        ctx,
+        &q,
+        config,
+        &layout,
+        1,
+        csum::bytes(&RECORD),
+        false,
+        0,
+        None,
+    )?;
     Ok(xdp_action::XDP_TX)
 }

@@ -21,8 +21,6 @@ pub const IPPROTO_UDP: u8 = 17;
 pub const CLASS_IN: u16 = 1;
 pub const TYPE_OPT: u16 = 41;
 pub const OPTION_ECS: u16 = 8;
-/// EDNS option code of NSID (RFC 5001).
-pub const OPTION_NSID: u16 = 3;
 /// EDNS option code of COOKIE (RFC 7873).
 pub const OPTION_COOKIE: u16 = 10;
 

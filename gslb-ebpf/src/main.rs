@@ -46,8 +46,8 @@ use gslb_common::{
     ANSWER_ANY_VIEW, ANSWER_BY_RTT, ANSWERS_MAX, ANY_VIEW_WORDS, AnswerKey, AnswerSet, Counter,
     DEFAULT_VIEW, DOMAINS_MAX, DomainKey, DomainValue, Heartbeat, LDNS_CACHE_SLOTS, LDNS_MAX,
     LISTEN_MAX, LdnsCacheSlot, LdnsConfig, LdnsKey, LdnsValue, ListenKey, ListenSet, LocalMacs,
-    ProgramConfig, ROTOR_SLOTS, RTT_CHOICE_MAX, RTT_CHOICE_WIDTH, RTT_OUTCOME_BIT, RttChoice,
-    RttChoiceKey, VIEWS_MAX, ViewKey, ViewValue, ldns_slot,
+    NsidOption, ProgramConfig, ROTOR_SLOTS, RTT_CHOICE_MAX, RTT_CHOICE_WIDTH, RTT_OUTCOME_BIT,
+    RttChoice, RttChoiceKey, VIEWS_MAX, ViewKey, ViewValue, ldns_slot,
 };
 
 /// Written by the controller through its memory mapping, a word at a time (see
@@ -104,6 +104,9 @@ static LDNS_CONFIG: Array<LdnsConfig> = Array::with_max_entries(1, 0);
 /// The attached interfaces' own MACs: the only destinations answered (see `LocalMacs`).
 #[map]
 static LOCAL_MACS: Array<LocalMacs> = Array::with_max_entries(1, 0);
+/// Our NSID option, by generation parity (see `NsidOption`): read only for a query that asks.
+#[map]
+static NSID: Array<NsidOption> = Array::with_max_entries(2, 0);
 /// The controller's heartbeat: past its bound, every frame is passed (see [`stale`]).
 #[map]
 static HEARTBEAT: Array<Heartbeat> = Array::with_max_entries(1, 0);

@@ -6,16 +6,16 @@
 use aya_ebpf::{maps::lpm_trie::Key, programs::XdpContext};
 use gslb_common::{
     CONFIG_PASS_COOKIES, LISTEN_IN_TRIE, LISTEN_INLINE, LISTEN_PREFIX_LEN, LOCAL_MACS_MAX,
-    ListenKey, NAME_HASH_SEED, ProgramConfig, QNAME_MAX, QNAME_WORDS, QTYPE_A, QTYPE_AAAA, ViewKey,
-    name_hash_step,
+    ListenKey, NAME_HASH_SEED, OPTION_NSID, ProgramConfig, QNAME_MAX, QNAME_WORDS, QTYPE_A,
+    QTYPE_AAAA, ViewKey, name_hash_step,
 };
 
 use crate::{
     LISTEN, LISTEN_SET, LOCAL_MACS, Miss, Scratch, TrieKey, csum,
     hdr::{
         CLASS_IN, DnsHdr, ETH_P_8021Q, ETH_P_IPV4, ETH_P_IPV6, EcsHdr, EdnsOption, EthHdr,
-        IPPROTO_UDP, Ipv4Hdr, Ipv6Hdr, OPTION_COOKIE, OPTION_ECS, OPTION_NSID, OptHdr,
-        QuestionTail, TYPE_OPT, UdpHdr, VlanHdr, be16, ld, ld_addr6, ptr_at, st,
+        IPPROTO_UDP, Ipv4Hdr, Ipv6Hdr, OPTION_COOKIE, OPTION_ECS, OptHdr, QuestionTail, TYPE_OPT,
+        UdpHdr, VlanHdr, be16, ld, ld_addr6, ptr_at, st,
     },
 };
 
@@ -44,6 +44,10 @@ pub struct Query {
     pub hash: u64,
     /// The query's EDNS Client Subnet, echoed in the reply's OPT.
     pub ecs: Subnet,
+    /// 0, or the query asks for our NSID (RFC 5001): bit 16 set, and in the low 16 bits the
+    /// UDP size its OPT gives, within which the reply carries it (reply.rs). Computed without
+    /// a branch (see [`message`]).
+    pub nsid: u32,
 }
 
 /// A valid EDNS Client Subnet of a query (RFC 7871 §7.1), as the reply echoes it.
@@ -502,6 +506,7 @@ pub fn message(
     let mut end = qname + qlen + core::mem::size_of::<QuestionTail>();
     let mut edns_do = 0;
     let mut ecs = Subnet::none();
+    let mut nsid = 0;
     if arcount == 1 {
         let opt = ptr_at::<OptHdr>(ctx, end, Miss::Malformed)?;
         // SAFETY (both loads, and the option's below): bounds-checked by `ptr_at`.
@@ -521,6 +526,10 @@ pub fn message(
         let opts_end = end + u16::from_be((flags_rdlen >> 16) as u16) as usize;
         // Where the ECS option starts (0: none); read after the walk, once.
         let mut ecs_at = 0;
+        // 1 when an option asks for our NSID, else 0. Without a branch: a value the walk sets
+        // on one path and not the other splits every path after it for the verifier (which
+        // then passed its million instructions), where a computed one is one range.
+        let mut nsid_asked = 0u32;
         for _ in 0..MAX_EDNS_OPTIONS {
             if end >= opts_end {
                 break;
@@ -528,11 +537,9 @@ pub fn message(
             let option = ptr_at::<EdnsOption>(ctx, end, Miss::Malformed)?;
             // Code and length in one word, each big-endian.
             let option = unsafe { ld::<u32>(option) };
-            // The responder answers with the node's identity beside the answer, which the
-            // program does not carry.
-            if option as u16 == OPTION_NSID.to_be() {
-                return Err(Miss::Nsid);
-            }
+            // The reply carries our identity beside the answer (reply.rs): 1 when the code
+            // is NSID's (the XOR is 0 and the subtraction borrows).
+            nsid_asked |= ((option as u16 ^ OPTION_NSID.to_be()) as u32).wrapping_sub(1) >> 31;
             // With cookies configured, the responder gives a server cookie beside the answer.
             if option as u16 == OPTION_COOKIE.to_be() && config.flags & CONFIG_PASS_COOKIES != 0 {
                 return Err(Miss::Cookie);
@@ -561,6 +568,9 @@ pub fn message(
         if ecs_at != 0 {
             ecs = subnet(ctx, ecs_at)?;
         }
+        // The client's UDP size (the OPT's class) with the request bit.
+        let size = u16::from_be((fixed >> 24) as u16) as u32;
+        nsid = (size | 0x1_0000) & 0u32.wrapping_sub(nsid_asked);
     }
     if end > msg_end {
         return Err(Miss::Malformed);
@@ -579,6 +589,7 @@ pub fn message(
         qname_sum,
         hash,
         ecs,
+        nsid,
     })
 }
 

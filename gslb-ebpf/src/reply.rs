@@ -1,5 +1,6 @@
 //! The query frame turned into its answer in place: the records after the question, an OPT
-//! when the query had one (with the query's ECS option and its scope), the DNS header's flags
+//! when the query had one (with the query's ECS option and its scope, and our NSID option when
+//! it asked for it), the DNS header's flags
 //! and counts, MACs, addresses and ports
 //! swapped, lengths, TTL, and the IPv4 and UDP checksums, all in word loads and stores.
 
@@ -9,11 +10,12 @@ use aya_ebpf::{
     programs::XdpContext,
 };
 use gslb_common::{
-    ANSWER_ROTATE, AnswerSet, MAX_ADDRS, OPT_RR_LEN, ProgramConfig, QTYPE_AAAA, RR_MAX_LEN,
+    ANSWER_ROTATE, AnswerSet, MAX_ADDRS, NSID_MAX, NsidOption, OPT_RR_LEN, ProgramConfig,
+    QTYPE_AAAA, RR_MAX_LEN,
 };
 
 use crate::{
-    Miss, ROTOR, SCRATCH, csum,
+    Miss, NSID, ROTOR, SCRATCH, csum,
     hdr::{
         DnsHdr, EcsHdr, EthHdr, IPPROTO_UDP, Ipv4Hdr, Ipv6Hdr, OptHdr, QuestionTail, TYPE_OPT,
         UdpHdr, ld, ld_addr6, ptr_at, st, st_addr6,
@@ -92,6 +94,50 @@ fn echo_subnet(ctx: &XdpContext, q: &Query, at: usize, scope: u8) -> Result<u32,
     Ok(((sum & 0xffff) + (sum >> 16)) as u32)
 }
 
+/// Our NSID option (in the slot of the packet's generation) and the bytes of it the reply to
+/// `q` carries: its length when the query asks for it, else 0 (as when no identity is
+/// configured). Without a branch on the query: the verifier walks what follows once for both
+/// (with a branch, the reply's call sites took it past its million instructions).
+#[inline(always)]
+fn nsid_option(q: &Query, config: &ProgramConfig) -> Result<(&'static NsidOption, usize), Miss> {
+    // Verifier only: both elements exist.
+    let o = NSID.get(config.generation & 1).ok_or(Miss::Nsid)?;
+    // All ones when the query asks (bit 16 of `nsid`), else zero.
+    let asks = 0u32.wrapping_sub(q.nsid >> 16);
+    // The mask bounds it for the verifier too (the controller writes at most 4 + NSID_MAX).
+    Ok((o, (o.len & 0x1ff & asks) as usize))
+}
+
+/// Writes our NSID option `o` at `at` and returns its checksum sum as the tail takes it: after
+/// an ECS option of even length (or none) the option starts at an odd offset of the tail,
+/// where big-endian is native from its own start; after one of odd length, at an even offset,
+/// where it is the byte swap.
+///
+/// One helper call copies it from the map: a loop of word stores over up to 259 bytes, inlined
+/// at each of the reply's call sites, took the verifier past its million instructions.
+#[inline(always)]
+fn write_nsid(ctx: &XdpContext, at: usize, o: &NsidOption, ecs_len: usize) -> Result<u32, Miss> {
+    // Verifier only, both: the mask bounds `len` for the helper's read of the map value
+    // whatever LLVM makes of the compare; the controller writes 5..=4 + NSID_MAX (0 is not
+    // given here).
+    let len = o.len & 0x1ff;
+    if len < 5 || len > 4 + NSID_MAX as u32 {
+        return Err(Miss::Nsid);
+    }
+    let words = o.words.as_ptr() as *mut core::ffi::c_void;
+    // SAFETY: helper call on our own context, from a map value of at least `len` bytes; the
+    // frame was sized for the option.
+    if unsafe { bpf_xdp_store_bytes(ctx.ctx, at as u32, words, len) } != 0 {
+        return Err(Miss::NoTailroom);
+    }
+    let sum = o.sum & 0xffff;
+    Ok(if ecs_len & 1 == 0 {
+        sum
+    } else {
+        (sum as u16).swap_bytes() as u32
+    })
+}
+
 /// All ones when `x < n`, else zero, without a branch: the sign of `x - n`. (For `x` below 2^63,
 /// which a slot the program alone writes always is.)
 #[inline(always)]
@@ -146,7 +192,18 @@ pub fn reply(
     };
     let rr_len = set.rr_len();
 
-    let layout = Layout::new(q, n * rr_len);
+    let (nsid, nsid_len) = nsid_option(q, config)?;
+    let layout = Layout::new(q, n * rr_len, nsid_len);
+    // With our NSID the reply may pass what the client takes (less than 512 counts as 512,
+    // RFC 6891 §6.2.5) or what we announce: the responder answers that one, within the size.
+    // No reply without it passes 512 (`MAX_REPLY_DNS_LEN`), so for every other answer this is
+    // one compare (a min and a max here cost the EDNS hit 10 ns).
+    let dns_len = layout.msg_end - layout.dns_off;
+    if dns_len > 512
+        && (dns_len > (q.nsid & 0xffff) as usize || dns_len > config.edns_udp_size as usize)
+    {
+        return Err(Miss::Nsid);
+    }
     let Layout {
         answers_off,
         answers_len,
@@ -186,7 +243,8 @@ pub fn reply(
         unsafe { st(p, ld::<u32>(records.add(from))) };
     }
 
-    turn_around(ctx, q, config, &layout, n, answers_sum, slip, scope)?;
+    let nsid = (nsid_len != 0).then_some(nsid);
+    turn_around(ctx, q, config, &layout, n, answers_sum, slip, scope, nsid)?;
     // A slip is counted by rrl.rs.
     if !slip {
         record::count(record::hit(q.v6, q.qtype == QTYPE_AAAA));
@@ -197,12 +255,14 @@ pub fn reply(
 /// Where the parts of the reply to `q` go, with `answers_len` bytes of records.
 #[derive(Clone, Copy)]
 pub struct Layout {
-    dns_off: usize,
+    pub dns_off: usize,
     pub answers_off: usize,
     answers_len: usize,
     opt_off: usize,
     /// Where the echoed ECS option goes (after the OPT), when the query had one.
     ecs_off: usize,
+    /// Where our NSID option goes (after the ECS option), when the reply carries it.
+    nsid_off: usize,
     /// The end of the reply: the frame's length once it is built.
     pub msg_end: usize,
     udp_len: usize,
@@ -210,7 +270,7 @@ pub struct Layout {
 
 impl Layout {
     #[inline(always)]
-    pub fn new(q: &Query, answers_len: usize) -> Layout {
+    pub fn new(q: &Query, answers_len: usize, nsid_len: usize) -> Layout {
         let dns_off = q.l4 + UdpHdr::LEN;
         let answers_off = dns_off
             + core::mem::size_of::<DnsHdr>()
@@ -218,13 +278,15 @@ impl Layout {
             + core::mem::size_of::<QuestionTail>();
         let opt_off = answers_off + answers_len;
         let ecs_off = opt_off + OPT_RR_LEN;
-        let msg_end = if q.edns { ecs_off + q.ecs.len } else { opt_off };
+        let nsid_off = ecs_off + q.ecs.len;
+        let msg_end = if q.edns { nsid_off + nsid_len } else { opt_off };
         Layout {
             dns_off,
             answers_off,
             answers_len,
             opt_off,
             ecs_off,
+            nsid_off,
             msg_end,
             udp_len: msg_end - q.l4,
         }
@@ -233,7 +295,7 @@ impl Layout {
 
 /// Everything of the reply but its records, in a frame already sized to `layout` with the
 /// records (`n` of them, summing to `answers_sum`) in place: the OPT (with the query's ECS
-/// option and `scope`, when it had one), the DNS header's flags
+/// option and `scope`, when it had one, and our NSID option `nsid`), the DNS header's flags
 /// and counts, MACs, addresses and ports swapped, lengths, TTL, and both checksums. Reads no
 /// map (the floor program runs it too, with no records: see floor.rs).
 #[inline(always)]
@@ -246,12 +308,15 @@ pub fn turn_around(
     answers_sum: u32,
     slip: bool,
     scope: u8,
+    nsid: Option<&NsidOption>,
 ) -> Result<(), Miss> {
     let Layout {
         dns_off,
         answers_off,
         opt_off,
         ecs_off,
+        nsid_off,
+        msg_end,
         udp_len,
         ..
     } = *layout;
@@ -269,7 +334,10 @@ pub fn turn_around(
     if q.edns {
         let size = config.edns_udp_size.to_be_bytes();
         let ecs_len = q.ecs.len;
-        let rdlen = (ecs_len as u16).to_be_bytes();
+        if let Some(o) = nsid {
+            tail_sum += write_nsid(ctx, nsid_off, o, ecs_len)?;
+        }
+        let rdlen = ((msg_end - ecs_off) as u16).to_be_bytes();
         let opt_bytes = [
             0,
             0,
@@ -288,7 +356,7 @@ pub fn turn_around(
         let head = u64::from_le_bytes([0, 0, TYPE_OPT as u8, size[0], size[1], 0, 0, q.edns_do]);
         unsafe {
             st(opt, head);
-            // The flags again (DO, then the low byte) and RDLENGTH: the ECS option or 0.
+            // The flags again (DO, then the low byte) and RDLENGTH: the options' (ECS, NSID).
             st(
                 &raw mut (*opt).flags,
                 u32::from_le_bytes([q.edns_do, 0, rdlen[0], rdlen[1]]),

@@ -96,6 +96,10 @@ pub struct Snapshot {
     pub pass_cookies: bool,
     /// `[rrl]`, for the fast path's `RRL_CONFIG` (publish writes it).
     pub rrl: crate::model::RrlSettings,
+    /// The NSID payload (`server.identity` with `server.nsid`) the fast path gives a query
+    /// that asks for it (`NSID`, by parity); `None`: requests are ignored, as the responder
+    /// ignores them.
+    pub nsid: Option<Vec<u8>>,
     /// `server.ecs_allow`: the resolvers whose ECS the fast path uses (`ECS_ALLOW`, written by
     /// `dataplane::ecs_allow`); `None`: every client's.
     pub ecs_allow: Option<Vec<IpNet>>,

@@ -220,6 +220,7 @@ impl Job<'_> {
             dns_port: model.dns.port,
             edns_udp_size: model.dns.edns_udp_size,
             pass_cookies: model.dns.cookies.is_some(),
+            nsid: model.dns.identity.nsid.clone(),
             rrl: model.dns.rrl,
             ecs_allow: model.dns.ecs_allow.clone(),
             listen: model.dns.listen.clone(),

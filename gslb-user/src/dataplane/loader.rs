@@ -25,7 +25,7 @@ use super::{
 };
 
 /// The maps shared between the program and the controller, pinned and adopted across restarts.
-const PINNED_MAPS: [&str; 9] = maps::PINNED;
+const PINNED_MAPS: [&str; 10] = maps::PINNED;
 
 /// The XDP object, compiled for bpfel by build.rs.
 pub static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/gslb"));

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use aya::maps::{Array, HashMap, LpmTrie, Map, MapData, lpm_trie::Key};
 use gslb_common::{
     ANSWER_ANY_VIEW, ANSWER_BY_RTT, ANY_VIEW_MAP, AnswerKey, AnswerSet, CHOICE_FLIP,
-    CONFIG_PASS_COOKIES, DomainKey, DomainValue, ListenKey, ListenSet, ProgramConfig, QNAME_MAX,
-    RRL_CONFIG_MAP, RTT_OUTCOME_BIT, RrlConfig, ViewKey, ViewValue, maps, name_hash,
+    CONFIG_PASS_COOKIES, DomainKey, DomainValue, ListenKey, ListenSet, NsidOption, ProgramConfig,
+    QNAME_MAX, RRL_CONFIG_MAP, RTT_OUTCOME_BIT, RrlConfig, ViewKey, ViewValue, maps, name_hash,
 };
 use tracing::warn;
 
@@ -44,6 +44,8 @@ pub struct AnswerTable {
     pub(super) choices: ChoiceMap,
     /// `ECS_ALLOW`, by parity.
     ecs_allow: EcsAllowMap,
+    /// `NSID`, by parity.
+    nsid: Array<MapData, NsidOption>,
     /// What the maps hold now, as this process published it (`None` after adopting pins: the
     /// next publish rewrites everything).
     published: Option<Published>,
@@ -159,6 +161,7 @@ impl AnswerTable {
             ecs_allow: EcsAllowMap::new(
                 LpmTrie::try_from(take(maps::ECS_ALLOW)?).map_err(map_err(maps::ECS_ALLOW))?,
             ),
+            nsid: Array::try_from(take(maps::NSID)?).map_err(map_err(maps::NSID))?,
             published: None,
             names: std::collections::HashMap::new(),
             rotors: RotorSlots::default(),
@@ -412,6 +415,15 @@ impl AnswerTable {
         // `server.ecs_allow` in the new generation's parity, like the choices.
         self.ecs_allow
             .write(generation & 1, snapshot.ecs_allow.as_deref())?;
+        // The identity, likewise (a reload may change it).
+        let nsid = snapshot
+            .nsid
+            .as_deref()
+            .and_then(NsidOption::new)
+            .unwrap_or(NsidOption::NONE);
+        self.nsid
+            .set(generation & 1, &nsid, 0)
+            .map_err(map_err(maps::NSID))?;
 
         // Hints only (a bit is followed only to a set that says it holds for every client):
         // written before the switch, so the new generation's any-view names skip the trie at

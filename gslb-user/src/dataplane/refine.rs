@@ -88,12 +88,13 @@ pub(super) fn refinement(
 
 /// Whether `new` gives the fast path the answer sets `old` gave it: everything a publish
 /// writes but the view trie and the RTT choices is equal (entries with their outcome answers,
-/// listen addresses, port, EDNS size, cookies, RRL, `server.ecs_allow`). The choices of `new` then name
+/// listen addresses, port, EDNS size, cookies, NSID, RRL, `server.ecs_allow`). The choices of `new` then name
 /// only outcomes whose answer sets are in the maps already.
 pub(super) fn same_answer_sets(old: &Snapshot, new: &Snapshot) -> bool {
     old.dns_port == new.dns_port
         && old.edns_udp_size == new.edns_udp_size
         && old.pass_cookies == new.pass_cookies
+        && old.nsid == new.nsid
         && old.rrl == new.rrl
         && old.ecs_allow == new.ecs_allow
         && old.listen == new.listen

@@ -233,7 +233,6 @@ impl Responder {
         };
         let mut response =
             message::response_to(request, shape, question.clone(), data.edns_udp_size);
-        message::add_nsid(&mut response, shape, data.config.identity.nsid.as_deref());
         let cookie =
             message::add_cookie(&mut response, shape, data.config.cookies.as_ref(), client);
         let payload = shape.opt.map(|o| o.payload);
@@ -251,6 +250,8 @@ impl Responder {
                 Self::answer(data, &question, client, ecs, &mut response);
             }
         }
+        // Last of the options, after the ECS echo: the order the fast path writes them in.
+        message::add_nsid(&mut response, shape, data.config.identity.nsid.as_deref());
         let reply = message::encode(&mut response, request, limit);
         self.answers
             .count(transport, u16::from(response.response_code));

@@ -170,7 +170,10 @@ async fn a_rolled_over_secret_still_verifies_until_it_is_dropped() {
     })
     .await
     .unwrap();
-    assert_eq!(rolled_answered, 40, "a cookie of the previous secret is verified");
+    assert_eq!(
+        rolled_answered, 40,
+        "a cookie of the previous secret is verified"
+    );
     assert!(
         forged_answered <= 2 * RATE,
         "a forged cookie: {forged_answered} of 40 answered"
@@ -178,11 +181,10 @@ async fn a_rolled_over_secret_still_verifies_until_it_is_dropped() {
 
     std::fs::write(&path, with_secrets(None)).unwrap();
     gslbd.reload().await.expect("the previous secret dropped");
-    let dropped_answered = tokio::task::spawn_blocking(move || {
-        ask_n(&dropped.0, port, 40, Some(&dropped.1)).0
-    })
-    .await
-    .unwrap();
+    let dropped_answered =
+        tokio::task::spawn_blocking(move || ask_n(&dropped.0, port, 40, Some(&dropped.1)).0)
+            .await
+            .unwrap();
     assert!(
         dropped_answered <= 2 * RATE,
         "after the previous secret is dropped: {dropped_answered} of 40 answered"

@@ -35,6 +35,18 @@ pub(crate) fn assert_reply_scoped(
     expect: &Expect,
     scope: Option<u8>,
 ) -> Vec<IpAddr> {
+    assert_reply_with(case, query, out, expect, scope, None)
+}
+
+/// [`assert_reply_scoped`] with our NSID option `nsid` (its payload) after the ECS option.
+pub(crate) fn assert_reply_with(
+    case: &str,
+    query: &[u8],
+    out: &Outcome,
+    expect: &Expect,
+    scope: Option<u8>,
+    nsid: Option<&[u8]>,
+) -> Vec<IpAddr> {
     let TurnedAround {
         v6,
         asked,
@@ -42,7 +54,7 @@ pub(crate) fn assert_reply_scoped(
         question_len,
         rdns,
         counts,
-    } = assert_turned_around(case, query, out, scope);
+    } = assert_turned_around_with(case, query, out, scope, nsid);
     let mut got = Vec::new();
     for rr in &reply.answers {
         assert_eq!(&rr.name, asked.queries[0].name(), "{case}: owner name");
@@ -118,6 +130,18 @@ pub(crate) fn assert_turned_around(
     query: &[u8],
     out: &Outcome,
     scope: Option<u8>,
+) -> TurnedAround {
+    assert_turned_around_with(case, query, out, scope, None)
+}
+
+/// [`assert_turned_around`], the OPT with our NSID option `nsid` (its payload) after the ECS
+/// option, when given.
+pub(crate) fn assert_turned_around_with(
+    case: &str,
+    query: &[u8],
+    out: &Outcome,
+    scope: Option<u8>,
+    nsid: Option<&[u8]>,
 ) -> TurnedAround {
     assert_eq!(
         out.action, XDP_TX,
@@ -267,23 +291,24 @@ pub(crate) fn assert_turned_around(
             (EDNS_UDP_SIZE, 0, 0),
             "{case}: OPT"
         );
-        match scope {
-            None => assert!(
-                opt.options().as_ref().is_empty(),
-                "{case}: OPT options {:?}",
-                opt.options()
-            ),
-            Some(scope) => {
-                let [mut want] = <[Vec<u8>; 1]>::try_from(ecs_options(qdns))
-                    .unwrap_or_else(|o| panic!("{case}: the query has ECS options {o:?}"));
-                want[7] = scope;
-                assert_eq!(
-                    opt_rdata(rdns),
-                    Some(want.as_slice()),
-                    "{case}: OPT options: the query's ECS with scope {scope}"
-                );
-            }
+        let mut want = Vec::new();
+        if let Some(scope) = scope {
+            let [mut ecs] = <[Vec<u8>; 1]>::try_from(ecs_options(qdns))
+                .unwrap_or_else(|o| panic!("{case}: the query has ECS options {o:?}"));
+            ecs[7] = scope;
+            want.extend(ecs);
         }
+        if let Some(id) = nsid {
+            want.extend([0, 3]);
+            want.extend((id.len() as u16).to_be_bytes());
+            want.extend(id);
+        }
+        assert_eq!(
+            opt_rdata(rdns).unwrap_or_default(),
+            want.as_slice(),
+            "{case}: OPT options: the query's ECS (scope {scope:?}), then our NSID ({:?})",
+            nsid.map(String::from_utf8_lossy)
+        );
         assert_eq!(
             opt.flags().dnssec_ok,
             sent.flags().dnssec_ok,
@@ -340,6 +365,20 @@ pub(crate) fn ask_scoped(
 ) -> Vec<IpAddr> {
     let bytes = frame.bytes();
     assert_reply_scoped(case, &bytes, &run(dp, &bytes), expect, Some(scope))
+}
+
+/// [`ask_scoped`] with `scope` optional and our NSID option `nsid` (its payload) expected
+/// after the ECS option.
+pub(crate) fn ask_with(
+    dp: &Dataplane,
+    case: &str,
+    frame: &Frame,
+    expect: &Expect,
+    scope: Option<u8>,
+    nsid: Option<&[u8]>,
+) -> Vec<IpAddr> {
+    let bytes = frame.bytes();
+    assert_reply_with(case, &bytes, &run(dp, &bytes), expect, scope, nsid)
 }
 
 /// A frame the fast path cannot answer exactly goes to the stack untouched, for `reason`.

@@ -1,6 +1,7 @@
 //! The fast path on a real interface: gslbd attaches to a veth in a server namespace and `dig`
 //! in a client namespace gets its A and AAAA answers over IPv4 and IPv6 from XDP (the hit
-//! counters rise), in native and in generic (SKB) mode.
+//! counters rise), and the node's identity when it asks (`+nsid`), in native and in generic
+//! (SKB) mode.
 
 use std::{net::IpAddr, path::PathBuf, process::Command, time::Duration};
 
@@ -13,6 +14,7 @@ use gslb_user::dataplane::{self, XdpMode};
 const CONFIG: &str = r#"
 [server]
 listen = ["192.0.2.53", "2001:db8::53"]
+identity = "xdp-lab"
 
 [[zone]]
 name = "example.com"
@@ -116,6 +118,22 @@ fn answered_by_xdp(mode: XdpMode) {
             "{mode} {qtype} via {server}: exactly one hit, counted as {counter:?}"
         );
     }
+    // The identity beside the answer, from XDP too (RFC 5001).
+    let before = dataplane::pinned_counters(&pin_path).expect("read counters");
+    let out = lab.dig(SERVER_V4.into(), &["+nsid", "www.example.com", "A"]);
+    let delta = dataplane::pinned_counters(&pin_path)
+        .expect("read counters")
+        .delta(&before);
+    assert!(
+        out.contains("; NSID: ") && out.contains("(\"xdp-lab\")"),
+        "{mode}: NSID\n{out}"
+    );
+    let hits: Vec<_> = delta.into_iter().filter(|(c, _)| c.is_hit()).collect();
+    assert_eq!(
+        hits,
+        vec![(Counter::HitAV4, 1)],
+        "{mode} +nsid: answered by XDP"
+    );
     drop(lab);
     let _ = std::fs::remove_file(dir);
     assert!(

@@ -48,6 +48,20 @@ fn check_reply(query: &[u8], reply: &[u8], responder: &Responder) -> Result<(), 
     })
 }
 
+/// Whether the OPT record of the DNS message `dns` has an NSID option.
+fn has_nsid(dns: &[u8]) -> bool {
+    let mut rest = opt_rdata(dns).unwrap_or_default();
+    while let [c0, c1, l0, l1, tail @ ..] = rest {
+        if [*c0, *c1] == [0, 3] {
+            return true;
+        }
+        rest = tail
+            .get(usize::from(u16::from_be_bytes([*l0, *l1]))..)
+            .unwrap_or_default();
+    }
+    false
+}
+
 fn run_once(dp: &Dataplane, frame: &[u8], out: &mut [u8]) -> (u32, usize) {
     let result = dp
         .program()
@@ -65,9 +79,10 @@ fn xdp_replies_agree_with_the_responder() {
     if !privileged() {
         return;
     }
-    // With an identity and cookies, so that a query asking for NSID, or carrying a cookie, is
-    // answered with the option by the responder: the program must pass those (it carries no
-    // option). The ECS-allow run below keeps cookies off, so the program answers them there.
+    // With an identity and cookies: a query asking for NSID gets the identity from both (the
+    // program writes the option), one carrying a cookie gets a server cookie from the
+    // responder, so the program passes it. The ECS-allow run below keeps cookies off, so the
+    // program answers them there, and has the longest identity.
     let text = config_text().replacen(
         "[server]\n",
         "[server]\nidentity = \"xdp-fuzz\"\ncookie_secret = \"e5e973e5a6b2a43f48e7dc849e37bfcf\"\n",
@@ -87,7 +102,11 @@ fn xdp_replies_agree_with_the_responder_under_an_ecs_allow_list() {
     }
     let text = config_text().replacen(
         "[server]\n",
-        "[server]\necs_allow = [\"203.0.113.0/24\", \"198.51.100.128/25\", \"2001:db8:1::/48\"]\n",
+        &format!(
+            "[server]\necs_allow = [\"203.0.113.0/24\", \"198.51.100.128/25\", \"2001:db8:1::/48\"]\n\
+             identity = \"{}\"\n",
+            "n".repeat(255)
+        ),
         1,
     );
     differential(&text, env_or("GSLB_FUZZ_FRAMES", 200_000) / 2, true);
@@ -139,6 +158,8 @@ fn differential(text: &str, frames: u64, allow_list: bool) {
     // Replies that echo an ECS option (answered from the subnet's view), and replies to an
     // ECS query that echo none (the option ignored: a source not in `server.ecs_allow`).
     let (mut ecs_tx, mut ecs_ignored_tx) = (0u64, 0u64);
+    // Replies with our NSID option.
+    let mut nsid_tx = 0u64;
     let mut reasons: BTreeMap<&str, u64> = BTreeMap::new();
     let mut examples = Vec::new();
     let start = dp.counters().unwrap();
@@ -161,6 +182,9 @@ fn differential(text: &str, frames: u64, allow_list: bool) {
                     ecs_tx += 1;
                 } else if echoes(&frame) {
                     ecs_ignored_tx += 1;
+                }
+                if udp_offset(reply).is_some_and(|l4| has_nsid(&reply[l4 + 8..])) {
+                    nsid_tx += 1;
                 }
                 if let Err(why) = check_reply(&frame, reply, &responder) {
                     wrong += 1;
@@ -214,7 +238,7 @@ fn differential(text: &str, frames: u64, allow_list: bool) {
         }
     }
     println!(
-        "fuzz-xdp: {frames} frames (seed {seed}, ecs_allow {allow_list}) in {:.1?}: {tx} XDP_TX ({ecs_tx} with ECS, {ecs_ignored_tx} with ECS ignored), {passes} XDP_PASS, {wrong} wrong",
+        "fuzz-xdp: {frames} frames (seed {seed}, ecs_allow {allow_list}) in {:.1?}: {tx} XDP_TX ({ecs_tx} with ECS, {ecs_ignored_tx} with ECS ignored, {nsid_tx} with NSID), {passes} XDP_PASS, {wrong} wrong",
         started.elapsed()
     );
     println!("fuzz-xdp passes by reason: {reasons:?}");
@@ -236,12 +260,10 @@ fn differential(text: &str, frames: u64, allow_list: bool) {
         assert_eq!(ecs_ignored_tx, 0, "ECS ignored without a list");
     }
     assert!(reasons.len() >= 15 || frames < 10_000, "{reasons:?}");
-    // NSID requests reach the program (and are passed: the responder's reply carries the
-    // identity in the plain run, which no reply of the program does).
-    let nsid = reasons.get("nsid").copied().unwrap_or(0);
+    // NSID requests are answered with the identity (the responder's replies agreed above).
     assert!(
-        nsid > frames / 1000 || frames < 10_000,
-        "{nsid} NSID passes"
+        nsid_tx > frames / 1000 || frames < 10_000,
+        "{nsid_tx} replies with the NSID"
     );
     // Cookies: passed where configured (the plain run), answered where not (the other).
     let cookie = reasons.get("cookie").copied().unwrap_or(0);

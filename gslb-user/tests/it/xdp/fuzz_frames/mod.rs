@@ -268,9 +268,8 @@ fn valid_subnet(r: &mut Rng) -> Vec<u8> {
     data
 }
 
-/// An EDNS option: a cookie, padding or a valid ECS (answered), an NSID request (passed: the
-/// responder answers with the node's identity), or, in a hostile message, invalid ECS variants
-/// and unknown codes.
+/// An EDNS option: a cookie, padding or a valid ECS (answered), an NSID request (answered with
+/// the node's identity), or, in a hostile message, invalid ECS variants and unknown codes.
 fn option(r: &mut Rng, hostile: bool) -> Vec<u8> {
     let (code, data): (u16, Vec<u8>) = match r.below(if hostile { 11 } else { 6 }) {
         0 | 1 => (10, (0..8).map(|_| r.byte()).collect()),

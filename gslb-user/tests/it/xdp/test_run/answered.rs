@@ -10,7 +10,8 @@ use hickory_proto::rr::RecordType;
 use hickory_proto::rr::rdata::opt::EdnsOption;
 
 use super::{
-    V4, V6, all, client_cookie, ecs_frame, padding, with_edns, with_options, www, www_default,
+    V4, V6, all, client_cookie, dataplane_with, ecs_frame, nsid, padding, with_edns, with_options,
+    www, www_default,
 };
 
 #[test]
@@ -362,6 +363,52 @@ fn answers_queries_with_cookies_or_padding_and_sends_no_options() {
             );
         }
     }
+}
+
+/// A query that asks for our identity (NSID, RFC 5001) gets it beside the answer, as from
+/// the responder: alone, with data in the request (ignored), and after ECS options of odd and
+/// even length (which move the option's checksum by a byte), for identities of 1 to 255 bytes.
+/// Without `server.identity` the request is ignored, as the responder ignores it.
+#[test]
+fn answers_nsid_requests_with_the_identity() {
+    let a = RecordType::A;
+    for identity in [
+        "a".to_owned(),
+        "node".into(),
+        "fra-1".into(),
+        "xdp-fuzz".into(),
+        "n".repeat(255),
+    ] {
+        let Some(dp) = dataplane_with(&format!("identity = \"{identity}\"\n"), "") else {
+            return;
+        };
+        let id = Some(identity.as_bytes());
+        let size = identity.len();
+        for server in [V4, V6] {
+            for (what, options) in [
+                ("NSID", vec![nsid()]),
+                ("NSID with data", vec![EdnsOption::Unknown(3, vec![1, 2])]),
+                ("NSID before a cookie", vec![nsid(), client_cookie()]),
+            ] {
+                let frame = Frame::query_to(server, wire(&with_options(options)));
+                let case = format!("{what}, a {size}-byte identity, over {server}");
+                ask_with(&dp, &case, &frame, &www_default(a), None, id);
+            }
+        }
+        // v1's subnets from the default view's resolvers: ECS options of 11, 12 and 14 bytes.
+        for (subnet, client, server, scope) in [
+            ("198.51.100.0/24", IpAddr::V4(CLIENT_V4), V4, 24),
+            ("198.51.100.7/32", IpAddr::V4(CLIENT_V4), V4, 24),
+            ("2001:db8:1::/48", IpAddr::V6(CLIENT_V6), V6, 48),
+        ] {
+            let frame = ecs_frame(client, server, WWW, a, vec![ecs_subnet(subnet), nsid()]);
+            let case = format!("ECS {subnet}, then NSID, a {size}-byte identity");
+            ask_with(&dp, &case, &frame, &www(a, &WWW_V1_A), Some(scope), id);
+        }
+    }
+    let Some(dp) = dataplane() else { return };
+    let frame = Frame::query_to(V4, wire(&with_options(vec![nsid()])));
+    ask(&dp, "NSID without an identity", &frame, &www_default(a));
 }
 
 #[test]

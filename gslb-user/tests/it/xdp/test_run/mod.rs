@@ -54,6 +54,28 @@ fn all(rtype: RecordType) -> Expect {
     }
 }
 
+/// The fast path with the tests' configuration, `server_extra` in its `[server]` (an
+/// identity, cookies) and `more` at its end, published; `None` (having said why) when the test
+/// cannot run here.
+fn dataplane_with(server_extra: &str, more: &str) -> Option<gslb_user::dataplane::Dataplane> {
+    if !privileged() {
+        return None;
+    }
+    let text = config_text().replacen("[server]\n", &format!("[server]\n{server_extra}"), 1) + more;
+    let config = gslb_user::config::Config::parse(&text, std::path::Path::new("test-run.toml"))
+        .expect("valid");
+    let mut dp = gslb_user::dataplane::Dataplane::load(None).expect("loading the XDP object");
+    dp.table
+        .publish(&gslb_user::compile::Snapshot::from_config(&config))
+        .expect("publishing");
+    Some(dp)
+}
+
+/// An NSID request (RFC 5001: empty).
+fn nsid() -> EdnsOption {
+    EdnsOption::Unknown(3, vec![])
+}
+
 // ---- Queries ----
 
 fn with_edns(mut msg: Message) -> Message {

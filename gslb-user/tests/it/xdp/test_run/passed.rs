@@ -14,7 +14,8 @@ use hickory_proto::rr::rdata::opt::EdnsOption;
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
 
 use super::{
-    V4, V6, client_cookie, ecs, ecs_frame, padding, with_edns, with_options, www, www_default,
+    V4, V6, client_cookie, dataplane_with, ecs, ecs_frame, nsid, padding, with_edns, with_options,
+    www, www_default,
 };
 
 // ---- Passed to the stack ----
@@ -190,21 +191,51 @@ fn passes_ecs_it_cannot_answer_exactly() {
     assert_messages_passed(&dp, &cases);
 }
 
-/// A query that asks for the server's identity (NSID, RFC 5001) goes to the responder, which
-/// answers it beside the answer when `server.identity` is set; alone, after an ECS option, or
-/// with one.
+/// A query that asks for our identity (NSID, RFC 5001) whose answer with it would not fit
+/// the client's UDP size goes to the responder, which answers within it: eight AAAA records
+/// and a 255-byte identity make 529 bytes, over a client's 512 (or less, which counts as 512),
+/// and answered within 1232.
 #[test]
-fn passes_queries_that_ask_for_the_nsid() {
-    let Some(dp) = dataplane() else { return };
-    let query = |options: Vec<EdnsOption>| wire(&with_options(options));
-    let nsid = || EdnsOption::Unknown(3, vec![]);
+fn passes_nsid_answers_that_do_not_fit_the_clients_size() {
+    let mut eight = String::new();
+    for i in 0..8 {
+        eight += &format!(
+            "[[service]]\nname = \"eight-{i}\"\nip = \"2001:db8:80::{i}\"\nsite = \"s\"\n"
+        );
+    }
+    let names: Vec<String> = (0..8).map(|i| format!("\"eight-{i}\"")).collect();
+    eight += &format!(
+        "[[gslb_domain]]\nname = \"eight.example.com\"\nanswer = \"all\"\nttl = 60\nservices = [{}]\n",
+        names.join(", ")
+    );
+    let identity = [b'n'; 255];
+    let server = format!("identity = \"{}\"\n", "n".repeat(255));
+    let Some(dp) = dataplane_with(&server, &eight) else {
+        return;
+    };
+    let query = |size: u16| {
+        let mut msg = query(0x5157, "eight.example.com", RecordType::AAAA);
+        let mut opt = edns();
+        opt.set_max_payload(size);
+        opt.options_mut().insert(nsid());
+        msg.set_edns(opt);
+        wire(&msg)
+    };
     #[rustfmt::skip]
     let cases = [
-        ("NSID", query(vec![nsid()]), Counter::Nsid),
-        ("NSID after ECS", query(vec![ecs_subnet("198.51.100.0/24"), nsid()]), Counter::Nsid),
-        ("NSID with data", query(vec![EdnsOption::Unknown(3, vec![1, 2])]), Counter::Nsid),
+        ("512 bytes", query(512), Counter::Nsid),
+        ("100 bytes, as 512", query(100), Counter::Nsid),
     ];
     assert_messages_passed(&dp, &cases);
+    let addrs: Vec<String> = (0..8).map(|i| format!("2001:db8:80::{i}")).collect();
+    let addrs: Vec<&str> = addrs.iter().map(String::as_str).collect();
+    let expect = Expect {
+        rtype: RecordType::AAAA,
+        ttl: 60,
+        answers: Answers::All(ips(&addrs)),
+    };
+    let fits = Frame::query_to(V4, query(1232));
+    ask_with(&dp, "1232 bytes", &fits, &expect, None, Some(&identity));
 }
 
 /// With `server.cookie_secret`, a query with a COOKIE option goes to the responder, which
@@ -213,20 +244,10 @@ fn passes_queries_that_ask_for_the_nsid() {
 /// (`answered::answers_queries_with_cookies_or_padding_and_sends_no_options`).
 #[test]
 fn passes_cookies_when_cookies_are_configured() {
-    if !privileged() {
+    let Some(dp) = dataplane_with("cookie_secret = \"e5e973e5a6b2a43f48e7dc849e37bfcf\"\n", "")
+    else {
         return;
-    }
-    let text = config_text().replacen(
-        "[server]\n",
-        "[server]\ncookie_secret = \"e5e973e5a6b2a43f48e7dc849e37bfcf\"\n",
-        1,
-    );
-    let config = gslb_user::config::Config::parse(&text, std::path::Path::new("cookies.toml"))
-        .expect("valid");
-    let mut dp = Dataplane::load(None).expect("loading the XDP object");
-    dp.table
-        .publish(&gslb_user::compile::Snapshot::from_config(&config))
-        .expect("publishing");
+    };
     let query = |options: Vec<EdnsOption>| wire(&with_options(options));
     let both = EdnsOption::Unknown(10, vec![7; 24]);
     #[rustfmt::skip]
@@ -247,20 +268,9 @@ fn passes_cookies_when_cookies_are_configured() {
 /// the rest).
 #[test]
 fn answers_ecs_when_an_allow_list_decides() {
-    if !privileged() {
+    let Some(dp) = dataplane_with("ecs_allow = [\"203.0.113.0/24\"]\n", "") else {
         return;
-    }
-    let text = config_text().replacen(
-        "[server]\n",
-        "[server]\necs_allow = [\"203.0.113.0/24\"]\n",
-        1,
-    );
-    let config = gslb_user::config::Config::parse(&text, std::path::Path::new("ecs-allow.toml"))
-        .expect("test configuration");
-    let mut dp = Dataplane::load(None).expect("loading the XDP object");
-    dp.table
-        .publish(&gslb_user::compile::Snapshot::from_config(&config))
-        .expect("publishing");
+    };
     let v1 = || vec![ecs_subnet("198.51.100.0/24")];
     let a = RecordType::A;
     // CLIENT_V4 (203.0.113.7) is listed: the subnet's view v1, scope 24; a /0: its own view.
