@@ -201,7 +201,11 @@ impl ZoneFileRead<'_, '_> {
                             v.error_at(&place, format!("{}: $INCLUDE {name}: {e}", self.owner))
                         })?,
                     };
-                    let ttl = start.ttl.clone().map(|r| bytes[r].to_vec());
+                    // This file's own `$TTL` in force there, else the one it started with.
+                    let ttl = start
+                        .ttl
+                        .clone()
+                        .map_or_else(|| ttl.map(<[u8]>::to_vec), |r| Some(bytes[r].to_vec()));
                     self.file(&included, origin, ttl.as_deref(), &place)?;
                 }
             }

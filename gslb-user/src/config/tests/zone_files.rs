@@ -70,7 +70,10 @@ sip AAAA 2001:db8::5
 $INCLUDE extra.zone extra.example.com.
 ";
 
-const EXTRA: &str = "; included with origin extra.example.com.\n@ TXT \"from the include\"\nptr PTR host.example.net.\n";
+const EXTRA: &str = "; included with origin extra.example.com.\n@ TXT \"from the include\"\nptr PTR host.example.net.\n$INCLUDE nested.zone\n";
+
+/// Included by [`EXTRA`], without a `$TTL` of its own: the zone file's still holds.
+const NESTED: &str = "nested TXT \"two deep\"\n";
 
 /// A GSLB domain at the apex of a file zone, beside the file's MX, TXT and CAA there.
 const APEX_GSLB: &str = "[[site]]\nname = \"eu\"\nip = \"192.0.2.201\"\n\
@@ -94,6 +97,7 @@ fn a_zone_file_gives_the_zone_its_soa_ns_and_records() {
     let files = Files::new("whole");
     let zone_path = files.write("zones/example.com.zone", ZONE_FILE);
     let extra_path = files.write("zones/extra.zone", EXTRA);
+    let nested_path = files.write("zones/nested.zone", NESTED);
     let toml = file_config(&format!(
         "[[zone.record]]\nname = \"toml\"\ntype = \"A\"\nvalue = \"192.0.2.77\"\n{APEX_GSLB}"
     ));
@@ -193,6 +197,11 @@ fn a_zone_file_gives_the_zone_its_soa_ns_and_records() {
                 rdata: b"\x04host\x07example\x03net\x00".to_vec(),
             },
         ),
+        record(
+            "nested.extra.example.com",
+            300,
+            RecordData::Txt(vec!["two deep".into()]),
+        ),
         // The configuration's records follow the file's, at the SOA's TTL by default.
         record(
             "toml.example.com",
@@ -204,7 +213,14 @@ fn a_zone_file_gives_the_zone_its_soa_ns_and_records() {
     // The GSLB domain at the apex sits beside the file's apex MX, TXT and CAA.
     assert_eq!(config.gslb_domains[0].name, "example.com");
     let read: Vec<&Path> = config.zone_files.iter().map(|f| f.path.as_path()).collect();
-    assert_eq!(read, [zone_path.as_path(), extra_path.as_path()]);
+    assert_eq!(
+        read,
+        [
+            zone_path.as_path(),
+            extra_path.as_path(),
+            nested_path.as_path()
+        ]
+    );
     assert!(config.zone_files.iter().all(|f| f.stamp.is_some()));
 }
 
@@ -214,7 +230,6 @@ fn a_zone_file_gives_the_zone_its_soa_ns_and_records() {
 #[test]
 fn zone_file_errors_name_the_file_and_line() {
     let files = Files::new("errors");
-    files.write("zones/extra.zone", EXTRA);
     let cases: &[(&str, &str, &str)] = &[
         // (zone file, the configuration's extra text, the error)
         (
