@@ -328,3 +328,20 @@ fn zone_file_errors_name_the_file_and_line() {
         "{got}"
     );
 }
+
+/// A file on which `domain`'s parser panics (an index past its buffer while scanning a
+/// character string; found by the `zone_file` fuzz target): refused at a line of the file, and
+/// gslbd goes on.
+#[test]
+fn a_panic_of_the_parser_refuses_the_file() {
+    let files = Files::new("panic");
+    let text = include_bytes!("../../../../fuzz/corpus/zone_file/domain-charstr-panic");
+    std::fs::create_dir_all(files.0.join("zones")).unwrap();
+    std::fs::write(files.0.join("zones/example.com.zone"), text).unwrap();
+    let got = files.refusal(&file_config(""));
+    assert!(
+        got.starts_with("zones/example.com.zone:")
+            && got.contains("the zone-file parser failed on this entry"),
+        "{got}"
+    );
+}
