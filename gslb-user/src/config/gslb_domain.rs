@@ -17,6 +17,7 @@ use super::validate::{Int, List, Str, Validator};
 use super::view::{DEFAULT_VIEW, View};
 use super::zone::{Zone, ZoneFacts};
 use crate::model::MAX_ANSWERS;
+use crate::model::RecordType;
 use crate::policy::{AnswerMode, DownResponse, Method, Persistence, SourceMask};
 
 const DEFAULT_GSLB_TTL: u32 = 30;
@@ -31,6 +32,12 @@ pub struct GslbDomain {
     /// delegations, not the name of a static record. The apex may be one (its SOA and NS still
     /// come from the zone).
     pub name: String,
+    /// "A" (default): A and AAAA records of its services' addresses. "CNAME": one CNAME, the
+    /// `cname` of the service it picks; then every bound service has a `cname` (and an address
+    /// service none), `max_answers` is 1, `answer` is "rotate", there is no `backup_ip`, its
+    /// backup domain is a CNAME domain too, it is not the apex and no static record shares
+    /// its name (RFC 1034 §3.6.2).
+    pub record_type: RecordType,
     pub ttl: u32,
     pub answer: AnswerMode,
     /// The most addresses one answer carries, 1..=[`MAX_ANSWERS`]; default 1, or
@@ -79,9 +86,9 @@ impl GslbDomain {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawGslbDomain {
     pub(super) name: Str,
+    pub(super) record_type: Option<Spanned<RecordType>>,
     pub(super) ttl: Option<Int>,
-    #[serde(default)]
-    pub(super) answer: AnswerMode,
+    pub(super) answer: Option<Spanned<AnswerMode>>,
     pub(super) max_answers: Option<Int>,
     pub(super) services: List,
     pub(super) backup_ip: Option<List>,
@@ -161,6 +168,53 @@ impl Validator<'_> {
                     )
                 }));
             }
+            let record_type = rd
+                .record_type
+                .as_ref()
+                .map_or(RecordType::A, |t| *t.get_ref());
+            if record_type == RecordType::Cname {
+                let cname_err = |reason: String| {
+                    let span = rd
+                        .record_type
+                        .as_ref()
+                        .map_or(rd.name.span(), Spanned::span);
+                    self.error(span, format!("{owner}: {reason}"))
+                };
+                if name == *zone {
+                    return Err(cname_err(format!(
+                        "a CNAME domain cannot be the apex of zone {zone:?}, which has SOA and \
+                         NS records there (RFC 1034 §3.6.2)"
+                    )));
+                }
+                if let Some((at, rtype)) = facts[z].owners.get(&name) {
+                    return Err(cname_err(format!(
+                        "zone {zone:?} has a static {rtype} record of this name ({at}); a CNAME \
+                         must be the only record at its name (RFC 1034 §3.6.2)"
+                    )));
+                }
+                if let Some(b) = &rd.backup_ip {
+                    return Err(self.error(
+                        b.span(),
+                        format!("{owner}: a CNAME domain answers names; backup_ip addresses would never be answered (give it a backup_domain of record_type \"CNAME\" instead)"),
+                    ));
+                }
+                if let Some(a) = rd
+                    .answer
+                    .as_ref()
+                    .filter(|a| *a.get_ref() == AnswerMode::All)
+                {
+                    return Err(self.error(
+                        a.span(),
+                        format!("{owner}: a CNAME answer carries one name (RFC 1034 §3.6.2), so answer = \"all\" cannot act"),
+                    ));
+                }
+                if let Some(m) = rd.max_answers.as_ref().filter(|m| *m.get_ref() != 1) {
+                    return Err(self.error(
+                        m.span(),
+                        format!("{owner}: a CNAME answer carries one name (RFC 1034 §3.6.2); max_answers {} cannot act, leave it at 1", m.get_ref()),
+                    ));
+                }
+            }
             if let Some((cut, at)) = facts[z].delegation_of(&name) {
                 return Err(err(format!(
                     "at or below the delegation of {cut} (NS on {at}); it is not ours to answer"
@@ -168,7 +222,8 @@ impl Validator<'_> {
             }
 
             let ttl = self.ttl(&owner, rd.ttl, DEFAULT_GSLB_TTL)?;
-            let bound = self.bound_services(&owner, rd.services, &service_names, &by_name)?;
+            let bound =
+                self.bound_services(&owner, record_type, rd.services, &service_names, &by_name)?;
 
             let (backup_ip, down_response) =
                 self.down_response(&owner, rd.backup_ip, rd.down_response)?;
@@ -193,6 +248,7 @@ impl Validator<'_> {
                 }
                 let bound = self.bound_services(
                     &format!("{owner}, view {view:?}"),
+                    record_type,
                     dv.services,
                     &service_names,
                     &by_name,
@@ -210,7 +266,11 @@ impl Validator<'_> {
                 persistence: &rd.persistence,
             };
             let lb = self.lb_settings(&owner, lb_raw, &bound, &by_name, topology)?;
-            if let (Some(p), AnswerMode::All) = (&rd.persistence, rd.answer) {
+            let answer = rd
+                .answer
+                .as_ref()
+                .map_or(AnswerMode::default(), |a| *a.get_ref());
+            if let (Some(p), AnswerMode::All) = (&rd.persistence, answer) {
                 return Err(self.error(
                     p.span(),
                     format!(
@@ -222,7 +282,7 @@ impl Validator<'_> {
             // A method that picks one service per answer, first in the chain (where it always
             // decides), would never let answer = "all" act. Later in a chain they are fine: the
             // earlier methods' candidate sets are answered whole.
-            if rd.answer == AnswerMode::All
+            if answer == AnswerMode::All
                 && let Some(m) = rd.method.as_ref().filter(|m| {
                     matches!(
                         m.get_ref(),
@@ -244,14 +304,15 @@ impl Validator<'_> {
                     ),
                 ));
             }
-            let max_answers = self.max_answers(&owner, rd.answer, rd.max_answers, &lb)?;
+            let max_answers = self.max_answers(&owner, answer, rd.max_answers, &lb)?;
             if let Some(b) = rd.backup_domain {
                 backups.push((domains.len(), b));
             }
             domains.push(GslbDomain {
                 name,
+                record_type,
                 ttl,
-                answer: rd.answer,
+                answer,
                 max_answers,
                 services: bound,
                 backup_ip,
@@ -296,6 +357,23 @@ impl Validator<'_> {
                 return Err(self.error(
                     raw.span(),
                     format!("{owner}: backup_domain is the domain itself"),
+                ));
+            }
+            let (mine, theirs) = (domains[*i].record_type, domains[b].record_type);
+            if mine != theirs {
+                let kind = |t| match t {
+                    RecordType::A => "addresses (record_type \"A\")",
+                    RecordType::Cname => "a name (record_type \"CNAME\")",
+                };
+                return Err(self.error(
+                    raw.span(),
+                    format!(
+                        "{owner}: backup_domain {:?} answers {}, this domain {}; a backup \
+                         answers in its stead, so both answer alike",
+                        domains[b].name,
+                        kind(theirs),
+                        kind(mine)
+                    ),
                 ));
             }
             next.insert(*i, b);
@@ -431,6 +509,7 @@ impl Validator<'_> {
     fn bound_services(
         &self,
         owner: &str,
+        record_type: RecordType,
         raw: List,
         names: &Names,
         by_name: &HashMap<&str, &Service>,
@@ -446,8 +525,24 @@ impl Validator<'_> {
         for s in raw.into_inner() {
             let name = s.get_ref();
             let err = |reason: String| self.error(s.span(), format!("{owner}: {reason}"));
-            if !by_name.contains_key(name.as_str()) {
+            let Some(service) = by_name.get(name.as_str()) else {
                 return Err(err(names.unknown(name)));
+            };
+            match (record_type, &service.cname) {
+                (RecordType::A, Some(cname)) => {
+                    return Err(err(format!(
+                        "service {name:?} answers the name {cname} (cname): bind it to a \
+                         gslb_domain with record_type = \"CNAME\""
+                    )));
+                }
+                (RecordType::Cname, None) => {
+                    return Err(err(format!(
+                        "service {name:?} answers an address ({}); a record_type = \"CNAME\" \
+                         domain answers names: give the service a cname",
+                        service.answer_ip()
+                    )));
+                }
+                _ => {}
             }
             if let Some(first) = seen.first(name.clone(), self.line(s.span())) {
                 return Err(err(format!(

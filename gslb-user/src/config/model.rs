@@ -62,6 +62,7 @@ impl Config {
                     Service {
                         name: s.name.clone(),
                         ip: s.answer_ip(),
+                        cname: s.cname.clone(),
                         site: site[s.site.as_str()],
                         location: s.location.clone(),
                         weight: s.weight,
@@ -88,6 +89,7 @@ impl Config {
                 .iter()
                 .map(|d| Domain {
                     name: d.name.clone(),
+                    record_type: d.record_type,
                     ttl: d.ttl,
                     answer: d.answer,
                     max_answers: d.max_answers,

@@ -177,6 +177,10 @@ impl Validator<'_> {
                     .entry(name.to_owned())
                     .or_insert_with(|| (self.cite(&w.name), t));
             }
+            facts
+                .owners
+                .entry(name.to_owned())
+                .or_insert_with(|| (self.cite(&w.name), rtype.to_string()));
             first_at.entry(name).or_insert((&w.name, rtype.clone()));
             if is_cname {
                 cname_at.insert(name, &w.name);

@@ -7,7 +7,7 @@ use std::ops::RangeInclusive;
 use serde::Deserialize;
 
 use super::error::ConfigError;
-use super::names::{Names, Seen};
+use super::names::{Names, Seen, host_name};
 use super::site::Site;
 use super::validate::{Int, LIMIT_RANGE, List, PORT_RANGE, Str, Validator};
 use crate::location::Location;
@@ -21,7 +21,8 @@ const WEIGHT_RANGE: RangeInclusive<i64> = 1..=100;
 pub struct Service {
     /// Unique; letters, digits, '-', '_' and '.', starting with a letter, digit or '_'.
     pub name: String,
-    /// The address monitors and metrics use; (`ip`, `port`) is unique among services.
+    /// The address monitors and metrics use; (`ip`, `port`) is unique among services. For a
+    /// service with `cname`, the address that name stands for, which its monitors probe.
     pub ip: IpAddr,
     /// 1..=65535.
     pub port: u16,
@@ -33,7 +34,12 @@ pub struct Service {
     /// 1..=100.
     pub weight: u32,
     /// The address DNS answers carry when the service sits behind NAT; same family as `ip`.
+    /// Never with `cname`.
     pub public_ip: Option<IpAddr>,
+    /// NetScaler `-cnameEntry`: the service answers with this name (lower-case, without the
+    /// trailing dot; at least two labels) instead of an address, and only a `record_type =
+    /// "CNAME"` domain binds it.
+    pub cname: Option<String>,
     /// Spillover: at this many connections the service takes no new clients (≥ 1).
     pub max_connections: Option<u64>,
     /// Spillover: at this bandwidth (kbit/s) the service takes no new clients (≥ 1).
@@ -65,6 +71,7 @@ pub(super) struct RawService {
     pub(super) location: Option<Str>,
     pub(super) weight: Option<Int>,
     pub(super) public_ip: Option<Str>,
+    pub(super) cname: Option<Str>,
     pub(super) max_connections: Option<Int>,
     pub(super) max_bandwidth_kbps: Option<Int>,
     pub(super) monitors: Option<List>,
@@ -116,7 +123,23 @@ impl Validator<'_> {
                 })
                 .transpose()?;
             let weight = self.int(&owner, "weight", rs.weight, WEIGHT_RANGE, DEFAULT_WEIGHT)?;
+            let public_span = rs.public_ip.as_ref().map(toml::Spanned::span);
             let public_ip = self.public_ip(&owner, ip, rs.public_ip)?;
+            let cname = rs
+                .cname
+                .as_ref()
+                .map(|c| self.dns_name(c, &format!("{owner}: cname"), host_name))
+                .transpose()?;
+            if let (Some(c), Some(p)) = (&rs.cname, public_ip) {
+                return Err(self.error(
+                    c.span(),
+                    format!(
+                        "{owner}: a service with cname answers that name, never an address: \
+                         public_ip {p} (line {}) would never be answered; remove one of them",
+                        self.line(public_span.unwrap_or(c.span()))
+                    ),
+                ));
+            }
             let max_connections = rs
                 .max_connections
                 .map(|m| self.int(&owner, "max_connections", Some(m), LIMIT_RANGE, 0))
@@ -174,6 +197,7 @@ impl Validator<'_> {
                 location,
                 weight,
                 public_ip,
+                cname,
                 max_connections,
                 max_bandwidth_kbps,
             });

@@ -70,6 +70,9 @@ pub(super) struct ZoneFacts {
     /// the types a GSLB domain of that name would answer itself (A and AAAA), or that must be
     /// alone at its name (CNAME, RFC 1034 §3.6.2). Other types may sit beside a GSLB name.
     pub(super) addresses: HashMap<String, (String, &'static str)>,
+    /// Owner name → where and type of its first record of any type: nothing may sit beside a
+    /// CNAME domain.
+    pub(super) owners: HashMap<String, (String, String)>,
     /// Delegation point (owner of an NS record below the apex) → where its first NS record is.
     pub(super) delegations: HashMap<String, String>,
     /// Every name server (apex `ns` and NS records) and where it was written.

@@ -124,6 +124,19 @@ pub enum AnswerMode {
     All,
 }
 
+/// What a GSLB domain answers with (NetScaler `-dnsRecordType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize)]
+pub enum RecordType {
+    /// A and AAAA records of its services' addresses.
+    #[default]
+    A,
+    /// One CNAME record, the name of the service it picks (NetScaler CNAME-based GSLB, BIG-IP
+    /// CNAME pools); its services answer names (`cname`). Decided for every query type: a
+    /// CNAME answers them all (RFC 1034 §3.6.2).
+    #[serde(rename = "CNAME")]
+    Cname,
+}
+
 /// What a GSLB domain answers when every one of its services is down.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -20,7 +20,9 @@ use ipnet::IpNet;
 use crate::location::{Location, WildcardMode};
 
 pub use self::expr::{Expr, ExprError, ExprErrorKind, Request};
-pub use self::lb::{AnswerMode, DownResponse, Fallback, Method, Persistence, SourceMask};
+pub use self::lb::{
+    AnswerMode, DownResponse, Fallback, Method, Persistence, RecordType, SourceMask,
+};
 pub use self::rrl::RrlSettings;
 pub use self::zone::{MAX_TXT_STRING, RecordData, Soa, StaticRecord, Zone, in_zone};
 
@@ -168,8 +170,11 @@ pub struct Site {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Service {
     pub name: String,
-    /// The address answers carry (the public one behind NAT).
+    /// The address answers carry (the public one behind NAT); with `cname`, the address that
+    /// name stands for (monitored, never answered).
     pub ip: IpAddr,
+    /// The name a CNAME domain answers with for this service (lower-case, no trailing dot).
+    pub cname: Option<String>,
     pub site: SiteId,
     /// `None`: no location configured; it then matches no preferred location or proximity.
     pub location: Option<Location>,
@@ -195,6 +200,7 @@ impl Service {
         Service {
             name: name.into(),
             ip,
+            cname: None,
             site,
             location: None,
             weight: 1,
@@ -224,6 +230,9 @@ pub struct Link {
 pub struct Domain {
     /// Lower-case, without the trailing dot.
     pub name: String,
+    /// A and AAAA, or one CNAME (then every service has a `cname`, `max_answers` is 1 and
+    /// there are no backup addresses).
+    pub record_type: RecordType,
     /// The TTL of its answers, its backup addresses' included.
     pub ttl: u32,
     pub answer: AnswerMode,
@@ -255,6 +264,7 @@ impl Domain {
     pub fn new(name: impl Into<String>, services: Vec<ServiceId>) -> Domain {
         Domain {
             name: name.into(),
+            record_type: RecordType::A,
             ttl: 30,
             answer: AnswerMode::Rotate,
             max_answers: 1,

@@ -56,7 +56,7 @@ pub use crate::model::{
     Action, AnswerMode, DownResponse, Expr, ExprError, ExprErrorKind, Fallback, MAX_CHAIN,
     MAX_PREFERRED_LOCATIONS, Method, Persistence, Policy, Request, SourceMask,
 };
-use crate::model::{Domain as DomainSpec, Model, Service as ServiceSpec};
+use crate::model::{Domain as DomainSpec, Model, RecordType, Service as ServiceSpec};
 
 const QTYPE_A: u16 = 1;
 const QTYPE_AAAA: u16 = 28;
@@ -196,7 +196,7 @@ impl Engine {
         }
         // The domain, then its backup domains: first with room, then (spillover with nowhere
         // to spill to) the first with UP services even over their limits.
-        let family = query_family(query.qtype);
+        let family = self.family(domain, query.qtype);
         let mut family_served = false;
         for overload in [false, true] {
             for i in self.chain(domain) {
@@ -237,7 +237,7 @@ impl Engine {
         query: &Query<'_>,
         state: &State<'_>,
     ) -> bool {
-        let family = query_family(query.qtype);
+        let family = self.family(index, query.qtype);
         !state.domain_disabled(index)
             && self.domains[index]
                 .slots
@@ -349,7 +349,7 @@ impl Engine {
         overload: bool,
     ) -> (Bits, bool) {
         let domain = &self.domains[index];
-        let family = query_family(qtype);
+        let family = self.family(index, qtype);
         let service_state = |s: usize| state.services.get(s).copied().unwrap_or_default();
         let available =
             |slot: &Slot| service_state(slot.service).up && family.is_none_or(|v6| slot.v6 == v6);
@@ -450,11 +450,18 @@ impl Engine {
     }
 }
 
-/// The address family a query asks for: IPv6 for AAAA, IPv4 for A, either for other types.
-fn query_family(qtype: u16) -> Option<bool> {
-    match qtype {
-        QTYPE_A => Some(false),
-        QTYPE_AAAA => Some(true),
-        _ => None,
+impl Engine {
+    /// The address family a query of domain `index` asks for: IPv6 for AAAA, IPv4 for A,
+    /// either for other types and for a CNAME domain (its services answer names, whatever the
+    /// family of the address their monitors probe).
+    fn family(&self, index: usize, qtype: u16) -> Option<bool> {
+        if self.model.domains[self.domains[index].index].record_type == RecordType::Cname {
+            return None;
+        }
+        match qtype {
+            QTYPE_A => Some(false),
+            QTYPE_AAAA => Some(true),
+            _ => None,
+        }
     }
 }

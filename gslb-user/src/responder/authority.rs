@@ -2,7 +2,7 @@
 //! (its spec's): the zones, the compiled answers, the per-query decisions and the ECS allow
 //! list; a republish carries the rotation turns over to the next one.
 
-use std::{borrow::Cow, net::IpAddr, sync::Arc};
+use std::{net::IpAddr, sync::Arc};
 
 use gslb_common::{QTYPE_A, QTYPE_AAAA};
 use hickory_proto::rr::RecordType;
@@ -132,19 +132,16 @@ impl Authority {
     /// client). It may be longer than `source` (RFC 7871 §7.2.1: the subnet was not specific
     /// enough, and the resolver asks again with more bits).
     pub(super) fn scope(&self, name: &str, qtype: u16, client: IpAddr, source: u8) -> Option<u8> {
-        if ![QTYPE_A, QTYPE_AAAA, u16::from(RecordType::ANY)].contains(&qtype) {
-            // The zone's other types at a GSLB name are static.
-            return None;
-        }
-        if let Some(scope) = self.gslb_scope(name, qtype, client, source) {
-            return Some(scope);
-        }
         // A name a wildcard GSLB domain answers has that domain's scope.
         let zone = self.config.zones.iter().find(|z| z.contains(name))?;
-        match zone.source_of(name)? {
-            Cow::Owned(wildcard) => self.gslb_scope(&wildcard, qtype, client, source),
-            Cow::Borrowed(_) => None,
+        let owner = zone.source_of(name)?;
+        // The zone's other types at a GSLB name are static; a CNAME domain answers them all.
+        if ![QTYPE_A, QTYPE_AAAA, u16::from(RecordType::ANY)].contains(&qtype)
+            && !zone.gslb_cname.contains(owner.as_ref())
+        {
+            return None;
         }
+        self.gslb_scope(&owner, qtype, client, source)
     }
 
     /// [`Authority::scope`] of a GSLB domain's own name, `None` for any other name.

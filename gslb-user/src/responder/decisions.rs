@@ -4,7 +4,7 @@
 
 use std::{collections::HashMap, net::IpAddr, sync::Arc};
 
-use gslb_common::QTYPE_AAAA;
+use gslb_common::{QTYPE_A, QTYPE_AAAA};
 use hickory_proto::rr::Record;
 
 use super::lookup::address_records;
@@ -129,8 +129,9 @@ impl Decisions {
         class.max(bits.min(source))
     }
 
-    /// The decision engine's answer for this client (its location from the database).
-    /// `domain` is `name`'s engine domain index ([`Decisions::domains`]).
+    /// The decision engine's answer for this client (its location from the database): the
+    /// domain's A or AAAA records. `domain` is `name`'s engine domain index
+    /// ([`Decisions::domains`]).
     pub(super) fn records(
         &self,
         name: &str,
@@ -138,6 +139,44 @@ impl Decisions {
         qtype: u16,
         client: IpAddr,
     ) -> Vec<Record> {
+        let family = |ip: &IpAddr| ip.is_ipv6() == (qtype == QTYPE_AAAA);
+        let (answering, carried) = self.carried(name, domain, qtype, client);
+        let addrs: Vec<IpAddr> = match carried {
+            Carried::Backup(backup) => backup,
+            Carried::Services(picked) => picked
+                .into_iter()
+                .map(|i| self.data.model.services[i].ip)
+                .filter(family)
+                .collect(),
+        };
+        address_records(name, answering.ttl, addrs)
+    }
+
+    /// The decision engine's answer for this client to a CNAME domain: its TTL and the `cname`
+    /// of the service it picks; `None` when no service can answer (NODATA). The same decision
+    /// for every query type (the engine's pool of a CNAME domain has no family), one rotation
+    /// turn and persistence table per domain and view, as an A query's.
+    pub(super) fn cname(&self, name: &str, domain: usize, client: IpAddr) -> Option<(u32, &str)> {
+        let (answering, carried) = self.carried(name, domain, QTYPE_A, client);
+        let Carried::Services(picked) = carried else {
+            return None; // a CNAME domain has no backup addresses
+        };
+        let target = self.data.model.services[*picked.first()?]
+            .cname
+            .as_deref()?;
+        Some((answering.ttl, target))
+    }
+
+    /// The engine's decision for this client, as the compiled answers give it (the domain's
+    /// answer mode and cap): the answering domain (the asked one or a backup domain) and what
+    /// it carries. The picked services are noted for persistence.
+    fn carried(
+        &self,
+        name: &str,
+        domain: usize,
+        qtype: u16,
+        client: IpAddr,
+    ) -> (&crate::model::Domain, Carried) {
         let client = canonical(client);
         let location = self.locations.as_ref().and_then(|db| db.lookup(client));
         let rtt = match self.rtt_rows.get(key_of(client)) {
@@ -163,34 +202,42 @@ impl Decisions {
         );
         let domains = &self.data.model.domains;
         let answering = &domains[decision.domain.min(domains.len() - 1)];
-        let family = |ip: &IpAddr| ip.is_ipv6() == (qtype == QTYPE_AAAA);
         let turn = u64::from(
             self.turns
                 .next(self.turn_index(domain, qtype == QTYPE_AAAA, view)),
         );
-        let addrs: Vec<IpAddr> = match decision.fallback {
-            // As the compiled answers give them: by the domain's answer mode and cap.
+        let carried = match decision.fallback {
             Some(Fallback::BackupIp) => {
+                let family = |ip: &IpAddr| ip.is_ipv6() == (qtype == QTYPE_AAAA);
                 let backup: Vec<IpAddr> =
                     answering.backup_ip.iter().copied().filter(family).collect();
-                crate::policy::carried(&backup, answering.answer, answering.max_answers, || {
-                    turn as usize
-                })
-                .into_owned()
+                Carried::Backup(
+                    crate::policy::carried(
+                        &backup,
+                        answering.answer,
+                        answering.max_answers,
+                        || turn as usize,
+                    )
+                    .into_owned(),
+                )
             }
-            Some(Fallback::Empty) => Vec::new(),
+            Some(Fallback::Empty) => Carried::Services(Vec::new()),
             None => {
                 let picked = self.data.engine.select(&decision, client, turn);
                 self.persist.note(sticky.as_ref(), &picked);
-                picked
-                    .into_iter()
-                    .map(|i| self.data.model.services[i].ip)
-                    .filter(family)
-                    .collect()
+                Carried::Services(picked)
             }
         };
-        address_records(name, answering.ttl, addrs)
+        (answering, carried)
     }
+}
+
+/// What a per-query decision carries.
+enum Carried {
+    /// The domain's backup addresses of the query's family, as many as one answer carries.
+    Backup(Vec<IpAddr>),
+    /// The picked services (configuration indexes); none: NODATA.
+    Services(Vec<usize>),
 }
 
 /// Per engine domain: the longest source-IP hash or persistence mask (IPv4, IPv6) along its

@@ -61,11 +61,13 @@ impl Responder {
         // A MEP child answers no GSLB query (spec §6): the GSLB types of a GSLB name, and ANY,
         // which would carry them. The zone's other types at that name are static, answered as
         // everywhere.
-        if zone
-            .source_of(&qname)
-            .is_some_and(|source| zone.gslb.contains(source.as_ref()))
-            && data.gslb_refused
-            && matches!(qtype, RecordType::A | RecordType::AAAA | RecordType::ANY)
+        // A CNAME domain's answer is GSLB for every type.
+        if data.gslb_refused
+            && zone.source_of(&qname).is_some_and(|source| {
+                zone.gslb_cname.contains(source.as_ref())
+                    || zone.gslb.contains(source.as_ref())
+                        && matches!(qtype, RecordType::A | RecordType::AAAA | RecordType::ANY)
+            })
         {
             out.rcode = ResponseCode::Refused;
             out.authoritative = false;
@@ -106,16 +108,20 @@ impl Responder {
                 out.answers.extend(rrs);
                 return out;
             }
-            // A CNAME answers every type but CNAME itself (which `rrset` returned above).
-            let cname = z.records.get(source.as_ref()).and_then(|rs| {
-                rs.iter().find_map(|r| match &r.data {
-                    RData::CNAME(CNAME(target)) => Some((r, target.clone())),
-                    _ => None,
+            // A CNAME answers every type but CNAME itself (which `rrset` returned above): a
+            // CNAME domain's, decided for this client, or a static one.
+            let cname = if z.gslb_cname.contains(source.as_ref()) {
+                Self::gslb_cname(data, &source, &owner, client)
+            } else {
+                z.records.get(source.as_ref()).and_then(|rs| {
+                    rs.iter().find_map(|r| match &r.data {
+                        RData::CNAME(CNAME(target)) => Some((r.clone(), target.clone())),
+                        _ => None,
+                    })
                 })
-            });
+            };
             match cname {
-                Some((record, target)) => {
-                    let mut record = record.clone();
+                Some((mut record, target)) => {
                     record.name = owner.clone();
                     out.answers.push(record);
                     current = key(&target);
@@ -155,7 +161,12 @@ impl Responder {
         }
         // A GSLB name's addresses before the zone's other types there: the RRset a minimal ANY
         // answers (below) is then the GSLB answer, as at a GSLB name without static records.
-        if zone.gslb.contains(name) {
+        if zone.gslb_cname.contains(name) {
+            // Only asked for itself (or ANY): other types follow it (`lookup`).
+            if want(RecordType::CNAME) {
+                rrs.extend(Self::gslb_cname(data, name, owner, client).map(|(r, _)| r));
+            }
+        } else if zone.gslb.contains(name) {
             for (t, code) in [(RecordType::A, QTYPE_A), (RecordType::AAAA, QTYPE_AAAA)] {
                 if want(t) {
                     rrs.extend(Self::gslb_records(data, name, code, client));
@@ -174,6 +185,22 @@ impl Responder {
             r.name = owner.clone();
         }
         rrs
+    }
+
+    /// A CNAME domain's answer for this client: its CNAME record, owned by `owner`, and the
+    /// target; `None`: no service can answer (NODATA).
+    fn gslb_cname(
+        data: &Authority,
+        name: &str,
+        owner: &Name,
+        client: IpAddr,
+    ) -> Option<(Record, Name)> {
+        let decisions = data.decisions.as_ref()?;
+        let &domain = decisions.domains.get(name)?;
+        let (ttl, target) = decisions.cname(name, domain, client)?;
+        let target = super::zone::name(target);
+        let record = Record::from_rdata(owner.clone(), ttl, RData::CNAME(CNAME(target.clone())));
+        Some((record, target))
     }
 
     /// The GSLB answer, exactly as the fast path gives it (`Answer::carried`).

@@ -10,7 +10,7 @@ use hickory_proto::rr::{
     rdata::{A, AAAA, CNAME, MX, NS, NULL, SOA, SRV, TXT},
 };
 
-use crate::model::{Model, RecordData, Zone};
+use crate::model::{Model, RecordData, RecordType as GslbRecordType, Zone};
 
 /// One zone, indexed for lookups. Keys are lower-case names without the trailing dot.
 pub(super) struct ZoneData {
@@ -27,6 +27,8 @@ pub(super) struct ZoneData {
     pub(super) cuts: HashSet<String>,
     /// GSLB domains in this zone.
     pub(super) gslb: HashSet<String>,
+    /// Those of them that answer a CNAME (`record_type = "CNAME"`): for every query type.
+    pub(super) gslb_cname: HashSet<String>,
     /// Some name of `names` is a wildcard (`*` leftmost): only then does a name that does not
     /// exist look for one ([`ZoneData::source_of`]).
     wildcards: bool,
@@ -108,6 +110,12 @@ impl ZoneData {
             .filter(|d| zone.contains(&d.name))
             .map(|d| d.name.clone())
             .collect();
+        let gslb_cname = model
+            .domains
+            .iter()
+            .filter(|d| d.record_type == GslbRecordType::Cname && gslb.contains(&d.name))
+            .map(|d| d.name.clone())
+            .collect();
         let mut names = HashSet::from([zone.name.clone()]);
         for owner in records.keys().chain(gslb.iter()) {
             // The owner and every name between it and the apex exist (empty non-terminals).
@@ -133,6 +141,7 @@ impl ZoneData {
             names,
             cuts,
             gslb,
+            gslb_cname,
         }
     }
 

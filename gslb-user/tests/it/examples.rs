@@ -36,6 +36,7 @@ fn every_example_is_valid() {
         .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
     for expected in [
+        "cname-domain.toml",
         "demo.toml",
         "gslb-domain.toml",
         "nat-public-ip.toml",

@@ -16,6 +16,7 @@ mod zone_files;
 mod e2e;
 
 mod admin;
+mod cname_domains;
 mod compile_equivalence;
 mod cookies;
 mod daemon;

@@ -1,3 +1,4 @@
+mod cname_domains;
 mod load_balancing;
 mod model;
 mod rejected;
@@ -14,6 +15,7 @@ use crate::config::record::txt_strings;
 use crate::config::validate::line_col;
 use crate::dataplane::XdpMode;
 use crate::location::parse_location;
+use crate::model::RecordType;
 use crate::policy::{AnswerMode, DownResponse, Method, SourceMask};
 
 const SERVER: &str = "[server]\nlisten = [\"192.0.2.1\"]\n";
@@ -124,6 +126,7 @@ fn service(name: &str, addr: &str, site: &str) -> Service {
         location: None,
         weight: 1,
         public_ip: None,
+        cname: None,
         max_connections: None,
         max_bandwidth_kbps: None,
         monitors: vec![],
@@ -135,6 +138,7 @@ fn service(name: &str, addr: &str, site: &str) -> Service {
 fn gslb(name: &str, services: &[&str]) -> GslbDomain {
     GslbDomain {
         name: name.into(),
+        record_type: RecordType::A,
         ttl: 30,
         answer: AnswerMode::Rotate,
         max_answers: 1,

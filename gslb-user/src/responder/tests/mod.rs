@@ -17,6 +17,7 @@ use hickory_proto::{
 
 use super::*;
 
+mod cname;
 mod cookies;
 mod hostile;
 mod identity;
