@@ -196,6 +196,8 @@ fn main() {
 
     let mut edns_query = query(1, WWW, RecordType::A);
     edns_query.set_edns(edns());
+    let mut cname_edns_query = query(1, common::CNAME, RecordType::A);
+    cname_edns_query.set_edns(edns());
     // With a subnet of view v1 (a trie entry): answered from its view, the option echoed.
     let mut ecs_query = edns_query.clone();
     if let Some(opt) = ecs_query.edns.as_mut() {
@@ -267,6 +269,27 @@ fn main() {
         case(
             "xdp_a_hit_v4_nsid",
             Frame::v4(wire(&nsid_query)).bytes(),
+            XDP_TX,
+            false,
+        ),
+        // A CNAME domain's answer: the CNAME and the two addresses of its target (62 bytes,
+        // plain and with EDNS), and to view v1 the CNAME alone (31 bytes: the OPT's checksum
+        // sum swapped).
+        case(
+            "xdp_cname_hit_v4",
+            Frame::v4(wire(&query(1, common::CNAME, RecordType::A))).bytes(),
+            XDP_TX,
+            false,
+        ),
+        case(
+            "xdp_cname_hit_v4_edns",
+            Frame::v4(wire(&cname_edns_query)).bytes(),
+            XDP_TX,
+            false,
+        ),
+        case(
+            "xdp_cname_alone_v4_v1_edns",
+            Frame::udp(v1_client, server, wire(&cname_edns_query)).bytes(),
             XDP_TX,
             false,
         ),
@@ -566,6 +589,12 @@ fn main() {
             "xdp_a_hit_v4_any_view",
         ),
         ("xdp_ecs_over_plain", "xdp_a_hit_v4_ecs", "xdp_a_hit_v4"),
+        ("xdp_cname_over_plain", "xdp_cname_hit_v4", "xdp_a_hit_v4"),
+        (
+            "xdp_cname_edns_over_edns",
+            "xdp_cname_hit_v4_edns",
+            "xdp_a_hit_v4_edns",
+        ),
         ("xdp_ecs_over_edns", "xdp_a_hit_v4_ecs", "xdp_a_hit_v4_edns"),
         (
             "xdp_nsid_over_edns",

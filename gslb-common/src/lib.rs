@@ -400,7 +400,8 @@ pub struct AnswerSet {
     /// Number of valid records, 1..=MAX_ADDRS.
     pub count: u8,
     pub flags: u8,
-    /// `QTYPE_A` or `QTYPE_AAAA`: records of `RR_FIXED_LEN` + 4 or + 16 bytes.
+    /// `QTYPE_A` or `QTYPE_AAAA`: records of `RR_FIXED_LEN` + 4 or + 16 bytes; 5 (CNAME)
+    /// for a CNAME domain's set, which never rotates (see `records`).
     pub qtype: u16,
     /// Ones' complement sum (folded to 16 bits) of each answer record as it is put on the
     /// wire, taken as if the record began at an even offset.
@@ -420,13 +421,18 @@ pub struct AnswerSet {
     /// by word with the query's (the key only holds its hash). 8-byte aligned.
     pub name: [u8; QNAME_MAX],
     /// `count` records back to back, each `rr_len()` bytes: a pointer to the question name
-    /// (0xc00c), type, class IN, TTL, RDLENGTH, address.
+    /// (0xc00c), type, class IN, TTL, RDLENGTH, address. A CNAME domain's set (never
+    /// rotating) holds its answer section instead: the CNAME (owner 0xc00c, the target
+    /// uncompressed), then the target's addresses (owner a pointer to the CNAME's RDATA).
     pub records: [u8; MAX_ADDRS * RR_MAX_LEN],
     /// With [`ANSWER_BY_RTT`]: the domain's signature's RTT slot, where `RTT_CHOICE` gives the
     /// index of its outcome for the client's LDNS view (see [`RttChoiceKey`]). Last, so the
     /// fields before keep their offsets.
     pub rtt_slot: u32,
-    pub reserved: u32,
+    /// The wire length of all `count` records, what a set without [`ANSWER_ROTATE`] copies
+    /// (8..=`MAX_ADDRS * RR_MAX_LEN`): `count * rr_len()` for addresses; a CNAME answer's
+    /// records have lengths of their own, their sum of either parity.
+    pub answers_len: u32,
 }
 const _: () = assert!(size_of::<AnswerSet>() == 56 + QNAME_MAX + MAX_ADDRS * RR_MAX_LEN);
 const _: () = assert!(core::mem::offset_of!(AnswerSet, name) % 8 == 0);
@@ -451,7 +457,7 @@ impl Default for AnswerSet {
             name: [0; QNAME_MAX],
             records: [0; MAX_ADDRS * RR_MAX_LEN],
             rtt_slot: 0,
-            reserved: 0,
+            answers_len: 0,
         }
     }
 }

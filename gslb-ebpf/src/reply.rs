@@ -163,8 +163,9 @@ pub fn reply(
     if stored == 0 || stored > MAX_ADDRS {
         return Err(Miss::NoAnswer);
     }
-    let (first, n, answers_sum) = if slip {
-        (0, 0, 0)
+    let rr_len = set.rr_len();
+    let (first, n, answers_sum, answers_len) = if slip {
+        (0, 0, 0, 0)
     } else if set.flags & ANSWER_ROTATE != 0 {
         // The set's own slot. No mask needed: every u16 is below ROTOR_SLOTS, and the
         // (inlined) lookup checks the index against the map's size anyway.
@@ -186,14 +187,16 @@ pub fn reply(
         // Verifier only: the mask (a no-op, i < stored <= MAX_ADDRS) bounds `i` for it
         // whatever LLVM makes of the compares; the volatile read keeps LLVM from dropping it.
         let i = unsafe { core::ptr::read_volatile(&i) } & (MAX_ADDRS - 1);
-        (i, 1, set.rr_csum[i])
+        (i, 1, set.rr_csum[i], rr_len)
     } else {
-        (0, stored, set.all_csum)
+        // Every record: the controller's length of them (a CNAME answer's records have
+        // lengths of their own). Verifier only: the mask bounds it (the controller writes
+        // 8..=RECORDS_LEN; RECORDS_LEN is below 256).
+        (0, stored, set.all_csum, set.answers_len as usize & 0xff)
     };
-    let rr_len = set.rr_len();
 
     let (nsid, nsid_len) = nsid_option(q, config)?;
-    let layout = Layout::new(q, n * rr_len, nsid_len);
+    let layout = Layout::new(q, answers_len, nsid_len);
     // With our NSID the reply may pass what the client takes (less than 512 counts as 512,
     // RFC 6891 §6.2.5) or what we announce: the responder answers that one, within the size.
     // No reply without it passes 512 (`MAX_REPLY_DNS_LEN`), so for every other answer this is
@@ -215,8 +218,9 @@ pub fn reply(
         grow_at_head(ctx, answers_off, delta)?;
     }
 
-    // Answers: the records as the controller laid them out, in 8-byte words and a last 4
-    // (records are 16 or 28 bytes).
+    // Answers: the records as the controller laid them out, in 8-byte words and a last one
+    // that ends with them (over bytes already written with the same ones): any length of at
+    // least 8 (an address record is 16 or 28 bytes, a CNAME answer any sum of lengths).
     let src = first * rr_len;
     let records = set.records.as_ptr();
     for i in 0..RECORDS_LEN / 8 {
@@ -233,14 +237,16 @@ pub fn reply(
         unsafe { st(p, ld::<u64>(records.add(from))) };
     }
     if answers_len % 8 != 0 {
-        let at = answers_len - 4;
+        // Verifier only, both: answers_len >= 8 and `src + at` inside `records`, as above.
+        let Some(at) = answers_len.checked_sub(8) else {
+            return Err(Miss::NoAnswer);
+        };
         let from = src + at;
-        // Verifier only, as above.
-        if from + 4 > RECORDS_LEN {
+        if from + 8 > RECORDS_LEN {
             return Err(Miss::NoAnswer);
         }
-        let p = ptr_at::<u32>(ctx, answers_off + at, Miss::NoTailroom)?;
-        unsafe { st(p, ld::<u32>(records.add(from))) };
+        let p = ptr_at::<u64>(ctx, answers_off + at, Miss::NoTailroom)?;
+        unsafe { st(p, ld::<u64>(records.add(from))) };
     }
 
     let nsid = (nsid_len != 0).then_some(nsid);
@@ -313,12 +319,12 @@ pub fn turn_around(
     let Layout {
         dns_off,
         answers_off,
+        answers_len,
         opt_off,
         ecs_off,
         nsid_off,
         msg_end,
         udp_len,
-        ..
     } = *layout;
     // Everything after the question name shares one parity: the qtype/qclass, the answers
     // (whose sums the controller stored big-endian, as if at an even offset) and the OPT.
@@ -332,10 +338,12 @@ pub fn turn_around(
         + csum::word(qtail.qclass[0], qtail.qclass[1])
         + answers_sum;
     if q.edns {
+        // The OPT's sum as if the answers' length were even; swapped below when it is not.
+        let mut opt_sum = 0;
         let size = config.edns_udp_size.to_be_bytes();
         let ecs_len = q.ecs.len;
         if let Some(o) = nsid {
-            tail_sum += write_nsid(ctx, nsid_off, o, ecs_len)?;
+            opt_sum += write_nsid(ctx, nsid_off, o, ecs_len)?;
         }
         let rdlen = ((msg_end - ecs_off) as u16).to_be_bytes();
         let opt_bytes = [
@@ -362,10 +370,16 @@ pub fn turn_around(
                 u32::from_le_bytes([q.edns_do, 0, rdlen[0], rdlen[1]]),
             );
         }
-        tail_sum += csum::bytes(&opt_bytes);
+        opt_sum += csum::bytes(&opt_bytes);
         if ecs_len != 0 {
-            tail_sum += echo_subnet(ctx, q, ecs_off, scope)?;
+            opt_sum += echo_subnet(ctx, q, ecs_off, scope)?;
         }
+        // After an odd number of answer bytes (a CNAME answer's) the OPT starts at the other
+        // parity: its sum is the byte swap. Without a branch (all ones when odd).
+        let opt_sum = csum::fold(opt_sum) as u32;
+        let odd = 0u32.wrapping_sub(answers_len as u32 & 1);
+        let swapped = (opt_sum >> 8 | opt_sum << 8) & 0xffff;
+        tail_sum += opt_sum & !odd | swapped & odd;
     }
     // Big-endian from an even offset; native from an odd one is the same bytes, and native
     // from an even offset is the byte swap.

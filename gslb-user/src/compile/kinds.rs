@@ -2,7 +2,7 @@
 //! its static view's services, by the engine per class of clients, or by the engine per query
 //! (left to the responder).
 
-use crate::model::{Model, RecordType};
+use crate::model::Model;
 use crate::policy::{Engine, Method};
 
 /// How a domain is decided, and from what. Besides the client's static view, a decision
@@ -31,8 +31,8 @@ impl Kind {
     }
 }
 
-/// Whether domain `d`'s answer can differ between two clients of one static view, or is a
-/// name (a CNAME domain): then the engine decides it.
+/// Whether domain `d`'s answer can differ between two clients of one static view: then the
+/// engine decides it.
 pub(super) fn needs_engine(model: &Model, d: usize) -> bool {
     let domain = &model.domains[d];
     // A service on a `[[link]]` is full while its link is over (`World::service_states`):
@@ -44,8 +44,7 @@ pub(super) fn needs_engine(model: &Model, d: usize) -> bool {
             || s.link.is_some()
             || model.remote(s)
     });
-    domain.record_type == RecordType::Cname
-        || domain.chain != [Method::RoundRobin]
+    domain.chain != [Method::RoundRobin]
         || domain.persistence.is_some()
         || domain.backup.is_some()
         || !model.policies.is_empty()
@@ -63,10 +62,7 @@ pub(super) fn kind(model: &Model, d: usize, engine: Option<&Engine>) -> Kind {
             rtt: true,
         };
     };
-    // A CNAME domain answers a name, which the fast path's answer sets (addresses) do not
-    // hold: the responder decides it per query.
-    let cname = model.domains[d].record_type == RecordType::Cname;
-    let (mut place, mut rtt, mut per_query) = (!model.policies.is_empty(), false, cname);
+    let (mut place, mut rtt, mut per_query) = (!model.policies.is_empty(), false, false);
     for d in engine.chain(d) {
         let spec = engine.domain(d);
         per_query |= spec.persistence.is_some() || spec.chain.contains(&Method::SourceIpHash);

@@ -52,6 +52,7 @@
 
 mod choices;
 mod classes;
+mod cname;
 mod compiler;
 mod interner;
 mod kinds;
@@ -73,6 +74,7 @@ use gslb_common::{QTYPE_A, QTYPE_AAAA, ViewValue};
 use ipnet::IpNet;
 
 pub use self::choices::RttChoices;
+pub use self::cname::CnameTarget;
 use self::compiler::Cache;
 pub use self::compiler::Compiler;
 use self::kinds::Kind;
@@ -186,6 +188,9 @@ pub struct Answer {
     /// the default view has addresses. More than [`gslb_common::MAX_ADDRS`], or a window the
     /// fast path does not rotate ([`Answer::fast`]): it leaves the query to the responder.
     pub addrs: Vec<IpAddr>,
+    /// A CNAME domain's answer instead of `addrs`: its services' names, in rotation order as
+    /// `addrs` would be; one answer carries one of them ([`Answer::carried_name`]).
+    pub names: Vec<Arc<CnameTarget>>,
 }
 
 impl Answer {
@@ -195,9 +200,29 @@ impl Answer {
         crate::policy::carried(&self.addrs, self.mode, self.max_answers, turn)
     }
 
-    /// Whether the fast path gives what [`Answer::carried`] gives: every address of a set it
-    /// holds, or one of them in turn.
+    /// The name answer number `turn()` carries (a CNAME domain's); `turn` is only taken when
+    /// there is more than one.
+    pub fn carried_name(&self, turn: impl FnOnce() -> usize) -> Option<&CnameTarget> {
+        let at = match self.names.len() {
+            0 => return None,
+            1 => 0,
+            n => turn() % n,
+        };
+        Some(&self.names[at])
+    }
+
+    /// No address and no name: NODATA.
+    pub fn is_empty(&self) -> bool {
+        self.addrs.is_empty() && self.names.is_empty()
+    }
+
+    /// Whether the fast path gives what [`Answer::carried`] (or [`Answer::carried_name`])
+    /// gives: every address of a set it holds, or one of them in turn; for names, one name
+    /// (it does not rotate names) whose answer is the CNAME and records it knows.
     pub fn fast(&self) -> bool {
+        if let Some(first) = self.names.first() {
+            return first.follow.is_some() && self.names.iter().all(|n| n.name == first.name);
+        }
         let n = self.addrs.len();
         n <= gslb_common::MAX_ADDRS
             && match self.mode {

@@ -16,6 +16,7 @@ use super::interner::Interner;
 use super::kinds::Kind;
 use crate::location::Location;
 use crate::location::db::LocationDb;
+use crate::model::RecordType;
 use crate::policy::AnswerMode;
 use crate::policy::{
     Client, Decision, Fallback, Method, Pick, Query, RttFirst, ServiceState, State, Tier,
@@ -174,7 +175,11 @@ impl Job<'_> {
         // A domain disabled by the operator decides as if its services were down (the engine
         // skips it), so it shares that signature.
         let disabled = self.domain_disabled(d);
-        let own = spec.backup.is_some() || self.model.policies.iter().any(|p| p.expr.reads_name());
+        // A CNAME domain's pool has no family (its services answer names), which the slots'
+        // IPv6 flags below cannot say: it decides for itself.
+        let own = spec.backup.is_some()
+            || spec.record_type == RecordType::Cname
+            || self.model.policies.iter().any(|p| p.expr.reads_name());
         Signature {
             domain: own.then_some(d),
             qtype,

@@ -24,7 +24,8 @@ impl DomainEntry {
         self.rtt_answers.is_empty() && self.answers.iter().all(|(v, _)| *v == DEFAULT_VIEW)
     }
 }
-use crate::model::{AnswerMode, Fallback, Model, ServiceId};
+use super::CnameTarget;
+use crate::model::{AnswerMode, Domain, Fallback, Model, RecordType, ServiceId};
 use gslb_common::{RttChoice, RttChoiceKey};
 
 /// Map entries cost more than their key and value: the kernel's element header, the trie's
@@ -150,7 +151,7 @@ impl Job<'_> {
                     a.unwrap_or_else(|| empty(base.as_ref(), model, d)),
                 ));
             }
-            let any = |list: &[(u32, Answer)]| list.iter().any(|(_, a)| !a.addrs.is_empty());
+            let any = |list: &[(u32, Answer)]| list.iter().any(|(_, a)| !a.is_empty());
             let entry = (any(&answers) || any(&rtt_answers)).then(|| DomainEntry {
                 name: model.domains[d].name.clone(),
                 qtype,
@@ -267,6 +268,9 @@ impl Job<'_> {
         };
         let asked = &self.model.domains[answering];
         let services = engine.members(answering);
+        if asked.record_type == RecordType::Cname {
+            return self.cname_answer(outcome, asked, services, qtype);
+        }
         let ip = |pos: u32| engine.service(services[pos as usize]).ip;
         // The answer mode and its cap come from the domain whose addresses go: the answering
         // domain's services, or the asked domain's backup addresses.
@@ -309,7 +313,42 @@ impl Job<'_> {
             mode,
             max_answers,
             addrs,
+            names: Vec::new(),
         })
+    }
+
+    /// `outcome` as CNAME domain `domain`'s answer (`services` are its members by position):
+    /// the names of the services it carries, in rotation order (repeated by weight under the
+    /// ratio method, as addresses are), whatever the qtype (a CNAME domain has no backup
+    /// addresses). A name repeats only by weight.
+    fn cname_answer(
+        &self,
+        outcome: &Outcome,
+        domain: &Domain,
+        services: &[usize],
+        qtype: u16,
+    ) -> Option<Answer> {
+        if outcome.fallback.is_some() {
+            return None;
+        }
+        let name = |pos: u32| self.cname_target(services[pos as usize], qtype);
+        let names: Vec<Arc<CnameTarget>> = match &outcome.pick {
+            OutcomePick::Rotate(weights) if !weights.is_empty() => outcome
+                .positions
+                .iter()
+                .zip(weights)
+                .flat_map(|(&p, &w)| std::iter::repeat_n(name(p), w as usize))
+                .flatten()
+                .collect(),
+            _ => distinct_names(outcome.positions.iter().filter_map(|&p| name(p))),
+        };
+        names_answer(domain, names)
+    }
+
+    /// Service `service`'s name as a CNAME domain's answer to a `qtype` query.
+    fn cname_target(&self, service: usize, qtype: u16) -> Option<Arc<CnameTarget>> {
+        let targets = self.spec.cname_targets.get(service)?.as_ref()?;
+        Some(targets[usize::from(qtype == QTYPE_AAAA)].clone())
     }
 
     /// A round-robin domain's answer for a static view (0: the default view): the view's up
@@ -324,6 +363,11 @@ impl Job<'_> {
             if disabled {
                 return None;
             }
+            if domain.record_type == RecordType::Cname {
+                let up = services.iter().filter(|s| self.up(s.index()));
+                let names = up.filter_map(|s| self.cname_target(s.index(), qtype));
+                return names_answer(domain, distinct_names(names));
+            }
             let addrs = distinct(
                 services
                     .iter()
@@ -336,6 +380,7 @@ impl Job<'_> {
                 mode: domain.answer,
                 max_answers: domain.max_answers,
                 addrs,
+                names: Vec::new(),
             })
         };
         // View 0 (the default) is no domain view's number.
@@ -358,6 +403,7 @@ impl Job<'_> {
             mode: domain.answer,
             max_answers: domain.max_answers,
             addrs: backup,
+            names: Vec::new(),
         })
     }
 }
@@ -373,6 +419,28 @@ fn distinct(addrs: impl Iterator<Item = IpAddr>) -> Vec<IpAddr> {
     out
 }
 
+/// A CNAME domain's answer of `names` (`None` without one).
+fn names_answer(domain: &Domain, names: Vec<Arc<CnameTarget>>) -> Option<Answer> {
+    (!names.is_empty()).then_some(Answer {
+        ttl: domain.ttl,
+        mode: domain.answer,
+        max_answers: domain.max_answers,
+        addrs: Vec::new(),
+        names,
+    })
+}
+
+/// Names in order, each once.
+fn distinct_names(names: impl Iterator<Item = Arc<CnameTarget>>) -> Vec<Arc<CnameTarget>> {
+    let mut out: Vec<Arc<CnameTarget>> = Vec::new();
+    for n in names {
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    out
+}
+
 /// NODATA in a view whose default view answers: an answer without addresses.
 fn empty(base: Option<&Answer>, model: &Model, d: usize) -> Answer {
     let domain = &model.domains[d];
@@ -381,5 +449,6 @@ fn empty(base: Option<&Answer>, model: &Model, d: usize) -> Answer {
         mode: domain.answer,
         max_answers: domain.max_answers,
         addrs: Vec::new(),
+        names: Vec::new(),
     }
 }

@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use super::Source;
 use super::kinds::{Kind, kind, needs_engine};
+use super::{Source, cname};
 use crate::model::Model;
 use crate::policy::Engine;
 
@@ -25,6 +25,8 @@ pub struct Spec {
     /// How each GSLB domain is decided, by domain id (before an RTT budget sends domains
     /// answered by RTT to the responder): it reads the model and the engine only.
     pub(super) kinds: Vec<Kind>,
+    /// What each service's `cname` answers (for its CNAME domains' answers).
+    pub(super) cname_targets: cname::Targets,
 }
 
 impl Spec {
@@ -35,6 +37,7 @@ impl Spec {
             .map(|d| kind(model, d, engine.as_deref()))
             .collect();
         Spec {
+            cname_targets: cname::targets(model),
             source,
             engine,
             kinds,

@@ -114,6 +114,7 @@ fn views_and_answers_are_numbered_and_split_by_family() {
         mode,
         max_answers: if mode == AnswerMode::All { 8 } else { 1 },
         addrs: addrs.iter().map(|a| ip(a)).collect(),
+        names: Vec::new(),
     };
     let all = |addrs: &[&str]| answer(60, AnswerMode::All, addrs);
     assert_eq!(

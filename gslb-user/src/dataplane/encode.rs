@@ -6,13 +6,19 @@ use std::net::{IpAddr, Ipv6Addr};
 use aya::maps::lpm_trie::Key;
 use gslb_common::{
     ANSWER_ROTATE, AnswerKey, AnswerSet, DomainKey, LISTEN_IN_TRIE, LISTEN_INLINE,
-    LISTEN_PREFIX_LEN, ListenKey, ListenSet, MAX_ADDRS, QNAME_MAX, QTYPE_AAAA, V4_MAPPED_BITS,
-    VIEW_KEY_GENERATION_BITS, ViewKey,
+    LISTEN_PREFIX_LEN, ListenKey, ListenSet, MAX_ADDRS, QNAME_MAX, QTYPE_A, QTYPE_AAAA,
+    RR_FIXED_LEN, V4_MAPPED_BITS, VIEW_KEY_GENERATION_BITS, ViewKey,
 };
 use hickory_proto::{rr::Name, serialize::binary::BinEncodable};
 
 use super::{DataplaneError, Result};
-use crate::{compile::Answer, policy::AnswerMode};
+use crate::{
+    compile::{Answer, CnameTarget},
+    policy::AnswerMode,
+};
+
+/// RR type CNAME.
+const QTYPE_CNAME: u16 = 5;
 
 /// A map address back to an `IpAddr`: IPv4-mapped addresses as IPv4.
 pub fn unmapped(addr: [u8; 16]) -> IpAddr {
@@ -138,9 +144,12 @@ pub fn answer_record(qtype: u16, ttl: u32, addr: IpAddr) -> Vec<u8> {
 /// records is flagged `ANSWER_ROTATE`; one record is the same answer without a rotation, so it
 /// takes no `ROTOR` slot (slots are given at publish, see `rotors`).
 pub fn answer_set(answer: &Answer, wire: &[u8]) -> AnswerSet {
+    if let Some(target) = answer.names.first() {
+        return cname_set(answer, target, wire);
+    }
     let qtype = match answer.addrs.first() {
         Some(IpAddr::V6(_)) => QTYPE_AAAA,
-        _ => gslb_common::QTYPE_A,
+        _ => QTYPE_A,
     };
     // No records (NODATA for this view), more than the set holds, or a window of several
     // that moves (`Answer::fast`): the program passes the query (count 0) and the responder
@@ -172,6 +181,52 @@ pub fn answer_set(answer: &Answer, wire: &[u8]) -> AnswerSet {
         all.extend_from_slice(&rr);
     }
     set.all_csum = u32::from(ones_sum(&all));
+    set.answers_len = all.len() as u32;
+    set.records[..all.len()].copy_from_slice(&all);
+    set
+}
+
+/// The map value for a CNAME domain's answer to the name `wire` (see [`answer_set`]): its
+/// answer section as the fast path copies it, the CNAME to `target` (owner a pointer to the
+/// question, the target uncompressed) and the records after it (owner a pointer to the
+/// CNAME's RDATA, right after the question). Passed (count 0) when the fast path does not give
+/// this answer ([`Answer::fast`]: several names in turn, or more after the CNAME than records),
+/// or when it is more records or bytes than the set holds.
+fn cname_set(answer: &Answer, target: &CnameTarget, wire: &[u8]) -> AnswerSet {
+    let mut set = AnswerSet {
+        ttl: answer.ttl,
+        qtype: QTYPE_CNAME,
+        name_len: wire.len() as u16,
+        ..Default::default()
+    };
+    set.name[..wire.len()].copy_from_slice(wire);
+    let (Some(follow), true) = (&target.follow, answer.fast()) else {
+        return set;
+    };
+    let Ok(rdata) = wire_name(&target.name) else {
+        return set;
+    };
+    let mut all = vec![0xc0, 12];
+    all.extend_from_slice(&QTYPE_CNAME.to_be_bytes());
+    all.extend_from_slice(&1u16.to_be_bytes());
+    all.extend_from_slice(&answer.ttl.to_be_bytes());
+    all.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
+    // Header, question (name, type, class), then the CNAME's owner, type, class, TTL and
+    // RDLENGTH: where the target's name starts (below 0x4000, a pointer's reach).
+    let at = 12 + wire.len() + 4 + RR_FIXED_LEN;
+    all.extend_from_slice(&rdata);
+    for &(ttl, addr) in follow {
+        let mut rr = answer_record(if addr.is_ipv6() { QTYPE_AAAA } else { QTYPE_A }, ttl, addr);
+        rr[..2].copy_from_slice(&(0xc000 | at as u16).to_be_bytes());
+        all.extend_from_slice(&rr);
+    }
+    let count = 1 + follow.len();
+    if count > MAX_ADDRS || all.len() > set.records.len() {
+        return set;
+    }
+    set.count = count as u8;
+    set.all_csum = u32::from(ones_sum(&all));
+    set.answers_len = all.len() as u32;
     set.records[..all.len()].copy_from_slice(&all);
     set
 }
@@ -281,6 +336,7 @@ mod tests {
             mode: AnswerMode::Rotate,
             max_answers: 1,
             addrs: vec!["192.0.2.10".parse().unwrap(), "192.0.2.11".parse().unwrap()],
+            names: Vec::new(),
         };
         let wire = wire_name(WWW).unwrap();
         let set = answer_set(&answer, &wire);
@@ -340,6 +396,7 @@ mod tests {
                 mode,
                 max_answers,
                 addrs: addrs(n),
+                names: Vec::new(),
             };
             let set = answer_set(&answer, &wire);
             assert_eq!(set.count, stored, "{what}");

@@ -285,6 +285,7 @@ services = ["web"]
             mode: AnswerMode::All,
             max_answers: 8,
             addrs: vec!["192.0.2.99".parse().unwrap()],
+            names: Vec::new(),
         };
         let key = answer_key(name_hash(&wire), 1, generation, v1);
         dp.table

@@ -39,7 +39,7 @@ fn mix(mut x: u64) -> u64 {
 ///
 /// `start` is only called when the items do not all go, so that a caller that must count a
 /// turn for it counts none for the rest.
-pub fn carried<T: Copy + PartialEq>(
+pub fn carried<T: Clone + PartialEq>(
     items: &[T],
     mode: AnswerMode,
     max: u16,
@@ -54,13 +54,13 @@ pub fn carried<T: Copy + PartialEq>(
         return Cow::Borrowed(&items[first..=first]);
     }
     let mut out: Vec<T> = Vec::with_capacity(max.min(items.len()));
-    for &item in items[first..].iter().chain(&items[..first]) {
+    for item in items[first..].iter().chain(&items[..first]) {
         if out.len() == max {
             break;
         }
         // Only a weighted rotation repeats items; `out` holds at most `max` of them.
-        if !out.contains(&item) {
-            out.push(item);
+        if !out.contains(item) {
+            out.push(item.clone());
         }
     }
     Cow::Owned(out)

@@ -136,11 +136,14 @@ impl Authority {
         let zone = self.config.zones.iter().find(|z| z.contains(name))?;
         let owner = zone.source_of(name)?;
         // The zone's other types at a GSLB name are static; a CNAME domain answers them all.
-        if ![QTYPE_A, QTYPE_AAAA, u16::from(RecordType::ANY)].contains(&qtype)
-            && !zone.gslb_cname.contains(owner.as_ref())
-        {
+        // (Its compiled answer is the same for every type: kept under A.)
+        let qtype = if zone.gslb_cname.contains(owner.as_ref()) {
+            QTYPE_A
+        } else if [QTYPE_A, QTYPE_AAAA, u16::from(RecordType::ANY)].contains(&qtype) {
+            qtype
+        } else {
             return None;
-        }
+        };
         self.gslb_scope(&owner, qtype, client, source)
     }
 

@@ -60,7 +60,7 @@ impl GslbIndex {
         let (view, rtt_view) = self.segments.views_of(canonical(client));
         let set = entry_set_of(entry, &self.choices, view, rtt_view)?;
         let answer = set_answer(entry, set);
-        (!answer.addrs.is_empty()).then(|| (answer, turns.at(set)))
+        (!answer.is_empty()).then(|| (answer, turns.at(set)))
     }
 
     /// Each answer set continues the rotation of the same set in `old` (the table before a
@@ -145,5 +145,5 @@ fn entry_answer<'e>(
     rtt_view: u32,
 ) -> Option<&'e Answer> {
     let answer = set_answer(entry, entry_set_of(entry, choices, view, rtt_view)?);
-    (!answer.addrs.is_empty()).then_some(answer)
+    (!answer.is_empty()).then_some(answer)
 }

@@ -195,9 +195,17 @@ impl Responder {
         owner: &Name,
         client: IpAddr,
     ) -> Option<(Record, Name)> {
-        let decisions = data.decisions.as_ref()?;
-        let &domain = decisions.domains.get(name)?;
-        let (ttl, target) = decisions.cname(name, domain, client)?;
+        let (ttl, target) = match &data.decisions {
+            Some(d) if let Some(&domain) = d.domains.get(name) => d.cname(name, domain, client)?,
+            // Compiled: one answer for every type, kept under A (as the fast path's AAAA
+            // entry holds the same names).
+            _ => {
+                let (answer, turn) = data.gslb.answer(name, QTYPE_A, client)?;
+                let target =
+                    answer.carried_name(|| turn.fetch_add(1, Ordering::Relaxed) as usize)?;
+                (answer.ttl, target.name.as_str())
+            }
+        };
         let target = super::zone::name(target);
         let record = Record::from_rdata(owner.clone(), ttl, RData::CNAME(CNAME(target.clone())));
         Some((record, target))

@@ -89,6 +89,7 @@ mod tests {
             mode: AnswerMode::Rotate,
             max_answers: 1,
             addrs: vec!["192.0.2.1".parse().unwrap(), "192.0.2.2".parse().unwrap()],
+            names: Vec::new(),
         };
         DomainEntry {
             answers: views.iter().map(|v| (*v, answer.clone())).collect(),

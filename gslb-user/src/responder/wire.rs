@@ -50,7 +50,8 @@ type Slots = [Option<Arc<CompiledEntry>>; 2];
 impl Names {
     /// The entries of `gslb` whose A or AAAA answer is the GSLB answer alone: the name is a
     /// GSLB domain of the zone that holds it, not below a delegation, and not decided per
-    /// query (`decisions`). (The configuration refuses static A, AAAA and CNAME records at a GSLB name.)
+    /// query (`decisions`), not a CNAME domain (whose answer the general path follows). (The
+    /// configuration refuses static A, AAAA and CNAME records at a GSLB name.)
     pub(super) fn new(zones: &[ZoneData], gslb: &GslbIndex, decisions: Option<&Decisions>) -> Self {
         let mut names: HashMap<Box<[u8]>, Slots, _> = HashMap::default();
         for entry in gslb.entries() {
@@ -65,6 +66,7 @@ impl Names {
                 continue;
             };
             if !zone.gslb.contains(name)
+                || zone.gslb_cname.contains(name)
                 || zone.cut_above(name).is_some()
                 || decisions.is_some_and(|d| d.domains.contains_key(name))
             {

@@ -62,6 +62,13 @@ pub const WINDOW: &str = "window.example.com";
 /// AAAA, its one IPv6 service, which the program answers.
 pub const MANY: &str = "many.example.com";
 
+/// A CNAME domain the fast path answers: to edge.example.com with its addresses, to view v1
+/// o.cdn.example.net alone; CNAMES (two names in turn) and CHASE (a GSLB target) it passes.
+pub const CNAME: &str = "cname.example.com";
+pub const CNAME_TTL: u32 = 120;
+pub const CNAMES: &str = "cnames.example.com";
+pub const CHASE: &str = "chase.example.com";
+
 /// Labels of 63 and 62 bytes: 1 + 63 + 1 + 62 + 1 = 128 wire bytes, exactly `QNAME_MAX`.
 pub fn longest_name() -> String {
     format!("{}.{}", "a".repeat(63), "b".repeat(62))
@@ -88,6 +95,20 @@ soa.rname = "hostmaster.example.com"
   name = "all"
   type = "TXT"
   value = "v=spf1 -all"
+  # The static target of the CNAME domain cname.example.com: its addresses follow the CNAME
+  # in the answer (the fast path's too).
+  [[zone.record]]
+  name = "edge"
+  type = "A"
+  value = "192.0.2.80"
+  [[zone.record]]
+  name = "edge"
+  type = "A"
+  value = "192.0.2.81"
+  [[zone.record]]
+  name = "edge"
+  type = "AAAA"
+  value = "2001:db8::80"
 
 # A GSLB apex beside its zone's SOA, NS, MX and TXT.
 [[zone]]
@@ -254,6 +275,42 @@ services = ["v1only-6"]
 [[gslb_domain.view]]
 view = "v1"
 services = ["v1only-a"]
+
+# CNAME domains: cname.example.com answers edge.example.com (ours: its addresses follow) and,
+# to view v1, o.cdn.example.net (not ours: the CNAME alone, an odd number of bytes); the fast
+# path answers both. cnames.example.com hands two names out in turn, and chase.example.com's
+# target is a GSLB domain: the responder answers those.
+[[service]]
+name = "cn-edge"
+ip = "192.0.2.70"
+site = "s"
+cname = "edge.example.com"
+[[service]]
+name = "cn-cdn"
+ip = "2001:db8:70::70"
+site = "s"
+cname = "o.cdn.example.net"
+[[service]]
+name = "cn-www"
+ip = "192.0.2.71"
+site = "s"
+cname = "www.example.com"
+[[gslb_domain]]
+name = "cname.example.com"
+record_type = "CNAME"
+ttl = 120
+services = ["cn-edge"]
+[[gslb_domain.view]]
+view = "v1"
+services = ["cn-cdn"]
+[[gslb_domain]]
+name = "cnames.example.com"
+record_type = "CNAME"
+services = ["cn-edge", "cn-cdn"]
+[[gslb_domain]]
+name = "chase.example.com"
+record_type = "CNAME"
+services = ["cn-www"]
 "#;
 
 /// [`CONFIG`] plus the longest name the fast path answers (in a zone of its own), to probe the

@@ -62,6 +62,12 @@ fn has_nsid(dns: &[u8]) -> bool {
     false
 }
 
+/// Whether the DNS message `dns` answers with a CNAME.
+fn has_cname(dns: &[u8]) -> bool {
+    hickory_proto::op::Message::from_vec(dns)
+        .is_ok_and(|m| m.answers.iter().any(|r| u16::from(r.record_type()) == 5))
+}
+
 fn run_once(dp: &Dataplane, frame: &[u8], out: &mut [u8]) -> (u32, usize) {
     let result = dp
         .program()
@@ -137,6 +143,9 @@ fn differential(text: &str, frames: u64, allow_list: bool) {
             "example.com".into(),
             // A GSLB apex with static records beside it.
             "example.org".into(),
+            CNAME.into(),
+            CNAMES.into(),
+            CHASE.into(),
         ],
         servers: vec![IpAddr::V4(SERVER_V4), IpAddr::V6(SERVER_V6)],
         clients: vec![
@@ -158,8 +167,9 @@ fn differential(text: &str, frames: u64, allow_list: bool) {
     // Replies that echo an ECS option (answered from the subnet's view), and replies to an
     // ECS query that echo none (the option ignored: a source not in `server.ecs_allow`).
     let (mut ecs_tx, mut ecs_ignored_tx) = (0u64, 0u64);
-    // Replies with our NSID option.
+    // Replies with our NSID option; replies with a CNAME answer.
     let mut nsid_tx = 0u64;
+    let mut cname_tx = 0u64;
     let mut reasons: BTreeMap<&str, u64> = BTreeMap::new();
     let mut examples = Vec::new();
     let start = dp.counters().unwrap();
@@ -185,6 +195,9 @@ fn differential(text: &str, frames: u64, allow_list: bool) {
                 }
                 if udp_offset(reply).is_some_and(|l4| has_nsid(&reply[l4 + 8..])) {
                     nsid_tx += 1;
+                }
+                if udp_offset(reply).is_some_and(|l4| has_cname(&reply[l4 + 8..])) {
+                    cname_tx += 1;
                 }
                 if let Err(why) = check_reply(&frame, reply, &responder) {
                     wrong += 1;
@@ -238,7 +251,7 @@ fn differential(text: &str, frames: u64, allow_list: bool) {
         }
     }
     println!(
-        "fuzz-xdp: {frames} frames (seed {seed}, ecs_allow {allow_list}) in {:.1?}: {tx} XDP_TX ({ecs_tx} with ECS, {ecs_ignored_tx} with ECS ignored, {nsid_tx} with NSID), {passes} XDP_PASS, {wrong} wrong",
+        "fuzz-xdp: {frames} frames (seed {seed}, ecs_allow {allow_list}) in {:.1?}: {tx} XDP_TX ({ecs_tx} with ECS, {ecs_ignored_tx} with ECS ignored, {nsid_tx} with NSID, {cname_tx} with a CNAME), {passes} XDP_PASS, {wrong} wrong",
         started.elapsed()
     );
     println!("fuzz-xdp passes by reason: {reasons:?}");
@@ -264,6 +277,11 @@ fn differential(text: &str, frames: u64, allow_list: bool) {
     assert!(
         nsid_tx > frames / 1000 || frames < 10_000,
         "{nsid_tx} replies with the NSID"
+    );
+    // CNAME domains' answers (the CNAME and its target's addresses) agreed above.
+    assert!(
+        cname_tx > frames / 1000 || frames < 10_000,
+        "{cname_tx} replies with a CNAME"
     );
     // Cookies: passed where configured (the plain run), answered where not (the other).
     let cookie = reasons.get("cookie").copied().unwrap_or(0);

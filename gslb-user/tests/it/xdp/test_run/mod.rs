@@ -6,6 +6,7 @@
 //! Needs root; see `common::privileged`.
 
 mod answered;
+mod cname;
 mod passed;
 
 use crate::common;
