@@ -1,7 +1,7 @@
 //! The fast path on a real interface: gslbd attaches to a veth in a server namespace and `dig`
 //! in a client namespace gets its A and AAAA answers over IPv4 and IPv6 from XDP (the hit
-//! counters rise), and the node's identity when it asks (`+nsid`), in native and in generic
-//! (SKB) mode.
+//! counters rise), a CNAME domain's CNAME with its target's address, and the node's identity
+//! when it asks (`+nsid`), in native and in generic (SKB) mode.
 
 use std::{net::IpAddr, path::PathBuf, process::Command, time::Duration};
 
@@ -24,6 +24,10 @@ soa.rname = "hostmaster.example.com"
   name = "ns1"
   type = "A"
   value = "192.0.2.53"
+  [[zone.record]]
+  name = "origin"
+  type = "AAAA"
+  value = "2001:db8:100::80"
 
 [[site]]
 name = "lab"
@@ -43,6 +47,19 @@ site = "lab"
 name = "www.example.com"
 ttl = 45
 services = ["web-v4", "web-v6"]
+
+# A CNAME domain whose target is a static name of ours.
+[[service]]
+name = "origin"
+ip = "198.51.100.80"
+site = "lab"
+cname = "origin.example.com"
+
+[[gslb_domain]]
+name = "app.example.com"
+record_type = "CNAME"
+ttl = 50
+services = ["origin"]
 "#;
 
 fn answered_by_xdp(mode: XdpMode) {
@@ -116,6 +133,36 @@ fn answered_by_xdp(mode: XdpMode) {
             hits,
             vec![(counter, 1)],
             "{mode} {qtype} via {server}: exactly one hit, counted as {counter:?}"
+        );
+    }
+    // A CNAME domain: the CNAME and its target's address, from XDP, with and without EDNS.
+    for edns in ["+edns", "+noedns"] {
+        let before = dataplane::pinned_counters(&pin_path).expect("read counters");
+        let out = lab.dig(SERVER_V6.into(), &[edns, "app.example.com", "AAAA"]);
+        let delta = dataplane::pinned_counters(&pin_path)
+            .expect("read counters")
+            .delta(&before);
+        assert_eq!(
+            dig_answers(&out),
+            vec![
+                (
+                    "app.example.com.".into(),
+                    "CNAME".into(),
+                    "origin.example.com.".into()
+                ),
+                (
+                    "origin.example.com.".into(),
+                    "AAAA".into(),
+                    "2001:db8:100::80".into()
+                ),
+            ],
+            "{mode} CNAME {edns}:\n{out}"
+        );
+        let hits: Vec<_> = delta.into_iter().filter(|(c, _)| c.is_hit()).collect();
+        assert_eq!(
+            hits,
+            vec![(Counter::HitAaaaV6, 1)],
+            "{mode} CNAME {edns}: answered by XDP\n{out}"
         );
     }
     // The identity beside the answer, from XDP too (RFC 5001).
