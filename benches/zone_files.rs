@@ -13,7 +13,8 @@ use gslb_user::{
 /// `config`'s zones written into `dir` as `{zone}.zone` files; returns the zone names. The
 /// GSLB names become static records of their default view's first answer (`Answer::carried`:
 /// one address for a rotating domain, every address of an "all" domain up to its
-/// `max_answers`), so the answers are the same size as gslb's.
+/// `max_answers`; a CNAME domain's first name, once), so the answers are the same size as
+/// gslb's.
 pub(crate) fn write_zones(config: &Config, dir: &Path) -> Vec<String> {
     let snapshot = Snapshot::from_config(config);
     let mut names = Vec::new();
@@ -36,6 +37,13 @@ pub(crate) fn write_zones(config: &Config, dir: &Path) -> Vec<String> {
             let Some((_, answer)) = d.answers.first() else {
                 continue;
             };
+            // A CNAME domain has the same name under A and AAAA: written with the first.
+            if let Some(target) = answer.carried_name(|| 0) {
+                if d.qtype == gslb_common::QTYPE_A {
+                    writeln!(text, "{}. {} CNAME {}.", d.name, answer.ttl, target.name).unwrap();
+                }
+                continue;
+            }
             // What the first answer carries: every address of an "all" set within
             // max_answers, or the window of the first turn.
             for addr in answer.carried(|| 0).iter() {

@@ -287,6 +287,18 @@ services = ["app-3", "app-4"]
   view = "host"
   services = ["host-web"]
 
+# A CNAME domain: the name of its service (its address monitored), followed into the zone.
+[[service]]
+name = "dept-host"
+ip = "192.0.2.62"
+site = "dc"
+cname = "host.dept.example.com"
+[[gslb_domain]]
+name = "go.example.com"
+record_type = "CNAME"
+ttl = 25
+services = ["dept-host"]
+
 # A GSLB apex: A from its services, SOA, NS, MX and TXT from the zone.
 [[gslb_domain]]
 name = "example.org"

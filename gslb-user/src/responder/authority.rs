@@ -135,16 +135,23 @@ impl Authority {
         // A name a wildcard GSLB domain answers has that domain's scope.
         let zone = self.config.zones.iter().find(|z| z.contains(name))?;
         let owner = zone.source_of(name)?;
-        // The zone's other types at a GSLB name are static; a CNAME domain answers them all.
-        // (Its compiled answer is the same for every type: kept under A.)
-        let qtype = if zone.gslb_cname.contains(owner.as_ref()) {
-            QTYPE_A
-        } else if [QTYPE_A, QTYPE_AAAA, u16::from(RecordType::ANY)].contains(&qtype) {
-            qtype
+        // The zone's other types at a GSLB name are static; a CNAME domain answers them all
+        // (its compiled answer, the same for every type, kept under A). A minimal ANY carries
+        // the A or the AAAA answer (`lookup`): the longer scope of the two holds for either.
+        let any = u16::from(RecordType::ANY);
+        let qtypes: &[u16] = if zone.gslb_cname.contains(owner.as_ref()) {
+            &[QTYPE_A]
+        } else if qtype == any {
+            &[QTYPE_A, QTYPE_AAAA]
+        } else if qtype == QTYPE_A || qtype == QTYPE_AAAA {
+            std::slice::from_ref(&qtype)
         } else {
             return None;
         };
-        self.gslb_scope(&owner, qtype, client, source)
+        qtypes
+            .iter()
+            .filter_map(|&t| self.gslb_scope(&owner, t, client, source))
+            .max()
     }
 
     /// [`Authority::scope`] of a GSLB domain's own name, `None` for any other name.

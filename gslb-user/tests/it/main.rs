@@ -40,4 +40,5 @@ mod show_services;
 mod steering;
 mod supervise;
 mod xdp;
+mod zone_file_combined;
 mod zone_file_watch;

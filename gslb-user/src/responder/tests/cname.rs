@@ -124,25 +124,6 @@ fn responder_with(down: Option<usize>, refuse_gslb: bool) -> Responder {
     Responder::new(&Snapshot::compile(&config(), &inputs))
 }
 
-fn ask(r: &Responder, name: &str, qtype: RecordType, client: IpAddr) -> Reply {
-    let bytes = r
-        .respond(&wire(&query(name, qtype)), client, Transport::Udp)
-        .expect("a reply");
-    Reply::of(&Message::from_vec(&bytes).expect("the reply parses"))
-}
-
-fn noerror(answer: &[&str]) -> Reply {
-    Reply {
-        rcode: ResponseCode::NoError,
-        aa: true,
-        tc: false,
-        answer: strings(answer),
-        authority: vec![],
-        additional: vec![],
-        opt: None,
-    }
-}
-
 /// min(zone TTL 3600, SOA minimum 60), of this file's zone.
 const SOA_NEG: &str =
     "example.com. 60 SOA ns.example.net. hostmaster.example.com. 1 3600 600 604800 60";

@@ -163,6 +163,14 @@ fn noerror(answer: &[&str]) -> Reply {
     reply(ResponseCode::NoError).answer(answer)
 }
 
+/// `name` `qtype` from `client` over UDP, without EDNS: the reply reduced.
+fn ask(r: &Responder, name: &str, qtype: RecordType, client: IpAddr) -> Reply {
+    let bytes = r
+        .respond(&wire(&query(name, qtype)), client, Transport::Udp)
+        .expect("a reply");
+    Reply::of(&Message::from_vec(&bytes).expect("the reply parses"))
+}
+
 /// NODATA: NOERROR, no answer (or only the CNAME chain), the SOA with the negative TTL.
 fn nodata() -> Reply {
     reply(ResponseCode::NoError).authority(&[SOA_COM_NEG])

@@ -5,26 +5,10 @@
 
 use super::*;
 
-fn ask(r: &Responder, name: &str, qtype: RecordType, client: IpAddr) -> Reply {
-    let bytes = r
-        .respond(&wire(&query(name, qtype)), client, Transport::Udp)
-        .expect("a reply");
-    Reply::of(&Message::from_vec(&bytes).expect("the reply parses"))
-}
-
 #[test]
 fn wildcards_synthesise_at_the_name_asked() {
     let r = responder();
     let got = |name: &str, qtype: RecordType| ask(&r, name, qtype, OUTSIDE);
-    let noerror = |answer: &[&str]| Reply {
-        rcode: ResponseCode::NoError,
-        aa: true,
-        tc: false,
-        answer: strings(answer),
-        authority: vec![],
-        additional: vec![],
-        opt: None,
-    };
     // The GSLB answer at any name below gw.example.com (and its view's, for its clients);
     // the zone's wildcard TXT beside it.
     let gslb = got("a.gw.example.com", RecordType::A);

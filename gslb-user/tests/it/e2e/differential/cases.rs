@@ -387,6 +387,16 @@ pub(super) fn all() -> Vec<Case> {
         false,
     );
     add("cname-out", Query::new("cdn.example.com", A), false);
+    // A CNAME domain (NSD and Knot serve its answer as a static CNAME): followed into the
+    // zone for A and AAAA, to the target's NODATA for TXT, and asked for itself.
+    add("gslb-cname-a", Query::new("go.example.com", A), true);
+    add("gslb-cname-aaaa", Query::new("go.example.com", AAAA), false);
+    add(
+        "gslb-cname-nodata",
+        Query::new("go.example.com", TXT),
+        false,
+    );
+    add("gslb-cname-itself", Query::new("go.example.com", 5), false);
     add("srv", Query::new("_sip._tcp.example.com", 33), false);
     add("mx", Query::new("example.com", 15), false);
     // The other record types (issue 29), written as zone files give them to NSD and Knot.
