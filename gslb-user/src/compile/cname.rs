@@ -47,7 +47,8 @@ pub(super) fn targets(model: &Model) -> Targets {
             by_owner
         })
         .collect();
-    let follow = |target: &str, v6: bool| -> Option<Vec<(u32, IpAddr)>> {
+    // For A (0) and AAAA (1), the target's zone, delegations and records looked up once.
+    let follow = |target: &str| -> [Option<Vec<(u32, IpAddr)>>; 2] {
         // The zone that holds it: the longest apex (as the responder finds it).
         let Some((z, zone)) = model
             .zones
@@ -56,10 +57,10 @@ pub(super) fn targets(model: &Model) -> Targets {
             .filter(|(_, z)| in_zone(target, &z.name))
             .max_by_key(|(_, z)| z.name.len())
         else {
-            return Some(Vec::new());
+            return [Some(Vec::new()), Some(Vec::new())];
         };
         if model.domains.iter().any(|d| d.name == target) {
-            return None;
+            return [None, None];
         }
         // A delegation at or above it, below the apex: a referral.
         let mut at = target;
@@ -68,35 +69,37 @@ pub(super) fn targets(model: &Model) -> Targets {
                 .get(at)
                 .is_some_and(|rs| rs.iter().any(|(_, d)| matches!(d, RecordData::Ns(_))));
             if cut {
-                return None;
+                return [None, None];
             }
             at = at
                 .split_once('.')
                 .map_or(zone.name.as_str(), |(_, parent)| parent);
         }
         // No records: NXDOMAIN, an empty non-terminal's NODATA or a wildcard's synthesis.
-        let records = owners[z].get(target)?;
-        let mut out = Vec::new();
+        let Some(records) = owners[z].get(target) else {
+            return [None, None];
+        };
+        let mut out = [Vec::new(), Vec::new()];
         for &(ttl, data) in records {
             match data {
-                RecordData::Cname(_) => return None,
-                RecordData::A(a) if !v6 => out.push((ttl, IpAddr::V4(*a))),
-                RecordData::Aaaa(a) if v6 => out.push((ttl, IpAddr::V6(*a))),
+                RecordData::Cname(_) => return [None, None],
+                RecordData::A(a) => out[0].push((ttl, IpAddr::V4(*a))),
+                RecordData::Aaaa(a) => out[1].push((ttl, IpAddr::V6(*a))),
                 _ => {}
             }
         }
         // None of the type: NODATA, with the SOA only the responder adds.
-        (!out.is_empty()).then_some(out)
+        out.map(|of_type| (!of_type.is_empty()).then_some(of_type))
     };
     model
         .services
         .iter()
         .map(|s| {
             let name = s.cname.as_ref()?;
-            Some([false, true].map(|v6| {
+            Some(follow(name).map(|follow| {
                 Arc::new(CnameTarget {
                     name: name.clone(),
-                    follow: follow(name, v6),
+                    follow,
                 })
             }))
         })

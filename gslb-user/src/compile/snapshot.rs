@@ -284,29 +284,14 @@ impl Job<'_> {
                     asked.backup_ip.iter().copied().filter(family).collect(),
                 )
             }
-            None => match &outcome.pick {
-                OutcomePick::All => (
-                    AnswerMode::All,
-                    asked.max_answers,
-                    distinct(outcome.positions.iter().map(|&p| ip(p)).filter(family)),
-                ),
-                OutcomePick::Rotate(weights) if weights.is_empty() => (
-                    AnswerMode::Rotate,
-                    asked.max_answers,
-                    distinct(outcome.positions.iter().map(|&p| ip(p)).filter(family)),
-                ),
-                OutcomePick::Rotate(weights) => (
-                    AnswerMode::Rotate,
-                    asked.max_answers,
-                    outcome
-                        .positions
-                        .iter()
-                        .zip(weights)
-                        .flat_map(|(&p, &w)| std::iter::repeat_n(ip(p), w as usize))
-                        .filter(family)
-                        .collect(),
-                ),
-            },
+            None => (
+                match outcome.pick {
+                    OutcomePick::All => AnswerMode::All,
+                    OutcomePick::Rotate(_) => AnswerMode::Rotate,
+                },
+                asked.max_answers,
+                carried_items(outcome, |p| Some(ip(p)).filter(family)),
+            ),
         };
         (!addrs.is_empty()).then_some(Answer {
             ttl: asked.ttl,
@@ -320,7 +305,7 @@ impl Job<'_> {
     /// `outcome` as CNAME domain `domain`'s answer (`services` are its members by position):
     /// the names of the services it carries, in rotation order (repeated by weight under the
     /// ratio method, as addresses are), whatever the qtype (a CNAME domain has no backup
-    /// addresses). A name repeats only by weight.
+    /// addresses).
     fn cname_answer(
         &self,
         outcome: &Outcome,
@@ -332,17 +317,7 @@ impl Job<'_> {
             return None;
         }
         let name = |pos: u32| self.cname_target(services[pos as usize], qtype);
-        let names: Vec<Arc<CnameTarget>> = match &outcome.pick {
-            OutcomePick::Rotate(weights) if !weights.is_empty() => outcome
-                .positions
-                .iter()
-                .zip(weights)
-                .flat_map(|(&p, &w)| std::iter::repeat_n(name(p), w as usize))
-                .flatten()
-                .collect(),
-            _ => distinct_names(outcome.positions.iter().filter_map(|&p| name(p))),
-        };
-        names_answer(domain, names)
+        names_answer(domain, carried_items(outcome, name))
     }
 
     /// Service `service`'s name as a CNAME domain's answer to a `qtype` query.
@@ -366,7 +341,7 @@ impl Job<'_> {
             if domain.record_type == RecordType::Cname {
                 let up = services.iter().filter(|s| self.up(s.index()));
                 let names = up.filter_map(|s| self.cname_target(s.index(), qtype));
-                return names_answer(domain, distinct_names(names));
+                return names_answer(domain, distinct(names));
             }
             let addrs = distinct(
                 services
@@ -408,15 +383,34 @@ impl Job<'_> {
     }
 }
 
-/// Addresses in order, each once.
-fn distinct(addrs: impl Iterator<Item = IpAddr>) -> Vec<IpAddr> {
-    let mut out: Vec<IpAddr> = Vec::new();
-    for a in addrs {
+/// Addresses (or names) in order, each once.
+fn distinct<T: PartialEq>(items: impl Iterator<Item = T>) -> Vec<T> {
+    let mut out: Vec<T> = Vec::new();
+    for a in items {
         if !out.contains(&a) {
             out.push(a);
         }
     }
     out
+}
+
+/// What a decided outcome's positions answer with, in rotation order: `item` of each position
+/// (`None`: left out, e.g. another family), repeated by weight under the ratio method, else
+/// each once.
+fn carried_items<T: Clone + PartialEq>(
+    outcome: &Outcome,
+    item: impl Fn(u32) -> Option<T>,
+) -> Vec<T> {
+    match &outcome.pick {
+        OutcomePick::Rotate(weights) if !weights.is_empty() => outcome
+            .positions
+            .iter()
+            .zip(weights)
+            .flat_map(|(&p, &w)| std::iter::repeat_n(item(p), w as usize))
+            .flatten()
+            .collect(),
+        _ => distinct(outcome.positions.iter().filter_map(|&p| item(p))),
+    }
 }
 
 /// A CNAME domain's answer of `names` (`None` without one).
@@ -428,17 +422,6 @@ fn names_answer(domain: &Domain, names: Vec<Arc<CnameTarget>>) -> Option<Answer>
         addrs: Vec::new(),
         names,
     })
-}
-
-/// Names in order, each once.
-fn distinct_names(names: impl Iterator<Item = Arc<CnameTarget>>) -> Vec<Arc<CnameTarget>> {
-    let mut out: Vec<Arc<CnameTarget>> = Vec::new();
-    for n in names {
-        if !out.contains(&n) {
-            out.push(n);
-        }
-    }
-    out
 }
 
 /// NODATA in a view whose default view answers: an answer without addresses.

@@ -125,17 +125,29 @@ pub fn ones_sum(bytes: &[u8]) -> u16 {
 /// One answer record exactly as the fast path writes it: a pointer to the question name at
 /// offset 12, then type, class IN, TTL, RDLENGTH and the address.
 pub fn answer_record(qtype: u16, ttl: u32, addr: IpAddr) -> Vec<u8> {
-    let rdata = match addr {
-        IpAddr::V4(a) => a.octets().to_vec(),
-        IpAddr::V6(a) => a.octets().to_vec(),
-    };
+    match addr {
+        IpAddr::V4(a) => question_record(qtype, ttl, &a.octets()),
+        IpAddr::V6(a) => question_record(qtype, ttl, &a.octets()),
+    }
+}
+
+/// A record owned by the question name (a pointer to offset 12): type, class IN, TTL,
+/// RDLENGTH and `rdata`.
+fn question_record(qtype: u16, ttl: u32, rdata: &[u8]) -> Vec<u8> {
     let mut rr = vec![0xc0, 12];
     rr.extend_from_slice(&qtype.to_be_bytes());
     rr.extend_from_slice(&1u16.to_be_bytes());
     rr.extend_from_slice(&ttl.to_be_bytes());
     rr.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
-    rr.extend_from_slice(&rdata);
+    rr.extend_from_slice(rdata);
     rr
+}
+
+/// `set`'s records: `all`, their checksum sum and length.
+fn put_records(set: &mut AnswerSet, all: &[u8]) {
+    set.all_csum = u32::from(ones_sum(all));
+    set.answers_len = all.len() as u32;
+    set.records[..all.len()].copy_from_slice(all);
 }
 
 /// The map value for one answer to the name `wire` (lower-cased wire form, at most
@@ -180,9 +192,7 @@ pub fn answer_set(answer: &Answer, wire: &[u8]) -> AnswerSet {
         set.rr_csum[i] = u32::from(ones_sum(&rr));
         all.extend_from_slice(&rr);
     }
-    set.all_csum = u32::from(ones_sum(&all));
-    set.answers_len = all.len() as u32;
-    set.records[..all.len()].copy_from_slice(&all);
+    put_records(&mut set, &all);
     set
 }
 
@@ -206,15 +216,10 @@ fn cname_set(answer: &Answer, target: &CnameTarget, wire: &[u8]) -> AnswerSet {
     let Ok(rdata) = wire_name(&target.name) else {
         return set;
     };
-    let mut all = vec![0xc0, 12];
-    all.extend_from_slice(&QTYPE_CNAME.to_be_bytes());
-    all.extend_from_slice(&1u16.to_be_bytes());
-    all.extend_from_slice(&answer.ttl.to_be_bytes());
-    all.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
+    let mut all = question_record(QTYPE_CNAME, answer.ttl, &rdata);
     // Header, question (name, type, class), then the CNAME's owner, type, class, TTL and
     // RDLENGTH: where the target's name starts (below 0x4000, a pointer's reach).
     let at = 12 + wire.len() + 4 + RR_FIXED_LEN;
-    all.extend_from_slice(&rdata);
     for &(ttl, addr) in follow {
         let mut rr = answer_record(if addr.is_ipv6() { QTYPE_AAAA } else { QTYPE_A }, ttl, addr);
         rr[..2].copy_from_slice(&(0xc000 | at as u16).to_be_bytes());
@@ -225,15 +230,15 @@ fn cname_set(answer: &Answer, target: &CnameTarget, wire: &[u8]) -> AnswerSet {
         return set;
     }
     set.count = count as u8;
-    set.all_csum = u32::from(ones_sum(&all));
-    set.answers_len = all.len() as u32;
-    set.records[..all.len()].copy_from_slice(&all);
+    put_records(&mut set, &all);
     set
 }
 
 #[cfg(test)]
 mod tests {
     use std::net::{Ipv4Addr, Ipv6Addr};
+
+    use std::sync::Arc;
 
     use gslb_common::name_hash;
 
@@ -412,5 +417,90 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A CNAME set holds its answer section exactly, and passes (count 0) what it cannot hold:
+    /// more records than `MAX_ADDRS`, more bytes than the set, names in turn, or an answer with
+    /// more after the CNAME than records.
+    #[test]
+    fn cname_sets_hold_the_answer_section_or_pass() {
+        let wire = wire_name("www.example.com").unwrap();
+        let target = |name: &str, follow: Option<Vec<(u32, IpAddr)>>| {
+            Arc::new(CnameTarget {
+                name: name.into(),
+                follow,
+            })
+        };
+        let answer = |names: Vec<Arc<CnameTarget>>| Answer {
+            ttl: 30,
+            mode: AnswerMode::Rotate,
+            max_answers: 1,
+            addrs: Vec::new(),
+            names,
+        };
+        let edge = |n: u8| -> Vec<(u32, IpAddr)> {
+            (0..n)
+                .map(|i| (60, IpAddr::V4(Ipv4Addr::new(192, 0, 2, i))))
+                .collect()
+        };
+        // The CNAME (owner 0xc00c, the target whole), then an A owned by a pointer to the
+        // target at 12 (the header) + 21 (the question: its name, type and class) + 12 (the
+        // CNAME's fixed part) = 45.
+        let set = answer_set(&answer(vec![target("e.example.net", Some(edge(1)))]), &wire);
+        let mut want = vec![0xc0, 12, 0, 5, 0, 1, 0, 0, 0, 30, 0, 15];
+        want.extend_from_slice(b"\x01e\x07example\x03net\x00");
+        want.extend_from_slice(&[0xc0, 45, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 0]);
+        assert_eq!(set.count, 2);
+        assert_eq!(set.answers_len as usize, want.len());
+        assert_eq!(&set.records[..want.len()], &want[..]);
+        assert_eq!(set.all_csum, u32::from(ones_sum(&want)));
+        assert_eq!(set.flags & ANSWER_ROTATE, 0, "a CNAME set never rotates");
+
+        let long = format!(
+            "{}.{}.{}.{}",
+            "a".repeat(63),
+            "b".repeat(63),
+            "c".repeat(63),
+            "d".repeat(61)
+        );
+        let cases: Vec<(&str, Answer)> = vec![
+            (
+                "seven addresses after it fit",
+                answer(vec![target("e.example.net", Some(edge(7)))]),
+            ),
+            (
+                "eight do not",
+                answer(vec![target("e.example.net", Some(edge(8)))]),
+            ),
+            (
+                "a 255-byte target does not",
+                answer(vec![target(&long, Some(vec![]))]),
+            ),
+            (
+                "more than records after it",
+                answer(vec![target("e.example.net", None)]),
+            ),
+            (
+                "names in turn",
+                answer(vec![
+                    target("e.example.net", Some(vec![])),
+                    target("f.example.net", Some(vec![])),
+                ]),
+            ),
+        ];
+        let counts: Vec<(&str, u8)> = cases
+            .iter()
+            .map(|(what, a)| (*what, answer_set(a, &wire).count))
+            .collect();
+        assert_eq!(
+            counts,
+            [
+                ("seven addresses after it fit", 8),
+                ("eight do not", 0),
+                ("a 255-byte target does not", 0),
+                ("more than records after it", 0),
+                ("names in turn", 0),
+            ]
+        );
     }
 }
