@@ -46,11 +46,13 @@ ip = "192.0.2.202"
 name = "near"
 ip = "192.0.2.10"
 site = "eu"
+location = "Europe.DE"
 cname = "target.example.com"
 [[service]]
 name = "far"
 ip = "2001:db8::11"
 site = "us"
+location = "NorthAmerica.US"
 cname = "edge.cdn.example.net."
 [[service]]
 name = "pooled"
@@ -86,6 +88,20 @@ services = ["pooled"]
 [[gslb_domain]]
 name = "pool.example.com"
 services = ["web"]
+
+# Clients in 192.0.2.128/25 prefer the US: a DNS policy narrows a round robin's names.
+[[action]]
+name = "prefer-us"
+preferred_locations = ["NorthAmerica.US"]
+[[policy]]
+name = "us-clients"
+expression = 'CLIENT.IP.SRC.IN_SUBNET(192.0.2.128/25)'
+action = "prefer-us"
+priority = 10
+[[gslb_domain]]
+name = "pref.example.com"
+record_type = "CNAME"
+services = ["near", "far"]
 
 [[gslb_domain]]
 name = "primary.example.com"
@@ -187,6 +203,24 @@ fn views_health_and_backup_move_the_cname() {
         ask(&far_down, "x.w.example.com", RecordType::A, OUTSIDE),
         noerror(&[]).authority(&[SOA_NEG])
     );
+}
+
+#[test]
+fn a_dns_policy_narrows_a_cname_domain() {
+    let r = responder_with(None, false);
+    let answers = |client: IpAddr| {
+        (0..4)
+            .map(|_| ask(&r, "pref.example.com", RecordType::A, client).answer[0].clone())
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    let (near, far) = (
+        "pref.example.com. 30 CNAME target.example.com.",
+        "pref.example.com. 30 CNAME edge.cdn.example.net.",
+    );
+    // The policy's clients get the US name every time; the others both names in turn.
+    let matched = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 200));
+    assert_eq!(answers(matched), [far.to_owned()].into());
+    assert_eq!(answers(OUTSIDE), [near.to_owned(), far.to_owned()].into());
 }
 
 #[test]
