@@ -293,6 +293,21 @@ fn main() {
             XDP_TX,
             false,
         ),
+        // A name below a wildcard (`gslb_xdp` misses it and tail-calls `gslb_xdp_wildcard`,
+        // which parses again and looks the parent up), and a name we do not serve at all while
+        // wildcards are published (the same way, passed).
+        case(
+            "xdp_wildcard_hit_v4",
+            Frame::v4(wire(&query(1, "host-1.gw.example.com", RecordType::A))).bytes(),
+            XDP_TX,
+            false,
+        ),
+        case(
+            "xdp_unknown_name_v4",
+            Frame::v4(wire(&query(1, "host-1.nowhere.example.com", RecordType::A))).bytes(),
+            XDP_PASS,
+            false,
+        ),
         // The parts of the ECS hit's cost: the same view and answers from a source in v1
         // (plain and with EDNS), and the option without a client (/0).
         case(
@@ -590,6 +605,11 @@ fn main() {
         ),
         ("xdp_ecs_over_plain", "xdp_a_hit_v4_ecs", "xdp_a_hit_v4"),
         ("xdp_cname_over_plain", "xdp_cname_hit_v4", "xdp_a_hit_v4"),
+        (
+            "xdp_wildcard_over_plain",
+            "xdp_wildcard_hit_v4",
+            "xdp_a_hit_v4",
+        ),
         (
             "xdp_cname_edns_over_edns",
             "xdp_cname_hit_v4_edns",

@@ -72,7 +72,7 @@ pub struct ProgramConfig {
     pub dns_port: u16,
     /// UDP payload size announced in our OPT record.
     pub edns_udp_size: u16,
-    /// [`CONFIG_PASS_COOKIES`], or 0. (`ECS_ALLOW_LIST` is in [`ListenSet::flags`]: per
+    /// [`CONFIG_PASS_COOKIES`] and [`CONFIG_WILDCARDS`], or 0. (`ECS_ALLOW_LIST` is in [`ListenSet::flags`]: per
     /// generation parity, not here.)
     pub flags: u32,
 }
@@ -82,6 +82,11 @@ pub struct ProgramConfig {
 /// (the program carries no option in its replies). Without it, the option is ignored, as a
 /// server without cookies does (RFC 7873 §5.2).
 pub const CONFIG_PASS_COOKIES: u32 = 1;
+/// [`ProgramConfig::flags`]: some wildcard is published ([`NAME_WILDCARD`]), so a question we
+/// do not serve goes on to `gslb_xdp_wildcard` (a tail call, and a second parse); without it,
+/// a flood of names we do not serve costs no more than it did. Either value is safe under any
+/// generation: a wildcard not looked up is passed, one not published is not found.
+pub const CONFIG_WILDCARDS: u32 = 2;
 // The generations share the first word, which is one store and one load.
 const _: () = assert!(core::mem::offset_of!(ProgramConfig, generation) / 8 == 0);
 const _: () = assert!(core::mem::offset_of!(ProgramConfig, view_generation) / 8 == 0);
@@ -336,6 +341,29 @@ pub fn name_hash(wire: &[u8]) -> u64 {
     hash
 }
 
+/// Words of a wildcard's parent that [`wildcard_hash`] hashes: every name one label below a
+/// parent starts its parent at most 64 bytes into the question (a label is at most 63 bytes),
+/// so the program reads these words inside the question's `QNAME_MAX` bytes whatever the
+/// first label's length.
+pub const WILDCARD_HASH_WORDS: usize = 8;
+
+/// The `ANSWERS` key hash of a wildcard's entries ([`NAME_WILDCARD`]): [`name_hash`] steps
+/// over the parent's (lower-cased wire name's) first [`WILDCARD_HASH_WORDS`] words, zero-padded
+/// to that many (a fixed count, so the program hashes without a branch on the length). Two
+/// parents alike in their first 64 bytes share it; the controller leaves such a pair to the
+/// responder, and the program compares the whole name anyway.
+pub fn wildcard_hash(parent: &[u8]) -> u64 {
+    let mut hash = NAME_HASH_SEED;
+    for w in 0..WILDCARD_HASH_WORDS {
+        let mut word = [0u8; 8];
+        let start = (8 * w).min(parent.len());
+        let end = (8 * w + 8).min(parent.len());
+        word[..end - start].copy_from_slice(&parent[start..end]);
+        hash = name_hash_step(hash, u64::from_le_bytes(word));
+    }
+    hash
+}
+
 /// Key of `ANSWERS`: (name, qtype, view) of one generation. The name is represented by its
 /// [`name_hash`]; the value holds the name itself, which the program compares.
 #[repr(C)]
@@ -345,11 +373,24 @@ pub struct AnswerKey {
     pub generation: u32,
     pub view: u32,
     pub qtype: u16,
-    /// Reserved fields are zero. (Word-sized, so the program zeroes them in word stores.)
-    pub reserved: u16,
-    pub reserved2: u32,
+    /// [`NAME_OWN`], or [`NAME_WILDCARD`]: the hash is of the wildcard's parent. (Beside a
+    /// word-sized reserved field, which is zero, so the program stores them in words.)
+    pub wildcard: u16,
+    pub reserved: u32,
 }
 const _: () = assert!(size_of::<AnswerKey>() == 24);
+
+/// `AnswerKey::wildcard` of a name's own entries.
+pub const NAME_OWN: u16 = 0;
+/// `AnswerKey::wildcard` of a wildcard domain `*.P` answered in the fast path, keyed by its
+/// parent P (RFC 4592, hashed by [`wildcard_hash`]; `AnswerSet::name` is P): what answers a
+/// query for any name one label below P that is not ours. The controller keys a wildcard so
+/// only when nothing else exists below P, so that P is the closest encloser of every such
+/// name (and for `*.P` itself, the wildcard answers its own name): the program, on a name we
+/// do not serve (`UnknownName`), looks the name after its first label up as a wildcard's
+/// parent. No `DOMAINS` entry: a wildcard's name without a set for its type is counted
+/// `UnknownName`.
+pub const NAME_WILDCARD: u16 = 1;
 
 /// `AnswerSet::flags`: answer one address per query, rotating, instead of all of them. The
 /// turn comes from the set's own `ROTOR` slot ([`AnswerSet::rotor`]). Only on sets of two or
@@ -796,6 +837,8 @@ pub mod maps {
     pub const RTT_CHOICE: &str = "RTT_CHOICE";
     pub const ECS_ALLOW: &str = "ECS_ALLOW";
     pub const NSID: &str = "NSID";
+    /// The program array `gslb_xdp` tail-calls into (`programs::WILDCARD`).
+    pub const WILDCARD_PROGRAM: &str = "WILDCARD_PROGRAM";
 
     /// The maps shared between the program and the controller, pinned in `server.pin_path`
     /// and adopted across restarts (`ROTOR` and `SCRATCH` are the program's own working
@@ -813,6 +856,9 @@ pub mod maps {
 pub mod programs {
     /// The DNS fast path.
     pub const ANSWER: &str = "gslb_xdp";
+    /// Its second half: the wildcard of a question it does not serve (a tail call through
+    /// `maps::WILDCARD_PROGRAM`).
+    pub const WILDCARD: &str = "gslb_xdp_wildcard";
     /// Returns XDP_PASS for every frame; attached to the far end of a veth pair so that native
     /// XDP_TX frames are received there (veth drops them otherwise).
     pub const PASS: &str = "gslb_pass";

@@ -65,6 +65,7 @@ mod spec;
 #[cfg(test)]
 mod tests;
 mod views;
+mod wildcard;
 
 use std::borrow::Cow;
 use std::net::IpAddr;
@@ -175,6 +176,9 @@ pub struct DomainEntry {
     /// By outcome index (without [`gslb_common::RTT_OUTCOME_BIT`]), every index the slot's
     /// signature has.
     pub rtt_answers: Vec<(u32, Answer)>,
+    /// The name is a wildcard `*.P` whose answers the fast path gives for every name one label
+    /// below P (`gslb_common::NAME_WILDCARD`): nothing else exists below P.
+    pub wildcard: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

@@ -160,6 +160,7 @@ impl Job<'_> {
                 by_rtt: by_rtt.is_some(),
                 rtt_slot: by_rtt.map_or(0, |&pos| pos as u32),
                 rtt_answers,
+                wildcard: self.spec.fast_wildcards[d],
             });
             if let Some(entry) = &entry {
                 domains.push(entry.clone());

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::kinds::{Kind, kind, needs_engine};
-use super::{Source, cname};
+use super::{Source, cname, wildcard};
 use crate::model::Model;
 use crate::policy::Engine;
 
@@ -27,6 +27,9 @@ pub struct Spec {
     pub(super) kinds: Vec<Kind>,
     /// What each service's `cname` answers (for its CNAME domains' answers).
     pub(super) cname_targets: cname::Targets,
+    /// By domain index: a wildcard the fast path answers below its parent
+    /// ([`wildcard::fast`]).
+    pub(super) fast_wildcards: Vec<bool>,
 }
 
 impl Spec {
@@ -38,6 +41,7 @@ impl Spec {
             .collect();
         Spec {
             cname_targets: cname::targets(model),
+            fast_wildcards: wildcard::fast(model),
             source,
             engine,
             kinds,

@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv6Addr};
 use aya::maps::lpm_trie::Key;
 use gslb_common::{
     ANSWER_ROTATE, AnswerKey, AnswerSet, DomainKey, LISTEN_IN_TRIE, LISTEN_INLINE,
-    LISTEN_PREFIX_LEN, ListenKey, ListenSet, MAX_ADDRS, QNAME_MAX, QTYPE_A, QTYPE_AAAA,
+    LISTEN_PREFIX_LEN, ListenKey, ListenSet, MAX_ADDRS, NAME_OWN, QNAME_MAX, QTYPE_A, QTYPE_AAAA,
     RR_FIXED_LEN, V4_MAPPED_BITS, VIEW_KEY_GENERATION_BITS, ViewKey,
 };
 use hickory_proto::{rr::Name, serialize::binary::BinEncodable};
@@ -58,8 +58,8 @@ pub fn answer_key(name_hash: u64, qtype: u16, generation: u32, view: u32) -> Ans
         generation,
         view,
         qtype,
+        wildcard: NAME_OWN,
         reserved: 0,
-        reserved2: 0,
     }
 }
 
@@ -154,10 +154,12 @@ fn put_records(set: &mut AnswerSet, all: &[u8]) {
 /// `QNAME_MAX` bytes): the records as the fast path copies them to the wire, with the checksum
 /// sums it adds instead of summing the records itself. A rotating answer of two or more
 /// records is flagged `ANSWER_ROTATE`; one record is the same answer without a rotation, so it
-/// takes no `ROTOR` slot (slots are given at publish, see `rotors`).
-pub fn answer_set(answer: &Answer, wire: &[u8]) -> AnswerSet {
+/// takes no `ROTOR` slot (slots are given at publish, see `rotors`). `wildcard`: `wire` is the
+/// parent of the wildcard whose answer this is (`gslb_common::NAME_WILDCARD`), so the question
+/// is a name one label longer, of a length the query chooses.
+pub fn answer_set(answer: &Answer, wire: &[u8], wildcard: bool) -> AnswerSet {
     if let Some(target) = answer.names.first() {
-        return cname_set(answer, target, wire);
+        return cname_set(answer, target, wire, wildcard);
     }
     let qtype = match answer.addrs.first() {
         Some(IpAddr::V6(_)) => QTYPE_AAAA,
@@ -202,7 +204,7 @@ pub fn answer_set(answer: &Answer, wire: &[u8]) -> AnswerSet {
 /// CNAME's RDATA, right after the question). Passed (count 0) when the fast path does not give
 /// this answer ([`Answer::fast`]: several names in turn, or more after the CNAME than records),
 /// or when it is more records or bytes than the set holds.
-fn cname_set(answer: &Answer, target: &CnameTarget, wire: &[u8]) -> AnswerSet {
+fn cname_set(answer: &Answer, target: &CnameTarget, wire: &[u8], wildcard: bool) -> AnswerSet {
     let mut set = AnswerSet {
         ttl: answer.ttl,
         qtype: QTYPE_CNAME,
@@ -213,6 +215,11 @@ fn cname_set(answer: &Answer, target: &CnameTarget, wire: &[u8]) -> AnswerSet {
     let (Some(follow), true) = (&target.follow, answer.fast()) else {
         return set;
     };
+    // The records after the CNAME point into the reply at the question's end, which a
+    // wildcard's question does not fix: the responder gives those.
+    if wildcard && !follow.is_empty() {
+        return set;
+    }
     let Ok(rdata) = wire_name(&target.name) else {
         return set;
     };
@@ -303,7 +310,7 @@ mod tests {
             (key.name_hash, key.qtype, key.generation, key.view),
             (name_hash(&wire), 28, 7, 3)
         );
-        assert_eq!((key.reserved, key.reserved2), (0, 0));
+        assert_eq!((key.wildcard, key.reserved), (NAME_OWN, 0));
     }
 
     #[test]
@@ -344,7 +351,7 @@ mod tests {
             names: Vec::new(),
         };
         let wire = wire_name(WWW).unwrap();
-        let set = answer_set(&answer, &wire);
+        let set = answer_set(&answer, &wire, false);
         assert_eq!(
             (set.count, set.flags, set.qtype, set.ttl),
             (2, ANSWER_ROTATE, 1, 300)
@@ -403,7 +410,7 @@ mod tests {
                 addrs: addrs(n),
                 names: Vec::new(),
             };
-            let set = answer_set(&answer, &wire);
+            let set = answer_set(&answer, &wire, false);
             assert_eq!(set.count, stored, "{what}");
             // What the program answers from a set it holds is what the responder gives:
             // every record, or one of them in turn.
@@ -446,7 +453,11 @@ mod tests {
         // The CNAME (owner 0xc00c, the target whole), then an A owned by a pointer to the
         // target at 12 (the header) + 21 (the question: its name, type and class) + 12 (the
         // CNAME's fixed part) = 45.
-        let set = answer_set(&answer(vec![target("e.example.net", Some(edge(1)))]), &wire);
+        let set = answer_set(
+            &answer(vec![target("e.example.net", Some(edge(1)))]),
+            &wire,
+            false,
+        );
         let mut want = vec![0xc0, 12, 0, 5, 0, 1, 0, 0, 0, 30, 0, 15];
         want.extend_from_slice(b"\x01e\x07example\x03net\x00");
         want.extend_from_slice(&[0xc0, 45, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 0]);
@@ -490,7 +501,7 @@ mod tests {
         ];
         let counts: Vec<(&str, u8)> = cases
             .iter()
-            .map(|(what, a)| (*what, answer_set(a, &wire).count))
+            .map(|(what, a)| (*what, answer_set(a, &wire, false).count))
             .collect();
         assert_eq!(
             counts,

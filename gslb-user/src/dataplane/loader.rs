@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{Array, HashMap, MapData, PerCpuArray},
+    maps::{Array, HashMap, MapData, PerCpuArray, ProgramArray},
     programs::{
         ProgramError, Xdp, XdpMode as AyaXdpMode,
         links::{FdLink, PinnedLink},
@@ -33,6 +33,8 @@ pub static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), 
 /// The loaded XDP object: both programs verified and loaded, maps created.
 pub struct Dataplane {
     ebpf: Ebpf,
+    /// `WILDCARD_PROGRAM`, held open: the kernel empties a program array no process holds.
+    _wildcard_program: ProgramArray<MapData>,
     pub table: AnswerTable,
     counters: PerCpuArray<MapData, u64>,
     /// `RRL_COUNTERS`: answers dropped and slipped by rate limiting.
@@ -99,13 +101,38 @@ impl Dataplane {
         if adopted {
             info!(pin_path = %pin_dir.expect("adopted implies a pin dir").display(), "adopted the pinned maps of an earlier gslbd");
         }
-        for name in [programs::ANSWER, programs::PASS] {
+        for name in [programs::ANSWER, programs::WILDCARD, programs::PASS] {
             let program = program_mut(&mut ebpf, name)?;
             program.load().map_err(|source| DataplaneError::Program {
                 name,
                 source: Box::new(source),
             })?;
         }
+        // The answering program's second half, which its tail call finds here. The array is
+        // this object's own, not pinned: the kernel empties a program array when its last
+        // user-space holder closes it, so once this process is gone (XDP left attached),
+        // questions we do not serve are passed without their wildcard's answer until the
+        // heartbeat goes stale and every frame is passed.
+        let wildcard = program_mut(&mut ebpf, programs::WILDCARD)?
+            .fd()
+            .map_err(|source| DataplaneError::Program {
+                name: programs::WILDCARD,
+                source: Box::new(source),
+            })?
+            .try_clone()
+            .map_err(|source| DataplaneError::Program {
+                name: programs::WILDCARD,
+                source: Box::new(ProgramError::IOError(source)),
+            })?;
+        let mut tail = ProgramArray::try_from(ebpf.take_map(maps::WILDCARD_PROGRAM).ok_or(
+            DataplaneError::Missing {
+                kind: "map",
+                name: maps::WILDCARD_PROGRAM,
+            },
+        )?)
+        .map_err(map_err(maps::WILDCARD_PROGRAM))?;
+        tail.set(0, &wildcard, 0)
+            .map_err(map_err(maps::WILDCARD_PROGRAM))?;
         let mut take = |name: &'static str| {
             ebpf.take_map(name)
                 .ok_or(DataplaneError::Missing { kind: "map", name })
@@ -128,6 +155,7 @@ impl Dataplane {
             Array::try_from(take(maps::LOCAL_MACS)?).map_err(map_err(maps::LOCAL_MACS))?;
         Ok(Self {
             ebpf,
+            _wildcard_program: tail,
             table,
             counters,
             rrl_counters,

@@ -7,8 +7,9 @@ use std::sync::Arc;
 use aya::maps::{Array, HashMap, LpmTrie, Map, MapData, lpm_trie::Key};
 use gslb_common::{
     ANSWER_ANY_VIEW, ANSWER_BY_RTT, ANY_VIEW_MAP, AnswerKey, AnswerSet, CHOICE_FLIP,
-    CONFIG_PASS_COOKIES, DomainKey, DomainValue, ListenKey, ListenSet, NsidOption, ProgramConfig,
-    QNAME_MAX, RRL_CONFIG_MAP, RTT_OUTCOME_BIT, RrlConfig, ViewKey, ViewValue, maps, name_hash,
+    CONFIG_PASS_COOKIES, CONFIG_WILDCARDS, DomainKey, DomainValue, ListenKey, ListenSet, NAME_OWN,
+    NAME_WILDCARD, NsidOption, ProgramConfig, QNAME_MAX, RRL_CONFIG_MAP, RTT_OUTCOME_BIT,
+    RrlConfig, ViewKey, ViewValue, maps, name_hash, wildcard_hash,
 };
 use tracing::warn;
 
@@ -28,7 +29,7 @@ use super::{
     rotors::RotorSlots,
     shortcuts::{TrieViews, any_view_words, copy_defaults},
 };
-use crate::compile::{DomainEntry, Snapshot};
+use crate::compile::{Answer, DomainEntry, Snapshot};
 
 /// The fast path's answer tables.
 pub struct AnswerTable {
@@ -351,29 +352,37 @@ impl AnswerTable {
 
         // Name hash of each name published, to leave a colliding name to the responder: its
         // queries then find the other name's sets, fail the name compare and are passed.
-        let mut hashed: std::collections::HashMap<u64, Vec<u8>> = std::collections::HashMap::new();
+        // (A wildcard's parent is keyed apart from the parent's own entries.)
+        let mut hashed: std::collections::HashMap<(u64, u16), Vec<u8>> =
+            std::collections::HashMap::new();
         let (mut domain_keys, mut answer_keys) = (Vec::new(), Vec::new());
         let (mut domain_values, mut answer_values) = (Vec::new(), Vec::new());
         // Where each domain's sets are in `answer_keys`, for the default-view copies.
         let mut ranges = Vec::with_capacity(snapshot.domains.len());
         for domain in &snapshot.domains {
-            // Names repeat from publish to publish: their wire form and hash are kept.
-            let (wire, hash) = self.wire_and_hash(&domain.name)?;
+            let (wire, hash) = self.keyed_name(domain)?;
             let Some(key) = wire_domain_key(&wire, domain.qtype, generation) else {
                 stats.too_long += 1;
                 continue;
             };
-            if hashed.get(&hash).is_some_and(|other| *other != wire) {
+            let kind = name_kind(domain);
+            if hashed
+                .get(&(hash, kind))
+                .is_some_and(|other| *other != wire)
+            {
                 warn!(name = %domain.name, "name hash collides with another name's; left to the responder");
                 stats.collisions += 1;
                 continue;
             }
-            hashed.insert(hash, wire.clone());
-            domain_keys.push(key);
-            domain_values.push(DomainValue {
-                domain_id: domain.id,
-                reserved: 0,
-            });
+            hashed.insert((hash, kind), wire.clone());
+            // A wildcard's names are not ours to list (see `NAME_WILDCARD`).
+            if !domain.wildcard {
+                domain_keys.push(key);
+                domain_values.push(DomainValue {
+                    domain_id: domain.id,
+                    reserved: 0,
+                });
+            }
             let start = answer_keys.len();
             for (key, set) in answer_sets(domain, &wire, hash, generation) {
                 answer_keys.push(key);
@@ -404,6 +413,10 @@ impl AnswerTable {
             view_generation,
             flags: if snapshot.pass_cookies {
                 CONFIG_PASS_COOKIES
+            } else {
+                0
+            } | if snapshot.domains.iter().any(|d| d.wildcard) {
+                CONFIG_WILDCARDS
             } else {
                 0
             },
@@ -473,6 +486,19 @@ impl AnswerTable {
         Ok(stats)
     }
 
+    /// The wire form and hash of the name `domain`'s entries are keyed by: its own, or a
+    /// wildcard's parent ([`name_kind`], hashed by `wildcard_hash`).
+    fn keyed_name(&mut self, domain: &DomainEntry) -> Result<(Vec<u8>, u64)> {
+        match domain.name.strip_prefix("*.") {
+            Some(parent) if domain.wildcard => {
+                let (wire, _) = self.wire_and_hash(parent)?;
+                let hash = wildcard_hash(&wire);
+                Ok((wire, hash))
+            }
+            _ => self.wire_and_hash(&domain.name),
+        }
+    }
+
     /// The wire form and hash of a published name; names repeat from publish to publish, so
     /// they are kept.
     fn wire_and_hash(&mut self, name: &str) -> Result<(Vec<u8>, u64)> {
@@ -500,7 +526,7 @@ impl AnswerTable {
         }
         for domain in &old.domains {
             // Published before, so it encodes; a name too long for the key was not published.
-            let (wire, hash) = self.wire_and_hash(&domain.name)?;
+            let (wire, hash) = self.keyed_name(domain)?;
             if wire.len() > QNAME_MAX {
                 continue;
             }
@@ -567,19 +593,34 @@ impl AnswerTable {
     }
 }
 
-/// Every answer set of `domain` in `generation`: its views' (flagged, with the RTT slot, when
-/// the domain is answered by RTT) and its RTT outcomes'.
+/// How `domain`'s entries are keyed: by its own name, or, for a wildcard the fast path answers
+/// below its parent (`DomainEntry::wildcard`), by the parent's as a wildcard's.
+fn name_kind(domain: &DomainEntry) -> u16 {
+    if domain.wildcard {
+        NAME_WILDCARD
+    } else {
+        NAME_OWN
+    }
+}
+
+/// Every answer set of `domain` in `generation`, keyed by `wire` (hashed `hash`, the name
+/// [`AnswerTable::keyed_name`] gives): its views' (flagged, with the RTT slot, when the domain
+/// is answered by RTT) and its RTT outcomes'.
 fn answer_sets(
     domain: &DomainEntry,
     wire: &[u8],
     hash: u64,
     generation: u32,
 ) -> Vec<(AnswerKey, AnswerSet)> {
-    let key = |view: u32| answer_key(hash, domain.qtype, generation, view);
+    let key = |view: u32| AnswerKey {
+        wildcard: name_kind(domain),
+        ..answer_key(hash, domain.qtype, generation, view)
+    };
+    let answer_set = |answer: &Answer| answer_set(answer, wire, domain.wildcard);
     let mut sets = Vec::with_capacity(domain.answers.len() + domain.rtt_answers.len());
     let any_view = domain.same_in_every_view();
     for (view, answer) in &domain.answers {
-        let mut set = answer_set(answer, wire);
+        let mut set = answer_set(answer);
         if domain.by_rtt {
             set.flags |= ANSWER_BY_RTT;
             set.rtt_slot = domain.rtt_slot;
@@ -590,7 +631,7 @@ fn answer_sets(
         sets.push((key(*view), set));
     }
     for (outcome, answer) in &domain.rtt_answers {
-        sets.push((key(*outcome | RTT_OUTCOME_BIT), answer_set(answer, wire)));
+        sets.push((key(*outcome | RTT_OUTCOME_BIT), answer_set(answer)));
     }
     sets
 }

@@ -290,7 +290,7 @@ services = ["web"]
         let key = answer_key(name_hash(&wire), 1, generation, v1);
         dp.table
             .answers
-            .insert(&key, &answer_set(&planted, &wire), 0)
+            .insert(&key, &answer_set(&planted, &wire, false), 0)
             .unwrap();
         assert_eq!(
             answered(&dp, V1_CLIENT, "all.example.com"),

@@ -68,6 +68,15 @@ pub const CNAME: &str = "cname.example.com";
 pub const CNAME_TTL: u32 = 120;
 pub const CNAMES: &str = "cnames.example.com";
 pub const CHASE: &str = "chase.example.com";
+/// A wildcard GSLB domain the fast path answers for every name one label below `gw.example.com`
+/// (nothing else is below it).
+pub const WILD: &str = "*.gw.example.com";
+pub const WILD_TTL: u32 = 90;
+/// A wildcard with a static name beside it below its parent: left to the responder.
+pub const WILD_BESIDE: &str = "*.beside.example.com";
+/// A wildcard CNAME domain: the fast path gives the CNAME alone (view v1), and passes the one
+/// whose target's addresses follow it (the default view's).
+pub const WILD_CNAME: &str = "*.wc.example.com";
 
 /// Labels of 63 and 62 bytes: 1 + 63 + 1 + 62 + 1 = 128 wire bytes, exactly `QNAME_MAX`.
 pub fn longest_name() -> String {
@@ -109,6 +118,17 @@ soa.rname = "hostmaster.example.com"
   name = "edge"
   type = "AAAA"
   value = "2001:db8::80"
+  # The wildcard *.gw.example.com's TXT beside its GSLB answers.
+  [[zone.record]]
+  name = "*.gw"
+  type = "TXT"
+  value = "wildcard"
+  # A name beside the wildcard *.beside.example.com: the fast path leaves that wildcard to
+  # the responder.
+  [[zone.record]]
+  name = "static.beside"
+  type = "TXT"
+  value = "beside"
 
 # A GSLB apex beside its zone's SOA, NS, MX and TXT.
 [[zone]]
@@ -311,6 +331,26 @@ services = ["cn-edge", "cn-cdn"]
 name = "chase.example.com"
 record_type = "CNAME"
 services = ["cn-www"]
+
+# Wildcards (RFC 4592).
+[[gslb_domain]]
+name = "*.gw.example.com"
+ttl = 90
+services = ["www-a1", "www-6a"]
+  [[gslb_domain.view]]
+  view = "v1"
+  services = ["v1-a1", "v1-6a"]
+[[gslb_domain]]
+name = "*.beside.example.com"
+services = ["www-a2", "www-6b"]
+[[gslb_domain]]
+name = "*.wc.example.com"
+record_type = "CNAME"
+ttl = 120
+services = ["cn-edge"]
+  [[gslb_domain.view]]
+  view = "v1"
+  services = ["cn-cdn"]
 "#;
 
 /// [`CONFIG`] plus the longest name the fast path answers (in a zone of its own), to probe the

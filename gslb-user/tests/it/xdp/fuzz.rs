@@ -68,6 +68,17 @@ fn has_cname(dns: &[u8]) -> bool {
         .is_ok_and(|m| m.answers.iter().any(|r| u16::from(r.record_type()) == 5))
 }
 
+/// Whether the DNS message `dns` answers a name below a wildcard of the shared configuration
+/// (a wildcard's parent ends its question name).
+fn below_wildcard(dns: &[u8]) -> bool {
+    hickory_proto::op::Message::from_vec(dns).is_ok_and(|m| {
+        m.queries.first().is_some_and(|q| {
+            let name = q.name().to_ascii().to_ascii_lowercase();
+            name.ends_with(".gw.example.com.") || name.ends_with(".wc.example.com.")
+        })
+    })
+}
+
 fn run_once(dp: &Dataplane, frame: &[u8], out: &mut [u8]) -> (u32, usize) {
     let result = dp
         .program()
@@ -146,6 +157,15 @@ fn differential(text: &str, frames: u64, allow_list: bool) {
             CNAME.into(),
             CNAMES.into(),
             CHASE.into(),
+            // Names below wildcards: answered one label below a parent with nothing else
+            // below it, passed deeper, beside a static name, or for a CNAME with records after.
+            WILD.into(),
+            "a.gw.example.com".into(),
+            "Host-7.GW.example.com".into(),
+            "a.b.gw.example.com".into(),
+            "gw.example.com".into(),
+            "x.beside.example.com".into(),
+            "cdn.wc.example.com".into(),
         ],
         servers: vec![IpAddr::V4(SERVER_V4), IpAddr::V6(SERVER_V6)],
         clients: vec![
@@ -170,6 +190,8 @@ fn differential(text: &str, frames: u64, allow_list: bool) {
     // Replies with our NSID option; replies with a CNAME answer.
     let mut nsid_tx = 0u64;
     let mut cname_tx = 0u64;
+    // Replies to names below a wildcard.
+    let mut wild_tx = 0u64;
     let mut reasons: BTreeMap<&str, u64> = BTreeMap::new();
     let mut examples = Vec::new();
     let start = dp.counters().unwrap();
@@ -198,6 +220,9 @@ fn differential(text: &str, frames: u64, allow_list: bool) {
                 }
                 if udp_offset(reply).is_some_and(|l4| has_cname(&reply[l4 + 8..])) {
                     cname_tx += 1;
+                }
+                if udp_offset(reply).is_some_and(|l4| below_wildcard(&reply[l4 + 8..])) {
+                    wild_tx += 1;
                 }
                 if let Err(why) = check_reply(&frame, reply, &responder) {
                     wrong += 1;
@@ -251,7 +276,7 @@ fn differential(text: &str, frames: u64, allow_list: bool) {
         }
     }
     println!(
-        "fuzz-xdp: {frames} frames (seed {seed}, ecs_allow {allow_list}) in {:.1?}: {tx} XDP_TX ({ecs_tx} with ECS, {ecs_ignored_tx} with ECS ignored, {nsid_tx} with NSID, {cname_tx} with a CNAME), {passes} XDP_PASS, {wrong} wrong",
+        "fuzz-xdp: {frames} frames (seed {seed}, ecs_allow {allow_list}) in {:.1?}: {tx} XDP_TX ({ecs_tx} with ECS, {ecs_ignored_tx} with ECS ignored, {nsid_tx} with NSID, {cname_tx} with a CNAME, {wild_tx} below a wildcard), {passes} XDP_PASS, {wrong} wrong",
         started.elapsed()
     );
     println!("fuzz-xdp passes by reason: {reasons:?}");
@@ -282,6 +307,11 @@ fn differential(text: &str, frames: u64, allow_list: bool) {
     assert!(
         cname_tx > frames / 1000 || frames < 10_000,
         "{cname_tx} replies with a CNAME"
+    );
+    // Names below wildcards, answered with the owner asked (agreed above).
+    assert!(
+        wild_tx > frames / 1000 || frames < 10_000,
+        "{wild_tx} replies below a wildcard"
     );
     // Cookies: passed where configured (the plain run), answered where not (the other).
     let cookie = reasons.get("cookie").copied().unwrap_or(0);

@@ -8,6 +8,7 @@
 mod answered;
 mod cname;
 mod passed;
+mod wildcard;
 
 use crate::common;
 
@@ -15,8 +16,8 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use common::*;
 use hickory_proto::op::Message;
-use hickory_proto::rr::RecordType;
 use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsOption};
+use hickory_proto::rr::{DNSClass, RData, RecordType};
 
 const V4: IpAddr = IpAddr::V4(SERVER_V4);
 const V6: IpAddr = IpAddr::V6(SERVER_V6);
@@ -75,6 +76,64 @@ fn dataplane_with(server_extra: &str, more: &str) -> Option<gslb_user::dataplane
 /// An NSID request (RFC 5001: empty).
 fn nsid() -> EdnsOption {
     EdnsOption::Unknown(3, vec![])
+}
+
+// ---- Replies ----
+
+/// The reply to `frame`, checked as the fast path's turn-around (addresses, ports, lengths,
+/// both checksums, header, question, OPT with `scope` and `id`), counted as a hit of its
+/// family and `rtype`, with these answer records ("owner TTL TYPE data").
+fn assert_records(
+    dp: &gslb_user::dataplane::Dataplane,
+    case: &str,
+    frame: &Frame,
+    rtype: RecordType,
+    scope: Option<u8>,
+    id: Option<&[u8]>,
+    records: &[String],
+) {
+    let bytes = frame.bytes();
+    let out = run(dp, &bytes);
+    let TurnedAround {
+        v6,
+        reply,
+        counts,
+        rdns,
+        question_len,
+        ..
+    } = assert_turned_around_with(case, &bytes, &out, scope, id);
+    let got: Vec<String> = reply
+        .answers
+        .iter()
+        .map(|r| {
+            assert_eq!(r.dns_class, DNSClass::IN, "{case}: class");
+            format!("{} {} {} {}", r.name, r.ttl, r.record_type(), r.data)
+        })
+        .collect();
+    assert_eq!(got, records, "{case}: answers");
+    assert_eq!(counts[1] as usize, records.len(), "{case}: ANCOUNT");
+    // Nothing after the OPT: each record (owner a pointer; a CNAME's target uncompressed), then
+    // the OPT.
+    let answers_len: usize = reply
+        .answers
+        .iter()
+        .map(|r| match &r.data {
+            RData::CNAME(target) => 12 + target.0.to_ascii().trim_end_matches('.').len() + 2,
+            RData::A(_) => 16,
+            _ => 28,
+        })
+        .sum();
+    let opt_len = opt_rdata(&rdns).map_or(0, |o| 11 + o.len());
+    assert_eq!(
+        rdns.len(),
+        12 + question_len + answers_len + opt_len,
+        "{case}: size"
+    );
+    assert_eq!(
+        out.counted,
+        [(hit_counter(v6, rtype), 1)],
+        "{case}: counters"
+    );
 }
 
 // ---- Queries ----
