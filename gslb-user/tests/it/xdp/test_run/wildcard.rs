@@ -107,3 +107,29 @@ fn passes_what_the_wildcard_does_not_answer_alone() {
         assert_passed(case, &dp, &frame.bytes(), reason);
     }
 }
+
+/// examples/gslb-domain.toml's wildcard does what its comment says: names one label below
+/// app.example.com are answered in the fast path, deeper ones by the responder.
+#[test]
+fn the_examples_wildcard_is_answered_one_label_below_its_parent() {
+    if !privileged() {
+        return;
+    }
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/gslb-domain.toml");
+    let config = gslb_user::config::Config::load(&path).expect("the example loads");
+    let mut dp = gslb_user::dataplane::Dataplane::load(None).expect("loading the XDP object");
+    dp.table
+        .publish(&gslb_user::compile::Snapshot::from_config(&config))
+        .expect("publishing");
+    let name = "tenant-1.app.example.com";
+    let frame = Frame::v4(wire(&query(0x7e7e, name, RecordType::A))).bytes();
+    let expect = Expect {
+        rtype: RecordType::A,
+        ttl: 30,
+        answers: Answers::OneOf(ips(&["198.51.100.10", "203.0.113.10"])),
+    };
+    assert_reply("the example's wildcard", &frame, &run(&dp, &frame), &expect);
+    let deeper = Frame::v4(wire(&query(0x7e7f, "a.b.app.example.com", RecordType::A)));
+    assert_passed("deeper", &dp, &deeper.bytes(), Counter::UnknownName);
+}
