@@ -111,10 +111,14 @@ fn main() {
     dp_plain.table.without_shortcuts();
     for dp in [&mut dp, &mut dp_plain] {
         use gslb_user::compile::{Inputs, LdnsRtt, Snapshot};
-        // With an identity, as anycast nodes run: every hit reads its length (`NSID`).
+        // With an identity, as anycast nodes run: every hit reads its length (`NSID`). With
+        // DNS cookies: a query with one goes on to `gslb_xdp_cookie`.
         let text = format!("{}{RTT_DOMAIN}{V2}", common::config_text()).replacen(
             "[server]\n",
-            "[server]\nidentity = \"fra-1\"\n",
+            &format!(
+                "[server]\nidentity = \"fra-1\"\ncookie_secret = \"{}\"\n",
+                common::COOKIE_SECRET
+            ),
             1,
         );
         let config =
@@ -219,6 +223,14 @@ fn main() {
                 vec![],
             ));
     }
+    // Bringing back a fresh server cookie of ours: `gslb_xdp` sees the option and tail-calls
+    // `gslb_xdp_cookie`, which parses again, checks the cookie (SipHash-2-4) and echoes it.
+    let mut cookie_query = edns_query.clone();
+    if let Some(opt) = cookie_query.edns.as_mut() {
+        let client = std::net::IpAddr::V4(common::CLIENT_V4);
+        let data = common::cookie_made(common::COOKIE_SECRET, [7; 8], client, common::unix_now());
+        opt.options_mut().insert(common::cookie_option(data));
+    }
     // A /0 subnet: the option parsed and echoed (scope 0), no client named, so the source's
     // view answers, as for `edns_query`.
     let mut ecs_zero_query = edns_query.clone();
@@ -269,6 +281,12 @@ fn main() {
         case(
             "xdp_a_hit_v4_nsid",
             Frame::v4(wire(&nsid_query)).bytes(),
+            XDP_TX,
+            false,
+        ),
+        case(
+            "xdp_cookie_hit_v4",
+            Frame::v4(wire(&cookie_query)).bytes(),
             XDP_TX,
             false,
         ),
@@ -619,6 +637,11 @@ fn main() {
         (
             "xdp_nsid_over_edns",
             "xdp_a_hit_v4_nsid",
+            "xdp_a_hit_v4_edns",
+        ),
+        (
+            "xdp_cookie_over_edns",
+            "xdp_cookie_hit_v4",
             "xdp_a_hit_v4_edns",
         ),
         // Its parts: the same view's EDNS hit, the /0 option, and the floor's share.

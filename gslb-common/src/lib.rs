@@ -5,9 +5,11 @@
 //! bytes. Sizes are asserted at compile time.
 #![no_std]
 
+mod cookie;
 mod ecs_allow;
 mod nsid;
 mod rrl;
+pub use cookie::*;
 pub use ecs_allow::*;
 pub use nsid::*;
 pub use rrl::*;
@@ -44,7 +46,8 @@ pub const MAX_REPLY_DNS_LEN: usize = DNS_HEADER_LEN
     + 4
     + MAX_ADDRS * (RR_FIXED_LEN + 16)
     + OPT_RR_LEN
-    + ECS_OPTION_MAX_LEN;
+    + ECS_OPTION_MAX_LEN
+    + COOKIE_OPTION_LEN;
 const _: () = assert!(MAX_REPLY_DNS_LEN <= 512);
 
 /// Global settings, slot 0 of the `CONFIG` array (`BPF_F_MMAPABLE`). The controller writes it
@@ -72,21 +75,26 @@ pub struct ProgramConfig {
     pub dns_port: u16,
     /// UDP payload size announced in our OPT record.
     pub edns_udp_size: u16,
-    /// [`CONFIG_PASS_COOKIES`] and [`CONFIG_WILDCARDS`], or 0. (`ECS_ALLOW_LIST` is in [`ListenSet::flags`]: per
+    /// [`CONFIG_COOKIES`] and [`CONFIG_WILDCARDS`], or 0. (`ECS_ALLOW_LIST` is in [`ListenSet::flags`]: per
     /// generation parity, not here.)
     pub flags: u32,
 }
 
 /// [`ProgramConfig::flags`]: DNS cookies are configured (`server.cookie_secret`), so a query
-/// with a COOKIE option goes to the responder, which gives a server cookie beside the answer
-/// (the program carries no option in its replies). Without it, the option is ignored, as a
-/// server without cookies does (RFC 7873 §5.2).
-pub const CONFIG_PASS_COOKIES: u32 = 1;
+/// with a COOKIE option goes on to `gslb_xdp_cookie` (a tail call), which answers one that
+/// brings back a fresh server cookie of ours (`COOKIE_KEY`) with that cookie, and passes the
+/// rest to the responder, which gives a new one (see cookie.rs). Without it, the option is
+/// ignored, as a server without cookies does (RFC 7873 §5.2).
+pub const CONFIG_COOKIES: u32 = 1;
 /// [`ProgramConfig::flags`]: some wildcard is published ([`NAME_WILDCARD`]), so a question we
 /// do not serve goes on to `gslb_xdp_wildcard` (a tail call, and a second parse); without it,
 /// a flood of names we do not serve costs no more than it did. Either value is safe under any
 /// generation: a wildcard not looked up is passed, one not published is not found.
 pub const CONFIG_WILDCARDS: u32 = 2;
+/// Slots of `maps::TAIL_CALLS`: where `gslb_xdp` goes on with a question it does not serve ...
+pub const TAIL_WILDCARD: u32 = 0;
+/// ... and with one that carries a DNS cookie.
+pub const TAIL_COOKIE: u32 = 1;
 // The generations share the first word, which is one store and one load.
 const _: () = assert!(core::mem::offset_of!(ProgramConfig, generation) / 8 == 0);
 const _: () = assert!(core::mem::offset_of!(ProgramConfig, view_generation) / 8 == 0);
@@ -669,8 +677,11 @@ pub enum Counter {
     /// answer with it (`NSID`) would not fit the client's UDP size or ours: the responder
     /// answers it, within the size.
     Nsid,
-    /// The query carries a DNS cookie and cookies are configured ([`CONFIG_PASS_COOKIES`]):
-    /// the responder answers it with a server cookie.
+    /// The query carries a DNS cookie, cookies are configured ([`CONFIG_COOKIES`]), and it is
+    /// not one the program echoes: a client cookie alone, a server cookie that is not ours for
+    /// this address under the current secret, or one older than half an hour (see
+    /// [`cookie_echoed`]), or one beside an ECS option. The responder answers it with a new
+    /// server cookie (or the same one, beside ECS).
     Cookie,
 }
 
@@ -793,8 +804,12 @@ pub struct Heartbeat {
     pub beat_ns: u64,
     /// How old `beat_ns` may get before the program passes everything; 0: never stale.
     pub stale_after_ns: u64,
+    /// CLOCK_REALTIME less CLOCK_MONOTONIC at the beat, in ns: the program's wall clock (the
+    /// timestamps of DNS cookies) is its monotonic clock plus this. Refreshed with every beat,
+    /// so a step of the wall clock reaches the program within a beat.
+    pub wall_offset_ns: u64,
 }
-const _: () = assert!(size_of::<Heartbeat>() == 16);
+const _: () = assert!(size_of::<Heartbeat>() == 24);
 
 /// An IPv4 source no resolver sends from (`addr` as on the wire): 0/8, 127/8, 169.254/16,
 /// 224/4 (multicast) and 240/4 (reserved, with the limited broadcast 255.255.255.255).
@@ -837,18 +852,21 @@ pub mod maps {
     pub const RTT_CHOICE: &str = "RTT_CHOICE";
     pub const ECS_ALLOW: &str = "ECS_ALLOW";
     pub const NSID: &str = "NSID";
-    /// The program array `gslb_xdp` tail-calls into (`programs::WILDCARD`).
-    pub const WILDCARD_PROGRAM: &str = "WILDCARD_PROGRAM";
+    /// The program array `gslb_xdp` tail-calls into: [`TAIL_WILDCARD`](crate::TAIL_WILDCARD)
+    /// (`programs::WILDCARD`) and [`TAIL_COOKIE`](crate::TAIL_COOKIE) (`programs::COOKIE`).
+    pub const TAIL_CALLS: &str = "TAIL_CALLS";
+    pub const COOKIE_KEY: &str = "COOKIE_KEY";
 
     /// The maps shared between the program and the controller, pinned in `server.pin_path`
     /// and adopted across restarts (`ROTOR` and `SCRATCH` are the program's own working
     /// memory: a restarted gslbd's program starts its rotations afresh). `cargo xtask
     /// uninstall` removes these pins.
-    /// `ECS_ALLOW` and `NSID` are pinned too: a new gslbd's first publish switches the
-    /// shared `CONFIG` while the old program still runs, and that program must read the list
-    /// and the identity of the generation it switched to.
-    pub const PINNED: [&str; 10] = [
+    /// `ECS_ALLOW`, `NSID` and `COOKIE_KEY` are pinned too: a new gslbd's first publish
+    /// switches the shared `CONFIG` while the old program still runs, and that program must
+    /// read the list, the identity and the cookie secret of the generation it switched to.
+    pub const PINNED: [&str; 11] = [
         CONFIG, LISTEN, LISTEN_SET, VIEWS, DOMAINS, ANSWERS, COUNTERS, RTT_CHOICE, ECS_ALLOW, NSID,
+        COOKIE_KEY,
     ];
 }
 
@@ -857,8 +875,11 @@ pub mod programs {
     /// The DNS fast path.
     pub const ANSWER: &str = "gslb_xdp";
     /// Its second half: the wildcard of a question it does not serve (a tail call through
-    /// `maps::WILDCARD_PROGRAM`).
+    /// `maps::TAIL_CALLS`).
     pub const WILDCARD: &str = "gslb_xdp_wildcard";
+    /// Its third: a question with a DNS cookie, answered when the cookie is a fresh one of
+    /// ours (a tail call through `maps::TAIL_CALLS`).
+    pub const COOKIE: &str = "gslb_xdp_cookie";
     /// Returns XDP_PASS for every frame; attached to the far end of a veth pair so that native
     /// XDP_TX frames are received there (veth drops them otherwise).
     pub const PASS: &str = "gslb_pass";
@@ -885,7 +906,7 @@ mod pod {
     use super::{
         AnswerKey, AnswerSet, DomainKey, DomainValue, EcsAllowKey, Heartbeat, LdnsCacheSlot,
         LdnsConfig, LdnsKey, LdnsValue, ListenKey, ListenSet, LocalMacs, NsidOption, ProgramConfig,
-        RttChoice, RttChoiceKey, ViewKey, ViewValue,
+        RttChoice, RttChoiceKey, ViewKey, ViewValue, cookie::CookieKey,
     };
     // SAFETY: all of these are repr(C), Copy, without padding (sizes asserted above), and every
     // bit pattern is a valid value.
@@ -908,6 +929,7 @@ mod pod {
     unsafe impl aya::Pod for RttChoice {}
     unsafe impl aya::Pod for EcsAllowKey {}
     unsafe impl aya::Pod for NsidOption {}
+    unsafe impl aya::Pod for CookieKey {}
 }
 
 #[cfg(test)]
@@ -942,7 +964,7 @@ mod tests {
             view_generation: 4,
             dns_port: 5353,
             edns_udp_size: 1400,
-            flags: CONFIG_PASS_COOKIES,
+            flags: CONFIG_COOKIES,
         };
         assert_eq!(ProgramConfig::from_words(new.to_words()), new);
         let torn = ProgramConfig::from_words([new.to_words()[0], old.to_words()[1]]);
@@ -992,7 +1014,7 @@ mod tests {
             (size_of::<LdnsConfig>(), 40),
             (size_of::<LdnsCacheSlot>(), 24),
             (size_of::<LocalMacs>(), 40),
-            (size_of::<Heartbeat>(), 16),
+            (size_of::<Heartbeat>(), 24),
             (size_of::<RttChoiceKey>(), 16),
             (size_of::<RttChoice>(), 64),
             (size_of::<EcsAllowKey>(), 20),

@@ -51,28 +51,29 @@ fn floor<const GROW: bool>(ctx: &XdpContext) -> Result<u32, Miss> {
     let datagram = parse::datagram(ctx, config)?;
     // Written by the walk before anything reads it (nothing here does).
     let mut name = core::mem::MaybeUninit::<[u64; QNAME_WORDS]>::uninit();
-    let mut len = 0u32;
-    let q = parse::message(
+    let (mut len, mut cookie_at) = (0u32, 0u32);
+    let q = parse::message::<false>(
         ctx,
         &datagram,
         name.as_mut_ptr() as *mut u8,
         &mut len,
+        &mut cookie_at,
         config,
     )?;
     if !GROW {
-        let layout = reply::Layout::new(&q, 0, 0);
+        let layout = reply::Layout::new(&q, 0, 0, 0);
         // Only a reply of the query's size (this floor never grows or shrinks the frame):
         // every query without EDNS options or Ethernet padding.
         if layout.msg_end != ctx.data_end() - ctx.data() {
             return Err(Miss::Additional);
         }
-        reply::turn_around(ctx, &q, config, &layout, 0, 0, false, 0, None)?;
+        reply::turn_around(ctx, &q, config, &layout, 0, 0, false, 0, None, false)?;
         return Ok(xdp_action::XDP_TX);
     }
     if q.qtype != QTYPE_A {
         return Err(Miss::Qtype);
     }
-    let layout = reply::Layout::new(&q, RECORD.len(), 0);
+    let layout = reply::Layout::new(&q, RECORD.len(), 0, 0);
     let delta = layout.msg_end as i32 - (ctx.data_end() - ctx.data()) as i32;
     // SAFETY: plain helper call on our own context; every pointer is re-derived afterwards.
     // (No growth at the head when the frame has no tailroom, as `reply` falls back to: the
@@ -97,6 +98,7 @@ fn floor<const GROW: bool>(ctx: &XdpContext) -> Result<u32, Miss> {
         false,
         0,
         None,
+        false,
     )?;
     Ok(xdp_action::XDP_TX)
 }

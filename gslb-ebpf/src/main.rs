@@ -5,7 +5,8 @@
 //! This file holds the maps and the dispatch; the jobs are [`parse`] (the frame down to the
 //! question, and the client), [`lookup`] (an answer set with its name checked; why none),
 //! [`reply`] (the frame turned into the answer), [`record`] (what userspace reads back:
-//! counters, resolvers), [`rrl`] and [`ecs_allow`] (whose ECS is used).
+//! counters, resolvers), [`rrl`], [`ecs_allow`] (whose ECS is used) and [`cookie`] (whose
+//! DNS cookie is ours).
 //!
 //! Cost model (the 2-core test VM, kernel 6.18, BPF_PROG_TEST_RUN with the bench's query
 //! repeated, so caches are warm; benches/RESULTS.md): a hash map lookup with its name compare
@@ -25,6 +26,7 @@
 #![no_std]
 #![no_main]
 
+mod cookie;
 mod csum;
 mod ecs_allow;
 mod floor;
@@ -48,7 +50,7 @@ use gslb_common::{
     LDNS_CACHE_SLOTS, LDNS_MAX, LISTEN_MAX, LdnsCacheSlot, LdnsConfig, LdnsKey, LdnsValue,
     ListenKey, ListenSet, LocalMacs, NAME_OWN, NAME_WILDCARD, NsidOption, ProgramConfig,
     ROTOR_SLOTS, RTT_CHOICE_MAX, RTT_CHOICE_WIDTH, RTT_OUTCOME_BIT, RttChoice, RttChoiceKey,
-    VIEWS_MAX, ViewKey, ViewValue, ldns_slot,
+    TAIL_COOKIE, TAIL_WILDCARD, VIEWS_MAX, ViewKey, ViewValue, ldns_slot,
 };
 
 /// Written by the controller through its memory mapping, a word at a time (see
@@ -108,9 +110,10 @@ static LOCAL_MACS: Array<LocalMacs> = Array::with_max_entries(1, 0);
 /// Our NSID option, by generation parity (see `NsidOption`): read only for a query that asks.
 #[map]
 static NSID: Array<NsidOption> = Array::with_max_entries(2, 0);
-/// `gslb_xdp_wildcard`, where a question we do not serve goes on (a tail call).
+/// Where `gslb_xdp` goes on (tail calls): `gslb_xdp_wildcard` with a question we do not serve
+/// (`TAIL_WILDCARD`), `gslb_xdp_cookie` with one that carries a DNS cookie (`TAIL_COOKIE`).
 #[map]
-static WILDCARD_PROGRAM: ProgramArray = ProgramArray::with_max_entries(1, 0);
+static TAIL_CALLS: ProgramArray = ProgramArray::with_max_entries(2, 0);
 /// The controller's heartbeat: past its bound, every frame is passed (see [`stale`]).
 #[map]
 static HEARTBEAT: Array<Heartbeat> = Array::with_max_entries(1, 0);
@@ -122,6 +125,10 @@ struct Scratch {
     key: DomainKey,
     /// See [`parse::launder`].
     len: u32,
+    /// `gslb_xdp_cookie`: where the query's COOKIE option starts (0: none; see
+    /// [`parse::message`]), and the option, found ours and fresh, for the reply to echo.
+    cookie_at: u32,
+    cookie: cookie::Echo,
     /// [`stale`]'s verdict, and the tick (jiffies) it holds for.
     stale: u32,
     stale_tick: u64,
@@ -180,13 +187,7 @@ const NO_SCOPE: u32 = u32::MAX;
 
 #[xdp]
 pub fn gslb_xdp(ctx: XdpContext) -> u32 {
-    match try_answer::<false>(&ctx) {
-        Ok(action) => action,
-        Err(miss) => {
-            record::count(miss);
-            xdp_action::XDP_PASS
-        }
-    }
+    verdict(try_answer::<false, false>(&ctx))
 }
 
 /// Where `gslb_xdp` hands a question it does not serve (through `WILDCARD`): the same parse,
@@ -195,13 +196,26 @@ pub fn gslb_xdp(ctx: XdpContext) -> u32 {
 /// past its million instructions (benches/RESULTS.md).
 #[xdp]
 pub fn gslb_xdp_wildcard(ctx: XdpContext) -> u32 {
-    match try_answer::<true>(&ctx) {
-        Ok(action) => action,
-        Err(miss) => {
-            record::count(miss);
-            xdp_action::XDP_PASS
-        }
-    }
+    verdict(try_answer::<true, false>(&ctx))
+}
+
+/// Where `gslb_xdp` hands a question that carries a DNS cookie (through `TAIL_COOKIE`, when
+/// cookies are configured): the same parse and lookups, answered, with the cookie echoed and
+/// without rate limiting, when the cookie is a fresh one of ours (cookie.rs); passed
+/// otherwise, for the responder to give a new one. A program of its own for the verifier's
+/// sake, as `gslb_xdp_wildcard` is; a question of a wildcard's with a cookie is passed.
+#[xdp]
+pub fn gslb_xdp_cookie(ctx: XdpContext) -> u32 {
+    verdict(try_answer::<false, true>(&ctx))
+}
+
+/// The action for an answer, or XDP_PASS for a miss, counted by its reason.
+#[inline(always)]
+fn verdict(answer: Result<u32, Miss>) -> u32 {
+    answer.unwrap_or_else(|miss| {
+        record::count(miss);
+        xdp_action::XDP_PASS
+    })
 }
 
 /// Attached to the client end of a veth pair: native XDP_TX frames are only delivered to a
@@ -279,8 +293,10 @@ fn source_view(scratch: &mut Scratch, client: &parse::Client, generation: u32) -
 
 /// The answer to the frame, or why there is none. `WILDCARD`: the question is not ours
 /// (`gslb_xdp` found so), and the answer is its parent's wildcard's, if one is published.
+/// `COOKIE`: the query carries a DNS cookie (`gslb_xdp` found so), answered only when the
+/// cookie is a fresh one of ours.
 #[inline(always)]
-fn try_answer<const WILDCARD: bool>(ctx: &XdpContext) -> Result<u32, Miss> {
+fn try_answer<const WILDCARD: bool, const COOKIE: bool>(ctx: &XdpContext) -> Result<u32, Miss> {
     // Verifier only: element 0 of an array always exists; the verifier wants the null checks.
     let config = CONFIG.get(0).ok_or(Miss::OtherPort)?;
     // Read once for the whole packet: a publish rewrites `CONFIG` while packets run, and every
@@ -312,7 +328,22 @@ fn try_answer<const WILDCARD: bool>(ctx: &XdpContext) -> Result<u32, Miss> {
     if stale(scratch) {
         return Err(Miss::Stale);
     }
-    let mut q = parse::query(ctx, config, scratch)?;
+    if COOKIE {
+        // None yet: the parse says where this packet's is.
+        scratch.cookie_at = 0;
+    }
+    let mut q = match parse::query::<COOKIE>(ctx, config, scratch) {
+        Ok(q) => q,
+        Err(Miss::Cookie) if !COOKIE => {
+            // SAFETY: `TAIL_CALLS` holds only our programs; this one does not return.
+            let _ = unsafe { TAIL_CALLS.tail_call(ctx, TAIL_COOKIE) };
+            return Err(Miss::Cookie);
+        }
+        Err(miss) => return Err(miss),
+    };
+    if COOKIE {
+        cookie::check(ctx, &q, config, scratch)?;
+    }
     let mut client = parse::Client::new();
     parse::client(ctx, &q, config, &mut client)?;
     ecs_allow::apply(&mut q, config, &client);
@@ -410,9 +441,9 @@ fn try_answer<const WILDCARD: bool>(ctx: &XdpContext) -> Result<u32, Miss> {
         miss = lookup::miss_reason(scratch, &q, config);
         // A name we do not serve: on to its wildcard, when some wildcard is published and the
         // program is there (it does not return then).
-        if miss == Miss::UnknownName && config.flags & CONFIG_WILDCARDS != 0 {
-            // SAFETY: `WILDCARD_PROGRAM` holds only `gslb_xdp_wildcard`.
-            let _ = unsafe { WILDCARD_PROGRAM.tail_call(ctx, 0) };
+        if !COOKIE && miss == Miss::UnknownName && config.flags & CONFIG_WILDCARDS != 0 {
+            // SAFETY: `TAIL_CALLS` holds only our programs; this one does not return.
+            let _ = unsafe { TAIL_CALLS.tail_call(ctx, TAIL_WILDCARD) };
         }
     }
 
@@ -421,8 +452,10 @@ fn try_answer<const WILDCARD: bool>(ctx: &XdpContext) -> Result<u32, Miss> {
     match set {
         Some(set) => {
             record::source(scratch, q.v6, &client);
+            // `COOKIE`: the reply echoes the cookie (checked ours and fresh above).
+            let cookie = COOKIE;
             if set.count == 0 {
-                return reply::reply(ctx, &q, config, set, false, 0);
+                return reply::reply(ctx, &q, config, set, false, 0, cookie);
             }
             // The scope the reply echoes: 0 for an answer every client gets (and for a /0
             // subnet, which names no client), else the view block's; a subnet in no published
@@ -434,11 +467,17 @@ fn try_answer<const WILDCARD: bool>(ctx: &XdpContext) -> Result<u32, Miss> {
             } else {
                 scope as u8
             };
-            // Response rate limiting (rrl.rs): only answers we would send count.
+            // Response rate limiting (rrl.rs): only answers we would send count, and none to
+            // a client that brought back our cookie (it proved its address, RFC 7873 §5.3).
             let (hi, lo) = client.source();
-            match rrl::verdict(q.v6, hi, lo) {
-                rrl::Verdict::Send => reply::reply(ctx, &q, config, set, false, scope),
-                rrl::Verdict::Slip => reply::reply(ctx, &q, config, set, true, scope),
+            let verdict = if COOKIE {
+                rrl::Verdict::Send
+            } else {
+                rrl::verdict(q.v6, hi, lo)
+            };
+            match verdict {
+                rrl::Verdict::Send => reply::reply(ctx, &q, config, set, false, scope, cookie),
+                rrl::Verdict::Slip => reply::reply(ctx, &q, config, set, true, scope, cookie),
                 rrl::Verdict::Drop => Ok(xdp_action::XDP_DROP),
             }
         }

@@ -5,9 +5,9 @@
 
 use aya_ebpf::{maps::lpm_trie::Key, programs::XdpContext};
 use gslb_common::{
-    CONFIG_PASS_COOKIES, LISTEN_IN_TRIE, LISTEN_INLINE, LISTEN_PREFIX_LEN, LOCAL_MACS_MAX,
-    ListenKey, NAME_HASH_SEED, OPTION_NSID, ProgramConfig, QNAME_MAX, QNAME_WORDS, QTYPE_A,
-    QTYPE_AAAA, ViewKey, name_hash_step,
+    CONFIG_COOKIES, LISTEN_IN_TRIE, LISTEN_INLINE, LISTEN_PREFIX_LEN, LOCAL_MACS_MAX, ListenKey,
+    NAME_HASH_SEED, OPTION_NSID, ProgramConfig, QNAME_MAX, QNAME_WORDS, QTYPE_A, QTYPE_AAAA,
+    ViewKey, name_hash_step,
 };
 
 use crate::{
@@ -330,9 +330,10 @@ pub struct Datagram {
 }
 
 /// Validates the frame down to the end of the DNS message and leaves the lower-cased question
-/// name in `scratch`. Anything not exactly a plain A/AAAA query to us is a miss.
+/// name in `scratch`. Anything not exactly a plain A/AAAA query to us is a miss. `COOKIE`: see
+/// [`message`].
 #[inline(always)]
-pub fn query(
+pub fn query<const COOKIE: bool>(
     ctx: &XdpContext,
     config: &ProgramConfig,
     scratch: &mut Scratch,
@@ -343,11 +344,12 @@ pub fn query(
     }
     // A DNS query to us: now whether it may be answered at all.
     check_macs(ctx)?;
-    message(
+    message::<COOKIE>(
         ctx,
         &d,
         scratch.key.name.as_mut_ptr(),
         &mut scratch.len,
+        &mut scratch.cookie_at,
         config,
     )
 }
@@ -448,13 +450,17 @@ pub fn datagram(ctx: &XdpContext, config: &ProgramConfig) -> Result<Datagram, Mi
 /// (see [`subnet`]). The question name's
 /// lower-cased words go to `name` (`QNAME_MAX` bytes, 8-byte aligned) and its length through
 /// `len_slot` (see [`launder`]). Reads no map: `config` is the caller's copy of `CONFIG`, read
-/// only for a cookie ([`CONFIG_PASS_COOKIES`]).
+/// only for a cookie ([`CONFIG_COOKIES`]). A cookie, when they are configured, is a miss
+/// (`Cookie`) unless `COOKIE`, which takes one (and only one, and without an ECS option) and
+/// writes where it starts to `cookie_slot` (0: none; through memory, not the `Query`, for the
+/// stack's sake).
 #[inline(always)]
-pub fn message(
+pub fn message<const COOKIE: bool>(
     ctx: &XdpContext,
     d: &Datagram,
     name: *mut u8,
     len_slot: &mut u32,
+    cookie_slot: &mut u32,
     config: &ProgramConfig,
 ) -> Result<Query, Miss> {
     let (v6, l4, ip_payload_len) = (d.v6, d.l4, d.ip_payload_len);
@@ -540,11 +546,19 @@ pub fn message(
             // The reply carries our identity beside the answer (reply.rs): 1 when the code
             // is NSID's (the XOR is 0 and the subtraction borrows).
             nsid_asked |= ((option as u16 ^ OPTION_NSID.to_be()) as u32).wrapping_sub(1) >> 31;
-            // With cookies configured, the responder gives a server cookie beside the answer.
-            if option as u16 == OPTION_COOKIE.to_be() && config.flags & CONFIG_PASS_COOKIES != 0 {
-                return Err(Miss::Cookie);
+            // With cookies configured, a cookie is `gslb_xdp_cookie`'s (main.rs) to check.
+            if option as u16 == OPTION_COOKIE.to_be() && config.flags & CONFIG_COOKIES != 0 {
+                if !COOKIE || *cookie_slot != 0 {
+                    return Err(Miss::Cookie);
+                }
+                *cookie_slot = end as u32;
             }
             if option as u16 == OPTION_ECS.to_be() {
+                // A cookie beside ECS is the responder's: `gslb_xdp_cookie` has no room on
+                // its stack for both (and resolvers seldom send both).
+                if COOKIE {
+                    return Err(Miss::Cookie);
+                }
                 // Two: which subnet is the client would be ours to choose (FORMERR).
                 if ecs_at != 0 {
                     return Err(Miss::EcsInvalid);

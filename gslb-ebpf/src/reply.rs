@@ -1,6 +1,7 @@
 //! The query frame turned into its answer in place: the records after the question, an OPT
-//! when the query had one (with the query's ECS option and its scope, and our NSID option when
-//! it asked for it), the DNS header's flags
+//! when the query had one (with the query's ECS option and its scope, its DNS cookie when
+//! `gslb_xdp_cookie` found it ours, and our NSID option when it asked for it), the DNS
+//! header's flags
 //! and counts, MACs, addresses and ports
 //! swapped, lengths, TTL, and the IPv4 and UDP checksums, all in word loads and stores.
 
@@ -10,8 +11,8 @@ use aya_ebpf::{
     programs::XdpContext,
 };
 use gslb_common::{
-    ANSWER_ROTATE, AnswerSet, MAX_ADDRS, NSID_MAX, NsidOption, OPT_RR_LEN, ProgramConfig,
-    QTYPE_AAAA, RR_MAX_LEN,
+    ANSWER_ROTATE, AnswerSet, COOKIE_OPTION_LEN, MAX_ADDRS, NSID_MAX, NsidOption, OPT_RR_LEN,
+    ProgramConfig, QTYPE_AAAA, RR_MAX_LEN,
 };
 
 use crate::{
@@ -138,6 +139,30 @@ fn write_nsid(ctx: &XdpContext, at: usize, o: &NsidOption, ecs_len: usize) -> Re
     })
 }
 
+/// Writes the query's cookie (`SCRATCH`'s `cookie`: see `cookie::check`) at `at` and returns
+/// its checksum sum as the tail takes it: it starts where [`write_nsid`]'s option would, and
+/// its length is even, so an NSID option after it keeps that parity. One helper call, as for
+/// NSID: stores of its words took the program past its 512 bytes of stack.
+#[inline(always)]
+fn write_cookie(ctx: &XdpContext, at: usize, ecs_len: usize) -> Result<u32, Miss> {
+    // Verifier only: element 0 of an array always exists.
+    let scratch = SCRATCH.get_ptr_mut(0).ok_or(Miss::Cookie)?;
+    // SAFETY: per-CPU slot, only this CPU uses it while the program runs.
+    let echo = unsafe { &mut (*scratch).cookie };
+    let option = echo.option.as_mut_ptr() as *mut core::ffi::c_void;
+    // SAFETY: helper call on our own context, from a map value of `COOKIE_OPTION_LEN` bytes;
+    // the frame was sized for the option.
+    if unsafe { bpf_xdp_store_bytes(ctx.ctx, at as u32, option, COOKIE_OPTION_LEN as u32) } != 0 {
+        return Err(Miss::NoTailroom);
+    }
+    let sum = echo.sum;
+    Ok(if ecs_len & 1 == 0 {
+        sum
+    } else {
+        (sum as u16).swap_bytes() as u32
+    })
+}
+
 /// All ones when `x < n`, else zero, without a branch: the sign of `x - n`. (For `x` below 2^63,
 /// which a slot the program alone writes always is.)
 #[inline(always)]
@@ -147,6 +172,7 @@ fn below(x: u64, n: u64) -> u64 {
 
 /// Turns the query into the reply in place and returns XDP_TX. A `slip` (rate limiting) is the
 /// reply without records and with TC=1. `scope`: the ECS scope echoed when the query had ECS.
+/// `cookie`: the query's DNS cookie is echoed (`gslb_xdp_cookie` only: see [`write_cookie`]).
 ///
 /// Checksums: every part is summed as native (little-endian) 16-bit words, which is the
 /// big-endian sum byte-swapped (RFC 1071); the result is stored natively, i.e. right.
@@ -158,6 +184,7 @@ pub fn reply(
     set: &AnswerSet,
     slip: bool,
     scope: u8,
+    cookie: bool,
 ) -> Result<u32, Miss> {
     let stored = set.count as usize;
     if stored == 0 || stored > MAX_ADDRS {
@@ -196,7 +223,8 @@ pub fn reply(
     };
 
     let (nsid, nsid_len) = nsid_option(q, config)?;
-    let layout = Layout::new(q, answers_len, nsid_len);
+    let cookie_len = if cookie { COOKIE_OPTION_LEN } else { 0 };
+    let layout = Layout::new(q, answers_len, nsid_len, cookie_len);
     // With our NSID the reply may pass what the client takes (less than 512 counts as 512,
     // RFC 6891 §6.2.5) or what we announce: the responder answers that one, within the size.
     // No reply without it passes 512 (`MAX_REPLY_DNS_LEN`), so for every other answer this is
@@ -250,7 +278,18 @@ pub fn reply(
     }
 
     let nsid = (nsid_len != 0).then_some(nsid);
-    turn_around(ctx, q, config, &layout, n, answers_sum, slip, scope, nsid)?;
+    turn_around(
+        ctx,
+        q,
+        config,
+        &layout,
+        n,
+        answers_sum,
+        slip,
+        scope,
+        nsid,
+        cookie,
+    )?;
     // A slip is counted by rrl.rs.
     if !slip {
         record::count(record::hit(q.v6, q.qtype == QTYPE_AAAA));
@@ -267,7 +306,7 @@ pub struct Layout {
     opt_off: usize,
     /// Where the echoed ECS option goes (after the OPT), when the query had one.
     ecs_off: usize,
-    /// Where our NSID option goes (after the ECS option), when the reply carries it.
+    /// Where our NSID option goes (after the cookie), when the reply carries it.
     nsid_off: usize,
     /// The end of the reply: the frame's length once it is built.
     pub msg_end: usize,
@@ -276,7 +315,7 @@ pub struct Layout {
 
 impl Layout {
     #[inline(always)]
-    pub fn new(q: &Query, answers_len: usize, nsid_len: usize) -> Layout {
+    pub fn new(q: &Query, answers_len: usize, nsid_len: usize, cookie_len: usize) -> Layout {
         let dns_off = q.l4 + UdpHdr::LEN;
         let answers_off = dns_off
             + core::mem::size_of::<DnsHdr>()
@@ -284,7 +323,8 @@ impl Layout {
             + core::mem::size_of::<QuestionTail>();
         let opt_off = answers_off + answers_len;
         let ecs_off = opt_off + OPT_RR_LEN;
-        let nsid_off = ecs_off + q.ecs.len;
+        // The echoed cookie (`cookie_len` bytes) goes after the ECS option.
+        let nsid_off = ecs_off + q.ecs.len + cookie_len;
         let msg_end = if q.edns { nsid_off + nsid_len } else { opt_off };
         Layout {
             dns_off,
@@ -301,7 +341,8 @@ impl Layout {
 
 /// Everything of the reply but its records, in a frame already sized to `layout` with the
 /// records (`n` of them, summing to `answers_sum`) in place: the OPT (with the query's ECS
-/// option and `scope`, when it had one, and our NSID option `nsid`), the DNS header's flags
+/// option and `scope`, when it had one, its `cookie`, and our NSID option `nsid`), the DNS
+/// header's flags
 /// and counts, MACs, addresses and ports swapped, lengths, TTL, and both checksums. Reads no
 /// map (the floor program runs it too, with no records: see floor.rs).
 #[inline(always)]
@@ -315,6 +356,7 @@ pub fn turn_around(
     slip: bool,
     scope: u8,
     nsid: Option<&NsidOption>,
+    cookie: bool,
 ) -> Result<(), Miss> {
     let Layout {
         dns_off,
@@ -344,6 +386,9 @@ pub fn turn_around(
         let ecs_len = q.ecs.len;
         if let Some(o) = nsid {
             opt_sum += write_nsid(ctx, nsid_off, o, ecs_len)?;
+        }
+        if cookie {
+            opt_sum += write_cookie(ctx, ecs_off + ecs_len, ecs_len)?;
         }
         let rdlen = ((msg_end - ecs_off) as u16).to_be_bytes();
         let opt_bytes = [

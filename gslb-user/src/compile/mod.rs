@@ -94,9 +94,10 @@ use crate::policy::{Engine, ServiceState};
 pub struct Snapshot {
     pub dns_port: u16,
     pub edns_udp_size: u16,
-    /// DNS cookies are configured: the fast path passes queries that carry one
-    /// (`gslb_common::CONFIG_PASS_COOKIES`).
-    pub pass_cookies: bool,
+    /// The current DNS cookie secret, when cookies are configured: the fast path answers a
+    /// query that brings back a fresh server cookie made with it, and passes every other
+    /// query with a cookie (`gslb_common::CONFIG_COOKIES`, `COOKIE_KEY`).
+    pub cookie_secret: Option<[u8; 16]>,
     /// `[rrl]`, for the fast path's `RRL_CONFIG` (publish writes it).
     pub rrl: crate::model::RrlSettings,
     /// The NSID payload (`server.identity` with `server.nsid`) the fast path gives a query

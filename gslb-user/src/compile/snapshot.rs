@@ -221,7 +221,7 @@ impl Job<'_> {
         Snapshot {
             dns_port: model.dns.port,
             edns_udp_size: model.dns.edns_udp_size,
-            pass_cookies: model.dns.cookies.is_some(),
+            cookie_secret: model.dns.cookies.as_ref().map(|c| c.current),
             nsid: model.dns.identity.nsid.clone(),
             rrl: model.dns.rrl,
             ecs_allow: model.dns.ecs_allow.clone(),

@@ -204,7 +204,7 @@ pub async fn run(
     let heartbeat = dataplane
         .as_mut()
         .and_then(Dataplane::take_heartbeat)
-        .and_then(|map| heartbeat::start(map, config.server.stale_after));
+        .map(|map| heartbeat::start(map, config.server.stale_after));
     let rtt = rtt::RttProbing::new(&config, dataplane.as_mut().and_then(Dataplane::take_ldns));
     world.rtt = rtt.handle();
     let (rtt_handles, rtt_handle) = watch::channel(world.rtt.clone());

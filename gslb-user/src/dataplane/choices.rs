@@ -99,7 +99,7 @@ fn without_domains(snapshot: &Snapshot, domains: Vec<crate::compile::DomainEntry
     let Snapshot {
         dns_port,
         edns_udp_size,
-        pass_cookies,
+        cookie_secret,
         nsid,
         rrl,
         ecs_allow,
@@ -123,7 +123,7 @@ fn without_domains(snapshot: &Snapshot, domains: Vec<crate::compile::DomainEntry
     Snapshot {
         dns_port: *dns_port,
         edns_udp_size: *edns_udp_size,
-        pass_cookies: *pass_cookies,
+        cookie_secret: *cookie_secret,
         nsid: nsid.clone(),
         rrl: *rrl,
         ecs_allow: ecs_allow.clone(),

@@ -14,7 +14,8 @@ use aya::{
     },
 };
 use gslb_common::{
-    LOCAL_MACS_MAX, LocalMacs, RRL_COUNTERS_MAP, RRL_DROPPED, RRL_SLIPPED, maps, programs,
+    LOCAL_MACS_MAX, LocalMacs, RRL_COUNTERS_MAP, RRL_DROPPED, RRL_SLIPPED, TAIL_COOKIE,
+    TAIL_WILDCARD, maps, programs,
 };
 use tracing::{info, warn};
 
@@ -25,7 +26,7 @@ use super::{
 };
 
 /// The maps shared between the program and the controller, pinned and adopted across restarts.
-const PINNED_MAPS: [&str; 10] = maps::PINNED;
+const PINNED_MAPS: [&str; 11] = maps::PINNED;
 
 /// The XDP object, compiled for bpfel by build.rs.
 pub static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/gslb"));
@@ -33,8 +34,8 @@ pub static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), 
 /// The loaded XDP object: both programs verified and loaded, maps created.
 pub struct Dataplane {
     ebpf: Ebpf,
-    /// `WILDCARD_PROGRAM`, held open: the kernel empties a program array no process holds.
-    _wildcard_program: ProgramArray<MapData>,
+    /// `TAIL_CALLS`, held open: the kernel empties a program array no process holds.
+    _tail_calls: ProgramArray<MapData>,
     pub table: AnswerTable,
     counters: PerCpuArray<MapData, u64>,
     /// `RRL_COUNTERS`: answers dropped and slipped by rate limiting.
@@ -101,38 +102,48 @@ impl Dataplane {
         if adopted {
             info!(pin_path = %pin_dir.expect("adopted implies a pin dir").display(), "adopted the pinned maps of an earlier gslbd");
         }
-        for name in [programs::ANSWER, programs::WILDCARD, programs::PASS] {
+        for name in [
+            programs::ANSWER,
+            programs::WILDCARD,
+            programs::COOKIE,
+            programs::PASS,
+        ] {
             let program = program_mut(&mut ebpf, name)?;
             program.load().map_err(|source| DataplaneError::Program {
                 name,
                 source: Box::new(source),
             })?;
         }
-        // The answering program's second half, which its tail call finds here. The array is
+        // The answering program's other parts, which its tail calls find here. The array is
         // this object's own, not pinned: the kernel empties a program array when its last
         // user-space holder closes it, so once this process is gone (XDP left attached),
-        // questions we do not serve are passed without their wildcard's answer until the
-        // heartbeat goes stale and every frame is passed.
-        let wildcard = program_mut(&mut ebpf, programs::WILDCARD)?
-            .fd()
-            .map_err(|source| DataplaneError::Program {
-                name: programs::WILDCARD,
-                source: Box::new(source),
-            })?
-            .try_clone()
-            .map_err(|source| DataplaneError::Program {
-                name: programs::WILDCARD,
-                source: Box::new(ProgramError::IOError(source)),
-            })?;
-        let mut tail = ProgramArray::try_from(ebpf.take_map(maps::WILDCARD_PROGRAM).ok_or(
+        // questions we do not serve are passed without their wildcard's answer, and those
+        // with a cookie without theirs, until the heartbeat goes stale and every frame is
+        // passed.
+        let mut tail = ProgramArray::try_from(ebpf.take_map(maps::TAIL_CALLS).ok_or(
             DataplaneError::Missing {
                 kind: "map",
-                name: maps::WILDCARD_PROGRAM,
+                name: maps::TAIL_CALLS,
             },
         )?)
-        .map_err(map_err(maps::WILDCARD_PROGRAM))?;
-        tail.set(0, &wildcard, 0)
-            .map_err(map_err(maps::WILDCARD_PROGRAM))?;
+        .map_err(map_err(maps::TAIL_CALLS))?;
+        for (slot, name) in [
+            (TAIL_WILDCARD, programs::WILDCARD),
+            (TAIL_COOKIE, programs::COOKIE),
+        ] {
+            let fd = program_mut(&mut ebpf, name)?
+                .fd()
+                .map_err(|source| DataplaneError::Program {
+                    name,
+                    source: Box::new(source),
+                })?
+                .try_clone()
+                .map_err(|source| DataplaneError::Program {
+                    name,
+                    source: Box::new(ProgramError::IOError(source)),
+                })?;
+            tail.set(slot, &fd, 0).map_err(map_err(maps::TAIL_CALLS))?;
+        }
         let mut take = |name: &'static str| {
             ebpf.take_map(name)
                 .ok_or(DataplaneError::Missing { kind: "map", name })
@@ -155,7 +166,7 @@ impl Dataplane {
             Array::try_from(take(maps::LOCAL_MACS)?).map_err(map_err(maps::LOCAL_MACS))?;
         Ok(Self {
             ebpf,
-            _wildcard_program: tail,
+            _tail_calls: tail,
             table,
             counters,
             rrl_counters,

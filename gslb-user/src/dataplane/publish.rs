@@ -7,8 +7,8 @@ use std::sync::Arc;
 use aya::maps::{Array, HashMap, LpmTrie, Map, MapData, lpm_trie::Key};
 use gslb_common::{
     ANSWER_ANY_VIEW, ANSWER_BY_RTT, ANY_VIEW_MAP, AnswerKey, AnswerSet, CHOICE_FLIP,
-    CONFIG_PASS_COOKIES, CONFIG_WILDCARDS, DomainKey, DomainValue, ListenKey, ListenSet, NAME_OWN,
-    NAME_WILDCARD, NsidOption, ProgramConfig, QNAME_MAX, RRL_CONFIG_MAP, RTT_OUTCOME_BIT,
+    CONFIG_COOKIES, CONFIG_WILDCARDS, CookieKey, DomainKey, DomainValue, ListenKey, ListenSet,
+    NAME_OWN, NAME_WILDCARD, NsidOption, ProgramConfig, QNAME_MAX, RRL_CONFIG_MAP, RTT_OUTCOME_BIT,
     RrlConfig, ViewKey, ViewValue, maps, name_hash, wildcard_hash,
 };
 use tracing::warn;
@@ -47,6 +47,8 @@ pub struct AnswerTable {
     ecs_allow: EcsAllowMap,
     /// `NSID`, by parity.
     nsid: Array<MapData, NsidOption>,
+    /// `COOKIE_KEY`, by parity.
+    cookie_key: Array<MapData, CookieKey>,
     /// What the maps hold now, as this process published it (`None` after adopting pins: the
     /// next publish rewrites everything).
     published: Option<Published>,
@@ -163,6 +165,8 @@ impl AnswerTable {
                 LpmTrie::try_from(take(maps::ECS_ALLOW)?).map_err(map_err(maps::ECS_ALLOW))?,
             ),
             nsid: Array::try_from(take(maps::NSID)?).map_err(map_err(maps::NSID))?,
+            cookie_key: Array::try_from(take(maps::COOKIE_KEY)?)
+                .map_err(map_err(maps::COOKIE_KEY))?,
             published: None,
             names: std::collections::HashMap::new(),
             rotors: RotorSlots::default(),
@@ -411,8 +415,8 @@ impl AnswerTable {
             dns_port: snapshot.dns_port,
             edns_udp_size: snapshot.edns_udp_size,
             view_generation,
-            flags: if snapshot.pass_cookies {
-                CONFIG_PASS_COOKIES
+            flags: if snapshot.cookie_secret.is_some() {
+                CONFIG_COOKIES
             } else {
                 0
             } | if snapshot.domains.iter().any(|d| d.wildcard) {
@@ -437,6 +441,14 @@ impl AnswerTable {
         self.nsid
             .set(generation & 1, &nsid, 0)
             .map_err(map_err(maps::NSID))?;
+        // And the cookie secret.
+        let key = snapshot
+            .cookie_secret
+            .map(CookieKey::new)
+            .unwrap_or_default();
+        self.cookie_key
+            .set(generation & 1, &key, 0)
+            .map_err(map_err(maps::COOKIE_KEY))?;
 
         // Hints only (a bit is followed only to a set that says it holds for every client):
         // written before the switch, so the new generation's any-view names skip the trie at

@@ -93,7 +93,7 @@ pub(super) fn refinement(
 pub(super) fn same_answer_sets(old: &Snapshot, new: &Snapshot) -> bool {
     old.dns_port == new.dns_port
         && old.edns_udp_size == new.edns_udp_size
-        && old.pass_cookies == new.pass_cookies
+        && old.cookie_secret == new.cookie_secret
         && old.nsid == new.nsid
         && old.rrl == new.rrl
         && old.ecs_allow == new.ecs_allow

@@ -4,25 +4,25 @@
 //! brings back one of ours, fresh and made for its address, proves that address answers: the
 //! response rate limiter lets it through (as NSD and Knot do). Nothing is demanded: a query
 //! without a cookie, or with one that is not ours, is answered as before, with a new cookie.
+//! One of ours made under the current secret at most half an hour ago is given back as it
+//! came, as the fast path does (gslb-common's cookie.rs), so both give the same bytes.
 
 use std::hash::Hasher as _;
 use std::net::IpAddr;
 
+use gslb_common::{
+    COOKIE_DATA_LEN, COOKIE_MAX_AGE_S, COOKIE_MAX_AHEAD_S, COOKIE_VERSION, cookie_echoed,
+};
 use siphasher::sip::SipHasher24;
 
 use super::canonical;
 use crate::model::CookieSecrets;
 
-/// The COOKIE option code (RFC 7873 §4).
-pub(super) const OPTION_COOKIE: u16 = 10;
+pub(super) use gslb_common::OPTION_COOKIE;
 const CLIENT_LEN: usize = 8;
 /// The server cookie this server gives: version, reserved, timestamp, hash (RFC 9018 §4.2).
-const SERVER_LEN: usize = 16;
-const VERSION: u8 = 1;
-/// A server cookie is accepted up to an hour after its timestamp (RFC 9018 §4.3) ...
-const MAX_AGE_S: u32 = 3600;
-/// ... and up to five minutes before it, for the clocks of the site's nodes.
-const MAX_AHEAD_S: u32 = 300;
+const SERVER_LEN: usize = COOKIE_DATA_LEN - CLIENT_LEN;
+const VERSION: u8 = COOKIE_VERSION;
 
 /// A COOKIE option's data, checked for length (RFC 7873 §5.2.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,8 +45,9 @@ pub(super) fn parse(data: &[u8]) -> Option<Cookie<'_>> {
 }
 
 /// The server cookie for `client_cookie` from `client` at `timestamp` (seconds since the
-/// epoch, mod 2^32) with `reserved` as the client sent it back (zeros when made here).
-fn server_cookie(
+/// epoch, mod 2^32) with `reserved` as the client sent it back (zeros when made here). Public
+/// for tests that play a client coming back with one.
+pub fn server_cookie(
     secret: &[u8; 16],
     client_cookie: [u8; CLIENT_LEN],
     reserved: [u8; 3],
@@ -71,7 +72,8 @@ fn server_cookie(
 }
 
 /// The COOKIE option data of the response to `cookie` from `client` at `now`: the client
-/// cookie and a new server cookie under the current secret.
+/// cookie and the server cookie it brought, when that is ours under the current secret and at
+/// most half an hour old (`cookie_echoed`), else a new one.
 pub(super) fn response(
     secrets: &CookieSecrets,
     cookie: &Cookie<'_>,
@@ -80,6 +82,10 @@ pub(super) fn response(
 ) -> Vec<u8> {
     let mut data = Vec::with_capacity(CLIENT_LEN + SERVER_LEN);
     data.extend_from_slice(&cookie.client);
+    if ours(&secrets.current, cookie, client, now).is_some_and(|stamp| cookie_echoed(stamp, now)) {
+        data.extend_from_slice(cookie.server);
+        return data;
+    }
     data.extend_from_slice(&server_cookie(
         &secrets.current,
         cookie.client,
@@ -99,25 +105,28 @@ pub(super) fn verified(
     client: IpAddr,
     now: u32,
 ) -> bool {
-    let Ok(server) = <&[u8; SERVER_LEN]>::try_from(cookie.server) else {
-        return false;
-    };
-    if server[0] != VERSION {
-        return false;
-    }
-    let timestamp = u32::from_be_bytes(server[4..8].try_into().expect("4 bytes"));
-    let age = now.wrapping_sub(timestamp);
-    if age > MAX_AGE_S && timestamp.wrapping_sub(now) > MAX_AHEAD_S {
-        return false;
-    }
-    let reserved = [server[1], server[2], server[3]];
     [Some(secrets.current), secrets.previous]
         .into_iter()
         .flatten()
-        .any(|secret| {
-            // The hash: the version and timestamp are in it, and were read from `server`.
-            server_cookie(&secret, cookie.client, reserved, timestamp, client)[8..] == server[8..]
-        })
+        .any(|secret| ours(&secret, cookie, client, now).is_some())
+}
+
+/// The timestamp of `cookie`'s server part, when it is one of ours for `client` under
+/// `secret` and valid at `now` (see [`verified`]).
+fn ours(secret: &[u8; 16], cookie: &Cookie<'_>, client: IpAddr, now: u32) -> Option<u32> {
+    let server = <&[u8; SERVER_LEN]>::try_from(cookie.server).ok()?;
+    if server[0] != VERSION {
+        return None;
+    }
+    let timestamp = u32::from_be_bytes(server[4..8].try_into().expect("4 bytes"));
+    let age = now.wrapping_sub(timestamp);
+    if age > COOKIE_MAX_AGE_S && timestamp.wrapping_sub(now) > COOKIE_MAX_AHEAD_S {
+        return None;
+    }
+    let reserved = [server[1], server[2], server[3]];
+    // The hash: the version and timestamp are in it, and were read from `server`.
+    (server_cookie(secret, cookie.client, reserved, timestamp, client)[8..] == server[8..])
+        .then_some(timestamp)
 }
 
 /// Seconds since the epoch, mod 2^32, the cookies' clock.
@@ -217,6 +226,97 @@ mod tests {
         assert!(!verified(&s, &parse(&cookie).unwrap(), ip, 100));
         cookie.extend([0; 8]);
         assert!(!verified(&s, &parse(&cookie).unwrap(), ip, 100));
+    }
+
+    /// A cookie of ours under the current secret at most half an hour old is given back as
+    /// it came (reserved bytes and all), as the fast path gives it; an older one, one under
+    /// the previous secret, or another address's is renewed.
+    #[test]
+    fn a_fresh_cookie_is_echoed_and_an_older_one_renewed() {
+        let ip = |a: &str| a.parse::<IpAddr>().unwrap();
+        let a3 = hex("fc93fc62807ddb8601abcdef5cf78f71a314227b6679ebf5");
+        let a3c = parse(&a3).unwrap();
+        let s = secrets(SECRET, None);
+        let made = 1_559_727_985;
+        for (after, echoed) in [
+            (0, true),
+            (60, true),
+            (1800, true),
+            (1801, false),
+            (3000, false),
+        ] {
+            let got = response(&s, &a3c, ip("203.0.113.203"), made + after);
+            assert_eq!(got == a3, echoed, "{after} s after");
+            assert_eq!(&got[..8], &a3[..8]);
+        }
+        // Ahead of our clock by up to five minutes (another node's), echoed too.
+        assert_eq!(response(&s, &a3c, ip("203.0.113.203"), made - 300), a3);
+        // Another address: renewed.
+        assert_ne!(response(&s, &a3c, ip("203.0.113.204"), made), a3);
+        // Made under what is now the previous secret: valid, but renewed under the new one.
+        let rolled = secrets("445536bcd2513298075a5d379663c962", Some(SECRET));
+        assert!(verified(&rolled, &a3c, ip("203.0.113.203"), made + 60));
+        let renewed = response(&rolled, &a3c, ip("203.0.113.203"), made + 60);
+        assert_ne!(renewed, a3);
+        assert!(verified(
+            &secrets("445536bcd2513298075a5d379663c962", None),
+            &parse(&renewed).unwrap(),
+            ip("203.0.113.203"),
+            made + 60
+        ));
+    }
+
+    /// The fast path's hash (gslb-common's, written out for the program) is this one, which
+    /// the `siphasher` crate computes, for every length the program hashes.
+    #[test]
+    fn the_fast_paths_hash_is_siphasher_s() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for i in 0..2000 {
+            let secret: [u8; 16] = [next().to_le_bytes(), next().to_le_bytes()]
+                .concat()
+                .try_into()
+                .unwrap();
+            let client = next().to_le_bytes();
+            let head = next();
+            let (reserved, stamp) = (
+                [(head >> 8) as u8, (head >> 16) as u8, (head >> 24) as u8],
+                u32::from_be((head >> 32) as u32),
+            );
+            let v6 = i % 2 == 1;
+            let (a, b) = (next(), next());
+            let addr: IpAddr = if v6 {
+                let mut o = [0u8; 16];
+                o[..8].copy_from_slice(&a.to_le_bytes());
+                o[8..].copy_from_slice(&b.to_le_bytes());
+                // Not IPv4-mapped: the responder hashes those as the IPv4 address.
+                o[0] = 0x20;
+                std::net::Ipv6Addr::from(o).into()
+            } else {
+                std::net::Ipv4Addr::from((a as u32).to_le_bytes()).into()
+            };
+            let words = match addr {
+                IpAddr::V6(x) => {
+                    let o = x.octets();
+                    [
+                        u64::from_le_bytes(o[..8].try_into().unwrap()),
+                        u64::from_le_bytes(o[8..].try_into().unwrap()),
+                    ]
+                }
+                IpAddr::V4(x) => [u64::from(u32::from_le_bytes(x.octets())), 0],
+            };
+            let want = server_cookie(&secret, client, reserved, stamp, addr);
+            let key = gslb_common::CookieKey::new(secret);
+            // The head as the program loads it: version 1, then what was hashed.
+            let head = (head & !0xff) | 1;
+            let got = gslb_common::cookie_hash(&key, u64::from_le_bytes(client), head, v6, words);
+            assert_eq!(got.to_le_bytes(), want[8..], "case {i}");
+        }
     }
 
     /// The window: an hour back, five minutes ahead, across the wrap of the 32-bit clock.

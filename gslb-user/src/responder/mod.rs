@@ -47,6 +47,7 @@ use crate::{compile::Snapshot, location::db::LocationDb, persist::Store as Persi
 
 pub use self::answers::AnswerCounts;
 use self::authority::Authority;
+pub use self::cookies::server_cookie;
 use self::shape::{Refusal, Shape};
 use self::zone::key;
 

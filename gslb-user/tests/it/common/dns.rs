@@ -120,3 +120,44 @@ pub(crate) async fn dig_loopback(port: u16, args: &[&str]) -> String {
     let out = cmd.output().await.expect("dig runs (bind9-dnsutils)");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// The DNS cookie secret of the tests that configure cookies (`server.cookie_secret`; RFC 9018
+/// Appendix A's).
+pub(crate) const COOKIE_SECRET: &str = "e5e973e5a6b2a43f48e7dc849e37bfcf";
+
+/// Seconds since the epoch mod 2^32: the cookies' clock.
+pub(crate) fn unix_now() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs() as u32
+}
+
+/// A COOKIE option's data as a client brings it back: its client cookie `client_cookie` and
+/// the server cookie `secret` (hex) gave `client` at `stamp` (seconds since the epoch).
+pub(crate) fn cookie_made(
+    secret: &str,
+    client_cookie: [u8; 8],
+    client: IpAddr,
+    stamp: u32,
+) -> Vec<u8> {
+    let secret: [u8; 16] = data_encoding::HEXLOWER
+        .decode(secret.as_bytes())
+        .expect("hex")
+        .try_into()
+        .expect("16 bytes");
+    let mut data = client_cookie.to_vec();
+    data.extend(gslb_user::responder::server_cookie(
+        &secret,
+        client_cookie,
+        [0; 3],
+        stamp,
+        client,
+    ));
+    data
+}
+
+/// The COOKIE option carrying `data`.
+pub(crate) fn cookie_option(data: Vec<u8>) -> EdnsOption {
+    EdnsOption::Unknown(10, data)
+}

@@ -47,6 +47,20 @@ pub(crate) fn assert_reply_with(
     scope: Option<u8>,
     nsid: Option<&[u8]>,
 ) -> Vec<IpAddr> {
+    assert_reply_echoing(case, query, out, expect, scope, None, nsid)
+}
+
+/// [`assert_reply_with`] with the COOKIE option `cookie` (its data) between the ECS option and
+/// the NSID option.
+pub(crate) fn assert_reply_echoing(
+    case: &str,
+    query: &[u8],
+    out: &Outcome,
+    expect: &Expect,
+    scope: Option<u8>,
+    cookie: Option<&[u8]>,
+    nsid: Option<&[u8]>,
+) -> Vec<IpAddr> {
     let TurnedAround {
         v6,
         asked,
@@ -54,7 +68,7 @@ pub(crate) fn assert_reply_with(
         question_len,
         rdns,
         counts,
-    } = assert_turned_around_with(case, query, out, scope, nsid);
+    } = assert_turned_around_echoing(case, query, out, scope, cookie, nsid);
     let mut got = Vec::new();
     for rr in &reply.answers {
         assert_eq!(&rr.name, asked.queries[0].name(), "{case}: owner name");
@@ -141,6 +155,19 @@ pub(crate) fn assert_turned_around_with(
     query: &[u8],
     out: &Outcome,
     scope: Option<u8>,
+    nsid: Option<&[u8]>,
+) -> TurnedAround {
+    assert_turned_around_echoing(case, query, out, scope, None, nsid)
+}
+
+/// [`assert_turned_around_with`], the OPT with the COOKIE option `cookie` (its data) after
+/// the ECS option and before the NSID option, when given.
+pub(crate) fn assert_turned_around_echoing(
+    case: &str,
+    query: &[u8],
+    out: &Outcome,
+    scope: Option<u8>,
+    cookie: Option<&[u8]>,
     nsid: Option<&[u8]>,
 ) -> TurnedAround {
     assert_eq!(
@@ -298,6 +325,11 @@ pub(crate) fn assert_turned_around_with(
             ecs[7] = scope;
             want.extend(ecs);
         }
+        if let Some(cookie) = cookie {
+            want.extend([0, 10]);
+            want.extend((cookie.len() as u16).to_be_bytes());
+            want.extend(cookie);
+        }
         if let Some(id) = nsid {
             want.extend([0, 3]);
             want.extend((id.len() as u16).to_be_bytes());
@@ -306,7 +338,7 @@ pub(crate) fn assert_turned_around_with(
         assert_eq!(
             opt_rdata(rdns).unwrap_or_default(),
             want.as_slice(),
-            "{case}: OPT options: the query's ECS (scope {scope:?}), then our NSID ({:?})",
+            "{case}: OPT options: the query's ECS (scope {scope:?}), its cookie ({cookie:02x?}), then our NSID ({:?})",
             nsid.map(String::from_utf8_lossy)
         );
         assert_eq!(

@@ -50,9 +50,19 @@ fn check_reply(query: &[u8], reply: &[u8], responder: &Responder) -> Result<(), 
 
 /// Whether the OPT record of the DNS message `dns` has an NSID option.
 fn has_nsid(dns: &[u8]) -> bool {
+    has_option(dns, 3)
+}
+
+/// Whether the DNS message `dns` carries a COOKIE option.
+fn has_cookie(dns: &[u8]) -> bool {
+    has_option(dns, 10)
+}
+
+/// Whether the DNS message `dns`'s OPT carries an option of `code`.
+fn has_option(dns: &[u8], code: u16) -> bool {
     let mut rest = opt_rdata(dns).unwrap_or_default();
     while let [c0, c1, l0, l1, tail @ ..] = rest {
-        if [*c0, *c1] == [0, 3] {
+        if u16::from_be_bytes([*c0, *c1]) == code {
             return true;
         }
         rest = tail
@@ -97,12 +107,13 @@ fn xdp_replies_agree_with_the_responder() {
         return;
     }
     // With an identity and cookies: a query asking for NSID gets the identity from both (the
-    // program writes the option), one carrying a cookie gets a server cookie from the
-    // responder, so the program passes it. The ECS-allow run below keeps cookies off, so the
-    // program answers them there, and has the longest identity.
+    // program writes the option); one that brings back a fresh cookie of ours gets it back
+    // from both, and one with any other cookie gets a new one from the responder, so the
+    // program passes it. The ECS-allow run below keeps cookies off, so the program answers
+    // them there (without the option), and has the longest identity.
     let text = config_text().replacen(
         "[server]\n",
-        "[server]\nidentity = \"xdp-fuzz\"\ncookie_secret = \"e5e973e5a6b2a43f48e7dc849e37bfcf\"\n",
+        &format!("[server]\nidentity = \"xdp-fuzz\"\ncookie_secret = \"{COOKIE_SECRET}\"\n"),
         1,
     );
     differential(&text, env_or("GSLB_FUZZ_FRAMES", 200_000), false);
@@ -141,6 +152,8 @@ fn differential(text: &str, frames: u64, allow_list: bool) {
     let mut dp = Dataplane::load(None).expect("loading the XDP object");
     dp.table.publish(&snapshot).expect("publishing");
     dp.add_local_mac(SERVER_MAC).unwrap();
+    // The program's wall clock, for the cookies' timestamps.
+    dp.take_heartbeat().unwrap().beat(None).unwrap();
     let responder = Responder::new(&snapshot);
 
     let pop = Population {
@@ -180,6 +193,7 @@ fn differential(text: &str, frames: u64, allow_list: bool) {
             ip("fe80::1"),
             ip("224.0.0.1"),
         ],
+        cookie_secret: snapshot.cookie_secret.is_some().then_some(COOKIE_SECRET),
     };
     let mut generator = Generator::new(seed, pop);
     let mut out = vec![0u8; 4096];
@@ -187,8 +201,9 @@ fn differential(text: &str, frames: u64, allow_list: bool) {
     // Replies that echo an ECS option (answered from the subnet's view), and replies to an
     // ECS query that echo none (the option ignored: a source not in `server.ecs_allow`).
     let (mut ecs_tx, mut ecs_ignored_tx) = (0u64, 0u64);
-    // Replies with our NSID option; replies with a CNAME answer.
+    // Replies with our NSID option; with a cookie echoed; with a CNAME answer.
     let mut nsid_tx = 0u64;
+    let mut cookie_tx = 0u64;
     let mut cname_tx = 0u64;
     // Replies to names below a wildcard.
     let mut wild_tx = 0u64;
@@ -217,6 +232,9 @@ fn differential(text: &str, frames: u64, allow_list: bool) {
                 }
                 if udp_offset(reply).is_some_and(|l4| has_nsid(&reply[l4 + 8..])) {
                     nsid_tx += 1;
+                }
+                if udp_offset(reply).is_some_and(|l4| has_cookie(&reply[l4 + 8..])) {
+                    cookie_tx += 1;
                 }
                 if udp_offset(reply).is_some_and(|l4| has_cname(&reply[l4 + 8..])) {
                     cname_tx += 1;
@@ -276,7 +294,7 @@ fn differential(text: &str, frames: u64, allow_list: bool) {
         }
     }
     println!(
-        "fuzz-xdp: {frames} frames (seed {seed}, ecs_allow {allow_list}) in {:.1?}: {tx} XDP_TX ({ecs_tx} with ECS, {ecs_ignored_tx} with ECS ignored, {nsid_tx} with NSID, {cname_tx} with a CNAME, {wild_tx} below a wildcard), {passes} XDP_PASS, {wrong} wrong",
+        "fuzz-xdp: {frames} frames (seed {seed}, ecs_allow {allow_list}) in {:.1?}: {tx} XDP_TX ({ecs_tx} with ECS, {ecs_ignored_tx} with ECS ignored, {nsid_tx} with NSID, {cookie_tx} with a cookie, {cname_tx} with a CNAME, {wild_tx} below a wildcard), {passes} XDP_PASS, {wrong} wrong",
         started.elapsed()
     );
     println!("fuzz-xdp passes by reason: {reasons:?}");
@@ -313,14 +331,23 @@ fn differential(text: &str, frames: u64, allow_list: bool) {
         wild_tx > frames / 1000 || frames < 10_000,
         "{wild_tx} replies below a wildcard"
     );
-    // Cookies: passed where configured (the plain run), answered where not (the other).
+    // Cookies: where configured (the plain run), fresh ones of ours echoed and the rest
+    // passed; where not (the other), answered without the option.
     let cookie = reasons.get("cookie").copied().unwrap_or(0);
     if allow_list {
-        assert_eq!(cookie, 0, "cookie passes without cookies configured");
+        assert_eq!(
+            (cookie, cookie_tx),
+            (0, 0),
+            "cookies seen without cookies configured"
+        );
     } else {
         assert!(
             cookie > frames / 1000 || frames < 10_000,
             "{cookie} cookie passes"
+        );
+        assert!(
+            cookie_tx > frames / 1000 || frames < 10_000,
+            "{cookie_tx} replies with a cookie"
         );
     }
 }

@@ -21,11 +21,14 @@ const RATE: usize = 20;
 const FLOOD: usize = 600;
 
 fn dataplane_with(extra: &str) -> Option<Dataplane> {
+    dataplane_from(&format!("{}\n{extra}", config_text()))
+}
+
+fn dataplane_from(text: &str) -> Option<Dataplane> {
     if !privileged() {
         return None;
     }
-    let text = format!("{}\n{extra}", config_text());
-    let config = Config::parse(&text, Path::new("xdp-rrl.toml")).expect("test configuration");
+    let config = Config::parse(text, Path::new("xdp-rrl.toml")).expect("test configuration");
     let mut dp = Dataplane::load(None).expect("loading the XDP object");
     dp.table
         .publish(&Snapshot::from_config(&config))
@@ -178,6 +181,43 @@ fn an_ipv6_flood_is_counted_by_its_56() {
         &mut next,
     );
     assert_eq!(next.full, 1, "the next /56 has its own bucket");
+}
+
+/// A client that brings back a fresh server cookie of ours has proved its address (RFC 7873
+/// §5.3): its answers are not limited, while the same client's queries without the cookie
+/// are, from the same bucket.
+#[test]
+fn a_client_with_our_cookie_is_not_limited() {
+    let text = config_text().replacen(
+        "[server]\n",
+        &format!("[server]\ncookie_secret = \"{COOKIE_SECRET}\"\n"),
+        1,
+    ) + "\n[rrl]\nrate = 5\nslip = 0\n";
+    let Some(mut dp) = dataplane_from(&text) else {
+        return;
+    };
+    dp.take_heartbeat().unwrap().beat(None).unwrap();
+    pin_to_current_cpu();
+    let client = IpAddr::V4(Ipv4Addr::new(203, 0, 113, 9));
+    let cookie = cookie_made(COOKIE_SECRET, [9; 8], client, unix_now());
+    let (mut with, mut without) = (Tally::default(), Tally::default());
+    for i in 0..100u16 {
+        let mut msg = query(i, WWW, RecordType::A);
+        let mut opt = edns();
+        opt.options_mut().insert(cookie_option(cookie.clone()));
+        msg.set_edns(opt);
+        ask_with(&dp, client, &msg, &mut with);
+        ask_as(&dp, client, 1000 + i, &mut without);
+    }
+    assert_eq!(
+        (with.full, with.dropped),
+        (100, 0),
+        "with the cookie: {with:?}"
+    );
+    assert!(
+        without.full <= 6 && without.dropped >= 94,
+        "without: {without:?}"
+    );
 }
 
 #[test]

@@ -7,8 +7,8 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::common::{
-    Frame, IPPROTO_TCP, IPPROTO_UDP, hop_by_hop_padding, internet_checksum, ipv6_first_fragment,
-    transport_checksum, udp_offset,
+    Frame, IPPROTO_TCP, IPPROTO_UDP, cookie_made, hop_by_hop_padding, internet_checksum,
+    ipv6_first_fragment, transport_checksum, udp_offset, unix_now,
 };
 
 /// splitmix64: small, seedable, good enough to spread test cases.
@@ -52,6 +52,9 @@ pub(crate) struct Population {
     pub names: Vec<String>,
     pub servers: Vec<IpAddr>,
     pub clients: Vec<IpAddr>,
+    /// The configuration's `server.cookie_secret`: most cookies with a server part are then
+    /// ones it made for the frame's client (see [`mint_cookie`]).
+    pub cookie_secret: Option<&'static str>,
 }
 
 pub(crate) struct Generator {
@@ -107,6 +110,12 @@ impl Generator {
                 0 => src = mapped(Ipv4Addr::new(198, 51, 100, 7)),
                 _ => dst = mapped(Ipv4Addr::new(192, 0, 2, 53)),
             }
+        }
+        let mut dns = dns;
+        if let Some(secret) = self.pop.cookie_secret
+            && r.below(4) != 0
+        {
+            mint_cookie(r, &mut dns, secret, src);
         }
         let mut f = Frame::udp(src, dst, dns);
         f.src_port = match r.below(if hostile { 20 } else { 1 }) {
@@ -164,6 +173,29 @@ impl Generator {
         }
         bytes
     }
+}
+
+/// Makes the first COOKIE option with a server part in `dns` (found by its code and length)
+/// one that `secret` made for `src`: fresh (echoed), older than half an hour (renewed), or
+/// past its hour or too far ahead (not ours), never within a minute of a boundary, so that
+/// the program's clock and the responder's agree on which it is.
+fn mint_cookie(r: &mut Rng, dns: &mut [u8], secret: &str, src: IpAddr) {
+    let Some(at) = dns.windows(4).skip(12).position(|w| w == [0, 10, 0, 24]) else {
+        return;
+    };
+    let at = at + 12 + 4;
+    if at + 24 > dns.len() {
+        return;
+    }
+    let now = i64::from(unix_now());
+    let stamp = match r.below(8) {
+        0..=4 => now - r.below(1740) as i64,
+        5 => now + r.below(240) as i64,
+        6 => now - 1860 - r.below(1680) as i64,
+        _ => now + 360 + r.below(1000) as i64,
+    };
+    let client: [u8; 8] = dns[at..at + 8].try_into().unwrap();
+    dns[at..at + 24].copy_from_slice(&cookie_made(secret, client, src, stamp as u32));
 }
 
 fn random_addr(r: &mut Rng, v6: bool) -> IpAddr {

@@ -7,6 +7,7 @@
 
 mod answered;
 mod cname;
+mod cookie;
 mod passed;
 mod wildcard;
 

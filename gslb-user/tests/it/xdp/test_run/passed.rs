@@ -238,30 +238,6 @@ fn passes_nsid_answers_that_do_not_fit_the_clients_size() {
     ask_with(&dp, "1232 bytes", &fits, &expect, None, Some(&identity));
 }
 
-/// With `server.cookie_secret`, a query with a COOKIE option goes to the responder, which
-/// gives a server cookie beside the answer (the program carries no option): a client cookie
-/// alone, with a server cookie, after an ECS option. Without it the program answers them
-/// (`answered::answers_queries_with_cookies_or_padding_and_sends_no_options`).
-#[test]
-fn passes_cookies_when_cookies_are_configured() {
-    let Some(dp) = dataplane_with("cookie_secret = \"e5e973e5a6b2a43f48e7dc849e37bfcf\"\n", "")
-    else {
-        return;
-    };
-    let query = |options: Vec<EdnsOption>| wire(&with_options(options));
-    let both = EdnsOption::Unknown(10, vec![7; 24]);
-    #[rustfmt::skip]
-    let cases = [
-        ("client cookie", query(vec![client_cookie()]), Counter::Cookie),
-        ("client and server cookie", query(vec![both]), Counter::Cookie),
-        ("cookie after ECS", query(vec![ecs_subnet("198.51.100.0/24"), client_cookie()]), Counter::Cookie),
-    ];
-    assert_messages_passed(&dp, &cases);
-    // The same query without a cookie is still answered (XDP_TX).
-    let plain = run(&dp, &Frame::query_to(V4, query(vec![])).bytes());
-    assert_eq!(plain.action, 3, "counted {:?}", plain.counted);
-}
-
 /// With `server.ecs_allow`, the program holds the list (`ECS_ALLOW`): a listed resolver's
 /// subnet is answered from its view with the scope echoed, anyone else's option is ignored (its
 /// own view, no option echoed), and malformed ones stay `ecs_invalid` (xdp_ecs_allow.rs has
