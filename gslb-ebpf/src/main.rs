@@ -190,7 +190,7 @@ pub fn gslb_xdp(ctx: XdpContext) -> u32 {
     verdict(try_answer::<false, false>(&ctx))
 }
 
-/// Where `gslb_xdp` hands a question it does not serve (through `WILDCARD`): the same parse,
+/// Where `gslb_xdp` hands a question it does not serve (through `TAIL_WILDCARD`): the same parse,
 /// then the wildcard of the question's parent. A program of its own because the verifier
 /// walks each program's states apart: the wildcard's lookup and reply in `gslb_xdp` took it
 /// past its million instructions (benches/RESULTS.md).

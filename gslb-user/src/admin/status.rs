@@ -134,6 +134,11 @@ pub struct SiteStatus {
 pub struct ServiceStatus {
     pub name: String,
     pub site: String,
+    /// The address its answers carry; with `cname`, the address that name stands for (which
+    /// its monitors check).
+    pub address: std::net::IpAddr,
+    /// The name a CNAME domain answers with for it; `None` for an address service.
+    pub cname: Option<String>,
     /// In the answers: its monitors (or its site, over MEP) say UP, and the operator did not
     /// disable it.
     pub up: bool,
@@ -255,6 +260,8 @@ impl WorldStatus {
                 ServiceStatus {
                     name: s.name.clone(),
                     site: site.clone(),
+                    address: s.ip,
+                    cname: s.cname.clone(),
                     up: state.up,
                     admin_state: admin_state(world.admin().service_enabled(&s.name, site)),
                     weight: s.weight,

@@ -20,6 +20,8 @@ pub fn table(what: &str, status: &WorldStatus) -> Option<String> {
             let mut rows = vec![cells(&[
                 "SERVICE",
                 "SITE",
+                "ADDRESS",
+                "CNAME",
                 "STATE",
                 "ADMIN",
                 "WEIGHT",
@@ -32,6 +34,8 @@ pub fn table(what: &str, status: &WorldStatus) -> Option<String> {
                 vec![
                     s.name.clone(),
                     s.site.clone(),
+                    s.address.to_string(),
+                    s.cname.clone().unwrap_or_else(|| "-".to_owned()),
                     if s.up { "up" } else { "down" }.to_owned(),
                     s.admin_state.to_owned(),
                     s.weight.to_string(),
@@ -182,34 +186,52 @@ mod tests {
     #[test]
     fn columns_align_and_unknown_tables_are_none() {
         let status = WorldStatus {
-            services: vec![ServiceStatus {
-                name: "web-long-name".into(),
-                site: "dc".into(),
-                up: false,
-                admin_state: "disabled",
-                weight: 3,
-                connections: None,
-                bandwidth_kbps: Some(u64::MAX),
-                why: "disabled by the operator".into(),
-                last_change_unix_s: Some(1_764_619_535),
-            }],
+            services: vec![
+                ServiceStatus {
+                    name: "web-long-name".into(),
+                    site: "dc".into(),
+                    address: "2001:db8::10".parse().unwrap(),
+                    cname: None,
+                    up: false,
+                    admin_state: "disabled",
+                    weight: 3,
+                    connections: None,
+                    bandwidth_kbps: Some(u64::MAX),
+                    why: "disabled by the operator".into(),
+                    last_change_unix_s: Some(1_764_619_535),
+                },
+                ServiceStatus {
+                    name: "cdn".into(),
+                    site: "dc".into(),
+                    address: "192.0.2.1".parse().unwrap(),
+                    cname: Some("edge.cdn.example.net".into()),
+                    up: true,
+                    admin_state: "enabled",
+                    weight: 1,
+                    connections: Some(0),
+                    bandwidth_kbps: Some(0),
+                    why: "no monitor".into(),
+                    last_change_unix_s: None,
+                },
+            ],
             sites: vec![SiteStatus {
                 name: "dc".into(),
                 admin_state: "enabled",
-                services: 1,
-                services_up: 0,
+                services: 2,
+                services_up: 1,
                 reachable: None,
             }],
             ..WorldStatus::default()
         };
         assert_eq!(
             table("services", &status).unwrap(),
-            "SERVICE        SITE  STATE  ADMIN     WEIGHT  CONNECTIONS  BANDWIDTH_KBPS  SINCE                 WHY\n\
-             web-long-name  dc    down   disabled  3       unknown      full            2025-12-01T20:05:35Z  disabled by the operator\n"
+            "SERVICE        SITE  ADDRESS       CNAME                 STATE  ADMIN     WEIGHT  CONNECTIONS  BANDWIDTH_KBPS  SINCE                 WHY\n\
+             web-long-name  dc    2001:db8::10  -                     down   disabled  3       unknown      full            2025-12-01T20:05:35Z  disabled by the operator\n\
+             cdn            dc    192.0.2.1     edge.cdn.example.net  up     enabled   1       0            0               -                     no monitor\n"
         );
         assert_eq!(
             table("sites", &status).unwrap(),
-            "SITE  ADMIN    SERVICES_UP  MEP\ndc    enabled  0/1          -\n"
+            "SITE  ADMIN    SERVICES_UP  MEP\ndc    enabled  1/2          -\n"
         );
         assert_eq!(table("rtt", &status), None);
         assert_eq!(table("routes", &status), None);

@@ -165,6 +165,8 @@ async fn clients_that_never_read_their_reply_are_dropped_after_the_reply_timeout
         .map(|i| ServiceStatus {
             name: format!("service-{i}"),
             site: "dc".into(),
+            address: "192.0.2.1".parse().unwrap(),
+            cname: None,
             up: false,
             admin_state: "enabled",
             weight: 1,

@@ -550,14 +550,48 @@ prefixes = ["10.0.0.0/8"]
         rows(&services),
         [
             row(&[
-                "web1", "dc1", "down", "disabled", "1", "0", "0", "-", "disabled", "by", "the",
+                "web1",
+                "dc1",
+                "198.51.100.1",
+                "-",
+                "down",
+                "disabled",
+                "1",
+                "0",
+                "0",
+                "-",
+                "disabled",
+                "by",
+                "the",
                 "operator"
             ]),
             row(&[
-                "web2", "dc1", "up", "enabled", "1", "0", "0", "-", "no", "monitor"
+                "web2",
+                "dc1",
+                "198.51.100.2",
+                "-",
+                "up",
+                "enabled",
+                "1",
+                "0",
+                "0",
+                "-",
+                "no",
+                "monitor"
             ]),
             row(&[
-                "web3", "dc2", "up", "enabled", "1", "0", "0", "-", "no", "monitor"
+                "web3",
+                "dc2",
+                "198.51.100.3",
+                "-",
+                "up",
+                "enabled",
+                "1",
+                "0",
+                "0",
+                "-",
+                "no",
+                "monitor"
             ]),
         ]
     );

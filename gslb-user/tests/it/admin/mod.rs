@@ -406,6 +406,8 @@ fn every_section_of_the_exposition_is_valid() {
         services: vec![ServiceStatus {
             name: "web \"1\"\\".into(),
             site: "dc".into(),
+            address: "192.0.2.1".parse().unwrap(),
+            cname: None,
             up: true,
             admin_state: "enabled",
             weight: 1,
