@@ -162,6 +162,12 @@ fn build(release: bool) -> Result<()> {
     util::run_inherit("build", &mut cmd)
 }
 
+/// Tests that measure time to a few milliseconds through threads of their own (RTTs over a
+/// delaying TAP wire, 5 ms tolerance): run after the rest, alone, by `cargo xtask test`. Beside
+/// the suite's other tests on a 2-core machine their samples drifted by 3 to 30 ms (three CI
+/// runs in a row of 2026-12-08), which no tolerance that still tests the rule absorbs.
+const ALONE: [&str; 1] = ["e2e::rtt_netns::"];
+
 fn test(args: &[String]) -> Result<()> {
     let env = setup::run()?;
     if args.is_empty() {
@@ -173,8 +179,21 @@ fn test(args: &[String]) -> Result<()> {
     cmd.arg("test")
         .args(args)
         .env("GSLB_REQUIRE_PRIVILEGED", "1");
+    if args.is_empty() {
+        cmd.arg("--");
+        for name in ALONE {
+            cmd.args(["--skip", name]);
+        }
+    }
     util::run_inherit("test", &mut cmd)?;
     if args.is_empty() {
+        let mut alone = env.cargo();
+        alone
+            .args(["test", "-p", "gslb-user", "--test", "it", "--"])
+            .args(ALONE)
+            .arg("--test-threads=1")
+            .env("GSLB_REQUIRE_PRIVILEGED", "1");
+        util::run_inherit("test (timing tests, alone)", &mut alone)?;
         // Each target a minute from its seeds (one build for all); the xdp target must run.
         fuzz::run(&env, 60, &fuzz::TARGETS.map(String::from), true)?;
         // The README's first command, end to end: it fails if a step of the demo does.
