@@ -46,6 +46,11 @@ const SILENT: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 56);
 const NEVER_ASKED: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 57);
 const QUERYING: [Ipv4Addr; 4] = [ALL, NO_ICMP, DNS_ONLY, SILENT];
 const TOLERANCE: Duration = Duration::from_millis(5);
+/// How far one sample may stray on this shared machine. A stored RTT is one sample (the first
+/// that differed from the last stored by more than `TOLERANCE`), and the samples after it stay
+/// within the tolerance of it, so a stray one stays stored: runs stored 35.4 for 30 ms and
+/// 45.5 for 40. Convergence is thus checked within both (the 10 and 40 ms links stay 30 apart).
+const SAMPLE_NOISE: Duration = Duration::from_millis(5);
 
 const IPPROTO_ICMP: u8 = 1;
 const IPPROTO_TCP: u8 = 6;
@@ -218,7 +223,9 @@ fn converged(
         let got: Vec<Option<(Duration, Option<ProbeKind>)>> =
             want.iter().map(|(l, _, _)| site.rtt(*l)).collect();
         let ok = want.iter().zip(&got).all(|((_, rtt, kind), got)| {
-            got.is_some_and(|(g, k)| g.abs_diff(*rtt) <= TOLERANCE && k == Some(*kind))
+            got.is_some_and(|(g, k)| {
+                g.abs_diff(*rtt) <= TOLERANCE + SAMPLE_NOISE && k == Some(*kind)
+            })
         });
         if ok {
             return Ok(());
@@ -233,6 +240,30 @@ fn converged(
     }
 }
 
+/// Waits (20 s at most) until `site`'s stored RTT to each of `resolvers` is `ok`; `what` and
+/// the stored values otherwise.
+fn stored_within(
+    site: &Site,
+    resolvers: &[Ipv4Addr],
+    what: &str,
+    ok: impl Fn(Duration) -> bool,
+) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let stored: Vec<Option<Duration>> = resolvers
+            .iter()
+            .map(|l| site.rtt(*l).map(|(r, _)| r))
+            .collect();
+        if stored.iter().all(|r| r.is_some_and(&ok)) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{what}: {stored:?}"));
+        }
+        std::thread::sleep(ms(100));
+    }
+}
+
 /// One run of the tolerance check on `site` (see its caller), whose link delay `set_delay`
 /// sets (round trip, ms).
 fn tolerance_attempt(site: &Site, set_delay: &dyn Fn(u64)) -> Result<(), String> {
@@ -242,38 +273,11 @@ fn tolerance_attempt(site: &Site, set_delay: &dyn Fn(u64)) -> Result<(), String>
     // CPU was stored as 35 ms on a CI run, and a later 30 ms is within the tolerance of it,
     // so it would never come nearer.
     set_delay(30);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let stored: Vec<Option<Duration>> = resolvers
-            .iter()
-            .map(|l| site.rtt(*l).map(|(r, _)| r))
-            .collect();
-        if stored.iter().all(|r| r.is_some_and(|r| r >= ms(25))) {
-            break;
-        }
-        if Instant::now() > deadline {
-            return Err(format!("no reset to 30 ms: {stored:?}"));
-        }
-        std::thread::sleep(ms(100));
-    }
+    stored_within(site, &resolvers, "no reset to 30 ms", |r| r >= ms(25))?;
     set_delay(10);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let stored: Vec<Option<Duration>> = resolvers
-            .iter()
-            .map(|l| site.rtt(*l).map(|(r, _)| r))
-            .collect();
-        if stored
-            .iter()
-            .all(|r| r.is_some_and(|r| r >= ms(10) && r < ms(11) + ms(1) / 2))
-        {
-            break;
-        }
-        if Instant::now() > deadline {
-            return Err(format!("no clean 10 ms value stored: {stored:?}"));
-        }
-        std::thread::sleep(ms(100));
-    }
+    stored_within(site, &resolvers, "no clean 10 ms value stored", |r| {
+        r >= ms(10) && r < ms(11) + ms(1) / 2
+    })?;
     let drain = |changes: &mut tokio::sync::broadcast::Receiver<gslb_user::probe::RttChange>| {
         let mut published = Vec::new();
         while let Ok(change) = changes.try_recv() {
@@ -295,7 +299,9 @@ fn tolerance_attempt(site: &Site, set_delay: &dyn Fn(u64)) -> Result<(), String>
         return Err(format!("a 3 ms change was published: {published:?}"));
     }
     set_delay(18);
-    converged(site, "+8 ms", &want(18))?;
+    // Stored past the tolerance (not "converged": within it and the noise, the old 10 ms
+    // value would pass before the change is published).
+    stored_within(site, &resolvers, "no +8 ms value stored", |r| r >= ms(16))?;
     let published = drain(&mut changes);
     for ldns in resolvers {
         if !published
