@@ -21,8 +21,7 @@ pub const IPPROTO_UDP: u8 = 17;
 pub const CLASS_IN: u16 = 1;
 pub const TYPE_OPT: u16 = 41;
 pub const OPTION_ECS: u16 = 8;
-/// EDNS option code of COOKIE (RFC 7873).
-pub const OPTION_COOKIE: u16 = 10;
+pub use gslb_common::OPTION_COOKIE;
 
 #[inline(always)]
 pub fn be16(b: [u8; 2]) -> u16 {

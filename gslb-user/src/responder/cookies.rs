@@ -71,20 +71,26 @@ pub fn server_cookie(
     out
 }
 
-/// The COOKIE option data of the response to `cookie` from `client` at `now`: the client
-/// cookie and the server cookie it brought, when that is ours under the current secret and at
-/// most half an hour old (`cookie_echoed`), else a new one.
-pub(super) fn response(
+/// Whether `cookie` is [`verified`], and the COOKIE option data of the response to it: the
+/// client cookie and the server cookie it brought, when that is ours under the current secret
+/// and at most half an hour old (`cookie_echoed`), else a new one. One hash under the current
+/// secret answers both (the previous secret's only when that one fails).
+pub(super) fn respond(
     secrets: &CookieSecrets,
     cookie: &Cookie<'_>,
     client: IpAddr,
     now: u32,
-) -> Vec<u8> {
+) -> (bool, Vec<u8>) {
+    let current = ours(&secrets.current, cookie, client, now);
+    let verified = current.is_some()
+        || secrets
+            .previous
+            .is_some_and(|previous| ours(&previous, cookie, client, now).is_some());
     let mut data = Vec::with_capacity(CLIENT_LEN + SERVER_LEN);
     data.extend_from_slice(&cookie.client);
-    if ours(&secrets.current, cookie, client, now).is_some_and(|stamp| cookie_echoed(stamp, now)) {
+    if current.is_some_and(|stamp| cookie_echoed(stamp, now)) {
         data.extend_from_slice(cookie.server);
-        return data;
+        return (verified, data);
     }
     data.extend_from_slice(&server_cookie(
         &secrets.current,
@@ -93,26 +99,26 @@ pub(super) fn response(
         now,
         client,
     ));
-    data
+    (verified, data)
+}
+
+/// [`respond`]'s option data alone.
+#[cfg(test)]
+fn response(secrets: &CookieSecrets, cookie: &Cookie<'_>, client: IpAddr, now: u32) -> Vec<u8> {
+    respond(secrets, cookie, client, now).1
 }
 
 /// Whether `cookie`'s server part is one of ours for `client`: version 1, stamped at most an
 /// hour before `now` and at most five minutes after it (serial arithmetic, RFC 1982: the
-/// timestamp wraps in 2106), its hash that of the current or the previous secret.
-pub(super) fn verified(
-    secrets: &CookieSecrets,
-    cookie: &Cookie<'_>,
-    client: IpAddr,
-    now: u32,
-) -> bool {
-    [Some(secrets.current), secrets.previous]
-        .into_iter()
-        .flatten()
-        .any(|secret| ours(&secret, cookie, client, now).is_some())
+/// timestamp wraps in 2106), its hash that of the current or the previous secret ([`respond`]'s
+/// first half).
+#[cfg(test)]
+fn verified(secrets: &CookieSecrets, cookie: &Cookie<'_>, client: IpAddr, now: u32) -> bool {
+    respond(secrets, cookie, client, now).0
 }
 
 /// The timestamp of `cookie`'s server part, when it is one of ours for `client` under
-/// `secret` and valid at `now` (see [`verified`]).
+/// `secret` and valid at `now` (see [`respond`]).
 fn ours(secret: &[u8; 16], cookie: &Cookie<'_>, client: IpAddr, now: u32) -> Option<u32> {
     let server = <&[u8; SERVER_LEN]>::try_from(cookie.server).ok()?;
     if server[0] != VERSION {

@@ -91,14 +91,13 @@ pub(super) fn add_cookie(
     let Some(cookie) = cookies::parse(data) else {
         return CookieSeen::Malformed;
     };
-    let now = cookies::now();
-    let seen = if cookies::verified(secrets, &cookie, client, now) {
+    let (verified, data) = cookies::respond(secrets, &cookie, client, cookies::now());
+    let seen = if verified {
         CookieSeen::Verified
     } else {
         CookieSeen::Client
     };
     if let Some(edns) = response.edns.as_mut() {
-        let data = cookies::response(secrets, &cookie, client, now);
         edns.options_mut()
             .insert(EdnsOption::Unknown(cookies::OPTION_COOKIE, data));
     }
